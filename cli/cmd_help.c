@@ -1,0 +1,42 @@
+/*
+ * cmd_help.c - fsdpscope help [COMMAND].
+ */
+#include "cli/commands.h"
+
+#include <stdio.h>
+
+const char cmd_help_help[] =
+	"NAME\n"
+	"    fsdpscope help - show help for fsdpscope or one of its commands\n\n"
+	"SYNOPSIS\n"
+	"    fsdpscope help [COMMAND]\n\n"
+	"DESCRIPTION\n"
+	"    Without COMMAND, lists the commands. With COMMAND, prints its manual: the\n"
+	"    same text as 'fsdpscope COMMAND --help'.\n\n"
+	"EXAMPLES\n"
+	"    fsdpscope help\n"
+	"    fsdpscope help dump\n";
+
+int cmd_help(int argc, char **argv)
+{
+	const struct command *cmd;
+
+	if (argc < 2) {
+		printf("usage: fsdpscope COMMAND [ARGS...]\n\n");
+		command_print_list(stdout);
+		printf("\nRun 'fsdpscope help COMMAND' for details.\n");
+		return EXIT_OK;
+	}
+	if (argc > 2) {
+		fprintf(stderr, "fsdpscope help: give one command name, not %d\n", argc - 1);
+		return EXIT_USAGE;
+	}
+	cmd = command_find(argv[1]);
+	if (!cmd) {
+		fprintf(stderr, "fsdpscope help: '%s' is not a command.\n\n", argv[1]);
+		command_print_list(stderr);
+		return EXIT_USAGE;
+	}
+	fputs(cmd->help, stdout);
+	return EXIT_OK;
+}

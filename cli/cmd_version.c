@@ -1,0 +1,34 @@
+/*
+ * cmd_version.c - fsdpscope version.
+ */
+#include "cli/commands.h"
+
+#include "common/trace_format.h"
+
+#include <stdio.h>
+
+#ifndef FSS_VERSION
+#define FSS_VERSION "unknown"
+#endif
+
+const char cmd_version_help[] =
+	"NAME\n"
+	"    fsdpscope version - print the version of fsdpscope and of its trace format\n\n"
+	"SYNOPSIS\n"
+	"    fsdpscope version\n\n"
+	"DESCRIPTION\n"
+	"    Prints the program version and the trace format version it writes; it\n"
+	"    reads traces of the same major format version.\n\n"
+	"EXAMPLES\n"
+	"    fsdpscope version\n";
+
+int cmd_version(int argc, char **argv)
+{
+	(void)argv;
+	if (argc > 1) {
+		fprintf(stderr, "fsdpscope version: takes no arguments\n");
+		return EXIT_USAGE;
+	}
+	printf("fsdpscope %s (trace format %d.%d)\n", FSS_VERSION, FSS_FORMAT_MAJOR, FSS_FORMAT_MINOR);
+	return EXIT_OK;
+}

@@ -1,0 +1,41 @@
+/*
+ * commands.h - the subcommands of the fsdpscope executable.
+ *
+ * Each lives in its own cli/cmd_<name>.c and exports one entry point and one
+ * help text; cli/main.c dispatches from its table and prints the help for
+ * both `fsdpscope help CMD` and `fsdpscope CMD --help`.
+ */
+#ifndef FSS_CLI_COMMANDS_H
+#define FSS_CLI_COMMANDS_H
+
+struct command {
+	const char *name;
+	const char *summary; /* one line for the command list */
+	const char *help;    /* the man-page-like text, EXAMPLES included */
+	int (*run)(int argc, char **argv); /* argv[0] is the command name */
+};
+
+/* Exit codes shared by all commands. */
+enum {
+	EXIT_OK = 0,
+	EXIT_FINDING = 1, /* lint: a finding reached --fail-on */
+	EXIT_USAGE = 2,   /* bad flags or input */
+};
+
+int cmd_dump(int argc, char **argv);
+extern const char cmd_dump_help[];
+
+int cmd_version(int argc, char **argv);
+extern const char cmd_version_help[];
+
+int cmd_help(int argc, char **argv);
+extern const char cmd_help_help[];
+
+/* command_find - the table entry for name, NULL if there is none. */
+const struct command *command_find(const char *name);
+
+/* command_print_list - "Commands:" and one line per command, to stream f. */
+#include <stdio.h>
+void command_print_list(FILE *f);
+
+#endif

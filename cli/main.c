@@ -1,0 +1,75 @@
+/*
+ * main.c - the fsdpscope executable: a table of subcommands.
+ */
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct command commands[] = {
+	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},
+	{"help", "show help for fsdpscope or one command", cmd_help_help, cmd_help},
+	{"version", "print the version and the trace format version", cmd_version_help, cmd_version},
+};
+
+const struct command *command_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+void command_print_list(FILE *f)
+{
+	fprintf(f, "Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: fsdpscope COMMAND [ARGS...]\n\n"
+		   "fsdpscope profiles sharded (FSDP / ZeRO-3) training jobs: it counts and times\n"
+		   "every NCCL collective and tells when the wrap policy or the overlap is wrong.\n\n");
+	command_print_list(f);
+	fprintf(f, "\nRun 'fsdpscope help COMMAND' (or 'fsdpscope COMMAND --help') for details.\n");
+}
+
+static int wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return 0;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *cmd;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(1, &argv[1]);
+	cmd = command_find(argv[1]);
+	if (!cmd) {
+		fprintf(stderr, "fsdpscope: '%s' is not a command.\n\n", argv[1]);
+		command_print_list(stderr);
+		return EXIT_USAGE;
+	}
+	if (wants_help(argc - 1, argv + 1)) {
+		fputs(cmd->help, stdout);
+		return EXIT_OK;
+	}
+	return cmd->run(argc - 1, argv + 1);
+}

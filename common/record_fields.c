@@ -1,0 +1,158 @@
+/*
+ * record_fields.c - the field tables of record_fields.h.
+ */
+#include "common/record_fields.h"
+
+#include "common/record.h"
+
+#include <string.h>
+
+/* Adapters from the typed name functions of record.h to one signature. */
+static const char *op_name(unsigned v) { return record_op_name((uint8_t)v); }
+static const char *dtype_name(unsigned v) { return record_dtype_name((uint8_t)v); }
+static const char *redop_name(unsigned v) { return record_redop_name((uint8_t)v); }
+static const char *path_name(unsigned v) { return record_path_name((uint16_t)v); }
+static const char *comm_event_name(unsigned v) { return record_comm_event_name((uint16_t)v); }
+static const char *gpu_kind_name(unsigned v) { return record_gpu_kind_name((uint16_t)v); }
+static const char *nvtx_kind_name(unsigned v) { return record_nvtx_kind_name((uint16_t)v); }
+static const char *clock_domain_name(unsigned v) { return record_clock_domain_name(v); }
+
+#define F(T, field, kind) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, NULL}
+#define E(T, field, kind, fn) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, fn}
+
+#define T struct fss_rec_process_hello
+static const struct record_field hello_fields[] = {
+	F(T, pid, FIELD_U32), F(T, ppid, FIELD_U32), F(T, rank, FIELD_I32), F(T, local_rank, FIELD_I32),
+	F(T, world_size, FIELD_I32), F(T, slurm_procid, FIELD_I32), F(T, ompi_rank, FIELD_I32),
+	F(T, host, FIELD_STRING_ID), F(T, command, FIELD_STRING_ID), E(T, path, FIELD_ENUM16, path_name),
+	F(T, agent_version, FIELD_U16), F(T, mono_ns, FIELD_U64), F(T, realtime_ns, FIELD_U64),
+	F(T, features, FIELD_U64),
+};
+#undef T
+
+#define T struct fss_rec_string
+static const struct record_field string_fields[] = {
+	F(T, id, FIELD_U32), F(T, total_len, FIELD_U16), F(T, offset, FIELD_U16), F(T, text, FIELD_TEXT),
+};
+#undef T
+
+#define T struct fss_rec_comm
+static const struct record_field comm_fields[] = {
+	F(T, comm, FIELD_HEX64), F(T, id_hash, FIELD_HEX64), F(T, parent_comm, FIELD_HEX64),
+	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, nranks, FIELD_I32), F(T, rank, FIELD_I32),
+	F(T, device, FIELD_I32), F(T, color, FIELD_I32), F(T, key, FIELD_I32), F(T, result, FIELD_I32),
+	E(T, event, FIELD_ENUM16, comm_event_name), E(T, path, FIELD_ENUM16, path_name), F(T, thread, FIELD_U32),
+};
+#undef T
+
+#define T struct fss_rec_collective
+static const struct record_field collective_fields[] = {
+	F(T, seq, FIELD_U64), F(T, comm, FIELD_HEX64), F(T, stream, FIELD_HEX64), F(T, count, FIELD_U64),
+	F(T, bytes, FIELD_U64), F(T, sendbuff, FIELD_HEX64), F(T, recvbuff, FIELD_HEX64),
+	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, group_id, FIELD_U32), F(T, thread, FIELD_U32),
+	F(T, peer, FIELD_I32), F(T, result, FIELD_I32), F(T, group_depth, FIELD_U16),
+	E(T, op, FIELD_ENUM8, op_name), E(T, dtype, FIELD_ENUM8, dtype_name), E(T, redop, FIELD_ENUM8, redop_name),
+	E(T, path, FIELD_ENUM8, path_name), F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
+#define T struct fss_rec_group
+static const struct record_field group_fields[] = {
+	F(T, group_id, FIELD_U32), F(T, calls, FIELD_U32), F(T, start_ns, FIELD_U64),
+	F(T, end_enter_ns, FIELD_U64), F(T, end_exit_ns, FIELD_U64), F(T, result, FIELD_I32),
+	F(T, thread, FIELD_U32),
+};
+#undef T
+
+#define T struct fss_rec_gpu_interval
+static const struct record_field gpu_interval_fields[] = {
+	F(T, start_ns, FIELD_U64), F(T, end_ns, FIELD_U64), F(T, stream, FIELD_U64),
+	F(T, collective_seq, FIELD_U64), F(T, bytes, FIELD_U64), F(T, correlation_id, FIELD_U32),
+	F(T, device, FIELD_U32), F(T, context, FIELD_U32), F(T, name, FIELD_STRING_ID),
+	E(T, kind, FIELD_ENUM16, gpu_kind_name), F(T, copy_kind, FIELD_U16), F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
+#define T struct fss_rec_nvtx_range
+static const struct record_field nvtx_range_fields[] = {
+	F(T, start_ns, FIELD_U64), F(T, end_ns, FIELD_U64), F(T, range_id, FIELD_U64),
+	F(T, domain, FIELD_STRING_ID), F(T, name, FIELD_STRING_ID), F(T, thread, FIELD_U32),
+	F(T, end_thread, FIELD_U32), E(T, kind, FIELD_ENUM16, nvtx_kind_name), F(T, depth, FIELD_U16),
+	F(T, category, FIELD_U32),
+};
+#undef T
+
+#define T struct fss_rec_clock_anchor
+static const struct record_field clock_anchor_fields[] = {
+	F(T, mono_ns, FIELD_U64), F(T, other_ns, FIELD_U64), E(T, domain, FIELD_ENUM32, clock_domain_name),
+	F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
+#define T struct fss_rec_drops
+static const struct record_field drops_fields[] = {
+	F(T, at_ns, FIELD_U64), F(T, ring_dropped, FIELD_U64), F(T, sink_dropped, FIELD_U64),
+	F(T, cupti_dropped, FIELD_U64), F(T, records_written, FIELD_U64),
+};
+#undef T
+
+#define T struct fss_rec_process_end
+static const struct record_field process_end_fields[] = {
+	F(T, at_ns, FIELD_U64), F(T, collectives, FIELD_U64), F(T, exit_code, FIELD_I32),
+	F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
+#define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
+static const struct {
+	const struct record_field *fields;
+	size_t count;
+} tables[FSS_REC_TYPE_MAX] = {
+	[FSS_REC_PROCESS_HELLO] = TABLE(hello_fields),
+	[FSS_REC_STRING] = TABLE(string_fields),
+	[FSS_REC_COMM] = TABLE(comm_fields),
+	[FSS_REC_COLLECTIVE] = TABLE(collective_fields),
+	[FSS_REC_GROUP] = TABLE(group_fields),
+	[FSS_REC_GPU_INTERVAL] = TABLE(gpu_interval_fields),
+	[FSS_REC_NVTX_RANGE] = TABLE(nvtx_range_fields),
+	[FSS_REC_CLOCK_ANCHOR] = TABLE(clock_anchor_fields),
+	[FSS_REC_DROPS] = TABLE(drops_fields),
+	[FSS_REC_PROCESS_END] = TABLE(process_end_fields),
+};
+
+const struct record_field *record_fields(uint16_t type, size_t *count)
+{
+	if (type >= FSS_REC_TYPE_MAX || !tables[type].fields) {
+		*count = 0;
+		return NULL;
+	}
+	*count = tables[type].count;
+	return tables[type].fields;
+}
+
+uint64_t record_field_uint(const void *rec, const struct record_field *f)
+{
+	const unsigned char *p = (const unsigned char *)rec + f->offset;
+
+	switch (f->size) {
+	case 1: return *p;
+	case 2: {
+		uint16_t v;
+		memcpy(&v, p, 2);
+		return v;
+	}
+	case 4: {
+		uint32_t v;
+		memcpy(&v, p, 4);
+		if (f->kind == FIELD_I32)
+			return (uint64_t)(int64_t)(int32_t)v;
+		return v;
+	}
+	case 8: {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		return v;
+	}
+	default: return 0;
+	}
+}

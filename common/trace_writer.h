@@ -1,0 +1,69 @@
+/*
+ * trace_writer.h - write records into a trace file or a socket stream.
+ *
+ * Records are buffered into a chunk and each chunk goes out with one write,
+ * so a writer killed at any instant leaves every complete chunk readable.
+ * Files are written to "<path>.partial" and renamed to <path> by
+ * trace_writer_close(); a killed writer leaves the .partial file, which
+ * trace readers accept.
+ */
+#ifndef FSS_COMMON_TRACE_WRITER_H
+#define FSS_COMMON_TRACE_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct trace_writer trace_writer_t;
+
+struct trace_writer_options {
+	uint64_t features;       /* FSS_FEATURE_* bits for the file header */
+	uint32_t chunk_payload;  /* payload bytes per chunk, 0: FSS_CHUNK_DEFAULT_PAYLOAD */
+	int sync_on_close;       /* fsync the file before the rename */
+};
+
+/*
+ * trace_writer_open - create "<path>.partial", write the file header.
+ * opts may be NULL for defaults. On success *out owns the file; the caller
+ * ends it with trace_writer_close(). Returns 0 or a negative errno.
+ */
+int trace_writer_open(trace_writer_t **out, const char *path, const struct trace_writer_options *opts);
+
+/*
+ * trace_writer_open_fd - write the same bytes to a connected stream socket
+ * (or any fd). The fd stays the caller's: close() of the writer does not
+ * close it. Writes block until the bytes are out or fail.
+ */
+int trace_writer_open_fd(trace_writer_t **out, int fd, const struct trace_writer_options *opts);
+
+/*
+ * trace_writer_append - append one record (its head says its size, which
+ * must be >= 8, a multiple of 8 and fit in a chunk). A full chunk is written
+ * out first. Returns 0 or a negative errno; after a write error the writer
+ * refuses further records with the same error.
+ */
+int trace_writer_append(trace_writer_t *w, const void *record);
+
+/*
+ * trace_writer_string - append the FSS_REC_STRING part records that define
+ * string `id` = s[0..len) for `source`. Strings over FSS_STRING_MAX_BYTES are
+ * cut there.
+ */
+int trace_writer_string(trace_writer_t *w, uint32_t source, uint32_t id, const char *s, size_t len);
+
+/* trace_writer_flush - write the pending chunk now, if it holds records. */
+int trace_writer_flush(trace_writer_t *w);
+
+/*
+ * trace_writer_close - flush, (fsync), close and rename "<path>.partial" to
+ * <path>; for an fd writer, flush only. Frees w in every case. Returns the
+ * first error the writer met, or 0.
+ */
+int trace_writer_close(trace_writer_t *w);
+
+/* trace_writer_records - records appended so far. */
+uint64_t trace_writer_records(const trace_writer_t *w);
+
+/* trace_writer_bytes - bytes written out so far (header and chunks). */
+uint64_t trace_writer_bytes(const trace_writer_t *w);
+
+#endif

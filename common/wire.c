@@ -1,0 +1,181 @@
+/*
+ * wire.c - socket addresses and connections.
+ */
+#include "common/wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int parse_unix(const char *path, struct wire_address *out)
+{
+	struct sockaddr_un *sun = (struct sockaddr_un *)&out->addr;
+	size_t len = strlen(path);
+
+	if (len == 0)
+		return -EINVAL;
+	if (len >= sizeof(sun->sun_path))
+		return -ENAMETOOLONG;
+	sun->sun_family = AF_UNIX;
+	memcpy(sun->sun_path, path, len);
+	if (path[0] == '@') {
+		/* Abstract namespace: a leading NUL, length counts exactly. */
+		sun->sun_path[0] = '\0';
+		out->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	} else {
+		out->len = (socklen_t)sizeof(*sun);
+	}
+	out->family = AF_UNIX;
+	return 0;
+}
+
+static int parse_tcp(const char *hostport, struct wire_address *out)
+{
+	char host[64];
+	const char *colon;
+	char *end;
+	long port;
+	size_t hlen;
+
+	if (hostport[0] == '[') {
+		const char *close = strchr(hostport, ']');
+
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		hlen = (size_t)(close - hostport - 1);
+		if (hlen >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, hostport + 1, hlen);
+		colon = close + 1;
+	} else {
+		colon = strrchr(hostport, ':');
+		if (!colon)
+			return -EINVAL;
+		hlen = (size_t)(colon - hostport);
+		if (hlen >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, hostport, hlen);
+	}
+	host[hlen] = '\0';
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port < 1 || port > 65535)
+		return -EINVAL;
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+	struct sockaddr_in *sin = (struct sockaddr_in *)&out->addr;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&out->addr;
+
+	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)port);
+		out->len = sizeof(*sin);
+		out->family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)port);
+		out->len = sizeof(*sin6);
+		out->family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL; /* names are not resolved: a guest makes no DNS calls */
+}
+
+int wire_address_parse(const char *text, struct wire_address *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!text || strlen(text) >= sizeof(out->text))
+		return -EINVAL;
+	snprintf(out->text, sizeof(out->text), "%s", text);
+	if (strncmp(text, "unix:", 5) == 0)
+		return parse_unix(text + 5, out);
+	if (strncmp(text, "tcp:", 4) == 0)
+		return parse_tcp(text + 4, out);
+	if (text[0] == '/')
+		return parse_unix(text, out);
+	return -EINVAL;
+}
+
+int wire_listen(const struct wire_address *addr, int *fd)
+{
+	const struct sockaddr_un *sun = (const struct sockaddr_un *)&addr->addr;
+	int s, one = 1;
+
+	*fd = -1;
+	s = socket(addr->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (addr->family == AF_UNIX && sun->sun_path[0]) {
+		struct stat st;
+
+		/* Replace a stale socket left by a collector that died, never a
+		 * regular file that happens to have the name. */
+		if (lstat(sun->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(sun->sun_path);
+	} else if (addr->family != AF_UNIX) {
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	}
+	if (bind(s, (const struct sockaddr *)&addr->addr, addr->len) < 0 || listen(s, 128) < 0) {
+		int err = -errno;
+
+		close(s);
+		return err;
+	}
+	*fd = s;
+	return 0;
+}
+
+int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd)
+{
+	int s, flags, err = 0;
+
+	*fd = -1;
+	s = socket(addr->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (const struct sockaddr *)&addr->addr, addr->len) < 0) {
+		if (errno != EINPROGRESS && errno != EAGAIN) {
+			err = -errno;
+			goto fail;
+		}
+		struct pollfd pfd = {.fd = s, .events = POLLOUT};
+		int n;
+		socklen_t len = sizeof(err);
+
+		do
+			n = poll(&pfd, 1, timeout_ms);
+		while (n < 0 && errno == EINTR);
+		if (n == 0) {
+			err = -ETIMEDOUT;
+			goto fail;
+		}
+		if (n < 0 || getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+			err = -errno;
+			goto fail;
+		}
+		if (err) {
+			err = -err;
+			goto fail;
+		}
+	}
+	flags = fcntl(s, F_GETFL);
+	if (flags < 0 || fcntl(s, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	*fd = s;
+	return 0;
+fail:
+	close(s);
+	return err;
+}

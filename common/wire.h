@@ -1,0 +1,48 @@
+/*
+ * wire.h - socket addresses and connections between agents and collectors.
+ *
+ * What travels on a connection is a trace: the same file header and chunks
+ * as a trace file (trace_format.h), written with trace_writer_open_fd() and
+ * read with a trace_parser. This module only names and opens the sockets.
+ *
+ * Address syntax (FSDPSCOPE_SINK and --listen take these):
+ *   unix:/path/to/socket     a unix stream socket in the file system
+ *   unix:@name               a unix socket in the abstract namespace
+ *   tcp:127.0.0.1:7070       a TCP address (IPv4 literal or [::1]:port)
+ *   /path/to/socket          short for unix:/path/to/socket
+ */
+#ifndef FSS_COMMON_WIRE_H
+#define FSS_COMMON_WIRE_H
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+struct wire_address {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int family;     /* AF_UNIX, AF_INET or AF_INET6 */
+	char text[256]; /* the address as given, for messages */
+};
+
+/*
+ * wire_address_parse - parse `text` into *out. Returns 0, or -EINVAL for
+ * text that is none of the forms above, -ENAMETOOLONG for a unix path that
+ * does not fit sockaddr_un.
+ */
+int wire_address_parse(const char *text, struct wire_address *out);
+
+/*
+ * wire_listen - a listening, close-on-exec stream socket bound to addr; a
+ * stale unix socket file at the path is replaced. *fd owns it. Returns 0 or
+ * a negative errno.
+ */
+int wire_listen(const struct wire_address *addr, int *fd);
+
+/*
+ * wire_connect - connect a close-on-exec stream socket to addr, waiting at
+ * most timeout_ms. Returns 0 with *fd connected (blocking mode), or a
+ * negative errno (-ECONNREFUSED, -ENOENT, -ETIMEDOUT, ...).
+ */
+int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd);
+
+#endif

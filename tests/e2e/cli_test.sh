@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cli_test.sh - the fsdpscope executable as a user meets it: help, version,
+# unknown commands, and dump on whole, truncated and damaged traces.
+# usage: cli_test.sh FSDPSCOPE GEN_SAMPLE_TRACE
+set -u
+FSS=$1 GEN=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $name"; fi
+}
+
+# help and version
+"$FSS" help >"$tmp/help" 2>&1; check "help exits 0" test $? -eq 0
+check "help lists dump" grep -q "^  dump " "$tmp/help"
+"$FSS" help dump >"$tmp/h1"; "$FSS" dump --help >"$tmp/h2"
+check "help CMD == CMD --help" cmp -s "$tmp/h1" "$tmp/h2"
+check "dump help has EXAMPLES" grep -q "^EXAMPLES" "$tmp/h1"
+for c in $("$FSS" help | awk '/^Commands:/{on=1;next} on&&/^  [a-z]/{print $1}'); do
+  check "$c --help has EXAMPLES" sh -c "'$FSS' help $c | grep -q '^EXAMPLES'"
+done
+"$FSS" version >"$tmp/v"; check "version" grep -Eq "^fsdpscope [0-9]+\.[0-9]+\.[0-9]+ \(trace format 1\.0\)$" "$tmp/v"
+"$FSS" frobnicate >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "unknown command exits 2" test $rc -eq 2
+check "unknown command says so" grep -q "'frobnicate' is not a command" "$tmp/e"
+check "unknown command lists commands" grep -q "^  dump " "$tmp/e"
+"$FSS" dump --bogus x >/dev/null 2>"$tmp/e"; check "unknown flag exits 2" test $? -eq 2
+"$FSS" dump --type nonsense x >/dev/null 2>"$tmp/e"; check "bad --type exits 2" test $? -eq 2
+check "bad --type named" grep -q "'nonsense' is not a record type" "$tmp/e"
+"$FSS" dump "$tmp/missing.fss" >/dev/null 2>"$tmp/e"; check "missing file exits 2" test $? -eq 2
+check "missing file named" grep -q "cannot open $tmp/missing.fss" "$tmp/e"
+
+# dump of a whole trace: one valid JSON object per record, every type.
+n=$("$GEN" "$tmp/t.fss" 3 4 512)
+"$FSS" dump "$tmp/t.fss" >"$tmp/d.jsonl" 2>"$tmp/e"; rc=$?
+check "dump exits 0" test $rc -eq 0
+check "dump: one line per record ($n)" test "$(wc -l <"$tmp/d.jsonl")" -eq "$n"
+check "dump: every line is JSON" jq -e . "$tmp/d.jsonl" >/dev/null
+for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end; do
+  check "dump has $t" grep -q "\"type\":\"$t\"" "$tmp/d.jsonl"
+done
+check "dump: ranks from hello" test "$(jq -r 'select(.type=="collective") | .rank' "$tmp/d.jsonl" | sort -u | tr '\n' ' ')" = "0 1 2 "
+check "dump: strings resolved" test "$(jq -r 'select(.type=="nvtx_range") | .name' "$tmp/d.jsonl" | grep -c -E '^(layers\.3\.mlp\.up|fsdp_ref|[a-z]{300})$')" -eq \
+  "$(jq -r 'select(.type=="nvtx_range") | .name' "$tmp/d.jsonl" | wc -l)"
+check "dump: enums by name" test "$(jq -r 'select(.type=="collective") | .op' "$tmp/d.jsonl" | grep -vc -E '^(AllGather|ReduceScatter)$')" -eq 0
+"$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
+check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
+"$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"
+check "--header first" jq -e '.type == "file_header" and .version == "1.0"' "$tmp/hd" >/dev/null
+
+# A truncated trace: every complete chunk dumped, then where and why.
+size=$(stat -c %s "$tmp/t.fss")
+head -c $((size - 100)) "$tmp/t.fss" >"$tmp/cut.fss"
+"$FSS" dump "$tmp/cut.fss" >"$tmp/c.jsonl" 2>"$tmp/e"; rc=$?
+check "truncated exits 2" test $rc -eq 2
+check "truncated says where" grep -Eq "offset [0-9]+: chunk [0-9]+ truncated" "$tmp/e"
+got=$(wc -l <"$tmp/c.jsonl")
+check "truncated dumps the complete chunks ($got of $n)" test "$got" -gt 0 -a "$got" -lt "$n"
+check "truncated output is a prefix" cmp -s "$tmp/c.jsonl" <(head -n "$got" "$tmp/d.jsonl")
+
+# A damaged byte: chunks before it dumped, the damaged one refused.
+cp "$tmp/t.fss" "$tmp/bad.fss"
+printf '\xff' | dd of="$tmp/bad.fss" bs=1 seek=$((size / 2)) conv=notrunc status=none
+"$FSS" dump "$tmp/bad.fss" >"$tmp/b.jsonl" 2>"$tmp/e"; rc=$?
+check "damaged exits 2" test $rc -eq 2
+check "damaged says checksum" grep -q "checksum" "$tmp/e"
+got=$(wc -l <"$tmp/b.jsonl")
+check "damaged dumps a prefix" cmp -s "$tmp/b.jsonl" <(head -n "$got" "$tmp/d.jsonl")
+
+# Not a trace at all.
+echo "hello" >"$tmp/text"
+"$FSS" dump "$tmp/text" >/dev/null 2>"$tmp/e"; check "not a trace exits 2" test $? -eq 2
+check "not a trace says so" grep -q "not an fsdpscope trace" "$tmp/e"
+
+echo "cli_test: $pass passed, $fail failed"
+test $fail -eq 0
