@@ -1,0 +1,69 @@
+/* fsdp_ref/comm.h: the communication thread.
+ *
+ * Every collective of a rank is issued from this one thread, in the order
+ * the compute thread submits them. The FSDP schedule is deterministic and
+ * the same on every rank, so every rank issues the same sequence and
+ * blocking collectives cannot deadlock. While the thread is inside a
+ * collective (on the CPU: for its whole duration), the compute thread keeps
+ * computing; it waits for a result only when it needs it (comm_wait).
+ *
+ * A request is owned by the caller (typically one per unit per phase,
+ * reused every step once complete) and must stay alive until it completes. */
+#ifndef FSDP_REF_COMM_H
+#define FSDP_REF_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nccl.h>
+
+#include "fsdp_ref/backend.h"
+
+enum comm_op {
+	COMM_ALLGATHER = 0,
+	COMM_REDUCE_SCATTER,
+	COMM_ALLREDUCE,
+};
+
+struct comm_request {
+	/* set by the submitter */
+	enum comm_op op;
+	ncclComm_t comm;
+	const void *send;
+	void *recv;
+	size_t count; /* AllGather: send count; ReduceScatter: receive count; AllReduce: count */
+	ncclDataType_t dtype;
+	struct fsdp_event *ready; /* recorded on compute before submit (may be NULL) */
+	struct fsdp_event *done;  /* recorded on the comm stream after the call (may be NULL) */
+	/* set by the communication thread */
+	int result;		  /* 0 or negative errno (an NCCL failure is -EIO) */
+	int64_t start_ns, end_ns; /* host time around the NCCL call (CLOCK_MONOTONIC) */
+	/* private */
+	int state;
+	struct comm_request *next;
+};
+
+struct comm_thread;
+
+/* Start the thread for backend `be` (it calls be->thread_init first).
+ * NULL on failure. */
+struct comm_thread *comm_thread_new(const struct fsdp_backend *be);
+
+/* Finish the queued requests, stop and join the thread, free it. */
+void comm_thread_free(struct comm_thread *ct);
+
+/* Queue `req` (FIFO). 0, or -EBUSY if req is still pending. */
+int comm_submit(struct comm_thread *ct, struct comm_request *req);
+
+/* Block until `req` has been issued (and, on the CPU, completed); returns
+ * req->result. A request never submitted returns 0 at once. */
+int comm_wait(struct comm_thread *ct, struct comm_request *req);
+
+/* 1 if `req` has been issued (or was never submitted), 0 if still queued or
+ * in the NCCL call. Does not block. */
+int comm_test(struct comm_thread *ct, struct comm_request *req);
+
+/* Monotonic clock in nanoseconds. */
+int64_t comm_now_ns(void);
+
+#endif /* FSDP_REF_COMM_H */

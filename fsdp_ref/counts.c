@@ -1,0 +1,71 @@
+/* fsdp_ref/counts.c: the closed-form count of collectives per step (see
+ * counts.h and docs/fsdp_ref.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_ref/counts.h"
+#include "fsdp_ref/wrap.h"
+
+int fsdp_reshard_parse(const char *text, int shard_group, int *size, char *err, size_t errlen)
+{
+	char scratch[8];
+	if (!err) {
+		err = scratch;
+		errlen = sizeof scratch;
+	}
+	if (!text || strcmp(text, "true") == 0) {
+		*size = shard_group;
+		return 0;
+	}
+	if (strcmp(text, "false") == 0) {
+		*size = 0;
+		return 0;
+	}
+	char *end = NULL;
+	long g = strtol(text, &end, 10);
+	if (end == text || *end != '\0' || g < 1 || g > shard_group || shard_group % g != 0) {
+		snprintf(err, errlen,
+			 "bad --reshard-after-forward '%s': use true, false, or a group size G that divides "
+			 "the shard group size %d (G = %d is true, G = 1 is false)",
+			 text, shard_group, shard_group);
+		return -EINVAL;
+	}
+	*size = g == 1 ? 0 : (int)g; /* sharded over one rank = kept whole */
+	return 0;
+}
+
+int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts *out, char *err, size_t errlen)
+{
+	char scratch[8];
+	if (!err) {
+		err = scratch;
+		errlen = sizeof scratch;
+	}
+	memset(out, 0, sizeof *out);
+	int n = cfg->world_size, s = cfg->shard_group ? cfg->shard_group : cfg->world_size;
+	if (n < 1 || s < 1 || n % s != 0) {
+		snprintf(err, errlen, "bad --shard-group %d: it must divide the world size %d", s, n);
+		return -EINVAL;
+	}
+	struct wrap_spec spec;
+	int rc = wrap_parse(cfg->wrap ? cfg->wrap : "block", cfg->layers, &spec, err, errlen);
+	if (rc < 0)
+		return rc;
+	int g;
+	rc = fsdp_reshard_parse(cfg->reshard_after_forward, s, &g, err, errlen);
+	if (rc < 0)
+		return rc;
+
+	int units = wrap_unit_count(&spec);
+	out->units = units;
+	out->forward_allgathers = units;
+	out->backward_allgathers = g > 0 ? units - 1 : 0;
+	out->allgathers = out->forward_allgathers + out->backward_allgathers;
+	out->reduce_scatters = units;
+	out->hsdp_allreduces = n / s > 1 ? units : 0;
+	out->loss_allreduces = 1;
+	out->allreduces = out->hsdp_allreduces + out->loss_allreduces;
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* fsdp_ref/counts.h: the closed-form count of collectives per training step.
+ *
+ * The single place the formula is written. fsdp_ref's own per-step counts
+ * are tested against it, and the profiler's tests use it as ground truth for
+ * any run of fsdp_ref. With U units (root included, wrap_unit_count), N
+ * ranks, shard groups of S ranks (R = N / S replicas) and reshard-after-
+ * forward size G (0 = false, S = true, or a divisor of S):
+ *   forward AllGathers   = U              (every unit once, root included)
+ *   backward AllGathers  = G > 0 ? U - 1 : 0   (the root is never resharded)
+ *   ReduceScatters       = U
+ *   AllReduces           = (R > 1 ? U : 0) + 1  (HSDP gradient shards across
+ *                          replicas, plus one 8-byte loss AllReduce per step)
+ * The same counts hold at N = 1: fsdp_ref issues every collective on a
+ * one-rank communicator too. */
+#ifndef FSDP_REF_COUNTS_H
+#define FSDP_REF_COUNTS_H
+
+#include <stddef.h>
+
+/* A run's configuration, in the trainer's own flag syntax. */
+struct fsdp_count_config {
+	const char *wrap;		   /* --wrap spec (wrap.h); NULL = "block" */
+	int layers;			   /* --layers */
+	const char *reshard_after_forward; /* "true", "false" or an integer G; NULL = "true" */
+	int world_size;			   /* N ranks */
+	int shard_group;		   /* --shard-group S; 0 = N (no HSDP) */
+};
+
+/* Collectives per step. */
+struct fsdp_counts {
+	int units;		 /* FSDP units, the root included */
+	int forward_allgathers;	 /* issued in forward (prefetched ones included) */
+	int backward_allgathers; /* re-gathers of resharded units for backward */
+	int allgathers;		 /* forward + backward */
+	int reduce_scatters;	 /* one per unit */
+	int hsdp_allreduces;	 /* gradient shards across replicas (R > 1) */
+	int loss_allreduces;	 /* the loss, always 1 */
+	int allreduces;		 /* hsdp + loss */
+};
+
+/* The counts for `cfg` into *out. 0, or -EINVAL when the configuration is
+ * invalid (bad wrap spec, S not dividing N, G not dividing S) with the
+ * reason in err (err may be NULL). */
+int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts *out, char *err, size_t errlen);
+
+/* Parse --reshard-after-forward for shard groups of `shard_group` ranks into
+ * *size, the number of ranks a unit stays sharded over between its forward
+ * and backward, 0 meaning not resharded: "true" -> shard_group (also when
+ * that is 1: the unit is freed and gathered again, on one rank),
+ * "false" -> 0, "G" -> G where G divides shard_group (G = 1 -> 0).
+ * 0 or -EINVAL with a message in err (may be NULL). */
+int fsdp_reshard_parse(const char *text, int shard_group, int *size, char *err, size_t errlen);
+
+#endif /* FSDP_REF_COUNTS_H */

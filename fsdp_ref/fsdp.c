@@ -1,0 +1,397 @@
+/* fsdp_ref/fsdp.c: the FSDP runtime (see fsdp.h and docs/fsdp_ref.md).
+ *
+ * Memory order matters for the measured peaks: a unit's gathered buffer is
+ * allocated when its gather is issued (prefetch included) and freed at its
+ * reshard, and a reshard always happens before the next unit's gathers are
+ * issued, so at most 1 + prefetch units are gathered at once (plus the root,
+ * which FSDP2 keeps from forward to the end of backward). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_ref/flat_param.h"
+#include "fsdp_ref/fsdp.h"
+#include "fsdp_ref/markers.h"
+
+struct fsdp_runtime {
+	const struct fsdp_backend *be;
+	struct mem_ledger *mem;
+	struct comm_thread *ct;
+	const struct unit_table *units;
+	struct fsdp_config cfg;
+	struct fsdp_comms comms;
+	struct flat_param *fp; /* [nunits] */
+	struct model_params params;
+	struct fsdp_step_stats stats;
+	size_t pbytes; /* bytes per parameter element */
+};
+
+static ncclDataType_t nccl_dtype(enum fsdp_dtype t)
+{
+	return t == FSDP_DTYPE_BF16 ? ncclBfloat16 : ncclFloat32;
+}
+
+static size_t full_bytes(const struct fsdp_runtime *rt, int u)
+{
+	return rt->units->units[u].padded * rt->pbytes;
+}
+
+/* ---- gathers ------------------------------------------------------------- */
+
+/* Issue unit u's AllGather unless it is gathered or already in flight.
+ * backward: the pre-backward re-gather, from the 1/G copy when resharded to
+ * a group, else from the shard. */
+static int gather_issue(struct fsdp_runtime *rt, int u, int backward)
+{
+	struct flat_param *fp = &rt->fp[u];
+	const struct unit_info *ui = fp->info;
+	if (fp->full)
+		return 0;
+	fp->full = mem_alloc(rt->mem, MEM_GATHERED, full_bytes(rt, u));
+	if (!fp->full)
+		return -ENOMEM;
+	int rc = rt->be->event_record_compute(fp->gather_ready);
+	if (rc < 0)
+		return rc;
+	struct comm_request *r = &fp->gather;
+	r->op = COMM_ALLGATHER;
+	r->recv = fp->full;
+	r->dtype = nccl_dtype(rt->cfg.param_dtype);
+	r->ready = fp->gather_ready;
+	r->done = fp->gather_done;
+	if (backward && fp->regathered) {
+		r->comm = rt->comms.regather;
+		r->send = fp->regathered;
+		r->count = ui->padded / (size_t)rt->cfg.reshard_size;
+	} else {
+		r->comm = rt->comms.shard;
+		r->send = fp->param;
+		r->count = ui->shard;
+	}
+	if ((rc = comm_submit(rt->ct, r)) < 0)
+		return rc;
+	fp->gather_pending = 1;
+	if (backward)
+		rt->stats.backward_allgathers++;
+	else
+		rt->stats.forward_allgathers++;
+	rt->stats.gathered_bytes += full_bytes(rt, u);
+	return 0;
+}
+
+/* Block until unit u's gather has landed (the exposed part of its time). */
+static int gather_wait(struct fsdp_runtime *rt, int u)
+{
+	struct flat_param *fp = &rt->fp[u];
+	if (!fp->gather_pending)
+		return 0;
+	int64_t t0 = comm_now_ns();
+	int rc = comm_wait(rt->ct, &fp->gather);
+	if (rc == 0)
+		rc = rt->be->compute_wait_event(fp->gather_done);
+	rt->stats.gather_wait_ns += comm_now_ns() - t0;
+	fp->gather_pending = 0;
+	if (fp->regathered) { /* it was this gather's input */
+		mem_free(rt->mem, MEM_GATHERED, fp->regathered, fp->regathered_bytes);
+		fp->regathered = NULL;
+	}
+	return rc;
+}
+
+/* ---- reductions ---------------------------------------------------------- */
+
+/* Free the inputs of reduce-scatters that have completed (wait: block for
+ * all of them). */
+static int reduce_reap(struct fsdp_runtime *rt, int wait)
+{
+	int rc = 0;
+	for (int u = 0; u < rt->units->nunits; u++) {
+		struct flat_param *fp = &rt->fp[u];
+		if (!fp->reduce_pending)
+			continue;
+		struct comm_request *last = rt->comms.replica ? &fp->allreduce : &fp->reduce;
+		struct fsdp_event *done = rt->comms.replica ? fp->allreduce_done : fp->reduce_done;
+		if (wait) {
+			int r1 = comm_wait(rt->ct, &fp->reduce);
+			int r2 = rt->comms.replica ? comm_wait(rt->ct, &fp->allreduce) : 0;
+			int r3 = rt->be->compute_wait_event(done);	     /* Adam reads the shard next */
+			int r4 = rt->be->event_synchronize(fp->reduce_done); /* before rs_send is freed */
+			if (!rc)
+				rc = r1 ? r1 : r2 ? r2 : r3 ? r3 : r4;
+		} else if (!comm_test(rt->ct, last) || rt->be->event_query(fp->reduce_done) != 1) {
+			continue;
+		} else {
+			rc = rc ? rc : (fp->reduce.result ? fp->reduce.result : fp->allreduce.result);
+			/* completed early: compute must still order its later reads after it */
+			int r3 = rt->be->compute_wait_event(done);
+			rc = rc ? rc : r3;
+		}
+		mem_free(rt->mem, MEM_GRADIENT, fp->rs_send, fp->rs_send_bytes);
+		fp->rs_send = NULL;
+		fp->reduce_pending = 0;
+	}
+	return rc;
+}
+
+/* Post-backward of unit u: its full gradient is complete. Reduce-scatter it
+ * (in the reduce dtype) into the gradient shard; with HSDP all-reduce that
+ * shard across replicas. The input stays allocated until the reduction is
+ * done. */
+static int reduce_issue(struct fsdp_runtime *rt, int u)
+{
+	struct flat_param *fp = &rt->fp[u];
+	const struct unit_info *ui = fp->info;
+	size_t padded = ui->padded;
+	int rc;
+	if (rt->cfg.reduce_dtype == FSDP_DTYPE_FP32) {
+		fp->rs_send = fp->grad_full;
+		fp->rs_send_bytes = padded * 4;
+	} else {
+		fp->rs_send_bytes = padded * fsdp_dtype_size(rt->cfg.reduce_dtype);
+		fp->rs_send = mem_alloc(rt->mem, MEM_GRADIENT, fp->rs_send_bytes);
+		if (!fp->rs_send)
+			return -ENOMEM;
+		rt->be->cast(fp->rs_send, rt->cfg.reduce_dtype, fp->grad_full, FSDP_DTYPE_FP32, padded);
+		mem_free(rt->mem, MEM_GRADIENT, fp->grad_full, padded * 4);
+	}
+	fp->grad_full = NULL;
+	if ((rc = rt->be->event_record_compute(fp->reduce_ready)) < 0)
+		return rc;
+	struct comm_request *r = &fp->reduce;
+	r->op = COMM_REDUCE_SCATTER;
+	r->comm = rt->comms.shard;
+	r->send = fp->rs_send;
+	r->recv = fp->grad;
+	r->count = ui->shard;
+	r->dtype = nccl_dtype(rt->cfg.reduce_dtype);
+	r->ready = fp->reduce_ready;
+	r->done = fp->reduce_done;
+	if ((rc = comm_submit(rt->ct, r)) < 0)
+		return rc;
+	rt->stats.reduce_scatters++;
+	rt->stats.reduce_scattered_bytes += fp->rs_send_bytes;
+	if (rt->comms.replica) {
+		/* Same comm stream, after the reduce-scatter: no extra dependency. */
+		struct comm_request *a = &fp->allreduce;
+		a->op = COMM_ALLREDUCE;
+		a->comm = rt->comms.replica;
+		a->send = fp->grad;
+		a->recv = fp->grad;
+		a->count = ui->shard;
+		a->dtype = r->dtype;
+		a->ready = NULL;
+		a->done = fp->allreduce_done;
+		if ((rc = comm_submit(rt->ct, a)) < 0)
+			return rc;
+		rt->stats.allreduces++;
+	}
+	fp->reduce_pending = 1;
+	return 0;
+}
+
+/* ---- the hooks (struct model_params) -------------------------------------- */
+
+static const void *rt_param(void *ctx, int id)
+{
+	struct fsdp_runtime *rt = ctx;
+	const struct flat_param *fp = &rt->fp[rt->units->tensor_unit[id]];
+	return (const char *)fp->full + rt->units->tensor_offset[id] * rt->pbytes;
+}
+
+static float *rt_grad(void *ctx, int id)
+{
+	struct fsdp_runtime *rt = ctx;
+	const struct flat_param *fp = &rt->fp[rt->units->tensor_unit[id]];
+	return fp->grad_full + rt->units->tensor_offset[id];
+}
+
+static int rt_pre_forward(void *ctx, struct model_module m)
+{
+	struct fsdp_runtime *rt = ctx;
+	int u = rt->units->fwd_open[model_module_index(m)];
+	if (u < 0)
+		return 0;
+	/* Units are numbered in forward order: prefetch the next P. */
+	for (int k = u; k <= u + rt->cfg.prefetch && k < rt->units->nunits; k++) {
+		int rc = gather_issue(rt, k, 0);
+		if (rc < 0)
+			return rc;
+	}
+	int rc = gather_wait(rt, u);
+	markers_push(rt->units->units[u].name);
+	return rc;
+}
+
+static int rt_post_forward(void *ctx, struct model_module m)
+{
+	struct fsdp_runtime *rt = ctx;
+	int u = rt->units->fwd_close[model_module_index(m)];
+	if (u < 0)
+		return 0;
+	markers_pop();
+	struct flat_param *fp = &rt->fp[u];
+	int g = rt->cfg.reshard_size;
+	if (fp->info->is_root || g == 0)
+		return 0; /* kept for backward */
+	if (g < rt->cfg.shard_size) {
+		/* Keep this rank's 1/G of the full unit; backward re-gathers within the
+		 * G-rank group. */
+		size_t part = fp->info->padded / (size_t)g;
+		fp->regathered_bytes = part * rt->pbytes;
+		fp->regathered = mem_alloc(rt->mem, MEM_GATHERED, fp->regathered_bytes);
+		if (!fp->regathered)
+			return -ENOMEM;
+		int rc = rt->be->memcpy_d2d(fp->regathered,
+					    (char *)fp->full + (size_t)rt->comms.regather_rank * fp->regathered_bytes,
+					    fp->regathered_bytes);
+		if (rc < 0)
+			return rc;
+	}
+	mem_free(rt->mem, MEM_GATHERED, fp->full, full_bytes(rt, u));
+	fp->full = NULL;
+	return 0;
+}
+
+static int rt_pre_backward(void *ctx, struct model_module m)
+{
+	struct fsdp_runtime *rt = ctx;
+	const struct unit_table *t = rt->units;
+	int u = t->bwd_open[model_module_index(m)];
+	if (u < 0)
+		return 0;
+	/* Backward order: this unit and the next P (the root, first, is never
+	 * resharded, so its pre-backward only prefetches). */
+	for (int k = t->bwd_pos[u]; k <= t->bwd_pos[u] + rt->cfg.prefetch && k < t->nunits; k++) {
+		int rc = gather_issue(rt, t->bwd_order[k], 1);
+		if (rc < 0)
+			return rc;
+	}
+	int rc = gather_wait(rt, u);
+	if (rc < 0)
+		return rc;
+	struct flat_param *fp = &rt->fp[u];
+	fp->grad_full = mem_alloc(rt->mem, MEM_GRADIENT, fp->info->padded * 4);
+	if (!fp->grad_full)
+		return -ENOMEM;
+	/* padding and unused embedding rows must reduce as zeros */
+	if ((rc = rt->be->memset_zero(fp->grad_full, fp->info->padded * 4)) < 0)
+		return rc;
+	markers_push(fp->info->name);
+	return 0;
+}
+
+static int rt_post_backward(void *ctx, struct model_module m)
+{
+	struct fsdp_runtime *rt = ctx;
+	int u = rt->units->bwd_close[model_module_index(m)];
+	if (u < 0)
+		return 0;
+	markers_pop();
+	struct flat_param *fp = &rt->fp[u];
+	int rc = reduce_issue(rt, u);
+	if (rc < 0)
+		return rc;
+	/* FSDP2 reshards every unit after its backward, the root included. */
+	mem_free(rt->mem, MEM_GATHERED, fp->full, full_bytes(rt, u));
+	fp->full = NULL;
+	return reduce_reap(rt, 0);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct fsdp_runtime *fsdp_new(const struct fsdp_backend *be, struct mem_ledger *mem, struct comm_thread *ct,
+			      const struct model_config *mcfg, const struct unit_table *units,
+			      const struct fsdp_config *cfg, const struct fsdp_comms *comms)
+{
+	struct fsdp_runtime *rt = calloc(1, sizeof *rt);
+	if (!rt)
+		return NULL;
+	rt->be = be;
+	rt->mem = mem;
+	rt->ct = ct;
+	rt->units = units;
+	rt->cfg = *cfg;
+	rt->comms = *comms;
+	rt->pbytes = fsdp_dtype_size(cfg->param_dtype);
+	rt->fp = calloc((size_t)units->nunits, sizeof *rt->fp);
+	struct model_tensor *tensors = calloc((size_t)units->ntensors, sizeof *tensors);
+	if (!rt->fp || !tensors) {
+		free(tensors);
+		fsdp_free(rt);
+		return NULL;
+	}
+	model_tensors(mcfg, tensors);
+	for (int u = 0; u < units->nunits; u++) {
+		if (flat_param_init(&rt->fp[u], be, mem, units, u, mcfg, tensors, cfg->param_dtype, cfg->reduce_dtype,
+				    cfg->shard_rank, cfg->seed) < 0) {
+			flat_param_release(&rt->fp[u], be, mem);
+			free(tensors);
+			fsdp_free(rt);
+			return NULL;
+		}
+	}
+	free(tensors);
+	rt->params = (struct model_params){
+	    .ctx = rt,
+	    .dtype = cfg->param_dtype,
+	    .param = rt_param,
+	    .grad = rt_grad,
+	    .pre_forward = rt_pre_forward,
+	    .post_forward = rt_post_forward,
+	    .pre_backward = rt_pre_backward,
+	    .post_backward = rt_post_backward,
+	};
+	return rt;
+}
+
+void fsdp_free(struct fsdp_runtime *rt)
+{
+	if (!rt)
+		return;
+	if (rt->fp) {
+		/* Requests still queued reference these buffers: let them finish. */
+		for (int u = 0; u < rt->units->nunits; u++) {
+			comm_wait(rt->ct, &rt->fp[u].gather);
+			comm_wait(rt->ct, &rt->fp[u].reduce);
+			comm_wait(rt->ct, &rt->fp[u].allreduce);
+		}
+		rt->be->synchronize();
+		for (int u = 0; u < rt->units->nunits; u++)
+			flat_param_release(&rt->fp[u], rt->be, rt->mem);
+		free(rt->fp);
+	}
+	free(rt);
+}
+
+const struct model_params *fsdp_model_params(struct fsdp_runtime *rt)
+{
+	return &rt->params;
+}
+
+void fsdp_step_begin(struct fsdp_runtime *rt)
+{
+	memset(&rt->stats, 0, sizeof rt->stats);
+}
+
+int fsdp_finish_backward(struct fsdp_runtime *rt)
+{
+	int64_t t0 = comm_now_ns();
+	int rc = reduce_reap(rt, 1);
+	rt->stats.reduce_wait_ns += comm_now_ns() - t0;
+	return rc;
+}
+
+int fsdp_optimizer_step(struct fsdp_runtime *rt, const struct fsdp_adam_params *hp)
+{
+	for (int u = 0; u < rt->units->nunits; u++) {
+		struct flat_param *fp = &rt->fp[u];
+		rt->be->adam_update(fp->param, rt->cfg.param_dtype, fp->master, fp->grad, rt->cfg.reduce_dtype,
+				    fp->adam_m, fp->adam_v, fp->info->shard, hp);
+	}
+	return 0;
+}
+
+void fsdp_step_stats(const struct fsdp_runtime *rt, struct fsdp_step_stats *out)
+{
+	*out = rt->stats;
+}

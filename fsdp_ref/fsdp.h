@@ -1,0 +1,86 @@
+/* fsdp_ref/fsdp.h: the FSDP runtime, the parameter lifecycle per unit.
+ *
+ *   shards at rest -> AllGather (pre-forward, prefetched P units ahead)
+ *   -> forward -> reshard: free, keep, or keep 1/G (post-forward; never the root)
+ *   -> AllGather again if resharded (pre-backward, prefetched P ahead)
+ *   -> backward -> ReduceScatter of the gradient into the local shard
+ *      (+ AllReduce across replicas with HSDP) (post-backward) -> free
+ *   -> Adam on the shard (optim.c)
+ *
+ * The runtime is the model's parameter provider (model.h): the model calls
+ * its hooks around every module, and the runtime acts on the units those
+ * modules open or close (units.h). Collectives go through the communication
+ * thread (comm.h); the compute thread blocks only in wait-for-gather (timed:
+ * the exposed gather time) and at the end of backward for the last
+ * reduce-scatters. */
+#ifndef FSDP_REF_FSDP_H
+#define FSDP_REF_FSDP_H
+
+#include <stdint.h>
+
+#include <nccl.h>
+
+#include "fsdp_ref/backend.h"
+#include "fsdp_ref/comm.h"
+#include "fsdp_ref/mem.h"
+#include "fsdp_ref/model.h"
+#include "fsdp_ref/units.h"
+
+struct fsdp_config {
+	enum fsdp_dtype param_dtype;  /* gathered parameters and the parameter shard */
+	enum fsdp_dtype reduce_dtype; /* reduce-scatter (and HSDP all-reduce) dtype */
+	int prefetch;		      /* units gathered ahead of the one computing, forward and backward */
+	int reshard_size;	      /* G: ranks a unit stays sharded over after forward (0 = keep, S = free) */
+	int shard_size;		      /* S: ranks of a shard group */
+	int shard_rank;		      /* this rank's index in its shard group */
+	int replicas;		      /* R = N / S */
+	uint64_t seed;		      /* initial weights */
+};
+
+/* Communicators, created by the caller (ncclCommSplit of the world). */
+struct fsdp_comms {
+	ncclComm_t shard;    /* the S ranks sharing a unit's shards: AllGather, ReduceScatter */
+	ncclComm_t replica;  /* the R ranks holding the same shard (HSDP AllReduce); NULL if R == 1 */
+	ncclComm_t regather; /* the G ranks of a backward re-gather; NULL unless 1 < G < S */
+	int regather_rank;   /* this rank's index in the regather group */
+};
+
+/* Per-step counters (since fsdp_step_begin). */
+struct fsdp_step_stats {
+	int forward_allgathers, backward_allgathers;
+	int reduce_scatters, allreduces; /* allreduces: HSDP only (the loss is the trainer's) */
+	uint64_t gathered_bytes;	 /* bytes received by AllGathers (output buffer sizes) */
+	uint64_t reduce_scattered_bytes; /* bytes sent into ReduceScatters (input buffer sizes) */
+	int64_t gather_wait_ns;		 /* compute blocked waiting for gathers: exposed gather time */
+	int64_t reduce_wait_ns;		 /* compute blocked at the end of backward for reductions */
+};
+
+struct fsdp_runtime;
+
+/* A runtime for `units` of model `mcfg`: allocates and initialises every
+ * unit's persistent shards through `mem`. The runtime keeps pointers to all
+ * arguments, which must outlive it. NULL on failure. */
+struct fsdp_runtime *fsdp_new(const struct fsdp_backend *be, struct mem_ledger *mem, struct comm_thread *ct,
+			      const struct model_config *mcfg, const struct unit_table *units,
+			      const struct fsdp_config *cfg, const struct fsdp_comms *comms);
+
+/* Wait for anything in flight, free everything. */
+void fsdp_free(struct fsdp_runtime *rt);
+
+/* The parameter provider to pass to model_forward / model_backward. */
+const struct model_params *fsdp_model_params(struct fsdp_runtime *rt);
+
+/* Start a step: zero the counters. */
+void fsdp_step_begin(struct fsdp_runtime *rt);
+
+/* After model_backward: wait for every reduce-scatter (and all-reduce), make
+ * compute wait for them, free their buffers. 0 or -errno. */
+int fsdp_finish_backward(struct fsdp_runtime *rt);
+
+/* Adam on every unit's shard with hyperparameters `hp` (optim.h). 0 or -errno. */
+int fsdp_optimizer_step(struct fsdp_runtime *rt, const struct fsdp_adam_params *hp);
+
+/* The counters of the current step. */
+void fsdp_step_stats(const struct fsdp_runtime *rt, struct fsdp_step_stats *out);
+
+#endif /* FSDP_REF_FSDP_H */

@@ -1,0 +1,39 @@
+/* fsdp_ref/log.h: the per-step JSON lines log (--log FILE).
+ *
+ * One line per rank per step, every rank appending to the same file
+ * (O_APPEND, one write(2) per line, so lines never interleave). Rank 0
+ * truncates the file before the communicator exists, and no rank writes
+ * before that, so a run's file holds exactly that run. Keys are listed in
+ * docs/fsdp_ref.md. */
+#ifndef FSDP_REF_LOG_H
+#define FSDP_REF_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Everything one line reports. Counts are collectives issued during the step. */
+struct log_record {
+	int step, rank, world_size;
+	double loss; /* global mean token loss of this step */
+	int allgathers, forward_allgathers, backward_allgathers;
+	int reduce_scatters, allreduces;
+	uint64_t gathered_bytes, reduce_scattered_bytes;
+	int64_t compute_ns, gather_wait_ns, reduce_wait_ns, loss_wait_ns, step_ns;
+	uint64_t peak_persistent_bytes, peak_transient_bytes, peak_gradient_bytes;
+	uint64_t peak_activation_bytes, peak_total_bytes;
+	/* the run's configuration, repeated on each line so a line stands alone */
+	int units, layers, prefetch, shard_group, reshard_size;
+	uint64_t params, largest_unit_params;
+	const char *wrap, *reshard, *param_dtype, *reduce_dtype, *backend;
+};
+
+struct run_log;
+
+/* Open `path` for appending; `truncate` empties it first (rank 0). NULL with
+ * errno set on failure. */
+struct run_log *log_open(const char *path, int truncate);
+/* Append one line. 0 or -errno. */
+int log_write(struct run_log *log, const struct log_record *r);
+void log_close(struct run_log *log);
+
+#endif /* FSDP_REF_LOG_H */

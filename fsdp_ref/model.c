@@ -1,0 +1,365 @@
+/* fsdp_ref/model.c: the Llama-shaped decoder (see model.h).
+ *
+ * Like llm.c, all activations live in one buffer with named pointers into
+ * it; forward and backward are straight-line sequences of backend ops. The
+ * hooks around modules are where the FSDP runtime gathers and reshards. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_ref/mem.h"
+#include "fsdp_ref/model.h"
+
+/* ---- tensors -------------------------------------------------------------- */
+
+static const char *const part_names[MODEL_PARTS] = {
+    [MODEL_PART_Q] = "attn.q",		[MODEL_PART_K] = "attn.k",
+    [MODEL_PART_V] = "attn.v",		[MODEL_PART_O] = "attn.o",
+    [MODEL_PART_GATE] = "mlp.gate",	[MODEL_PART_UP] = "mlp.up",
+    [MODEL_PART_DOWN] = "mlp.down",	[MODEL_PART_ATTN_NORM] = "attn_norm",
+    [MODEL_PART_MLP_NORM] = "mlp_norm",
+};
+
+int model_tensor_count(const struct model_config *cfg)
+{
+	return MODEL_ROOT_TENSORS + MODEL_PARTS * cfg->layers;
+}
+
+void model_tensors(const struct model_config *cfg, struct model_tensor *out)
+{
+	size_t C = (size_t)cfg->d_model, F = (size_t)cfg->ffn, V = (size_t)cfg->vocab;
+	size_t hd = C / (size_t)cfg->heads, kvdim = hd * (size_t)cfg->kv_heads;
+	out[MODEL_TOK_EMBEDDINGS] = (struct model_tensor){"tok_embeddings", V * C, -1, MODEL_TOK_EMBEDDINGS, 0};
+	out[MODEL_FINAL_NORM] = (struct model_tensor){"norm", C, -1, MODEL_FINAL_NORM, 0};
+	out[MODEL_OUTPUT] = (struct model_tensor){"output", V * C, -1, MODEL_OUTPUT, (int)C};
+	for (int l = 0; l < cfg->layers; l++) {
+		static const int fan_in_is_ffn[MODEL_PARTS] = {[MODEL_PART_DOWN] = 1};
+		size_t numel[MODEL_PARTS] = {
+		    [MODEL_PART_Q] = C * C,    [MODEL_PART_K] = kvdim * C, [MODEL_PART_V] = kvdim * C,
+		    [MODEL_PART_O] = C * C,    [MODEL_PART_GATE] = F * C,  [MODEL_PART_UP] = F * C,
+		    [MODEL_PART_DOWN] = C * F, [MODEL_PART_ATTN_NORM] = C, [MODEL_PART_MLP_NORM] = C,
+		};
+		for (int p = 0; p < MODEL_PARTS; p++) {
+			struct model_tensor *t = &out[model_tensor_id(l, p)];
+			snprintf(t->name, sizeof t->name, "layers.%d.%s", l, part_names[p]);
+			t->numel = numel[p];
+			t->layer = l;
+			t->part = p;
+			t->fan_in = p < MODEL_LINEARS ? (fan_in_is_ffn[p] ? (int)F : (int)C) : 0;
+		}
+	}
+}
+
+size_t model_param_count(const struct model_config *cfg)
+{
+	size_t C = (size_t)cfg->d_model, F = (size_t)cfg->ffn, V = (size_t)cfg->vocab;
+	size_t kvdim = C / (size_t)cfg->heads * (size_t)cfg->kv_heads;
+	size_t block = 2 * C * C + 2 * kvdim * C + 3 * C * F + 2 * C;
+	return 2 * V * C + C + (size_t)cfg->layers * block;
+}
+
+int model_config_check(const struct model_config *cfg, char *err, size_t errlen)
+{
+	const char *why = NULL;
+	if (cfg->vocab < 2 || cfg->layers < 1 || cfg->d_model < 2 || cfg->ffn < 1 || cfg->seq < 1)
+		why = "--vocab >= 2, --layers >= 1, --d-model >= 2, --ffn >= 1 and --seq >= 1 are required";
+	else if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0)
+		why = "--heads must divide --d-model";
+	else if ((cfg->d_model / cfg->heads) % 2 != 0)
+		why = "the head dimension (--d-model / --heads) must be even (rotary embedding)";
+	else if (cfg->kv_heads < 1 || cfg->heads % cfg->kv_heads != 0)
+		why = "--kv-heads must divide --heads";
+	if (!why)
+		return 0;
+	snprintf(err, errlen, "%s", why);
+	return -EINVAL;
+}
+
+/* splitmix64: a counter-based generator, so that any element's initial value
+ * can be computed on its own. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+float model_init_value(const struct model_config *cfg, const struct model_tensor *t, int tensor_id, size_t index,
+		       uint64_t seed)
+{
+	if (t->layer >= 0 ? t->part >= MODEL_LINEARS : t->part == MODEL_FINAL_NORM)
+		return 1.0f; /* RMSNorm gains */
+	uint64_t h = mix64(seed ^ mix64(((uint64_t)tensor_id << 40) ^ (uint64_t)index));
+	float u = (float)(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; /* [-1, 1), 24 bits */
+	if (t->layer < 0 && t->part == MODEL_TOK_EMBEDDINGS)
+		return u; /* embeddings ~ U(-1, 1): RMSNorm follows */
+	float bound = 1.0f / sqrtf((float)t->fan_in);
+	if (t->layer >= 0 && (t->part == MODEL_PART_O || t->part == MODEL_PART_DOWN))
+		bound /= sqrtf(2.0f * (float)cfg->layers); /* residual branches start small */
+	return u * bound;
+}
+
+/* ---- activations ---------------------------------------------------------- */
+
+struct layer_acts {
+	float *resid_mid; /* [M, C] residual after attention */
+	float *ln1, *ln2; /* [M, C] normalised inputs of attention / MLP */
+	float *rstd1, *rstd2;
+	float *q, *k, *v;	/* [M, H*hd], [M, KH*hd] x2, after rotary (q, k) */
+	float *probs;		/* [B, H, T, T] */
+	float *att;		/* [M, C] attention output before o */
+	float *gate, *up, *act; /* [M, F] */
+};
+
+struct model {
+	struct model_config cfg;
+	const struct fsdp_backend *be;
+	struct mem_ledger *mem;
+	int B, M, hd, kvdim;
+	float *acts; /* everything below points into it */
+	size_t acts_bytes;
+	int32_t *ids;  /* [2 M]: tokens then targets (device) */
+	float **resid; /* resid[l] [M, C], input of block l; resid[L] input of the final norm */
+	struct layer_acts *layer;
+	float *lnf, *rstdf, *logits, *losses, *tmp;
+	/* gradients of activations, reused by every layer */
+	float *dresid, *dln, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
+	float *host_losses; /* [M] host copy for the loss sum */
+};
+
+static void *model_dev_alloc(struct model *m, enum mem_kind kind, size_t bytes)
+{
+	return m->mem ? mem_alloc(m->mem, kind, bytes) : m->be->alloc(bytes);
+}
+
+static void model_dev_free(struct model *m, enum mem_kind kind, void *p, size_t bytes)
+{
+	if (m->mem)
+		mem_free(m->mem, kind, p, bytes);
+	else
+		m->be->free(p);
+}
+
+struct model *model_new(const struct model_config *cfg, const struct fsdp_backend *be, int batch,
+			struct mem_ledger *mem)
+{
+	struct model *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	m->cfg = *cfg;
+	m->be = be;
+	m->mem = mem;
+	m->B = batch;
+	m->M = batch * cfg->seq;
+	m->hd = cfg->d_model / cfg->heads;
+	m->kvdim = m->hd * cfg->kv_heads;
+	int L = cfg->layers;
+	size_t M = (size_t)m->M, C = (size_t)cfg->d_model, F = (size_t)cfg->ffn, V = (size_t)cfg->vocab;
+	size_t KV = (size_t)m->kvdim, T = (size_t)cfg->seq, H = (size_t)cfg->heads;
+	size_t per_layer = 4 * M * C + 2 * M + M * C + 2 * M * KV + (size_t)batch * H * T * T + 3 * M * F;
+	size_t total = (size_t)(L + 1) * M * C + (size_t)L * per_layer + M * C + M + M * V + M + M * C + 4 * M * C +
+		       2 * M * KV + 3 * M * F;
+	m->acts_bytes = total * sizeof(float);
+	m->resid = calloc((size_t)L + 1, sizeof *m->resid);
+	m->layer = calloc((size_t)L, sizeof *m->layer);
+	m->host_losses = calloc(M, sizeof *m->host_losses);
+	m->acts = model_dev_alloc(m, MEM_ACTIVATION, m->acts_bytes);
+	m->ids = model_dev_alloc(m, MEM_OTHER, 2 * M * sizeof(int32_t));
+	if (!m->resid || !m->layer || !m->host_losses || !m->acts || !m->ids) {
+		model_free(m);
+		return NULL;
+	}
+	float *p = m->acts;
+#define TAKE(n) (p += (n), p - (n))
+	for (int l = 0; l <= L; l++)
+		m->resid[l] = TAKE(M * C);
+	for (int l = 0; l < L; l++) {
+		struct layer_acts *a = &m->layer[l];
+		a->resid_mid = TAKE(M * C);
+		a->ln1 = TAKE(M * C);
+		a->ln2 = TAKE(M * C);
+		a->rstd1 = TAKE(M);
+		a->rstd2 = TAKE(M);
+		a->q = TAKE(M * C);
+		a->k = TAKE(M * KV);
+		a->v = TAKE(M * KV);
+		a->probs = TAKE((size_t)batch * H * T * T);
+		a->att = TAKE(M * C);
+		a->gate = TAKE(M * F);
+		a->up = TAKE(M * F);
+		a->act = TAKE(M * F);
+	}
+	m->lnf = TAKE(M * C);
+	m->rstdf = TAKE(M);
+	m->logits = TAKE(M * V);
+	m->losses = TAKE(M);
+	m->tmp = TAKE(M * C);
+	m->dresid = TAKE(M * C);
+	m->dln = TAKE(M * C);
+	m->datt = TAKE(M * C);
+	m->dq = TAKE(M * C);
+	m->dk = TAKE(M * KV);
+	m->dv = TAKE(M * KV);
+	m->dgate = TAKE(M * F);
+	m->dup = TAKE(M * F);
+	m->dact = TAKE(M * F);
+#undef TAKE
+	return m;
+}
+
+void model_free(struct model *m)
+{
+	if (!m)
+		return;
+	model_dev_free(m, MEM_ACTIVATION, m->acts, m->acts_bytes);
+	model_dev_free(m, MEM_OTHER, m->ids, 2 * (size_t)m->M * sizeof(int32_t));
+	free(m->resid);
+	free(m->layer);
+	free(m->host_losses);
+	free(m);
+}
+
+size_t model_activation_bytes(const struct model *m)
+{
+	return m->acts_bytes;
+}
+
+/* ---- forward / backward --------------------------------------------------- */
+
+#define HOOK(call)                                                                                                     \
+	do {                                                                                                           \
+		int hook_rc_ = (call);                                                                                 \
+		if (hook_rc_ < 0)                                                                                      \
+			return hook_rc_;                                                                               \
+	} while (0)
+
+static const struct model_module model_root = {-1, -1};
+
+static inline struct model_module block_module(int l)
+{
+	return (struct model_module){l, -1};
+}
+static inline struct model_module linear_module(int l, int part)
+{
+	return (struct model_module){l, part};
+}
+
+/* One linear layer's forward inside its own hooks: out = in @ W^T. */
+static int linear_forward(struct model *m, const struct model_params *p, int l, int part, float *out, const float *in,
+			  int K, int N)
+{
+	HOOK(p->pre_forward(p->ctx, linear_module(l, part)));
+	m->be->matmul_forward(out, in, p->param(p->ctx, model_tensor_id(l, part)), p->dtype, m->M, K, N);
+	return p->post_forward(p->ctx, linear_module(l, part));
+}
+
+static int linear_backward(struct model *m, const struct model_params *p, int l, int part, float *din,
+			   const float *dout, const float *in, int K, int N, int accumulate)
+{
+	int id = model_tensor_id(l, part);
+	HOOK(p->pre_backward(p->ctx, linear_module(l, part)));
+	m->be->matmul_backward(din, p->grad(p->ctx, id), dout, in, p->param(p->ctx, id), p->dtype, m->M, K, N,
+			       accumulate);
+	return p->post_backward(p->ctx, linear_module(l, part));
+}
+
+int model_forward(struct model *m, const struct model_params *p, const int32_t *tokens, const int32_t *targets,
+		  float loss_scale, double *loss_sum)
+{
+	const struct fsdp_backend *be = m->be;
+	const struct model_config *c = &m->cfg;
+	int M = m->M, C = c->d_model, F = c->ffn, V = c->vocab, KV = m->kvdim;
+	size_t MC = (size_t)M * C;
+	int rc = be->memcpy_h2d(m->ids, tokens, (size_t)M * sizeof *tokens);
+	if (rc == 0)
+		rc = be->memcpy_h2d(m->ids + M, targets, (size_t)M * sizeof *targets);
+	if (rc < 0)
+		return rc;
+
+	HOOK(p->pre_forward(p->ctx, model_root));
+	be->embedding_forward(m->resid[0], m->ids, p->param(p->ctx, MODEL_TOK_EMBEDDINGS), p->dtype, M, C);
+	for (int l = 0; l < c->layers; l++) {
+		struct layer_acts *a = &m->layer[l];
+		HOOK(p->pre_forward(p->ctx, block_module(l)));
+		be->rmsnorm_forward(a->ln1, a->rstd1, m->resid[l],
+				    p->param(p->ctx, model_tensor_id(l, MODEL_PART_ATTN_NORM)), p->dtype, M, C,
+				    c->norm_eps);
+		HOOK(linear_forward(m, p, l, MODEL_PART_Q, a->q, a->ln1, C, C));
+		HOOK(linear_forward(m, p, l, MODEL_PART_K, a->k, a->ln1, C, KV));
+		HOOK(linear_forward(m, p, l, MODEL_PART_V, a->v, a->ln1, C, KV));
+		be->rope_forward(a->q, m->B, c->seq, c->heads, m->hd, c->rope_theta);
+		be->rope_forward(a->k, m->B, c->seq, c->kv_heads, m->hd, c->rope_theta);
+		be->attention_forward(a->att, a->probs, a->q, a->k, a->v, m->B, c->seq, c->heads, c->kv_heads, m->hd);
+		HOOK(linear_forward(m, p, l, MODEL_PART_O, m->tmp, a->att, C, C));
+		HOOK(be->memcpy_d2d(a->resid_mid, m->resid[l], MC * sizeof(float)));
+		be->residual_add(a->resid_mid, m->tmp, MC);
+		be->rmsnorm_forward(a->ln2, a->rstd2, a->resid_mid,
+				    p->param(p->ctx, model_tensor_id(l, MODEL_PART_MLP_NORM)), p->dtype, M, C,
+				    c->norm_eps);
+		HOOK(linear_forward(m, p, l, MODEL_PART_GATE, a->gate, a->ln2, C, F));
+		HOOK(linear_forward(m, p, l, MODEL_PART_UP, a->up, a->ln2, C, F));
+		be->swiglu_forward(a->act, a->gate, a->up, (size_t)M * F);
+		HOOK(linear_forward(m, p, l, MODEL_PART_DOWN, m->tmp, a->act, F, C));
+		HOOK(be->memcpy_d2d(m->resid[l + 1], a->resid_mid, MC * sizeof(float)));
+		be->residual_add(m->resid[l + 1], m->tmp, MC);
+		HOOK(p->post_forward(p->ctx, block_module(l)));
+	}
+	be->rmsnorm_forward(m->lnf, m->rstdf, m->resid[c->layers], p->param(p->ctx, MODEL_FINAL_NORM), p->dtype, M, C,
+			    c->norm_eps);
+	be->matmul_forward(m->logits, m->lnf, p->param(p->ctx, MODEL_OUTPUT), p->dtype, M, C, V);
+	/* dlogits replace the logits in place: the backward needs only them. */
+	be->crossentropy(m->losses, m->logits, m->logits, m->ids + M, M, V, loss_scale);
+	HOOK(p->post_forward(p->ctx, model_root));
+	if (loss_sum) {
+		HOOK(be->memcpy_d2h(m->host_losses, m->losses, (size_t)M * sizeof(float)));
+		double s = 0.0;
+		for (int i = 0; i < M; i++)
+			s += m->host_losses[i];
+		*loss_sum = s;
+	}
+	return 0;
+}
+
+int model_backward(struct model *m, const struct model_params *p)
+{
+	const struct fsdp_backend *be = m->be;
+	const struct model_config *c = &m->cfg;
+	int M = m->M, C = c->d_model, F = c->ffn, V = c->vocab, KV = m->kvdim;
+
+	HOOK(p->pre_backward(p->ctx, model_root));
+	be->matmul_backward(m->dln, p->grad(p->ctx, MODEL_OUTPUT), m->logits, m->lnf, p->param(p->ctx, MODEL_OUTPUT),
+			    p->dtype, M, C, V, 0);
+	HOOK(be->memset_zero(m->dresid, (size_t)M * C * sizeof(float)));
+	be->rmsnorm_backward(m->dresid, p->grad(p->ctx, MODEL_FINAL_NORM), m->dln, m->resid[c->layers],
+			     p->param(p->ctx, MODEL_FINAL_NORM), p->dtype, m->rstdf, M, C);
+	for (int l = c->layers - 1; l >= 0; l--) {
+		struct layer_acts *a = &m->layer[l];
+		HOOK(p->pre_backward(p->ctx, block_module(l)));
+		/* MLP: dresid holds d(resid[l+1]), which is also d(down output). */
+		HOOK(linear_backward(m, p, l, MODEL_PART_DOWN, m->dact, m->dresid, a->act, F, C, 0));
+		be->swiglu_backward(m->dgate, m->dup, m->dact, a->gate, a->up, (size_t)M * F);
+		HOOK(linear_backward(m, p, l, MODEL_PART_UP, m->dln, m->dup, a->ln2, C, F, 0));
+		HOOK(linear_backward(m, p, l, MODEL_PART_GATE, m->dln, m->dgate, a->ln2, C, F, 1));
+		int id = model_tensor_id(l, MODEL_PART_MLP_NORM);
+		be->rmsnorm_backward(m->dresid, p->grad(p->ctx, id), m->dln, a->resid_mid, p->param(p->ctx, id),
+				     p->dtype, a->rstd2, M, C);
+		/* attention: dresid now holds d(resid_mid) = d(o output). */
+		HOOK(linear_backward(m, p, l, MODEL_PART_O, m->datt, m->dresid, a->att, C, C, 0));
+		be->attention_backward(m->dq, m->dk, m->dv, m->datt, a->q, a->k, a->v, a->probs, m->B, c->seq, c->heads,
+				       c->kv_heads, m->hd);
+		be->rope_backward(m->dq, m->B, c->seq, c->heads, m->hd, c->rope_theta);
+		be->rope_backward(m->dk, m->B, c->seq, c->kv_heads, m->hd, c->rope_theta);
+		HOOK(linear_backward(m, p, l, MODEL_PART_V, m->dln, m->dv, a->ln1, C, KV, 0));
+		HOOK(linear_backward(m, p, l, MODEL_PART_K, m->dln, m->dk, a->ln1, C, KV, 1));
+		HOOK(linear_backward(m, p, l, MODEL_PART_Q, m->dln, m->dq, a->ln1, C, C, 1));
+		id = model_tensor_id(l, MODEL_PART_ATTN_NORM);
+		be->rmsnorm_backward(m->dresid, p->grad(p->ctx, id), m->dln, m->resid[l], p->param(p->ctx, id),
+				     p->dtype, a->rstd1, M, C);
+		HOOK(p->post_backward(p->ctx, block_module(l)));
+	}
+	be->embedding_backward(p->grad(p->ctx, MODEL_TOK_EMBEDDINGS), m->dresid, m->ids, M, C, V);
+	return p->post_backward(p->ctx, model_root);
+}

@@ -1,0 +1,145 @@
+/* fsdp_ref/model.h: a Llama-shaped decoder, forward and backward, over any
+ * backend.
+ *
+ * token embedding -> L x [RMSNorm -> attention (q, k, v, o; grouped kv heads,
+ * rotary positions, causal) -> residual -> RMSNorm -> gated MLP (gate, up,
+ * down; SwiGLU) -> residual] -> RMSNorm -> output head -> softmax cross-entropy.
+ *
+ * The model does not own its parameters. It asks a provider (struct
+ * model_params) for the pointer to each tensor and its gradient, and tells
+ * it when each module's forward and backward begin and end; the FSDP runtime
+ * is one provider (it gathers units in those hooks), the gradient-check test
+ * is another (one fp32 buffer, no hooks). The sequence of ops is the same
+ * whatever the provider does, which is what makes loss trajectories
+ * independent of the wrap policy. */
+#ifndef FSDP_REF_MODEL_H
+#define FSDP_REF_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsdp_ref/backend.h"
+
+struct mem_ledger;
+
+struct model_config {
+	int vocab;	  /* V */
+	int layers;	  /* L */
+	int d_model;	  /* C */
+	int ffn;	  /* F, hidden size of the gated MLP */
+	int heads;	  /* H query heads; head dim = C / H (even) */
+	int kv_heads;	  /* KH, divides H */
+	int seq;	  /* T, tokens per sequence */
+	float rope_theta; /* rotary base, 10000 */
+	float norm_eps;	  /* RMSNorm epsilon, 1e-5 */
+};
+
+/* Parts of a block; the first seven are the linears, in forward order. */
+enum model_part {
+	MODEL_PART_Q = 0,
+	MODEL_PART_K,
+	MODEL_PART_V,
+	MODEL_PART_O,
+	MODEL_PART_GATE,
+	MODEL_PART_UP,
+	MODEL_PART_DOWN,
+	MODEL_PART_ATTN_NORM,
+	MODEL_PART_MLP_NORM,
+	MODEL_PARTS,
+};
+#define MODEL_LINEARS 7
+
+/* Root tensors (ids 0..2); block tensors follow, MODEL_PARTS per layer. */
+enum model_root_tensor { MODEL_TOK_EMBEDDINGS = 0, MODEL_FINAL_NORM, MODEL_OUTPUT, MODEL_ROOT_TENSORS };
+
+/* A module the hooks name: the model itself (layer -1), a block (part -1) or
+ * one linear of a block (part < MODEL_LINEARS). */
+struct model_module {
+	int layer;
+	int part;
+};
+
+/* Module index used by tables: model 0, block l at 1 + 8 l, linear j of
+ * block l at 2 + 8 l + j. model_modules(cfg) of them. */
+static inline int model_module_index(struct model_module m)
+{
+	if (m.layer < 0)
+		return 0;
+	return 1 + m.layer * (MODEL_LINEARS + 1) + (m.part < 0 ? 0 : 1 + m.part);
+}
+static inline int model_modules(const struct model_config *cfg)
+{
+	return 1 + cfg->layers * (MODEL_LINEARS + 1);
+}
+
+/* One parameter tensor. */
+struct model_tensor {
+	char name[48]; /* "tok_embeddings", "layers.3.attn.q", "layers.3.mlp_norm", ... */
+	size_t numel;
+	int layer;  /* -1 for root tensors */
+	int part;   /* enum model_part, or enum model_root_tensor for root */
+	int fan_in; /* input features (for initialisation); 0 for norms */
+};
+
+/* Number of tensors: 3 + MODEL_PARTS * L. */
+int model_tensor_count(const struct model_config *cfg);
+/* Tensor id of part `part` of block `layer`. */
+static inline int model_tensor_id(int layer, int part)
+{
+	return MODEL_ROOT_TENSORS + layer * MODEL_PARTS + part;
+}
+/* Fill out[0 .. model_tensor_count-1]. */
+void model_tensors(const struct model_config *cfg, struct model_tensor *out);
+/* Total parameter count. */
+size_t model_param_count(const struct model_config *cfg);
+/* Check the shape constraints; 0 or -EINVAL with a message in err. */
+int model_config_check(const struct model_config *cfg, char *err, size_t errlen);
+
+/* Deterministic initial value of element `index` of tensor `t`: depends only
+ * on (seed, tensor id, index), never on how tensors are laid out in units,
+ * so every wrap policy and rank count starts from the same weights. */
+float model_init_value(const struct model_config *cfg, const struct model_tensor *t, int tensor_id, size_t index,
+		       uint64_t seed);
+
+/* Where parameters come from (see the file comment). Hooks return 0 or a
+ * negative errno, which aborts the pass. */
+struct model_params {
+	void *ctx;
+	enum fsdp_dtype dtype; /* dtype of the tensors param() returns */
+	/* Device pointer to tensor `id`'s values; valid between the owning
+	 * module's pre and post hooks. */
+	const void *(*param)(void *ctx, int id);
+	/* Device fp32 pointer where the backward writes tensor `id`'s gradient
+	 * (overwritten, not accumulated); valid inside the backward hooks. */
+	float *(*grad)(void *ctx, int id);
+	int (*pre_forward)(void *ctx, struct model_module m);
+	int (*post_forward)(void *ctx, struct model_module m);
+	int (*pre_backward)(void *ctx, struct model_module m);
+	int (*post_backward)(void *ctx, struct model_module m);
+};
+
+struct model;
+
+/* A model for `batch` local sequences: allocates its activation buffers
+ * (through the ledger `mem`, kind MEM_ACTIVATION, when non-NULL, else
+ * straight from the backend). NULL on failure. */
+struct model *model_new(const struct model_config *cfg, const struct fsdp_backend *be, int batch,
+			struct mem_ledger *mem);
+void model_free(struct model *m);
+
+/* Forward pass over tokens/targets (host arrays [batch * seq]), with the
+ * loss gradient seeded for backward: dlogits = dL/dlogits with
+ * L = sum of token losses * loss_scale. Returns 0 or -errno; *loss_sum (may
+ * be NULL) receives the sum of this batch's token losses, summed in double in
+ * token order. */
+int model_forward(struct model *m, const struct model_params *p, const int32_t *tokens, const int32_t *targets,
+		  float loss_scale, double *loss_sum);
+
+/* Backward pass after model_forward: writes every tensor's gradient through
+ * p->grad. 0 or -errno. */
+int model_backward(struct model *m, const struct model_params *p);
+
+/* Bytes of activation memory the model allocated. */
+size_t model_activation_bytes(const struct model *m);
+
+#endif /* FSDP_REF_MODEL_H */

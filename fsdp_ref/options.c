@@ -1,0 +1,266 @@
+/* fsdp_ref/options.c: flag parsing (see options.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_ref/options.h"
+
+enum {
+	OPT_BACKEND = 256,
+	OPT_NRANKS,
+	OPT_UID_FILE,
+	OPT_VOCAB,
+	OPT_LAYERS,
+	OPT_DMODEL,
+	OPT_FFN,
+	OPT_HEADS,
+	OPT_KV_HEADS,
+	OPT_SEQ,
+	OPT_BATCH,
+	OPT_STEPS,
+	OPT_SEED,
+	OPT_LR,
+	OPT_WRAP,
+	OPT_RESHARD,
+	OPT_PREFETCH,
+	OPT_PARAM_DTYPE,
+	OPT_REDUCE_DTYPE,
+	OPT_SHARD_GROUP,
+	OPT_LOG,
+	OPT_QUIET,
+	OPT_HELP,
+};
+
+static const struct option long_options[] = {
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"nranks", required_argument, NULL, OPT_NRANKS},
+    {"unique-id-file", required_argument, NULL, OPT_UID_FILE},
+    {"vocab", required_argument, NULL, OPT_VOCAB},
+    {"layers", required_argument, NULL, OPT_LAYERS},
+    {"d-model", required_argument, NULL, OPT_DMODEL},
+    {"ffn", required_argument, NULL, OPT_FFN},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
+    {"seq", required_argument, NULL, OPT_SEQ},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"wrap", required_argument, NULL, OPT_WRAP},
+    {"reshard-after-forward", required_argument, NULL, OPT_RESHARD},
+    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
+    {"reduce-dtype", required_argument, NULL, OPT_REDUCE_DTYPE},
+    {"shard-group", required_argument, NULL, OPT_SHARD_GROUP},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+void options_usage(FILE *out)
+{
+	fputs("NAME\n"
+	      "    fsdp_ref - reference FSDP trainer: a Llama-shaped decoder trained with\n"
+	      "    sharded data parallelism, the ground truth for fsdpscope\n"
+	      "\n"
+	      "SYNOPSIS\n"
+	      "    fsdp_ref [--backend cpu|cuda] [--nranks N] [model flags] [FSDP flags] [--log FILE]\n"
+	      "    RANK=r WORLD_SIZE=n fsdp_ref --unique-id-file PATH ...   (under a launcher)\n"
+	      "\n"
+	      "LAUNCH\n"
+	      "    --backend cpu|cuda     cpu: plain C, NCCL stand-in; cuda: fsdp_ref_cuda (default cpu)\n"
+	      "    --nranks N             fork N ranks (default 1)\n"
+	      "    --unique-id-file PATH  with RANK and WORLD_SIZE set: rank 0 writes the NCCL\n"
+	      "                           unique id there, the others wait for it (120 s)\n"
+	      "\n"
+	      "MODEL (defaults in brackets)\n"
+	      "    --vocab V [64]  --layers L [4]  --d-model D [64]  --ffn F [192]\n"
+	      "    --heads H [4]  --kv-heads K [2]  --seq T [32]\n"
+	      "    --batch B [8]   global sequences per step, split evenly over the ranks\n"
+	      "    --steps N [20]  --seed X [1]  --lr R [0.003]\n"
+	      "\n"
+	      "FSDP\n"
+	      "    --wrap SPEC     block | linear | model | group:K | per-range policies such as\n"
+	      "                    linear:0-3,block:4-11 or group:2:0-5,block:6-7 [block]\n"
+	      "    --reshard-after-forward true|false|G\n"
+	      "                    free gathered parameters after forward, keep them, or keep\n"
+	      "                    them sharded over groups of G ranks [true]\n"
+	      "    --prefetch P    units gathered ahead, forward and backward [1]\n"
+	      "    --param-dtype bf16|fp32    gathered parameter dtype [bf16]\n"
+	      "    --reduce-dtype fp32|bf16   gradient reduction dtype [fp32]\n"
+	      "    --shard-group S shard within groups of S ranks and all-reduce gradients\n"
+	      "                    across the N/S replicas (HSDP) [N]\n"
+	      "\n"
+	      "OUTPUT\n"
+	      "    --log FILE      JSON lines, one per rank per step, all ranks in FILE\n"
+	      "    --quiet         no 'step N loss X' lines on stdout\n"
+	      "\n"
+	      "ENVIRONMENT\n"
+	      "    FSDP_REF_LINK_LATENCY_US, FSDP_REF_LINK_GBPS   link model of the NCCL stand-in\n"
+	      "\n"
+	      "EXAMPLES\n"
+	      "    fsdp_ref --nranks 4 --layers 8 --wrap linear --steps 5 --log l.jsonl\n"
+	      "    fsdp_ref --nranks 4 --shard-group 2 --reshard-after-forward false\n"
+	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
+	      out);
+}
+
+__attribute__((format(printf, 3, 4))) static int options_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* A decimal integer in [lo, hi] that is all of `s`. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end = NULL;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_dtype(const char *s, enum fsdp_dtype *out)
+{
+	if (strcmp(s, "bf16") == 0)
+		*out = FSDP_DTYPE_BF16;
+	else if (strcmp(s, "fp32") == 0)
+		*out = FSDP_DTYPE_FP32;
+	else
+		return -1;
+	return 0;
+}
+
+int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size_t errlen)
+{
+	*o = (struct fsdp_options){
+	    .nranks = 1,
+	    .model = {.vocab = 64,
+		      .layers = 4,
+		      .d_model = 64,
+		      .ffn = 192,
+		      .heads = 4,
+		      .kv_heads = 2,
+		      .seq = 32,
+		      .rope_theta = 10000.0f,
+		      .norm_eps = 1e-5f},
+	    .batch = 8,
+	    .steps = 20,
+	    .seed = 1,
+	    .lr = 3e-3f,
+	    .wrap = "block",
+	    .reshard = "true",
+	    .prefetch = 1,
+	    .param_dtype = FSDP_DTYPE_BF16,
+	    .reduce_dtype = FSDP_DTYPE_FP32,
+	};
+	optind = 1;
+	opterr = 0;
+	int c, li = -1;
+	while ((c = getopt_long(argc, argv, ":h", long_options, &li)) != -1) {
+		char name[64];
+		snprintf(name, sizeof name, "--%s", li >= 0 ? long_options[li].name : "?");
+		li = -1;
+		int bad = 0;
+		switch (c) {
+		case OPT_BACKEND:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+				return options_fail(err, errlen, "bad --backend '%s': use cpu or cuda", optarg);
+			o->backend = optarg;
+			break;
+		case OPT_NRANKS:
+			bad = parse_int(optarg, 1, 1024, &o->nranks);
+			break;
+		case OPT_UID_FILE:
+			o->unique_id_file = optarg;
+			break;
+		case OPT_VOCAB:
+			bad = parse_int(optarg, 2, 1 << 20, &o->model.vocab);
+			break;
+		case OPT_LAYERS:
+			bad = parse_int(optarg, 1, 4096, &o->model.layers);
+			break;
+		case OPT_DMODEL:
+			bad = parse_int(optarg, 2, 1 << 16, &o->model.d_model);
+			break;
+		case OPT_FFN:
+			bad = parse_int(optarg, 1, 1 << 18, &o->model.ffn);
+			break;
+		case OPT_HEADS:
+			bad = parse_int(optarg, 1, 1 << 12, &o->model.heads);
+			break;
+		case OPT_KV_HEADS:
+			bad = parse_int(optarg, 1, 1 << 12, &o->model.kv_heads);
+			break;
+		case OPT_SEQ:
+			bad = parse_int(optarg, 1, 1 << 16, &o->model.seq);
+			break;
+		case OPT_BATCH:
+			bad = parse_int(optarg, 1, 1 << 20, &o->batch);
+			break;
+		case OPT_STEPS:
+			bad = parse_int(optarg, 0, 1 << 30, &o->steps);
+			break;
+		case OPT_SEED: {
+			char *end = NULL;
+			errno = 0;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			bad = errno || end == optarg || *end;
+			o->seed = (uint64_t)v;
+			break;
+		}
+		case OPT_LR: {
+			char *end = NULL;
+			double v = strtod(optarg, &end);
+			bad = end == optarg || *end || !(v > 0.0 && v < 10.0);
+			o->lr = (float)v;
+			break;
+		}
+		case OPT_WRAP:
+			o->wrap = optarg;
+			break;
+		case OPT_RESHARD:
+			o->reshard = optarg;
+			break; /* checked against S by the caller */
+		case OPT_PREFETCH:
+			bad = parse_int(optarg, 0, 1024, &o->prefetch);
+			break;
+		case OPT_PARAM_DTYPE:
+			bad = parse_dtype(optarg, &o->param_dtype);
+			break;
+		case OPT_REDUCE_DTYPE:
+			bad = parse_dtype(optarg, &o->reduce_dtype);
+			break;
+		case OPT_SHARD_GROUP:
+			bad = parse_int(optarg, 1, 1024, &o->shard_group);
+			break;
+		case OPT_LOG:
+			o->log_path = optarg;
+			break;
+		case OPT_QUIET:
+			o->quiet = 1;
+			break;
+		case OPT_HELP:
+		case 'h':
+			return 1;
+		case ':':
+			return options_fail(err, errlen, "%s needs a value", argv[optind - 1]);
+		default:
+			return options_fail(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
+		}
+		if (bad)
+			return options_fail(err, errlen, "bad value '%s' for %s (see --help)", optarg, name);
+	}
+	if (optind < argc)
+		return options_fail(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+	return model_config_check(&o->model, err, errlen);
+}

@@ -1,0 +1,39 @@
+/* fsdp_ref/options.h: the trainer's flags (docs/fsdp_ref.md lists them). */
+#ifndef FSDP_REF_OPTIONS_H
+#define FSDP_REF_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fsdp_ref/backend.h"
+#include "fsdp_ref/model.h"
+
+struct fsdp_options {
+	const char *backend;	      /* --backend cpu|cuda (NULL: the executable's own) */
+	int nranks;		      /* --nranks N: fork N ranks (ignored under a launcher) */
+	const char *unique_id_file;   /* --unique-id-file PATH (external launcher) */
+	struct model_config model;    /* --vocab --layers --d-model --ffn --heads --kv-heads --seq */
+	int batch;		      /* --batch B: global sequences per step */
+	int steps;		      /* --steps T */
+	uint64_t seed;		      /* --seed X */
+	float lr;		      /* --lr */
+	const char *wrap;	      /* --wrap SPEC */
+	const char *reshard;	      /* --reshard-after-forward true|false|G */
+	int prefetch;		      /* --prefetch P */
+	enum fsdp_dtype param_dtype;  /* --param-dtype bf16|fp32 */
+	enum fsdp_dtype reduce_dtype; /* --reduce-dtype fp32|bf16 */
+	int shard_group;	      /* --shard-group S (0: all ranks) */
+	const char *log_path;	      /* --log FILE */
+	int quiet;		      /* --quiet: no per-step line on stdout */
+};
+
+/* Parse argv into *o (defaults first). Returns 0, 1 when --help was given,
+ * or -EINVAL with a message in err. Checks syntax and ranges only; the
+ * checks that need the world size are the caller's. */
+int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size_t errlen);
+
+/* The help text (man-page-like, with EXAMPLES). */
+void options_usage(FILE *out);
+
+#endif /* FSDP_REF_OPTIONS_H */

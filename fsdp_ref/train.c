@@ -1,0 +1,369 @@
+/* fsdp_ref/train.c: the training loop and the run's set-up (see train.h).
+ *
+ * Per rank: bind the backend, create the world communicator and its splits
+ * (shard groups, replica groups for HSDP, re-gather groups for
+ * --reshard-after-forward G), build units and shards, then per step:
+ * forward, backward, wait for the reductions, Adam on the shards, all-reduce
+ * the loss, log. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsdp_ref/comm.h"
+#include "fsdp_ref/counts.h"
+#include "fsdp_ref/data.h"
+#include "fsdp_ref/fsdp.h"
+#include "fsdp_ref/launch.h"
+#include "fsdp_ref/log.h"
+#include "fsdp_ref/markers.h"
+#include "fsdp_ref/mem.h"
+#include "fsdp_ref/model.h"
+#include "fsdp_ref/optim.h"
+#include "fsdp_ref/options.h"
+#include "fsdp_ref/train.h"
+#include "fsdp_ref/units.h"
+#include "fsdp_ref/wrap.h"
+
+/* A validated run: options plus what follows from them and the world size. */
+struct run_plan {
+	struct fsdp_options opt;
+	struct wrap_spec wrap;
+	int world_size;
+	int shard_size;	  /* S */
+	int replicas;	  /* R = N / S */
+	int reshard_size; /* G */
+};
+
+static const char *dtype_name(enum fsdp_dtype t)
+{
+	return t == FSDP_DTYPE_BF16 ? "bf16" : "fp32";
+}
+
+/* Every check that can be made before any rank starts, so that a bad flag
+ * is one clear message and exit status 2, not N failing ranks. */
+static int plan_run(struct run_plan *p, char *err, size_t errlen)
+{
+	struct fsdp_options *o = &p->opt;
+	int rc = launch_world_size(o->nranks, o->unique_id_file, &p->world_size, err, errlen);
+	if (rc < 0)
+		return rc;
+	int n = p->world_size;
+	p->shard_size = o->shard_group ? o->shard_group : n;
+	if (p->shard_size > n || n % p->shard_size != 0) {
+		snprintf(err, errlen, "bad --shard-group %d: it must divide the number of ranks %d", p->shard_size, n);
+		return -EINVAL;
+	}
+	p->replicas = n / p->shard_size;
+	if (o->batch % n != 0) {
+		snprintf(err, errlen, "--batch %d is the global batch: it must be a multiple of the %d ranks", o->batch,
+			 n);
+		return -EINVAL;
+	}
+	if ((rc = wrap_parse(o->wrap, o->model.layers, &p->wrap, err, errlen)) < 0)
+		return rc;
+	return fsdp_reshard_parse(o->reshard, p->shard_size, &p->reshard_size, err, errlen);
+}
+
+static int nccl_check(ncclResult_t r, const char *what, int rank)
+{
+	if (r == ncclSuccess)
+		return 0;
+	fprintf(stderr, "fsdp_ref: rank %d: %s: %s\n", rank, what, ncclGetErrorString(r));
+	return -EIO;
+}
+
+/* Everything one rank owns, for one cleanup path. */
+struct rank_state {
+	const struct fsdp_backend *be;
+	int backend_up;
+	ncclComm_t world, shard, replica, regather;
+	struct comm_thread *ct;
+	struct mem_ledger *mem;
+	struct unit_table *units;
+	struct fsdp_runtime *rt;
+	struct model *model;
+	struct run_log *log;
+	int32_t *inputs, *targets;
+	double *loss_dev; /* one double on the device: the loss all-reduce buffer */
+	struct fsdp_event *loss_ready, *loss_done;
+};
+
+static void rank_cleanup(struct rank_state *s)
+{
+	/* The runtime first: it waits for requests that reference its buffers. */
+	fsdp_free(s->rt);
+	comm_thread_free(s->ct);
+	model_free(s->model);
+	if (s->mem)
+		mem_free(s->mem, MEM_OTHER, s->loss_dev, sizeof(double));
+	if (s->loss_ready)
+		s->be->event_free(s->loss_ready);
+	if (s->loss_done)
+		s->be->event_free(s->loss_done);
+	units_free(s->units);
+	mem_free_ledger(s->mem);
+	ncclComm_t comms[] = {s->regather, s->replica, s->shard, s->world};
+	for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+		if (comms[i] && (i == 3 || comms[i] != s->world))
+			ncclCommDestroy(comms[i]);
+	if (s->backend_up)
+		s->be->shutdown();
+	log_close(s->log);
+	free(s->inputs);
+	free(s->targets);
+}
+
+/* All-reduce this rank's share of the loss through the communication thread
+ * (so that every collective of the rank comes from one thread). */
+static int loss_allreduce(struct rank_state *s, double local, double *global, int64_t *wait_ns)
+{
+	const struct fsdp_backend *be = s->be;
+	struct comm_request req = {
+	    .op = COMM_ALLREDUCE,
+	    .comm = s->world,
+	    .send = s->loss_dev,
+	    .recv = s->loss_dev,
+	    .count = 1,
+	    .dtype = ncclFloat64,
+	    .ready = s->loss_ready,
+	    .done = s->loss_done,
+	};
+	int rc = be->memcpy_h2d(s->loss_dev, &local, sizeof local);
+	if (rc == 0)
+		rc = be->event_record_compute(s->loss_ready);
+	if (rc == 0)
+		rc = comm_submit(s->ct, &req);
+	if (rc < 0)
+		return rc;
+	int64_t t0 = comm_now_ns();
+	rc = comm_wait(s->ct, &req);
+	if (rc == 0)
+		rc = be->compute_wait_event(s->loss_done);
+	if (rc == 0)
+		rc = be->memcpy_d2h(global, s->loss_dev, sizeof *global);
+	*wait_ns = comm_now_ns() - t0;
+	return rc;
+}
+
+static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, const struct launch_info *li)
+{
+	const struct fsdp_options *o = &p->opt;
+	struct rank_state s = {.be = be};
+	int rank = li->rank, n = li->world_size, S = p->shard_size, G = p->reshard_size;
+	int rc = -EIO;
+	char err[256];
+
+	if (o->log_path) { /* before the communicator: see log.h */
+		s.log = log_open(o->log_path, rank == 0);
+		if (!s.log) {
+			fprintf(stderr, "fsdp_ref: rank %d: cannot open --log %s: %s\n", rank, o->log_path,
+				strerror(errno));
+			goto out;
+		}
+	}
+	if (be->init(rank, li->local_rank, n) < 0) {
+		fprintf(stderr, "fsdp_ref: rank %d: the %s backend failed to start\n", rank, be->name);
+		goto out;
+	}
+	s.backend_up = 1;
+	if (nccl_check(ncclCommInitRank(&s.world, n, li->id, rank), "ncclCommInitRank", rank) < 0)
+		goto out;
+	/* Splits: every rank makes the same calls in the same order. */
+	s.shard = s.world;
+	if (S < n && nccl_check(ncclCommSplit(s.world, rank / S, rank, &s.shard, NULL), "ncclCommSplit (shard groups)",
+				rank) < 0)
+		goto out;
+	if (p->replicas > 1 && nccl_check(ncclCommSplit(s.world, rank % S, rank, &s.replica, NULL),
+					  "ncclCommSplit (replica groups)", rank) < 0)
+		goto out;
+	if (G > 1 && G < S &&
+	    nccl_check(ncclCommSplit(s.world, rank / G, rank, &s.regather, NULL), "ncclCommSplit (re-gather groups)",
+		       rank) < 0)
+		goto out;
+
+	rc = -ENOMEM;
+	s.mem = mem_new(be);
+	s.units = units_build(&o->model, &p->wrap, S);
+	s.ct = comm_thread_new(be);
+	if (!s.mem || !s.units || !s.ct)
+		goto out;
+	struct fsdp_config fcfg = {
+	    .param_dtype = o->param_dtype,
+	    .reduce_dtype = o->reduce_dtype,
+	    .prefetch = o->prefetch,
+	    .reshard_size = G,
+	    .shard_size = S,
+	    .shard_rank = rank % S,
+	    .replicas = p->replicas,
+	    .seed = o->seed,
+	};
+	struct fsdp_comms comms = {
+	    .shard = s.shard,
+	    .replica = s.replica,
+	    .regather = s.regather,
+	    .regather_rank = G > 0 ? rank % G : 0,
+	};
+	s.rt = fsdp_new(be, s.mem, s.ct, &o->model, s.units, &fcfg, &comms);
+	int local_batch = o->batch / n;
+	s.model = model_new(&o->model, be, local_batch, s.mem);
+	size_t ntok = (size_t)local_batch * (size_t)o->model.seq;
+	s.inputs = malloc(ntok * sizeof *s.inputs);
+	s.targets = malloc(ntok * sizeof *s.targets);
+	s.loss_dev = mem_alloc(s.mem, MEM_OTHER, sizeof(double));
+	s.loss_ready = be->event_new();
+	s.loss_done = be->event_new();
+	if (!s.rt || !s.model || !s.inputs || !s.targets || !s.loss_dev || !s.loss_ready || !s.loss_done)
+		goto out;
+
+	struct fsdp_counts expect;
+	struct fsdp_count_config ccfg = {o->wrap, o->model.layers, o->reshard, n, S};
+	if (fsdp_expected_counts(&ccfg, &expect, err, sizeof err) < 0 || expect.units != s.units->nunits) {
+		fprintf(stderr, "fsdp_ref: internal error: unit count disagrees with counts.c\n");
+		rc = -EINVAL;
+		goto out;
+	}
+	if (rank == 0)
+		fprintf(stderr,
+			"fsdp_ref: backend %s, %d ranks (shard groups of %d), %zu params in %d units "
+			"(largest %zu), wrap %s, reshard-after-forward %s, prefetch %d, %s params, %s "
+			"reduce\n",
+			be->name, n, S, model_param_count(&o->model), s.units->nunits, s.units->largest_unit, o->wrap,
+			o->reshard, o->prefetch, dtype_name(o->param_dtype), dtype_name(o->reduce_dtype));
+
+	struct optim_config ocfg = {.lr = o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+	const struct model_params *params = fsdp_model_params(s.rt);
+	float loss_scale = 1.0f / (float)((double)o->batch * o->model.seq);
+	for (int step = 0; step < o->steps; step++) {
+		char name[32];
+		snprintf(name, sizeof name, "step %d", step);
+		markers_push(name);
+		fsdp_step_begin(s.rt);
+		mem_reset_peaks(s.mem);
+		int64_t t0 = comm_now_ns();
+		data_batch(o->seed, step, rank * local_batch, local_batch, o->model.seq, o->model.vocab, s.inputs,
+			   s.targets);
+		double local_sum = 0.0, loss = 0.0;
+		int64_t loss_wait_ns = 0;
+		markers_push("forward");
+		rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &local_sum);
+		markers_pop();
+		if (rc == 0) {
+			markers_push("backward");
+			rc = model_backward(s.model, params);
+			if (rc == 0)
+				rc = fsdp_finish_backward(s.rt);
+			markers_pop();
+		}
+		if (rc == 0) {
+			struct fsdp_adam_params hp = optim_adam_params(&ocfg, step + 1);
+			markers_push("optimizer");
+			rc = fsdp_optimizer_step(s.rt, &hp);
+			markers_pop();
+		}
+		if (rc == 0)
+			rc = loss_allreduce(&s, local_sum / ((double)o->batch * o->model.seq), &loss, &loss_wait_ns);
+		if (rc == 0)
+			rc = be->synchronize();
+		int64_t step_ns = comm_now_ns() - t0;
+		markers_pop();
+		if (rc < 0) {
+			/* Peers may be blocked in collectives this rank will never issue, and
+			 * its own comm thread may be blocked in one: no orderly cleanup is
+			 * possible. A forking parent stops the other ranks. */
+			fprintf(stderr, "fsdp_ref: rank %d: step %d failed: %s\n", rank, step, strerror(-rc));
+			fflush(NULL);
+			_exit(1);
+		}
+
+		struct fsdp_step_stats st;
+		fsdp_step_stats(s.rt, &st);
+		if (be->take_exposed_ns)
+			st.gather_wait_ns = be->take_exposed_ns();
+		struct log_record r = {
+		    .step = step,
+		    .rank = rank,
+		    .world_size = n,
+		    .loss = loss,
+		    .allgathers = st.forward_allgathers + st.backward_allgathers,
+		    .forward_allgathers = st.forward_allgathers,
+		    .backward_allgathers = st.backward_allgathers,
+		    .reduce_scatters = st.reduce_scatters,
+		    .allreduces = st.allreduces + 1 /* the loss */,
+		    .gathered_bytes = st.gathered_bytes,
+		    .reduce_scattered_bytes = st.reduce_scattered_bytes,
+		    .gather_wait_ns = st.gather_wait_ns,
+		    .reduce_wait_ns = st.reduce_wait_ns,
+		    .loss_wait_ns = loss_wait_ns,
+		    .step_ns = step_ns,
+		    .compute_ns = step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns,
+		    .peak_persistent_bytes = mem_peak(s.mem, MEM_PERSISTENT),
+		    .peak_transient_bytes = mem_peak(s.mem, MEM_GATHERED),
+		    .peak_gradient_bytes = mem_peak(s.mem, MEM_GRADIENT),
+		    .peak_activation_bytes = mem_peak(s.mem, MEM_ACTIVATION),
+		    .peak_total_bytes = mem_peak_total(s.mem),
+		    .units = s.units->nunits,
+		    .layers = o->model.layers,
+		    .prefetch = o->prefetch,
+		    .shard_group = S,
+		    .reshard_size = G,
+		    .params = model_param_count(&o->model),
+		    .largest_unit_params = s.units->largest_unit,
+		    .wrap = o->wrap,
+		    .reshard = o->reshard,
+		    .param_dtype = dtype_name(o->param_dtype),
+		    .reduce_dtype = dtype_name(o->reduce_dtype),
+		    .backend = be->name,
+		};
+		if (s.log && (rc = log_write(s.log, &r)) < 0) {
+			fprintf(stderr, "fsdp_ref: rank %d: writing the log: %s\n", rank, strerror(-rc));
+			goto out;
+		}
+		if (rank == 0 && !o->quiet) {
+			printf("step %d loss %.17g\n", step, loss);
+			fflush(stdout);
+		}
+	}
+	rc = 0;
+out:
+	rank_cleanup(&s);
+	return rc;
+}
+
+int fsdp_main(int argc, char **argv, const struct fsdp_backend *be)
+{
+	struct run_plan plan;
+	char err[512];
+	int rc = options_parse(argc, argv, &plan.opt, err, sizeof err);
+	if (rc == 1) {
+		options_usage(stdout);
+		return 0;
+	}
+	if (rc == 0 && plan.opt.backend && strcmp(plan.opt.backend, be->name) != 0) {
+		snprintf(err, sizeof err, "this executable runs the %s backend, not --backend %s", be->name,
+			 plan.opt.backend);
+		rc = -EINVAL;
+	}
+	if (rc == 0 && be->version < FSDP_BACKEND_VERSION) {
+		snprintf(err, sizeof err, "the %s backend is version %d, the core needs %d", be->name, be->version,
+			 FSDP_BACKEND_VERSION);
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = plan_run(&plan, err, sizeof err);
+	if (rc < 0) {
+		fprintf(stderr, "fsdp_ref: %s\n", err);
+		return 2;
+	}
+	struct launch_info li;
+	int status = 0;
+	rc = launch_ranks(plan.opt.nranks, plan.opt.unique_id_file, &li, &status, err, sizeof err);
+	if (rc == 1)
+		return status; /* the supervising parent */
+	if (rc < 0) {
+		fprintf(stderr, "fsdp_ref: %s\n", err);
+		return 1;
+	}
+	return run_rank(&plan, be, &li) == 0 ? 0 : 1;
+}

@@ -1,0 +1,834 @@
+/* fsdp_ref_e2e: end-to-end checks of the reference trainer, run as real
+ * multi-process jobs (fsdp_ref forks its ranks over the NCCL stand-in).
+ *
+ *   fsdp_ref_e2e SCENARIO FSDP_REF WORKDIR
+ *
+ * Scenarios (one ctest test each):
+ *   bitwise   loss trajectories bit-identical across --wrap block|linear|model|group:2
+ *             (and a mixed spec) and --reshard-after-forward true|false, for N = 1, 2, 4;
+ *             N ranks vs 1 within tolerance; the loss falls; counts = closed form
+ *   counts    per-step collective counts = fsdp_expected_counts() for wrap /
+ *             reshard / HSDP / prefetch / dtype combinations; gathered and
+ *             reduce-scattered bytes against the parameter count
+ *   memory    peak persistent memory within 5% of the ledger for each dtype
+ *             pair; peak transient (gathered parameters) within 10% of
+ *             param bytes x U x (1 + prefetch)
+ *   prefetch  exposed gather time (gather_wait_ns) falls by at least half
+ *             with --prefetch 1 against --prefetch 0
+ *   launcher  RANK / WORLD_SIZE / --unique-id-file: two processes started
+ *             here train exactly like a forked --nranks 2 job
+ *   failure   a killed rank stops the job with its status; bad flags exit 2
+ *             with a message
+ *   nvtx      the NVTX ranges of each rank (recorded by an injection library,
+ *             fsdp_ref_nvtx_inject.c) are exactly the documented names and nesting
+ * Every log line of every rank is checked, not just rank 0's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsdp_ref/counts.h"
+
+static const char *trainer, *workdir;
+static int failures;
+
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			failures++;                                                                                    \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                \
+			fprintf(stderr, __VA_ARGS__);                                                                  \
+			fputc('\n', stderr);                                                                           \
+		}                                                                                                      \
+	} while (0)
+
+/* ---- running the trainer -------------------------------------------------- */
+
+#define MAX_ARGS 64
+
+struct run {
+	char args[512]; /* extra flags, space separated */
+	char log[512];	/* log path */
+	char err[512];	/* stderr capture path */
+	int status;	/* exit status (128 + signal when killed) */
+};
+
+static void split_args(char *buf, char **argv, int *argc)
+{
+	for (char *tok = strtok(buf, " "); tok && *argc < MAX_ARGS - 1; tok = strtok(NULL, " "))
+		argv[(*argc)++] = tok;
+	argv[*argc] = NULL;
+}
+
+static pid_t spawn(const char *args, const char *log, const char *errpath, char *const *env_extra)
+{
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", args);
+	char *argv[MAX_ARGS + 4];
+	int argc = 0;
+	argv[argc++] = (char *)trainer;
+	if (log) {
+		argv[argc++] = "--log";
+		argv[argc++] = (char *)log;
+	}
+	split_args(buf, argv, &argc);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int out = open("/dev/null", O_WRONLY);
+		int err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(out, 1);
+		dup2(err, 2);
+		for (int i = 0; env_extra && env_extra[i]; i++)
+			putenv(env_extra[i]);
+		execv(trainer, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void run_trainer(struct run *r, const char *tag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->args, sizeof r->args, fmt, ap);
+	va_end(ap);
+	snprintf(r->log, sizeof r->log, "%s/%s.jsonl", workdir, tag);
+	snprintf(r->err, sizeof r->err, "%s/%s.stderr", workdir, tag);
+	r->status = wait_status(spawn(r->args, r->log, r->err, NULL));
+	if (r->status != 0) {
+		char cmd[1100];
+		snprintf(cmd, sizeof cmd, "cat %s >&2", r->err);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(no stderr)\n");
+	}
+	CHECK(r->status == 0, "fsdp_ref %s exited with %d", r->args, r->status);
+}
+
+/* ---- the log ------------------------------------------------------------ */
+
+#define MAX_RANKS 8
+#define MAX_STEPS 32
+
+struct step_line {
+	int present;
+	double loss;
+	double forward_allgathers, backward_allgathers, allgathers, reduce_scatters, allreduces;
+	double gathered_bytes, reduce_scattered_bytes, gather_wait_ns, compute_ns, step_ns;
+	double peak_persistent_bytes, peak_transient_bytes, units, params, largest_unit_params;
+};
+
+struct run_log {
+	int world_size, steps;
+	struct step_line line[MAX_RANKS][MAX_STEPS];
+};
+
+static int json_num(const char *line, const char *key, double *out)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *p = strstr(line, pat);
+	if (!p)
+		return -1;
+	char *end;
+	*out = strtod(p + strlen(pat), &end);
+	return end == p + strlen(pat) ? -1 : 0;
+}
+
+/* Parse every line; every rank must have every step. */
+static int load_log(const char *path, int world_size, int steps, struct run_log *lg)
+{
+	memset(lg, 0, sizeof *lg);
+	lg->world_size = world_size;
+	lg->steps = steps;
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL, "cannot open %s", path);
+	if (!f)
+		return -1;
+	char buf[4096];
+	int lines = 0, bad = 0;
+	while (fgets(buf, sizeof buf, f)) {
+		double step, rank, ws;
+		if (json_num(buf, "step", &step) || json_num(buf, "rank", &rank) || json_num(buf, "world_size", &ws) ||
+		    rank < 0 || rank >= MAX_RANKS || step < 0 || step >= MAX_STEPS) {
+			bad++;
+			continue;
+		}
+		struct step_line *l = &lg->line[(int)rank][(int)step];
+		CHECK(!l->present, "%s: rank %d step %d logged twice", path, (int)rank, (int)step);
+		l->present = 1;
+		lines++;
+		CHECK((int)ws == world_size, "%s: world_size %d", path, (int)ws);
+		struct {
+			const char *key;
+			double *dst;
+		} keys[] = {
+		    {"loss", &l->loss},
+		    {"forward_allgathers", &l->forward_allgathers},
+		    {"backward_allgathers", &l->backward_allgathers},
+		    {"allgathers", &l->allgathers},
+		    {"reduce_scatters", &l->reduce_scatters},
+		    {"allreduces", &l->allreduces},
+		    {"gathered_bytes", &l->gathered_bytes},
+		    {"reduce_scattered_bytes", &l->reduce_scattered_bytes},
+		    {"gather_wait_ns", &l->gather_wait_ns},
+		    {"compute_ns", &l->compute_ns},
+		    {"step_ns", &l->step_ns},
+		    {"peak_persistent_bytes", &l->peak_persistent_bytes},
+		    {"peak_transient_bytes", &l->peak_transient_bytes},
+		    {"units", &l->units},
+		    {"params", &l->params},
+		    {"largest_unit_params", &l->largest_unit_params},
+		};
+		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
+				bad++;
+				CHECK(0, "%s: key %s missing", path, keys[k].key);
+			}
+	}
+	fclose(f);
+	CHECK(bad == 0, "%s: %d malformed lines", path, bad);
+	CHECK(lines == world_size * steps, "%s: %d lines, expected %d", path, lines, world_size * steps);
+	for (int r = 0; r < world_size; r++)
+		for (int s = 0; s < steps; s++)
+			CHECK(lg->line[r][s].present, "%s: rank %d step %d missing", path, r, s);
+	return lines == world_size * steps && bad == 0 ? 0 : -1;
+}
+
+/* Every rank reports the same global loss; returns rank 0's trajectory. */
+static void losses_of(const struct run_log *lg, double *out)
+{
+	for (int s = 0; s < lg->steps; s++) {
+		out[s] = lg->line[0][s].loss;
+		for (int r = 1; r < lg->world_size; r++)
+			CHECK(memcmp(&lg->line[r][s].loss, &out[s], sizeof out[s]) == 0,
+			      "rank %d step %d loss %.17g != rank 0's %.17g", r, s, lg->line[r][s].loss, out[s]);
+	}
+}
+
+/* Every line's counts equal the closed form. */
+static void check_counts(const struct run_log *lg, const char *wrap, int layers, const char *reshard, int shard_group,
+			 const char *what)
+{
+	struct fsdp_count_config c = {wrap, layers, reshard, lg->world_size, shard_group};
+	struct fsdp_counts k;
+	char err[256];
+	int rc = fsdp_expected_counts(&c, &k, err, sizeof err);
+	CHECK(rc == 0, "%s: %s", what, err);
+	if (rc)
+		return;
+	for (int r = 0; r < lg->world_size; r++)
+		for (int s = 0; s < lg->steps; s++) {
+			const struct step_line *l = &lg->line[r][s];
+			CHECK(l->units == k.units && l->forward_allgathers == k.forward_allgathers &&
+				  l->backward_allgathers == k.backward_allgathers && l->allgathers == k.allgathers &&
+				  l->reduce_scatters == k.reduce_scatters && l->allreduces == k.allreduces,
+			      "%s rank %d step %d: units %g AG %g+%g=%g RS %g AR %g, closed form units %d AG "
+			      "%d+%d=%d RS %d AR %d",
+			      what, r, s, l->units, l->forward_allgathers, l->backward_allgathers, l->allgathers,
+			      l->reduce_scatters, l->allreduces, k.units, k.forward_allgathers, k.backward_allgathers,
+			      k.allgathers, k.reduce_scatters, k.allreduces);
+		}
+}
+
+/* ---- scenarios -------------------------------------------------------------- */
+
+/* A model small enough for ASan builds on two cores. */
+#define SMALL "--layers 4 --d-model 32 --ffn 64 --heads 4 --kv-heads 2 --seq 8 --vocab 32 --batch 4"
+#define SMALL_LAYERS 4
+
+static void scenario_bitwise(void)
+{
+	/* wrap, reshard, extra flags, minimum N */
+	static const struct {
+		const char *wrap, *reshard, *extra;
+		int min_n;
+	} cfgs[] = {
+	    {"block", "true", "", 1},
+	    {"linear", "true", "", 1},
+	    {"model", "true", "", 1},
+	    {"group:2", "true", "", 1},
+	    {"block", "false", "", 1},
+	    {"linear", "false", "", 1},
+	    {"group:2", "false", "", 1},
+	    {"linear:0-1,block:2-3", "true", "", 1},
+	    {"block", "true", "--prefetch 0", 1},
+	    {"linear", "true", "--prefetch 3", 1},
+	    {"block", "2", "", 4},
+	};
+	const int ncfg = sizeof cfgs / sizeof cfgs[0], steps = 4;
+	static const int ranks[] = {1, 2, 4};
+	double ref[3][MAX_STEPS];
+	for (int ni = 0; ni < 3; ni++) {
+		int n = ranks[ni], ran = 0;
+		for (int c = 0; c < ncfg; c++) {
+			if (n < cfgs[c].min_n)
+				continue;
+			struct run r;
+			char tag[64];
+			snprintf(tag, sizeof tag, "bitwise_n%d_c%d", n, c);
+			run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s",
+				    n, steps, cfgs[c].wrap, cfgs[c].reshard, cfgs[c].extra);
+			struct run_log lg;
+			if (r.status != 0 || load_log(r.log, n, steps, &lg) < 0)
+				continue;
+			ran++;
+			check_counts(&lg, cfgs[c].wrap, SMALL_LAYERS, cfgs[c].reshard, 0, r.args);
+			double loss[MAX_STEPS];
+			losses_of(&lg, loss);
+			if (c == 0) {
+				memcpy(ref[ni], loss, sizeof loss);
+				continue;
+			}
+			for (int s = 0; s < steps; s++)
+				CHECK(memcmp(&loss[s], &ref[ni][s], sizeof loss[s]) == 0,
+				      "N=%d: --wrap %s --reshard-after-forward %s %s step %d loss %.17g differs from "
+				      "block/true %.17g",
+				      n, cfgs[c].wrap, cfgs[c].reshard, cfgs[c].extra, s, loss[s], ref[ni][s]);
+		}
+		printf("N=%d: %d configurations bit-identical, losses %.9f ... %.9f\n", n, ran, ref[ni][0],
+		       ref[ni][steps - 1]);
+		/* N ranks vs one: only the fp32 summation order of gradients (per-rank
+		 * partial sums, added in rank order by the reduce-scatter) and of the
+		 * loss differs; with bf16 parameters an ulp of the fp32 master can
+		 * round a weight to the neighbouring bf16 value, so allow 1e-4
+		 * relative over these few steps. */
+		double worst = 0;
+		for (int s = 0; ni > 0 && s < steps; s++) {
+			double rel = fabs(ref[ni][s] - ref[0][s]) / fabs(ref[0][s]);
+			worst = rel > worst ? rel : worst;
+			CHECK(rel <= 1e-4, "N=%d step %d loss %.17g vs N=1 %.17g", n, s, ref[ni][s], ref[0][s]);
+		}
+		if (ni > 0)
+			printf("N=%d vs N=1 (bf16 params): worst relative loss difference %.2g\n", n, worst);
+	}
+	/* HSDP sums gradients in another order (within shard groups, then across
+	 * replicas): close to N = 4 without it, not identical. */
+	{
+		struct run r;
+		run_trainer(&r, "bitwise_hsdp", "--nranks 4 " SMALL " --steps %d --shard-group 2", steps);
+		struct run_log lg;
+		if (r.status == 0 && load_log(r.log, 4, steps, &lg) == 0) {
+			double loss[MAX_STEPS];
+			losses_of(&lg, loss);
+			for (int s = 0; s < steps; s++)
+				CHECK(fabs(loss[s] - ref[2][s]) <= 1e-4 * fabs(ref[2][s]),
+				      "HSDP step %d loss %.17g vs %.17g", s, loss[s], ref[2][s]);
+		}
+	}
+	/* fp32 parameters: agreement with N = 1 is tighter. */
+	double fl[2][MAX_STEPS];
+	for (int i = 0; i < 2; i++) {
+		struct run r;
+		char tag[32];
+		snprintf(tag, sizeof tag, "bitwise_fp32_%d", i);
+		run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --param-dtype fp32", i ? 4 : 1, steps);
+		struct run_log lg;
+		if (r.status == 0 && load_log(r.log, i ? 4 : 1, steps, &lg) == 0)
+			losses_of(&lg, fl[i]);
+	}
+	double worst = 0;
+	for (int s = 0; s < steps; s++) {
+		double rel = fabs(fl[1][s] - fl[0][s]) / fabs(fl[0][s]);
+		worst = rel > worst ? rel : worst;
+		CHECK(rel <= 1e-5, "fp32 params: N=4 step %d loss %.17g vs N=1 %.17g", s, fl[1][s], fl[0][s]);
+	}
+	printf("N=4 vs N=1 (fp32 params): worst relative loss difference %.2g\n", worst);
+
+	/* The loss falls: 15 steps at a higher learning rate. */
+	struct run r;
+	run_trainer(&r, "bitwise_falls", "--nranks 2 " SMALL " --batch 8 --steps 15 --lr 0.01");
+	struct run_log lg;
+	if (r.status == 0 && load_log(r.log, 2, 15, &lg) == 0) {
+		double first = lg.line[0][0].loss, last = lg.line[0][14].loss;
+		printf("loss falls: %.4f -> %.4f in 15 steps (ln V = %.4f)\n", first, last, log(32.0));
+		CHECK(fabs(first - log(32.0)) < 0.5, "initial loss %.4f not near ln 32", first);
+		CHECK(last < 0.7 * first, "loss %.4f -> %.4f did not fall by 30%%", first, last);
+	}
+}
+
+static void scenario_counts(void)
+{
+	static const struct {
+		int n, s;
+		const char *wrap, *reshard, *extra;
+	} cfgs[] = {
+	    {4, 2, "block", "true", ""},
+	    {4, 2, "block", "false", ""},
+	    {4, 2, "linear", "true", ""},
+	    {4, 2, "linear", "2", ""},
+	    {4, 0, "block", "2", ""},
+	    {4, 0, "linear", "2", "--prefetch 2"},
+	    {4, 1, "block", "true", ""},
+	    {2, 0, "model", "false", "--prefetch 0"},
+	    {4, 0, "linear:0-1,group:2:2-3", "true", "--reduce-dtype bf16"},
+	    {2, 0, "group:3", "true", "--prefetch 3 --param-dtype fp32"},
+	    {1, 0, "linear", "true", ""},
+	};
+	const int steps = 2;
+	for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+		struct run r;
+		char tag[32], sg[32] = "";
+		if (cfgs[c].s)
+			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
+		snprintf(tag, sizeof tag, "counts_%zu", c);
+		run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
+			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].extra);
+		struct run_log lg;
+		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
+			continue;
+		check_counts(&lg, cfgs[c].wrap, SMALL_LAYERS, cfgs[c].reshard, cfgs[c].s, r.args);
+		printf("%-90s AG %g+%g RS %g AR %g\n", r.args, lg.line[0][0].forward_allgathers,
+		       lg.line[0][0].backward_allgathers, lg.line[0][0].reduce_scatters, lg.line[0][0].allreduces);
+	}
+	/* Bytes: with --wrap block every unit is gathered once in forward and the
+	 * non-root ones once more in backward (reshard true): 2 P - root
+	 * parameters, in bf16; the reduce-scatters send P fp32 gradients. Padding
+	 * adds a little. */
+	struct run r;
+	run_trainer(&r, "counts_bytes", "--nranks 4 " SMALL " --steps 1 --wrap block");
+	struct run_log lg;
+	if (r.status == 0 && load_log(r.log, 4, 1, &lg) == 0) {
+		double p = lg.line[0][0].params, root = 2.0 * 32 * 32 + 32;
+		double gathered = lg.line[0][0].gathered_bytes, want = 2.0 * (2 * p - root);
+		double rs = lg.line[0][0].reduce_scattered_bytes;
+		printf("gathered %g bytes (2 x (2P - root) = %g), reduce-scattered %g (4P = %g)\n", gathered, want, rs,
+		       4 * p);
+		CHECK(gathered >= want && gathered <= 1.05 * want, "gathered_bytes %g vs %g", gathered, want);
+		CHECK(rs >= 4 * p && rs <= 1.05 * 4 * p, "reduce_scattered_bytes %g vs %g", rs, 4 * p);
+	}
+}
+
+/* Memory: sizes where the root (2 V D) is small next to a block. */
+#define MEM_MODEL "--layers 4 --d-model 64 --ffn 256 --heads 4 --kv-heads 2 --seq 8 --vocab 16 --batch 4"
+
+static void scenario_memory(void)
+{
+	/* persistent ledger bytes per parameter per shard-group rank */
+	static const struct {
+		const char *pd, *rd;
+		double per_param;
+	} dt[] = {
+	    {"bf16", "bf16", 16}, /* 2 param + 2 grad + 4 master + 4 m + 4 v */
+	    {"bf16", "fp32", 18}, /* fp32 gradient shard */
+	    {"fp32", "fp32", 16}, /* the fp32 parameter shard is the master */
+	    {"fp32", "bf16", 14},
+	};
+	for (size_t i = 0; i < sizeof dt / sizeof dt[0]; i++) {
+		for (int hsdp = 0; hsdp < 2; hsdp++) {
+			struct run r;
+			char tag[32];
+			snprintf(tag, sizeof tag, "memory_dt%zu_%d", i, hsdp);
+			run_trainer(&r, tag, "--nranks 4 " MEM_MODEL " --steps 1 --param-dtype %s --reduce-dtype %s %s",
+				    dt[i].pd, dt[i].rd, hsdp ? "--shard-group 2" : "");
+			struct run_log lg;
+			if (r.status != 0 || load_log(r.log, 4, 1, &lg) < 0)
+				continue;
+			int s = hsdp ? 2 : 4;
+			double ledger = dt[i].per_param * lg.line[0][0].params / s;
+			for (int rk = 0; rk < 4; rk++) {
+				double got = lg.line[rk][0].peak_persistent_bytes;
+				CHECK(fabs(got - ledger) <= 0.05 * ledger, "%s: rank %d persistent %g vs ledger %g",
+				      r.args, rk, got, ledger);
+			}
+			printf("persistent %s/%s S=%d: %g bytes, ledger %g P/S = %g (%+.2f%%)\n", dt[i].pd, dt[i].rd, s,
+			       lg.line[0][0].peak_persistent_bytes, dt[i].per_param, ledger,
+			       100.0 * (lg.line[0][0].peak_persistent_bytes - ledger) / ledger);
+		}
+	}
+	/* transient: gathered parameters, reshard true, prefetch 0..2 */
+	double peak_true = 0;
+	for (int pf = 0; pf <= 2; pf++) {
+		struct run r;
+		char tag[32];
+		snprintf(tag, sizeof tag, "memory_prefetch%d", pf);
+		run_trainer(&r, tag, "--nranks 2 " MEM_MODEL " --steps 2 --wrap block --prefetch %d", pf);
+		struct run_log lg;
+		if (r.status != 0 || load_log(r.log, 2, 2, &lg) < 0)
+			continue;
+		double u = lg.line[0][0].largest_unit_params, want = 2.0 * u * (1 + pf);
+		for (int rk = 0; rk < 2; rk++)
+			for (int st = 0; st < 2; st++) {
+				double got = lg.line[rk][st].peak_transient_bytes;
+				CHECK(fabs(got - want) <= 0.10 * want,
+				      "prefetch %d rank %d step %d: transient %g vs %g", pf, rk, st, got, want);
+			}
+		printf("transient, prefetch %d: %g bytes, 2 x U x (1 + %d) = %g (%+.2f%%)\n", pf,
+		       lg.line[0][0].peak_transient_bytes, pf, want,
+		       100.0 * (lg.line[0][0].peak_transient_bytes - want) / want);
+		if (pf == 1)
+			peak_true = lg.line[0][0].peak_transient_bytes;
+	}
+	/* Without prefetch: reshard false keeps every unit, the whole model is
+	 * gathered at the end of forward; reshard 2 (of 4) keeps halves: in
+	 * between. */
+	double peak_false = 0, peak_two = 0, peak_true4 = 0;
+	const char *modes[] = {"false", "2", "true"};
+	double *dst[] = {&peak_false, &peak_two, &peak_true4};
+	for (int m = 0; m < 3; m++) {
+		struct run r;
+		char tag[32];
+		snprintf(tag, sizeof tag, "memory_reshard_%s", modes[m]);
+		run_trainer(&r, tag,
+			    "--nranks 4 " MEM_MODEL " --steps 1 --wrap block --prefetch 0 --reshard-after-forward %s",
+			    modes[m]);
+		struct run_log lg;
+		if (r.status == 0 && load_log(r.log, 4, 1, &lg) == 0) {
+			*dst[m] = lg.line[0][0].peak_transient_bytes;
+			if (m == 0) {
+				double want = 2.0 * lg.line[0][0].params;
+				CHECK(fabs(*dst[m] - want) <= 0.05 * want, "reshard false: transient %g vs 2P %g",
+				      *dst[m], want);
+			}
+		}
+	}
+	printf("transient by reshard: false %g, 2 %g, true %g (N=4)\n", peak_false, peak_two, peak_true4);
+	CHECK(peak_true4 < peak_two && peak_two < peak_false, "reshard 2 not between true and false");
+	(void)peak_true;
+}
+
+#define PREFETCH_MODEL                                                                                                 \
+	"--nranks 2 --layers 6 --d-model 64 --ffn 256 --heads 4 --kv-heads 2 --vocab 32 --batch 8 "                    \
+	"--wrap block"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median of a key over ranks and steps 1.. (step 0 warms up): one rank
+ * descheduled for a while on a loaded machine skews a step or two, not the
+ * median. */
+static double median_steps(const struct run_log *lg, size_t offset)
+{
+	double v[MAX_RANKS * MAX_STEPS];
+	int n = 0;
+	for (int r = 0; r < lg->world_size; r++)
+		for (int st = 1; st < lg->steps; st++)
+			v[n++] = *(const double *)((const char *)&lg->line[r][st] + offset);
+	qsort(v, (size_t)n, sizeof v[0], cmp_double);
+	return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
+}
+
+/* Sum of a key over ranks and steps 1.. (step 0 warms up). */
+static double sum_steps(const struct run_log *lg, size_t offset)
+{
+	double s = 0;
+	for (int r = 0; r < lg->world_size; r++)
+		for (int st = 1; st < lg->steps; st++)
+			s += *(const double *)((const char *)&lg->line[r][st] + offset);
+	return s;
+}
+
+static void scenario_prefetch(void)
+{
+	/* Calibrate on this machine and build (an ASan build computes ten times
+	 * slower): time per gathered unit at --seq 8 on a free link; pick the
+	 * sequence length that makes it about 12 ms, then a link latency of a
+	 * tenth of that (0.5 .. 3 ms). Compute per unit then exceeds a gather
+	 * about ten-fold: a block's backward has room for its reduce-scatter and
+	 * the next prefetched gather, a forward block for the next gather, and a
+	 * rank preempted for a few ms does not expose the other's gathers.
+	 * Without prefetch every one of the 2 L + 1 gathers per step is exposed;
+	 * with one unit of prefetch only the first of each phase. */
+	const int steps = 4;
+	struct run r;
+	struct run_log lg;
+	setenv("FSDP_REF_LINK_LATENCY_US", "0", 1);
+	setenv("FSDP_REF_LINK_GBPS", "inf", 1);
+	run_trainer(&r, "prefetch_calibrate", PREFETCH_MODEL " --seq 8 --steps 2 --prefetch 0");
+	if (r.status != 0 || load_log(r.log, 2, 2, &lg) < 0)
+		return;
+	double unit8 = sum_steps(&lg, offsetof(struct step_line, compute_ns)) /
+		       sum_steps(&lg, offsetof(struct step_line, allgathers));
+	int seq = 8;
+	while (seq < 128 && unit8 * seq / 8 < 12e6)
+		seq *= 2;
+	double latency_ns = unit8 * seq / 8 / 10;
+	if (latency_ns < 1e6)
+		latency_ns = 1e6;
+	if (latency_ns > 3e6)
+		latency_ns = 3e6;
+	char lat[32];
+	snprintf(lat, sizeof lat, "%.0f", latency_ns / 1e3);
+	setenv("FSDP_REF_LINK_LATENCY_US", lat, 1);
+	setenv("FSDP_REF_LINK_GBPS", "10", 1);
+	double exposed[2] = {0, 0}, compute[2] = {0, 0}, gathers[2] = {0, 0};
+	for (int pf = 0; pf < 2; pf++) {
+		char tag[32];
+		snprintf(tag, sizeof tag, "prefetch%d", pf);
+		run_trainer(&r, tag, PREFETCH_MODEL " --seq %d --steps %d --prefetch %d", seq, steps, pf);
+		if (r.status != 0 || load_log(r.log, 2, steps, &lg) < 0)
+			continue;
+		exposed[pf] = median_steps(&lg, offsetof(struct step_line, gather_wait_ns));
+		compute[pf] = median_steps(&lg, offsetof(struct step_line, compute_ns));
+		gathers[pf] = median_steps(&lg, offsetof(struct step_line, allgathers));
+	}
+	unsetenv("FSDP_REF_LINK_LATENCY_US");
+	unsetenv("FSDP_REF_LINK_GBPS");
+	double per_unit = compute[0] / (gathers[0] + 1e-9);
+	printf("--seq %d, link latency %.2f ms; compute %.2f ms per gathered unit; exposed gather time "
+	       "per step (median): prefetch 0 %.1f ms, prefetch 1 %.1f ms (ratio %.2f)\n",
+	       seq, latency_ns / 1e6, per_unit / 1e6, exposed[0] / 1e6, exposed[1] / 1e6,
+	       exposed[1] / (exposed[0] + 1e-9));
+	/* the premise: compute per unit exceeds a gather by a wide margin */
+	CHECK(per_unit > 4 * latency_ns, "compute per unit %.2f ms is not > 4 x the %.2f ms gather", per_unit / 1e6,
+	      latency_ns / 1e6);
+	/* without prefetch, every gather is exposed for most of its latency */
+	CHECK(exposed[0] >= 0.75 * latency_ns * gathers[0], "prefetch 0: exposed %.1f ms for %g gathers a step",
+	      exposed[0] / 1e6, gathers[0]);
+	CHECK(exposed[1] <= 0.5 * exposed[0], "prefetch 1 exposed %.1f ms vs %.1f ms without", exposed[1] / 1e6,
+	      exposed[0] / 1e6);
+}
+
+/* The pids of `parent`'s children. */
+static int children_of(pid_t parent, pid_t *out, int max)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int n = 0;
+	if (fgets(buf, sizeof buf, f))
+		for (char *t = strtok(buf, " \n"); t && n < max; t = strtok(NULL, " \n"))
+			out[n++] = (pid_t)atoi(t);
+	fclose(f);
+	return n;
+}
+
+static int expect_usage_error(const char *tag, const char *args, const char *needle)
+{
+	char errpath[600], buf[2048] = "";
+	snprintf(errpath, sizeof errpath, "%s/%s.stderr", workdir, tag);
+	int st = wait_status(spawn(args, NULL, errpath, NULL));
+	FILE *f = fopen(errpath, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+	CHECK(st == 2, "'%s' exited %d, expected 2", args, st);
+	CHECK(strstr(buf, needle) != NULL, "'%s': stderr '%s' lacks '%s'", args, buf, needle);
+	return st;
+}
+
+static void scenario_launcher(void)
+{
+	const int steps = 3;
+	struct run fork_run;
+	run_trainer(&fork_run, "launcher_fork", "--nranks 2 " SMALL " --steps %d --wrap linear", steps);
+	char idfile[512], log[600], err0[600], err1[600];
+	snprintf(idfile, sizeof idfile, "%s/launcher.id", workdir);
+	snprintf(log, sizeof log, "%s/launcher_ext.jsonl", workdir);
+	snprintf(err0, sizeof err0, "%s/launcher_ext0.stderr", workdir);
+	snprintf(err1, sizeof err1, "%s/launcher_ext1.stderr", workdir);
+	unlink(idfile);
+	char args[1024];
+	snprintf(args, sizeof args, SMALL " --steps %d --wrap linear --unique-id-file %s", steps, idfile);
+	/* rank 1 first: it must wait for rank 0's file */
+	char *env1[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", NULL};
+	char *env0[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", NULL};
+	pid_t p1 = spawn(args, log, err1, env1);
+	struct timespec ts = {0, 200 * 1000000L};
+	nanosleep(&ts, NULL);
+	pid_t p0 = spawn(args, log, err0, env0);
+	int s0 = wait_status(p0), s1 = wait_status(p1);
+	CHECK(s0 == 0 && s1 == 0, "launcher ranks exited %d and %d", s0, s1);
+	struct run_log a, b;
+	if (fork_run.status == 0 && s0 == 0 && s1 == 0 && load_log(fork_run.log, 2, steps, &a) == 0 &&
+	    load_log(log, 2, steps, &b) == 0) {
+		double la[MAX_STEPS], lb[MAX_STEPS];
+		losses_of(&a, la);
+		losses_of(&b, lb);
+		for (int s = 0; s < steps; s++)
+			CHECK(memcmp(&la[s], &lb[s], sizeof la[s]) == 0, "step %d: launcher %.17g vs fork %.17g", s,
+			      lb[s], la[s]);
+		check_counts(&b, "linear", SMALL_LAYERS, "true", 0, "launcher");
+		printf("launcher: 2 ranks via RANK/WORLD_SIZE match --nranks 2 bit for bit over %d steps\n", steps);
+	}
+	/* --unique-id-file without the environment, and the reverse */
+	expect_usage_error("launcher_noenv", "--unique-id-file /nonexistent/id --steps 1", "RANK");
+}
+
+static void scenario_failure(void)
+{
+	expect_usage_error("bad_wrap", "--wrap linear:0-2", "bad --wrap");
+	expect_usage_error("bad_batch", "--nranks 3 --batch 8", "multiple of the 3 ranks");
+	expect_usage_error("bad_shard", "--nranks 4 --shard-group 3", "--shard-group");
+	expect_usage_error("bad_reshard", "--nranks 4 --reshard-after-forward 3", "--reshard-after-forward");
+	expect_usage_error("bad_dtype", "--param-dtype fp16", "--param-dtype");
+	expect_usage_error("bad_flag", "--no-such-flag", "unknown option");
+	expect_usage_error("bad_heads", "--heads 3", "--heads");
+
+	/* Kill one rank of a running job: the parent must stop the others and
+	 * exit with the killed rank's status (128 + SIGKILL). */
+	char errpath[600];
+	snprintf(errpath, sizeof errpath, "%s/kill.stderr", workdir);
+	pid_t parent = spawn("--nranks 3 --batch 6 --layers 4 --d-model 32 --ffn 64 --seq 16 --vocab 32 --steps 100000",
+			     NULL, errpath, NULL);
+	pid_t kids[8];
+	int n = 0;
+	for (int i = 0; i < 500 && n < 3; i++) { /* up to 5 s for the forks */
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+		n = children_of(parent, kids, 8);
+	}
+	CHECK(n == 3, "found %d rank processes", n);
+	if (n == 3) {
+		struct timespec ts = {0, 300 * 1000000L}; /* let them start training */
+		nanosleep(&ts, NULL);
+		kill(kids[1], SIGKILL);
+	} else {
+		kill(parent, SIGKILL);
+	}
+	int st = wait_status(parent);
+	CHECK(st == 128 + SIGKILL, "job status %d after a rank was killed, expected %d", st, 128 + SIGKILL);
+	for (int i = 0; i < n; i++)
+		CHECK(kill(kids[i], 0) != 0, "rank process %d still alive", (int)kids[i]);
+	printf("failure: bad flags exit 2 with a message; a killed rank ends the job with status %d\n", st);
+}
+
+/* Expected NVTX stream of one rank for --wrap linear with `layers` blocks. */
+static int nvtx_expected(char lines[][48], int max, int layers, int steps)
+{
+	static const char *const fwd[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+	int n = 0;
+#define EMIT(...) (n < max ? snprintf(lines[n++], 48, __VA_ARGS__) : 0)
+	for (int s = 0; s < steps; s++) {
+		EMIT("push step %d", s);
+		EMIT("push forward");
+		EMIT("push root");
+		for (int l = 0; l < layers; l++) {
+			EMIT("push layers.%d", l);
+			for (int j = 0; j < 7; j++) {
+				EMIT("push layers.%d.%s", l, fwd[j]);
+				EMIT("pop");
+			}
+			EMIT("pop");
+		}
+		EMIT("pop");
+		EMIT("pop");
+		EMIT("push backward");
+		EMIT("push root");
+		for (int l = layers - 1; l >= 0; l--) {
+			EMIT("push layers.%d", l);
+			for (int j = 6; j >= 0; j--) {
+				EMIT("push layers.%d.%s", l, fwd[j]);
+				EMIT("pop");
+			}
+			EMIT("pop");
+		}
+		EMIT("pop");
+		EMIT("pop");
+		EMIT("push optimizer");
+		EMIT("pop");
+		EMIT("pop");
+	}
+#undef EMIT
+	return n;
+}
+
+static const char *inject_lib;
+
+static void scenario_nvtx(void)
+{
+	const int layers = 2, steps = 2, n = 2;
+	char out[600], lib[600];
+	snprintf(out, sizeof out, "FSDP_REF_NVTX_OUT=%s/nvtx", workdir);
+	snprintf(lib, sizeof lib, "NVTX_INJECTION64_PATH=%s", inject_lib ? inject_lib : "");
+	char *env[] = {out, lib, NULL};
+	char errpath[600], cmd[700];
+	snprintf(errpath, sizeof errpath, "%s/nvtx.stderr", workdir);
+	snprintf(cmd, sizeof cmd, "rm -f %s/nvtx.*[0-9]", workdir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	int st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
+				   "--batch 4 --steps 2 --wrap linear",
+				   NULL, errpath, env));
+	CHECK(st == 0, "fsdp_ref exited %d", st);
+	static char want[2048][48];
+	int nwant = nvtx_expected(want, 2048, layers, steps);
+	/* one file per rank process (the supervising parent makes no NVTX calls) */
+	snprintf(cmd, sizeof cmd, "ls %s/nvtx.*[0-9]", workdir);
+	FILE *ls = popen(cmd, "r");
+	char path[700];
+	int files = 0;
+	while (ls && fgets(path, sizeof path, ls)) {
+		path[strcspn(path, "\n")] = '\0';
+		FILE *f = fopen(path, "r");
+		char line[128];
+		int i = 0, bad = 0;
+		while (f && fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\n")] = '\0';
+			if (i >= nwant || strcmp(line, want[i]) != 0) {
+				if (!bad++)
+					CHECK(0, "%s line %d: '%s', expected '%s'", path, i + 1, line,
+					      i < nwant ? want[i] : "(end)");
+			}
+			i++;
+		}
+		if (f)
+			fclose(f);
+		CHECK(i == nwant, "%s: %d ranges lines, expected %d", path, i, nwant);
+		files++;
+	}
+	if (ls)
+		pclose(ls);
+	CHECK(files == n, "%d NVTX streams, expected one per rank (%d)", files, n);
+	printf("nvtx: %d ranks, each %d push/pop records exactly as expected (domain fsdp_ref)\n", files, nwant);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure FSDP_REF "
+				"WORKDIR\n       fsdp_ref_e2e nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
+		return 2;
+	}
+	trainer = argv[2];
+	workdir = argv[3];
+	inject_lib = argc == 5 ? argv[4] : NULL;
+	mkdir(workdir, 0755);
+	unsetenv("RANK");
+	unsetenv("WORLD_SIZE");
+	unsetenv("LOCAL_RANK");
+	struct {
+		const char *name;
+		void (*fn)(void);
+	} scenarios[] = {
+	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
+	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
+	    {"nvtx", scenario_nvtx},
+	};
+	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+		if (strcmp(argv[1], scenarios[i].name) == 0) {
+			scenarios[i].fn();
+			if (failures)
+				fprintf(stderr, "%s: %d check(s) failed\n", argv[1], failures);
+			else
+				printf("%s: all checks passed\n", argv[1]);
+			return failures ? 1 : 0;
+		}
+	}
+	fprintf(stderr, "unknown scenario %s\n", argv[1]);
+	return 2;
+}

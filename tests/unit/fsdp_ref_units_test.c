@@ -1,0 +1,265 @@
+/* fsdp_ref_units_test: wrap specs, the unit table and the closed-form counts.
+ *
+ * Pins down the FSDP2 unit order (--wrap linear: rest of block, then q k v o
+ * gate up down; backward mirrored), the tensor layout (every tensor in
+ * exactly one unit, aligned, non-overlapping), the rejection of bad specs
+ * with a message, and the count formula on hand-computed cases. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fsdp_ref/counts.h"
+#include "fsdp_ref/model.h"
+#include "fsdp_ref/units.h"
+#include "fsdp_ref/wrap.h"
+
+static const struct model_config cfg8 = {
+    .vocab = 64,
+    .layers = 8,
+    .d_model = 64,
+    .ffn = 192,
+    .heads = 4,
+    .kv_heads = 2,
+    .seq = 32,
+    .rope_theta = 10000.0f,
+    .norm_eps = 1e-5f,
+};
+
+static void test_wrap_accepts(void **state)
+{
+	struct wrap_spec s;
+	char err[256];
+	assert_int_equal(wrap_parse("block", 8, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 9);
+	assert_int_equal(wrap_parse("linear", 8, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 8 * 8 + 1);
+	assert_int_equal(wrap_parse("model", 8, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 1);
+	assert_int_equal(wrap_parse("group:2", 8, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 5);
+	assert_int_equal(wrap_parse("group:3", 8, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 4); /* 3 + 3 + 2 blocks, + root */
+	assert_int_equal(wrap_parse("linear:0-3,block:4-11", 12, &s, err, sizeof err), 0);
+	assert_int_equal(wrap_unit_count(&s), 1 + 32 + 8);
+	/* ranges in any order, single-block ranges, group ranges */
+	assert_int_equal(wrap_parse("block:4-7,group:2:0-1,linear:2,block:3", 8, &s, err, sizeof err), 0);
+	assert_int_equal(s.nranges, 4);
+	assert_int_equal(s.ranges[0].first, 0);
+	assert_int_equal(s.ranges[0].policy, WRAP_GROUP);
+	assert_int_equal(wrap_unit_count(&s), 1 + 1 + 8 + 1 + 4);
+}
+
+static void expect_reject(const char *spec, int layers, const char *needle)
+{
+	struct wrap_spec s;
+	char err[256] = "";
+	assert_int_equal(wrap_parse(spec, layers, &s, err, sizeof err), -EINVAL);
+	if (!strstr(err, needle))
+		fail_msg("spec '%s': message '%s' lacks '%s'", spec, err, needle);
+	assert_non_null(strstr(err, "accepted:")); /* every message says what is accepted */
+}
+
+static void test_wrap_rejects(void **state)
+{
+	expect_reject("", 8, "empty");
+	expect_reject("blocks", 8, "unknown policy");
+	expect_reject("group:0", 8, "K >= 1");
+	expect_reject("group:x", 8, "K >= 1");
+	expect_reject("linear:0-3", 8, "4-7 are in no range");
+	expect_reject("linear:0-3,block:3-7", 8, "block 3 is in two ranges");
+	expect_reject("linear:0-3,block:5-7", 8, "block");
+	expect_reject("block:0-8", 8, "0-7");
+	expect_reject("block:5-2", 8, "backwards");
+	expect_reject("block:a-b", 8, "range is A-B");
+	expect_reject("block,linear", 8, "every item needs a block range");
+	expect_reject("model,block:0-7", 8, "model cannot be combined");
+}
+
+/* Every tensor in exactly one unit, aligned, inside the unit, no overlap. */
+static void check_layout(const struct unit_table *t, const struct model_config *cfg, int shards)
+{
+	int n = model_tensor_count(cfg);
+	struct model_tensor *tensors = calloc((size_t)n, sizeof *tensors);
+	model_tensors(cfg, tensors);
+	size_t total = 0;
+	for (int u = 0; u < t->nunits; u++) {
+		assert_int_equal(t->units[u].padded % ((size_t)UNITS_ALIGN * (size_t)shards), 0);
+		assert_int_equal(t->units[u].shard * (size_t)shards, t->units[u].padded);
+		total += t->units[u].numel;
+	}
+	assert_int_equal(total, model_param_count(cfg));
+	for (int a = 0; a < n; a++) {
+		const struct unit_info *ua = &t->units[t->tensor_unit[a]];
+		assert_int_equal(t->tensor_offset[a] % UNITS_ALIGN, 0);
+		assert_true(t->tensor_offset[a] + tensors[a].numel <= ua->padded);
+		for (int b = a + 1; b < n; b++) {
+			if (t->tensor_unit[a] != t->tensor_unit[b])
+				continue;
+			size_t a0 = t->tensor_offset[a], a1 = a0 + tensors[a].numel;
+			size_t b0 = t->tensor_offset[b], b1 = b0 + tensors[b].numel;
+			assert_true(a1 <= b0 || b1 <= a0);
+		}
+	}
+	free(tensors);
+}
+
+static struct unit_table *build(const char *spec, int layers, int shards)
+{
+	struct model_config cfg = cfg8;
+	cfg.layers = layers;
+	struct wrap_spec s;
+	char err[256];
+	assert_int_equal(wrap_parse(spec, layers, &s, err, sizeof err), 0);
+	struct unit_table *t = units_build(&cfg, &s, shards);
+	assert_non_null(t);
+	check_layout(t, &cfg, shards);
+	return t;
+}
+
+static void test_linear_order_is_fsdp2(void **state)
+{
+	struct unit_table *t = build("linear", 2, 4);
+	static const char *const fwd[] = {
+	    "root",
+	    "layers.0",
+	    "layers.0.attn.q",
+	    "layers.0.attn.k",
+	    "layers.0.attn.v",
+	    "layers.0.attn.o",
+	    "layers.0.mlp.gate",
+	    "layers.0.mlp.up",
+	    "layers.0.mlp.down",
+	    "layers.1",
+	    "layers.1.attn.q",
+	    "layers.1.attn.k",
+	    "layers.1.attn.v",
+	    "layers.1.attn.o",
+	    "layers.1.mlp.gate",
+	    "layers.1.mlp.up",
+	    "layers.1.mlp.down",
+	};
+	static const char *const bwd[] = {
+	    "root",
+	    "layers.1",
+	    "layers.1.mlp.down",
+	    "layers.1.mlp.up",
+	    "layers.1.mlp.gate",
+	    "layers.1.attn.o",
+	    "layers.1.attn.v",
+	    "layers.1.attn.k",
+	    "layers.1.attn.q",
+	    "layers.0",
+	    "layers.0.mlp.down",
+	    "layers.0.mlp.up",
+	    "layers.0.mlp.gate",
+	    "layers.0.attn.o",
+	    "layers.0.attn.v",
+	    "layers.0.attn.k",
+	    "layers.0.attn.q",
+	};
+	assert_int_equal(t->nunits, 17);
+	for (int u = 0; u < t->nunits; u++) {
+		assert_string_equal(t->units[u].name, fwd[u]);
+		assert_string_equal(t->units[t->bwd_order[u]].name, bwd[u]);
+		assert_int_equal(t->bwd_pos[t->bwd_order[u]], u);
+	}
+	/* the rest unit holds the two norms; each linear unit its own weight */
+	assert_int_equal(t->units[1].numel, 2 * 64);
+	assert_int_equal(t->units[2].numel, 64 * 64);
+	assert_int_equal(t->units[3].numel, 32 * 64);
+	assert_int_equal(t->units[6].numel, 192 * 64);
+	/* the root holds embeddings, final norm and head */
+	assert_int_equal(t->units[0].numel, 64 * 64 * 2 + 64);
+	units_free(t);
+}
+
+static void test_group_and_mixed_units(void **state)
+{
+	struct unit_table *t = build("group:3", 8, 2);
+	assert_int_equal(t->nunits, 4);
+	assert_string_equal(t->units[1].name, "layers.0-2");
+	assert_string_equal(t->units[3].name, "layers.6-7");
+	/* a group opens at its first block in forward, at its last in backward */
+	assert_int_equal(t->units[1].fwd_open.layer, 0);
+	assert_int_equal(t->units[1].fwd_close.layer, 2);
+	assert_int_equal(t->units[1].bwd_open.layer, 2);
+	assert_int_equal(t->units[1].bwd_close.layer, 0);
+	assert_int_equal(t->bwd_order[1], 3);
+	assert_int_equal(t->bwd_order[3], 1);
+	units_free(t);
+
+	t = build("block:2-3,linear:0-1", 4, 3);
+	assert_int_equal(t->nunits, 1 + 16 + 2);
+	assert_string_equal(t->units[17].name, "layers.2");
+	assert_string_equal(t->units[t->bwd_order[1]].name, "layers.3");
+	assert_string_equal(t->units[t->bwd_order[3]].name, "layers.1");
+	units_free(t);
+
+	t = build("model", 4, 4);
+	assert_int_equal(t->nunits, 1);
+	assert_int_equal(t->units[0].numel,
+			 model_param_count(&(struct model_config){
+			     .vocab = 64, .layers = 4, .d_model = 64, .ffn = 192, .heads = 4, .kv_heads = 2}));
+	units_free(t);
+}
+
+static void expect_counts(const char *wrap, int layers, const char *reshard, int n, int s, int units, int fwd, int bwd,
+			  int rs, int ar)
+{
+	struct fsdp_count_config c = {wrap, layers, reshard, n, s};
+	struct fsdp_counts k;
+	char err[256];
+	if (fsdp_expected_counts(&c, &k, err, sizeof err) != 0)
+		fail_msg("%s: %s", wrap, err);
+	assert_int_equal(k.units, units);
+	assert_int_equal(k.forward_allgathers, fwd);
+	assert_int_equal(k.backward_allgathers, bwd);
+	assert_int_equal(k.allgathers, fwd + bwd);
+	assert_int_equal(k.reduce_scatters, rs);
+	assert_int_equal(k.allreduces, ar);
+	assert_int_equal(k.loss_allreduces, 1);
+}
+
+static void test_counts_closed_form(void **state)
+{
+	/* wrap, L, reshard, N, S: units, fwd AG, bwd AG, RS, AR */
+	expect_counts("linear", 8, "true", 4, 0, 65, 65, 64, 65, 1); /* 8 x 8 + 1 */
+	expect_counts("block", 8, "true", 4, 0, 9, 9, 8, 9, 1);	     /* 8 + 1 */
+	expect_counts("block", 8, "false", 4, 0, 9, 9, 0, 9, 1);
+	expect_counts("block", 8, "2", 4, 0, 9, 9, 8, 9, 1);
+	expect_counts("block", 8, "1", 4, 0, 9, 9, 0, 9, 1);	/* G = 1 is false */
+	expect_counts("model", 8, "true", 4, 0, 1, 1, 0, 1, 1); /* root only: never resharded */
+	expect_counts("group:2", 8, "true", 2, 0, 5, 5, 4, 5, 1);
+	expect_counts("block", 8, "true", 4, 2, 9, 9, 8, 9, 10); /* HSDP: + 9 all-reduces */
+	expect_counts("linear:0-3,block:4-11", 12, "false", 8, 4, 41, 41, 0, 41, 42);
+	expect_counts("block", 4, "true", 1, 0, 5, 5, 4, 5, 1); /* one rank: same counts */
+	expect_counts(NULL, 4, NULL, 2, 0, 5, 5, 4, 5, 1);	/* defaults: block, true */
+
+	struct fsdp_counts k;
+	char err[256] = "";
+	struct fsdp_count_config bad_s = {"block", 8, "true", 4, 3};
+	assert_int_equal(fsdp_expected_counts(&bad_s, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--shard-group"));
+	struct fsdp_count_config bad_g = {"block", 8, "3", 4, 0};
+	assert_int_equal(fsdp_expected_counts(&bad_g, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--reshard-after-forward"));
+	struct fsdp_count_config bad_w = {"block:0-3", 8, "true", 4, 0};
+	assert_int_equal(fsdp_expected_counts(&bad_w, &k, NULL, 0), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_wrap_accepts),	  cmocka_unit_test(test_wrap_rejects),
+	    cmocka_unit_test(test_linear_order_is_fsdp2), cmocka_unit_test(test_group_and_mixed_units),
+	    cmocka_unit_test(test_counts_closed_form),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
