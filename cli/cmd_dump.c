@@ -38,7 +38,7 @@ const char cmd_dump_help[] =
 	"OPTIONS\n"
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
-	"                           clock_anchor, drops, process_end)\n"
+	"                           clock_anchor, drops, process_end, correlation)\n"
 	"    --header               print the file header first, as {\"type\":\"file_header\",...}\n\n"
 	"EXIT STATUS\n"
 	"    0 the whole trace was read; 2 bad usage, unreadable or damaged trace.\n\n"

@@ -18,6 +18,7 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_CLOCK_ANCHOR: return sizeof(struct fss_rec_clock_anchor);
 	case FSS_REC_DROPS: return sizeof(struct fss_rec_drops);
 	case FSS_REC_PROCESS_END: return sizeof(struct fss_rec_process_end);
+	case FSS_REC_CORRELATION: return sizeof(struct fss_rec_correlation);
 	default: return 0;
 	}
 }
@@ -45,6 +46,7 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_CLOCK_ANCHOR] = "clock_anchor",
 		[FSS_REC_DROPS] = "drops",
 		[FSS_REC_PROCESS_END] = "process_end",
+		[FSS_REC_CORRELATION] = "correlation",
 	};
 	return NAME_OF(names, type);
 }

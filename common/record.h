@@ -40,6 +40,7 @@ enum fss_record_type {
 	FSS_REC_CLOCK_ANCHOR = 8,  /* a pair of clocks read together */
 	FSS_REC_DROPS = 9,         /* cumulative drop counters of a source */
 	FSS_REC_PROCESS_END = 10,  /* last record of a source that ended cleanly */
+	FSS_REC_CORRELATION = 11,  /* CUPTI tied a GPU launch to a collective */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -288,6 +289,16 @@ struct fss_rec_process_end {
 	uint32_t reserved;       /* 0 */
 };
 
+/* CUPTI tied a launch (correlation_id) to a collective (its seq) through an
+ * external correlation record. Lets a reader tie gpu_interval records that
+ * went out before their correlation arrived (collective_seq 0). */
+struct fss_rec_correlation {
+	struct fss_record_head head;
+	uint64_t collective_seq; /* fss_rec_collective.seq of the launching call */
+	uint32_t correlation_id; /* fss_rec_gpu_interval.correlation_id (per source) */
+	uint32_t reserved;       /* 0 */
+};
+
 #pragma GCC diagnostic pop
 
 /* Feature bits: which kinds of record a source or file may hold. */
@@ -295,6 +306,7 @@ struct fss_rec_process_end {
 #define FSS_FEATURE_CUPTI (1ull << 1) /* GPU intervals */
 #define FSS_FEATURE_NVTX (1ull << 2)  /* NVTX ranges */
 #define FSS_FEATURE_UPROBE (1ull << 3) /* collectives from eBPF uprobes */
+#define FSS_FEATURE_CUPTI_BUSY (1ull << 4) /* CUPTI held by another subscriber: no GPU intervals */
 
 /* The largest record this version knows: the ring slot size agents use. */
 #define FSS_RECORD_MAX_BYTES 128u
@@ -312,6 +324,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_nvtx_range) && sizeof(struct fss
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_clock_anchor) && sizeof(struct fss_rec_clock_anchor) == 32, "fss_rec_clock_anchor is 32 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_drops) && sizeof(struct fss_rec_drops) == 48, "fss_rec_drops is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_end) && sizeof(struct fss_rec_process_end) == 32, "fss_rec_process_end is 32 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 
 /*
  * record_known_size - sizeof the struct this version has for a record type,

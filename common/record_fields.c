@@ -103,6 +103,12 @@ static const struct record_field process_end_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_correlation
+static const struct record_field correlation_fields[] = {
+	F(T, collective_seq, FIELD_U64), F(T, correlation_id, FIELD_U32), F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -118,6 +124,7 @@ static const struct {
 	[FSS_REC_CLOCK_ANCHOR] = TABLE(clock_anchor_fields),
 	[FSS_REC_DROPS] = TABLE(drops_fields),
 	[FSS_REC_PROCESS_END] = TABLE(process_end_fields),
+	[FSS_REC_CORRELATION] = TABLE(correlation_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)

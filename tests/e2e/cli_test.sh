@@ -38,7 +38,7 @@ n=$("$GEN" "$tmp/t.fss" 3 4 512)
 check "dump exits 0" test $rc -eq 0
 check "dump: one line per record ($n)" test "$(wc -l <"$tmp/d.jsonl")" -eq "$n"
 check "dump: every line is JSON" jq -e . "$tmp/d.jsonl" >/dev/null
-for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end; do
+for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end correlation; do
   check "dump has $t" grep -q "\"type\":\"$t\"" "$tmp/d.jsonl"
 done
 check "dump: ranks from hello" test "$(jq -r 'select(.type=="collective") | .rank' "$tmp/d.jsonl" | sort -u | tr '\n' ' ')" = "0 1 2 "
