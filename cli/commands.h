@@ -31,6 +31,18 @@ extern const char cmd_version_help[];
 int cmd_help(int argc, char **argv);
 extern const char cmd_help_help[];
 
+int cmd_ledger(int argc, char **argv);
+extern const char cmd_ledger_help[];
+
+int cmd_lint(int argc, char **argv);
+extern const char cmd_lint_help[];
+
+int cmd_report(int argc, char **argv);
+extern const char cmd_report_help[];
+
+int cmd_run(int argc, char **argv);
+extern const char cmd_run_help[];
+
 /* command_find - the table entry for name, NULL if there is none. */
 const struct command *command_find(const char *name);
 

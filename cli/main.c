@@ -9,6 +9,10 @@
 static const struct command commands[] = {
 	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},
 	{"help", "show help for fsdpscope or one command", cmd_help_help, cmd_help},
+	{"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", cmd_ledger_help, cmd_ledger},
+	{"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", cmd_lint_help, cmd_lint},
+	{"report", "the whole diagnosis of a trace, as text or JSON", cmd_report_help, cmd_report},
+	{"run", "run a job with the agent and record one trace", cmd_run_help, cmd_run},
 	{"version", "print the version and the trace format version", cmd_version_help, cmd_version},
 };
 

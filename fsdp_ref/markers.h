@@ -1,10 +1,14 @@
 /* fsdp_ref/markers.h: NVTX ranges in the domain "fsdp_ref".
  *
- * Ranges (names documented in docs/fsdp_ref.md): "step N" around each
- * training step; "forward", "backward", "optimizer" inside it; and one range
- * per unit's forward and per unit's backward compute named after the unit's
- * module ("root", "layers.3", "layers.3.attn.q", "layers.2-3"). Built
- * without NVTX headers these are no-ops. Compute thread only. */
+ * Ranges (names and nesting documented in docs/fsdp_ref.md, "NVTX ranges"):
+ * "step N" around each training step; "forward", "backward", "optimizer"
+ * inside it; one range per unit's forward and per unit's backward compute
+ * named after the unit's module ("root", "layers.3", "layers.3.attn.q",
+ * "layers.2-3"); and leaf ranges around every op of the model
+ * ("layers.3.attn.core", "layers.3.attn.q.matmul", "head", ...) and around
+ * the FSDP hooks' own work ("fsdp.unshard", ...), so that the compute thread
+ * is outside every leaf only while it waits. Built without NVTX headers
+ * these are no-ops. Compute thread only. */
 #ifndef FSDP_REF_MARKERS_H
 #define FSDP_REF_MARKERS_H
 

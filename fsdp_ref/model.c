@@ -2,7 +2,13 @@
  *
  * Like llm.c, all activations live in one buffer with named pointers into
  * it; forward and backward are straight-line sequences of backend ops. The
- * hooks around modules are where the FSDP runtime gathers and reshards. */
+ * hooks around modules are where the FSDP runtime gathers and reshards.
+ *
+ * Every op runs between op_begin and op_end (when the provider has them):
+ * as with PyTorch's per-op NVTX ranges, a profiler then sees each stretch of
+ * compute as a leaf range, and the time inside a module's range but outside
+ * its ops is the hooks' own (waiting for a gather, mostly). The op names are
+ * built once, in model_new. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +108,25 @@ float model_init_value(const struct model_config *cfg, const struct model_tensor
 	return u * bound;
 }
 
+/* ---- op names --------------------------------------------------------------- */
+
+/* The ops of a block, each one leaf range: a linear's matmul (forward, or
+ * both matmuls of its backward) is "<linear>.matmul"; the rest are named
+ * after the block's module they belong to. */
+enum block_op {
+	OP_LINEAR0 = 0, /* + MODEL_PART_Q .. MODEL_PART_DOWN */
+	OP_ATTN_NORM = MODEL_LINEARS,
+	OP_ATTN_CORE, /* rotary, QK^T, softmax, x V (and their backward) */
+	OP_ATTN_RESIDUAL,
+	OP_MLP_NORM,
+	OP_MLP_ACT, /* SwiGLU */
+	OP_MLP_RESIDUAL,
+	BLOCK_OPS,
+};
+
+#define OP_NAME_MAX 40
+typedef char op_name[OP_NAME_MAX];
+
 /* ---- activations ---------------------------------------------------------- */
 
 struct layer_acts {
@@ -127,7 +152,8 @@ struct model {
 	float *lnf, *rstdf, *logits, *losses, *tmp;
 	/* gradients of activations, reused by every layer */
 	float *dresid, *dln, *datt, *dq, *dk, *dv, *dgate, *dup, *dact;
-	float *host_losses; /* [M] host copy for the loss sum */
+	float *host_losses;		/* [M] host copy for the loss sum */
+	op_name (*op_names)[BLOCK_OPS]; /* [L]: the block ops' names */
 };
 
 static void *model_dev_alloc(struct model *m, enum mem_kind kind, size_t bytes)
@@ -166,9 +192,10 @@ struct model *model_new(const struct model_config *cfg, const struct fsdp_backen
 	m->resid = calloc((size_t)L + 1, sizeof *m->resid);
 	m->layer = calloc((size_t)L, sizeof *m->layer);
 	m->host_losses = calloc(M, sizeof *m->host_losses);
+	m->op_names = calloc((size_t)L, sizeof *m->op_names);
 	m->acts = model_dev_alloc(m, MEM_ACTIVATION, m->acts_bytes);
 	m->ids = model_dev_alloc(m, MEM_OTHER, 2 * M * sizeof(int32_t));
-	if (!m->resid || !m->layer || !m->host_losses || !m->acts || !m->ids) {
+	if (!m->resid || !m->layer || !m->host_losses || !m->op_names || !m->acts || !m->ids) {
 		model_free(m);
 		return NULL;
 	}
@@ -207,6 +234,20 @@ struct model *model_new(const struct model_config *cfg, const struct fsdp_backen
 	m->dup = TAKE(M * F);
 	m->dact = TAKE(M * F);
 #undef TAKE
+	static const char *const block_ops[BLOCK_OPS - MODEL_LINEARS] = {
+	    [OP_ATTN_NORM - MODEL_LINEARS] = "attn_norm",
+	    [OP_ATTN_CORE - MODEL_LINEARS] = "attn.core",
+	    [OP_ATTN_RESIDUAL - MODEL_LINEARS] = "attn.residual",
+	    [OP_MLP_NORM - MODEL_LINEARS] = "mlp_norm",
+	    [OP_MLP_ACT - MODEL_LINEARS] = "mlp.act",
+	    [OP_MLP_RESIDUAL - MODEL_LINEARS] = "mlp.residual",
+	};
+	for (int l = 0; l < L; l++) {
+		for (int j = 0; j < MODEL_LINEARS; j++)
+			snprintf(m->op_names[l][OP_LINEAR0 + j], OP_NAME_MAX, "layers.%d.%s.matmul", l, part_names[j]);
+		for (int k = MODEL_LINEARS; k < BLOCK_OPS; k++)
+			snprintf(m->op_names[l][k], OP_NAME_MAX, "layers.%d.%s", l, block_ops[k - MODEL_LINEARS]);
+	}
 	return m;
 }
 
@@ -219,6 +260,7 @@ void model_free(struct model *m)
 	free(m->resid);
 	free(m->layer);
 	free(m->host_losses);
+	free(m->op_names);
 	free(m);
 }
 
@@ -238,6 +280,18 @@ size_t model_activation_bytes(const struct model *m)
 
 static const struct model_module model_root = {-1, -1};
 
+/* Bracket one op (see the file comment). */
+static inline void op_begin(const struct model_params *p, const char *name)
+{
+	if (p->op_begin)
+		p->op_begin(p->ctx, name);
+}
+static inline void op_end(const struct model_params *p)
+{
+	if (p->op_end)
+		p->op_end(p->ctx);
+}
+
 static inline struct model_module block_module(int l)
 {
 	return (struct model_module){l, -1};
@@ -252,7 +306,9 @@ static int linear_forward(struct model *m, const struct model_params *p, int l, 
 			  int K, int N)
 {
 	HOOK(p->pre_forward(p->ctx, linear_module(l, part)));
+	op_begin(p, m->op_names[l][OP_LINEAR0 + part]);
 	m->be->matmul_forward(out, in, p->param(p->ctx, model_tensor_id(l, part)), p->dtype, m->M, K, N);
+	op_end(p);
 	return p->post_forward(p->ctx, linear_module(l, part));
 }
 
@@ -261,8 +317,10 @@ static int linear_backward(struct model *m, const struct model_params *p, int l,
 {
 	int id = model_tensor_id(l, part);
 	HOOK(p->pre_backward(p->ctx, linear_module(l, part)));
+	op_begin(p, m->op_names[l][OP_LINEAR0 + part]);
 	m->be->matmul_backward(din, p->grad(p->ctx, id), dout, in, p->param(p->ctx, id), p->dtype, m->M, K, N,
 			       accumulate);
+	op_end(p);
 	return p->post_backward(p->ctx, linear_module(l, part));
 }
 
@@ -273,51 +331,84 @@ int model_forward(struct model *m, const struct model_params *p, const int32_t *
 	const struct model_config *c = &m->cfg;
 	int M = m->M, C = c->d_model, F = c->ffn, V = c->vocab, KV = m->kvdim;
 	size_t MC = (size_t)M * C;
+	op_begin(p, "input");
 	int rc = be->memcpy_h2d(m->ids, tokens, (size_t)M * sizeof *tokens);
 	if (rc == 0)
 		rc = be->memcpy_h2d(m->ids + M, targets, (size_t)M * sizeof *targets);
+	op_end(p);
 	if (rc < 0)
 		return rc;
 
 	HOOK(p->pre_forward(p->ctx, model_root));
+	op_begin(p, "embedding");
 	be->embedding_forward(m->resid[0], m->ids, p->param(p->ctx, MODEL_TOK_EMBEDDINGS), p->dtype, M, C);
+	op_end(p);
 	for (int l = 0; l < c->layers; l++) {
 		struct layer_acts *a = &m->layer[l];
+		const op_name *op = m->op_names[l];
 		HOOK(p->pre_forward(p->ctx, block_module(l)));
+		op_begin(p, op[OP_ATTN_NORM]);
 		be->rmsnorm_forward(a->ln1, a->rstd1, m->resid[l],
 				    p->param(p->ctx, model_tensor_id(l, MODEL_PART_ATTN_NORM)), p->dtype, M, C,
 				    c->norm_eps);
+		op_end(p);
 		HOOK(linear_forward(m, p, l, MODEL_PART_Q, a->q, a->ln1, C, C));
 		HOOK(linear_forward(m, p, l, MODEL_PART_K, a->k, a->ln1, C, KV));
 		HOOK(linear_forward(m, p, l, MODEL_PART_V, a->v, a->ln1, C, KV));
+		op_begin(p, op[OP_ATTN_CORE]);
 		be->rope_forward(a->q, m->B, c->seq, c->heads, m->hd, c->rope_theta);
 		be->rope_forward(a->k, m->B, c->seq, c->kv_heads, m->hd, c->rope_theta);
 		be->attention_forward(a->att, a->probs, a->q, a->k, a->v, m->B, c->seq, c->heads, c->kv_heads, m->hd);
+		op_end(p);
 		HOOK(linear_forward(m, p, l, MODEL_PART_O, m->tmp, a->att, C, C));
-		HOOK(be->memcpy_d2d(a->resid_mid, m->resid[l], MC * sizeof(float)));
-		be->residual_add(a->resid_mid, m->tmp, MC);
+		op_begin(p, op[OP_ATTN_RESIDUAL]);
+		rc = be->memcpy_d2d(a->resid_mid, m->resid[l], MC * sizeof(float));
+		if (rc == 0)
+			be->residual_add(a->resid_mid, m->tmp, MC);
+		op_end(p);
+		if (rc < 0)
+			return rc;
+		op_begin(p, op[OP_MLP_NORM]);
 		be->rmsnorm_forward(a->ln2, a->rstd2, a->resid_mid,
 				    p->param(p->ctx, model_tensor_id(l, MODEL_PART_MLP_NORM)), p->dtype, M, C,
 				    c->norm_eps);
+		op_end(p);
 		HOOK(linear_forward(m, p, l, MODEL_PART_GATE, a->gate, a->ln2, C, F));
 		HOOK(linear_forward(m, p, l, MODEL_PART_UP, a->up, a->ln2, C, F));
+		op_begin(p, op[OP_MLP_ACT]);
 		be->swiglu_forward(a->act, a->gate, a->up, (size_t)M * F);
+		op_end(p);
 		HOOK(linear_forward(m, p, l, MODEL_PART_DOWN, m->tmp, a->act, F, C));
-		HOOK(be->memcpy_d2d(m->resid[l + 1], a->resid_mid, MC * sizeof(float)));
-		be->residual_add(m->resid[l + 1], m->tmp, MC);
+		op_begin(p, op[OP_MLP_RESIDUAL]);
+		rc = be->memcpy_d2d(m->resid[l + 1], a->resid_mid, MC * sizeof(float));
+		if (rc == 0)
+			be->residual_add(m->resid[l + 1], m->tmp, MC);
+		op_end(p);
+		if (rc < 0)
+			return rc;
 		HOOK(p->post_forward(p->ctx, block_module(l)));
 	}
+	op_begin(p, "final_norm");
 	be->rmsnorm_forward(m->lnf, m->rstdf, m->resid[c->layers], p->param(p->ctx, MODEL_FINAL_NORM), p->dtype, M, C,
 			    c->norm_eps);
+	op_end(p);
+	op_begin(p, "head");
 	be->matmul_forward(m->logits, m->lnf, p->param(p->ctx, MODEL_OUTPUT), p->dtype, M, C, V);
+	op_end(p);
 	/* dlogits replace the logits in place: the backward needs only them. */
+	op_begin(p, "loss");
 	be->crossentropy(m->losses, m->logits, m->logits, m->ids + M, M, V, loss_scale);
+	op_end(p);
 	HOOK(p->post_forward(p->ctx, model_root));
 	if (loss_sum) {
-		HOOK(be->memcpy_d2h(m->host_losses, m->losses, (size_t)M * sizeof(float)));
+		op_begin(p, "loss_sum");
+		rc = be->memcpy_d2h(m->host_losses, m->losses, (size_t)M * sizeof(float));
 		double s = 0.0;
-		for (int i = 0; i < M; i++)
+		for (int i = 0; rc == 0 && i < M; i++)
 			s += m->host_losses[i];
+		op_end(p);
+		if (rc < 0)
+			return rc;
 		*loss_sum = s;
 	}
 	return 0;
@@ -330,36 +421,56 @@ int model_backward(struct model *m, const struct model_params *p)
 	int M = m->M, C = c->d_model, F = c->ffn, V = c->vocab, KV = m->kvdim;
 
 	HOOK(p->pre_backward(p->ctx, model_root));
+	op_begin(p, "head");
 	be->matmul_backward(m->dln, p->grad(p->ctx, MODEL_OUTPUT), m->logits, m->lnf, p->param(p->ctx, MODEL_OUTPUT),
 			    p->dtype, M, C, V, 0);
-	HOOK(be->memset_zero(m->dresid, (size_t)M * C * sizeof(float)));
-	be->rmsnorm_backward(m->dresid, p->grad(p->ctx, MODEL_FINAL_NORM), m->dln, m->resid[c->layers],
-			     p->param(p->ctx, MODEL_FINAL_NORM), p->dtype, m->rstdf, M, C);
+	op_end(p);
+	op_begin(p, "final_norm");
+	int rc = be->memset_zero(m->dresid, (size_t)M * C * sizeof(float));
+	if (rc == 0)
+		be->rmsnorm_backward(m->dresid, p->grad(p->ctx, MODEL_FINAL_NORM), m->dln, m->resid[c->layers],
+				     p->param(p->ctx, MODEL_FINAL_NORM), p->dtype, m->rstdf, M, C);
+	op_end(p);
+	if (rc < 0)
+		return rc;
 	for (int l = c->layers - 1; l >= 0; l--) {
 		struct layer_acts *a = &m->layer[l];
+		const op_name *op = m->op_names[l];
 		HOOK(p->pre_backward(p->ctx, block_module(l)));
-		/* MLP: dresid holds d(resid[l+1]), which is also d(down output). */
+		/* MLP: dresid holds d(resid[l+1]), which is also d(down output). The
+		 * residual adds have no backward op of their own: the norms'
+		 * backward accumulates into dresid. */
 		HOOK(linear_backward(m, p, l, MODEL_PART_DOWN, m->dact, m->dresid, a->act, F, C, 0));
+		op_begin(p, op[OP_MLP_ACT]);
 		be->swiglu_backward(m->dgate, m->dup, m->dact, a->gate, a->up, (size_t)M * F);
+		op_end(p);
 		HOOK(linear_backward(m, p, l, MODEL_PART_UP, m->dln, m->dup, a->ln2, C, F, 0));
 		HOOK(linear_backward(m, p, l, MODEL_PART_GATE, m->dln, m->dgate, a->ln2, C, F, 1));
 		int id = model_tensor_id(l, MODEL_PART_MLP_NORM);
+		op_begin(p, op[OP_MLP_NORM]);
 		be->rmsnorm_backward(m->dresid, p->grad(p->ctx, id), m->dln, a->resid_mid, p->param(p->ctx, id),
 				     p->dtype, a->rstd2, M, C);
+		op_end(p);
 		/* attention: dresid now holds d(resid_mid) = d(o output). */
 		HOOK(linear_backward(m, p, l, MODEL_PART_O, m->datt, m->dresid, a->att, C, C, 0));
+		op_begin(p, op[OP_ATTN_CORE]);
 		be->attention_backward(m->dq, m->dk, m->dv, m->datt, a->q, a->k, a->v, a->probs, m->B, c->seq, c->heads,
 				       c->kv_heads, m->hd);
 		be->rope_backward(m->dq, m->B, c->seq, c->heads, m->hd, c->rope_theta);
 		be->rope_backward(m->dk, m->B, c->seq, c->kv_heads, m->hd, c->rope_theta);
+		op_end(p);
 		HOOK(linear_backward(m, p, l, MODEL_PART_V, m->dln, m->dv, a->ln1, C, KV, 0));
 		HOOK(linear_backward(m, p, l, MODEL_PART_K, m->dln, m->dk, a->ln1, C, KV, 1));
 		HOOK(linear_backward(m, p, l, MODEL_PART_Q, m->dln, m->dq, a->ln1, C, C, 1));
 		id = model_tensor_id(l, MODEL_PART_ATTN_NORM);
+		op_begin(p, op[OP_ATTN_NORM]);
 		be->rmsnorm_backward(m->dresid, p->grad(p->ctx, id), m->dln, m->resid[l], p->param(p->ctx, id),
 				     p->dtype, a->rstd1, M, C);
+		op_end(p);
 		HOOK(p->post_backward(p->ctx, block_module(l)));
 	}
+	op_begin(p, "embedding");
 	be->embedding_backward(p->grad(p->ctx, MODEL_TOK_EMBEDDINGS), m->dresid, m->ids, M, C, V);
+	op_end(p);
 	return p->post_backward(p->ctx, model_root);
 }

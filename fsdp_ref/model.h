@@ -116,6 +116,12 @@ struct model_params {
 	int (*post_forward)(void *ctx, struct model_module m);
 	int (*pre_backward)(void *ctx, struct model_module m);
 	int (*post_backward)(void *ctx, struct model_module m);
+	/* Optional (NULL: not called): the model brackets every op it runs with
+	 * op_begin / op_end (names such as "layers.3.attn.core"); the FSDP runtime turns
+	 * them into NVTX leaf ranges (docs/fsdp_ref.md, "NVTX ranges"). They nest
+	 * inside the module hooks and never around one. */
+	void (*op_begin)(void *ctx, const char *name);
+	void (*op_end)(void *ctx);
 };
 
 struct model;

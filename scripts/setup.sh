@@ -12,7 +12,7 @@ PACKAGES=(
   libcmocka-dev                                # unit tests
   libncurses-dev                               # the ncurses dashboard
   libbpf-dev bpftool                           # attach by PID (eBPF uprobes)
-  jq                                           # end-to-end tests read JSON output
+  jq python3-jsonschema                        # end-to-end tests read and validate JSON output
   python3                                      # end-to-end test drivers
 )
 

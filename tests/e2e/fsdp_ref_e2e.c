@@ -708,42 +708,89 @@ static void scenario_failure(void)
 	printf("failure: bad flags exit 2 with a message; a killed rank ends the job with status %d\n", st);
 }
 
-/* Expected NVTX stream of one rank for --wrap linear with `layers` blocks. */
+/* Expected NVTX stream of one rank for --wrap linear, --reshard-after-forward
+ * true, with `layers` blocks (docs/fsdp_ref.md, "NVTX ranges"): unit ranges
+ * holding op leaves, the hooks' own work in "fsdp.*" leaves beside them. */
 static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 {
 	static const char *const fwd[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
 	int n = 0;
 #define EMIT(...) (n < max ? snprintf(lines[n++], 48, __VA_ARGS__) : 0)
+#define LEAF(...) (EMIT("push " __VA_ARGS__), EMIT("pop"))
 	for (int s = 0; s < steps; s++) {
 		EMIT("push step %d", s);
 		EMIT("push forward");
+		LEAF("input");
+		LEAF("fsdp.unshard");
 		EMIT("push root");
+		LEAF("embedding");
 		for (int l = 0; l < layers; l++) {
+			LEAF("fsdp.unshard");
 			EMIT("push layers.%d", l);
+			LEAF("layers.%d.attn_norm", l);
 			for (int j = 0; j < 7; j++) {
+				LEAF("fsdp.unshard");
 				EMIT("push layers.%d.%s", l, fwd[j]);
+				LEAF("layers.%d.%s.matmul", l, fwd[j]);
 				EMIT("pop");
+				LEAF("fsdp.reshard");
+				if (j == 2)
+					LEAF("layers.%d.attn.core", l);
+				if (j == 3) {
+					LEAF("layers.%d.attn.residual", l);
+					LEAF("layers.%d.mlp_norm", l);
+				}
+				if (j == 5)
+					LEAF("layers.%d.mlp.act", l);
+				if (j == 6)
+					LEAF("layers.%d.mlp.residual", l);
 			}
 			EMIT("pop");
+			LEAF("fsdp.reshard");
 		}
-		EMIT("pop");
+		LEAF("final_norm");
+		LEAF("head");
+		LEAF("loss");
+		EMIT("pop"); /* root: kept gathered for backward, no reshard */
+		LEAF("loss_sum");
 		EMIT("pop");
 		EMIT("push backward");
+		LEAF("fsdp.unshard");
+		LEAF("fsdp.grad_alloc");
 		EMIT("push root");
+		LEAF("head");
+		LEAF("final_norm");
 		for (int l = layers - 1; l >= 0; l--) {
+			LEAF("fsdp.unshard");
+			LEAF("fsdp.grad_alloc");
 			EMIT("push layers.%d", l);
 			for (int j = 6; j >= 0; j--) {
+				LEAF("fsdp.unshard");
+				LEAF("fsdp.grad_alloc");
 				EMIT("push layers.%d.%s", l, fwd[j]);
+				LEAF("layers.%d.%s.matmul", l, fwd[j]);
 				EMIT("pop");
+				LEAF("fsdp.reduce_scatter");
+				if (j == 6)
+					LEAF("layers.%d.mlp.act", l);
+				if (j == 4)
+					LEAF("layers.%d.mlp_norm", l);
+				if (j == 3)
+					LEAF("layers.%d.attn.core", l);
+				if (j == 0)
+					LEAF("layers.%d.attn_norm", l);
 			}
 			EMIT("pop");
+			LEAF("fsdp.reduce_scatter");
 		}
+		LEAF("embedding");
 		EMIT("pop");
+		LEAF("fsdp.reduce_scatter");
 		EMIT("pop");
-		EMIT("push optimizer");
-		EMIT("pop");
+		LEAF("optimizer");
 		EMIT("pop");
 	}
+#undef LEAF
 #undef EMIT
 	return n;
 }
@@ -765,8 +812,8 @@ static void scenario_nvtx(void)
 				   "--batch 4 --steps 2 --wrap linear",
 				   NULL, errpath, env));
 	CHECK(st == 0, "fsdp_ref exited %d", st);
-	static char want[2048][48];
-	int nwant = nvtx_expected(want, 2048, layers, steps);
+	static char want[4096][48];
+	int nwant = nvtx_expected(want, 4096, layers, steps);
 	/* one file per rank process (the supervising parent makes no NVTX calls) */
 	snprintf(cmd, sizeof cmd, "ls %s/nvtx.*[0-9]", workdir);
 	FILE *ls = popen(cmd, "r");

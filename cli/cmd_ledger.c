@@ -1,0 +1,280 @@
+/*
+ * cmd_ledger.c - fsdpscope ledger: the FSDP memory and wire planning
+ * calculator. The arithmetic is collector/ledger.c's, the same the analysis
+ * of a trace uses, so a plan and a measured job are read the same way.
+ */
+#include "cli/commands.h"
+#include "cli/diagnosis.h"
+
+#include "collector/ledger.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char cmd_ledger_help[] =
+	"NAME\n"
+	"    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
+	"SYNOPSIS\n"
+	"    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
+	"                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
+	"                     [--master-dtype T|none] [--optimizer O] [--json]\n\n"
+	"DESCRIPTION\n"
+	"    Builds the memory ledger of a fully sharded job before it runs:\n"
+	"      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
+	"                            (bf16 + bf16 + fp32 + Adam m, v = 16 B x P / N)\n"
+	"      transient per rank  = param bytes x U x (1 + prefetch)\n"
+	"                            (the gathered parameters of the live unit(s))\n"
+	"      peak state          = persistent + transient (activations, reduce-scatter and\n"
+	"                            staging buffers come on top: that is the headroom)\n"
+	"      wire per rank/step  = 3 x P x param bytes (AllGather forward + AllGather\n"
+	"                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
+	"    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
+	"    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
+	"    with P, N and U measured from the gathers.\n\n"
+	"OPTIONS\n"
+	"    --params P             parameters of the model (7e9, 7B, 7G all work)\n"
+	"    --ranks N              ranks the parameters are sharded over\n"
+	"    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
+	"    --unit-params U        parameters of the largest unit (overrides P / K)\n"
+	"    --prefetch F           units gathered ahead of the one computing (default 1)\n"
+	"    --gpu-mem SIZE         memory of one GPU (80G, 80GB, 141e9): headroom\n"
+	"    --param-dtype T        gathered / compute dtype: bf16 (default), fp16, fp32, fp8\n"
+	"    --grad-dtype T         gradient shard dtype (default bf16)\n"
+	"    --master-dtype T       master weights: fp32 (default) or none\n"
+	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
+	"    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
+	"EXIT STATUS\n"
+	"    0 printed; 2 bad usage.\n\n"
+	"EXAMPLES\n"
+	"    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
+	"    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
+	"    # the same model wrapped as one unit: the transient row becomes the model\n"
+	"    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
+	"    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n";
+
+enum {
+	OPT_PARAMS = 0x200,
+	OPT_RANKS,
+	OPT_UNITS,
+	OPT_UNIT_PARAMS,
+	OPT_PREFETCH,
+	OPT_GPU_MEM,
+	OPT_PARAM_DTYPE,
+	OPT_GRAD_DTYPE,
+	OPT_MASTER_DTYPE,
+	OPT_OPTIMIZER,
+	OPT_JSON,
+	OPT_HELP,
+};
+
+/* A size in the table's unit: one unit for the whole table (GB for a 7B
+ * model) so rows can be added up by eye. */
+struct scale {
+	double div;
+	const char *name;
+};
+
+static struct scale pick_scale(double bytes)
+{
+	if (bytes >= 1e9)
+		return (struct scale){1e9, "GB"};
+	if (bytes >= 1e6)
+		return (struct scale){1e6, "MB"};
+	return (struct scale){1e3, "kB"};
+}
+
+static const char *dtype_name(double bytes)
+{
+	return bytes == 1 ? "fp8" : bytes == 2 ? "bf16" : bytes == 4 ? "fp32" : bytes == 8 ? "fp64" : "custom";
+}
+
+/* row - one line of the table: label, formula, value in the table's unit. */
+static void row(const char *label, const char *formula, double bytes, struct scale s)
+{
+	printf("  %-28s %-26s %11.3f %s\n", label, formula, bytes / s.div, s.name);
+}
+
+static void print_text(const struct analysis_ledger *l, uint32_t units)
+{
+	struct scale s = pick_scale((double)l->persistent_bytes_per_rank);
+	double P = (double)l->params, N = l->ranks;
+	double per_param = l->param_bytes + l->grad_bytes + l->master_bytes + l->optimizer_bytes;
+	char b1[32], b2[32], f[64], label[64];
+
+	printf("FSDP memory ledger: P = %s parameters sharded over N = %u ranks", rule_format_count(P, b1, sizeof(b1)),
+	       l->ranks);
+	if (units)
+		printf(", %u unit%s", units, units == 1 ? "" : "s");
+	printf(" (largest U = %s parameters), prefetch %u\n\n",
+	       rule_format_count((double)l->largest_unit_params, b2, sizeof(b2)), l->prefetch);
+	printf("Persistent, per rank (steady state)\n");
+	snprintf(label, sizeof(label), "%s parameter shard", dtype_name(l->param_bytes));
+	snprintf(f, sizeof(f), "%g B x P / N", l->param_bytes);
+	row(label, f, l->param_bytes * P / N, s);
+	snprintf(label, sizeof(label), "%s gradient shard", dtype_name(l->grad_bytes));
+	snprintf(f, sizeof(f), "%g B x P / N", l->grad_bytes);
+	row(label, f, l->grad_bytes * P / N, s);
+	if (l->master_bytes > 0) {
+		snprintf(label, sizeof(label), "%s master-weight shard", dtype_name(l->master_bytes));
+		snprintf(f, sizeof(f), "%g B x P / N", l->master_bytes);
+		row(label, f, l->master_bytes * P / N, s);
+	}
+	if (l->optimizer_bytes > 0) {
+		snprintf(f, sizeof(f), "%g B x P / N", l->optimizer_bytes);
+		row(l->optimizer_bytes == 8 ? "optimizer shard (Adam m, v)" : "optimizer state shard", f,
+		    l->optimizer_bytes * P / N, s);
+	}
+	snprintf(f, sizeof(f), "%g B x P / N", per_param);
+	row("persistent", f, (double)l->persistent_bytes_per_rank, s);
+	printf("Transient, per rank (gathered parameters of the live units)\n");
+	snprintf(f, sizeof(f), "%g B x U x (1 + %u)", l->param_bytes, l->prefetch);
+	row("gathered units", f, (double)l->transient_bytes_per_rank, s);
+	printf("Peak\n");
+	row("peak state per rank", "persistent + transient", (double)l->peak_state_bytes_per_rank, s);
+	if (l->gpu_mem_bytes) {
+		snprintf(label, sizeof(label), "headroom of %s", rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)));
+		row(label, "activations, buffers", (double)l->headroom_bytes, s);
+		if (l->headroom_bytes < 0)
+			printf("  DOES NOT FIT: the sharded state alone exceeds the GPU's memory\n");
+	}
+	printf("Wire, per rank per step\n");
+	snprintf(f, sizeof(f), "3 x P x %g B", l->param_bytes);
+	row("FSDP (AG fwd + AG bwd + RS)", f, (double)l->model_wire_bytes_per_step, s);
+	snprintf(f, sizeof(f), "2 x P x %g B", l->param_bytes);
+	row("DDP (one all-reduce)", f, (double)l->ddp_wire_bytes_per_step, s);
+	printf("For scale\n");
+	snprintf(f, sizeof(f), "%g B x P", per_param);
+	row("DDP state per GPU", f, (double)l->ddp_persistent_bytes_per_rank, s);
+	snprintf(f, sizeof(f), "%g B x P", l->param_bytes);
+	row("whole model as one unit", f, (double)l->whole_model_transient_bytes, s);
+	if (l->gpu_mem_bytes && l->ddp_persistent_bytes_per_rank > l->gpu_mem_bytes)
+		printf("  DDP does not fit in %s; FSDP moves %.2fx DDP's bytes to make it fit\n",
+		       rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)),
+		       l->ddp_wire_bytes_per_step ? (double)l->model_wire_bytes_per_step / (double)l->ddp_wire_bytes_per_step
+						  : 0);
+}
+
+/* parse_params - a parameter count: rule_parse_number's syntax, plus "7B"
+ * meaning 7 billion (for sizes "B" means bytes, so it is read here only). */
+static int parse_params(const char *text, double *out)
+{
+	char buf[64];
+	size_t len = strlen(text);
+
+	if (len >= 2 && len < sizeof(buf) && text[len - 1] == 'B' && (text[len - 2] == '.' || (text[len - 2] >= '0' && text[len - 2] <= '9'))) {
+		memcpy(buf, text, len + 1);
+		buf[len - 1] = 'G';
+		return rule_parse_number(buf, out);
+	}
+	return rule_parse_number(text, out);
+}
+
+int cmd_ledger(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"params", required_argument, NULL, OPT_PARAMS},
+		{"ranks", required_argument, NULL, OPT_RANKS},
+		{"units", required_argument, NULL, OPT_UNITS},
+		{"unit-params", required_argument, NULL, OPT_UNIT_PARAMS},
+		{"prefetch", required_argument, NULL, OPT_PREFETCH},
+		{"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
+		{"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
+		{"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
+		{"master-dtype", required_argument, NULL, OPT_MASTER_DTYPE},
+		{"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, OPT_HELP},
+		{NULL, 0, NULL, 0},
+	};
+	struct ledger_input in;
+	struct analysis_ledger out;
+	double v, ranks = 0, units = 0;
+	int opt, json = 0, bad;
+
+	ledger_input_defaults(&in);
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		bad = 0;
+		switch (opt) {
+		case OPT_PARAMS:
+			bad = parse_params(optarg, &in.params) || in.params < 1;
+			break;
+		case OPT_RANKS:
+			bad = rule_parse_number(optarg, &ranks) || ranks < 1 || ranks > 1e7 || ranks != floor(ranks);
+			break;
+		case OPT_UNITS:
+			bad = rule_parse_number(optarg, &units) || units < 1 || units > 1e7 || units != floor(units);
+			break;
+		case OPT_UNIT_PARAMS:
+			bad = parse_params(optarg, &in.largest_unit_params) || in.largest_unit_params < 1;
+			break;
+		case OPT_PREFETCH:
+			bad = rule_parse_number(optarg, &v) || v > 64 || v != floor(v);
+			in.prefetch = bad ? 0 : (int)v;
+			break;
+		case OPT_GPU_MEM:
+			bad = rule_parse_number(optarg, &v) || v < 1 || v > 1e18;
+			in.gpu_mem_bytes = bad ? 0 : (uint64_t)v;
+			break;
+		case OPT_PARAM_DTYPE:
+			bad = dtype_bytes_parse(optarg, &in.param_bytes) || in.param_bytes == 0;
+			break;
+		case OPT_GRAD_DTYPE:
+			bad = dtype_bytes_parse(optarg, &in.grad_bytes) || in.grad_bytes == 0;
+			break;
+		case OPT_MASTER_DTYPE:
+			bad = dtype_bytes_parse(optarg, &in.master_bytes);
+			break;
+		case OPT_OPTIMIZER:
+			bad = optimizer_bytes_parse(optarg, &in.optimizer_bytes);
+			break;
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_HELP:
+			fputs(cmd_ledger_help, stdout);
+			return EXIT_OK;
+		default:
+			fprintf(stderr, "fsdpscope ledger: unknown or incomplete option '%s' (see 'fsdpscope ledger --help')\n",
+				argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+		if (bad) {
+			const char *name = "?";
+
+			for (const struct option *o = options; o->name; o++)
+				if (o->val == opt)
+					name = o->name;
+			fprintf(stderr, "fsdpscope ledger: --%s %s: bad value (see 'fsdpscope ledger --help')\n", name,
+				optarg ? optarg : "");
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fsdpscope ledger: unexpected argument '%s' (see 'fsdpscope ledger --help')\n",
+			argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (in.params <= 0 || ranks <= 0 || (units <= 0 && in.largest_unit_params <= 0)) {
+		fprintf(stderr, "fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
+				"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
+		return EXIT_USAGE;
+	}
+	if (in.largest_unit_params > in.params) {
+		fprintf(stderr, "fsdpscope ledger: --unit-params %.0f is more than --params %.0f\n", in.largest_unit_params,
+			in.params);
+		return EXIT_USAGE;
+	}
+	in.ranks = (uint32_t)ranks;
+	in.units = (uint32_t)units;
+	ledger_compute(&in, &out);
+	if (json)
+		diagnosis_print_ledger_json(stdout, &out);
+	else
+		print_text(&out, in.units);
+	return EXIT_OK;
+}

@@ -1,0 +1,208 @@
+/*
+ * cmd_lint.c - fsdpscope lint TRACE: the rules' findings, with an exit code
+ * that can gate CI. Also the lint summary `fsdpscope run` prints (lint.h).
+ */
+#include "cli/commands.h"
+#include "cli/diagnosis.h"
+#include "cli/lint.h"
+
+#include "common/error.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+const char cmd_lint_help[] =
+	"NAME\n"
+	"    fsdpscope lint - check a trace against the FSDP wrap, overlap and memory rules\n\n"
+	"SYNOPSIS\n"
+	"    fsdpscope lint [--json] [--fail-on info|warning|error] [--layers L]\n"
+	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE\n\n"
+	"DESCRIPTION\n"
+	"    Analyses TRACE (written by 'fsdpscope run', the collector, or an agent's file\n"
+	"    sink) as 'fsdpscope report' does, runs every rule over the analysis and prints\n"
+	"    one block per finding: severity, rule id and title, what is wrong, the\n"
+	"    evidence (numbers from the trace), why it matters, and the fix as code for\n"
+	"    PyTorch FSDP2, and for FSDP1 and DeepSpeed ZeRO-3 where it differs.\n"
+	"    Figures are medians over the analysed steps of the headline rank.\n\n"
+	"    The rules, in the order they report:\n"
+	"    wrap-too-fine          more than one AllGather per repeating unit (per-Linear\n"
+	"                           wrap): error\n"
+	"    wrap-too-coarse        one AllGather holds most of the model, or a unit holds\n"
+	"                           several blocks: warning, error for the whole model\n"
+	"    gather-count-mismatch  with --layers L: forward AllGathers per step against\n"
+	"                           L + root; error when more, warning when fewer\n"
+	"    exposed-gather         AllGather time with no compute under it, with causes\n"
+	"                           (first-of-phase, no-prefetch, bandwidth-bound,\n"
+	"                           host-late): warning\n"
+	"    reshard-policy         the reshard_after_forward in use and what the other\n"
+	"                           choice would cost in memory and gathers: info\n"
+	"    small-collectives      latency-bound AllGathers (median gathered size under a\n"
+	"                           threshold): warning, info when already per block\n"
+	"    fp32-gather            parameters gathered in fp32 where compute is 16-bit:\n"
+	"                           warning\n"
+	"    rank-skew              ranks reach collectives at different times: warning\n"
+	"                           for a consistent straggler, info for jitter\n\n"
+	"    A well-wrapped job (one unit per block, prefetch on) gets no error.\n\n"
+	"OPTIONS\n"
+	"    --json                 print the whole report as JSON (schema fsdpscope.report/1,\n"
+	"                           docs/report-schema.md), findings included\n"
+	"    --fail-on SEVERITY     exit 1 when a finding is at least SEVERITY (default error)\n"
+	"    --brief                no explanations, FSDP2 fixes only\n"
+	DIAGNOSIS_OPTIONS_HELP "\n"
+	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
+	"EXIT STATUS\n"
+	"    0 no finding reached --fail-on; 1 a finding did; 2 bad usage, or a trace that\n"
+	"    cannot be read or is damaged (the findings of the readable part are printed,\n"
+	"    then where and why it stopped), or one without any collective.\n\n"
+	"EXAMPLES\n"
+	"    fsdpscope lint run.fss\n"
+	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
+	"    fsdpscope lint --threshold exposed_fraction=0.1 --threshold small_gather_bytes=4Mi run.fss\n"
+	"    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
+	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n";
+
+enum { OPT_JSON = DIAG_OPT_END, OPT_FAIL_ON, OPT_BRIEF, OPT_HELP };
+
+int cmd_lint(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"fail-on", required_argument, NULL, OPT_FAIL_ON},
+		{"brief", no_argument, NULL, OPT_BRIEF},
+		{"help", no_argument, NULL, OPT_HELP},
+		DIAGNOSIS_LONG_OPTIONS,
+		{NULL, 0, NULL, 0},
+	};
+	struct diagnosis_flags flags;
+	struct diagnosis d;
+	enum rule_severity fail_on = RULE_ERROR;
+	int json = 0, brief = 0, opt, rc, max;
+	char err[512];
+
+	diagnosis_flags_init(&flags);
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "t:", options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_BRIEF:
+			brief = 1;
+			break;
+		case OPT_HELP:
+			fputs(cmd_lint_help, stdout);
+			return EXIT_OK;
+		case OPT_FAIL_ON:
+			if (rule_severity_parse(optarg, &fail_on)) {
+				fprintf(stderr, "fsdpscope lint: --fail-on %s: expected info, warning or error\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 't':
+			opt = DIAG_OPT_THRESHOLD;
+			/* fall through */
+		default:
+			rc = diagnosis_option(&flags, opt, optarg, "lint");
+			if (rc < 0)
+				return EXIT_USAGE;
+			if (rc > 0) {
+				fprintf(stderr, "fsdpscope lint: unknown or incomplete option '%s' (see 'fsdpscope lint --help')\n",
+					argv[optind - 1]);
+				return EXIT_USAGE;
+			}
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "fsdpscope lint: expected one TRACE, got %d (see 'fsdpscope lint --help')\n",
+			argc - optind);
+		return EXIT_USAGE;
+	}
+	rc = diagnosis_run(argv[optind], &flags, &d, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "fsdpscope lint: %s: %s\n", argv[optind], err);
+		return EXIT_USAGE;
+	}
+	if (json) {
+		diagnosis_print_json(stdout, &d, &flags.rules);
+	} else {
+		if (findings_count(d.findings))
+			diagnosis_print_findings(stdout, d.findings, !brief, brief);
+		else if (d.result->steps_analyzed)
+			printf("no findings: %u steps analysed, %u AllGathers per step (%u repeating units x %u)\n",
+			       d.result->steps_analyzed, d.result->per_step.allgathers, d.result->units.repeating_units,
+			       d.result->units.gathers_per_unit);
+		printf("%sfsdpscope lint: ", findings_count(d.findings) ? "\n" : "");
+		diagnosis_print_tally(stdout, d.findings);
+		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
+	}
+	fflush(stdout);
+	max = findings_max_severity(d.findings);
+	if (d.result->trace.collectives == 0) {
+		fprintf(stderr, "fsdpscope lint: %s: the trace holds no NCCL collective: nothing to check (was the job "
+				"run under 'fsdpscope run'?)\n",
+			argv[optind]);
+		rc = EXIT_USAGE;
+	} else if (d.damage[0]) {
+		fprintf(stderr, "fsdpscope lint: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],
+			d.damage);
+		rc = EXIT_USAGE;
+	} else {
+		if (d.result->steps_analyzed == 0)
+			fprintf(stderr, "fsdpscope lint: %s: no training step found in the trace: the rules had nothing "
+					"to judge\n",
+				argv[optind]);
+		rc = max >= (int)fail_on ? EXIT_FINDING : EXIT_OK;
+	}
+	diagnosis_free(&d);
+	return rc;
+}
+
+int lint_print_summary(const char *trace_path, FILE *out)
+{
+	struct diagnosis_flags flags;
+	struct diagnosis d;
+	char err[512];
+	int rc, max;
+
+	diagnosis_flags_init(&flags);
+	rc = diagnosis_run(trace_path, &flags, &d, err, sizeof(err));
+	if (rc) {
+		fprintf(out, "fsdpscope lint: %s: %s\n", trace_path, err);
+		return rc == -1 ? -EACCES : rc;
+	}
+	fprintf(out, "fsdpscope lint: ");
+	diagnosis_print_tally(out, d.findings);
+	fprintf(out, " (%u steps analysed, %u AllGathers per step, %u repeating units x %u)\n",
+		d.result->steps_analyzed, d.result->per_step.allgathers, d.result->units.repeating_units,
+		d.result->units.gathers_per_unit);
+	for (size_t i = 0; i < findings_count(d.findings); i++) {
+		const struct finding *f = findings_get(d.findings, i);
+		const char *nl;
+
+		if (f->severity == RULE_INFO) {
+			fprintf(out, "\ninfo %s: %s\n", f->rule->id, f->message);
+			continue;
+		}
+		fprintf(out, "\n%s %s: %s\n  %s\n  evidence:\n", rule_severity_name(f->severity), f->rule->id,
+			f->rule->title, f->message);
+		for (const char *p = f->evidence; *p; p = nl ? nl + 1 : p + strlen(p)) {
+			nl = strchr(p, '\n');
+			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+		}
+		fprintf(out, "  fix (PyTorch FSDP2):\n");
+		for (const char *p = f->fix_fsdp2; *p; p = nl ? nl + 1 : p + strlen(p)) {
+			nl = strchr(p, '\n');
+			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+		}
+	}
+	if (d.damage[0])
+		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d.damage);
+	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
+		trace_path, trace_path);
+	max = findings_max_severity(d.findings);
+	diagnosis_free(&d);
+	return max;
+}

@@ -1,0 +1,115 @@
+/*
+ * cmd_report.c - fsdpscope report TRACE: the whole diagnosis of a trace.
+ */
+#include "cli/commands.h"
+#include "cli/diagnosis.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+const char cmd_report_help[] =
+	"NAME\n"
+	"    fsdpscope report - the whole diagnosis of a trace: counts, units, reshard policy,\n"
+	"    exposure, memory ledger, breakdown, ranks and findings\n\n"
+	"SYNOPSIS\n"
+	"    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE\n\n"
+	"DESCRIPTION\n"
+	"    Reads TRACE and prints what the FSDP parameter lifecycle did, per step (medians\n"
+	"    over the analysed steps of the headline rank, warm-up steps left out):\n"
+	"      - steps: how they were found (NVTX step ranges, else the period of the\n"
+	"        collective sequence), how many, how long;\n"
+	"      - collectives per step: AllGathers (forward, backward), ReduceScatters,\n"
+	"        AllReduces; a grouped (coalesced) set of calls counts once;\n"
+	"      - repeating units: root gathers plus k gathers repeated L times, with the\n"
+	"        NVTX module names when the job marks them;\n"
+	"      - reshard_after_forward of the non-root units, read from the backward gathers;\n"
+	"      - exposure: per AllGather, the time no compute ran under it, with its cause,\n"
+	"        from GPU kernel intervals (CUPTI) or else host timing;\n"
+	"      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
+	"        (1 + prefetch), wire bytes per step against DDP);\n"
+	"      - the step breakdown (compute, exposed communication, idle) and MFU;\n"
+	"      - per-rank figures and the spread across ranks;\n"
+	"      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
+	"OPTIONS\n"
+	"    --text                 text (default)\n"
+	"    --json                 one JSON document, schema fsdpscope.report/1 (docs/report-schema.md)\n"
+	DIAGNOSIS_OPTIONS_HELP "\n"
+	"    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
+	"EXIT STATUS\n"
+	"    0 the report was printed; 2 bad usage, a trace that cannot be read, or a damaged\n"
+	"    trace (the report of the readable part is printed, then where it stopped).\n\n"
+	"EXAMPLES\n"
+	"    fsdpscope report run.fss\n"
+	"    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
+	"    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
+	"    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n";
+
+enum { OPT_JSON = DIAG_OPT_END, OPT_TEXT, OPT_HELP };
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"text", no_argument, NULL, OPT_TEXT},
+		{"help", no_argument, NULL, OPT_HELP},
+		DIAGNOSIS_LONG_OPTIONS,
+		{NULL, 0, NULL, 0},
+	};
+	struct diagnosis_flags flags;
+	struct diagnosis d;
+	int json = 0, opt, rc;
+	char err[512];
+
+	diagnosis_flags_init(&flags);
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "t:", options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_TEXT:
+			json = 0;
+			break;
+		case OPT_HELP:
+			fputs(cmd_report_help, stdout);
+			return EXIT_OK;
+		case 't':
+			opt = DIAG_OPT_THRESHOLD;
+			/* fall through */
+		default:
+			rc = diagnosis_option(&flags, opt, optarg, "report");
+			if (rc < 0)
+				return EXIT_USAGE;
+			if (rc > 0) {
+				fprintf(stderr,
+					"fsdpscope report: unknown or incomplete option '%s' (see 'fsdpscope report --help')\n",
+					argv[optind - 1]);
+				return EXIT_USAGE;
+			}
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "fsdpscope report: expected one TRACE, got %d (see 'fsdpscope report --help')\n",
+			argc - optind);
+		return EXIT_USAGE;
+	}
+	rc = diagnosis_run(argv[optind], &flags, &d, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "fsdpscope report: %s: %s\n", argv[optind], err);
+		return EXIT_USAGE;
+	}
+	if (json)
+		diagnosis_print_json(stdout, &d, &flags.rules);
+	else
+		diagnosis_print_report(stdout, &d);
+	fflush(stdout);
+	rc = EXIT_OK;
+	if (d.damage[0]) {
+		fprintf(stderr, "fsdpscope report: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],
+			d.damage);
+		rc = EXIT_USAGE;
+	}
+	diagnosis_free(&d);
+	return rc;
+}

@@ -1,0 +1,243 @@
+/*
+ * diagnosis.c - the flags lint and report share, and running the analysis
+ * and the rules over a trace.
+ */
+#include "cli/diagnosis.h"
+
+#include "collector/analyze.h"
+#include "common/error.h"
+#include "common/trace_parser.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void diagnosis_flags_init(struct diagnosis_flags *f)
+{
+	memset(f, 0, sizeof(*f));
+	analysis_options_init(&f->analysis);
+	rule_config_init(&f->rules);
+}
+
+int dtype_bytes_parse(const char *text, double *out)
+{
+	static const struct {
+		const char *name;
+		double bytes;
+	} dtypes[] = {
+		{"bf16", 2},    {"bfloat16", 2}, {"fp16", 2}, {"float16", 2}, {"half", 2}, {"fp32", 4},
+		{"float32", 4}, {"float", 4},    {"fp8", 1},  {"fp64", 8},    {"none", 0},
+	};
+
+	for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
+		if (strcmp(text, dtypes[i].name) == 0) {
+			*out = dtypes[i].bytes;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int optimizer_bytes_parse(const char *text, double *out)
+{
+	if (strcmp(text, "adam") == 0 || strcmp(text, "adamw") == 0)
+		*out = 8;
+	else if (strcmp(text, "sgd-momentum") == 0 || strcmp(text, "momentum") == 0)
+		*out = 4;
+	else if (strcmp(text, "sgd") == 0 || strcmp(text, "none") == 0)
+		*out = 0;
+	else
+		return rule_parse_number(text, out) ? -EINVAL : 0;
+	return 0;
+}
+
+/* parse_int - a whole number in [lo, hi]. */
+static int parse_int(const char *text, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (end == text || *end || errno || v < lo || v > hi)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+static const char *threshold_names(void)
+{
+	static char names[1024];
+	size_t n;
+	const struct rule_threshold_def *t = rule_thresholds(&n);
+
+	if (!names[0])
+		for (size_t i = 0; i < n; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "", t[i].name);
+	return names;
+}
+
+int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const char *cmd)
+{
+	struct analysis_options *o = &f->analysis;
+	double v;
+	int err;
+
+	switch (opt) {
+	case DIAG_OPT_LAYERS:
+		if (parse_int(arg, 1, 1 << 20, &o->layers))
+			goto bad;
+		return 0;
+	case DIAG_OPT_RANK:
+		if (parse_int(arg, 0, INT_MAX, &o->rank))
+			goto bad;
+		return 0;
+	case DIAG_OPT_WARMUP:
+		if (parse_int(arg, 0, 1 << 20, &o->warmup_steps))
+			goto bad;
+		return 0;
+	case DIAG_OPT_PREFETCH:
+		if (parse_int(arg, 0, 64, &o->prefetch))
+			goto bad;
+		return 0;
+	case DIAG_OPT_THRESHOLD:
+		err = rule_config_set(&f->rules, arg);
+		if (err == -ENOENT) {
+			fprintf(stderr, "fsdpscope %s: --threshold %s: no such threshold (known: %s)\n", cmd, arg,
+				threshold_names());
+			return -1;
+		}
+		if (err) {
+			fprintf(stderr, "fsdpscope %s: --threshold %s: expected NAME=VALUE with VALUE a number >= 0 "
+					"(suffixes %%, k, M, G, Ki, Mi, Gi)\n",
+				cmd, arg);
+			return -1;
+		}
+		return 0;
+	case DIAG_OPT_DISABLE:
+		if (rule_config_disable(&f->rules, arg)) {
+			fprintf(stderr, "fsdpscope %s: --disable %s: no such rule (see 'fsdpscope lint --help')\n", cmd,
+				arg);
+			return -1;
+		}
+		return 0;
+	case DIAG_OPT_PARAM_DTYPE:
+		if (dtype_bytes_parse(arg, &v) || v == 0)
+			goto bad;
+		o->param_bytes = v;
+		return 0;
+	case DIAG_OPT_GRAD_DTYPE:
+		if (dtype_bytes_parse(arg, &v) || v == 0)
+			goto bad;
+		o->grad_bytes = v;
+		return 0;
+	case DIAG_OPT_MASTER_DTYPE:
+		if (dtype_bytes_parse(arg, &v))
+			goto bad;
+		o->master_bytes = v;
+		return 0;
+	case DIAG_OPT_OPTIMIZER:
+		if (optimizer_bytes_parse(arg, &v))
+			goto bad;
+		o->optimizer_bytes = v;
+		return 0;
+	case DIAG_OPT_GPU_MEM:
+		if (rule_parse_number(arg, &v) || v < 1)
+			goto bad;
+		o->gpu_mem_bytes = (uint64_t)v;
+		return 0;
+	case DIAG_OPT_STEP_RANGES:
+		o->step_ranges = arg;
+		return 0;
+	case DIAG_OPT_COMPUTE_RANGES:
+		o->compute_ranges = arg;
+		return 0;
+	case DIAG_OPT_HOST_TIMING:
+		o->force_host_timing = 1;
+		return 0;
+	case DIAG_OPT_EXPOSED_MIN_NS:
+		if (rule_parse_number(arg, &v))
+			goto bad;
+		o->exposed_min_ns = (uint64_t)v;
+		return 0;
+	case DIAG_OPT_PEAK_FLOPS:
+		if (rule_parse_number(arg, &o->peak_flops))
+			goto bad;
+		return 0;
+	case DIAG_OPT_FLOPS_PER_STEP:
+		if (rule_parse_number(arg, &o->flops_per_step))
+			goto bad;
+		return 0;
+	case DIAG_OPT_TOKENS_PER_STEP:
+		if (rule_parse_number(arg, &o->tokens_per_step))
+			goto bad;
+		return 0;
+	default:
+		return 1;
+	}
+bad:
+	for (const struct option *lo = (const struct option[]){DIAGNOSIS_LONG_OPTIONS, {0}}; lo->name; lo++)
+		if (lo->val == opt)
+			fprintf(stderr, "fsdpscope %s: --%s %s: bad value (see 'fsdpscope %s --help')\n", cmd, lo->name,
+				arg, cmd);
+	return -1;
+}
+
+/* on_record_skip - the re-read that finds where a damaged trace stops. */
+static int on_record_skip(void *ctx, const struct fss_record_head *rec)
+{
+	(void)ctx;
+	(void)rec;
+	return 0;
+}
+
+int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
+		  size_t errlen)
+{
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	d->trace_path = path;
+	if (errlen)
+		err[0] = 0;
+	rc = analyze_trace(path, &f->analysis, &d->result, err, errlen);
+	if (rc) {
+		if (errlen && !err[0])
+			snprintf(err, errlen, "%s", fss_strerror(rc));
+		d->result = NULL;
+		return rc;
+	}
+	if (d->result->trace.truncated) {
+		/* Where and why: the analysis read up to the last good chunk; the
+		 * parser's own message says the offset. */
+		struct trace_parser_ops ops = {.on_record = on_record_skip};
+		char why[200] = "";
+
+		if (trace_read_file(path, &ops, NULL, why, sizeof(why)) == 0 || !why[0])
+			snprintf(why, sizeof(why), "%s", errlen && err[0] ? err : "the trace ends inside a chunk");
+		snprintf(d->damage, sizeof(d->damage), "%s", why);
+	}
+	d->findings = findings_new();
+	if (!d->findings) {
+		diagnosis_free(d);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = rules_run(d->result, &f->rules, d->findings);
+	if (rc) {
+		diagnosis_free(d);
+		snprintf(err, errlen, "running the rules: %s", fss_strerror(rc));
+		return rc;
+	}
+	return 0;
+}
+
+void diagnosis_free(struct diagnosis *d)
+{
+	analysis_result_free(d->result);
+	findings_free(d->findings);
+	d->result = NULL;
+	d->findings = NULL;
+}

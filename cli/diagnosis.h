@@ -1,0 +1,164 @@
+/*
+ * diagnosis.h - what `fsdpscope lint` and `fsdpscope report` share: the
+ * flags that steer the analysis and the rules, running both over a trace,
+ * and writing the result as text or as the JSON report
+ * (docs/report-schema.md, "fsdpscope.report/1").
+ */
+#ifndef FSS_CLI_DIAGNOSIS_H
+#define FSS_CLI_DIAGNOSIS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "collector/analysis.h"
+#include "rules/rules.h"
+
+/* Long options both commands accept (getopt_long values from 0x100 up). */
+enum diagnosis_opt {
+	DIAG_OPT_LAYERS = 0x100,
+	DIAG_OPT_RANK,
+	DIAG_OPT_THRESHOLD,
+	DIAG_OPT_DISABLE,
+	DIAG_OPT_PREFETCH,
+	DIAG_OPT_PARAM_DTYPE,
+	DIAG_OPT_GRAD_DTYPE,
+	DIAG_OPT_MASTER_DTYPE,
+	DIAG_OPT_OPTIMIZER,
+	DIAG_OPT_GPU_MEM,
+	DIAG_OPT_WARMUP,
+	DIAG_OPT_STEP_RANGES,
+	DIAG_OPT_COMPUTE_RANGES,
+	DIAG_OPT_HOST_TIMING,
+	DIAG_OPT_PEAK_FLOPS,
+	DIAG_OPT_FLOPS_PER_STEP,
+	DIAG_OPT_TOKENS_PER_STEP,
+	DIAG_OPT_EXPOSED_MIN_NS,
+	DIAG_OPT_END
+};
+
+/* The entries of struct option for the shared flags, to splice into a
+ * command's table. */
+#define DIAGNOSIS_LONG_OPTIONS                                                                                \
+	{"layers", required_argument, NULL, DIAG_OPT_LAYERS},                                                 \
+	{"rank", required_argument, NULL, DIAG_OPT_RANK},                                                     \
+	{"threshold", required_argument, NULL, DIAG_OPT_THRESHOLD},                                           \
+	{"disable", required_argument, NULL, DIAG_OPT_DISABLE},                                               \
+	{"prefetch", required_argument, NULL, DIAG_OPT_PREFETCH},                                             \
+	{"param-dtype", required_argument, NULL, DIAG_OPT_PARAM_DTYPE},                                       \
+	{"grad-dtype", required_argument, NULL, DIAG_OPT_GRAD_DTYPE},                                         \
+	{"master-dtype", required_argument, NULL, DIAG_OPT_MASTER_DTYPE},                                     \
+	{"optimizer", required_argument, NULL, DIAG_OPT_OPTIMIZER},                                           \
+	{"gpu-mem", required_argument, NULL, DIAG_OPT_GPU_MEM},                                               \
+	{"warmup-steps", required_argument, NULL, DIAG_OPT_WARMUP},                                           \
+	{"step-ranges", required_argument, NULL, DIAG_OPT_STEP_RANGES},                                       \
+	{"compute-ranges", required_argument, NULL, DIAG_OPT_COMPUTE_RANGES},                                 \
+	{"host-timing", no_argument, NULL, DIAG_OPT_HOST_TIMING},                                             \
+	{"peak-flops", required_argument, NULL, DIAG_OPT_PEAK_FLOPS},                                         \
+	{"flops-per-step", required_argument, NULL, DIAG_OPT_FLOPS_PER_STEP},                                 \
+	{"tokens-per-step", required_argument, NULL, DIAG_OPT_TOKENS_PER_STEP},                               \
+	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS}
+
+/* The help text of the shared flags (OPTIONS section lines), a string
+ * literal so that each command's static help text can include it. */
+#define DIAGNOSIS_OPTIONS_HELP \
+	"  Analysis\n" \
+	"    --layers L             the model has L repeating units (transformer blocks): overrides the\n" \
+	"                           inference, and enables the gather-count-mismatch rule\n" \
+	"    --rank R               rank whose figures are the headline ones (default: the lowest)\n" \
+	"    --warmup-steps N       steps to skip at the start (default: detected)\n" \
+	"    --step-ranges PATS     NVTX ranges that mark a step, domain:name globs, comma separated\n" \
+	"                           (default \"" ANALYSIS_DEFAULT_STEP_RANGES "\")\n" \
+	"    --compute-ranges PATS  NVTX ranges that count as compute in host timing; a leading '-'\n" \
+	"                           excludes, later patterns win\n" \
+	"                           (default \"" ANALYSIS_DEFAULT_COMPUTE_RANGES "\")\n" \
+	"    --host-timing          measure exposure from host timing even when GPU intervals exist\n" \
+	"    --exposed-min-ns NS    exposure below NS per gather counts as hidden (default 1000)\n" \
+	"  Ledger and MFU\n" \
+	"    --prefetch N           units gathered ahead (default 1)\n" \
+	"    --param-dtype T        dtype parameters are gathered and computed in: bf16 (default), fp16,\n" \
+	"                           fp32, fp8; fp32 also tells fp32-gather that fp32 compute is meant\n" \
+	"    --grad-dtype T         dtype of the gradient shard (default bf16)\n" \
+	"    --master-dtype T       dtype of the master weights, or none (default fp32)\n" \
+	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n" \
+	"    --gpu-mem SIZE         memory of one GPU, e.g. 80G: the ledger's headroom\n" \
+	"    --peak-flops F         peak FLOP/s of one GPU, e.g. 989e12: MFU\n" \
+	"    --flops-per-step F     model FLOPs of one step, all ranks\n" \
+	"    --tokens-per-step T    tokens of one step, all ranks (FLOPs = 6 P T)\n" \
+	"  Rules\n" \
+	"    --threshold NAME=VALUE set a rule threshold (repeatable; see THRESHOLDS); VALUE takes\n" \
+	"                           %, k/M/G (1000s) and Ki/Mi/Gi (1024s) suffixes\n" \
+	"    --disable RULE         do not run RULE (repeatable)\n"
+
+struct diagnosis_flags {
+	struct analysis_options analysis;
+	struct rule_config rules;
+};
+
+/* diagnosis_flags_init - analysis defaults, rule defaults. */
+void diagnosis_flags_init(struct diagnosis_flags *f);
+
+/*
+ * diagnosis_option - apply one shared option (opt from getopt_long, arg its
+ * argument). Returns 0 when applied, 1 when opt is not a shared option, -1
+ * when the value is bad (a message naming the flag was printed on stderr,
+ * prefixed with cmd).
+ */
+int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const char *cmd);
+
+/*
+ * dtype_bytes_parse - bytes per element of "bf16", "fp16", "fp32", "fp8",
+ * or "none" (0: no such copy, for --master-dtype none). Returns 0 or -EINVAL.
+ */
+int dtype_bytes_parse(const char *text, double *out);
+
+/*
+ * optimizer_bytes_parse - optimizer state bytes per parameter: "adam" /
+ * "adamw" 8 (fp32 m and v), "sgd-momentum" / "momentum" 4, "sgd" / "none"
+ * 0, or a plain number of bytes. Returns 0 or -EINVAL.
+ */
+int optimizer_bytes_parse(const char *text, double *out);
+
+/* The outcome of one diagnosis. */
+struct diagnosis {
+	struct analysis_result *result; /* owned */
+	findings_t *findings;           /* owned */
+	const char *trace_path;         /* borrowed */
+	char damage[256];               /* "" or where and why the trace stopped being readable */
+};
+
+/*
+ * diagnosis_run - analyse the trace at path with f, then run the rules.
+ * On success (0) *d holds the result and the findings (diagnosis_free);
+ * a trace damaged part way is analysed up to the damage and d->damage says
+ * where. On failure returns a negative errno / FSS_E_* and writes the
+ * reason (what and where) into err.
+ */
+int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
+		  size_t errlen);
+
+/* diagnosis_free - release what diagnosis_run made (idempotent). */
+void diagnosis_free(struct diagnosis *d);
+
+/* diagnosis_print_json - the whole report as one JSON document
+ * ("fsdpscope.report/1"), followed by a newline. */
+void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rule_config *rules);
+
+/* diagnosis_print_ledger_json - the planning calculator's result as one
+ * JSON document: {"schema": "fsdpscope.ledger/1", "ledger": {...}} with the
+ * ledger object of the report schema. */
+void diagnosis_print_ledger_json(FILE *out, const struct analysis_ledger *l);
+
+/* diagnosis_print_report - the whole report as text, findings last. */
+void diagnosis_print_report(FILE *out, const struct diagnosis *d);
+
+/*
+ * diagnosis_print_findings - one block per finding: severity, id, title,
+ * message, evidence, explanation (when explain), fixes (all frameworks, or
+ * FSDP2 only when fsdp2_only), then a one-line tally.
+ */
+void diagnosis_print_findings(FILE *out, const findings_t *list, int explain, int fsdp2_only);
+
+/* diagnosis_print_tally - "1 error, 2 warnings, 1 info" (no newline). */
+void diagnosis_print_tally(FILE *out, const findings_t *list);
+
+#endif

@@ -1,0 +1,469 @@
+/*
+ * report_json.c - the diagnosis as one JSON document, schema
+ * "fsdpscope.report/1" (docs/report-schema.md, docs/report-schema.json).
+ *
+ * Keys are only ever added within a schema version; a removal or a change
+ * of meaning is a new version. Unknown values are null, never a sentinel
+ * number: a ratio that could not be computed, a rank that does not exist.
+ */
+#include "cli/diagnosis.h"
+#include "cli/json.h"
+
+#include "common/record.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A pretty-printing writer: two-space indent, one key per line. */
+struct jw {
+	FILE *out;
+	int depth;
+	int first; /* no member written yet at this depth */
+};
+
+static void jw_sep(struct jw *w, const char *key)
+{
+	fputs(w->first ? "\n" : ",\n", w->out);
+	w->first = 0;
+	for (int i = 0; i < w->depth; i++)
+		fputs("  ", w->out);
+	if (key) {
+		json_string(w->out, key, strlen(key));
+		fputs(": ", w->out);
+	}
+}
+
+static void jw_open(struct jw *w, const char *key, char bracket)
+{
+	if (w->depth > 0)
+		jw_sep(w, key);
+	fputc(bracket, w->out);
+	w->depth++;
+	w->first = 1;
+}
+
+static void jw_close(struct jw *w, char bracket)
+{
+	w->depth--;
+	if (!w->first) {
+		fputc('\n', w->out);
+		for (int i = 0; i < w->depth; i++)
+			fputs("  ", w->out);
+	}
+	fputc(bracket, w->out);
+	w->first = 0;
+}
+
+static void jw_u64(struct jw *w, const char *key, uint64_t v)
+{
+	jw_sep(w, key);
+	fprintf(w->out, "%" PRIu64, v);
+}
+
+static void jw_i64(struct jw *w, const char *key, int64_t v)
+{
+	jw_sep(w, key);
+	fprintf(w->out, "%" PRId64, v);
+}
+
+static void jw_null(struct jw *w, const char *key)
+{
+	jw_sep(w, key);
+	fputs("null", w->out);
+}
+
+static void jw_bool(struct jw *w, const char *key, int v)
+{
+	jw_sep(w, key);
+	fputs(v ? "true" : "false", w->out);
+}
+
+/* jw_num - a double; null when not finite (JSON has no NaN). */
+static void jw_num(struct jw *w, const char *key, double v)
+{
+	jw_sep(w, key);
+	if (isfinite(v))
+		fprintf(w->out, "%.10g", v);
+	else
+		fputs("null", w->out);
+}
+
+/* jw_ratio - a ratio the analysis may not know (negative): null then. */
+static void jw_ratio(struct jw *w, const char *key, double v)
+{
+	if (v < 0)
+		jw_null(w, key);
+	else
+		jw_num(w, key, v);
+}
+
+/* jw_str - a string; NULL prints null. */
+static void jw_str(struct jw *w, const char *key, const char *s)
+{
+	jw_sep(w, key);
+	if (s)
+		json_string(w->out, s, strlen(s));
+	else
+		fputs("null", w->out);
+}
+
+/* jw_name - a name field that is "" when unknown: null then. */
+static void jw_name(struct jw *w, const char *key, const char *s)
+{
+	jw_str(w, key, s && s[0] ? s : NULL);
+}
+
+static void jw_dtypes(struct jw *w, const char *key, uint32_t bits)
+{
+	jw_open(w, key, '[');
+	for (unsigned d = 0; d < FSS_DTYPE_MAX; d++)
+		if (bits & (1u << d))
+			jw_str(w, NULL, record_dtype_name((uint8_t)d));
+	jw_close(w, ']');
+}
+
+static void write_counts(struct jw *w, const char *key, const struct analysis_step_counts *s)
+{
+	jw_open(w, key, '{');
+	jw_u64(w, "allgathers", s->allgathers);
+	jw_u64(w, "forward_allgathers", s->forward_allgathers);
+	jw_u64(w, "backward_allgathers", s->backward_allgathers);
+	jw_u64(w, "allgather_calls", s->allgather_calls);
+	jw_u64(w, "reduce_scatters", s->reduce_scatters);
+	jw_u64(w, "reduce_scatter_calls", s->reduce_scatter_calls);
+	jw_u64(w, "allreduces", s->allreduces);
+	jw_u64(w, "allreduce_calls", s->allreduce_calls);
+	jw_u64(w, "other", s->other);
+	jw_close(w, '}');
+}
+
+static void write_units(struct jw *w, const struct analysis_units *u)
+{
+	jw_open(w, "units", '{');
+	jw_u64(w, "repeating_units", u->repeating_units);
+	jw_u64(w, "gathers_per_unit", u->gathers_per_unit);
+	jw_u64(w, "root_gathers", u->root_gathers);
+	jw_u64(w, "leading_gathers", u->leading_gathers);
+	jw_u64(w, "trailing_gathers", u->trailing_gathers);
+	jw_u64(w, "motif_start", u->motif_start);
+	jw_u64(w, "forward_units", u->forward_units);
+	jw_bool(w, "layers_given", u->layers_given);
+	jw_u64(w, "largest_unit_params", u->largest_unit_params);
+	jw_u64(w, "total_params", u->total_params);
+	jw_u64(w, "repeating_unit_params", u->repeating_unit_params);
+	jw_u64(w, "root_params", u->root_params);
+	jw_u64(w, "shard_ranks", u->shard_ranks);
+	jw_name(w, "repeating_unit_name", u->repeating_unit_name);
+	jw_name(w, "largest_unit_name", u->largest_unit_name);
+	jw_close(w, '}');
+}
+
+static void write_reshard(struct jw *w, const struct analysis_reshard_info *r)
+{
+	jw_open(w, "reshard", '{');
+	jw_u64(w, "units", r->units);
+	jw_u64(w, "resharded_units", r->resharded_units);
+	jw_u64(w, "retained_units", r->retained_units);
+	jw_u64(w, "group_units", r->group_units);
+	if (r->policy == ANALYSIS_RESHARD_GROUP || r->group_units)
+		jw_u64(w, "group_size", r->group_size);
+	else
+		jw_null(w, "group_size");
+	jw_bool(w, "root_resharded", r->root_resharded);
+	jw_u64(w, "unmatched_backward", r->unmatched_backward);
+	jw_u64(w, "regather_bytes_per_step", r->regather_bytes_per_step);
+	jw_u64(w, "retain_extra_bytes", r->retain_extra_bytes);
+	jw_u64(w, "reshard_extra_gathers", r->reshard_extra_gathers);
+	jw_u64(w, "reshard_extra_wire_bytes", r->reshard_extra_wire_bytes);
+	jw_close(w, '}');
+}
+
+static void write_exposure(struct jw *w, const struct analysis_result *a)
+{
+	const struct analysis_exposure *e = &a->exposure;
+
+	jw_open(w, "exposure", '{');
+	jw_str(w, "source", analysis_exposure_source_name(e->source));
+	jw_u64(w, "allgather_ns_per_step", e->allgather_ns_per_step);
+	jw_u64(w, "exposed_allgather_ns_per_step", e->exposed_allgather_ns_per_step);
+	jw_ratio(w, "exposed_fraction", e->exposed_fraction);
+	jw_u64(w, "forward_exposed_ns_per_step", e->forward_exposed_ns_per_step);
+	jw_u64(w, "backward_exposed_ns_per_step", e->backward_exposed_ns_per_step);
+	jw_u64(w, "reduce_scatter_ns_per_step", e->reduce_scatter_ns_per_step);
+	jw_u64(w, "exposed_reduce_scatter_ns_per_step", e->exposed_reduce_scatter_ns_per_step);
+	jw_u64(w, "allreduce_ns_per_step", e->allreduce_ns_per_step);
+	jw_u64(w, "exposed_allreduce_ns_per_step", e->exposed_allreduce_ns_per_step);
+	jw_u64(w, "exposed_gathers", e->exposed_gathers);
+	jw_open(w, "causes", '{');
+	for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
+		jw_open(w, analysis_cause_name(c), '{');
+		jw_u64(w, "gathers", e->cause_gathers[c]);
+		jw_u64(w, "ns", e->cause_ns[c]);
+		jw_close(w, '}');
+	}
+	jw_close(w, '}');
+	jw_open(w, "gathers", '[');
+	for (uint32_t i = 0; i < a->ngathers; i++) {
+		const struct analysis_gather *g = &a->gathers[i];
+
+		jw_open(w, NULL, '{');
+		jw_u64(w, "index", g->index);
+		jw_str(w, "phase", analysis_phase_name(g->phase));
+		jw_i64(w, "unit", g->unit);
+		jw_i64(w, "repeat", g->repeat);
+		jw_i64(w, "motif_pos", g->motif_pos);
+		jw_name(w, "name", g->name);
+		jw_str(w, "dtype", record_dtype_name(g->dtype));
+		jw_i64(w, "nranks", g->nranks);
+		jw_u64(w, "calls", g->calls);
+		jw_u64(w, "bytes", g->bytes);
+		jw_u64(w, "elements", g->elements);
+		jw_u64(w, "duration_ns", g->duration_ns);
+		jw_u64(w, "exposed_ns", g->exposed_ns);
+		jw_u64(w, "hide_ns", g->hide_ns);
+		jw_str(w, "cause", analysis_cause_name(g->cause));
+		if (g->slowest_rank >= 0)
+			jw_i64(w, "slowest_rank", g->slowest_rank);
+		else
+			jw_null(w, "slowest_rank");
+		jw_u64(w, "skew_ns", g->skew_ns);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+}
+
+static void write_ledger(struct jw *w, const struct analysis_ledger *l)
+{
+	jw_open(w, "ledger", '{');
+	jw_u64(w, "params", l->params);
+	jw_u64(w, "ranks", l->ranks);
+	jw_u64(w, "prefetch", l->prefetch);
+	jw_u64(w, "largest_unit_params", l->largest_unit_params);
+	jw_u64(w, "units", l->units);
+	jw_num(w, "param_bytes", l->param_bytes);
+	jw_num(w, "grad_bytes", l->grad_bytes);
+	jw_num(w, "master_bytes", l->master_bytes);
+	jw_num(w, "optimizer_bytes", l->optimizer_bytes);
+	jw_u64(w, "persistent_bytes_per_rank", l->persistent_bytes_per_rank);
+	jw_u64(w, "transient_bytes_per_rank", l->transient_bytes_per_rank);
+	jw_u64(w, "peak_state_bytes_per_rank", l->peak_state_bytes_per_rank);
+	if (l->gpu_mem_bytes) {
+		jw_u64(w, "gpu_mem_bytes", l->gpu_mem_bytes);
+		jw_i64(w, "headroom_bytes", l->headroom_bytes);
+	} else {
+		jw_null(w, "gpu_mem_bytes");
+		jw_null(w, "headroom_bytes");
+	}
+	jw_u64(w, "wire_bytes_per_step", l->wire_bytes_per_step);
+	jw_u64(w, "model_wire_bytes_per_step", l->model_wire_bytes_per_step);
+	jw_u64(w, "ddp_wire_bytes_per_step", l->ddp_wire_bytes_per_step);
+	jw_u64(w, "ddp_persistent_bytes_per_rank", l->ddp_persistent_bytes_per_rank);
+	jw_u64(w, "whole_model_transient_bytes", l->whole_model_transient_bytes);
+	jw_close(w, '}');
+}
+
+static void write_findings(struct jw *w, const findings_t *list)
+{
+	jw_open(w, "findings", '[');
+	for (size_t i = 0; i < findings_count(list); i++) {
+		const struct finding *f = findings_get(list, i);
+
+		jw_open(w, NULL, '{');
+		jw_str(w, "rule", f->rule->id);
+		jw_str(w, "title", f->rule->title);
+		jw_str(w, "severity", rule_severity_name(f->severity));
+		jw_str(w, "message", f->message);
+		jw_str(w, "evidence", f->evidence);
+		jw_str(w, "explanation", f->rule->explanation);
+		jw_open(w, "fix", '{');
+		jw_str(w, "fsdp2", f->fix_fsdp2);
+		jw_str(w, "fsdp1", f->fix_fsdp1);
+		jw_str(w, "deepspeed", f->fix_deepspeed);
+		jw_close(w, '}');
+		jw_open(w, "metrics", '{');
+		for (size_t m = 0; m < f->nmetrics; m++)
+			jw_num(w, f->metrics[m].name, f->metrics[m].value);
+		jw_close(w, '}');
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
+static void write_per_rank(struct jw *w, const struct analysis_result *a)
+{
+	jw_open(w, "per_rank", '[');
+	for (uint32_t i = 0; i < a->nper_rank; i++) {
+		const struct analysis_rank *r = &a->per_rank[i];
+
+		jw_open(w, NULL, '{');
+		jw_i64(w, "rank", r->rank);
+		jw_u64(w, "source", r->source);
+		jw_u64(w, "pid", r->pid);
+		jw_u64(w, "steps_analyzed", r->steps_analyzed);
+		write_counts(w, "per_step", &r->per_step);
+		jw_u64(w, "step_ns", r->step_ns);
+		jw_u64(w, "allgather_ns_per_step", r->allgather_ns);
+		jw_u64(w, "exposed_allgather_ns_per_step", r->exposed_allgather_ns);
+		jw_u64(w, "compute_ns_per_step", r->compute_ns);
+		jw_u64(w, "last_arrivals", r->last_arrivals);
+		jw_u64(w, "matched_collectives", r->matched_collectives);
+		jw_u64(w, "late_ns_per_step", r->late_ns_per_step);
+		jw_u64(w, "dropped_records", r->dropped_records);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
+static void write_options(struct jw *w, const struct analysis_options *o, const struct rule_config *rules)
+{
+	size_t n;
+	const struct rule_threshold_def *t = rule_thresholds(&n);
+
+	jw_open(w, "options", '{');
+	if (o->layers > 0)
+		jw_i64(w, "layers", o->layers);
+	else
+		jw_null(w, "layers");
+	jw_i64(w, "rank", o->rank);
+	jw_i64(w, "prefetch", o->prefetch);
+	jw_i64(w, "warmup_steps", o->warmup_steps);
+	jw_num(w, "param_bytes", o->param_bytes);
+	jw_num(w, "grad_bytes", o->grad_bytes);
+	jw_num(w, "master_bytes", o->master_bytes);
+	jw_num(w, "optimizer_bytes", o->optimizer_bytes);
+	jw_str(w, "step_ranges", o->step_ranges ? o->step_ranges : ANALYSIS_DEFAULT_STEP_RANGES);
+	jw_str(w, "compute_ranges", o->compute_ranges ? o->compute_ranges : ANALYSIS_DEFAULT_COMPUTE_RANGES);
+	jw_bool(w, "host_timing", o->force_host_timing);
+	jw_u64(w, "exposed_min_ns", o->exposed_min_ns);
+	jw_num(w, "peak_flops", o->peak_flops);
+	jw_num(w, "flops_per_step", o->flops_per_step);
+	jw_num(w, "tokens_per_step", o->tokens_per_step);
+	jw_u64(w, "gpu_mem_bytes", o->gpu_mem_bytes);
+	jw_open(w, "thresholds", '{');
+	for (size_t i = 0; i < n; i++)
+		jw_num(w, t[i].name, rules ? rules->threshold[i] : t[i].default_value);
+	jw_close(w, '}');
+	jw_close(w, '}');
+}
+
+void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rule_config *rules)
+{
+	const struct analysis_result *a = d->result;
+	struct jw w = {.out = out, .depth = 0, .first = 1};
+	char policy[32];
+	size_t sev[3] = {0, 0, 0};
+
+	jw_open(&w, NULL, '{');
+	jw_str(&w, "schema", ANALYSIS_SCHEMA);
+	jw_open(&w, "tool", '{');
+	jw_str(&w, "name", "fsdpscope");
+#ifdef FSS_VERSION
+	jw_str(&w, "version", FSS_VERSION);
+#else
+	jw_null(&w, "version");
+#endif
+	jw_close(&w, '}');
+	jw_open(&w, "trace", '{');
+	jw_str(&w, "path", d->trace_path);
+	jw_u64(&w, "records", a->trace.records);
+	jw_u64(&w, "collectives", a->trace.collectives);
+	jw_u64(&w, "gpu_intervals", a->trace.gpu_intervals);
+	jw_u64(&w, "nvtx_ranges", a->trace.nvtx_ranges);
+	jw_u64(&w, "dropped_records", a->trace.dropped_records);
+	jw_u64(&w, "sources", a->trace.sources);
+	jw_bool(&w, "truncated", a->trace.truncated);
+	jw_str(&w, "damage", d->damage[0] ? d->damage : NULL);
+	jw_bool(&w, "has_cupti", a->trace.has_cupti);
+	jw_bool(&w, "has_nvtx", a->trace.has_nvtx);
+	jw_close(&w, '}');
+	jw_u64(&w, "ranks", a->ranks);
+	jw_i64(&w, "world_size", a->world_size);
+	jw_i64(&w, "headline_rank", a->headline_rank);
+	jw_u64(&w, "steps_analyzed", a->steps_analyzed);
+	jw_u64(&w, "steps_seen", a->steps_seen);
+	jw_u64(&w, "warmup_steps", a->warmup_steps);
+	jw_u64(&w, "irregular_steps", a->irregular_steps);
+	jw_u64(&w, "step_period", a->step_period);
+	jw_str(&w, "step_detection", analysis_step_detection_name(a->step_detection));
+	jw_name(&w, "step_range_name", a->step_range_name);
+	jw_u64(&w, "step_ns", a->step_ns);
+	write_counts(&w, "per_step", &a->per_step);
+	write_units(&w, &a->units);
+	jw_str(&w, "reshard_after_forward", analysis_reshard_format(&a->reshard, policy, sizeof(policy)));
+	write_reshard(&w, &a->reshard);
+	write_exposure(&w, a);
+	write_ledger(&w, &a->ledger);
+
+	jw_open(&w, "breakdown", '{');
+	jw_u64(&w, "step_ns", a->breakdown.step_ns);
+	jw_u64(&w, "compute_ns", a->breakdown.compute_ns);
+	jw_u64(&w, "exposed_comm_ns", a->breakdown.exposed_comm_ns);
+	jw_u64(&w, "idle_ns", a->breakdown.idle_ns);
+	if (a->breakdown.flops_per_step > 0) {
+		jw_num(&w, "flops_per_step", a->breakdown.flops_per_step);
+		jw_num(&w, "achieved_flops", a->breakdown.achieved_flops);
+	} else {
+		jw_null(&w, "flops_per_step");
+		jw_null(&w, "achieved_flops");
+	}
+	jw_ratio(&w, "mfu", a->breakdown.mfu);
+	jw_close(&w, '}');
+
+	jw_open(&w, "spread", '{');
+	jw_u64(&w, "ranks", a->spread.ranks);
+	if (a->spread.slowest_rank >= 0)
+		jw_i64(&w, "slowest_rank", a->spread.slowest_rank);
+	else
+		jw_null(&w, "slowest_rank");
+	jw_ratio(&w, "slowest_rank_fraction", a->spread.slowest_rank_fraction);
+	jw_u64(&w, "skew_ns_per_step", a->spread.skew_ns_per_step);
+	jw_u64(&w, "max_skew_ns", a->spread.max_skew_ns);
+	jw_u64(&w, "step_ns_min", a->spread.step_ns_min);
+	jw_u64(&w, "step_ns_max", a->spread.step_ns_max);
+	jw_u64(&w, "exposed_ns_min", a->spread.exposed_ns_min);
+	jw_u64(&w, "exposed_ns_max", a->spread.exposed_ns_max);
+	jw_close(&w, '}');
+
+	jw_open(&w, "sizes", '{');
+	jw_dtypes(&w, "allgather_dtypes", a->sizes.allgather_dtypes);
+	jw_dtypes(&w, "reduce_scatter_dtypes", a->sizes.reduce_scatter_dtypes);
+	jw_dtypes(&w, "allreduce_dtypes", a->sizes.allreduce_dtypes);
+	jw_u64(&w, "allgather_bytes_min", a->sizes.allgather_bytes_min);
+	jw_u64(&w, "allgather_bytes_median", a->sizes.allgather_bytes_median);
+	jw_u64(&w, "allgather_bytes_max", a->sizes.allgather_bytes_max);
+	jw_u64(&w, "reduce_scatter_bytes_min", a->sizes.reduce_scatter_bytes_min);
+	jw_u64(&w, "reduce_scatter_bytes_median", a->sizes.reduce_scatter_bytes_median);
+	jw_u64(&w, "reduce_scatter_bytes_max", a->sizes.reduce_scatter_bytes_max);
+	jw_close(&w, '}');
+
+	write_findings(&w, d->findings);
+	for (size_t i = 0; i < findings_count(d->findings); i++)
+		sev[findings_get(d->findings, i)->severity]++;
+	jw_open(&w, "findings_count", '{');
+	jw_u64(&w, "error", sev[RULE_ERROR]);
+	jw_u64(&w, "warning", sev[RULE_WARNING]);
+	jw_u64(&w, "info", sev[RULE_INFO]);
+	jw_close(&w, '}');
+	write_per_rank(&w, a);
+	write_options(&w, &a->options, rules);
+	jw_open(&w, "notes", '[');
+	for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)
+		jw_str(&w, NULL, a->notes[i]);
+	jw_close(&w, ']');
+	jw_close(&w, '}');
+	fputc('\n', out);
+}
+
+void diagnosis_print_ledger_json(FILE *out, const struct analysis_ledger *l)
+{
+	struct jw w = {.out = out, .depth = 0, .first = 1};
+
+	jw_open(&w, NULL, '{');
+	jw_str(&w, "schema", "fsdpscope.ledger/1");
+	write_ledger(&w, l);
+	jw_close(&w, '}');
+	fputc('\n', out);
+}

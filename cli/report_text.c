@@ -1,0 +1,276 @@
+/*
+ * report_text.c - the diagnosis as text: the report's sections and the
+ * findings' blocks (lint, report, the summary after `fsdpscope run`).
+ */
+#include "cli/diagnosis.h"
+
+#include "common/record.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* indent_lines - text with each line prefixed by `indent`. */
+static void indent_lines(FILE *out, const char *indent, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+		fprintf(out, "%s%.*s\n", indent, (int)len, p);
+		p += len + (nl ? 1 : 0);
+	}
+}
+
+/* wrap - a paragraph folded at `width` columns after `indent`. */
+static void wrap(FILE *out, const char *indent, const char *text, size_t width)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t len = strlen(p), cut = len;
+
+		if (len > width) {
+			cut = width;
+			while (cut > 0 && p[cut] != ' ')
+				cut--;
+			if (cut == 0)
+				cut = width;
+		}
+		fprintf(out, "%s%.*s\n", indent, (int)cut, p);
+		p += cut;
+		while (*p == ' ')
+			p++;
+	}
+}
+
+void diagnosis_print_tally(FILE *out, const findings_t *list)
+{
+	size_t n[3] = {0, 0, 0};
+
+	for (size_t i = 0; i < findings_count(list); i++)
+		n[findings_get(list, i)->severity]++;
+	fprintf(out, "%zu error%s, %zu warning%s, %zu info", n[RULE_ERROR], n[RULE_ERROR] == 1 ? "" : "s",
+		n[RULE_WARNING], n[RULE_WARNING] == 1 ? "" : "s", n[RULE_INFO]);
+}
+
+void diagnosis_print_findings(FILE *out, const findings_t *list, int explain, int fsdp2_only)
+{
+	for (size_t i = 0; i < findings_count(list); i++) {
+		const struct finding *f = findings_get(list, i);
+
+		fprintf(out, "%s%s %s: %s\n", i ? "\n" : "", rule_severity_name(f->severity), f->rule->id,
+			f->rule->title);
+		wrap(out, "  ", f->message, 78);
+		fprintf(out, "  evidence:\n");
+		indent_lines(out, "    ", f->evidence);
+		if (explain) {
+			fprintf(out, "  why:\n");
+			wrap(out, "    ", f->rule->explanation, 76);
+		}
+		fprintf(out, "  fix (PyTorch FSDP2):\n");
+		indent_lines(out, "    ", f->fix_fsdp2);
+		if (fsdp2_only)
+			continue;
+		if (f->fix_fsdp1) {
+			fprintf(out, "  fix (PyTorch FSDP1):\n");
+			indent_lines(out, "    ", f->fix_fsdp1);
+		}
+		if (f->fix_deepspeed) {
+			fprintf(out, "  fix (DeepSpeed ZeRO-3):\n");
+			indent_lines(out, "    ", f->fix_deepspeed);
+		}
+	}
+}
+
+static const char *dtype_list(uint32_t bits, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (unsigned d = 0; d < FSS_DTYPE_MAX; d++)
+		if (bits & (1u << d))
+			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "", record_dtype_name((uint8_t)d));
+	if (!buf[0])
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+static void print_overview(FILE *out, const struct diagnosis *d)
+{
+	const struct analysis_result *a = d->result;
+	const struct analysis_step_counts *s = &a->per_step;
+	const struct analysis_units *u = &a->units;
+	const struct analysis_exposure *e = &a->exposure;
+	const struct analysis_breakdown *b = &a->breakdown;
+	char b1[32], b2[32], b3[32], b4[32], policy[32];
+
+	fprintf(out, "fsdpscope report: %s\n\n", d->trace_path);
+	fprintf(out, "trace       %u rank%s (largest communicator %d), headline rank %d; %" PRIu64 " records, %" PRIu64
+		     " collectives, %" PRIu64 " GPU intervals, %" PRIu64 " NVTX ranges, %" PRIu64 " dropped\n",
+		a->ranks, a->ranks == 1 ? "" : "s", a->world_size, a->headline_rank, a->trace.records,
+		a->trace.collectives, a->trace.gpu_intervals, a->trace.nvtx_ranges, a->trace.dropped_records);
+	fprintf(out, "steps       %u analysed of %u seen (%u warm-up, %u irregular), found by %s%s%s%s; step %s\n",
+		a->steps_analyzed, a->steps_seen, a->warmup_steps, a->irregular_steps,
+		analysis_step_detection_name(a->step_detection), a->step_range_name[0] ? " (e.g. \"" : "",
+		a->step_range_name, a->step_range_name[0] ? "\")" : "", rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
+	if (a->steps_analyzed == 0) {
+		fprintf(out, "\nNo step could be analysed: the sections below are empty.\n");
+	}
+	fprintf(out, "per step    AllGather %u (%u forward + %u backward; %u calls), ReduceScatter %u, AllReduce %u, "
+		     "other %u\n",
+		s->allgathers, s->forward_allgathers, s->backward_allgathers, s->allgather_calls, s->reduce_scatters,
+		s->allreduces, s->other);
+	fprintf(out, "units       %u repeating unit%s x %u gather%s + %u root gather%s (%u leading, %u trailing)%s%s%s%s\n",
+		u->repeating_units, u->repeating_units == 1 ? "" : "s", u->gathers_per_unit,
+		u->gathers_per_unit == 1 ? "" : "s", u->root_gathers, u->root_gathers == 1 ? "" : "s",
+		u->leading_gathers, u->trailing_gathers, u->layers_given ? ", --layers given" : "",
+		u->repeating_unit_name[0] ? ", unit \"" : "", u->repeating_unit_name,
+		u->repeating_unit_name[0] ? "\"" : "");
+	fprintf(out, "            parameters: %s in all, %s per repeating unit, %s in the root, largest gather %s%s%s%s; "
+		     "sharded over %u ranks\n",
+		rule_format_count((double)u->total_params, b1, sizeof(b1)),
+		rule_format_count((double)u->repeating_unit_params, b2, sizeof(b2)),
+		rule_format_count((double)u->root_params, b3, sizeof(b3)),
+		rule_format_count((double)u->largest_unit_params, b4, sizeof(b4)), u->largest_unit_name[0] ? " (\"" : "",
+		u->largest_unit_name, u->largest_unit_name[0] ? "\")" : "", u->shard_ranks);
+	fprintf(out, "reshard     reshard_after_forward=%s (non-root units: %u resharded, %u retained, %u to a group; "
+		     "root %s)\n",
+		analysis_reshard_format(&a->reshard, policy, sizeof(policy)), a->reshard.resharded_units,
+		a->reshard.retained_units, a->reshard.group_units, a->reshard.root_resharded ? "resharded" : "kept");
+	if (e->source == ANALYSIS_EXPOSURE_NONE) {
+		fprintf(out, "exposure    not measured (no GPU intervals and no compute ranges in the trace)\n");
+	} else {
+		fprintf(out, "exposure    from %s timing: AllGather %s per step, exposed %s", analysis_exposure_source_name(e->source),
+			rule_format_ns((double)e->allgather_ns_per_step, b1, sizeof(b1)),
+			rule_format_ns((double)e->exposed_allgather_ns_per_step, b2, sizeof(b2)));
+		if (e->exposed_fraction >= 0)
+			fprintf(out, " (%.1f%%)", 100 * e->exposed_fraction);
+		fprintf(out, "; forward %s, backward %s\n", rule_format_ns((double)e->forward_exposed_ns_per_step, b1, sizeof(b1)),
+			rule_format_ns((double)e->backward_exposed_ns_per_step, b2, sizeof(b2)));
+		fprintf(out, "            ReduceScatter %s (exposed %s), AllReduce %s (exposed %s) per step\n",
+			rule_format_ns((double)e->reduce_scatter_ns_per_step, b1, sizeof(b1)),
+			rule_format_ns((double)e->exposed_reduce_scatter_ns_per_step, b2, sizeof(b2)),
+			rule_format_ns((double)e->allreduce_ns_per_step, b3, sizeof(b3)),
+			rule_format_ns((double)e->exposed_allreduce_ns_per_step, b4, sizeof(b4)));
+		fprintf(out, "            causes (gathers, exposed ns per step):");
+		for (int c = 1; c < ANALYSIS_CAUSE_MAX; c++)
+			fprintf(out, "%s %s %u %s", c > 1 ? "," : "", analysis_cause_name(c), e->cause_gathers[c],
+				rule_format_ns((double)e->cause_ns[c], b1, sizeof(b1)));
+		fprintf(out, "\n");
+	}
+	fprintf(out, "breakdown   step %s = compute %s + exposed communication %s + idle %s",
+		rule_format_ns((double)b->step_ns, b1, sizeof(b1)), rule_format_ns((double)b->compute_ns, b2, sizeof(b2)),
+		rule_format_ns((double)b->exposed_comm_ns, b3, sizeof(b3)), rule_format_ns((double)b->idle_ns, b4, sizeof(b4)));
+	if (b->mfu >= 0)
+		fprintf(out, "; MFU %.1f%% (%.3g FLOP/s achieved)\n", 100 * b->mfu, b->achieved_flops);
+	else
+		fprintf(out, "; MFU: give --peak-flops and --flops-per-step or --tokens-per-step\n");
+}
+
+static void print_ledger(FILE *out, const struct analysis_ledger *l)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	double per_param = l->param_bytes + l->grad_bytes + l->master_bytes + l->optimizer_bytes;
+
+	fprintf(out, "\nMemory ledger (P %s parameters, N %u ranks, U %s, prefetch %u; bytes per rank)\n",
+		rule_format_count((double)l->params, b1, sizeof(b1)), l->ranks,
+		rule_format_count((double)l->largest_unit_params, b2, sizeof(b2)), l->prefetch);
+	fprintf(out, "  persistent   (%g + %g + %g + %g) B x P / N          %s\n", l->param_bytes, l->grad_bytes,
+		l->master_bytes, l->optimizer_bytes, rule_format_bytes((double)l->persistent_bytes_per_rank, b1, sizeof(b1)));
+	fprintf(out, "  transient    %g B x U x (1 + %u)                    %s\n", l->param_bytes, l->prefetch,
+		rule_format_bytes((double)l->transient_bytes_per_rank, b1, sizeof(b1)));
+	fprintf(out, "  peak state   persistent + transient              %s", rule_format_bytes((double)l->peak_state_bytes_per_rank, b1, sizeof(b1)));
+	if (l->gpu_mem_bytes)
+		fprintf(out, "; headroom %s of %s\n", rule_format_bytes((double)l->headroom_bytes, b2, sizeof(b2)),
+			rule_format_bytes((double)l->gpu_mem_bytes, b3, sizeof(b3)));
+	else
+		fprintf(out, " (headroom: give --gpu-mem)\n");
+	fprintf(out, "  wire / step  %s (model 3 P x %g B: %s; DDP 2 P: %s)\n",
+		rule_format_bytes((double)l->wire_bytes_per_step, b1, sizeof(b1)), l->param_bytes,
+		rule_format_bytes((double)l->model_wire_bytes_per_step, b2, sizeof(b2)),
+		rule_format_bytes((double)l->ddp_wire_bytes_per_step, b3, sizeof(b3)));
+	fprintf(out, "  for scale    DDP would hold %g B x P = %s per rank; the whole model as one unit gathers %s\n",
+		per_param, rule_format_bytes((double)l->ddp_persistent_bytes_per_rank, b1, sizeof(b1)),
+		rule_format_bytes((double)l->whole_model_transient_bytes, b4, sizeof(b4)));
+}
+
+static void print_gathers(FILE *out, const struct analysis_result *a)
+{
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
+
+	if (a->ngathers == 0)
+		return;
+	fprintf(out, "\nAllGathers of a typical step (issue order; times are medians over the steps)\n");
+	fprintf(out, "  %4s %-8s %5s %6s %-24s %-8s %5s %10s %10s %9s %9s %9s %s\n", "#", "phase", "unit", "repeat",
+		"name", "dtype", "ranks", "bytes/rank", "gathered", "time", "exposed", "compute", "cause");
+	for (uint32_t i = 0; i < a->ngathers; i++) {
+		const struct analysis_gather *g = &a->gathers[i];
+
+		fprintf(out, "  %4u %-8s %5d %6d %-24.24s %-8s %5d %10s %10s %9s %9s %9s %s\n", g->index,
+			analysis_phase_name(g->phase), g->unit, g->repeat, g->name[0] ? g->name : "-",
+			record_dtype_name(g->dtype), g->nranks, rule_format_bytes((double)g->bytes, b1, sizeof(b1)),
+			rule_format_bytes((double)g->bytes * (g->nranks > 0 ? g->nranks : 1), b2, sizeof(b2)),
+			rule_format_ns((double)g->duration_ns, b3, sizeof(b3)), rule_format_ns((double)g->exposed_ns, b4, sizeof(b4)),
+			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), analysis_cause_name(g->cause));
+	}
+}
+
+static void print_ranks(FILE *out, const struct analysis_result *a)
+{
+	const struct analysis_spread *sp = &a->spread;
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
+
+	fprintf(out, "\nRanks (%u with analysed steps)", sp->ranks);
+	if (sp->slowest_rank >= 0)
+		fprintf(out, ": rank %d entered collectives last most often (%.0f%%); arrival spread %s per step, "
+			     "largest %s",
+			sp->slowest_rank, 100 * sp->slowest_rank_fraction,
+			rule_format_ns((double)sp->skew_ns_per_step, b1, sizeof(b1)),
+			rule_format_ns((double)sp->max_skew_ns, b2, sizeof(b2)));
+	fprintf(out, "\n  %4s %6s %7s %6s %9s %9s %9s %9s %11s %9s %7s\n", "rank", "pid", "steps", "AG", "step", "AG time",
+		"exposed", "compute", "last/match", "late", "dropped");
+	for (uint32_t i = 0; i < a->nper_rank; i++) {
+		const struct analysis_rank *r = &a->per_rank[i];
+		char lm[32];
+
+		snprintf(lm, sizeof(lm), "%u/%u", r->last_arrivals, r->matched_collectives);
+		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %11s %9s %7" PRIu64 "\n", r->rank, r->pid,
+			r->steps_analyzed, r->per_step.allgathers, rule_format_ns((double)r->step_ns, b1, sizeof(b1)),
+			rule_format_ns((double)r->allgather_ns, b2, sizeof(b2)),
+			rule_format_ns((double)r->exposed_allgather_ns, b3, sizeof(b3)),
+			rule_format_ns((double)r->compute_ns, b4, sizeof(b4)), lm,
+			rule_format_ns((double)r->late_ns_per_step, b5, sizeof(b5)), r->dropped_records);
+	}
+}
+
+void diagnosis_print_report(FILE *out, const struct diagnosis *d)
+{
+	const struct analysis_result *a = d->result;
+	const struct analysis_sizes *s = &a->sizes;
+	char b1[32], b2[32], b3[32], b4[32], t1[64], t2[64];
+
+	print_overview(out, d);
+	fprintf(out, "sizes       AllGather per call %s .. %s (median %s per rank, %s), ReduceScatter median %s (%s)\n",
+		rule_format_bytes((double)s->allgather_bytes_min, b1, sizeof(b1)),
+		rule_format_bytes((double)s->allgather_bytes_max, b2, sizeof(b2)),
+		rule_format_bytes((double)s->allgather_bytes_median, b3, sizeof(b3)), dtype_list(s->allgather_dtypes, t1, sizeof(t1)),
+		rule_format_bytes((double)s->reduce_scatter_bytes_median, b4, sizeof(b4)),
+		dtype_list(s->reduce_scatter_dtypes, t2, sizeof(t2)));
+	print_ledger(out, &a->ledger);
+	print_gathers(out, a);
+	print_ranks(out, a);
+	if (a->nnotes) {
+		fprintf(out, "\nNotes\n");
+		for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)
+			fprintf(out, "  - %s\n", a->notes[i]);
+	}
+	if (d->damage[0])
+		fprintf(out, "\nThe trace is damaged: %s; analysed up to there.\n", d->damage);
+	fprintf(out, "\nFindings (");
+	diagnosis_print_tally(out, d->findings);
+	fprintf(out, ")\n\n");
+	if (findings_count(d->findings) == 0)
+		fprintf(out, "none\n");
+	diagnosis_print_findings(out, d->findings, 1, 0);
+}

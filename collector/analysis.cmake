@@ -1,0 +1,17 @@
+# collector/analysis.cmake: the analysis library (steps, units, reshard,
+# exposure, ledger, breakdown, ranks) that rules/, cli/ and tui/ read
+# through collector/analysis.h. Included from collector/CMakeLists.txt.
+add_library(fss_analysis STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/analyze.c
+  ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
+  ${CMAKE_CURRENT_LIST_DIR}/ledger.c
+  ${CMAKE_CURRENT_LIST_DIR}/median.c
+  ${CMAKE_CURRENT_LIST_DIR}/overlap.c
+  ${CMAKE_CURRENT_LIST_DIR}/ranks.c
+  ${CMAKE_CURRENT_LIST_DIR}/reshard.c
+  ${CMAKE_CURRENT_LIST_DIR}/steps.c
+  ${CMAKE_CURRENT_LIST_DIR}/timeline.c
+  ${CMAKE_CURRENT_LIST_DIR}/units.c
+)
+target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
+target_link_libraries(fss_analysis PUBLIC fss_common)

@@ -1,0 +1,373 @@
+/*
+ * analysis.h - the diagnosis of one trace, as plain structs.
+ *
+ * This is the contract between the collector's analysis (the collector/ sources) and
+ * everything that reads it: the lint rules (rules/), `fsdpscope report` and
+ * `lint` (cli/), the dashboard (tui/). Rules read only these structs.
+ *
+ * Stability: fields and enum values are only ever appended (or take over a
+ * reserved slot); nothing is renamed or renumbered. A reader built against an
+ * older analysis.h keeps working.
+ *
+ * Conventions:
+ *  - "per step" figures are medians over the analysed steps of the headline
+ *    rank (options.rank, default rank 0) unless the field says otherwise;
+ *    per_rank[] holds the same figures for every rank;
+ *  - times are nanoseconds, sizes bytes, parameter counts elements;
+ *  - an AllGather *event* is one ncclAllGather call, or all the AllGather
+ *    calls of one ncclGroupStart/End group (PyTorch's coalesced variants):
+ *    counts of gathers are counts of events; `calls` counts the calls;
+ *  - 0 means "not known" for a size or a time unless a field says otherwise;
+ *    ratios that cannot be computed are negative (ANALYSIS_UNKNOWN).
+ *
+ * The result is made by analyze_trace() (collector/analyze.h) and released
+ * with analysis_result_free(). The JSON schema written from it by
+ * `report --json` is docs/report-schema.md ("fsdpscope.report/1").
+ */
+#ifndef FSS_COLLECTOR_ANALYSIS_H
+#define FSS_COLLECTOR_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The report schema these structs fill. */
+#define ANALYSIS_SCHEMA "fsdpscope.report/1"
+/* Module names and range names are cut to this many bytes (NUL included). */
+#define ANALYSIS_NAME_MAX 64
+/* Free-text notes the analysis leaves for the report (what it could not do). */
+#define ANALYSIS_NOTES_MAX 8
+#define ANALYSIS_NOTE_BYTES 160
+/* A ratio (fraction, MFU) that could not be computed. */
+#define ANALYSIS_UNKNOWN (-1.0)
+
+/* How step boundaries were found. */
+enum analysis_step_detection {
+	ANALYSIS_STEPS_NONE = 0,   /* no step found (too few collectives, no repetition) */
+	ANALYSIS_STEPS_NVTX = 1,   /* NVTX step ranges ("step N", "ProfilerStep#N", ...) */
+	ANALYSIS_STEPS_PERIOD = 2, /* the period of the collective signature sequence */
+};
+
+/* Where exposure intervals came from. */
+enum analysis_exposure_source {
+	ANALYSIS_EXPOSURE_NONE = 0,  /* nothing to measure with (no compute signal) */
+	ANALYSIS_EXPOSURE_CUPTI = 1, /* GPU kernel intervals */
+	ANALYSIS_EXPOSURE_HOST = 2,  /* host call intervals and NVTX compute ranges */
+};
+
+/* reshard_after_forward of the non-root units, as the gathers show it. */
+enum analysis_reshard {
+	ANALYSIS_RESHARD_UNKNOWN = 0, /* no step, or no non-root unit */
+	ANALYSIS_RESHARD_TRUE = 1,    /* every non-root unit gathered again for backward */
+	ANALYSIS_RESHARD_FALSE = 2,   /* none gathered again: kept from forward to backward */
+	ANALYSIS_RESHARD_GROUP = 3,   /* gathered again on a smaller communicator (group_size) */
+	ANALYSIS_RESHARD_MIXED = 4,   /* units differ */
+};
+
+enum analysis_phase {
+	ANALYSIS_PHASE_FORWARD = 1,
+	ANALYSIS_PHASE_BACKWARD = 2,
+};
+
+/* Why an AllGather was exposed. Numbered as the report lists them; decided
+ * in the order: first-of-phase, host-late, no-prefetch, bandwidth-bound. */
+enum analysis_cause {
+	ANALYSIS_CAUSE_HIDDEN = 0,          /* not exposed (under options.exposed_min_ns) */
+	ANALYSIS_CAUSE_FIRST_OF_PHASE = 1,  /* first gather of the forward or of the backward:
+	                                       no compute of the phase before it to hide behind */
+	ANALYSIS_CAUSE_NO_PREFETCH = 2,     /* started only after the compute before it had ended:
+	                                       issued when it was needed, not ahead */
+	ANALYSIS_CAUSE_BANDWIDTH_BOUND = 3, /* started while compute ran, but lasted longer than the
+	                                       compute it could hide behind */
+	ANALYSIS_CAUSE_HOST_LATE = 4,       /* (CUPTI) the device was idle waiting for the host: the
+	                                       call was entered after the compute before it had ended
+	                                       and its kernel started right away */
+	ANALYSIS_CAUSE_MAX
+};
+
+/* Defaults of struct analysis_options (analysis_options_init sets them). */
+#define ANALYSIS_DEFAULT_PREFETCH 1
+#define ANALYSIS_DEFAULT_PARAM_BYTES 2.0     /* bf16 parameters */
+#define ANALYSIS_DEFAULT_GRAD_BYTES 2.0      /* bf16 gradients */
+#define ANALYSIS_DEFAULT_MASTER_BYTES 4.0    /* fp32 master weights */
+#define ANALYSIS_DEFAULT_OPTIMIZER_BYTES 8.0 /* Adam: fp32 m and v */
+/* Ranges that mark a step: domain:name glob patterns, comma separated. */
+#define ANALYSIS_DEFAULT_STEP_RANGES "fsdp_ref:step *,*:ProfilerStep#*"
+/* Ranges that count as compute in host timing: later patterns win, a
+ * leading '-' excludes. fsdp_ref's unit and phase ranges, not its step
+ * ranges; PyTorch module ranges (emit_nvtx's "nn.Module: *"). */
+#define ANALYSIS_DEFAULT_COMPUTE_RANGES "fsdp_ref:*,-fsdp_ref:step *,*:nn.Module: *"
+#define ANALYSIS_DEFAULT_EXPOSED_MIN_NS 1000 /* exposure under 1 us is noise: hidden */
+
+/* What the user tells the analysis. Fill with analysis_options_init() and
+ * change what the command line sets. Strings are borrowed, not copied: they
+ * must outlive the analysis call. */
+struct analysis_options {
+	int layers;       /* --layers L: repeating units the model has; 0: infer */
+	int rank;         /* rank of the headline figures; -1: the lowest rank seen */
+	int prefetch;     /* units gathered ahead, for the transient row (default 1) */
+	int warmup_steps; /* steps to leave out at the start (the detected warm-up counts towards
+	                     them); -1: only the detected warm-up (default) */
+	double param_bytes;     /* bytes per parameter as gathered and computed (bf16: 2) */
+	double grad_bytes;      /* bytes per gradient element kept (bf16: 2) */
+	double master_bytes;    /* bytes per fp32 master weight (4; 0 without master copy) */
+	double optimizer_bytes; /* optimizer state bytes per parameter (Adam: 8, SGD+momentum: 4) */
+	int param_bytes_from_trace; /* 1: param_bytes from the gathers' dtype when seen (default 0) */
+	const char *step_ranges;    /* NULL: ANALYSIS_DEFAULT_STEP_RANGES; "": none (steps from the period) */
+	const char *compute_ranges; /* NULL: ANALYSIS_DEFAULT_COMPUTE_RANGES; "": none */
+	int force_host_timing;      /* 1: measure exposure from host timing even with CUPTI */
+	uint64_t exposed_min_ns;    /* exposure below this is "hidden" (default 1000) */
+	double peak_flops;          /* peak FLOP/s of one GPU (or rank); 0: unknown, no MFU */
+	double flops_per_step;      /* model FLOPs of one step, all ranks together; 0: unknown */
+	double tokens_per_step;     /* tokens of one step, all ranks: FLOPs = 6 P tokens; 0: unknown */
+	uint64_t gpu_mem_bytes;     /* memory of one GPU for the ledger's headroom; 0: unknown */
+};
+
+/* Collective counts of one step. */
+struct analysis_step_counts {
+	uint32_t allgathers;          /* AllGather events (a group counts once) */
+	uint32_t forward_allgathers;  /* events of the forward */
+	uint32_t backward_allgathers; /* events of the backward (re-gathers) */
+	uint32_t allgather_calls;     /* individual ncclAllGather calls */
+	uint32_t reduce_scatters;     /* ReduceScatter events */
+	uint32_t reduce_scatter_calls;
+	uint32_t allreduces;          /* AllReduce events (HSDP replica reduction, loss, ...) */
+	uint32_t allreduce_calls;
+	uint32_t other;               /* broadcast, send/recv, ... events */
+	uint32_t reserved;
+};
+
+/* Repeating units: the forward gathers of a step are root gathers plus a
+ * motif of gathers_per_unit gathers repeated repeating_units times. */
+struct analysis_units {
+	uint32_t repeating_units;  /* L: copies of the motif */
+	uint32_t gathers_per_unit; /* k: gathers in one copy (1 = wrapped per block; 8 = per Linear in fsdp_ref) */
+	uint32_t root_gathers;     /* forward gathers outside the repeat (leading + trailing) */
+	uint32_t leading_gathers;  /* of those, before the repeat (the root, embeddings) */
+	uint32_t trailing_gathers; /* of those, after the repeat (final norm, head) */
+	uint32_t motif_start;      /* index of the repeat's first gather among the forward gathers */
+	uint32_t forward_units;    /* FSDP units seen = forward gather events */
+	int layers_given;          /* 1: repeating_units is the user's --layers */
+	uint64_t largest_unit_params;    /* U: elements of the largest forward gather (one unit) */
+	uint64_t total_params;           /* P: elements gathered over the forward (count x nranks, summed) */
+	uint64_t repeating_unit_params;  /* elements of one copy of the motif (one block) */
+	uint64_t root_params;            /* elements of the root gathers */
+	uint32_t shard_ranks;      /* N: ranks of the communicator the forward gathers run on */
+	uint32_t reserved;
+	char repeating_unit_name[ANALYSIS_NAME_MAX]; /* e.g. "layers.*" from NVTX, "" when unknown */
+	char largest_unit_name[ANALYSIS_NAME_MAX];   /* NVTX name of the largest unit, "" when unknown */
+	/* What the gathers alone say (equal to the above unless --layers was given): */
+	uint32_t inferred_repeating_units;
+	uint32_t inferred_gathers_per_unit;
+	int layers_match;          /* with --layers: 1 when a repeat of exactly L copies exists; -1 without --layers */
+	uint32_t reserved2;
+};
+
+/* Reshard policy, read from the backward gathers (they mirror the forward). */
+struct analysis_reshard_info {
+	enum analysis_reshard policy; /* of the non-root units */
+	uint32_t group_size;          /* G for ANALYSIS_RESHARD_GROUP (backward communicator ranks) */
+	uint32_t units;               /* non-root units looked at */
+	uint32_t resharded_units;     /* gathered twice per step, same communicator */
+	uint32_t retained_units;      /* gathered once per step */
+	uint32_t group_units;         /* gathered again on a smaller communicator */
+	uint32_t root_resharded;      /* 1 when the first forward unit (the root) is gathered again */
+	uint32_t unmatched_backward;  /* backward gathers that mirror no forward unit */
+	/* What the other choice would cost, for the reshard-policy rule: */
+	uint64_t regather_bytes_per_step;  /* wire bytes of the backward gathers now */
+	uint64_t retain_extra_bytes;       /* param bytes held from forward to backward if every
+	                                      resharded non-root unit were kept instead */
+	uint32_t reshard_extra_gathers;    /* gathers per step added if every retained unit were resharded */
+	uint32_t reserved;
+	uint64_t reshard_extra_wire_bytes; /* and their wire bytes per step */
+};
+
+/* Exposure of the AllGathers (per step, medians). */
+struct analysis_exposure {
+	enum analysis_exposure_source source;
+	uint32_t reserved;
+	uint64_t allgather_ns_per_step;         /* merged AllGather time, each gather from the start of the
+	                                           collectives it queued behind on its stream (see
+	                                           analysis_gather.queued_ns) to its end */
+	uint64_t exposed_allgather_ns_per_step; /* of it, with no compute on the device: the time compute
+	                                           waited on gathers */
+	double exposed_fraction;                /* exposed / allgather, ANALYSIS_UNKNOWN when 0 / 0 */
+	uint64_t forward_exposed_ns_per_step;
+	uint64_t backward_exposed_ns_per_step;
+	uint64_t reduce_scatter_ns_per_step;    /* merged ReduceScatter time */
+	uint64_t exposed_reduce_scatter_ns_per_step;
+	uint64_t allreduce_ns_per_step;
+	uint64_t exposed_allreduce_ns_per_step;
+	uint32_t exposed_gathers;               /* gather events per step with a cause other than hidden */
+	uint32_t cause_gathers[ANALYSIS_CAUSE_MAX]; /* gather events per step by cause */
+	uint64_t cause_ns[ANALYSIS_CAUSE_MAX];      /* exposed ns per step by cause */
+};
+
+/* The memory ledger (planning calculator and trace alike). Bytes per rank. */
+struct analysis_ledger {
+	uint64_t params;              /* P */
+	uint32_t ranks;               /* N: shard ranks */
+	uint32_t prefetch;            /* units gathered ahead */
+	uint64_t largest_unit_params; /* U */
+	uint32_t units;               /* FSDP units (forward gathers); 0 when unknown */
+	uint32_t reserved;
+	double param_bytes, grad_bytes, master_bytes, optimizer_bytes; /* per parameter */
+	uint64_t persistent_bytes_per_rank; /* (param + grad + master + optimizer) P / N: 16 P / N */
+	uint64_t transient_bytes_per_rank;  /* param_bytes U (1 + prefetch) */
+	uint64_t peak_state_bytes_per_rank; /* persistent + transient (activations not included) */
+	int64_t headroom_bytes;             /* gpu_mem - peak state; 0 when gpu_mem unknown */
+	uint64_t gpu_mem_bytes;             /* as given */
+	uint64_t wire_bytes_per_step;       /* observed in the trace when analysed from one (gathered
+	                                       outputs + reduce-scatter inputs + 2 x all-reduce bytes),
+	                                       else the model 3 P param_bytes */
+	uint64_t model_wire_bytes_per_step; /* 3 P param_bytes: AG forward + AG backward + RS */
+	uint64_t ddp_wire_bytes_per_step;   /* 2 P param_bytes: DDP's one all-reduce */
+	uint64_t ddp_persistent_bytes_per_rank; /* what DDP would hold: (param+grad+master+opt) P */
+	uint64_t whole_model_transient_bytes;   /* the transient row if the whole model were one unit */
+};
+
+/* Step time breakdown (per step, medians). compute + exposed_comm + idle = step. */
+struct analysis_breakdown {
+	uint64_t step_ns;
+	uint64_t compute_ns;         /* union of compute intervals */
+	uint64_t exposed_comm_ns;    /* communication with no compute under it */
+	uint64_t idle_ns;            /* neither */
+	double flops_per_step;       /* used for MFU (given, or 6 P tokens); 0 when unknown */
+	double achieved_flops;       /* flops_per_step / step time, all ranks; 0 when unknown */
+	double mfu;                  /* achieved / (peak x ranks); ANALYSIS_UNKNOWN without peak */
+};
+
+/* One AllGather event of the typical step, in issue order. */
+struct analysis_gather {
+	uint32_t index;        /* position among the step's AllGather events, from 0 */
+	uint8_t phase;         /* enum analysis_phase */
+	uint8_t dtype;         /* enum fss_dtype of its (first) call */
+	uint8_t cause;         /* enum analysis_cause, the most frequent over the steps */
+	uint8_t reserved;
+	int32_t unit;          /* forward unit it gathers (0 = first forward gather); -1 unmatched */
+	int32_t repeat;        /* which copy of the motif (0..L-1); -1 outside the repeat */
+	int32_t motif_pos;     /* position within the motif; -1 outside the repeat */
+	int32_t nranks;        /* ranks of its communicator */
+	uint32_t calls;        /* ncclAllGather calls in the event (> 1: grouped) */
+	uint64_t bytes;        /* send bytes per rank (count x dtype size), summed over calls */
+	uint64_t elements;     /* gathered elements (count x nranks), summed over calls */
+	uint64_t duration_ns;  /* median interval (kernel with CUPTI, call with host timing) */
+	uint64_t exposed_ns;   /* median exposed part of [start - queued_ns, end) */
+	uint64_t hide_ns;      /* median compute under it (what it could hide behind) */
+	int32_t slowest_rank;  /* the rank that entered last most often (majority vote); -1 with one rank */
+	uint32_t reserved2;
+	uint64_t skew_ns;      /* median of (last rank's enter - first rank's enter) */
+	char name[ANALYSIS_NAME_MAX]; /* module name from NVTX ("layers.3"), "" when unknown */
+	uint64_t queued_ns;    /* median time it waited behind other collectives on its stream (one
+	                          communication thread, or one CUDA stream) before it started; its
+	                          exposure counts that wait, so exposed_ns may exceed duration_ns */
+};
+
+/* One rank's figures (medians over its analysed steps). */
+struct analysis_rank {
+	int32_t rank;                /* rank in the largest communicator */
+	uint32_t source;             /* trace source id */
+	uint32_t pid;
+	uint32_t steps_analyzed;
+	struct analysis_step_counts per_step;
+	uint64_t step_ns;
+	uint64_t allgather_ns;         /* per step */
+	uint64_t exposed_allgather_ns; /* per step */
+	uint64_t compute_ns;           /* per step */
+	uint32_t last_arrivals;        /* matched collectives this rank entered last */
+	uint32_t matched_collectives;  /* collectives matched across ranks */
+	uint64_t late_ns_per_step;     /* per step (mean): sum over the collectives it entered last of its
+	                                  lead over the second-to-last rank (what the others waited for it) */
+	uint64_t dropped_records;      /* records the agent could not deliver */
+};
+
+/* Spread across ranks. */
+struct analysis_spread {
+	uint32_t ranks;               /* ranks with analysed steps */
+	int32_t slowest_rank;         /* rank that entered collectives last most often; -1 with one rank */
+	double slowest_rank_fraction; /* of the matched collectives; ANALYSIS_UNKNOWN with one rank */
+	uint64_t skew_ns_per_step;    /* per step (mean): sum over collectives of (last - first rank's enter) */
+	uint64_t max_skew_ns;         /* largest single-collective skew seen */
+	uint64_t step_ns_min, step_ns_max; /* per-rank step medians, lowest and highest */
+	uint64_t exposed_ns_min, exposed_ns_max; /* per-rank exposed AllGather per step */
+};
+
+/* Sizes and dtypes (small-collectives, fp32-gather). Bit d set = fss_dtype d seen. */
+struct analysis_sizes {
+	uint32_t allgather_dtypes;
+	uint32_t reduce_scatter_dtypes;
+	uint32_t allreduce_dtypes;
+	uint32_t reserved;
+	uint64_t allgather_bytes_min, allgather_bytes_median, allgather_bytes_max; /* per event, send bytes */
+	uint64_t reduce_scatter_bytes_min, reduce_scatter_bytes_median, reduce_scatter_bytes_max;
+};
+
+/* What the trace held and how it was read. */
+struct analysis_trace_info {
+	uint64_t records;           /* records read */
+	uint64_t collectives;       /* collective records */
+	uint64_t gpu_intervals;
+	uint64_t nvtx_ranges;
+	uint64_t dropped_records;   /* the sources' own drop counters, summed */
+	uint32_t sources;           /* processes in the trace */
+	int truncated;              /* 1: the file ended inside a chunk (read up to there) */
+	int has_cupti, has_nvtx;
+	uint32_t reserved;
+};
+
+struct analysis_result {
+	const char *schema;         /* ANALYSIS_SCHEMA */
+	uint32_t ranks;             /* ranks (sources with collectives) */
+	int32_t world_size;         /* ranks of the largest communicator */
+	int32_t headline_rank;      /* the rank whose figures the top-level fields are */
+	enum analysis_step_detection step_detection;
+	uint32_t steps_seen;        /* steps found, warm-up and irregular included */
+	uint32_t steps_analyzed;    /* steps the medians are over */
+	uint32_t warmup_steps;      /* steps at the start that differ from the steady state (reported, not mixed in) */
+	uint32_t irregular_steps;   /* later steps that differ from the steady state (not mixed in) */
+	uint32_t step_period;       /* collective events per step (steady state) */
+	uint32_t reserved;
+	uint64_t step_ns;           /* median step time */
+	char step_range_name[ANALYSIS_NAME_MAX]; /* e.g. "step 3" (one example) with NVTX steps */
+
+	struct analysis_step_counts per_step;
+	struct analysis_units units;
+	struct analysis_reshard_info reshard;
+	struct analysis_exposure exposure;
+	struct analysis_ledger ledger;
+	struct analysis_breakdown breakdown;
+	struct analysis_spread spread;
+	struct analysis_sizes sizes;
+	struct analysis_trace_info trace;
+
+	uint32_t ngathers;                /* AllGather events of the typical step */
+	struct analysis_gather *gathers;  /* [ngathers], issue order */
+	uint32_t nper_rank;
+	struct analysis_rank *per_rank;   /* [nper_rank], by rank */
+
+	struct analysis_options options;  /* as used (defaults filled in; strings borrowed) */
+	uint32_t nnotes;
+	char notes[ANALYSIS_NOTES_MAX][ANALYSIS_NOTE_BYTES]; /* what the analysis could not do, and why */
+};
+
+/* analysis_options_init - fill opts with the defaults listed above. */
+void analysis_options_init(struct analysis_options *opts);
+
+/* analysis_result_free - release a result made by analyze_trace (NULL ok). */
+void analysis_result_free(struct analysis_result *r);
+
+/* Names for the report: "nvtx" / "period" / "none"; "cupti" / "host" /
+ * "none"; "forward" / "backward"; "hidden", "first-of-phase", "no-prefetch",
+ * "bandwidth-bound", "host-late". Never NULL. */
+const char *analysis_step_detection_name(enum analysis_step_detection d);
+const char *analysis_exposure_source_name(enum analysis_exposure_source s);
+const char *analysis_phase_name(int phase);
+const char *analysis_cause_name(int cause);
+
+/*
+ * analysis_reshard_format - the reshard_after_forward value as the report
+ * writes it: "true", "false", "group:G", "mixed" or "unknown". Writes at most
+ * len bytes (NUL included) into buf and returns buf.
+ */
+char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, size_t len);
+
+#endif

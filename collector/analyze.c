@@ -1,0 +1,1611 @@
+/*
+ * analyze.c - drives the analysis from records to a result (see analyze.h).
+ *
+ * Per rank (trace source) the analysis goes through three states:
+ *   undecided: events accumulate (and feed the period search) until either
+ *              an NVTX step range arrives (NVTX steps) or the period is
+ *              found (period steps);
+ *   stepping:  each complete step is summarised (counts, exposure per
+ *              gather, step figures) and its events, ranges and GPU
+ *              intervals are released;
+ *   at finish: the steady-state step of the headline rank is analysed for
+ *              units, reshard policy, ledger and breakdown.
+ * A step is complete when its events are in and, for a rank with CUPTI,
+ * the GPU intervals up to its end have arrived (CUPTI delivers in buffers).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/analyze.h"
+#include "collector/breakdown.h"
+#include "collector/ledger.h"
+#include "collector/median.h"
+#include "collector/overlap.h"
+#include "collector/ranks.h"
+#include "collector/reshard.h"
+#include "collector/steps.h"
+#include "collector/timeline.h"
+#include "collector/units.h"
+#include "common/error.h"
+#include "common/trace_parser.h"
+
+/* NVTX steps buffered before the steady-state step is chosen among them. */
+#define ANALYZE_EARLY_STEPS 8
+/* Steps that may wait for late GPU intervals before they are analysed anyway. */
+#define ANALYZE_MAX_WAITING_STEPS 16
+
+enum rank_mode { MODE_UNDECIDED = 0, MODE_NVTX = 1, MODE_PERIOD = 2 };
+
+/* What one step's gathers did (per event of the step). */
+struct ev_info {
+	uint64_t duration, exposed, hidden, queued;
+	uint32_t name;  /* forward gathers: the unit's NVTX range name (source name id) */
+	uint8_t phase;  /* AG: enum analysis_phase, else 0 */
+	uint8_t cause;
+	uint8_t timed;  /* has an interval (GPU or host) */
+	uint8_t reserved;
+};
+
+/* Per-step figures that get medians. */
+enum step_figure {
+	FIG_STEP,
+	FIG_AG,
+	FIG_AG_EXPOSED,
+	FIG_FWD_EXPOSED,
+	FIG_BWD_EXPOSED,
+	FIG_RS,
+	FIG_RS_EXPOSED,
+	FIG_AR,
+	FIG_AR_EXPOSED,
+	FIG_COMPUTE,
+	FIG_COMM_EXPOSED,
+	FIG_EXPOSED_GATHERS,
+	FIG_CAUSE_N,                           /* + cause */
+	FIG_CAUSE_NS = FIG_CAUSE_N + ANALYSIS_CAUSE_MAX, /* + cause */
+	FIG_MAX = FIG_CAUSE_NS + ANALYSIS_CAUSE_MAX
+};
+
+struct step_summary {
+	uint64_t hash;          /* of the event signatures: equal steps, equal hashes */
+	size_t nev;
+	struct tl_event *ev;    /* [nev] copies */
+	struct ev_info *info;   /* [nev] */
+	uint64_t fig[FIG_MAX];
+	int exposure_source;    /* enum analysis_exposure_source */
+	int has_names;
+};
+
+struct rank_state {
+	struct tl_source *src;
+	enum rank_mode mode;
+	steps_cutter_t *cutter;
+	uint64_t fed;            /* events pushed to the cutter */
+	struct steps_cut held;   /* a cut waiting to be analysed */
+	int have_held;
+	uint64_t last_t1;        /* end of the last NVTX step analysed */
+	uint32_t skip_left;      /* options.warmup_steps still to skip */
+
+	/* NVTX steps: the first ones, until the steady state is chosen */
+	struct step_summary *early[ANALYZE_EARLY_STEPS];
+	unsigned nearly;
+	int decided;
+	uint64_t tmpl_hash;
+
+	/* the steady-state step and its figures */
+	size_t nev;
+	struct tl_event *tev;    /* [nev] */
+	struct ev_info *tinfo;   /* [nev]: phase, names */
+	int detail;              /* per-gather medians kept (headline candidate) */
+	struct median *m_dur, *m_exp, *m_hid, *m_que; /* [nev] when detail */
+	uint32_t (*cause_n)[ANALYSIS_CAUSE_MAX]; /* [nev] when detail */
+	struct median fig[FIG_MAX];
+	int exposure_source;
+
+	uint32_t analyzed, warmup, irregular, trailing;
+	uint64_t outside_events;
+	uint32_t ordinal; /* steps seen so far */
+};
+
+struct analyzer {
+	struct analysis_options opt;
+	timeline_t *tl;
+	ranks_t *ranks;
+	struct rank_state **rs; /* parallel to the timeline's sources */
+	size_t nrs;
+	int truncated;
+	int finished;
+	int32_t min_rank_seen;
+	analysis_step_fn on_step;
+	void *on_step_ctx;
+	size_t pending_max;
+};
+
+/* ---- options and names ------------------------------------------------- */
+
+void analysis_options_init(struct analysis_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->rank = 0;
+	o->prefetch = ANALYSIS_DEFAULT_PREFETCH;
+	o->warmup_steps = -1;
+	o->param_bytes = ANALYSIS_DEFAULT_PARAM_BYTES;
+	o->grad_bytes = ANALYSIS_DEFAULT_GRAD_BYTES;
+	o->master_bytes = ANALYSIS_DEFAULT_MASTER_BYTES;
+	o->optimizer_bytes = ANALYSIS_DEFAULT_OPTIMIZER_BYTES;
+	o->step_ranges = ANALYSIS_DEFAULT_STEP_RANGES;
+	o->compute_ranges = ANALYSIS_DEFAULT_COMPUTE_RANGES;
+	o->exposed_min_ns = ANALYSIS_DEFAULT_EXPOSED_MIN_NS;
+}
+
+void analysis_result_free(struct analysis_result *r)
+{
+	if (!r)
+		return;
+	free(r->gathers);
+	free(r->per_rank);
+	free(r);
+}
+
+const char *analysis_step_detection_name(enum analysis_step_detection d)
+{
+	switch (d) {
+	case ANALYSIS_STEPS_NVTX:
+		return "nvtx";
+	case ANALYSIS_STEPS_PERIOD:
+		return "period";
+	default:
+		return "none";
+	}
+}
+
+const char *analysis_exposure_source_name(enum analysis_exposure_source s)
+{
+	switch (s) {
+	case ANALYSIS_EXPOSURE_CUPTI:
+		return "cupti";
+	case ANALYSIS_EXPOSURE_HOST:
+		return "host";
+	default:
+		return "none";
+	}
+}
+
+const char *analysis_phase_name(int phase)
+{
+	return phase == ANALYSIS_PHASE_FORWARD ? "forward" : phase == ANALYSIS_PHASE_BACKWARD ? "backward" : "none";
+}
+
+const char *analysis_cause_name(int cause)
+{
+	switch (cause) {
+	case ANALYSIS_CAUSE_HIDDEN:
+		return "hidden";
+	case ANALYSIS_CAUSE_FIRST_OF_PHASE:
+		return "first-of-phase";
+	case ANALYSIS_CAUSE_NO_PREFETCH:
+		return "no-prefetch";
+	case ANALYSIS_CAUSE_BANDWIDTH_BOUND:
+		return "bandwidth-bound";
+	case ANALYSIS_CAUSE_HOST_LATE:
+		return "host-late";
+	default:
+		return "unknown";
+	}
+}
+
+char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, size_t len)
+{
+	if (len == 0)
+		return buf;
+	switch (r->policy) {
+	case ANALYSIS_RESHARD_TRUE:
+		snprintf(buf, len, "true");
+		break;
+	case ANALYSIS_RESHARD_FALSE:
+		snprintf(buf, len, "false");
+		break;
+	case ANALYSIS_RESHARD_GROUP:
+		snprintf(buf, len, "group:%u", r->group_size);
+		break;
+	case ANALYSIS_RESHARD_MIXED:
+		snprintf(buf, len, "mixed");
+		break;
+	default:
+		snprintf(buf, len, "unknown");
+		break;
+	}
+	return buf;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+int analyzer_new(analyzer_t **out, const struct analysis_options *opts)
+{
+	*out = NULL;
+	analyzer_t *a = calloc(1, sizeof *a);
+	if (!a)
+		return -ENOMEM;
+	if (opts)
+		a->opt = *opts;
+	else
+		analysis_options_init(&a->opt);
+	if (!a->opt.step_ranges)
+		a->opt.step_ranges = ANALYSIS_DEFAULT_STEP_RANGES;
+	if (!a->opt.compute_ranges)
+		a->opt.compute_ranges = ANALYSIS_DEFAULT_COMPUTE_RANGES;
+	if (a->opt.prefetch < 0)
+		a->opt.prefetch = 0;
+	a->min_rank_seen = INT32_MAX;
+	a->tl = timeline_new(a->opt.step_ranges, a->opt.compute_ranges);
+	a->ranks = ranks_new();
+	if (!a->tl || !a->ranks) {
+		analyzer_free(a);
+		return -ENOMEM;
+	}
+	*out = a;
+	return 0;
+}
+
+static void summary_free(struct step_summary *s)
+{
+	if (!s)
+		return;
+	free(s->ev);
+	free(s->info);
+	free(s);
+}
+
+static void rank_state_free(struct rank_state *rs)
+{
+	if (!rs)
+		return;
+	steps_cutter_free(rs->cutter);
+	for (unsigned i = 0; i < rs->nearly; i++)
+		summary_free(rs->early[i]);
+	free(rs->tev);
+	free(rs->tinfo);
+	free(rs->m_dur);
+	free(rs->m_exp);
+	free(rs->m_hid);
+	free(rs->m_que);
+	free(rs->cause_n);
+	free(rs);
+}
+
+void analyzer_free(analyzer_t *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->nrs; i++)
+		rank_state_free(a->rs[i]);
+	free(a->rs);
+	ranks_free(a->ranks);
+	timeline_free(a->tl);
+	free(a);
+}
+
+void analyzer_set_truncated(analyzer_t *a)
+{
+	a->truncated = 1;
+}
+
+void analyzer_on_step(analyzer_t *a, analysis_step_fn fn, void *ctx)
+{
+	a->on_step = fn;
+	a->on_step_ctx = ctx;
+}
+
+static struct rank_state *state_for(analyzer_t *a, struct tl_source *src)
+{
+	for (size_t i = 0; i < a->nrs; i++)
+		if (a->rs[i]->src == src)
+			return a->rs[i];
+	struct rank_state **v = realloc(a->rs, (a->nrs + 1) * sizeof *v);
+	if (!v)
+		return NULL;
+	a->rs = v;
+	struct rank_state *rs = calloc(1, sizeof *rs);
+	if (!rs)
+		return NULL;
+	rs->src = src;
+	rs->cutter = steps_cutter_new(0);
+	if (!rs->cutter) {
+		free(rs);
+		return NULL;
+	}
+	rs->skip_left = a->opt.warmup_steps > 0 ? (uint32_t)a->opt.warmup_steps : 0;
+	a->rs[a->nrs++] = rs;
+	return rs;
+}
+
+/* ---- one step ------------------------------------------------------------ */
+
+static uint64_t hash_events(const struct tl_event *ev, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= ev[i].sig;
+		h *= 0x100000001b3ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+static int u64_cmp(const void *x, const void *y)
+{
+	uint64_t p = *(const uint64_t *)x, q = *(const uint64_t *)y;
+	return p < q ? -1 : p > q;
+}
+
+/* The first of the sorted starts[0..n) that is >= t, else `none`. */
+static uint64_t next_start(const uint64_t *starts, size_t n, uint64_t t, uint64_t none)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (starts[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && starts[lo] < none ? starts[lo] : none;
+}
+
+struct seq_span {
+	uint64_t seq, start, end;
+};
+
+static int seq_span_cmp(const void *a, const void *b)
+{
+	const struct seq_span *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Clip a merged set to [t0, t1) in place. */
+static size_t clip(struct interval *v, size_t n, uint64_t t0, uint64_t t1)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s = v[i].start > t0 ? v[i].start : t0;
+		uint64_t e = v[i].end < t1 ? v[i].end : t1;
+		if (e > s)
+			v[o++] = (struct interval){s, e};
+	}
+	return o;
+}
+
+/* The merged intervals of events of op (op 0: all) that have timing. */
+static size_t op_intervals(const struct tl_event *ev, const struct ev_info *info, size_t n, uint8_t op,
+			   const struct interval *iv, struct interval *out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (info[i].timed && (op == 0 || ev[i].op == op))
+			out[k++] = iv[i];
+	return interval_merge(out, k);
+}
+
+/* Which range does each forward gather's unit run in? The first module
+ * range (see module_ranges) that starts after the gather completed and
+ * after the previous unit's range started (FSDP runs a unit right after its
+ * gather lands). */
+static void name_forward_gathers(const struct tl_source *src, const struct tl_event *ev, struct ev_info *info,
+				 size_t n, const struct tl_range *const *ranges, size_t nranges)
+{
+	size_t r = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER || info[i].phase != ANALYSIS_PHASE_FORWARD)
+			continue;
+		while (r < nranges && ranges[r]->start < ev[i].exit_ns)
+			r++;
+		if (r == nranges)
+			break;
+		info[i].name = ranges[r]->name;
+		r++;
+	}
+	(void)src;
+}
+
+static int range_ptr_cmp(const void *a, const void *b)
+{
+	const struct tl_range *x = *(const struct tl_range *const *)a, *y = *(const struct tl_range *const *)b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end > y->end ? -1 : x->end < y->end;
+}
+
+/* Keep, of v[0..n) (sorted by range_ptr_cmp), the ranges that hold another
+ * range of their thread: modules. The leaves are ops (fsdp_ref's op ranges
+ * and its hooks' "fsdp.*" ranges; PyTorch's per-op ranges when
+ * --compute-ranges takes them) and name no unit: a unit's range holds its
+ * ops. (A trace that marks units but not ops names only the units that hold
+ * other units.) Returns how many are kept, in order. */
+static size_t module_ranges(const struct tl_range **v, size_t n)
+{
+	uint8_t *parent = calloc(n ? n : 1, 1);
+	if (!parent)
+		return n; /* no memory to tell them apart: name from every range */
+	for (size_t i = 1; i < n; i++) {
+		/* a range that holds others is followed, in start order on its
+		 * thread, by its first child: marking the range just before each
+		 * one when it starts inside it finds every parent */
+		for (size_t j = i; j-- > 0;) {
+			if (v[j]->thread != v[i]->thread)
+				continue;
+			if (v[i]->start < v[j]->end)
+				parent[j] = 1;
+			break;
+		}
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (parent[i])
+			v[k++] = v[i];
+	free(parent);
+	return k;
+}
+
+/*
+ * Summarise the events ev[0..n) of one step spanning [t0, t1): counts,
+ * exposure per gather and step figures. Uses the source's pending ranges and
+ * GPU intervals as they are.
+ */
+static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n, uint64_t t0,
+		     uint64_t t1, struct step_summary **out)
+{
+	struct tl_source *src = rs->src;
+	int rc = -ENOMEM;
+	*out = NULL;
+	struct step_summary *s = calloc(1, sizeof *s);
+	struct interval *iv = calloc(n ? n : 1, sizeof *iv);
+	struct interval *tmp = calloc(n ? n : 1, sizeof *tmp);
+	struct interval *qv = calloc(n ? n : 1, sizeof *qv);
+	struct interval *compute = NULL;
+	size_t ncompute = 0;
+	struct seq_span *spans = NULL;
+	struct overlap_range *ranges = NULL;
+	uint64_t *starts = NULL; /* compute range starts, sorted (host timing) */
+	size_t nstarts = 0;
+	const struct tl_range **named = NULL;
+	if (!s || !iv || !tmp || !qv)
+		goto fail;
+	s->nev = n;
+	s->ev = malloc((n ? n : 1) * sizeof *s->ev);
+	s->info = calloc(n ? n : 1, sizeof *s->info);
+	if (!s->ev || !s->info)
+		goto fail;
+	memcpy(s->ev, ev, n * sizeof *ev);
+	s->hash = hash_events(ev, n);
+	s->fig[FIG_STEP] = t1 > t0 ? t1 - t0 : 0;
+
+	/* forward and backward gathers: FSDP reduce-scatters each unit once,
+	 * and gathers every unit once in forward before any backward gather */
+	size_t nag = 0, nrs = 0, ag_before_rs = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op == FSS_OP_REDUCESCATTER)
+			nrs++;
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			nag++;
+			if (nrs == 0)
+				ag_before_rs++;
+		}
+	}
+	size_t nfwd = nrs == 0 ? nag : nrs <= nag ? nrs : ag_before_rs;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER)
+			continue;
+		s->info[i].phase = k < nfwd ? ANALYSIS_PHASE_FORWARD : ANALYSIS_PHASE_BACKWARD;
+		k++;
+	}
+
+	/* intervals: GPU kernels when this rank has them, else host calls */
+	int use_gpu = !a->opt.force_host_timing && src->gpu_comm_seen > 0;
+	if (use_gpu) {
+		size_t ng = tl_array_len(&src->gpu), nspan = 0;
+		compute = malloc((ng ? ng : 1) * sizeof *compute);
+		spans = malloc((ng ? ng : 1) * sizeof *spans);
+		if (!compute || !spans)
+			goto fail;
+		/* the rank's device: the one its NCCL kernels run on (a process
+		 * may touch others; their kernels do not hide this rank's gathers) */
+		uint32_t device = 0, votes = 0;
+		for (size_t i = 0; i < ng; i++) {
+			const struct tl_gpu *g = tl_array_at(&src->gpu, i);
+			if (g->kind != FSS_GPU_COMM || g->end <= t0 || g->start >= t1)
+				continue;
+			if (votes == 0)
+				device = g->device;
+			votes += g->device == device ? 1 : -1u;
+		}
+		for (size_t i = 0; i < ng; i++) {
+			const struct tl_gpu *g = tl_array_at(&src->gpu, i);
+			if (g->end <= t0 || g->start >= t1)
+				continue;
+			if (g->kind == FSS_GPU_COMPUTE && g->device == device)
+				compute[ncompute++] = (struct interval){g->start, g->end};
+			else if (g->kind == FSS_GPU_COMM && g->collective_seq)
+				spans[nspan++] = (struct seq_span){g->collective_seq, g->start, g->end};
+		}
+		ncompute = interval_merge(compute, ncompute);
+		ncompute = clip(compute, ncompute, t0, t1);
+		qsort(spans, nspan, sizeof *spans, seq_span_cmp);
+		for (size_t i = 0; i < n; i++) {
+			/* the first span with seq >= seq_first */
+			size_t lo = 0, hi = nspan;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (spans[mid].seq < ev[i].seq_first)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			uint64_t st = UINT64_MAX, en = 0;
+			for (size_t j = lo; j < nspan && spans[j].seq <= ev[i].seq_last; j++) {
+				if (spans[j].start < st)
+					st = spans[j].start;
+				if (spans[j].end > en)
+					en = spans[j].end;
+			}
+			if (en > st) {
+				iv[i] = (struct interval){st, en};
+				s->info[i].timed = 1;
+				s->ev[i].gpu_start = st;
+				s->ev[i].gpu_end = en;
+			}
+		}
+		s->exposure_source = ANALYSIS_EXPOSURE_CUPTI;
+	} else {
+		size_t nr = tl_array_len(&src->ranges), m = 0;
+		ranges = malloc((nr ? nr : 1) * sizeof *ranges);
+		if (!ranges)
+			goto fail;
+		starts = malloc((nr ? nr : 1) * sizeof *starts);
+		if (!starts)
+			goto fail;
+		for (size_t i = 0; i < nr; i++) {
+			const struct tl_range *r = tl_array_at(&src->ranges, i);
+			if (r->is_compute && r->end > t0 && r->start < t1) {
+				ranges[m++] = (struct overlap_range){r->start, r->end, r->thread, 0};
+				starts[nstarts++] = r->start;
+			}
+		}
+		qsort(starts, nstarts, sizeof *starts, u64_cmp);
+		for (size_t i = 0; i < n; i++) {
+			iv[i] = (struct interval){ev[i].launch_ns, ev[i].exit_ns};
+			s->info[i].timed = ev[i].exit_ns > ev[i].launch_ns;
+		}
+		if (m > 0) {
+			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0)
+				goto fail;
+			ncompute = clip(compute, ncompute, t0, t1);
+			s->exposure_source = ANALYSIS_EXPOSURE_HOST;
+		}
+	}
+
+	if (s->exposure_source != ANALYSIS_EXPOSURE_NONE) {
+		/* A gather queued behind other collectives on its stream (or the
+		 * communication thread) kept compute waiting from the moment the
+		 * queue ahead of it started: its waiting interval begins there
+		 * (back to the previous gather, which owns the time before). */
+		for (size_t i = 0; i < n; i++) {
+			qv[i] = iv[i];
+			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed)
+				continue;
+			for (size_t j = i; j-- > 0;) {
+				int same = use_gpu ? ev[j].stream == ev[i].stream : ev[j].thread == ev[i].thread;
+				if (!same || !s->info[j].timed)
+					continue;
+				if (ev[j].op == FSS_OP_ALLGATHER || iv[j].end + OVERLAP_QUEUE_SLACK_NS < qv[i].start ||
+				    iv[j].start >= qv[i].start)
+					break;
+				qv[i].start = iv[j].start;
+			}
+			/* Host timing: a gather that starts while no compute runs was
+			 * waited for since compute stopped (the communication thread
+			 * picked it up late). */
+			if (!use_gpu && interval_covered(compute, ncompute, qv[i].start, qv[i].start + 1) == 0) {
+				uint64_t stopped = interval_last_end_before(compute, ncompute, qv[i].start);
+				if (stopped < t0)
+					stopped = t0;
+				if (stopped < qv[i].start)
+					qv[i].start = stopped;
+			}
+		}
+		/* Each instant of waiting belongs to one gather: the earliest pending
+		 * (gathers are issued in order), so later ones count from where the
+		 * one before stopped. With host timing a gather that ends while no
+		 * compute runs keeps compute waiting until it resumes. */
+		int first_fwd = 1, first_bwd = 1;
+		uint64_t attributed = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed)
+				continue;
+			int fwd = s->info[i].phase == ANALYSIS_PHASE_FORWARD;
+			struct overlap_gather g = {
+				.issue_ns = ev[i].launch_ns,
+				.start_ns = qv[i].start,
+				.end_ns = qv[i].end,
+				.from_ns = attributed,
+				.first_of_phase = fwd ? first_fwd : first_bwd,
+				.device_timing = use_gpu,
+				.until_resume = !use_gpu,
+				.until_ns = next_start(starts, nstarts, qv[i].end, t1),
+			};
+			if (fwd)
+				first_fwd = 0;
+			else
+				first_bwd = 0;
+			struct overlap_exposure x = overlap_gather_exposure(compute, ncompute, &g, a->opt.exposed_min_ns);
+			qv[i].end = x.wait_end_ns; /* the waiting interval, for the step figures */
+			if (x.wait_end_ns > attributed)
+				attributed = x.wait_end_ns;
+			s->info[i].duration = iv[i].end - iv[i].start;
+			s->info[i].queued = iv[i].start - qv[i].start;
+			s->info[i].exposed = x.cause == ANALYSIS_CAUSE_HIDDEN ? 0 : x.exposed_ns;
+			s->info[i].hidden = x.hidden_ns;
+			s->info[i].cause = (uint8_t)x.cause;
+			s->fig[fwd ? FIG_FWD_EXPOSED : FIG_BWD_EXPOSED] += s->info[i].exposed;
+			s->fig[FIG_CAUSE_N + x.cause]++;
+			s->fig[FIG_CAUSE_NS + x.cause] += s->info[i].exposed;
+			if (x.cause != ANALYSIS_CAUSE_HIDDEN)
+				s->fig[FIG_EXPOSED_GATHERS]++;
+		}
+		/* per class: merged time, and merged time with no compute (gathers:
+		 * over their waiting intervals) */
+		static const struct {
+			uint8_t op;
+			int all, exposed, queued;
+		} classes[] = {
+			{FSS_OP_ALLGATHER, FIG_AG, FIG_AG_EXPOSED, 1},
+			{FSS_OP_REDUCESCATTER, FIG_RS, FIG_RS_EXPOSED, 0},
+			{FSS_OP_ALLREDUCE, FIG_AR, FIG_AR_EXPOSED, 0},
+			{0, -1, FIG_COMM_EXPOSED, 0},
+		};
+		for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+			size_t m = op_intervals(ev, s->info, n, classes[c].op, classes[c].queued ? qv : iv, tmp);
+			m = clip(tmp, m, t0, t1 > t0 ? t1 : t0);
+			uint64_t total = interval_total(tmp, m);
+			uint64_t hidden = interval_intersect_total(tmp, m, compute, ncompute);
+			if (classes[c].all >= 0)
+				s->fig[classes[c].all] = total;
+			if (classes[c].exposed >= 0)
+				s->fig[classes[c].exposed] = total - hidden;
+		}
+		s->fig[FIG_COMPUTE] = interval_total(compute, ncompute);
+	}
+
+	/* unit names from NVTX, while this rank has none */
+	if (!rs->tinfo || !rs->tinfo[0].reserved) {
+		size_t nr = tl_array_len(&src->ranges), m = 0;
+		named = malloc((nr ? nr : 1) * sizeof *named);
+		if (!named)
+			goto fail;
+		for (size_t i = 0; i < nr; i++) {
+			const struct tl_range *r = tl_array_at(&src->ranges, i);
+			if (r->is_compute && r->start >= t0 && r->start < t1)
+				named[m++] = r;
+		}
+		qsort(named, m, sizeof *named, range_ptr_cmp);
+		m = module_ranges(named, m);
+		name_forward_gathers(src, ev, s->info, n, named, m);
+		s->has_names = m > 0;
+	}
+	rc = 0;
+	*out = s;
+	s = NULL;
+fail:
+	summary_free(s);
+	free(iv);
+	free(tmp);
+	free(qv);
+	free(compute);
+	free(spans);
+	free(ranges);
+	free(starts);
+	free(named);
+	return rc;
+}
+
+/* Is this rank one whose per-gather figures may be reported? */
+static int wants_detail(const analyzer_t *a, const struct rank_state *rs)
+{
+	if (a->opt.rank >= 0)
+		return rs->src->rank == a->opt.rank || rs->src->rank < 0;
+	return rs->src->rank <= a->min_rank_seen;
+}
+
+/* Add a steady-state step to the rank's figures. */
+static int aggregate(analyzer_t *a, struct rank_state *rs, struct step_summary *s)
+{
+	if (rs->nev == 0 && !rs->tev) {
+		size_t n = s->nev ? s->nev : 1;
+		rs->nev = s->nev;
+		rs->tev = malloc(n * sizeof *rs->tev);
+		rs->tinfo = calloc(n, sizeof *rs->tinfo);
+		if (!rs->tev || !rs->tinfo)
+			return -ENOMEM;
+		memcpy(rs->tev, s->ev, s->nev * sizeof *s->ev);
+		for (size_t i = 0; i < s->nev; i++) {
+			rs->tinfo[i].phase = s->info[i].phase;
+			rs->tinfo[i].name = s->info[i].name;
+		}
+		rs->detail = wants_detail(a, rs);
+		if (rs->detail) {
+			rs->m_dur = calloc(n, sizeof *rs->m_dur);
+			rs->m_exp = calloc(n, sizeof *rs->m_exp);
+			rs->m_hid = calloc(n, sizeof *rs->m_hid);
+			rs->m_que = calloc(n, sizeof *rs->m_que);
+			rs->cause_n = calloc(n, sizeof *rs->cause_n);
+			if (!rs->m_dur || !rs->m_exp || !rs->m_hid || !rs->m_que || !rs->cause_n)
+				return -ENOMEM;
+		}
+	}
+	if (s->nev != rs->nev)
+		return 0; /* cannot happen: equal hashes */
+	/* names from the first step that has them ("reserved" marks it) */
+	if (rs->nev && !rs->tinfo[0].reserved && s->has_names) {
+		for (size_t i = 0; i < s->nev; i++)
+			rs->tinfo[i].name = s->info[i].name;
+		rs->tinfo[0].reserved = 1;
+	}
+	if (s->exposure_source && !rs->exposure_source)
+		rs->exposure_source = s->exposure_source;
+	if (rs->detail) {
+		for (size_t i = 0; i < s->nev; i++) {
+			if (s->ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed || !s->exposure_source)
+				continue;
+			median_add(&rs->m_dur[i], s->info[i].duration);
+			median_add(&rs->m_exp[i], s->info[i].exposed);
+			median_add(&rs->m_hid[i], s->info[i].hidden);
+			median_add(&rs->m_que[i], s->info[i].queued);
+			rs->cause_n[i][s->info[i].cause]++;
+		}
+	}
+	for (int f = 0; f < FIG_MAX; f++) {
+		if (f != FIG_STEP && !s->exposure_source)
+			continue;
+		median_add(&rs->fig[f], s->fig[f]);
+	}
+	rs->analyzed++;
+	return 0;
+}
+
+/* Choose the steady-state step among the early NVTX steps: the most common
+ * one (the later on ties); earlier steps are warm-up, others irregular. */
+static int decide_template(analyzer_t *a, struct rank_state *rs)
+{
+	unsigned n = rs->nearly;
+	rs->decided = 1;
+	if (n == 0)
+		return 0;
+	unsigned best = 0, best_count = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned c = 0;
+		for (unsigned j = 0; j < n; j++)
+			c += rs->early[j]->hash == rs->early[i]->hash;
+		if (c >= best_count) {
+			best_count = c;
+			best = i;
+		}
+	}
+	rs->tmpl_hash = rs->early[best]->hash;
+	unsigned first = 0;
+	while (rs->early[first]->hash != rs->tmpl_hash)
+		first++;
+	int rc = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (i < first)
+			rs->warmup++;
+		else if (rs->early[i]->hash != rs->tmpl_hash)
+			rs->irregular++;
+		else if (rc == 0)
+			rc = aggregate(a, rs, rs->early[i]);
+		summary_free(rs->early[i]);
+		rs->early[i] = NULL;
+	}
+	rs->nearly = 0;
+	return rc;
+}
+
+/* Register a step's events with the cross-rank matcher. */
+static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n,
+			   int with_index)
+{
+	int32_t gi = 0;
+	for (size_t i = 0; i < n; i++) {
+		int32_t idx = -1;
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			if (with_index)
+				idx = gi;
+			gi++;
+		}
+		int rc = ranks_add(a->ranks, ev[i].comm_hash, ev[i].comm_index, ev[i].nranks, rs->src->rank,
+				   ev[i].enter_ns + (uint64_t)rs->src->realtime_offset, idx);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Drop the first k events of the source (they have been used). */
+static void take_events(struct rank_state *rs, size_t k)
+{
+	tl_array_take(&rs->src->events, k);
+	rs->src->events_base += k;
+}
+
+/* Release ranges and GPU intervals that ended by t (keep step ranges not
+ * yet analysed when keep_steps). */
+static void release_before(struct tl_source *src, uint64_t t, int keep_steps)
+{
+	struct tl_array *a = &src->ranges;
+	size_t o = 0, n = tl_array_len(a);
+	for (size_t i = 0; i < n; i++) {
+		struct tl_range *r = tl_array_at(a, i);
+		if (r->end <= t && !(keep_steps && r->is_step && r->start >= t))
+			continue;
+		*(struct tl_range *)tl_array_at(a, o++) = *r;
+	}
+	a->n = a->head + o;
+	struct tl_array *g = &src->gpu;
+	n = tl_array_len(g);
+	o = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct tl_gpu *x = tl_array_at(g, i);
+		if (x->end <= t)
+			continue;
+		*(struct tl_gpu *)tl_array_at(g, o++) = *x;
+	}
+	g->n = g->head + o;
+}
+
+/* A candidate steady-state step of a rank: summarise, then aggregate or
+ * buffer it (NVTX) or count it. */
+static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n, uint64_t t0,
+			  uint64_t t1)
+{
+	uint32_t ordinal = rs->ordinal++;
+	if (rs->skip_left > 0) {
+		rs->skip_left--;
+		rs->warmup++;
+		return 0;
+	}
+	struct step_summary *s;
+	int rc = summarise(a, rs, ev, n, t0, t1, &s);
+	if (rc < 0)
+		return rc;
+	if (a->on_step) {
+		uint32_t nag = 0;
+		for (size_t i = 0; i < n; i++)
+			nag += ev[i].op == FSS_OP_ALLGATHER;
+		struct analysis_step_info si = {
+			.rank = rs->src->rank,
+			.ordinal = ordinal,
+			.start_ns = t0,
+			.step_ns = s->fig[FIG_STEP],
+			.allgather_ns = s->fig[FIG_AG],
+			.exposed_allgather_ns = s->fig[FIG_AG_EXPOSED],
+			.compute_ns = s->fig[FIG_COMPUTE],
+			.exposed_comm_ns = s->fig[FIG_COMM_EXPOSED],
+			.events = (uint32_t)n,
+			.allgathers = nag,
+			.exposure_source = s->exposure_source,
+		};
+		a->on_step(a->on_step_ctx, &si);
+	}
+	if (rs->mode == MODE_PERIOD) {
+		rc = aggregate(a, rs, s);
+		summary_free(s);
+		return rc;
+	}
+	if (!rs->decided) {
+		rs->early[rs->nearly++] = s;
+		if (rs->nearly == ANALYZE_EARLY_STEPS)
+			return decide_template(a, rs);
+		return 0;
+	}
+	if (s->hash == rs->tmpl_hash)
+		rc = aggregate(a, rs, s);
+	else
+		rs->irregular++;
+	summary_free(s);
+	return rc;
+}
+
+/* Does this rank have GPU data up to t (or no GPU data to wait for)? */
+static int gpu_ready(const analyzer_t *a, const struct tl_source *src, uint64_t t)
+{
+	if (a->opt.force_host_timing)
+		return 1;
+	int has_gpu = (src->features & FSS_FEATURE_CUPTI) || tl_array_len(&src->gpu) > 0;
+	return !has_gpu || src->gpu_seen_end >= t || src->ended;
+}
+
+/* ---- NVTX steps ---------------------------------------------------------- */
+
+static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
+{
+	struct tl_source *src = rs->src;
+	for (;;) {
+		/* the oldest step range not analysed, and how many wait */
+		struct tl_range step = {0};
+		size_t waiting = 0, nr = tl_array_len(&src->ranges);
+		for (size_t i = 0; i < nr; i++) {
+			const struct tl_range *r = tl_array_at(&src->ranges, i);
+			if (!r->is_step)
+				continue;
+			if (r->start < rs->last_t1 && rs->last_t1) {
+				continue; /* nested in or overlapping one analysed: a second marker */
+			}
+			if (waiting++ == 0)
+				step = *r;
+		}
+		if (waiting == 0)
+			return 0;
+		if (!final && !gpu_ready(a, src, step.end) && waiting < ANALYZE_MAX_WAITING_STEPS)
+			return 0;
+		/* events before the step: outside any step */
+		size_t ne = tl_array_len(&src->events), before = 0, in = 0;
+		while (before < ne && ((struct tl_event *)tl_array_at(&src->events, before))->enter_ns < step.start)
+			before++;
+		while (before + in < ne &&
+		       ((struct tl_event *)tl_array_at(&src->events, before + in))->enter_ns < step.end)
+			in++;
+		int rc = 0;
+		if (before) {
+			rc = register_events(a, rs, tl_array_at(&src->events, 0), before, 0);
+			rs->outside_events += before;
+			take_events(rs, before);
+		}
+		const struct tl_event *ev = in ? tl_array_at(&src->events, 0) : NULL;
+		int is_headline = wants_detail(a, rs);
+		if (rc == 0)
+			rc = register_events(a, rs, ev, in, is_headline);
+		if (rc == 0)
+			rc = candidate_step(a, rs, ev, in, step.start, step.end);
+		if (rc < 0)
+			return rc;
+		take_events(rs, in);
+		rs->last_t1 = step.end;
+		release_before(src, step.end, 1);
+	}
+}
+
+/* ---- period steps ------------------------------------------------------- */
+
+static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
+{
+	struct tl_source *src = rs->src;
+	for (;;) {
+		if (!rs->have_held) {
+			int got = steps_cutter_next(rs->cutter, final, &rs->held);
+			if (got < 0)
+				return got;
+			if (!got)
+				return 0;
+			rs->have_held = 1;
+		}
+		struct steps_cut *c = &rs->held;
+		uint64_t end = c->first + c->count;
+		uint64_t have = src->events_base + tl_array_len(&src->events);
+		if (c->first != src->events_base)
+			return -EINVAL; /* cuts follow the events: a bug */
+		int next_known = have > end;
+		if (!next_known && !final)
+			return 0;
+		const struct tl_event *ev = c->count ? tl_array_at(&src->events, 0) : NULL;
+		uint64_t t0 = c->count ? ev[0].enter_ns : 0, t1 = t0;
+		if (next_known) {
+			t1 = ((const struct tl_event *)tl_array_at(&src->events, (size_t)c->count))->enter_ns;
+		} else {
+			for (uint64_t i = 0; i < c->count; i++)
+				if (ev[i].exit_ns > t1)
+					t1 = ev[i].exit_ns;
+		}
+		if (!final && !gpu_ready(a, src, t1))
+			return 0;
+		int rc = 0;
+		switch (c->kind) {
+		case STEPS_REGULAR:
+			rc = register_events(a, rs, ev, (size_t)c->count, wants_detail(a, rs));
+			if (rc == 0)
+				rc = candidate_step(a, rs, ev, (size_t)c->count, t0, t1);
+			break;
+		case STEPS_WARMUP:
+			rs->warmup += c->steps;
+			rs->ordinal += c->steps;
+			rs->skip_left = rs->skip_left > c->steps ? rs->skip_left - c->steps : 0;
+			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			break;
+		case STEPS_IRREGULAR:
+			rs->irregular += c->steps;
+			rs->ordinal += c->steps;
+			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			break;
+		default:
+			rs->trailing++;
+			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			break;
+		}
+		if (rc < 0)
+			return rc;
+		take_events(rs, (size_t)c->count);
+		release_before(src, t1, 0);
+		rs->have_held = 0;
+	}
+}
+
+/* Move a rank forward as far as its records allow. */
+static int service(analyzer_t *a, struct rank_state *rs, int final)
+{
+	struct tl_source *src = rs->src;
+	if (src->rank >= 0 && src->rank < a->min_rank_seen)
+		a->min_rank_seen = src->rank;
+	uint64_t have = src->events_base + tl_array_len(&src->events);
+	if (rs->mode != MODE_NVTX) {
+		for (uint64_t i = rs->fed; i < have; i++) {
+			const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
+			int rc = steps_cutter_push(rs->cutter, e->sig, e->op);
+			if (rc < 0)
+				return rc;
+		}
+		rs->fed = have;
+	}
+	if (rs->mode == MODE_UNDECIDED) {
+		if (src->step_ranges > 0) {
+			rs->mode = MODE_NVTX;
+			steps_cutter_free(rs->cutter); /* not needed: release its window */
+			rs->cutter = NULL;
+		} else {
+			/* run the period search; a first cut (or giving up) decides */
+			int got = steps_cutter_next(rs->cutter, final, &rs->held);
+			if (got < 0)
+				return got;
+			rs->have_held = got;
+			if (!got && !final && steps_cutter_period(rs->cutter) == 0)
+				return 0;
+			rs->mode = MODE_PERIOD;
+		}
+	}
+	if (rs->mode == MODE_NVTX) {
+		int rc = nvtx_steps(a, rs, final);
+		if (rc < 0)
+			return rc;
+		if (final) {
+			/* events after the last step range: not a step */
+			size_t left = tl_array_len(&src->events);
+			rc = register_events(a, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
+			rs->outside_events += left;
+			take_events(rs, left);
+			if (rc == 0 && !rs->decided)
+				rc = decide_template(a, rs);
+		}
+		return rc;
+	}
+	/* period mode: step ranges are not used, release them as we go */
+	return period_steps(a, rs, final);
+}
+
+int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
+{
+	struct tl_source *src;
+	int rc = timeline_feed(a->tl, rec, &src);
+	if (rc < 0 || !src)
+		return rc;
+	/* events complete at collective and group records; steps at ranges */
+	if (rec->type != FSS_REC_COLLECTIVE && rec->type != FSS_REC_GROUP && rec->type != FSS_REC_NVTX_RANGE &&
+	    rec->type != FSS_REC_GPU_INTERVAL && rec->type != FSS_REC_PROCESS_END)
+		return 0;
+	struct rank_state *rs = state_for(a, src);
+	if (!rs)
+		return -ENOMEM;
+	rc = service(a, rs, 0);
+	size_t pending = tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
+			 (rs->cutter ? steps_cutter_pending(rs->cutter) : 0);
+	for (unsigned i = 0; i < rs->nearly; i++)
+		pending += rs->early[i]->nev;
+	if (pending > a->pending_max)
+		a->pending_max = pending;
+	return rc;
+}
+
+size_t analyzer_pending_max(const analyzer_t *a)
+{
+	return a->pending_max;
+}
+
+/* ---- the result ---------------------------------------------------------- */
+
+static void note(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct analysis_result *r, const char *fmt, ...)
+{
+	if (r->nnotes >= ANALYSIS_NOTES_MAX)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->notes[r->nnotes++], ANALYSIS_NOTE_BYTES, fmt, ap);
+	va_end(ap);
+}
+
+static void count_events(const struct tl_event *ev, const struct ev_info *info, size_t n,
+			 struct analysis_step_counts *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < n; i++) {
+		switch (ev[i].op) {
+		case FSS_OP_ALLGATHER:
+			c->allgathers++;
+			c->allgather_calls += ev[i].calls;
+			if (info[i].phase == ANALYSIS_PHASE_BACKWARD)
+				c->backward_allgathers++;
+			else
+				c->forward_allgathers++;
+			break;
+		case FSS_OP_REDUCESCATTER:
+			c->reduce_scatters++;
+			c->reduce_scatter_calls += ev[i].calls;
+			break;
+		case FSS_OP_ALLREDUCE:
+			c->allreduces++;
+			c->allreduce_calls += ev[i].calls;
+			break;
+		default:
+			c->other++;
+			break;
+		}
+	}
+}
+
+
+/* min, median, max of the bytes of events of op. */
+static int bytes_stats(const struct tl_event *ev, size_t n, uint8_t op, uint64_t *mn, uint64_t *med, uint64_t *mx)
+{
+	*mn = *med = *mx = 0;
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].op == op)
+			v[k++] = ev[i].bytes;
+	if (k) {
+		qsort(v, k, sizeof *v, u64_cmp);
+		*mn = v[0];
+		*med = v[(k - 1) / 2];
+		*mx = v[k - 1];
+	}
+	free(v);
+	return 0;
+}
+
+static int rank_entry_cmp(const void *x, const void *y)
+{
+	const struct analysis_rank *p = x, *q = y;
+	if (p->rank != q->rank)
+		return p->rank < q->rank ? -1 : 1;
+	return p->source < q->source ? -1 : p->source > q->source;
+}
+
+/* Units, reshard, gathers table, ledger of the headline rank. */
+static int fill_structure(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r)
+{
+	const struct analysis_options *o = &a->opt;
+	size_t n = h->nev;
+	const struct tl_event *ev = h->tev;
+	const struct ev_info *ti = h->tinfo;
+	size_t nag = 0, nf = 0, nb = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER)
+			continue;
+		nag++;
+		if (ti[i].phase == ANALYSIS_PHASE_FORWARD)
+			nf++;
+		else
+			nb++;
+	}
+	int rc = -ENOMEM;
+	size_t *fidx = malloc((nf ? nf : 1) * sizeof *fidx); /* forward unit -> event */
+	size_t *bidx = malloc((nb ? nb : 1) * sizeof *bidx);
+	uint64_t *keys = malloc((nf ? nf : 1) * sizeof *keys);
+	struct reshard_gather *fg = calloc(nf ? nf : 1, sizeof *fg);
+	struct reshard_gather *bg = calloc(nb ? nb : 1, sizeof *bg);
+	int32_t *bunit = malloc((nb ? nb : 1) * sizeof *bunit);
+	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
+	if (!fidx || !bidx || !keys || !fg || !bg || !bunit || !r->gathers)
+		goto out;
+	size_t f = 0, b = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER)
+			continue;
+		struct reshard_gather g = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
+		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
+			fidx[f] = i;
+			keys[f] = ev[i].elements;
+			fg[f++] = g;
+		} else {
+			bidx[b] = i;
+			bg[b++] = g;
+		}
+	}
+
+	/* units */
+	struct analysis_units *u = &r->units;
+	struct units_repeat inferred, rep;
+	units_find_repeat(keys, nf, 0, &inferred);
+	rep = inferred;
+	u->layers_match = -1;
+	if (o->layers > 0) {
+		u->layers_given = 1;
+		u->layers_match = units_find_repeat(keys, nf, o->layers, &rep) == 0;
+		if (!u->layers_match)
+			rep = inferred;
+	}
+	u->inferred_repeating_units = inferred.copies;
+	u->inferred_gathers_per_unit = inferred.motif;
+	u->repeating_units = o->layers > 0 ? (uint32_t)o->layers : rep.copies;
+	u->gathers_per_unit = rep.motif;
+	u->motif_start = rep.start;
+	u->leading_gathers = rep.start;
+	u->trailing_gathers = (uint32_t)nf - rep.start - rep.covered;
+	u->root_gathers = u->leading_gathers + u->trailing_gathers;
+	u->forward_units = (uint32_t)nf;
+	if (o->layers > 0 && !u->layers_match)
+		note(r, "--layers %d: the forward gathers hold no repeat of exactly %d copies (they show %u x %u gathers "
+			"plus %u)",
+		     o->layers, o->layers, inferred.copies, inferred.motif, (unsigned)(nf - inferred.covered));
+	uint64_t largest = 0;
+	size_t largest_f = 0;
+	for (size_t k = 0; k < nf; k++) {
+		u->total_params += fg[k].elements;
+		if (fg[k].elements > largest) {
+			largest = fg[k].elements;
+			largest_f = k;
+		}
+		if ((uint32_t)ev[fidx[k]].nranks > u->shard_ranks)
+			u->shard_ranks = (uint32_t)ev[fidx[k]].nranks;
+		if (k >= rep.start && k < rep.start + rep.motif)
+			u->repeating_unit_params += fg[k].elements;
+	}
+	u->largest_unit_params = largest;
+	uint64_t covered_params = u->repeating_unit_params * rep.copies;
+	u->root_params = u->total_params > covered_params ? u->total_params - covered_params : 0;
+	if (nf) {
+		const char *n0 = timeline_name(h->src, ti[fidx[rep.start < nf ? rep.start : 0]].name);
+		const char *n1 = rep.copies > 1 ? timeline_name(h->src, ti[fidx[rep.start + rep.motif]].name) : "";
+		units_generalize_name(n0, n1, u->repeating_unit_name, sizeof u->repeating_unit_name);
+		snprintf(u->largest_unit_name, sizeof u->largest_unit_name, "%s",
+			 timeline_name(h->src, ti[fidx[largest_f]].name));
+	}
+
+	/* reshard */
+	reshard_detect(fg, nf, bg, nb, o->param_bytes, bunit, &r->reshard);
+	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && nf == 1)
+		note(r, "one FSDP unit (the root, never resharded): reshard_after_forward cannot be told");
+
+	/* gathers table */
+	size_t gi = 0;
+	f = b = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER)
+			continue;
+		struct analysis_gather *g = &r->gathers[gi];
+		g->index = (uint32_t)gi;
+		g->phase = ti[i].phase;
+		g->dtype = ev[i].dtype;
+		g->nranks = ev[i].nranks;
+		g->calls = ev[i].calls;
+		g->bytes = ev[i].bytes;
+		g->elements = ev[i].elements;
+		int32_t unit = ti[i].phase == ANALYSIS_PHASE_FORWARD ? (int32_t)f++ : bunit[b++];
+		g->unit = unit;
+		g->repeat = g->motif_pos = -1;
+		if (unit >= 0 && (uint32_t)unit >= rep.start && (uint32_t)unit < rep.start + rep.covered && rep.motif) {
+			g->repeat = (int32_t)((unit - rep.start) / rep.motif);
+			g->motif_pos = (int32_t)((unit - rep.start) % rep.motif);
+		}
+		if (unit >= 0)
+			snprintf(g->name, sizeof g->name, "%s", timeline_name(h->src, ti[fidx[unit]].name));
+		if (h->detail) {
+			g->duration_ns = median_get(&h->m_dur[i]);
+			g->exposed_ns = median_get(&h->m_exp[i]);
+			g->hide_ns = median_get(&h->m_hid[i]);
+			g->queued_ns = median_get(&h->m_que[i]);
+			uint32_t best = 0;
+			for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
+				if (h->cause_n[i][c] > best) {
+					best = h->cause_n[i][c];
+					g->cause = (uint8_t)c;
+				}
+			}
+		}
+		struct ranks_index_stats ri = ranks_index(a->ranks, (int32_t)gi);
+		g->slowest_rank = ri.slowest_rank;
+		g->skew_ns = ri.skew_median_ns;
+		gi++;
+	}
+	r->ngathers = (uint32_t)gi;
+
+	/* ledger */
+	struct ledger_input li;
+	ledger_input_defaults(&li);
+	li.params = (double)u->total_params;
+	li.ranks = u->shard_ranks;
+	li.units = (uint32_t)nf;
+	li.largest_unit_params = (double)largest;
+	li.prefetch = o->prefetch;
+	li.param_bytes = o->param_bytes;
+	li.grad_bytes = o->grad_bytes;
+	li.master_bytes = o->master_bytes;
+	li.optimizer_bytes = o->optimizer_bytes;
+	li.gpu_mem_bytes = o->gpu_mem_bytes;
+	if (o->param_bytes_from_trace && nf && record_dtype_bytes(ev[fidx[0]].dtype))
+		li.param_bytes = (double)record_dtype_bytes(ev[fidx[0]].dtype);
+	ledger_compute(&li, &r->ledger);
+	uint64_t wire = 0;
+	for (size_t i = 0; i < n; i++)
+		wire += ev[i].wire_bytes;
+	r->ledger.wire_bytes_per_step = wire;
+
+	/* sizes and dtypes */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bit = ev[i].dtype < 32 ? 1u << ev[i].dtype : 0;
+		if (ev[i].op == FSS_OP_ALLGATHER)
+			r->sizes.allgather_dtypes |= bit;
+		else if (ev[i].op == FSS_OP_REDUCESCATTER)
+			r->sizes.reduce_scatter_dtypes |= bit;
+		else if (ev[i].op == FSS_OP_ALLREDUCE)
+			r->sizes.allreduce_dtypes |= bit;
+	}
+	if (bytes_stats(ev, n, FSS_OP_ALLGATHER, &r->sizes.allgather_bytes_min, &r->sizes.allgather_bytes_median,
+			&r->sizes.allgather_bytes_max) < 0 ||
+	    bytes_stats(ev, n, FSS_OP_REDUCESCATTER, &r->sizes.reduce_scatter_bytes_min,
+			&r->sizes.reduce_scatter_bytes_median, &r->sizes.reduce_scatter_bytes_max) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(fidx);
+	free(bidx);
+	free(keys);
+	free(fg);
+	free(bg);
+	free(bunit);
+	return rc;
+}
+
+static void fill_exposure(const struct rank_state *h, struct analysis_result *r)
+{
+	struct analysis_exposure *x = &r->exposure;
+	x->source = h->exposure_source;
+	x->allgather_ns_per_step = median_get(&h->fig[FIG_AG]);
+	x->exposed_allgather_ns_per_step = median_get(&h->fig[FIG_AG_EXPOSED]);
+	x->exposed_fraction = x->allgather_ns_per_step
+				      ? (double)x->exposed_allgather_ns_per_step / (double)x->allgather_ns_per_step
+				      : ANALYSIS_UNKNOWN;
+	x->forward_exposed_ns_per_step = median_get(&h->fig[FIG_FWD_EXPOSED]);
+	x->backward_exposed_ns_per_step = median_get(&h->fig[FIG_BWD_EXPOSED]);
+	x->reduce_scatter_ns_per_step = median_get(&h->fig[FIG_RS]);
+	x->exposed_reduce_scatter_ns_per_step = median_get(&h->fig[FIG_RS_EXPOSED]);
+	x->allreduce_ns_per_step = median_get(&h->fig[FIG_AR]);
+	x->exposed_allreduce_ns_per_step = median_get(&h->fig[FIG_AR_EXPOSED]);
+	x->exposed_gathers = (uint32_t)median_get(&h->fig[FIG_EXPOSED_GATHERS]);
+	for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
+		x->cause_gathers[c] = (uint32_t)median_get(&h->fig[FIG_CAUSE_N + c]);
+		x->cause_ns[c] = median_get(&h->fig[FIG_CAUSE_NS + c]);
+	}
+}
+
+int analyzer_finish(analyzer_t *a, struct analysis_result **out)
+{
+	*out = NULL;
+	if (a->finished)
+		return -EINVAL;
+	a->finished = 1;
+	int rc = timeline_flush_groups(a->tl);
+	/* sources that have records but no rank state yet */
+	for (size_t i = 0; rc == 0 && i < timeline_sources(a->tl); i++)
+		if (!state_for(a, timeline_source(a->tl, i)))
+			rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < a->nrs; i++)
+		rc = service(a, a->rs[i], 1);
+	if (rc < 0)
+		return rc;
+
+	struct analysis_result *r = calloc(1, sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	r->schema = ANALYSIS_SCHEMA;
+	r->options = a->opt;
+	r->exposure.exposed_fraction = ANALYSIS_UNKNOWN;
+	r->breakdown.mfu = ANALYSIS_UNKNOWN;
+	r->spread.slowest_rank = -1;
+	r->spread.slowest_rank_fraction = ANALYSIS_UNKNOWN;
+	r->units.layers_match = -1;
+	r->headline_rank = -1;
+
+	struct timeline_stats ts;
+	timeline_stats(a->tl, &ts);
+	r->trace.records = ts.records;
+	r->trace.collectives = ts.collectives;
+	r->trace.gpu_intervals = ts.gpu_intervals;
+	r->trace.nvtx_ranges = ts.nvtx_ranges;
+	r->trace.sources = (uint32_t)timeline_sources(a->tl);
+	r->trace.truncated = a->truncated;
+	r->trace.has_cupti = ts.gpu_intervals > 0;
+	r->trace.has_nvtx = ts.nvtx_ranges > 0;
+
+	/* ranks with collectives */
+	size_t nranked = 0;
+	for (size_t i = 0; i < a->nrs; i++) {
+		r->trace.dropped_records += a->rs[i]->src->dropped;
+		if (a->rs[i]->src->collectives)
+			nranked++;
+		if (a->rs[i]->src->world_size > r->world_size)
+			r->world_size = a->rs[i]->src->world_size;
+	}
+	r->ranks = (uint32_t)nranked;
+	r->per_rank = calloc(nranked ? nranked : 1, sizeof *r->per_rank);
+	if (!r->per_rank) {
+		analysis_result_free(r);
+		return -ENOMEM;
+	}
+
+	/* the headline rank: the one asked for, else the lowest with steps */
+	struct rank_state *h = NULL;
+	for (size_t i = 0; i < a->nrs; i++) {
+		struct rank_state *rs = a->rs[i];
+		if (!rs->src->collectives)
+			continue;
+		if (a->opt.rank >= 0 && rs->src->rank == a->opt.rank && rs->analyzed) {
+			h = rs;
+			break;
+		}
+		if (rs->analyzed && (!h || rs->src->rank < h->src->rank))
+			h = rs;
+	}
+	if (h && a->opt.rank >= 0 && h->src->rank != a->opt.rank)
+		note(r, "rank %d has no analysed step: figures are rank %d's", a->opt.rank, h->src->rank);
+
+	size_t k = 0;
+	struct ranks_totals tot;
+	ranks_totals(a->ranks, &tot);
+	uint64_t step_min = UINT64_MAX, step_max = 0, exp_min = UINT64_MAX, exp_max = 0;
+	uint64_t best_last = 0;
+	for (size_t i = 0; i < a->nrs; i++) {
+		struct rank_state *rs = a->rs[i];
+		if (!rs->src->collectives)
+			continue;
+		struct analysis_rank *e = &r->per_rank[k++];
+		e->rank = rs->src->rank;
+		e->source = rs->src->id;
+		e->pid = rs->src->pid;
+		e->steps_analyzed = rs->analyzed;
+		if (rs->tev)
+			count_events(rs->tev, rs->tinfo, rs->nev, &e->per_step);
+		e->step_ns = median_get(&rs->fig[FIG_STEP]);
+		e->allgather_ns = median_get(&rs->fig[FIG_AG]);
+		e->exposed_allgather_ns = median_get(&rs->fig[FIG_AG_EXPOSED]);
+		e->compute_ns = median_get(&rs->fig[FIG_COMPUTE]);
+		struct ranks_rank_stats st = ranks_rank(a->ranks, rs->src->rank);
+		e->last_arrivals = (uint32_t)st.last_arrivals;
+		e->matched_collectives = (uint32_t)st.matched;
+		uint32_t steps = rs->analyzed + rs->warmup + rs->irregular;
+		e->late_ns_per_step = steps ? st.late_ns / steps : st.late_ns;
+		e->dropped_records = rs->src->dropped;
+		if (rs->analyzed) {
+			r->spread.ranks++;
+			if (e->step_ns < step_min)
+				step_min = e->step_ns;
+			if (e->step_ns > step_max)
+				step_max = e->step_ns;
+			if (e->exposed_allgather_ns < exp_min)
+				exp_min = e->exposed_allgather_ns;
+			if (e->exposed_allgather_ns > exp_max)
+				exp_max = e->exposed_allgather_ns;
+		}
+		if (nranked > 1 && st.last_arrivals > best_last) {
+			best_last = st.last_arrivals;
+			r->spread.slowest_rank = e->rank;
+		}
+	}
+	r->nper_rank = (uint32_t)k;
+	qsort(r->per_rank, k, sizeof *r->per_rank, rank_entry_cmp);
+	if (r->spread.ranks) {
+		r->spread.step_ns_min = step_min;
+		r->spread.step_ns_max = step_max;
+		r->spread.exposed_ns_min = exp_min;
+		r->spread.exposed_ns_max = exp_max;
+	}
+	r->spread.max_skew_ns = tot.max_skew_ns;
+	if (tot.matched && r->spread.slowest_rank >= 0)
+		r->spread.slowest_rank_fraction = (double)best_last / (double)tot.matched;
+
+	if (!h) {
+		note(r, nranked ? "no training step found: too few collectives, or none repeating"
+				: "no collectives in the trace");
+		*out = r;
+		return 0;
+	}
+	r->headline_rank = h->src->rank;
+	r->step_detection = h->mode == MODE_NVTX ? ANALYSIS_STEPS_NVTX : ANALYSIS_STEPS_PERIOD;
+	r->steps_analyzed = h->analyzed;
+	r->warmup_steps = h->warmup;
+	r->irregular_steps = h->irregular;
+	r->steps_seen = h->analyzed + h->warmup + h->irregular;
+	r->step_period = (uint32_t)h->nev;
+	r->step_ns = median_get(&h->fig[FIG_STEP]);
+	if (h->mode == MODE_NVTX)
+		snprintf(r->step_range_name, sizeof r->step_range_name, "%s", h->src->step_name);
+	count_events(h->tev, h->tinfo, h->nev, &r->per_step);
+	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
+	r->spread.skew_ns_per_step = tot.skew_ns / steps;
+
+	if (fill_structure(a, h, r) < 0) {
+		analysis_result_free(r);
+		return -ENOMEM;
+	}
+	fill_exposure(h, r);
+	breakdown_compute(r->step_ns, median_get(&h->fig[FIG_COMPUTE]), median_get(&h->fig[FIG_COMM_EXPOSED]),
+			  r->units.total_params, r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt,
+			  &r->breakdown);
+	if (r->exposure.source == ANALYSIS_EXPOSURE_HOST)
+		note(r, "exposure from host timing: exact where collective calls block until done (the CPU "
+			"stand-in NCCL); with real NCCL use CUPTI");
+	if (r->exposure.source == ANALYSIS_EXPOSURE_NONE)
+		note(r, "no compute intervals (no CUPTI kernels, no NVTX compute ranges): exposure not measured");
+	if (!h->detail)
+		note(r, "per-gather figures were kept for another rank: the gather table has no times");
+	if (r->trace.truncated)
+		note(r, "the trace ends inside a chunk: analysed up to the last complete one");
+	if (r->trace.dropped_records)
+		note(r, "the agents dropped %llu records: counts may be low",
+		     (unsigned long long)r->trace.dropped_records);
+	if (tot.unmatched && r->ranks > 1)
+		note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
+	*out = r;
+	return 0;
+}
+
+/* ---- from a file ------------------------------------------------------- */
+
+static int on_record(void *ctx, const struct fss_record_head *rec)
+{
+	return analyzer_feed(ctx, rec);
+}
+
+int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
+		  size_t errlen)
+{
+	return analyze_trace_steps(path, opts, NULL, NULL, out, err, errlen);
+}
+
+int analyze_trace_steps(const char *path, const struct analysis_options *opts, analysis_step_fn fn, void *ctx,
+			struct analysis_result **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	analyzer_t *a;
+	int rc = analyzer_new(&a, opts);
+	if (rc < 0) {
+		if (errlen)
+			snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	analyzer_on_step(a, fn, ctx);
+	struct trace_parser_ops ops = {.on_record = on_record};
+	char msg[256] = "";
+	rc = trace_read_file(path, &ops, a, msg, sizeof msg);
+	if (rc == FSS_E_TRUNCATED || (rc == FSS_E_CORRUPT && timeline_sources(a->tl) > 0)) {
+		analyzer_set_truncated(a);
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = analyzer_finish(a, out);
+	if (rc < 0 && errlen)
+		snprintf(err, errlen, "%s", msg[0] ? msg : fss_strerror(rc));
+	analyzer_free(a);
+	return rc;
+}

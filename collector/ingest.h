@@ -1,0 +1,126 @@
+/*
+ * ingest.h - merge agent connections and per-rank trace files into one trace.
+ *
+ * The collector's front door, used by `fsdpscope run` (embedded) and by the
+ * collector daemon. Agents connect to a listening socket and send a trace
+ * stream (the bytes of a trace file, common/trace_format.h); agents that
+ * found no collector wrote per-rank trace files instead. The ingest reads
+ * every input with its own trace_parser and copies the records of each
+ * verified chunk into ONE output trace:
+ *
+ *   - every source of every input gets a new source number in the output
+ *     (an agent's records all carry source 0; the ingest numbers inputs in
+ *     the order their first record arrives, so a process that reconnects
+ *     becomes a new source);
+ *   - records are copied byte for byte; only head.source changes. Strings
+ *     are per source, so they travel with their source like any record;
+ *   - records of one input keep their order; records of different inputs
+ *     interleave at chunk granularity.
+ *
+ * An input that sends garbage or ends inside a chunk keeps every complete
+ * chunk it sent; the rest is dropped and reported (which process, at what
+ * offset, why). No input can stop another: the ingest never aborts on bad
+ * input. Memory per connection is bounded by one chunk (the parser's buffer).
+ *
+ * Threading: an ingest_t is used by one thread at a time (the caller's
+ * loop); it starts no threads of its own.
+ */
+#ifndef FSS_COLLECTOR_INGEST_H
+#define FSS_COLLECTOR_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/record.h"
+
+typedef struct ingest ingest_t;
+
+struct ingest_options {
+	uint64_t features;       /* FSS_FEATURE_* for the output header; 0: NCCL | CUPTI | NVTX */
+	uint32_t chunk_payload;  /* output chunk payload bytes, 0: the writer's default */
+	int sync_on_close;       /* fsync the output before renaming it into place */
+};
+
+/* One source of the output trace. */
+struct ingest_source_stats {
+	uint32_t source;     /* its number in the output trace */
+	uint32_t pid;        /* from its process_hello, 0 before one arrived */
+	int32_t rank;        /* rank hint of the hello (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK), else -1 */
+	int has_hello;       /* a process_hello arrived */
+	int ended;           /* a process_end arrived (the process exited cleanly) */
+	const char *origin;  /* "connection 3 (pid 1234)" or the file's path */
+	uint64_t records;    /* records copied to the output */
+	uint64_t dropped;    /* what the source said it lost: ring + sink + CUPTI, from its last drops record */
+};
+
+/* What the ingest did, valid until ingest_free(). */
+struct ingest_stats {
+	uint32_t sources;       /* sources in the output */
+	uint32_t connections;   /* connections accepted (empty ones included) */
+	uint32_t files;         /* files merged */
+	uint64_t records;       /* records written to the output */
+	uint64_t bytes;         /* bytes of the output trace */
+	uint64_t by_type[FSS_REC_TYPE_MAX]; /* records written, per known type */
+	uint64_t dropped;       /* sum of the sources' dropped counts */
+	const struct ingest_source_stats *per_source; /* [sources], by output source number */
+	size_t ndamaged;        /* inputs that were cut short or damaged */
+	const char *const *damage; /* [ndamaged] one message each: who, where, why, what was kept */
+};
+
+/*
+ * ingest_new - an ingest writing the merged trace to `output_path` (as
+ * "<output_path>.partial" until ingest_finish() renames it into place).
+ * opts may be NULL. Returns 0 with *out owned by the caller (ingest_free),
+ * or a negative errno (the output could not be created).
+ */
+int ingest_new(ingest_t **out, const char *output_path, const struct ingest_options *opts);
+
+/*
+ * ingest_free - free the ingest, first finishing it (as ingest_finish) if
+ * that was not done, so the output is always a closed trace. NULL is
+ * allowed.
+ */
+void ingest_free(ingest_t *ing);
+
+/*
+ * ingest_listen - accept agent connections on `address` (common/wire.h
+ * syntax: unix:/path, unix:@name, tcp:127.0.0.1:port). May be called more
+ * than once. A unix socket file created here is removed by ingest_finish()
+ * and ingest_free(). Returns 0, -EINVAL for a bad address, or the negative
+ * errno of socket / bind / listen.
+ */
+int ingest_listen(ingest_t *ing, const char *address);
+
+/*
+ * ingest_poll - wait up to timeout_ms (0: do not wait, -1: forever) for
+ * activity, then accept pending connections and read what the open ones
+ * have sent, feeding the output. A signal interrupting the wait returns 0
+ * early, so a caller can look at its own state. Returns the number of
+ * inputs that made progress (>= 0), or a negative errno when the ingest
+ * itself failed (writing the output, epoll); bad input is never an error.
+ */
+int ingest_poll(ingest_t *ing, int timeout_ms);
+
+/* ingest_open_connections - connections accepted and not yet closed. */
+size_t ingest_open_connections(const ingest_t *ing);
+
+/*
+ * ingest_add_file - merge the trace file at `path` (a per-rank fallback
+ * file, a ".partial" of a process that died, or another merged trace: each
+ * of its sources gets a new number). A damaged or truncated file
+ * contributes its complete chunks and is reported in the stats. Returns 0,
+ * a negative errno when the file cannot be opened or read, or the output's
+ * write error.
+ */
+int ingest_add_file(ingest_t *ing, const char *path);
+
+/*
+ * ingest_finish - end the ingest: stop listening, end every open connection
+ * (what it had not completed is reported as cut), flush and close the
+ * output, renaming it into place. *stats (may be NULL) points into the
+ * ingest and stays valid until ingest_free(). Returns 0, or the first
+ * error met writing the output. Call once; later calls return -EALREADY.
+ */
+int ingest_finish(ingest_t *ing, const struct ingest_stats **stats);
+
+#endif

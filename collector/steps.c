@@ -1,0 +1,318 @@
+/*
+ * steps.c - steps from the period of the collective sequence (see steps.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/steps.h"
+#include "common/record.h"
+
+#define STEPS_DEFAULT_WINDOW 65536u
+/* The first search waits for this many events: a window shorter than one
+ * step can look periodic (the forward's repeating blocks). */
+#define STEPS_FIRST_TRY 4096u
+#define STEPS_MIN_MATCH 0.90
+#define STEPS_TIE_MATCH 0.01
+#define STEPS_RESYNC_KEYS 8u
+
+uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nranks)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t parts[4] = {op, bytes, calls, (uint64_t)(uint32_t)nranks};
+	for (int i = 0; i < 4; i++) {
+		h ^= parts[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+size_t steps_rotation(const uint8_t *ops, size_t p)
+{
+	if (p == 0)
+		return 0;
+	int have_rs = 0, have_ag = 0;
+	for (size_t i = 0; i < p; i++) {
+		have_rs |= ops[i] == FSS_OP_REDUCESCATTER;
+		have_ag |= ops[i] == FSS_OP_ALLGATHER;
+	}
+	if (!have_ag)
+		return 0;
+	uint8_t sep = have_rs ? FSS_OP_REDUCESCATTER : FSS_OP_ALLGATHER;
+	/* longest cyclic stretch without `sep`, starting right after one */
+	size_t best_start = 0, best_len = 0;
+	for (size_t i = 0; i < p; i++) {
+		if (ops[i] != sep)
+			continue;
+		size_t len = 0;
+		while (len < p - 1 && ops[(i + 1 + len) % p] != sep)
+			len++;
+		if (len > best_len) {
+			best_len = len;
+			best_start = (i + 1) % p;
+		}
+	}
+	if (!have_rs) /* the first AllGather after the stretch without one */
+		return (best_start + best_len) % p;
+	for (size_t k = 0; k < best_len; k++)
+		if (ops[(best_start + k) % p] == FSS_OP_ALLGATHER)
+			return (best_start + k) % p;
+	return best_start;
+}
+
+int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out)
+{
+	memset(out, 0, sizeof *out);
+	if (n < 2)
+		return 0;
+	size_t pmax = final ? n / 2 : n / 6;
+	if (pmax == 0)
+		return 0;
+	double *ratio = malloc(pmax * sizeof *ratio);
+	if (!ratio)
+		return 0;
+	double best = 0.0;
+	for (size_t p = 1; p <= pmax; p++) {
+		/* the later half, but at least one whole period of comparisons */
+		size_t lo = n / 2;
+		if (n - p <= lo + p / 2)
+			lo = n >= 2 * p ? n - 2 * p : 0;
+		size_t cnt = n - p - lo, eq = 0;
+		for (size_t i = lo; i < n - p; i++)
+			eq += sig[i] == sig[i + p];
+		ratio[p - 1] = cnt ? (double)eq / (double)cnt : 0.0;
+		if (ratio[p - 1] > best)
+			best = ratio[p - 1];
+	}
+	/* A step issues every kind of collective the job issues regularly: a
+	 * stretch of the forward's repeating blocks (all AllGathers) is not a
+	 * step. Kinds seen at least once per two periods must be in the step. */
+	size_t count[256] = {0};
+	for (size_t i = 0; i < n; i++)
+		count[ops[i]]++;
+	size_t period = 0;
+	if (best >= STEPS_MIN_MATCH) {
+		for (size_t p = 1; p <= pmax && !period; p++) {
+			if (ratio[p - 1] < best - STEPS_TIE_MATCH)
+				continue;
+			uint8_t in_step[256] = {0};
+			for (size_t i = n - p; i < n; i++)
+				in_step[ops[i]] = 1;
+			int complete = 1;
+			for (int op = 0; op < 256; op++)
+				if (!in_step[op] && count[op] * 2 * p >= n)
+					complete = 0;
+			if (complete)
+				period = p;
+		}
+	}
+	free(ratio);
+	if (!period)
+		return 0;
+	size_t p = period;
+	size_t rot = steps_rotation(ops + (n - p), p);
+	size_t phase = (n - p + rot) % p;
+	size_t t0 = phase + p * ((n - p - phase) / p); /* last whole rotated period */
+	/* the first place a whole steady-state step starts (an insertion
+	 * earlier may have shifted the phase: look at every position) */
+	size_t first = t0;
+	for (size_t s = 0; s + p <= n && s < t0; s++) {
+		if (memcmp(sig + s, sig + t0, p * sizeof *sig) == 0) {
+			first = s;
+			break;
+		}
+	}
+	out->period = p;
+	out->first = first;
+	out->rotation = rot;
+	out->match = best;
+	return 1;
+}
+
+enum cutter_state { CUTTER_DETECT, CUTTER_CUT, CUTTER_GIVEUP };
+
+struct steps_cutter {
+	enum cutter_state state;
+	size_t max_window;
+	size_t next_try;
+	uint64_t *sig; /* pending events; sig[0] is event number `base` */
+	uint8_t *ops;
+	size_t n, cap;
+	uint64_t base;
+	uint64_t cur;      /* next event to place */
+	uint64_t *tmpl;    /* [period] the steady-state step */
+	size_t period;
+	int warmup_due;    /* a warm-up cut [warm_first, cur) is due */
+	uint64_t warm_first;
+};
+
+steps_cutter_t *steps_cutter_new(size_t max_window)
+{
+	steps_cutter_t *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->max_window = max_window ? max_window : STEPS_DEFAULT_WINDOW;
+	c->next_try = STEPS_FIRST_TRY;
+	return c;
+}
+
+void steps_cutter_free(steps_cutter_t *c)
+{
+	if (!c)
+		return;
+	free(c->sig);
+	free(c->ops);
+	free(c->tmpl);
+	free(c);
+}
+
+size_t steps_cutter_pending(const steps_cutter_t *c)
+{
+	return c->n;
+}
+
+size_t steps_cutter_period(const steps_cutter_t *c)
+{
+	return c->period;
+}
+
+int steps_cutter_push(steps_cutter_t *c, uint64_t sig, uint8_t op)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 256;
+		uint64_t *s = realloc(c->sig, cap * sizeof *s);
+		if (!s)
+			return -ENOMEM;
+		c->sig = s;
+		uint8_t *o = realloc(c->ops, cap);
+		if (!o)
+			return -ENOMEM;
+		c->ops = o;
+		c->cap = cap;
+	}
+	c->sig[c->n] = sig;
+	c->ops[c->n] = op;
+	c->n++;
+	return 0;
+}
+
+/* Forget the events before c->cur. */
+static void cutter_drop(steps_cutter_t *c)
+{
+	size_t drop = (size_t)(c->cur - c->base);
+	if (drop == 0 || drop > c->n)
+		return;
+	memmove(c->sig, c->sig + drop, (c->n - drop) * sizeof *c->sig);
+	memmove(c->ops, c->ops + drop, c->n - drop);
+	c->n -= drop;
+	c->base = c->cur;
+}
+
+static int cutter_detect(steps_cutter_t *c, int final)
+{
+	int window_full = c->n >= c->max_window;
+	if (!final && !window_full && c->n < c->next_try)
+		return 0;
+	struct steps_period sp;
+	if (steps_find_period(c->sig, c->ops, c->n, final || window_full, &sp)) {
+		c->period = sp.period;
+		c->tmpl = malloc(sp.period * sizeof *c->tmpl);
+		if (!c->tmpl)
+			return -ENOMEM;
+		memcpy(c->tmpl, c->sig + sp.first, sp.period * sizeof *c->tmpl);
+		c->state = CUTTER_CUT;
+		c->warm_first = c->base;
+		c->cur = c->base + sp.first;
+		c->warmup_due = sp.first > 0;
+		return 0;
+	}
+	if (final || window_full)
+		c->state = CUTTER_GIVEUP;
+	else
+		c->next_try *= 2;
+	return 0;
+}
+
+static int matches_template(const steps_cutter_t *c, size_t at)
+{
+	return memcmp(c->sig + at, c->tmpl, c->period * sizeof *c->tmpl) == 0;
+}
+
+int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
+{
+	memset(cut, 0, sizeof *cut);
+	if (c->state == CUTTER_DETECT) {
+		int rc = cutter_detect(c, final);
+		if (rc < 0)
+			return rc;
+	}
+	uint64_t end = c->base + c->n;
+	if (c->state == CUTTER_DETECT)
+		return 0;
+	if (c->state == CUTTER_GIVEUP) {
+		if (c->cur >= end)
+			return 0;
+		*cut = (struct steps_cut){c->cur, end - c->cur, STEPS_IRREGULAR, 0};
+		c->cur = end;
+		cutter_drop(c);
+		return 1;
+	}
+	if (c->warmup_due) {
+		size_t p = c->period;
+		uint64_t len = c->cur - c->warm_first;
+		uint64_t steps = (len + p / 2) / p;
+		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP, (uint32_t)(steps ? steps : 1)};
+		c->warmup_due = 0;
+		cutter_drop(c);
+		return 1;
+	}
+	size_t p = c->period;
+	size_t at = (size_t)(c->cur - c->base);
+	size_t avail = c->n - at;
+	if (avail >= p && matches_template(c, at)) {
+		*cut = (struct steps_cut){c->cur, p, STEPS_REGULAR, 1};
+		c->cur += p;
+		cutter_drop(c);
+		return 1;
+	}
+	if (avail < p) {
+		if (!final || avail == 0)
+			return 0;
+		*cut = (struct steps_cut){c->cur, avail, STEPS_TRAILING, 0};
+		c->cur = end;
+		cutter_drop(c);
+		return 1;
+	}
+	/* A stretch that is not a regular step: find where the next one starts:
+	 * the first place a whole step matches, else (near the end of what has
+	 * come) where the template's first keys follow its last one. */
+	size_t m = p < STEPS_RESYNC_KEYS ? p : STEPS_RESYNC_KEYS;
+	if (!final && avail < 3 * p + m)
+		return 0;
+	size_t found = 0;
+	for (size_t q = at + 1; q + p <= c->n && !found; q++)
+		if (matches_template(c, q))
+			found = q;
+	for (size_t q = c->n > p ? c->n - p + 1 : at + 1; !found && q + m <= c->n; q++) {
+		if (q <= at || (p > 1 && c->sig[q - 1] != c->tmpl[p - 1]))
+			continue;
+		if (memcmp(c->sig + q, c->tmpl, m * sizeof *c->tmpl) == 0)
+			found = q;
+	}
+	if (found) {
+		size_t len = found - at;
+		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+		c->cur = c->base + found;
+		cutter_drop(c);
+		return 1;
+	}
+	uint64_t upto = final ? end : end - 2 * p;
+	if (upto <= c->cur)
+		return 0;
+	uint64_t len = upto - c->cur;
+	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+	c->cur = upto;
+	cutter_drop(c);
+	return 1;
+}

@@ -1,0 +1,100 @@
+/*
+ * steps.h - training steps from the collective sequence itself.
+ *
+ * When a job marks its steps with NVTX ranges the analysis uses them
+ * (analyze.c). Otherwise steps come from the sequence of collective
+ * signatures (op, bytes, calls, ranks): a training step issues the same
+ * collectives in the same order every time, so the sequence is periodic.
+ * The period is found on a window at the start of the trace, then the
+ * stream is cut into steps one period at a time, so memory stays bounded by
+ * a few periods however long the run.
+ *
+ * A step is rotated to start at the first AllGather after the last
+ * ReduceScatter (the forward of FSDP starts there; the backward ends with
+ * reduce-scatters, then optimizer and logging collectives). Events before
+ * the first step that matches the steady state are warm-up; later stretches
+ * that do not match it are irregular steps: both are reported, neither is
+ * mixed into the figures.
+ */
+#ifndef FSS_COLLECTOR_STEPS_H
+#define FSS_COLLECTOR_STEPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* steps_signature - the key two events must share to be "the same". */
+uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nranks);
+
+/* Period search result. */
+struct steps_period {
+	size_t period;   /* events per step */
+	size_t first;    /* index of the first step that matches the steady state */
+	size_t rotation; /* offset of the step start within the tail period found */
+	double match;    /* fraction of events equal to the one a period later, in the tail */
+};
+
+/*
+ * steps_find_period - the period of sig[0..n) (ops[i] the fss_coll_op of
+ * event i). Looks at periods up to n / 6 (n / 2 when `final`: the whole
+ * trace is in the window) that make at least 90% of the later half of the
+ * sequence repeat, choosing the smallest within 1% of the best that holds
+ * every kind of collective seen at least once per two periods (the
+ * forward's repeating blocks alone are no step). Returns 1 with *out
+ * filled, 0 when no period is found (yet).
+ */
+int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out);
+
+/*
+ * steps_rotation - where a step starts within one period ops[0..p) read
+ * cyclically: the first AllGather after the longest stretch without a
+ * ReduceScatter begins (i.e. after the step's last ReduceScatter); without
+ * ReduceScatters, the first AllGather after the longest stretch without
+ * one; else 0.
+ */
+size_t steps_rotation(const uint8_t *ops, size_t p);
+
+enum steps_kind {
+	STEPS_REGULAR = 1,   /* one step matching the steady state */
+	STEPS_WARMUP = 2,    /* events before the first regular step */
+	STEPS_IRREGULAR = 3, /* a stretch that does not match (noise, a checkpoint) */
+	STEPS_TRAILING = 4,  /* an incomplete step at the end of the trace */
+};
+
+/* A cut: events [first, first + count) (absolute event numbers from 0). */
+struct steps_cut {
+	uint64_t first;
+	uint64_t count;
+	int kind;        /* enum steps_kind */
+	uint32_t steps;  /* steps the cut stands for (warm-up, irregular: count / period rounded;
+	                    a few stray events between two steps stand for 0) */
+};
+
+typedef struct steps_cutter steps_cutter_t;
+
+/*
+ * steps_cutter_new - a cutter that looks for the period in a window of at
+ * most max_window events (0: 65536). NULL on ENOMEM.
+ */
+steps_cutter_t *steps_cutter_new(size_t max_window);
+void steps_cutter_free(steps_cutter_t *c);
+
+/* steps_cutter_push - the next event. 0 or -ENOMEM. */
+int steps_cutter_push(steps_cutter_t *c, uint64_t sig, uint8_t op);
+
+/*
+ * steps_cutter_next - the next cut, if one is decided: returns 1 with *cut
+ * filled, 0 when more events are needed. `final`: no more events will come
+ * (decide with what there is; the rest becomes a trailing cut). Cuts come
+ * in order and cover every event pushed once the trace has ended (events
+ * the cutter could not place come as irregular).
+ */
+int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut);
+
+/* steps_cutter_pending - events the cutter holds (its window, or what is
+ * not cut yet). */
+size_t steps_cutter_pending(const steps_cutter_t *c);
+
+/* steps_cutter_period - the period once found (0 before). */
+size_t steps_cutter_period(const steps_cutter_t *c);
+
+#endif

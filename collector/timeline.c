@@ -1,0 +1,505 @@
+/*
+ * timeline.c - per-rank timelines from a trace's records (see timeline.h).
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/steps.h"
+#include "collector/timeline.h"
+#include "common/strtab.h"
+
+struct timeline {
+	strtab_t *strings;
+	const char *step_ranges;
+	const char *compute_ranges;
+	struct tl_source **sources; /* arrival order */
+	size_t nsources, sources_cap;
+	struct tl_source *last;     /* the source of the previous record: records come in runs */
+	struct timeline_stats stats;
+};
+
+/* ---- arrays ------------------------------------------------------------- */
+
+static void tl_array_init(struct tl_array *a, size_t size)
+{
+	memset(a, 0, sizeof *a);
+	a->size = size;
+}
+
+static void *tl_array_push(struct tl_array *a)
+{
+	if (a->n == a->cap) {
+		if (a->head > 0 && a->head >= a->n / 2) {
+			/* reuse the taken front before growing */
+			memmove(a->v, (char *)a->v + a->head * a->size, (a->n - a->head) * a->size);
+			a->n -= a->head;
+			a->head = 0;
+		} else {
+			size_t cap = a->cap ? 2 * a->cap : 64;
+			void *v = realloc(a->v, cap * a->size);
+			if (!v)
+				return NULL;
+			a->v = v;
+			a->cap = cap;
+		}
+	}
+	void *item = (char *)a->v + a->n * a->size;
+	a->n++;
+	memset(item, 0, a->size);
+	return item;
+}
+
+void tl_array_take(struct tl_array *a, size_t k)
+{
+	size_t live = a->n - a->head;
+	a->head += k < live ? k : live;
+	if (a->head == a->n)
+		a->head = a->n = 0;
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+struct name_index {
+	uint32_t *slot; /* name number + 1, 0 empty */
+	size_t cap;
+};
+
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* The number of name s in the source's table (from 1), added if new; 0 on ENOMEM. */
+static uint32_t name_intern(struct tl_source *src, const char *s)
+{
+	struct name_index *ix = src->name_index;
+	if (!ix) {
+		ix = calloc(1, sizeof *ix);
+		if (!ix)
+			return 0;
+		src->name_index = ix;
+	}
+	if ((src->nnames + 1) * 2 > ix->cap) {
+		size_t cap = ix->cap ? 2 * ix->cap : 64;
+		uint32_t *slot = calloc(cap, sizeof *slot);
+		if (!slot)
+			return 0;
+		for (size_t i = 0; i < src->nnames; i++) {
+			size_t h = name_hash(src->names[i]) & (cap - 1);
+			while (slot[h])
+				h = (h + 1) & (cap - 1);
+			slot[h] = (uint32_t)i + 1;
+		}
+		free(ix->slot);
+		ix->slot = slot;
+		ix->cap = cap;
+	}
+	size_t h = name_hash(s) & (ix->cap - 1);
+	while (ix->slot[h]) {
+		if (strcmp(src->names[ix->slot[h] - 1], s) == 0)
+			return ix->slot[h];
+		h = (h + 1) & (ix->cap - 1);
+	}
+	if (src->nnames == src->names_cap) {
+		size_t cap = src->names_cap ? 2 * src->names_cap : 32;
+		char **names = realloc(src->names, cap * sizeof *names);
+		if (!names)
+			return 0;
+		src->names = names;
+		src->names_cap = cap;
+	}
+	char *copy = strdup(s);
+	if (!copy)
+		return 0;
+	src->names[src->nnames++] = copy;
+	ix->slot[h] = (uint32_t)src->nnames;
+	return (uint32_t)src->nnames;
+}
+
+const char *timeline_name(const struct tl_source *s, uint32_t name)
+{
+	if (name == 0 || name > s->nnames)
+		return "";
+	return s->names[name - 1];
+}
+
+/* ---- patterns ------------------------------------------------------------ */
+
+int timeline_pattern_match(const char *patterns, const char *domain, const char *name)
+{
+	if (!patterns)
+		return 0;
+	int result = 0;
+	const char *p = patterns;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char item[256];
+		if (len < sizeof item) {
+			memcpy(item, p, len);
+			item[len] = '\0';
+			char *it = item;
+			int exclude = 0;
+			while (*it == ' ')
+				it++;
+			if (*it == '-') {
+				exclude = 1;
+				it++;
+			}
+			char *colon = strchr(it, ':');
+			const char *dglob = "*", *nglob = it;
+			if (colon) {
+				*colon = '\0';
+				dglob = it;
+				nglob = colon + 1;
+			}
+			if (*nglob && fnmatch(dglob, domain, 0) == 0 && fnmatch(nglob, name, 0) == 0)
+				result = !exclude;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return result;
+}
+
+/* ---- sources ------------------------------------------------------------- */
+
+static struct tl_source *source_get(timeline_t *t, uint32_t id)
+{
+	if (t->last && t->last->id == id)
+		return t->last;
+	for (size_t i = 0; i < t->nsources; i++) {
+		if (t->sources[i]->id == id) {
+			t->last = t->sources[i];
+			return t->last;
+		}
+	}
+	if (t->nsources == t->sources_cap) {
+		size_t cap = t->sources_cap ? 2 * t->sources_cap : 8;
+		struct tl_source **v = realloc(t->sources, cap * sizeof *v);
+		if (!v)
+			return NULL;
+		t->sources = v;
+		t->sources_cap = cap;
+	}
+	struct tl_source *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->id = id;
+	s->hello_rank = FSS_RANK_UNKNOWN;
+	s->rank = FSS_RANK_UNKNOWN;
+	tl_array_init(&s->events, sizeof(struct tl_event));
+	tl_array_init(&s->ranges, sizeof(struct tl_range));
+	tl_array_init(&s->gpu, sizeof(struct tl_gpu));
+	t->sources[t->nsources++] = s;
+	t->last = s;
+	return s;
+}
+
+static void source_free(struct tl_source *s)
+{
+	free(s->comms);
+	free(s->events.v);
+	free(s->ranges.v);
+	free(s->gpu.v);
+	for (size_t i = 0; i < s->nnames; i++)
+		free(s->names[i]);
+	free(s->names);
+	struct name_index *ix = s->name_index;
+	if (ix)
+		free(ix->slot);
+	free(ix);
+	free(s);
+}
+
+timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges)
+{
+	timeline_t *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->strings = strtab_new();
+	if (!t->strings) {
+		free(t);
+		return NULL;
+	}
+	t->step_ranges = step_ranges;
+	t->compute_ranges = compute_ranges;
+	return t;
+}
+
+void timeline_free(timeline_t *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nsources; i++)
+		source_free(t->sources[i]);
+	free(t->sources);
+	strtab_free(t->strings);
+	free(t);
+}
+
+size_t timeline_sources(const timeline_t *t)
+{
+	return t->nsources;
+}
+
+struct tl_source *timeline_source(const timeline_t *t, size_t i)
+{
+	return i < t->nsources ? t->sources[i] : NULL;
+}
+
+void timeline_stats(const timeline_t *t, struct timeline_stats *out)
+{
+	*out = t->stats;
+}
+
+static void source_update_rank(struct tl_source *s)
+{
+	int32_t best = -1;
+	for (size_t i = 0; i < s->ncomms; i++) {
+		if (s->comms[i].nranks > best) {
+			best = s->comms[i].nranks;
+			s->rank = s->comms[i].rank;
+			s->world_size = s->comms[i].nranks;
+		}
+	}
+	if (best < 0)
+		s->rank = s->hello_rank;
+}
+
+static struct tl_comm *comm_find(struct tl_source *s, uint64_t handle)
+{
+	for (size_t i = s->ncomms; i-- > 0;)
+		if (s->comms[i].handle == handle)
+			return &s->comms[i];
+	return NULL;
+}
+
+static int on_comm(struct tl_source *s, const struct fss_rec_comm *c)
+{
+	if (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT)
+		return 0;
+	/* a communicator that cannot be (damaged record) is ignored */
+	if (c->result != 0 || c->comm == 0 || c->nranks <= 0 || c->nranks > (1 << 24) || c->rank < 0 ||
+	    c->rank >= c->nranks)
+		return 0;
+	struct tl_comm *m = comm_find(s, c->comm);
+	if (!m) {
+		if (s->ncomms == s->comms_cap) {
+			size_t cap = s->comms_cap ? 2 * s->comms_cap : 8;
+			struct tl_comm *v = realloc(s->comms, cap * sizeof *v);
+			if (!v)
+				return -ENOMEM;
+			s->comms = v;
+			s->comms_cap = cap;
+		}
+		m = &s->comms[s->ncomms++];
+	}
+	*m = (struct tl_comm){c->comm, c->id_hash, c->nranks, c->rank, 0, c->device};
+	source_update_rank(s);
+	return 0;
+}
+
+/* Append the assembled group (or single call) as an event. */
+static int event_close(struct tl_source *s, struct tl_event *e)
+{
+	if (e->calls == 0)
+		return 0;
+	struct tl_event *slot = tl_array_push(&s->events);
+	if (!slot)
+		return -ENOMEM;
+	e->sig = steps_signature(e->op, e->bytes, e->calls, e->nranks);
+	*slot = *e;
+	memset(e, 0, sizeof *e);
+	return 0;
+}
+
+static int on_collective(struct tl_source *s, const struct fss_rec_collective *c)
+{
+	s->collectives++;
+	struct tl_comm *m = comm_find(s, c->comm);
+	int32_t nranks = m ? m->nranks : 1;
+	size_t dsize = record_dtype_bytes(c->dtype);
+	struct tl_event e = {0};
+	e.seq_first = e.seq_last = c->seq;
+	e.enter_ns = c->enter_ns;
+	e.exit_ns = c->exit_ns;
+	e.launch_ns = c->enter_ns;
+	e.bytes = c->bytes;
+	e.elements = c->count;
+	if (c->op == FSS_OP_ALLGATHER || c->op == FSS_OP_REDUCESCATTER)
+		e.elements = c->count * (uint64_t)(nranks > 0 ? nranks : 1);
+	e.wire_bytes = c->op == FSS_OP_ALLREDUCE ? 2 * c->bytes : e.elements * dsize;
+	if (c->op != FSS_OP_ALLGATHER && c->op != FSS_OP_REDUCESCATTER && c->op != FSS_OP_ALLREDUCE)
+		e.wire_bytes = c->bytes;
+	e.comm_hash = m ? m->id_hash : 0;
+	e.stream = c->stream;
+	e.calls = 1;
+	e.nranks = nranks;
+	e.comm_index = m ? m->calls++ : 0;
+	e.thread = c->thread;
+	e.group_id = c->group_id;
+	e.op = c->op;
+	e.dtype = c->dtype;
+	if (c->exit_ns > s->last_ns)
+		s->last_ns = c->exit_ns;
+
+	struct tl_event *o = &s->open;
+	if (o->calls && (c->group_id == 0 || c->group_id != o->group_id)) {
+		int rc = event_close(s, o);
+		if (rc < 0)
+			return rc;
+	}
+	if (c->group_id == 0)
+		return event_close(s, &e);
+	if (!o->calls) {
+		*o = e;
+		return 0;
+	}
+	o->seq_last = c->seq;
+	if (c->exit_ns > o->exit_ns)
+		o->exit_ns = c->exit_ns;
+	o->bytes += e.bytes;
+	o->elements += e.elements;
+	o->wire_bytes += e.wire_bytes;
+	o->calls++;
+	return 0;
+}
+
+static int on_group(struct tl_source *s, const struct fss_rec_group *g)
+{
+	struct tl_event *o = &s->open;
+	if (!o->calls || o->group_id != g->group_id)
+		return 0;
+	/* a group runs at ncclGroupEnd: that is its interval */
+	o->launch_ns = g->end_enter_ns;
+	if (g->end_exit_ns > o->exit_ns)
+		o->exit_ns = g->end_exit_ns;
+	if (g->end_exit_ns > s->last_ns)
+		s->last_ns = g->end_exit_ns;
+	return event_close(s, o);
+}
+
+static int on_range(timeline_t *t, struct tl_source *s, const struct fss_rec_nvtx_range *r)
+{
+	if (r->end_ns > s->last_ns)
+		s->last_ns = r->end_ns;
+	const char *name = strtab_get(t->strings, s->id, r->name);
+	const char *domain = r->domain ? strtab_get(t->strings, s->id, r->domain) : "";
+	if (!name || !domain)
+		return 0;
+	int is_step = timeline_pattern_match(t->step_ranges, domain, name);
+	int is_compute = !is_step && timeline_pattern_match(t->compute_ranges, domain, name);
+	if (!is_step && !is_compute)
+		return 0;
+	uint32_t id = 0;
+	if (is_compute && !(id = name_intern(s, name)))
+		return -ENOMEM;
+	struct tl_range *slot = tl_array_push(&s->ranges);
+	if (!slot)
+		return -ENOMEM;
+	slot->start = r->start_ns;
+	slot->end = r->end_ns;
+	slot->thread = r->thread;
+	slot->name = id;
+	slot->is_step = (uint8_t)is_step;
+	slot->is_compute = (uint8_t)is_compute;
+	if (is_step) {
+		s->step_ranges++;
+		snprintf(s->step_name, sizeof s->step_name, "%s", name);
+	}
+	return 0;
+}
+
+static int on_gpu(struct tl_source *s, const struct fss_rec_gpu_interval *g)
+{
+	struct tl_gpu *slot = tl_array_push(&s->gpu);
+	if (!slot)
+		return -ENOMEM;
+	slot->start = g->start_ns + (uint64_t)s->cupti_offset; /* wraps: two's complement */
+	slot->end = g->end_ns + (uint64_t)s->cupti_offset;
+	slot->collective_seq = g->collective_seq;
+	slot->device = g->device;
+	slot->kind = g->kind;
+	if (slot->end > s->gpu_seen_end)
+		s->gpu_seen_end = slot->end;
+	if (g->kind == FSS_GPU_COMM)
+		s->gpu_comm_seen++;
+	return 0;
+}
+
+int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
+{
+	*touched = NULL;
+	t->stats.records++;
+	if (rec->type == FSS_REC_STRING)
+		return strtab_add_part(t->strings, (const struct fss_rec_string *)rec) == -ENOMEM ? -ENOMEM : 0;
+	if (rec->type >= FSS_REC_TYPE_MAX || rec->type == 0)
+		return 0;
+	struct tl_source *s = source_get(t, rec->source);
+	if (!s)
+		return -ENOMEM;
+	*touched = s;
+	switch (rec->type) {
+	case FSS_REC_PROCESS_HELLO: {
+		const struct fss_rec_process_hello *h = (const void *)rec;
+		s->pid = h->pid;
+		s->hello_rank = h->rank;
+		s->features = h->features;
+		s->realtime_offset = (int64_t)(h->realtime_ns - h->mono_ns);
+		if (s->ncomms == 0)
+			s->rank = h->rank;
+		return 0;
+	}
+	case FSS_REC_COMM:
+		return on_comm(s, (const void *)rec);
+	case FSS_REC_COLLECTIVE:
+		t->stats.collectives++;
+		return on_collective(s, (const void *)rec);
+	case FSS_REC_GROUP:
+		return on_group(s, (const void *)rec);
+	case FSS_REC_GPU_INTERVAL:
+		t->stats.gpu_intervals++;
+		return on_gpu(s, (const void *)rec);
+	case FSS_REC_NVTX_RANGE:
+		t->stats.nvtx_ranges++;
+		return on_range(t, s, (const void *)rec);
+	case FSS_REC_CLOCK_ANCHOR: {
+		const struct fss_rec_clock_anchor *a = (const void *)rec;
+		if (a->domain == FSS_CLOCK_CUPTI) {
+			s->cupti_offset = (int64_t)(a->mono_ns - a->other_ns);
+			s->have_cupti_anchor = 1;
+		}
+		return 0;
+	}
+	case FSS_REC_DROPS: {
+		const struct fss_rec_drops *d = (const void *)rec;
+		s->dropped = d->ring_dropped + d->sink_dropped + d->cupti_dropped;
+		return 0;
+	}
+	case FSS_REC_PROCESS_END:
+		s->ended = 1;
+		return event_close(s, &s->open);
+	default:
+		return 0;
+	}
+}
+
+int timeline_flush_groups(timeline_t *t)
+{
+	for (size_t i = 0; i < t->nsources; i++) {
+		int rc = event_close(t->sources[i], &t->sources[i]->open);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * registry.c - the list of rules, in the order they run and are reported:
+ * the wrap first (the thing to fix before looking anywhere else), then
+ * overlap, policy, sizes, dtypes and ranks.
+ */
+#include "rules/rules.h"
+
+#include <string.h>
+
+static const struct rule *const registry[] = {
+	&rule_wrap_too_fine,
+	&rule_wrap_too_coarse,
+	&rule_gather_count_mismatch,
+	&rule_exposed_gather,
+	&rule_reshard_policy,
+	&rule_small_collectives,
+	&rule_fp32_gather,
+	&rule_rank_skew,
+};
+
+/* The disabled mask has one bit per rule. */
+_Static_assert(sizeof(registry) / sizeof(registry[0]) <= 64, "rule_config.disabled holds 64 rules");
+
+const struct rule *const *rules_all(size_t *n)
+{
+	*n = sizeof(registry) / sizeof(registry[0]);
+	return registry;
+}
+
+const struct rule *rules_find(const char *id)
+{
+	for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++)
+		if (strcmp(registry[i]->id, id) == 0)
+			return registry[i];
+	return NULL;
+}
+
+int rules_run(const struct analysis_result *a, const struct rule_config *c, findings_t *out)
+{
+	for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++) {
+		int err;
+
+		if (c->disabled & (1ull << i))
+			continue;
+		err = registry[i]->check(registry[i], a, c, out);
+		if (err)
+			return err;
+	}
+	return 0;
+}

@@ -1,0 +1,333 @@
+/*
+ * lint_gen_trace.c - write a synthetic trace of an FSDP job for the lint and
+ * report end-to-end tests: N ranks, a root unit plus L blocks wrapped with
+ * k gathers each, T steps, NVTX step and compute ranges in fsdp_ref's
+ * domain, host timing only (collectives on a communication thread, compute
+ * ranges on the compute thread, as fsdp_ref records them). Only the leaf
+ * ranges (one per unit's forward and backward, the optimizer) are written:
+ * the tests here are about the rules, not about range nesting.
+ *
+ *   lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T]
+ *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
+ *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
+ *
+ * --layers 0 is the whole-model wrap: one unit, the root, holding the root
+ * and 4 blocks' parameters.
+ *
+ * Timing model (per unit): a gather takes 20 us + 10 us / k; a block
+ * computes 400 us forward, 800 us backward (split evenly over its k
+ * pieces); the root 100 us. With prefetch the next unit's gather is issued
+ * when the current unit's compute starts (hidden); without, when it ends
+ * (exposed).
+ */
+#include "common/record.h"
+#include "common/trace_writer.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gen {
+	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps;
+	uint8_t dtype;
+	uint64_t block_params, root_params;
+};
+
+/* One record waiting to be written, with the host time it is emitted at. */
+struct pending {
+	uint64_t at;
+	union {
+		struct fss_record_head head;
+		struct fss_rec_collective coll;
+		struct fss_rec_nvtx_range range;
+	} u;
+};
+
+struct source {
+	int rank;
+	uint64_t seq;
+	struct pending *items;
+	size_t n, cap;
+};
+
+static int push(struct source *s, const struct pending *p)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct pending *v = realloc(s->items, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->items = v;
+		s->cap = cap;
+	}
+	s->items[s->n++] = *p;
+	return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+enum { THREAD_COMPUTE = 100, THREAD_COMM = 101 };
+/* String ids per source: 1 domain, 2 "forward", 3 "backward", 4
+ * "optimizer", 5 "root", 10 + step: "step N", 1000 + unit: unit names. */
+enum { STR_DOMAIN = 1, STR_FORWARD = 2, STR_BACKWARD = 3, STR_OPTIM = 4, STR_ROOT = 5, STR_STEP = 10, STR_UNIT = 1000 };
+
+static int add_range(struct source *s, uint64_t start, uint64_t end, uint32_t name, uint16_t depth)
+{
+	struct pending p = {.at = end};
+
+	record_init(&p.u.range, FSS_REC_NVTX_RANGE, sizeof(p.u.range), (uint32_t)s->rank);
+	p.u.range.start_ns = start;
+	p.u.range.end_ns = end;
+	p.u.range.domain = STR_DOMAIN;
+	p.u.range.name = name;
+	p.u.range.thread = THREAD_COMPUTE;
+	p.u.range.end_thread = THREAD_COMPUTE;
+	p.u.range.kind = FSS_NVTX_PUSH_POP;
+	p.u.range.depth = depth;
+	return push(s, &p);
+}
+
+static int add_coll(struct source *s, const struct gen *g, uint8_t op, uint8_t dtype, uint64_t elements,
+		    uint64_t enter, uint64_t exit_ns)
+{
+	struct pending p = {.at = exit_ns};
+	uint64_t count = elements / (uint64_t)g->ranks;
+
+	record_init(&p.u.coll, FSS_REC_COLLECTIVE, sizeof(p.u.coll), (uint32_t)s->rank);
+	p.u.coll.seq = ++s->seq;
+	p.u.coll.comm = 0xc0ffee;
+	p.u.coll.stream = 0x5;
+	p.u.coll.count = count;
+	p.u.coll.bytes = count * record_dtype_bytes(dtype);
+	p.u.coll.sendbuff = 0x1000;
+	p.u.coll.recvbuff = 0x2000;
+	p.u.coll.enter_ns = enter;
+	p.u.coll.exit_ns = exit_ns;
+	p.u.coll.thread = THREAD_COMM;
+	p.u.coll.peer = -1;
+	p.u.coll.op = op;
+	p.u.coll.dtype = dtype;
+	p.u.coll.redop = op == FSS_OP_ALLGATHER ? FSS_REDOP_NONE : FSS_REDOP_SUM;
+	p.u.coll.path = FSS_PATH_SYNTHETIC;
+	return push(s, &p);
+}
+
+/* unit_params - parameters of forward unit u (0 = root). The k pieces of a
+ * block differ in size (piece j holds j + 1 shares), as a block's Linears do
+ * (q, k, v, o, gate, up, down): equal pieces would be one repeating gather. */
+static uint64_t unit_params(const struct gen *g, int u)
+{
+	uint64_t k = (uint64_t)g->k, j = (uint64_t)((u - 1) % g->k);
+
+	if (u == 0)
+		return g->root_params;
+	return g->block_params * 2 * (j + 1) / (k * (k + 1));
+}
+
+/* One step of one rank, starting at t0; returns the step's end time. */
+static int gen_step(struct source *s, const struct gen *g, int step, uint64_t t0, uint64_t *end_out)
+{
+	int units = 1 + g->layers * g->k, rc = 0;
+	uint64_t gather = 20000 + 10000 / (uint64_t)g->k;
+	uint64_t fwd_piece = 400000 / (uint64_t)g->k, bwd_piece = 800000 / (uint64_t)g->k;
+	uint64_t t = t0, issue, gend, cstart, cend = t0, prev_start = t0;
+
+	/* forward: gather unit u (issued at the previous unit's compute start
+	 * with prefetch, at its end without), then compute it */
+	for (int u = 0; u < units && !rc; u++) {
+		uint64_t c = u == 0 ? 100000 : fwd_piece;
+
+		issue = u == 0 ? t : g->prefetch ? prev_start : cend;
+		gend = issue + gather;
+		rc = add_coll(s, g, FSS_OP_ALLGATHER, g->dtype, unit_params(g, u), issue, gend);
+		cstart = gend > cend ? gend : cend;
+		cend = cstart + c;
+		prev_start = cstart;
+		if (!rc)
+			rc = add_range(s, cstart, cend, u == 0 ? STR_ROOT : STR_UNIT + (uint32_t)u, 2);
+	}
+	/* backward, in reverse: gather again when resharded (never the root),
+	 * compute, reduce-scatter the gradients */
+	t = cend;
+	prev_start = cend;
+	for (int u = units - 1; u >= 0 && !rc; u--) {
+		uint64_t c = u == 0 ? 100000 : bwd_piece, bstart = t;
+
+		if (g->reshard && u > 0) {
+			issue = g->prefetch && u < units - 1 ? prev_start : t;
+			gend = issue + gather;
+			rc = add_coll(s, g, FSS_OP_ALLGATHER, g->dtype, unit_params(g, u), issue, gend);
+			bstart = gend > t ? gend : t;
+		}
+		cend = bstart + c;
+		prev_start = bstart;
+		if (!rc)
+			rc = add_range(s, bstart, cend, u == 0 ? STR_ROOT : STR_UNIT + (uint32_t)u, 2);
+		if (!rc)
+			rc = add_coll(s, g, FSS_OP_REDUCESCATTER, FSS_DTYPE_FLOAT32, unit_params(g, u), cend, cend + 5000);
+		t = cend;
+	}
+	if (!rc)
+		rc = add_range(s, t, t + 50000, STR_OPTIM, 1);
+	t += 60000;
+	if (!rc && g->nvtx_steps)
+		rc = add_range(s, t0, t, STR_STEP + (uint32_t)step, 0);
+	*end_out = t;
+	return rc;
+}
+
+static int write_strings(trace_writer_t *w, const struct gen *g, uint32_t src)
+{
+	char name[64];
+	int rc = 0;
+	static const char *const fixed[] = {"fsdp_ref", "forward", "backward", "optimizer", "root"};
+
+	for (uint32_t i = 0; i < 5 && !rc; i++)
+		rc = trace_writer_string(w, src, i + 1, fixed[i], strlen(fixed[i]));
+	for (int s = 0; s < g->steps && !rc; s++) {
+		snprintf(name, sizeof(name), "step %d", s);
+		rc = trace_writer_string(w, src, STR_STEP + (uint32_t)s, name, strlen(name));
+	}
+	for (int u = 1; u <= g->layers * g->k && !rc; u++) {
+		int layer = (u - 1) / g->k, piece = (u - 1) % g->k;
+
+		if (g->k == 1)
+			snprintf(name, sizeof(name), "layers.%d", layer);
+		else
+			snprintf(name, sizeof(name), "layers.%d.part%d", layer, piece);
+		rc = trace_writer_string(w, src, STR_UNIT + (uint32_t)u, name, strlen(name));
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"out", required_argument, NULL, 'o'},         {"ranks", required_argument, NULL, 'n'},
+		{"layers", required_argument, NULL, 'l'},      {"k", required_argument, NULL, 'k'},
+		{"steps", required_argument, NULL, 's'},       {"reshard", required_argument, NULL, 'r'},
+		{"prefetch", required_argument, NULL, 'p'},    {"dtype", required_argument, NULL, 'd'},
+		{"block-params", required_argument, NULL, 'b'}, {"root-params", required_argument, NULL, 'R'},
+		{"no-nvtx-steps", no_argument, NULL, 'N'},     {NULL, 0, NULL, 0},
+	};
+	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1,
+			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
+	const char *out = NULL;
+	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
+	trace_writer_t *w;
+	struct source *src;
+	uint64_t t = 1000000000ull;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (opt) {
+		case 'o': out = optarg; break;
+		case 'n': g.ranks = atoi(optarg); break;
+		case 'l': g.layers = atoi(optarg); break;
+		case 'k': g.k = atoi(optarg); break;
+		case 's': g.steps = atoi(optarg); break;
+		case 'r': g.reshard = atoi(optarg); break;
+		case 'p': g.prefetch = atoi(optarg); break;
+		case 'd': g.dtype = strcmp(optarg, "fp32") == 0 ? FSS_DTYPE_FLOAT32 : FSS_DTYPE_BFLOAT16; break;
+		case 'b': g.block_params = strtoull(optarg, NULL, 0); break;
+		case 'R': g.root_params = strtoull(optarg, NULL, 0); break;
+		case 'N': g.nvtx_steps = 0; break;
+		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
+		}
+	}
+	if (!out || g.ranks < 1 || g.layers < 0 || g.k < 1 || g.steps < 1) {
+		fprintf(stderr, "usage: lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T] ...\n");
+		return 2;
+	}
+	if (g.layers == 0) {
+		g.root_params += 4 * g.block_params;
+		g.k = 1;
+	}
+	src = calloc((size_t)g.ranks, sizeof(*src));
+	rc = src ? trace_writer_open(&w, out, &wo) : -ENOMEM;
+	if (rc) {
+		fprintf(stderr, "lint_gen_trace: %s: %s\n", out, strerror(-rc));
+		return 1;
+	}
+	for (int r = 0; r < g.ranks && !rc; r++) {
+		struct fss_rec_process_hello h;
+		struct fss_rec_comm c;
+
+		src[r].rank = r;
+		record_init(&h, FSS_REC_PROCESS_HELLO, sizeof(h), (uint32_t)r);
+		h.pid = 1000 + (uint32_t)r;
+		h.ppid = 999;
+		h.rank = r;
+		h.local_rank = r;
+		h.world_size = g.ranks;
+		h.slurm_procid = -1;
+		h.ompi_rank = -1;
+		h.path = FSS_PATH_SYNTHETIC;
+		h.mono_ns = t;
+		h.realtime_ns = t + 1700000000000000000ull;
+		h.features = wo.features;
+		rc = trace_writer_append(w, &h);
+		if (!rc)
+			rc = write_strings(w, &g, (uint32_t)r);
+		record_init(&c, FSS_REC_COMM, sizeof(c), (uint32_t)r);
+		c.comm = 0xc0ffee;
+		c.id_hash = 0x5eed;
+		c.enter_ns = t;
+		c.exit_ns = t + 1000;
+		c.nranks = g.ranks;
+		c.rank = r;
+		c.device = r;
+		c.color = -1;
+		c.key = -1;
+		c.event = FSS_COMM_INIT;
+		c.path = FSS_PATH_SYNTHETIC;
+		c.thread = THREAD_COMM;
+		if (!rc)
+			rc = trace_writer_append(w, &c);
+	}
+	t += 100000;
+	/* Step by step, every rank's records of that step (ranks interleave in
+	 * a real merged trace too). */
+	for (int s = 0; s < g.steps && !rc; s++) {
+		uint64_t end = t;
+
+		for (int r = 0; r < g.ranks && !rc; r++) {
+			uint64_t e;
+
+			src[r].n = 0;
+			rc = gen_step(&src[r], &g, s, t, &e);
+			end = e > end ? e : end;
+			qsort(src[r].items, src[r].n, sizeof(struct pending), by_time);
+			for (size_t i = 0; i < src[r].n && !rc; i++)
+				rc = trace_writer_append(w, &src[r].items[i].u);
+		}
+		t = end + 10000;
+	}
+	for (int r = 0; r < g.ranks && !rc; r++) {
+		struct fss_rec_process_end e;
+
+		record_init(&e, FSS_REC_PROCESS_END, sizeof(e), (uint32_t)r);
+		e.at_ns = t;
+		e.collectives = src[r].seq;
+		e.exit_code = 0;
+		rc = trace_writer_append(w, &e);
+	}
+	if (trace_writer_close(w) && !rc)
+		rc = -EIO;
+	for (int r = 0; r < g.ranks; r++)
+		free(src[r].items);
+	free(src);
+	if (rc) {
+		fprintf(stderr, "lint_gen_trace: writing %s: %s\n", out, strerror(-rc));
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# lint_test.sh FSDPSCOPE GEN_TRACE SCHEMA CHECKER SUMMARY - end-to-end tests of
+# `fsdpscope lint | report | ledger` on synthetic traces written by
+# lint_gen_trace: exit codes, the wrap-too-fine evidence, no false error on a
+# well-wrapped job, bad input, help texts, the JSON schema, and the ledger's
+# worked example (7B on 8 GPUs).
+set -u
+FSS=$1
+GEN=$2
+SCHEMA=$3
+CHECK=$4
+SUMMARY=$5
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok:   $*"; }
+# expect_rc WANT DESC CMD... - run CMD, compare its exit status.
+expect_rc() {
+	local want=$1 desc=$2 rc
+	shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	if [ "$rc" -eq "$want" ]; then pass "$desc (exit $rc)"; else
+		fail "$desc: exit $rc, want $want"; sed 's/^/    | /' "$T/out" "$T/err" | head -40
+	fi
+}
+expect_out() { # expect_out FILE TEXT DESC
+	if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/    | /' "$1" | head -60; fi
+}
+expect_no() { # expect_no FILE TEXT DESC
+	if grep -qF -- "$2" "$1"; then fail "$3: '$2' found"; grep -F -- "$2" "$1" | head -5; else pass "$3"; fi
+}
+json_get() { # json_get FILE PY_EXPR - print a value of the JSON document d
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# --- traces ---------------------------------------------------------------
+"$GEN" --out "$T/block.fss" --ranks 2 --layers 8 --k 1 --steps 6 || fail "gen block"
+"$GEN" --out "$T/linear.fss" --ranks 2 --layers 8 --k 8 --steps 6 || fail "gen linear"
+"$GEN" --out "$T/model.fss" --ranks 2 --layers 0 --steps 6 || fail "gen model"
+"$GEN" --out "$T/noprefetch.fss" --ranks 2 --layers 8 --k 1 --steps 6 --prefetch 0 || fail "gen noprefetch"
+"$GEN" --out "$T/fp32.fss" --ranks 2 --layers 8 --k 1 --steps 6 --dtype fp32 || fail "gen fp32"
+
+# --- well wrapped: no error, exit 0 ----------------------------------------
+expect_rc 0 "lint per-block trace" "$FSS" lint "$T/block.fss"
+expect_no "$T/out" "error " "per-block: no error finding"
+expect_no "$T/out" "wrap-too-fine" "per-block: no wrap-too-fine"
+expect_out "$T/out" "reshard-policy" "per-block: reshard-policy info"
+expect_out "$T/out" "fsdpscope lint: 0 errors" "per-block: tally"
+
+# --- per Linear: the error with its evidence and fix, exit 1 ----------------
+expect_rc 1 "lint per-linear trace" "$FSS" lint "$T/linear.fss"
+expect_out "$T/out" "error wrap-too-fine" "per-linear: wrap-too-fine error"
+expect_out "$T/out" "8 gathers per repeating unit x 8 units = 64 + 1 root per step; per-block wrap would issue 9" \
+	"per-linear: the evidence line"
+expect_out "$T/out" "fully_shard(block, mp_policy=mp)" "per-linear: FSDP2 fix"
+expect_out "$T/out" "ModuleWrapPolicy" "per-linear: FSDP1 fix"
+expect_out "$T/out" "stage3_prefetch_bucket_size" "per-linear: DeepSpeed fix"
+expect_rc 1 "lint --layers 8 per-linear" "$FSS" lint --layers 8 "$T/linear.fss"
+expect_out "$T/out" "error gather-count-mismatch" "--layers 8: gather-count-mismatch"
+expect_rc 0 "lint --layers 8 per-block" "$FSS" lint --layers 8 "$T/block.fss"
+expect_no "$T/out" "gather-count-mismatch" "--layers 8 per-block: no mismatch"
+expect_rc 0 "--fail-on never reached by warnings" "$FSS" lint --disable wrap-too-fine --disable gather-count-mismatch \
+	"$T/linear.fss"
+expect_rc 1 "--fail-on info" "$FSS" lint --fail-on info "$T/block.fss"
+expect_rc 1 "--threshold moves a rule" "$FSS" lint --threshold fine_gathers_per_unit=1 "$T/block.fss"
+expect_rc 0 "-t short form" "$FSS" lint -t fine_gathers_per_unit=9 "$T/linear.fss" --disable small-collectives
+expect_rc 0 "--brief" "$FSS" lint --brief "$T/block.fss"
+expect_no "$T/out" "fix (PyTorch FSDP1)" "--brief: FSDP2 fixes only"
+
+# --- without NVTX step ranges: steps from the period of the collectives ------
+"$GEN" --out "$T/period.fss" --ranks 2 --layers 6 --k 8 --steps 8 --no-nvtx-steps || fail "gen period"
+"$FSS" lint --json "$T/period.fss" >"$T/period.json"
+v=$(json_get "$T/period.json" '(d["step_detection"], d["per_step"]["allgathers"], d["units"]["repeating_units"], d["units"]["gathers_per_unit"], [f["rule"] for f in d["findings"] if f["severity"]=="error"])')
+[ "$v" = "('period', 97, 6, 8, ['wrap-too-fine'])" ] && pass "period steps: wrap-too-fine on 6 x 8 gathers" ||
+	fail "period steps: $v"
+
+# --- whole model, no prefetch, fp32 -------------------------------------------
+expect_rc 1 "lint whole-model trace" "$FSS" lint "$T/model.fss"
+expect_out "$T/out" "error wrap-too-coarse" "model: wrap-too-coarse error"
+expect_rc 0 "lint no-prefetch trace" "$FSS" lint "$T/noprefetch.fss"
+expect_out "$T/out" "warning exposed-gather" "no-prefetch: exposed-gather warning"
+expect_rc 1 "no-prefetch --fail-on warning" "$FSS" lint --fail-on warning "$T/noprefetch.fss"
+expect_rc 0 "lint fp32 trace" "$FSS" lint "$T/fp32.fss"
+expect_out "$T/out" "warning fp32-gather" "fp32: fp32-gather warning"
+expect_rc 0 "fp32 with --param-dtype fp32" "$FSS" lint --param-dtype fp32 "$T/fp32.fss"
+expect_no "$T/out" "fp32-gather" "fp32 declared: no fp32-gather"
+
+# --- JSON against the schema --------------------------------------------------
+n=0
+for tr in block linear model noprefetch fp32; do
+	"$FSS" lint --json "$T/$tr.fss" >"$T/lint-$tr.json"
+	"$FSS" report --json --layers 8 "$T/$tr.fss" >"$T/report-$tr.json" || fail "report --json $tr"
+	n=$((n + 2))
+done
+"$FSS" ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G --json >"$T/ledger.json" || fail "ledger --json"
+if python3 "$CHECK" "$SCHEMA" "$T"/lint-*.json "$T"/report-*.json "$T/ledger.json" >"$T/schema.out" 2>&1; then
+	pass "$((n + 1)) JSON documents valid against docs/report-schema.json"
+	head -1 "$T/schema.out" | sed 's/^/    /'
+else
+	fail "JSON schema validation"; cat "$T/schema.out"
+fi
+# the validator rejects what the schema forbids (so "valid" above means something)
+python3 - "$T/lint-linear.json" "$T/bad" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = [dict(d, ranks="two"), dict(d, schema="fsdpscope.report/2"), {k: v for k, v in d.items() if k != "per_step"},
+       dict(d, findings=[dict(d["findings"][0], severity="fatal")]), dict(d, undocumented_key=1),
+       dict(d, reshard_after_forward="sometimes")]
+for i, b in enumerate(bad):
+    json.dump(b, open("%s%d.json" % (sys.argv[2], i), "w"))
+PY
+for i in 0 1 2 3 4 5; do
+	if python3 "$CHECK" "$SCHEMA" "$T/bad$i.json" >"$T/schema.out" 2>&1; then
+		fail "schema check accepted broken document $i"
+	else
+		pass "schema check rejects broken document $i ($(sed -n 3p "$T/schema.out" | cut -c3-80))"
+	fi
+done
+# the issue's keys, with values that could be wrong
+v=$(json_get "$T/lint-linear.json" '(d["schema"], d["ranks"], d["step_detection"], d["per_step"]["forward_allgathers"], d["units"]["repeating_units"], d["units"]["gathers_per_unit"], d["units"]["root_gathers"], d["reshard_after_forward"], [f["rule"] for f in d["findings"] if f["severity"]=="error"])')
+want="('fsdpscope.report/1', 2, 'nvtx', 65, 8, 8, 1, 'true', ['wrap-too-fine'])"
+[ "$v" = "$want" ] && pass "lint --json linear: keys and values" || fail "lint --json linear: $v, want $want"
+v=$(json_get "$T/report-block.json" '(d["per_step"]["allgathers"], d["per_step"]["backward_allgathers"], d["per_step"]["reduce_scatters"], d["units"]["layers_given"], d["findings_count"]["error"], len(d["per_rank"]))')
+[ "$v" = "(17, 8, 9, True, 0, 2)" ] && pass "report --json block: counts" || fail "report --json block: $v"
+
+# --- report text ----------------------------------------------------------------
+expect_rc 0 "report text" "$FSS" report "$T/linear.fss"
+for s in "per step    AllGather 129 (65 forward + 64 backward" "units       8 repeating units x 8 gathers" \
+	"reshard     reshard_after_forward=true" "Memory ledger" "AllGathers of a typical step" "Ranks (2" \
+	"Findings (1 error"; do
+	expect_out "$T/out" "$s" "report text: $s"
+done
+
+# --- bad input: exit 2 with what and where ----------------------------------------
+expect_rc 2 "missing trace" "$FSS" lint "$T/nope.fss"
+expect_out "$T/err" "nope.fss" "missing trace: named"
+printf 'this is not a trace at all, just some text long enough\n' >"$T/garbage.fss"
+expect_rc 2 "not a trace" "$FSS" lint "$T/garbage.fss"
+size=$(stat -c %s "$T/linear.fss")
+head -c $((size * 2 / 3)) "$T/linear.fss" >"$T/cut.fss"
+expect_rc 2 "truncated trace" "$FSS" lint "$T/cut.fss"
+expect_out "$T/err" "damaged trace" "truncated: says damaged"
+expect_out "$T/err" "offset" "truncated: says where"
+expect_rc 2 "report truncated trace" "$FSS" report "$T/cut.fss"
+expect_rc 2 "unknown flag" "$FSS" lint --bogus "$T/block.fss"
+expect_rc 2 "unknown threshold" "$FSS" lint --threshold nope=1 "$T/block.fss"
+expect_out "$T/err" "no such threshold" "unknown threshold: said"
+expect_rc 2 "bad threshold value" "$FSS" lint --threshold exposed_fraction=x "$T/block.fss"
+expect_rc 2 "bad --fail-on" "$FSS" lint --fail-on fatal "$T/block.fss"
+expect_rc 2 "no trace" "$FSS" lint
+expect_rc 2 "two traces" "$FSS" lint "$T/block.fss" "$T/block.fss"
+expect_rc 2 "unknown rule" "$FSS" lint --disable nope "$T/block.fss"
+expect_rc 2 "report bad layers" "$FSS" report --layers 0 "$T/block.fss"
+
+# --- help: every rule and threshold with its default ----------------------------
+expect_rc 0 "lint --help" "$FSS" lint --help
+for r in wrap-too-fine wrap-too-coarse gather-count-mismatch exposed-gather reshard-policy small-collectives \
+	fp32-gather rank-skew EXAMPLES "fine_gathers_per_unit [2 gathers]" "exposed_fraction [0.2 fraction]" \
+	"small_gather_bytes [1048576 bytes]" "skew_slowest_share [0.5 fraction]"; do
+	expect_out "$T/out" "$r" "lint --help lists $r"
+done
+"$FSS" help lint >"$T/help2" && cmp -s "$T/out" "$T/help2" && pass "help lint = lint --help" ||
+	fail "help lint differs from lint --help"
+expect_rc 0 "report --help" "$FSS" report --help
+expect_out "$T/out" "EXAMPLES" "report --help has EXAMPLES"
+expect_rc 0 "ledger --help" "$FSS" ledger --help
+expect_out "$T/out" "EXAMPLES" "ledger --help has EXAMPLES"
+
+# --- ledger: the 7B-on-8-GPU worked example, exactly ------------------------------
+v=$(json_get "$T/ledger.json" '[d["ledger"][k] for k in ("persistent_bytes_per_rank","largest_unit_params","transient_bytes_per_rank","peak_state_bytes_per_rank","headroom_bytes","wire_bytes_per_step","ddp_wire_bytes_per_step","ddp_persistent_bytes_per_rank","whole_model_transient_bytes")]')
+want="[14000000000, 218750000, 875000000, 14875000000, 65125000000, 42000000000, 28000000000, 112000000000, 14000000000]"
+[ "$v" = "$want" ] && pass "ledger 7B/8/32/80G: 14 GB + 0.875 GB = 14.875 GB, 65.125 GB headroom, 42 vs 28 GB" ||
+	fail "ledger numbers: $v, want $want"
+expect_rc 0 "ledger text" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G
+for s in "persistent                   16 B x P / N                    14.000 GB" \
+	"gathered units               2 B x U x (1 + 1)                0.875 GB" \
+	"peak state per rank          persistent + transient          14.875 GB" \
+	"headroom of 80.0 GB          activations, buffers            65.125 GB" \
+	"3 x P x 2 B                     42.000 GB" "2 x P x 2 B                     28.000 GB" \
+	"16 B x P                       112.000 GB"; do
+	expect_out "$T/out" "$s" "ledger text: $s"
+done
+expect_rc 0 "ledger whole model" "$FSS" ledger --params 7B --ranks 8 --units 1 --prefetch 0 --gpu-mem 80GB --json
+v=$(json_get "$T/out" 'd["ledger"]["transient_bytes_per_rank"]')
+[ "$v" = "14000000000" ] && pass "ledger whole model: transient 14 GB" || fail "ledger whole model transient $v"
+expect_rc 0 "ledger sgd no master" "$FSS" ledger --params 1e9 --ranks 4 --unit-params 1e8 --optimizer sgd \
+	--master-dtype none --param-dtype fp32 --grad-dtype fp32 --json
+v=$(json_get "$T/out" '(d["ledger"]["persistent_bytes_per_rank"], d["ledger"]["transient_bytes_per_rank"])')
+[ "$v" = "(2000000000, 800000000)" ] && pass "ledger fp32 sgd: 8 B x P / N, 4 B x U x 2" || fail "ledger fp32 sgd: $v"
+expect_rc 2 "ledger without --ranks" "$FSS" ledger --params 7e9 --units 32
+expect_rc 2 "ledger bad --params" "$FSS" ledger --params seven --ranks 8 --units 32
+expect_rc 2 "ledger bad dtype" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --param-dtype int4
+expect_rc 2 "ledger stray argument" "$FSS" ledger --params 7e9 --ranks 8 --units 32 extra
+
+# --- the summary `fsdpscope run` prints (lint_print_summary) --------------------
+expect_rc 0 "summary of the per-linear trace" "$SUMMARY" "$T/linear.fss"
+expect_out "$T/out" "fsdpscope lint: 1 error" "summary: tally"
+expect_out "$T/out" "8 gathers per repeating unit x 8 units = 64 + 1 root per step; per-block wrap would issue 9" \
+	"summary: wrap-too-fine evidence"
+expect_out "$T/out" "fully_shard(block, mp_policy=mp)" "summary: FSDP2 fix"
+expect_no "$T/out" "fix (PyTorch FSDP1)" "summary: FSDP2 fix only"
+expect_out "$T/out" "summary: 2" "summary returns the highest severity (error)"
+expect_rc 0 "summary of the per-block trace" "$SUMMARY" "$T/block.fss"
+expect_out "$T/out" "fsdpscope lint: 0 errors" "summary per-block: no error"
+expect_out "$T/out" "summary: 0" "summary per-block: info at most"
+expect_rc 0 "summary of a missing trace" "$SUMMARY" "$T/nope.fss"
+expect_out "$T/out" "nope.fss" "summary of a missing trace: names it"
+if grep -qE "summary: -([2-9]|[0-9]{2,})$" "$T/out"; then pass "summary of a missing trace: negative error"; else
+	fail "summary of a missing trace: $(tail -1 "$T/out")"; fi
+
+echo "lint_test: $fails failure(s)"
+[ "$fails" -eq 0 ]

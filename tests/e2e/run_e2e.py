@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `fsdpscope run` with the real agent (tests/e2e/run.cmake).
+
+usage: run_e2e.py SCENARIO --fsdpscope F --agent A --work DIR
+                  [--gen fss_gen_sample_trace] [--fsdp-ref fsdp_ref] [--sanitized]
+
+Scenarios:
+  exit      exit codes and output pass through: true, exit 3, killed by a
+            signal, a missing command, stdout untouched, no agent, --help
+  signal    SIGTERM / SIGINT sent to fsdpscope reach the job's process group
+  fallback  a per-process trace file the job leaves in $FSDPSCOPE_OUT is merged
+  fsdp_ref:N:LAYERS:WRAP:STEPS
+            fsdp_ref (CPU backend) under fsdpscope run: every collective its
+            --log reports is in the trace with matching op, bytes, order and
+            rank; NVTX step / phase / module ranges present; no duplicates.
+
+Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SKIP = 77
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def run(cmd, env=None, timeout=60, **kw):
+    return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def fresh(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def dump(args, trace):
+    r = run([args.fsdpscope, "dump", trace])
+    check(r.returncode == 0, f"fsdpscope dump {trace} exited {r.returncode}: {r.stderr}")
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def by_type(records, t):
+    return [r for r in records if r["type"] == t]
+
+
+def agent_loads(args, program):
+    """Whether LD_PRELOAD of the agent works in `program` (an ASan-built agent
+    cannot load into a program without the ASan runtime). Returns (ok, why)."""
+    env = dict(os.environ, LD_PRELOAD=args.agent, FSDPSCOPE_DISABLE="1")
+    r = run(program, env=env, timeout=30)
+    if r.returncode == 0:
+        return True, ""
+    return False, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+
+
+def skip_if_agent_cannot_load(args, program):
+    ok, why = agent_loads(args, program)
+    if not ok and args.sanitized:
+        print(f"SKIP: the sanitizer-built agent cannot be preloaded into {program[0]} "
+              f"(not built with ASan: its runtime must come first): {why}")
+        sys.exit(SKIP)
+    check(ok, f"LD_PRELOAD of the agent into {program} fails: {why}")
+
+
+# ---------------------------------------------------------------- exit codes
+
+def scenario_exit(args):
+    skip_if_agent_cannot_load(args, ["true"])
+    fs = args.fsdpscope
+    work = fresh(os.path.join(args.work, "exit"))
+    out = os.path.join(work, "out")
+    trace = os.path.join(out, "trace.fss")
+
+    # true: exit 0, a valid trace. The agent reports a process from its
+    # first NCCL call on, so a program without NCCL leaves no source.
+    r = run([fs, "run", "--out", out, "--", "true"])
+    check(r.returncode == 0, f"run -- true exited {r.returncode}: {r.stderr}")
+    check(r.stdout == "", f"run -- true wrote to stdout: {r.stdout!r}")
+    check(f"trace written to {trace}" in r.stderr, f"no 'trace written to {trace}' line: {r.stderr}")
+    check("0 processes, 0 collectives" in r.stderr, f"summary of run -- true: {r.stderr}")
+    check("no NCCL call" in r.stderr, f"no hint for a job without NCCL: {r.stderr}")
+    check(dump(args, trace) == [], "run -- true: records in the trace of a program without NCCL")
+
+    # Exit status and output pass through, fsdpscope's lines on stderr only.
+    r = run([fs, "run", "--out", out, "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 3"])
+    check(r.returncode == 3, f"exit 3 came back as {r.returncode}")
+    check(r.stdout == "out-line\n", f"job stdout changed: {r.stdout!r}")
+    check(r.stderr.startswith("err-line\n") or "\nerr-line\n" in r.stderr, f"job stderr lost: {r.stderr!r}")
+
+    # Killed by a signal: 128 + N.
+    r = run([fs, "run", "--out", out, "--", "sh", "-c", "kill -TERM $$"])
+    check(r.returncode == 128 + signal.SIGTERM, f"job killed by SIGTERM came back as {r.returncode}")
+    check(os.path.exists(trace), "no trace after a job killed by a signal")
+
+    # A missing command: 127 like a shell, a clear message, no new trace.
+    before = os.stat(trace).st_mtime_ns
+    r = run([fs, "run", "--out", out, "--", "fsdpscope-no-such-command", "x"])
+    check(r.returncode == 127, f"missing command exited {r.returncode}, want 127")
+    check("fsdpscope-no-such-command: command not found" in r.stderr, f"no clear message: {r.stderr}")
+    check(os.stat(trace).st_mtime_ns == before, "a failed exec replaced the previous trace")
+    check(not [f for f in os.listdir(out) if f.startswith("trace.fss.run")],
+          f"work files left behind: {os.listdir(out)}")
+    # Not executable: 126.
+    noexec = os.path.join(work, "noexec.sh")
+    with open(noexec, "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(noexec, 0o644)
+    r = run([fs, "run", "--out", out, "--", noexec])
+    check(r.returncode == 126, f"non-executable command exited {r.returncode}, want 126")
+
+    # No agent: a message naming what was searched, exit 2, nothing run.
+    env = dict(os.environ, FSDPSCOPE_AGENT=os.path.join(work, "missing-agent.so"))
+    r = run([fs, "run", "--out", out, "--", "sh", "-c", "echo ran"], env=env)
+    check(r.returncode == 2 and r.stdout == "", f"missing agent: exit {r.returncode}, stdout {r.stdout!r}")
+    check("missing-agent.so" in r.stderr, f"missing agent not named: {r.stderr}")
+
+    # Usage errors.
+    r = run([fs, "run"])
+    check(r.returncode == 2 and "no command" in r.stderr, f"run without CMD: {r.returncode} {r.stderr}")
+    r = run([fs, "run", "--bogus", "--", "true"])
+    check(r.returncode == 2, f"unknown option: exit {r.returncode}")
+
+    # A directory path too long for a socket file: an abstract socket, still
+    # recorded (needs a job that calls NCCL: fsdp_ref, one rank, one step).
+    if args.fsdp_ref:
+        deep = os.path.join(work, "d" * 60, "e" * 60)
+        r = run([fs, "run", "--out", deep, "--name", "long", "--", args.fsdp_ref, "--nranks", "1",
+                 "--layers", "1", "--steps", "1", "--quiet"])
+        check(r.returncode == 0, f"long --out: exit {r.returncode}: {r.stderr}")
+        check(len(by_type(dump(args, os.path.join(deep, "long.fss")), "process_hello")) == 1,
+              "long --out (abstract socket): the process is not in the trace")
+    else:
+        print("note: fsdp_ref not built: the abstract-socket case (long --out) is not checked")
+
+    # The job's environment: the agent first in LD_PRELOAD (what was there
+    # kept), the socket, DIR, the flags; a user's NVTX injection is kept.
+    env = dict(os.environ, LD_PRELOAD="libc.so.6", NVTX_INJECTION64_PATH="/elsewhere/inject.so")
+    show = 'printf "%s|%s|%s|%s|%s|%s\\n" "$LD_PRELOAD" "$NVTX_INJECTION64_PATH" "$FSDPSCOPE_SINK" ' \
+           '"$FSDPSCOPE_OUT" "$FSDPSCOPE_DORMANT" "$FSDPSCOPE_CUPTI"'
+    r = run([fs, "run", "--out", out, "--dormant", "--no-cupti", "--", "sh", "-c", show], env=env)
+    check(r.returncode == 0, f"environment check: exit {r.returncode}: {r.stderr}")
+    got = r.stdout.strip().split("|")
+    real_out = os.path.realpath(out)
+    check(got[0] == f"{os.path.realpath(args.agent)}:libc.so.6", f"LD_PRELOAD {got[0]!r}")
+    check(got[1] == "/elsewhere/inject.so", f"NVTX_INJECTION64_PATH {got[1]!r}: the user's was not kept")
+    check("NVTX_INJECTION64_PATH is already set" in r.stderr, f"no warning about NVTX injection: {r.stderr}")
+    check(got[2].startswith(f"unix:{real_out}/.fsdpscope-run."), f"FSDPSCOPE_SINK {got[2]!r}")
+    check(got[3:] == [real_out, "1", "0"], f"FSDPSCOPE_OUT / DORMANT / CUPTI: {got[3:]}")
+    check(not [f for f in os.listdir(out) if f.endswith(".sock")], "the socket file was left in DIR")
+    r = run([fs, "run", "--out", out, "--", "sh", "-c", 'printf "%s\\n" "$NVTX_INJECTION64_PATH"'])
+    check(r.stdout.strip() == os.path.realpath(args.agent), f"NVTX_INJECTION64_PATH {r.stdout!r}")
+
+    # Help: the same text both ways, with EXAMPLES and OVERHEAD.
+    h1 = run([fs, "help", "run"])
+    h2 = run([fs, "run", "--help"])
+    check(h1.returncode == 0 and h1.stdout == h2.stdout, "help run and run --help differ")
+    for section in ("SYNOPSIS", "EXAMPLES", "OVERHEAD", "EXIT STATUS"):
+        check(section in h1.stdout, f"help run has no {section}")
+
+
+# ------------------------------------------------------------------- signals
+
+def wait_for(path, seconds):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise Fail(f"{path} did not appear in {seconds} s")
+        time.sleep(0.02)
+
+
+def scenario_signal(args):
+    skip_if_agent_cannot_load(args, ["sh", "-c", "true"])
+    work = fresh(os.path.join(args.work, "signal"))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = os.path.join(work, f"out{int(sig)}")
+        marker = os.path.join(work, f"started{int(sig)}")
+        # The job: a shell waiting for a child; both are in the job's process
+        # group. If the signal reached only the shell, the orphaned child would
+        # hold its connection open and fsdpscope would say "still connected".
+        # The child writes the marker once its own signal dispositions are
+        # set, so the signal cannot land in a fork/exec window of the shell.
+        child = (f"import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 f"open({marker!r}, 'w').close(); time.sleep(30)")
+        job = f"{sys.executable} -c \"{child}\"; exit 0"
+        p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--flush-timeout", "15", "--",
+                              "sh", "-c", job],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            wait_for(marker, 20)
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=30)
+        except Exception:
+            p.kill()
+            raise
+        check(p.returncode == 128 + sig, f"{sig.name}: exit {p.returncode}, want {128 + sig}: {err}")
+        check("still connected" not in err, f"{sig.name}: the job's child did not get the signal: {err}")
+        check("trace written to" in err, f"{sig.name}: no trace line: {err}")
+        dump(args, os.path.join(out, "trace.fss"))
+
+
+# ------------------------------------------------------------------ fallback
+
+def scenario_fallback(args):
+    skip_if_agent_cannot_load(args, ["sh", "-c", "true"])
+    work = fresh(os.path.join(args.work, "fallback"))
+    out = os.path.join(work, "out")
+    os.makedirs(out)
+    # A trace file that was there before the run: left alone.
+    old = os.path.join(out, "old-rank.fss")
+    check(run([args.gen, old, "1", "1"]).returncode == 0, "fss_gen_sample_trace failed")
+    job = f'{args.gen} "$FSDPSCOPE_OUT/rank7.fss" 2 3 >/dev/null; exit 0'
+    r = run([args.fsdpscope, "run", "--out", out, "--", "sh", "-c", job])
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    check("merged 1 per-process file" in r.stderr, f"no merge line: {r.stderr}")
+    check(not os.path.exists(os.path.join(out, "rank7.fss")), "the merged file was not removed")
+    check(os.path.exists(old), "a file from before the run was touched")
+    recs = dump(args, os.path.join(out, "trace.fss"))
+    hellos = by_type(recs, "process_hello")
+    sources = [h["source"] for h in hellos]
+    # The job (sh and the generator) makes no NCCL call: its processes do
+    # not report; the file's two sources are the trace.
+    check(sorted(sources) == [0, 1], f"sources {sources}, want the file's two renumbered 0 and 1")
+    from_file = {r["source"] for r in by_type(recs, "string") if r["text"] == "layers.3.mlp.up"}
+    check(from_file == {0, 1}, f"the file's strings are under sources {from_file}, want 0 and 1")
+
+    # The agent's own file sink: ranks that have no socket to talk to write
+    # $FSDPSCOPE_OUT/fsdpscope-HOST-PID.fss; run merges them into the trace.
+    if not args.fsdp_ref:
+        print("note: fsdp_ref not built: the agent's own fallback files are not checked")
+        return
+    out = os.path.join(work, "agent-files")
+    log = os.path.join(work, "log.jsonl")
+    job = f'unset FSDPSCOPE_SINK; exec "{args.fsdp_ref}" --nranks 2 --layers 2 --steps 2 --quiet --log "{log}"'
+    r = run([args.fsdpscope, "run", "--out", out, "--", "sh", "-c", job])
+    check(r.returncode == 0, f"fsdp_ref without a sink: exit {r.returncode}: {r.stderr}")
+    check("merged 2 per-process file" in r.stderr, f"the ranks' files were not merged: {r.stderr}")
+    check(os.listdir(out) == ["trace.fss"], f"files left in DIR: {os.listdir(out)}")
+    recs = dump(args, os.path.join(out, "trace.fss"))
+    check(len(by_type(recs, "process_hello")) == 2, "fsdp_ref without a sink: not 2 processes")
+    logged = sum(l[k] for l in map(json.loads, open(log)) for k in ("allgathers", "reduce_scatters", "allreduces"))
+    traced = len(by_type(recs, "collective"))
+    check(traced == logged, f"fsdp_ref without a sink: {traced} collectives in the trace, the log says {logged}")
+
+
+# ------------------------------------------------------------------ fsdp_ref
+
+OPS = {"AllGather": "allgathers", "ReduceScatter": "reduce_scatters", "AllReduce": "allreduces"}
+LINEARS = ["attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"]
+
+
+# Leaf ranges around every op and the FSDP hooks' own work (docs/fsdp_ref.md,
+# "NVTX ranges"): present whatever the wrap.
+BLOCK_OPS = ["attn_norm", "attn.core", "attn.residual", "mlp_norm", "mlp.act", "mlp.residual"] + \
+    [f"{l}.matmul" for l in LINEARS]
+ROOT_OPS = ["input", "embedding", "final_norm", "head", "loss", "loss_sum",
+            "fsdp.unshard", "fsdp.grad_alloc", "fsdp.reshard", "fsdp.reduce_scatter"]
+
+
+def op_names(layers):
+    return set(ROOT_OPS) | {f"layers.{i}.{o}" for i in range(layers) for o in BLOCK_OPS}
+
+
+def unit_names(layers, wrap):
+    names = ["root"] + [f"layers.{i}" for i in range(layers)]
+    if wrap == "linear":
+        names += [f"layers.{i}.{l}" for i in range(layers) for l in LINEARS]
+    elif wrap != "block":
+        raise Fail(f"the test knows the unit names of block and linear only, not {wrap}")
+    return names
+
+
+def scenario_fsdp_ref(args, spec):
+    _, n, layers, wrap, steps = spec.split(":")
+    n, layers, steps = int(n), int(layers), int(steps)
+    skip_if_agent_cannot_load(args, [args.fsdp_ref, "--help"])
+    work = fresh(os.path.join(args.work, f"fsdp_ref_n{n}"))
+    out = os.path.join(work, "out")
+    log = os.path.join(work, "log.jsonl")
+    cmd = [args.fsdpscope, "run", "--out", out, "--", args.fsdp_ref, "--backend", "cpu",
+           "--nranks", str(n), "--layers", str(layers), "--wrap", wrap, "--steps", str(steps),
+           "--log", log]
+    r = run(cmd, timeout=120)
+    check(r.returncode == 0, f"fsdp_ref under fsdpscope run exited {r.returncode}: {r.stderr}")
+    # rank 0's "step N loss X" lines pass through on stdout
+    check(r.stdout.count("loss") == steps, f"job stdout changed: {r.stdout!r}")
+    # fsdpscope's own warnings (damage, drops); the lint summary that follows
+    # may name "warning" findings about the job, which is not a run problem.
+    check("fsdpscope run: warning" not in r.stderr, f"fsdpscope warned: {r.stderr}")
+    check("fsdpscope lint:" in r.stderr, f"no lint summary after the run: {r.stderr}")
+    lines = [json.loads(l) for l in open(log)]
+    check(len(lines) == n * steps, f"log has {len(lines)} lines, want {n * steps}")
+    logged = {(l["rank"], l["step"]): l for l in lines}
+
+    recs = dump(args, os.path.join(out, "trace.fss"))
+    hellos = by_type(recs, "process_hello")
+    # fsdp_ref forks N ranks under a supervisor when N > 1; the supervisor
+    # makes no NCCL call, so the agent does not report it.
+    want_procs = n
+    check(len(hellos) == want_procs, f"{len(hellos)} processes in the trace, want {want_procs}")
+    check(len({h["source"] for h in hellos}) == len(hellos), "two hellos share a source")
+    ends = {r["source"] for r in by_type(recs, "process_end")}
+    check(ends == {h["source"] for h in hellos}, f"processes without process_end: {hellos} vs {ends}")
+    for d in by_type(recs, "drops"):
+        check(d["ring_dropped"] == 0 and d["sink_dropped"] == 0,
+              f"source {d['source']} dropped records: {d}")
+
+    # Ranks: from each source's communicator (forked ranks have no RANK hint).
+    comms = {}   # (source, handle) -> nranks
+    rank_of = {}  # source -> rank
+    for c in by_type(recs, "comm"):
+        check(c["result"] == 0, f"comm call failed: {c}")
+        if c["event"] in ("init", "split"):
+            comms[(c["source"], c["comm"])] = c["nranks"]
+        if c["event"] == "init" and c["nranks"] == n:
+            check(c["source"] not in rank_of, f"source {c['source']} initialised two world communicators")
+            rank_of[c["source"]] = c["rank"]
+    check(sorted(rank_of.values()) == list(range(n)), f"ranks in the trace: {sorted(rank_of.values())}")
+
+    colls = {}
+    for c in by_type(recs, "collective"):
+        check(c["source"] in rank_of, f"collective from a source with no world communicator: {c}")
+        colls.setdefault(c["source"], []).append(c)
+    total_logged = sum(l[k] for l in lines for k in OPS.values())
+    total_traced = sum(len(v) for v in colls.values())
+    check(total_traced == total_logged, f"{total_traced} collectives in the trace, fsdp_ref logged {total_logged}")
+
+    want_names = unit_names(layers, wrap)
+    sequences = {}  # rank -> per step [(op, bytes)]
+    for source, rank in rank_of.items():
+        cs = colls.get(source, [])
+        seqs = [c["seq"] for c in cs]
+        check(seqs == list(range(1, len(cs) + 1)),
+              f"rank {rank}: collective seq numbers are not 1..{len(cs)} in order (duplicates or gaps)")
+        for c in cs:
+            check(c["op"] in OPS, f"rank {rank}: unexpected collective {c['op']}")
+            check(c["result"] == 0, f"rank {rank}: a collective failed: {c}")
+            check((source, c["comm"]) in comms, f"rank {rank}: collective on an unknown communicator")
+            check(c["path"] == "interpose", f"rank {rank}: collective seen through {c['path']}")
+
+        # NVTX: the documented ranges, in domain fsdp_ref.
+        ranges = [r for r in by_type(recs, "nvtx_range") if r["source"] == source]
+        mine = [r for r in ranges if r["domain"] == "fsdp_ref"]
+        count = {}
+        for r in mine:
+            count[r["name"]] = count.get(r["name"], 0) + 1
+        for s in range(steps):
+            check(count.get(f"step {s}") == 1, f"rank {rank}: 'step {s}' range seen {count.get(f'step {s}')} times")
+        for phase in ("forward", "backward", "optimizer"):
+            check(count.get(phase) == steps, f"rank {rank}: '{phase}' seen {count.get(phase)} times, want {steps}")
+        for name in want_names:
+            check(count.get(name) == 2 * steps,
+                  f"rank {rank}: module range '{name}' seen {count.get(name)} times, want {2 * steps}")
+        ops = op_names(layers)
+        for name in ops - {"fsdp.reshard"}:  # no reshard with --reshard-after-forward false
+            check(count.get(name, 0) >= steps, f"rank {rank}: op range '{name}' seen {count.get(name)} times")
+        extra = set(count) - set(want_names) - ops - {"forward", "backward", "optimizer"} - \
+            {f"step {s}" for s in range(steps)}
+        check(not extra, f"rank {rank}: unexpected NVTX names {sorted(extra)[:5]}")
+
+        # Per step: the collectives issued inside the step's range match the log.
+        step_range = {int(r["name"].split()[1]): r for r in mine if r["name"].startswith("step ")}
+        placed = 0
+        sequences[rank] = []
+        for s in range(steps):
+            lo, hi = step_range[s]["start_ns"], step_range[s]["end_ns"]
+            inside = [c for c in cs if lo <= c["enter_ns"] <= hi]
+            placed += len(inside)
+            want = logged[(rank, s)]
+            for op, key in OPS.items():
+                got = sum(1 for c in inside if c["op"] == op)
+                check(got == want[key], f"rank {rank} step {s}: {got} {op} in the trace, log says {want[key]}")
+            gathered = sum(c["bytes"] * comms[(source, c["comm"])] for c in inside if c["op"] == "AllGather")
+            check(gathered == want["gathered_bytes"],
+                  f"rank {rank} step {s}: gathered {gathered} bytes in the trace, log says {want['gathered_bytes']}")
+            sequences[rank].append([(c["op"], c["bytes"]) for c in inside])
+        check(placed == len(cs), f"rank {rank}: {len(cs) - placed} collectives outside every step range")
+
+    # Order: every rank issued the same collectives in the same order.
+    for rank in range(1, n):
+        for s in range(steps):
+            check(sequences[rank][s] == sequences[0][s],
+                  f"step {s}: rank {rank}'s (op, bytes) sequence differs from rank 0's")
+    print(f"fsdp_ref N={n} L={layers} wrap={wrap} steps={steps}: {total_traced} collectives, "
+          f"{len(by_type(recs, 'nvtx_range'))} NVTX ranges, {len(hellos)} processes: all match the log")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario")
+    ap.add_argument("--fsdpscope", required=True)
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--gen")
+    ap.add_argument("--fsdp-ref")
+    ap.add_argument("--sanitized", action="store_true")
+    args = ap.parse_args()
+    # The agent run uses is the one under test, whatever the caller's environment says.
+    os.environ["FSDPSCOPE_AGENT"] = args.agent
+    for var in ("FSDPSCOPE_SINK", "FSDPSCOPE_OUT", "FSDPSCOPE_DISABLE", "FSDPSCOPE_DORMANT", "LD_PRELOAD",
+                "NVTX_INJECTION64_PATH"):
+        os.environ.pop(var, None)
+    try:
+        if args.scenario == "exit":
+            scenario_exit(args)
+        elif args.scenario == "signal":
+            scenario_signal(args)
+        elif args.scenario == "fallback":
+            scenario_fallback(args)
+        elif args.scenario.startswith("fsdp_ref:"):
+            scenario_fsdp_ref(args, args.scenario)
+        else:
+            raise Fail(f"unknown scenario {args.scenario}")
+    except Fail as e:
+        print(f"FAIL: {args.scenario}: {e}")
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print(f"FAIL: {args.scenario}: timed out: {e}")
+        return 1
+    print(f"PASS: {args.scenario}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

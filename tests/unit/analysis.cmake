@@ -1,0 +1,18 @@
+# Unit tests of the analysis (collector/analysis.cmake): steps, units,
+# exposure, ledger, reshard, and whole synthetic traces.
+if(TARGET fss_analysis)
+  foreach(t steps units overlap ledger reshard trace)
+    fss_unit_test(NAME analysis_${t}_test
+      SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_${t}_test.c
+      LIBS fss_analysis fss_common TIMEOUT 60)
+  endforeach()
+  if(TARGET analysis_trace_test)
+    target_sources(analysis_trace_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c)
+  endif()
+endif()
+# The accuracy check of one real fsdp_ref run (trace + fsdp_ref's log): the
+# accuracy matrix runs it once per labelled run.
+if(TARGET fss_analysis)
+  add_executable(analysis_accuracy ${CMAKE_CURRENT_LIST_DIR}/analysis_accuracy.c)
+  target_link_libraries(analysis_accuracy PRIVATE fss_analysis fss_common)
+endif()

@@ -1,0 +1,35 @@
+/*
+ * rules_fixture.h - hand-built analysis results for the rule tests: a
+ * transformer of `layers` blocks plus a root unit, wrapped with `k` gathers
+ * per block, on `ranks` ranks, with every figure the rules read filled in
+ * consistently (the numbers a real analysis of such a job would give).
+ */
+#ifndef FSS_TESTS_RULES_FIXTURE_H
+#define FSS_TESTS_RULES_FIXTURE_H
+
+#include <stdint.h>
+
+#include "collector/analysis.h"
+
+struct fixture_model {
+	uint32_t layers;        /* repeating blocks */
+	uint32_t k;             /* gathers per block (1: per block, 8: per Linear) */
+	uint32_t ranks;         /* shard ranks */
+	uint64_t block_params;  /* parameters of one block */
+	uint64_t root_params;   /* parameters of the root unit (gathered first) */
+	int reshard;            /* 1: reshard_after_forward=True, 0: False */
+	uint8_t dtype;          /* enum fss_dtype of every gather */
+};
+
+/* fixture_default - 8 blocks of 50M parameters, root 10M, per-block wrap,
+ * 8 ranks, resharded, bf16: a well-wrapped job. */
+struct fixture_model fixture_default(void);
+
+/* fixture_new - a result for the model: 10 analysed steps of 100 ms, 1 %
+ * of AllGather time exposed, no rank skew. Free with fixture_free(). */
+struct analysis_result *fixture_new(const struct fixture_model *m);
+
+/* fixture_free - release a fixture_new result. */
+void fixture_free(struct analysis_result *a);
+
+#endif

@@ -1,0 +1,203 @@
+/* rules_overlap_test: exposed-gather and reshard-policy on hand-built
+ * analyses. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rules/rules.h"
+#include "tests/unit/rules_fixture.h"
+
+static findings_t *run(const struct rule *r, const struct analysis_result *a, const char *setting)
+{
+	struct rule_config c;
+	findings_t *list = findings_new();
+
+	rule_config_init(&c);
+	if (setting)
+		assert_int_equal(rule_config_set(&c, setting), 0);
+	assert_int_equal(r->check(r, a, &c, list), 0);
+	return list;
+}
+
+/* expose - make the fixture's backward gathers exposed: `ns` per step with
+ * `cause`, plus the first forward gather exposed for 0.5 ms. */
+static void expose(struct analysis_result *a, uint64_t ns, int cause)
+{
+	struct analysis_exposure *e = &a->exposure;
+
+	memset(e->cause_gathers, 0, sizeof(e->cause_gathers));
+	memset(e->cause_ns, 0, sizeof(e->cause_ns));
+	e->cause_gathers[ANALYSIS_CAUSE_FIRST_OF_PHASE] = 1;
+	e->cause_ns[ANALYSIS_CAUSE_FIRST_OF_PHASE] = 500000;
+	e->cause_gathers[cause] = a->per_step.backward_allgathers;
+	e->cause_ns[cause] = ns;
+	e->exposed_allgather_ns_per_step = ns + 500000;
+	e->forward_exposed_ns_per_step = 500000;
+	e->backward_exposed_ns_per_step = ns;
+	e->exposed_gathers = 1 + a->per_step.backward_allgathers;
+	e->exposed_fraction = (double)e->exposed_allgather_ns_per_step / (double)e->allgather_ns_per_step;
+	a->step_ns = 30000000; /* 1.5 ms exposed of 30 ms: 5 % of the step */
+	a->gathers[0].exposed_ns = 500000;
+	a->gathers[0].cause = ANALYSIS_CAUSE_FIRST_OF_PHASE;
+	for (uint32_t i = 0; i < a->ngathers; i++)
+		if (a->gathers[i].phase == ANALYSIS_PHASE_BACKWARD) {
+			a->gathers[i].exposed_ns = ns / a->per_step.backward_allgathers;
+			a->gathers[i].cause = (uint8_t)cause;
+		}
+}
+
+static void test_exposed_absent_when_hidden(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m); /* 1% exposed */
+	findings_t *list = run(&rule_exposed_gather, a, NULL);
+
+	(void)state;
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_exposed_no_prefetch_is_a_warning_with_causes(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	/* 17 gathers of 100 us = 1.7 ms per step; 1.5 ms exposed */
+	expose(a, 1000000, ANALYSIS_CAUSE_NO_PREFETCH);
+	list = run(&rule_exposed_gather, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_non_null(strstr(f->message, "88% of AllGather time is exposed (1.50 ms per step, 5% of the step)"));
+	assert_non_null(strstr(f->message, "mostly no-prefetch"));
+	assert_non_null(strstr(f->evidence, "causes: no-prefetch 8 gather(s) 1.00 ms, first-of-phase 1 gather(s) 500 us"));
+	assert_non_null(strstr(f->evidence, "gather #0 (forward, model): 500 us exposed"));
+	/* the costliest cause's remedy first */
+	assert_non_null(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch"));
+	assert_true(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch") < strstr(f->fix_fsdp2, "unshard"));
+	assert_non_null(strstr(f->fix_fsdp1, "BackwardPrefetch.BACKWARD_PRE"));
+	assert_non_null(strstr(f->fix_fsdp1, "forward_prefetch=True"));
+	assert_non_null(strstr(f->fix_deepspeed, "overlap_comm"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_exposed_bandwidth_bound_fix(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	expose(a, 1000000, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
+	list = run(&rule_exposed_gather, a, NULL);
+	f = findings_get(list, 0);
+	assert_non_null(f);
+	assert_non_null(strstr(f->fix_fsdp2, "reshard_after_forward=8"));
+	assert_non_null(strstr(f->fix_fsdp2, "init_device_mesh"));
+	assert_null(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch"));
+	assert_non_null(strstr(f->fix_fsdp1, "HYBRID_SHARD"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_exposed_thresholds(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list;
+
+	(void)state;
+	expose(a, 1000000, ANALYSIS_CAUSE_NO_PREFETCH);
+	/* 1.5 ms of a 30 ms step: under the step share asked for */
+	list = run(&rule_exposed_gather, a, "exposed_step_fraction=0.06");
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	list = run(&rule_exposed_gather, a, "exposed_fraction=0.95");
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	a->exposure.source = ANALYSIS_EXPOSURE_NONE; /* nothing measured: nothing said */
+	list = run(&rule_exposed_gather, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	a->exposure.source = ANALYSIS_EXPOSURE_CUPTI;
+	a->exposure.exposed_fraction = ANALYSIS_UNKNOWN;
+	list = run(&rule_exposed_gather, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_reshard_true_is_info_with_the_trade(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list = run(&rule_reshard_policy, a, NULL);
+	const struct finding *f = findings_get(list, 0);
+
+	(void)state;
+	assert_int_equal(findings_count(list), 1);
+	assert_int_equal(f->severity, RULE_INFO);
+	/* 8 blocks of 50M bf16 params: 800 MB held if retained */
+	assert_non_null(strstr(f->message, "reshard_after_forward=True: 8 non-root units"));
+	assert_non_null(strstr(f->message, "800 MB more memory"));
+	assert_non_null(strstr(f->evidence, "detected: true"));
+	assert_non_null(strstr(f->fix_fsdp2, "reshard_after_forward=False"));
+	assert_non_null(strstr(f->fix_fsdp1, "SHARD_GRAD_OP"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_reshard_false_and_unknown(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.reshard = 0;
+	a = fixture_new(&m);
+	list = run(&rule_reshard_policy, a, NULL);
+	f = findings_get(list, 0);
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "reshard_after_forward=False: 8 non-root units stay gathered"));
+	assert_non_null(strstr(f->message, "free up to 800 MB at the cost of 8 more AllGathers"));
+	findings_free(list);
+	a->reshard.policy = ANALYSIS_RESHARD_GROUP;
+	a->reshard.group_size = 4;
+	a->reshard.group_units = 8;
+	list = run(&rule_reshard_policy, a, NULL);
+	assert_non_null(strstr(findings_get(list, 0)->message, "reshard_after_forward=4"));
+	findings_free(list);
+	a->reshard.policy = ANALYSIS_RESHARD_UNKNOWN;
+	list = run(&rule_reshard_policy, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exposed_absent_when_hidden),
+		cmocka_unit_test(test_exposed_no_prefetch_is_a_warning_with_causes),
+		cmocka_unit_test(test_exposed_bandwidth_bound_fix),
+		cmocka_unit_test(test_exposed_thresholds),
+		cmocka_unit_test(test_reshard_true_is_info_with_the_trade),
+		cmocka_unit_test(test_reshard_false_and_unknown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

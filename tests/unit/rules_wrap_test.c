@@ -1,0 +1,318 @@
+/* rules_wrap_test: wrap-too-fine, wrap-too-coarse, gather-count-mismatch
+ * on hand-built analyses: present with the right severity and evidence when
+ * the wrap is wrong, absent when it is right. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/record.h"
+#include "rules/rules.h"
+#include "tests/unit/rules_fixture.h"
+
+/* run - one rule over a, with default thresholds plus `setting` (or NULL). */
+static findings_t *run(const struct rule *r, const struct analysis_result *a, const char *setting)
+{
+	struct rule_config c;
+	findings_t *list = findings_new();
+
+	rule_config_init(&c);
+	if (setting)
+		assert_int_equal(rule_config_set(&c, setting), 0);
+	assert_int_equal(r->check(r, a, &c, list), 0);
+	return list;
+}
+
+static double metric(const struct finding *f, const char *name)
+{
+	for (size_t i = 0; i < f->nmetrics; i++)
+		if (strcmp(f->metrics[i].name, name) == 0)
+			return f->metrics[i].value;
+	fail_msg("metric %s missing", name);
+	return 0;
+}
+
+/* --- wrap-too-fine ------------------------------------------------------ */
+
+static void test_fine_per_linear_is_an_error(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.k = 8; /* fsdp_ref's per-Linear wrap: 7 Linears + the norms */
+	a = fixture_new(&m);
+	list = run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	assert_string_equal(f->rule->id, "wrap-too-fine");
+	assert_non_null(strstr(f->evidence, "8 gathers per repeating unit x 8 units = 64 + 1 root per step; "
+					    "per-block wrap would issue 9"));
+	assert_non_null(strstr(f->evidence, "AllGathers per step: 129 (65 forward + 64 backward); per-block wrap: 17"));
+	assert_non_null(strstr(f->fix_fsdp2, "fully_shard(block"));
+	assert_non_null(strstr(f->fix_fsdp2, "for block in model.layers"));
+	assert_non_null(strstr(f->fix_fsdp1, "ModuleWrapPolicy"));
+	assert_non_null(strstr(f->fix_deepspeed, "stage3_prefetch_bucket_size\": 50000000"));
+	assert_true(metric(f, "gathers_per_unit") == 8);
+	assert_true(metric(f, "per_block_forward_allgathers") == 9);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_fine_absent_when_per_block(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list = run(&rule_wrap_too_fine, a, NULL);
+
+	(void)state;
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_fine_needs_a_repeat_or_layers(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+
+	(void)state;
+	m.k = 8;
+	m.layers = 1; /* one copy of a motif is no repeat ... */
+	a = fixture_new(&m);
+	list = run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	a->units.layers_given = 1; /* ... unless the user says the model has one layer */
+	list = run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	findings_free(list);
+	/* the threshold moves the line */
+	list = run(&rule_wrap_too_fine, a, "fine_gathers_per_unit=9");
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+/* --- wrap-too-coarse ---------------------------------------------------- */
+
+/* The whole model as one unit: one forward gather with every parameter. */
+static void make_model_wrap(struct analysis_result *a)
+{
+	uint64_t total = a->units.total_params;
+
+	a->ngathers = 1;
+	a->gathers[0].elements = total;
+	a->gathers[0].bytes = total * 2 / a->units.shard_ranks;
+	a->per_step.forward_allgathers = 1;
+	a->per_step.backward_allgathers = 0;
+	a->per_step.allgathers = 1;
+	a->units.repeating_units = 1;
+	a->units.gathers_per_unit = 1;
+	a->units.root_gathers = 0;
+	a->units.largest_unit_params = total;
+	a->units.repeating_unit_params = total;
+}
+
+static void test_coarse_whole_model_is_an_error(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	make_model_wrap(a);
+	list = run(&rule_wrap_too_coarse, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	assert_non_null(strstr(f->message, "100%"));
+	assert_true(metric(f, "largest_unit_fraction") == 1.0);
+	/* 410M params x 2 bytes x (1 + 1 prefetch) */
+	assert_true(metric(f, "transient_bytes_per_rank") == 410e6 * 2 * 2);
+	assert_non_null(strstr(f->evidence, "410.0M of 410.0M parameters (100%)"));
+	assert_non_null(strstr(f->fix_fsdp2, "for block in model.layers"));
+	assert_non_null(strstr(f->fix_deepspeed, "stage3_max_live_parameters"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_coarse_absent_when_per_block(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+
+	(void)state;
+	m.layers = 2; /* a block is 45% of the model: large, but the block */
+	a = fixture_new(&m);
+	list = run(&rule_wrap_too_coarse, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+	m.layers = 8;
+	m.k = 8;
+	a = fixture_new(&m);
+	list = run(&rule_wrap_too_coarse, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_coarse_big_root_is_a_warning_about_the_root(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.layers = 2;
+	m.block_params = 10000000;
+	m.root_params = 60000000; /* a big vocabulary: 75% of the model */
+	a = fixture_new(&m);
+	list = run(&rule_wrap_too_coarse, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_non_null(strstr(f->message, "'model' holds 75%"));
+	assert_non_null(strstr(f->fix_fsdp2, "tok_embeddings"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_coarse_group_of_blocks_is_a_warning(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	/* Blocks 0-1 in one unit, the other 6 per block (a mixed spec). */
+	m.layers = 7;
+	a = fixture_new(&m);
+	a->gathers[1].elements *= 2;
+	a->units.largest_unit_params = a->gathers[1].elements;
+	a->units.total_params += m.block_params;
+	list = run(&rule_wrap_too_coarse, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_true(metric(f, "layers_per_largest_unit") == 2.0);
+	assert_non_null(strstr(f->message, "2.0 repeating units"));
+	findings_free(list);
+	/* a higher ratio threshold lets it pass */
+	list = run(&rule_wrap_too_coarse, a, "coarse_unit_ratio=2.5");
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+/* --- gather-count-mismatch --------------------------------------------- */
+
+static void test_mismatch_needs_layers(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+
+	(void)state;
+	m.k = 8;
+	a = fixture_new(&m);
+	list = run(&rule_gather_count_mismatch, a, NULL); /* no --layers: silent */
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_mismatch_per_linear_with_layers(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.k = 8;
+	a = fixture_new(&m);
+	a->options.layers = 8;
+	a->units.layers_given = 1;
+	list = run(&rule_gather_count_mismatch, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	assert_non_null(strstr(f->message, "65 forward AllGathers per step for 8 layers: 8.0 per layer"));
+	assert_non_null(strstr(f->evidence, "--layers 8: a per-block wrap issues 9 forward AllGathers per step (8 + 1 root)"));
+	assert_true(metric(f, "gathers_per_layer") == 8.0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_mismatch_absent_when_layers_match(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	findings_t *list;
+
+	(void)state;
+	a->options.layers = 8;
+	a->units.layers_given = 1;
+	list = run(&rule_gather_count_mismatch, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_mismatch_groups_are_a_warning(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	/* group:2 on 12 layers: 6 units + root; the user says 12 layers and
+	 * no repeat of 12 copies exists. */
+	m.layers = 6;
+	m.block_params *= 2;
+	a = fixture_new(&m);
+	a->options.layers = 12;
+	list = run(&rule_gather_count_mismatch, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_non_null(strstr(f->message, "7 forward AllGathers per step for 12 layers: 6 unit(s) hold 2.0 layers"));
+	assert_true(metric(f, "expected_forward_allgathers") == 13);
+	findings_free(list);
+	fixture_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fine_per_linear_is_an_error),
+		cmocka_unit_test(test_fine_absent_when_per_block),
+		cmocka_unit_test(test_fine_needs_a_repeat_or_layers),
+		cmocka_unit_test(test_coarse_whole_model_is_an_error),
+		cmocka_unit_test(test_coarse_absent_when_per_block),
+		cmocka_unit_test(test_coarse_big_root_is_a_warning_about_the_root),
+		cmocka_unit_test(test_coarse_group_of_blocks_is_a_warning),
+		cmocka_unit_test(test_mismatch_needs_layers),
+		cmocka_unit_test(test_mismatch_per_linear_with_layers),
+		cmocka_unit_test(test_mismatch_absent_when_layers_match),
+		cmocka_unit_test(test_mismatch_groups_are_a_warning),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
