@@ -79,7 +79,6 @@ int cmd_lint(int argc, char **argv)
 	struct diagnosis d;
 	enum rule_severity fail_on = RULE_ERROR;
 	int json = 0, brief = 0, opt, rc, max;
-	char err[512];
 
 	diagnosis_flags_init(&flags);
 	optind = 1;
@@ -115,16 +114,8 @@ int cmd_lint(int argc, char **argv)
 			}
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "fsdpscope lint: expected one TRACE, got %d (see 'fsdpscope lint --help')\n",
-			argc - optind);
+	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
 		return EXIT_USAGE;
-	}
-	rc = diagnosis_run(argv[optind], &flags, &d, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "fsdpscope lint: %s: %s\n", argv[optind], err);
-		return EXIT_USAGE;
-	}
 	if (json) {
 		diagnosis_print_json(stdout, &d, &flags.rules);
 	} else {

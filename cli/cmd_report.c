@@ -58,7 +58,6 @@ int cmd_report(int argc, char **argv)
 	struct diagnosis_flags flags;
 	struct diagnosis d;
 	int json = 0, opt, rc;
-	char err[512];
 
 	diagnosis_flags_init(&flags);
 	optind = 1;
@@ -89,16 +88,8 @@ int cmd_report(int argc, char **argv)
 			}
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "fsdpscope report: expected one TRACE, got %d (see 'fsdpscope report --help')\n",
-			argc - optind);
+	if (diagnosis_run_args(argc, argv, optind, "report", &flags, &d))
 		return EXIT_USAGE;
-	}
-	rc = diagnosis_run(argv[optind], &flags, &d, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "fsdpscope report: %s: %s\n", argv[optind], err);
-		return EXIT_USAGE;
-	}
 	if (json)
 		diagnosis_print_json(stdout, &d, &flags.rules);
 	else

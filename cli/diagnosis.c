@@ -3,6 +3,7 @@
  * and the rules over a trace.
  */
 #include "cli/diagnosis.h"
+#include "cli/commands.h"
 
 #include "collector/analyze.h"
 #include "common/error.h"
@@ -240,4 +241,21 @@ void diagnosis_free(struct diagnosis *d)
 	findings_free(d->findings);
 	d->result = NULL;
 	d->findings = NULL;
+}
+
+int diagnosis_run_args(int argc, char **argv, int optind, const char *cmd, const struct diagnosis_flags *f,
+		       struct diagnosis *d)
+{
+	char err[512];
+
+	if (optind != argc - 1) {
+		fprintf(stderr, "fsdpscope %s: expected one TRACE, got %d (see 'fsdpscope %s --help')\n", cmd,
+			argc - optind, cmd);
+		return EXIT_USAGE;
+	}
+	if (diagnosis_run(argv[optind], f, d, err, sizeof(err))) {
+		fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, argv[optind], err);
+		return EXIT_USAGE;
+	}
+	return 0;
 }

@@ -136,6 +136,16 @@ struct diagnosis {
 int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
 		  size_t errlen);
 
+/*
+ * diagnosis_run_args - what lint and report do once their options are
+ * parsed: check that exactly one TRACE remains in argv[optind..argc), run
+ * the diagnosis on it, and on failure say why on stderr as "fsdpscope CMD:
+ * ...". Returns 0, or EXIT_USAGE (bad arguments, unreadable or damaged
+ * trace).
+ */
+int diagnosis_run_args(int argc, char **argv, int optind, const char *cmd, const struct diagnosis_flags *f,
+		       struct diagnosis *d);
+
 /* diagnosis_free - release what diagnosis_run made (idempotent). */
 void diagnosis_free(struct diagnosis *d);
 

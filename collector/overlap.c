@@ -186,8 +186,15 @@ struct overlap_exposure overlap_gather_exposure(const struct interval *compute, 
 		x.cause = ANALYSIS_CAUSE_HIDDEN;
 		return x;
 	}
+	/* Prefetched or not: a gather issued ahead of need has the compute
+	 * before it running under it; one issued only when the compute needed
+	 * it has (almost) none: at most the few hook ranges around its issue.
+	 * A prefetched gather that is still exposed outlasted its compute. */
+	int started_after_compute = x.hidden_ns * OVERLAP_PREFETCHED_DIVISOR < x.duration_ns;
+	/* Host late (device timing only): the kernel ran as soon as the host
+	 * called, and the host called only after the device's compute had
+	 * drained: the host was behind, not the link. */
 	uint64_t before = interval_last_end_before(compute, ncompute, g->start_ns);
-	int started_after_compute = before <= g->start_ns;
 	if (g->first_of_phase)
 		x.cause = ANALYSIS_CAUSE_FIRST_OF_PHASE;
 	else if (g->device_timing && g->issue_ns >= before && g->start_ns >= g->issue_ns &&

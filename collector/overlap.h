@@ -115,6 +115,12 @@ struct overlap_exposure {
  * "started right away" for the host-late cause. */
 #define OVERLAP_LAUNCH_SLACK_NS 50000ull
 
+/* An exposed gather with compute under at least 1/OVERLAP_PREFETCHED_DIVISOR
+ * of its time was issued ahead of need (prefetched) and outlasted that
+ * compute: bandwidth-bound. Less than that: issued when the compute needed
+ * it, no prefetch. */
+#define OVERLAP_PREFETCHED_DIVISOR 10u
+
 /*
  * overlap_gather_exposure - exposure and cause of one gather against the
  * merged compute set: the time in [max(start, from), wait_end) with no

@@ -26,8 +26,11 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	if (a->steps_analyzed == 0 || a->options.layers <= 0 || forward == 0)
 		return 0;
 	L = (uint32_t)a->options.layers;
-	if (u->layers_given && u->repeating_units == L) {
-		/* The repeat of exactly L copies was found: its outside is the root. */
+	if (u->layers_given && u->repeating_units == L && u->root_gathers <= 2) {
+		/* The repeat of exactly L copies was found and covers all but the
+		 * root's gather(s): its outside is the root. (A repeat of L copies
+		 * that leaves many gathers outside is a coincidence of sizes, e.g.
+		 * k and v of one per-Linear block, not the layers.) */
 		root = u->root_gathers;
 	} else {
 		/* No repeat of L copies: assume FSDP2's one root unit. */

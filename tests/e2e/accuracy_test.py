@@ -113,6 +113,9 @@ def expected(spec, reshard, prefetch, layers, ranks):
         e["units"], e["k"] = best[1], best[2]
     if best[2] == 8 and best[1] >= 2:
         e["errors"].add("wrap-too-fine")
+    if len(ranges) == 1 and ranges[0][0] == "group" and layers // ranges[0][1] <= 1:
+        # one group holding every block: the whole model in one unit but the root
+        e["errors"].add("wrap-too-coarse")
     e["reshard"] = {"true": "true", "false": "false"}.get(reshard, "group:%s" % reshard)
     if reshard not in ("true", "false") and int(reshard) >= ranks:
         e["reshard"] = "true"  # a group of the whole world is plain resharding

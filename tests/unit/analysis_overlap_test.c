@@ -60,6 +60,16 @@ static void test_exposure(void **state)
 	x = expo(100, 100, 140, 0, 0);
 	assert_int_equal(x.exposed_ns, 40);
 	assert_int_equal(x.cause, ANALYSIS_CAUSE_NO_PREFETCH);
+	/* a sliver of compute under it (the hook that issued it): still issued
+	 * only when needed; 2 of 42 ns hidden */
+	x = expo(98, 98, 140, 0, 0);
+	assert_int_equal(x.hidden_ns, 2);
+	assert_int_equal(x.cause, ANALYSIS_CAUSE_NO_PREFETCH);
+	/* issued during the compute before it (prefetched), outlasted it:
+	 * 5 + 50 of 105 ns hidden */
+	x = expo(95, 95, 200, 0, 0);
+	assert_int_equal(x.hidden_ns, 55);
+	assert_int_equal(x.cause, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
 	/* first of its phase wins over the others */
 	x = expo(100, 100, 140, 1, 0);
 	assert_int_equal(x.cause, ANALYSIS_CAUSE_FIRST_OF_PHASE);

@@ -274,6 +274,35 @@ static void test_mismatch_absent_when_layers_match(void **state)
 	fixture_free(a);
 }
 
+/* A repeat of exactly L copies that leaves most gathers outside is a
+ * coincidence of sizes (k and v of a per-Linear block), not the layers:
+ * linear:0-0,block:1-1 on 2 layers issues 1 + 8 + 1 forward gathers. */
+static void test_mismatch_ignores_a_coincidental_repeat(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.layers = 2;
+	a = fixture_new(&m);
+	a->per_step.forward_allgathers = 10;
+	a->options.layers = 2;
+	a->units.layers_given = 1;
+	a->units.repeating_units = 2;
+	a->units.gathers_per_unit = 1;
+	a->units.root_gathers = 8;
+	list = run(&rule_gather_count_mismatch, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	assert_true(metric(f, "root_gathers") == 1);
+	assert_true(metric(f, "expected_forward_allgathers") == 3);
+	findings_free(list);
+	fixture_free(a);
+}
+
 static void test_mismatch_groups_are_a_warning(void **state)
 {
 	struct fixture_model m = fixture_default();
@@ -312,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_per_linear_with_layers),
 		cmocka_unit_test(test_mismatch_absent_when_layers_match),
 		cmocka_unit_test(test_mismatch_groups_are_a_warning),
+		cmocka_unit_test(test_mismatch_ignores_a_coincidental_repeat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
