@@ -243,18 +243,18 @@ void diagnosis_free(struct diagnosis *d)
 	d->findings = NULL;
 }
 
-int diagnosis_run_args(int argc, char **argv, int optind, const char *cmd, const struct diagnosis_flags *f,
+int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d)
 {
 	char err[512];
 
-	if (optind != argc - 1) {
+	if (first != argc - 1) {
 		fprintf(stderr, "fsdpscope %s: expected one TRACE, got %d (see 'fsdpscope %s --help')\n", cmd,
-			argc - optind, cmd);
+			argc - first, cmd);
 		return EXIT_USAGE;
 	}
-	if (diagnosis_run(argv[optind], f, d, err, sizeof(err))) {
-		fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, argv[optind], err);
+	if (diagnosis_run(argv[first], f, d, err, sizeof(err))) {
+		fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, argv[first], err);
 		return EXIT_USAGE;
 	}
 	return 0;

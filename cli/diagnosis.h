@@ -138,12 +138,12 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 
 /*
  * diagnosis_run_args - what lint and report do once their options are
- * parsed: check that exactly one TRACE remains in argv[optind..argc), run
+ * parsed: check that exactly one TRACE remains in argv[first..argc), run
  * the diagnosis on it, and on failure say why on stderr as "fsdpscope CMD:
  * ...". Returns 0, or EXIT_USAGE (bad arguments, unreadable or damaged
  * trace).
  */
-int diagnosis_run_args(int argc, char **argv, int optind, const char *cmd, const struct diagnosis_flags *f,
+int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d);
 
 /* diagnosis_free - release what diagnosis_run made (idempotent). */
