@@ -191,6 +191,8 @@ void agent_cupti_maybe_start(void)
 	cupti_start();
 }
 
+_Atomic int agent_exit_status = -1;
+
 static void agent_at_exit(void)
 {
 	if (!atomic_load(&agent_activated) || agent_pid != getpid())
@@ -201,6 +203,13 @@ static void agent_at_exit(void)
 		cupti_flush(); /* CUPTI's last buffers go into the ring before the final drain */
 	sender_stop(AGENT_EXIT_WAIT_MS);
 	atomic_store(&agent_state_now, AGENT_OFF);
+}
+
+static void agent_on_exit(int status, void *arg)
+{
+	(void)arg;
+	atomic_store(&agent_exit_status, status & 0xff); /* what the parent's wait sees */
+	agent_at_exit();
 }
 
 void agent_activate(void)
@@ -219,11 +228,13 @@ void agent_activate(void)
 	agent_debug("active: sink %s, out %s, %s", agent_config.sink[0] ? agent_config.sink : "(none)",
 		    agent_config.out_dir[0] ? agent_config.out_dir : "(default)",
 		    agent_config.dormant ? "dormant" : "recording");
-	/* atexit rather than only a destructor: it runs before the libraries'
-	 * destructors (libcudart's among them), while CUPTI still works. The
-	 * registration is inherited by fork children, hence once. */
-	if (!atomic_exchange(&agent_exit_registered, 1) && atexit(agent_at_exit) != 0)
-		agent_debug("atexit failed: the destructor will flush");
+	/* An exit handler rather than only a destructor: it runs before the
+	 * libraries' destructors (libcudart's among them), while CUPTI still
+	 * works; on_exit (glibc) also hands it the exit status for
+	 * process_end. The registration is inherited by fork children, hence
+	 * once. */
+	if (!atomic_exchange(&agent_exit_registered, 1) && on_exit(agent_on_exit, NULL) != 0)
+		agent_debug("on_exit failed: the destructor will flush");
 	/* The ring exists before the sender does: the sender never allocates
 	 * (a fork while it did would leave the allocation to a child that has
 	 * no thread to finish it). */

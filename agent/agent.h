@@ -88,6 +88,10 @@ uint32_t agent_intern(const char *s, long len);
  * so far (sender.c calls this first on each new connection). */
 void agent_strings_replay(void (*emit)(void *ctx, const void *record), void *ctx);
 
+/* The status the process passed to exit() (from an on_exit handler), -1
+ * until then or when it left another way; process_end.exit_code. */
+extern _Atomic int agent_exit_status;
+
 /* Counters the sender reports in FSS_REC_DROPS records. */
 struct agent_counters {
 	_Atomic uint64_t collectives;   /* collective calls seen (all states but OFF) */

@@ -399,7 +399,7 @@ static void sender_finish(ring_t *ring)
 	end.head.size = sizeof(end);
 	end.at_ns = clock_mono_ns();
 	end.collectives = atomic_load(&agent_counters.collectives);
-	end.exit_code = -1; /* not known to a destructor */
+	end.exit_code = atomic_load(&agent_exit_status); /* -1 when not left through exit() */
 	(void)sender_append(&end);
 	sender_flush_writer();
 	if (snd.kind == SINK_FILE)

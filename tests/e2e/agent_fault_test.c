@@ -708,6 +708,7 @@ static void test_exit_paths(void **state)
 	assert_int_equal(summary_read_file(&s, names[0]), 0);
 	assert_int_equal(s.ncolls, 3);
 	assert_true(s.have_end && s.end_is_last);
+	assert_int_equal(s.end.exit_code, 5); /* exit(5), seen through on_exit */
 	summary_free(&s);
 
 	/* SIGKILL: same status; what the sender wrote is complete chunks */

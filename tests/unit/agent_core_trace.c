@@ -79,6 +79,7 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 		break;
 	case FSS_REC_PROCESS_END:
 		s->have_end = 1;
+		memcpy(&s->end, rec, sizeof(s->end));
 		break;
 	default:
 		break;

@@ -31,6 +31,7 @@ struct trace_summary {
 	int have_drops;
 	struct fss_rec_drops drops; /* the last one */
 	int have_end;
+	struct fss_rec_process_end end; /* the last one */
 	int end_is_last; /* process_end was the last record */
 	uint16_t last_type;
 	int max_sources; /* largest source value seen + 1 */
