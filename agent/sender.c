@@ -155,6 +155,9 @@ static void sender_write_drops(ring_t *ring, uint64_t ring_dropped_extra)
 	d.sink_dropped = atomic_load(&agent_counters.sink_dropped);
 	d.cupti_dropped = atomic_load(&agent_counters.cupti_dropped);
 	d.records_written = ring_pushed(ring);
+#ifdef FSS_AGENT_HAVE_NVTX
+	d.nvtx_dropped = nvtx_dropped();
+#endif
 	snd.last_drops_ns = d.at_ns;
 	(void)sender_append(&d);
 }

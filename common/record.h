@@ -278,6 +278,7 @@ struct fss_rec_drops {
 	uint64_t sink_dropped;     /* records dropped because the sink failed */
 	uint64_t cupti_dropped;    /* CUPTI activity records lost (CUPTI's own count) */
 	uint64_t records_written;  /* records the source had produced until then */
+	uint64_t nvtx_dropped;     /* NVTX ranges not recorded (nesting too deep, too many open ranges) */
 };
 
 /* The last record of a source that ended cleanly (absent if it died). */
@@ -322,7 +323,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_group) && sizeof(struct fss_rec_
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_gpu_interval) && sizeof(struct fss_rec_gpu_interval) == 72, "fss_rec_gpu_interval is 72 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_nvtx_range) && sizeof(struct fss_rec_nvtx_range) == 56, "fss_rec_nvtx_range is 56 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_clock_anchor) && sizeof(struct fss_rec_clock_anchor) == 32, "fss_rec_clock_anchor is 32 bytes, no padding");
-static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_drops) && sizeof(struct fss_rec_drops) == 48, "fss_rec_drops is 48 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_drops) && sizeof(struct fss_rec_drops) == 56, "fss_rec_drops is 56 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_end) && sizeof(struct fss_rec_process_end) == 32, "fss_rec_process_end is 32 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 

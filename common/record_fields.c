@@ -92,7 +92,7 @@ static const struct record_field clock_anchor_fields[] = {
 #define T struct fss_rec_drops
 static const struct record_field drops_fields[] = {
 	F(T, at_ns, FIELD_U64), F(T, ring_dropped, FIELD_U64), F(T, sink_dropped, FIELD_U64),
-	F(T, cupti_dropped, FIELD_U64), F(T, records_written, FIELD_U64),
+	F(T, cupti_dropped, FIELD_U64), F(T, records_written, FIELD_U64), F(T, nvtx_dropped, FIELD_U64),
 };
 #undef T
 
