@@ -152,6 +152,14 @@ void cupti_handle_buffer(uint8_t *buffer, size_t valid_size);
 uint64_t nvtx_dropped(void);
 void nvtx_after_fork_child(void); /* re-initialise nvtx.c's registration lock */
 
+/*
+ * agent_in_nccl_call - non-zero while the calling thread is inside one of
+ * the agent's interposed NCCL calls (nccl_wrap.c), which records that call
+ * itself: nvtx.c then does not turn NCCL's own range of it into a second
+ * collective record. Hot path: one thread-local load.
+ */
+int agent_in_nccl_call(void);
+
 /* ---- Additions (issue 4, agent core). ------------------------------------ */
 
 #include "common/ring.h"

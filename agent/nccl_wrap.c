@@ -180,6 +180,11 @@ static __thread struct wrap_thread wrap_tls __attribute__((tls_model("initial-ex
 
 static _Atomic uint32_t wrap_group_ids;
 
+int agent_in_nccl_call(void)
+{
+	return wrap_tls.inside;
+}
+
 /* The state, initialising the agent if a constructor order or a dlopen
  * made this call come first. */
 static inline int wrap_state(void)

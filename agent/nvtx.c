@@ -13,8 +13,15 @@
  * Marks are not recorded (the schema has no point event, and nothing in
  * the analysis needs them). NCCL's own per-call ranges (domain "NCCL",
  * named after the API function, parameters in a payload) are recorded like
- * any other range: the collector decides what they mean; payloads are not
- * read. Creating the "NCCL" domain activates the agent, as a wrapped NCCL
+ * any other range, and a closed one named after a collective (ncclAllGather,
+ * ... : NCCL names them with __func__) also yields a `collective` record
+ * with path FSS_PATH_NVTX, unless it was opened inside one of the agent's
+ * interposed calls (agent_in_nccl_call): that call is recorded already, by
+ * the wrapper, with path interpose. Such a record knows only the op, the
+ * thread and the times: NCCL passes count, bytes, comm and stream in an
+ * NVTX extended payload (a registered schema) that the injection does not
+ * decode, so they are 0, dtype is unknown and redop none (docs/format.md).
+ * Creating the "NCCL" domain activates the agent, as a wrapped NCCL
  * call does: with a statically linked NCCL nothing else would.
  *
  * Hot path (push, pop, start, end on the job's threads): a clock read, the
@@ -69,11 +76,13 @@ struct nvtx_name {
 
 struct nvtx_domain {
 	struct nvtx_name name;
+	int nccl; /* the domain NCCL's own ranges are in */
 };
 
 struct nvtx_string {
 	struct nvtx_name name;
 	const struct nvtx_domain *domain;
+	uint8_t op; /* enum fss_coll_op when it names a collective of domain NCCL, else 0 */
 };
 
 /* One open push/pop range. */
@@ -85,6 +94,8 @@ struct nvtx_frame {
 	uint32_t thread;
 	const void *handle; /* the domain handle: pops are matched per domain */
 	uint16_t depth;	    /* open ranges of the same domain below it on this thread */
+	uint8_t op;	    /* NCCL's range of a collective not interposed: enum fss_coll_op, else 0 */
+	uint64_t seq;	    /* its collective seq, when op */
 };
 
 struct nvtx_stack {
@@ -103,6 +114,8 @@ struct nvtx_open {
 	uint32_t domain;
 	uint32_t category;
 	uint32_t thread;
+	uint8_t op; /* as in struct nvtx_frame */
+	uint64_t seq;
 };
 
 /* The stacks live in a static pool, not in thread-local storage: the
@@ -268,6 +281,102 @@ static uint32_t attr_name(const nvtxEventAttributes_t *a, uint32_t *category)
 	}
 }
 
+/* ---- NCCL's own ranges: collectives of a statically linked NCCL -------- */
+
+/* The collective a range name of domain NCCL stands for, 0 for none. NCCL
+ * (>= 2.21, NVTX3_FUNC_WITH_PARAMS) names its ranges with __func__:
+ * "ncclAllGather"; the bare API name is taken too. */
+static uint8_t nccl_op_of(const char *name)
+{
+	static const struct {
+		const char *name;
+		uint8_t op;
+	} ops[] = {
+	    {"AllGather", FSS_OP_ALLGATHER}, {"ReduceScatter", FSS_OP_REDUCESCATTER},
+	    {"AllReduce", FSS_OP_ALLREDUCE}, {"Broadcast", FSS_OP_BROADCAST},
+	    {"Reduce", FSS_OP_REDUCE},	     {"Send", FSS_OP_SEND},
+	    {"Recv", FSS_OP_RECV},	     {"AlltoAll", FSS_OP_ALLTOALL}, /* nccl.h's spelling */
+	    {"AllToAll", FSS_OP_ALLTOALL},   {"Gather", FSS_OP_GATHER},
+	    {"Scatter", FSS_OP_SCATTER},
+	};
+
+	if (!name)
+		return 0;
+	if (strncmp(name, "nccl", 4) == 0)
+		name += 4;
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (strcmp(name, ops[i].name) == 0)
+			return ops[i].op;
+	return 0;
+}
+
+/* The collective a range opened in `handle`'s domain with `a` stands for,
+ * 0 when it is none or when this thread is inside an interposed NCCL call
+ * (the wrapper records that call itself). Cheap outside domain NCCL: one
+ * range check. */
+static uint8_t attr_op(nvtxDomainHandle_t handle, const nvtxEventAttributes_t *a)
+{
+	struct nvtx_domain *d = handle_in(handle, domains, sizeof(domains[0]), NVTX_DOMAINS_MAX);
+	struct nvtx_string *s;
+	char buf[NVTX_WIDE_BYTES + 1];
+	uint8_t op;
+
+	if (!d || !d->nccl || !a || a->size < offsetof(nvtxEventAttributes_t, message) + sizeof(a->message))
+		return 0;
+	switch (a->messageType) {
+	case NVTX_MESSAGE_TYPE_REGISTERED: /* what NCCL uses */
+		s = string_of(a->message.registered);
+		op = s ? s->op : 0;
+		break;
+	case NVTX_MESSAGE_TYPE_ASCII:
+		op = nccl_op_of(a->message.ascii);
+		break;
+	case NVTX_MESSAGE_TYPE_UNICODE:
+		if (!a->message.unicode)
+			return 0;
+		buf[wide_to_utf8(a->message.unicode, buf, NVTX_WIDE_BYTES)] = 0;
+		op = nccl_op_of(buf);
+		break;
+	default:
+		return 0;
+	}
+	return op && !agent_in_nccl_call() ? op : 0;
+}
+
+/* The seq of a collective seen through its NVTX range, from the counter
+ * the wrappers use (so seq stays one sequence per source); 0 while the
+ * agent is off, as the wrappers count nothing then. Taken when the range
+ * opens: seq is in issue order, like the wrappers' (taken on entry). */
+static uint64_t coll_seq_take(void)
+{
+	if (atomic_load_explicit(&agent_state_now, memory_order_relaxed) == AGENT_OFF)
+		return 0;
+	return atomic_fetch_add_explicit(&agent_counters.collectives, 1, memory_order_relaxed) + 1;
+}
+
+/* The collective record of a closed NCCL range (path nvtx). What NCCL's
+ * payload carries (count, bytes, comm, stream, dtype, redop, root/peer)
+ * is not decoded: the fields say unknown (docs/format.md). */
+static void coll_emit(uint8_t op, uint64_t seq, uint64_t start_ns, uint64_t end_ns, uint32_t thread)
+{
+	struct fss_rec_collective rec;
+
+	if (!op || !seq || !agent_recording())
+		return;
+	memset(&rec, 0, sizeof(rec));
+	record_init(&rec, FSS_REC_COLLECTIVE, sizeof(rec), 0);
+	rec.seq = seq;
+	rec.enter_ns = start_ns;
+	rec.exit_ns = end_ns;
+	rec.thread = thread;
+	rec.peer = -1;
+	rec.op = op;
+	rec.dtype = FSS_DTYPE_UNKNOWN;
+	rec.redop = FSS_REDOP_NONE;
+	rec.path = FSS_PATH_NVTX;
+	agent_emit(&rec);
+}
+
 /* ---- closed ranges ----------------------------------------------------- */
 
 static void range_emit(uint16_t kind, uint64_t start_ns, uint64_t end_ns, uint64_t range_id, uint32_t domain,
@@ -340,7 +449,7 @@ static struct nvtx_stack *stack_get(void)
 	return NULL;
 }
 
-static int push(const void *handle, uint32_t domain, uint32_t name, uint32_t category)
+static int push(const void *handle, uint32_t domain, uint32_t name, uint32_t category, uint8_t op)
 {
 	/* Orphans are the outermost ranges: claim a stack only outside them,
 	 * so that pops still match pushes in order. */
@@ -371,6 +480,8 @@ static int push(const void *handle, uint32_t domain, uint32_t name, uint32_t cat
 	f->name = name;
 	f->category = category;
 	f->depth = depth;
+	f->op = op;
+	f->seq = op ? coll_seq_take() : 0;
 	f->thread = agent_thread_id();
 	f->start_ns = clock_mono_ns(); /* last: the range starts when the push returns */
 	return depth;
@@ -402,24 +513,25 @@ static int pop(const void *handle)
 	memmove(&st->frames[i], &st->frames[i + 1], (st->depth - i - 1) * sizeof(st->frames[0]));
 	st->depth--;
 	range_emit(FSS_NVTX_PUSH_POP, f.start_ns, now, 0, f.domain, f.name, f.thread, f.depth, f.category);
+	coll_emit(f.op, f.seq, f.start_ns, now, f.thread);
 	return f.depth;
 }
 
 static int NVTX_API push_a(const char *message)
 {
-	return push(NULL, FSS_STRING_NONE, intern_ascii(message), 0);
+	return push(NULL, FSS_STRING_NONE, intern_ascii(message), 0, 0);
 }
 
 static int NVTX_API push_w(const wchar_t *message)
 {
-	return push(NULL, FSS_STRING_NONE, intern_wide(message), 0);
+	return push(NULL, FSS_STRING_NONE, intern_wide(message), 0, 0);
 }
 
 static int NVTX_API push_ex(const nvtxEventAttributes_t *attr)
 {
 	uint32_t category, name = attr_name(attr, &category);
 
-	return push(NULL, FSS_STRING_NONE, name, category);
+	return push(NULL, FSS_STRING_NONE, name, category, 0);
 }
 
 static int NVTX_API pop_default(void)
@@ -431,7 +543,7 @@ static int NVTX_API domain_push_ex(nvtxDomainHandle_t domain, const nvtxEventAtt
 {
 	uint32_t category, name = attr_name(attr, &category);
 
-	return push(domain, domain_id(domain), name, category);
+	return push(domain, domain_id(domain), name, category, attr_op(domain, attr));
 }
 
 static int NVTX_API domain_pop(nvtxDomainHandle_t domain)
@@ -441,7 +553,7 @@ static int NVTX_API domain_pop(nvtxDomainHandle_t domain)
 
 /* ---- start / end: a lock-free table of open ranges --------------------- */
 
-static nvtxRangeId_t start(uint32_t domain, uint32_t name, uint32_t category)
+static nvtxRangeId_t start(uint32_t domain, uint32_t name, uint32_t category, uint8_t op)
 {
 	uint64_t id = atomic_fetch_add_explicit(&next_range_id, 1, memory_order_relaxed);
 
@@ -456,6 +568,8 @@ static nvtxRangeId_t start(uint32_t domain, uint32_t name, uint32_t category)
 		o->name = name;
 		o->domain = domain;
 		o->category = category;
+		o->op = op;
+		o->seq = op ? coll_seq_take() : 0;
 		o->thread = agent_thread_id();
 		o->start_ns = clock_mono_ns();
 		atomic_store_explicit(&o->tag, id, memory_order_release);
@@ -487,30 +601,33 @@ static void end(nvtxRangeId_t id)
 		copy.domain = o->domain;
 		copy.category = o->category;
 		copy.thread = o->thread;
+		copy.op = o->op;
+		copy.seq = o->seq;
 		if (!atomic_compare_exchange_strong_explicit(&o->tag, &expect, 0, memory_order_acq_rel,
 							     memory_order_relaxed))
 			return;
 		range_emit(FSS_NVTX_START_END, copy.start_ns, now, id, copy.domain, copy.name, copy.thread, 0,
 			   copy.category);
+		coll_emit(copy.op, copy.seq, copy.start_ns, now, copy.thread);
 		return;
 	}
 }
 
 static nvtxRangeId_t NVTX_API start_a(const char *message)
 {
-	return start(FSS_STRING_NONE, intern_ascii(message), 0);
+	return start(FSS_STRING_NONE, intern_ascii(message), 0, 0);
 }
 
 static nvtxRangeId_t NVTX_API start_w(const wchar_t *message)
 {
-	return start(FSS_STRING_NONE, intern_wide(message), 0);
+	return start(FSS_STRING_NONE, intern_wide(message), 0, 0);
 }
 
 static nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t *attr)
 {
 	uint32_t category, name = attr_name(attr, &category);
 
-	return start(FSS_STRING_NONE, name, category);
+	return start(FSS_STRING_NONE, name, category, 0);
 }
 
 static void NVTX_API end_default(nvtxRangeId_t id)
@@ -522,7 +639,7 @@ static nvtxRangeId_t NVTX_API domain_start_ex(nvtxDomainHandle_t domain, const n
 {
 	uint32_t category, name = attr_name(attr, &category);
 
-	return start(domain_id(domain), name, category);
+	return start(domain_id(domain), name, category, attr_op(domain, attr));
 }
 
 static void NVTX_API domain_end(nvtxDomainHandle_t domain, nvtxRangeId_t id)
@@ -548,6 +665,7 @@ static nvtxDomainHandle_t domain_create(const char *name)
 		if (text) {
 			d = &domains[domains_used++];
 			d->name.text = text;
+			d->nccl = strcmp(text, "NCCL") == 0;
 			atomic_store(&d->name.id, agent_intern(text, -1));
 		}
 	}
@@ -603,6 +721,10 @@ static nvtxStringHandle_t register_string(nvtxDomainHandle_t domain, const char 
 			s = &strings[strings_used++];
 			s->domain = dom;
 			s->name.text = copy;
+			/* dom is one of ours or NULL (the default domain): see attr_op */
+			s->op = dom && handle_in(dom, domains, sizeof(domains[0]), NVTX_DOMAINS_MAX) && dom->nccl
+				    ? nccl_op_of(copy)
+				    : 0;
 			atomic_store(&s->name.id, agent_intern(copy, -1));
 		}
 	}

@@ -83,7 +83,8 @@ enum fss_dtype {
 	FSS_DTYPE_BFLOAT16 = 9,
 	FSS_DTYPE_FLOAT8E4M3 = 10,
 	FSS_DTYPE_FLOAT8E5M2 = 11,
-	FSS_DTYPE_MAX
+	FSS_DTYPE_MAX,
+	FSS_DTYPE_UNKNOWN = 255, /* not known: a call seen only through NCCL's NVTX range */
 };
 
 /* Reduction ops: the values of ncclRedOp_t for the built-in ops. */

@@ -40,6 +40,11 @@ static struct fss_rec_nvtx_range records[DOUBLE_RECORDS];
 static _Atomic uint32_t records_used;
 static _Atomic uint64_t records_lost;
 static _Atomic uint64_t other_records;
+/* collective records (NCCL's ranges, path nvtx) */
+static struct fss_rec_collective colls[1024];
+static _Atomic uint32_t colls_used;
+/* the thread is "inside an interposed NCCL call" (nccl_wrap.c's flag) */
+static __thread int inside_nccl;
 
 struct slot {
 	_Atomic uint64_t hash; /* 0: free, 1: being filled */
@@ -79,6 +84,12 @@ void agent_emit(const void *record)
 	const struct fss_record_head *h = record;
 	uint32_t i;
 
+	if (h->type == FSS_REC_COLLECTIVE) {
+		i = atomic_fetch_add(&colls_used, 1);
+		if (i < sizeof(colls) / sizeof(colls[0]))
+			memcpy(&colls[i], record, sizeof(colls[i]));
+		return;
+	}
 	if (h->type != FSS_REC_NVTX_RANGE) {
 		atomic_fetch_add(&other_records, 1);
 		return;
@@ -127,6 +138,11 @@ uint32_t agent_intern(const char *s, long len)
 	return FSS_STRING_NONE;
 }
 
+int agent_in_nccl_call(void)
+{
+	return inside_nccl;
+}
+
 void agent_strings_replay(void (*emit)(void *ctx, const void *record), void *ctx)
 {
 	(void)emit;
@@ -156,6 +172,24 @@ DOUBLE_EXPORT void nvtx_double_clear(void)
 {
 	atomic_store(&records_used, 0);
 	atomic_store(&records_lost, 0);
+	atomic_store(&colls_used, 0);
+}
+
+DOUBLE_EXPORT size_t nvtx_double_coll_count(void)
+{
+	uint32_t n = atomic_load(&colls_used);
+
+	return n < sizeof(colls) / sizeof(colls[0]) ? n : sizeof(colls) / sizeof(colls[0]);
+}
+
+DOUBLE_EXPORT const struct fss_rec_collective *nvtx_double_coll_get(size_t i)
+{
+	return &colls[i];
+}
+
+DOUBLE_EXPORT void nvtx_double_set_inside(int inside)
+{
+	inside_nccl = inside;
 }
 
 DOUBLE_EXPORT void nvtx_double_set_state(int state)
@@ -207,6 +241,9 @@ void nvtx_double_set_state(int state);
 uint64_t nvtx_double_other_records(void);
 uint64_t nvtx_double_dropped(void);
 int nvtx_double_activations(void);
+size_t nvtx_double_coll_count(void);
+const struct fss_rec_collective *nvtx_double_coll_get(size_t i);
+void nvtx_double_set_inside(int inside);
 
 static int setup(void **state)
 {
@@ -501,7 +538,116 @@ static void test_nccl_style_ranges(void **state)
 	assert_string_equal(nvtx_double_string(r->domain), "NCCL");
 	assert_int_equal(r->kind, FSS_NVTX_PUSH_POP);
 	assert_int_equal(r->depth, 0);
-	assert_int_equal(nvtx_double_other_records(), 0); /* nothing but ranges */
+	assert_int_equal(nvtx_double_other_records(), 0); /* nothing but ranges ... */
+	/* ... and the collective NCCL's range stands for (next test) */
+	assert_int_equal(nvtx_double_coll_count(), 1);
+	assert_int_equal(nvtx_double_coll_get(0)->op, FSS_OP_ALLGATHER);
+}
+
+/* A statically linked NCCL: nothing is interposed, NCCL's own ranges
+ * (domain "NCCL", registered strings named with __func__, push/pop) are
+ * the only sign of its calls. Each closed one is a collective, path nvtx. */
+static void nccl_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
+{
+	nvtxEventAttributes_t a = {0};
+
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+	a.message.registered = name;
+	nvtxDomainRangePushEx(nccl, &a);
+	nvtxDomainRangePop(nccl);
+}
+
+static void test_nccl_ranges_are_collectives(void **state)
+{
+	nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+	nvtxStringHandle_t ag = nvtxDomainRegisterStringA(nccl, "ncclAllGather");
+	nvtxStringHandle_t rs = nvtxDomainRegisterStringA(nccl, "ncclReduceScatter");
+	nvtxStringHandle_t init = nvtxDomainRegisterStringA(nccl, "ncclCommInitRank");
+	nvtxDomainHandle_t other = nvtxDomainCreateA("not NCCL");
+	nvtxStringHandle_t other_ag = nvtxDomainRegisterStringA(other, "ncclAllGather");
+	const uint8_t want[4] = {FSS_OP_ALLGATHER, FSS_OP_ALLGATHER, FSS_OP_ALLGATHER, FSS_OP_REDUCESCATTER};
+	const struct fss_rec_nvtx_range *ranges[4];
+	nvtxEventAttributes_t a = {0};
+
+	(void)state;
+	nccl_range(nccl, init); /* not a collective */
+	for (int i = 0; i < 3; i++)
+		nccl_range(nccl, ag);
+	nccl_range(other, other_ag); /* the name alone is not enough */
+	nccl_range(nccl, rs);
+	nvtxRangePushA("ncclAllGather"); /* nor in the default domain */
+	nvtxRangePop();
+
+	assert_int_equal(nvtx_double_coll_count(), 4);
+	assert_int_equal(find_all("ncclAllGather", ranges, 3), 5); /* the ranges are still recorded */
+	assert_int_equal(find_all("ncclReduceScatter", &ranges[3], 1), 1);
+	for (size_t i = 0; i < 4; i++) {
+		const struct fss_rec_collective *c = nvtx_double_coll_get(i);
+
+		assert_int_equal(c->head.type, FSS_REC_COLLECTIVE);
+		assert_int_equal(c->head.size, sizeof(*c));
+		assert_int_equal(c->path, FSS_PATH_NVTX);
+		assert_int_equal(c->op, want[i]);
+		assert_true(c->seq > 0);
+		if (i > 0)
+			assert_true(c->seq > nvtx_double_coll_get(i - 1)->seq);
+		/* the same clock reads as the range's */
+		assert_int_equal(c->enter_ns, ranges[i]->start_ns);
+		assert_int_equal(c->exit_ns, ranges[i]->end_ns);
+		assert_int_equal(c->thread, ranges[i]->thread);
+		/* what NCCL's payload would say is unknown */
+		assert_int_equal(c->bytes, 0);
+		assert_int_equal(c->count, 0);
+		assert_int_equal(c->comm, 0);
+		assert_int_equal(c->stream, 0);
+		assert_int_equal(c->dtype, FSS_DTYPE_UNKNOWN);
+		assert_int_equal(c->redop, FSS_REDOP_NONE);
+		assert_int_equal(c->peer, -1);
+		assert_string_equal(record_path_name(c->path), "nvtx");
+	}
+
+	/* start/end ranges and ASCII messages are read too */
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = "ncclSend";
+	nvtxDomainRangeEnd(nccl, nvtxDomainRangeStartEx(nccl, &a));
+	assert_int_equal(nvtx_double_coll_count(), 5);
+	assert_int_equal(nvtx_double_coll_get(4)->op, FSS_OP_SEND);
+	assert_true(nvtx_double_coll_get(4)->seq > nvtx_double_coll_get(3)->seq);
+}
+
+/* NCCL's range of a call the agent interposed is opened inside the
+ * wrapper: that call is recorded by the wrapper (path interpose), the
+ * range must not count it again. */
+static void test_nccl_ranges_inside_interposed_call(void **state)
+{
+	nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+	nvtxStringHandle_t ag = nvtxDomainRegisterStringA(nccl, "ncclAllGather");
+	nvtxEventAttributes_t a = {0};
+
+	(void)state;
+	nvtx_double_set_inside(1);
+	nccl_range(nccl, ag);
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = "ncclAllReduce";
+	nvtxDomainRangeEnd(nccl, nvtxDomainRangeStartEx(nccl, &a));
+	/* what counts is where the range opened: closing outside changes nothing */
+	a.message.ascii = "ncclBroadcast";
+	nvtxDomainRangePushEx(nccl, &a);
+	nvtx_double_set_inside(0);
+	nvtxDomainRangePop(nccl);
+	assert_int_equal(find_all("ncclAllGather", NULL, 0), 1); /* ranges as before */
+	assert_int_equal(find_all("ncclAllReduce", NULL, 0), 1);
+	assert_int_equal(find_all("ncclBroadcast", NULL, 0), 1);
+	assert_int_equal(nvtx_double_coll_count(), 0);
+	/* outside again: counted */
+	nccl_range(nccl, ag);
+	assert_int_equal(nvtx_double_coll_count(), 1);
 }
 
 /* ---- threads ----------------------------------------------------------- */
@@ -800,6 +946,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_start_end_across_threads, setup),
 	    cmocka_unit_test_setup(test_domains_and_registered_strings, setup),
 	    cmocka_unit_test_setup(test_nccl_style_ranges, setup),
+	    cmocka_unit_test_setup(test_nccl_ranges_are_collectives, setup),
+	    cmocka_unit_test_setup(test_nccl_ranges_inside_interposed_call, setup),
 	    cmocka_unit_test_setup(test_threads_keep_their_own_stacks, setup),
 	    cmocka_unit_test_setup(test_thread_exit_returns_stack, setup),
 	    cmocka_unit_test_setup(test_stack_pool_exhausted, setup),
