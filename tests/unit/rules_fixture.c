@@ -1,7 +1,16 @@
 /*
  * rules_fixture.c - hand-built analysis results (see rules_fixture.h).
  */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
 #include "tests/unit/rules_fixture.h"
+
+#include "rules/rules.h"
 
 #include "collector/ledger.h"
 #include "common/record.h"
@@ -183,4 +192,26 @@ void fixture_free(struct analysis_result *a)
 	free(a->gathers);
 	free(a->per_rank);
 	free(a);
+}
+
+findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, const char *setting)
+{
+	struct rule_config c;
+	findings_t *list = findings_new();
+
+	assert_non_null(list);
+	rule_config_init(&c);
+	if (setting)
+		assert_int_equal(rule_config_set(&c, setting), 0);
+	assert_int_equal(r->check(r, a, &c, list), 0);
+	return list;
+}
+
+double fixture_metric(const struct finding *f, const char *name)
+{
+	for (size_t i = 0; i < f->nmetrics; i++)
+		if (strcmp(f->metrics[i].name, name) == 0)
+			return f->metrics[i].value;
+	fail_msg("metric %s missing", name);
+	return 0;
 }

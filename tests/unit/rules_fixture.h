@@ -32,4 +32,17 @@ struct analysis_result *fixture_new(const struct fixture_model *m);
 /* fixture_free - release a fixture_new result. */
 void fixture_free(struct analysis_result *a);
 
+struct rule;
+struct finding;
+typedef struct findings findings_t;
+
+/* fixture_run - one rule over a, with default thresholds plus `setting`
+ * ("name=value", or NULL); fails the test if the rule or the setting does.
+ * The caller frees the list with findings_free. */
+findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, const char *setting);
+
+/* fixture_metric - the value of the finding's metric `name`; fails the test
+ * when it has none. */
+double fixture_metric(const struct finding *f, const char *name);
+
 #endif

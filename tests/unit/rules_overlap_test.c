@@ -13,18 +13,6 @@
 #include "rules/rules.h"
 #include "tests/unit/rules_fixture.h"
 
-static findings_t *run(const struct rule *r, const struct analysis_result *a, const char *setting)
-{
-	struct rule_config c;
-	findings_t *list = findings_new();
-
-	rule_config_init(&c);
-	if (setting)
-		assert_int_equal(rule_config_set(&c, setting), 0);
-	assert_int_equal(r->check(r, a, &c, list), 0);
-	return list;
-}
-
 /* expose - make the fixture's backward gathers exposed: `ns` per step with
  * `cause`, plus the first forward gather exposed for 0.5 ms. */
 static void expose(struct analysis_result *a, uint64_t ns, int cause)
@@ -56,7 +44,7 @@ static void test_exposed_absent_when_hidden(void **state)
 {
 	struct fixture_model m = fixture_default();
 	struct analysis_result *a = fixture_new(&m); /* 1% exposed */
-	findings_t *list = run(&rule_exposed_gather, a, NULL);
+	findings_t *list = fixture_run(&rule_exposed_gather, a, NULL);
 
 	(void)state;
 	assert_int_equal(findings_count(list), 0);
@@ -74,7 +62,7 @@ static void test_exposed_no_prefetch_is_a_warning_with_causes(void **state)
 	(void)state;
 	/* 17 gathers of 100 us = 1.7 ms per step; 1.5 ms exposed */
 	expose(a, 1000000, ANALYSIS_CAUSE_NO_PREFETCH);
-	list = run(&rule_exposed_gather, a, NULL);
+	list = fixture_run(&rule_exposed_gather, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
@@ -101,7 +89,7 @@ static void test_exposed_bandwidth_bound_fix(void **state)
 
 	(void)state;
 	expose(a, 1000000, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
-	list = run(&rule_exposed_gather, a, NULL);
+	list = fixture_run(&rule_exposed_gather, a, NULL);
 	f = findings_get(list, 0);
 	assert_non_null(f);
 	assert_non_null(strstr(f->fix_fsdp2, "reshard_after_forward=8"));
@@ -121,19 +109,19 @@ static void test_exposed_thresholds(void **state)
 	(void)state;
 	expose(a, 1000000, ANALYSIS_CAUSE_NO_PREFETCH);
 	/* 1.5 ms of a 30 ms step: under the step share asked for */
-	list = run(&rule_exposed_gather, a, "exposed_step_fraction=0.06");
+	list = fixture_run(&rule_exposed_gather, a, "exposed_step_fraction=0.06");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
-	list = run(&rule_exposed_gather, a, "exposed_fraction=0.95");
+	list = fixture_run(&rule_exposed_gather, a, "exposed_fraction=0.95");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	a->exposure.source = ANALYSIS_EXPOSURE_NONE; /* nothing measured: nothing said */
-	list = run(&rule_exposed_gather, a, NULL);
+	list = fixture_run(&rule_exposed_gather, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	a->exposure.source = ANALYSIS_EXPOSURE_CUPTI;
 	a->exposure.exposed_fraction = ANALYSIS_UNKNOWN;
-	list = run(&rule_exposed_gather, a, NULL);
+	list = fixture_run(&rule_exposed_gather, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -143,7 +131,7 @@ static void test_reshard_true_is_info_with_the_trade(void **state)
 {
 	struct fixture_model m = fixture_default();
 	struct analysis_result *a = fixture_new(&m);
-	findings_t *list = run(&rule_reshard_policy, a, NULL);
+	findings_t *list = fixture_run(&rule_reshard_policy, a, NULL);
 	const struct finding *f = findings_get(list, 0);
 
 	(void)state;
@@ -169,7 +157,7 @@ static void test_reshard_false_and_unknown(void **state)
 	(void)state;
 	m.reshard = 0;
 	a = fixture_new(&m);
-	list = run(&rule_reshard_policy, a, NULL);
+	list = fixture_run(&rule_reshard_policy, a, NULL);
 	f = findings_get(list, 0);
 	assert_non_null(f);
 	assert_non_null(strstr(f->message, "reshard_after_forward=False: 8 non-root units stay gathered"));
@@ -178,11 +166,11 @@ static void test_reshard_false_and_unknown(void **state)
 	a->reshard.policy = ANALYSIS_RESHARD_GROUP;
 	a->reshard.group_size = 4;
 	a->reshard.group_units = 8;
-	list = run(&rule_reshard_policy, a, NULL);
+	list = fixture_run(&rule_reshard_policy, a, NULL);
 	assert_non_null(strstr(findings_get(list, 0)->message, "reshard_after_forward=4"));
 	findings_free(list);
 	a->reshard.policy = ANALYSIS_RESHARD_UNKNOWN;
-	list = run(&rule_reshard_policy, a, NULL);
+	list = fixture_run(&rule_reshard_policy, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);

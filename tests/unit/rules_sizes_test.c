@@ -14,18 +14,6 @@
 #include "rules/rules.h"
 #include "tests/unit/rules_fixture.h"
 
-static findings_t *run(const struct rule *r, const struct analysis_result *a, const char *setting)
-{
-	struct rule_config c;
-	findings_t *list = findings_new();
-
-	rule_config_init(&c);
-	if (setting)
-		assert_int_equal(rule_config_set(&c, setting), 0);
-	assert_int_equal(r->check(r, a, &c, list), 0);
-	return list;
-}
-
 /* --- small-collectives -------------------------------------------------- */
 
 static void test_small_per_linear_is_a_warning(void **state)
@@ -39,7 +27,7 @@ static void test_small_per_linear_is_a_warning(void **state)
 	m.k = 8;
 	m.block_params = 400000; /* 50k params per Linear: 100 kB gathered in bf16 */
 	a = fixture_new(&m);
-	list = run(&rule_small_collectives, a, NULL);
+	list = fixture_run(&rule_small_collectives, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
@@ -47,7 +35,7 @@ static void test_small_per_linear_is_a_warning(void **state)
 	assert_non_null(strstr(f->evidence, "threshold 1.05 MB"));
 	findings_free(list);
 	/* the threshold moves the line */
-	list = run(&rule_small_collectives, a, "small_gather_bytes=100k");
+	list = fixture_run(&rule_small_collectives, a, "small_gather_bytes=100k");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -62,7 +50,7 @@ static void test_small_blocks_are_info(void **state)
 	(void)state;
 	m.block_params = 100000; /* per block already: the blocks are small */
 	a = fixture_new(&m);
-	list = run(&rule_small_collectives, a, NULL);
+	list = fixture_run(&rule_small_collectives, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	assert_int_equal(findings_get(list, 0)->severity, RULE_INFO);
 	assert_non_null(strstr(findings_get(list, 0)->fix_fsdp2, "blocks[i:i + 2]"));
@@ -74,7 +62,7 @@ static void test_small_absent_when_large(void **state)
 {
 	struct fixture_model m = fixture_default(); /* 100 MB per gather */
 	struct analysis_result *a = fixture_new(&m);
-	findings_t *list = run(&rule_small_collectives, a, NULL);
+	findings_t *list = fixture_run(&rule_small_collectives, a, NULL);
 
 	(void)state;
 	assert_int_equal(findings_count(list), 0);
@@ -88,7 +76,7 @@ static void test_fp32_absent_in_bf16(void **state)
 {
 	struct fixture_model m = fixture_default();
 	struct analysis_result *a = fixture_new(&m);
-	findings_t *list = run(&rule_fp32_gather, a, NULL);
+	findings_t *list = fixture_run(&rule_fp32_gather, a, NULL);
 
 	(void)state;
 	assert_int_equal(findings_count(list), 0);
@@ -106,7 +94,7 @@ static void test_fp32_everything_with_bf16_declared(void **state)
 	(void)state;
 	m.dtype = FSS_DTYPE_FLOAT32;
 	a = fixture_new(&m);
-	list = run(&rule_fp32_gather, a, NULL);
+	list = fixture_run(&rule_fp32_gather, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
@@ -117,7 +105,7 @@ static void test_fp32_everything_with_bf16_declared(void **state)
 	findings_free(list);
 	/* the user says the job computes in fp32: nothing to say */
 	a->options.param_bytes = 4;
-	list = run(&rule_fp32_gather, a, NULL);
+	list = fixture_run(&rule_fp32_gather, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -138,10 +126,10 @@ static void test_fp32_one_unit_without_policy(void **state)
 	a->gathers[0].bytes *= 2;
 	a->sizes.allgather_dtypes |= 1u << FSS_DTYPE_FLOAT32;
 	/* 40 MB of 40 + 16 x 100 MB: 2.4 %, under the default 5 % */
-	list = run(&rule_fp32_gather, a, NULL);
+	list = fixture_run(&rule_fp32_gather, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
-	list = run(&rule_fp32_gather, a, "fp32_gather_fraction=0.02");
+	list = fixture_run(&rule_fp32_gather, a, "fp32_gather_fraction=0.02");
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_non_null(strstr(f->message, "2% of gathered bytes are fp32 while other gathers are 16-bit"));
@@ -156,7 +144,7 @@ static void test_skew_absent_when_small_or_one_rank(void **state)
 {
 	struct fixture_model m = fixture_default();
 	struct analysis_result *a = fixture_new(&m); /* 10 us of a 100 ms step */
-	findings_t *list = run(&rule_rank_skew, a, NULL);
+	findings_t *list = fixture_run(&rule_rank_skew, a, NULL);
 
 	(void)state;
 	assert_int_equal(findings_count(list), 0);
@@ -165,7 +153,7 @@ static void test_skew_absent_when_small_or_one_rank(void **state)
 	m.ranks = 1;
 	a = fixture_new(&m);
 	a->spread.skew_ns_per_step = 50000000;
-	list = run(&rule_rank_skew, a, NULL);
+	list = fixture_run(&rule_rank_skew, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -185,7 +173,7 @@ static void test_skew_straggler_is_named(void **state)
 	a->per_rank[3].last_arrivals = 306;
 	a->per_rank[3].matched_collectives = 340;
 	a->per_rank[3].late_ns_per_step = 11000000;
-	list = run(&rule_rank_skew, a, NULL);
+	list = fixture_run(&rule_rank_skew, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
@@ -197,12 +185,12 @@ static void test_skew_straggler_is_named(void **state)
 	findings_free(list);
 	/* the same spread with the last rank changing: jitter, information */
 	a->spread.slowest_rank_fraction = 0.2;
-	list = run(&rule_rank_skew, a, NULL);
+	list = fixture_run(&rule_rank_skew, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	assert_int_equal(findings_get(list, 0)->severity, RULE_INFO);
 	assert_non_null(strstr(findings_get(list, 0)->message, "no single slow rank"));
 	findings_free(list);
-	list = run(&rule_rank_skew, a, "skew_step_fraction=0.2");
+	list = fixture_run(&rule_rank_skew, a, "skew_step_fraction=0.2");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);

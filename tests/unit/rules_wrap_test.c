@@ -15,28 +15,6 @@
 #include "rules/rules.h"
 #include "tests/unit/rules_fixture.h"
 
-/* run - one rule over a, with default thresholds plus `setting` (or NULL). */
-static findings_t *run(const struct rule *r, const struct analysis_result *a, const char *setting)
-{
-	struct rule_config c;
-	findings_t *list = findings_new();
-
-	rule_config_init(&c);
-	if (setting)
-		assert_int_equal(rule_config_set(&c, setting), 0);
-	assert_int_equal(r->check(r, a, &c, list), 0);
-	return list;
-}
-
-static double metric(const struct finding *f, const char *name)
-{
-	for (size_t i = 0; i < f->nmetrics; i++)
-		if (strcmp(f->metrics[i].name, name) == 0)
-			return f->metrics[i].value;
-	fail_msg("metric %s missing", name);
-	return 0;
-}
-
 /* --- wrap-too-fine ------------------------------------------------------ */
 
 static void test_fine_per_linear_is_an_error(void **state)
@@ -49,7 +27,7 @@ static void test_fine_per_linear_is_an_error(void **state)
 	(void)state;
 	m.k = 8; /* fsdp_ref's per-Linear wrap: 7 Linears + the norms */
 	a = fixture_new(&m);
-	list = run(&rule_wrap_too_fine, a, NULL);
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_ERROR);
@@ -61,8 +39,8 @@ static void test_fine_per_linear_is_an_error(void **state)
 	assert_non_null(strstr(f->fix_fsdp2, "for block in model.layers"));
 	assert_non_null(strstr(f->fix_fsdp1, "ModuleWrapPolicy"));
 	assert_non_null(strstr(f->fix_deepspeed, "stage3_prefetch_bucket_size\": 50000000"));
-	assert_true(metric(f, "gathers_per_unit") == 8);
-	assert_true(metric(f, "per_block_forward_allgathers") == 9);
+	assert_true(fixture_metric(f, "gathers_per_unit") == 8);
+	assert_true(fixture_metric(f, "per_block_forward_allgathers") == 9);
 	findings_free(list);
 	fixture_free(a);
 }
@@ -71,7 +49,7 @@ static void test_fine_absent_when_per_block(void **state)
 {
 	struct fixture_model m = fixture_default();
 	struct analysis_result *a = fixture_new(&m);
-	findings_t *list = run(&rule_wrap_too_fine, a, NULL);
+	findings_t *list = fixture_run(&rule_wrap_too_fine, a, NULL);
 
 	(void)state;
 	assert_int_equal(findings_count(list), 0);
@@ -89,15 +67,15 @@ static void test_fine_needs_a_repeat_or_layers(void **state)
 	m.k = 8;
 	m.layers = 1; /* one copy of a motif is no repeat ... */
 	a = fixture_new(&m);
-	list = run(&rule_wrap_too_fine, a, NULL);
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	a->units.layers_given = 1; /* ... unless the user says the model has one layer */
-	list = run(&rule_wrap_too_fine, a, NULL);
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	findings_free(list);
 	/* the threshold moves the line */
-	list = run(&rule_wrap_too_fine, a, "fine_gathers_per_unit=9");
+	list = fixture_run(&rule_wrap_too_fine, a, "fine_gathers_per_unit=9");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -132,14 +110,14 @@ static void test_coarse_whole_model_is_an_error(void **state)
 
 	(void)state;
 	make_model_wrap(a);
-	list = run(&rule_wrap_too_coarse, a, NULL);
+	list = fixture_run(&rule_wrap_too_coarse, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_ERROR);
 	assert_non_null(strstr(f->message, "100%"));
-	assert_true(metric(f, "largest_unit_fraction") == 1.0);
+	assert_true(fixture_metric(f, "largest_unit_fraction") == 1.0);
 	/* 410M params x 2 bytes x (1 + 1 prefetch) */
-	assert_true(metric(f, "transient_bytes_per_rank") == 410e6 * 2 * 2);
+	assert_true(fixture_metric(f, "transient_bytes_per_rank") == 410e6 * 2 * 2);
 	assert_non_null(strstr(f->evidence, "410.0M of 410.0M parameters (100%)"));
 	assert_non_null(strstr(f->fix_fsdp2, "for block in model.layers"));
 	assert_non_null(strstr(f->fix_deepspeed, "stage3_max_live_parameters"));
@@ -156,14 +134,14 @@ static void test_coarse_absent_when_per_block(void **state)
 	(void)state;
 	m.layers = 2; /* a block is 45% of the model: large, but the block */
 	a = fixture_new(&m);
-	list = run(&rule_wrap_too_coarse, a, NULL);
+	list = fixture_run(&rule_wrap_too_coarse, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
 	m.layers = 8;
 	m.k = 8;
 	a = fixture_new(&m);
-	list = run(&rule_wrap_too_coarse, a, NULL);
+	list = fixture_run(&rule_wrap_too_coarse, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -181,7 +159,7 @@ static void test_coarse_big_root_is_a_warning_about_the_root(void **state)
 	m.block_params = 10000000;
 	m.root_params = 60000000; /* a big vocabulary: 75% of the model */
 	a = fixture_new(&m);
-	list = run(&rule_wrap_too_coarse, a, NULL);
+	list = fixture_run(&rule_wrap_too_coarse, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
@@ -205,15 +183,15 @@ static void test_coarse_group_of_blocks_is_a_warning(void **state)
 	a->gathers[1].elements *= 2;
 	a->units.largest_unit_params = a->gathers[1].elements;
 	a->units.total_params += m.block_params;
-	list = run(&rule_wrap_too_coarse, a, NULL);
+	list = fixture_run(&rule_wrap_too_coarse, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
-	assert_true(metric(f, "layers_per_largest_unit") == 2.0);
+	assert_true(fixture_metric(f, "layers_per_largest_unit") == 2.0);
 	assert_non_null(strstr(f->message, "2.0 repeating units"));
 	findings_free(list);
 	/* a higher ratio threshold lets it pass */
-	list = run(&rule_wrap_too_coarse, a, "coarse_unit_ratio=2.5");
+	list = fixture_run(&rule_wrap_too_coarse, a, "coarse_unit_ratio=2.5");
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -230,7 +208,7 @@ static void test_mismatch_needs_layers(void **state)
 	(void)state;
 	m.k = 8;
 	a = fixture_new(&m);
-	list = run(&rule_gather_count_mismatch, a, NULL); /* no --layers: silent */
+	list = fixture_run(&rule_gather_count_mismatch, a, NULL); /* no --layers: silent */
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -248,13 +226,13 @@ static void test_mismatch_per_linear_with_layers(void **state)
 	a = fixture_new(&m);
 	a->options.layers = 8;
 	a->units.layers_given = 1;
-	list = run(&rule_gather_count_mismatch, a, NULL);
+	list = fixture_run(&rule_gather_count_mismatch, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_ERROR);
 	assert_non_null(strstr(f->message, "65 forward AllGathers per step for 8 layers: 8.0 per layer"));
 	assert_non_null(strstr(f->evidence, "--layers 8: a per-block wrap issues 9 forward AllGathers per step (8 + 1 root)"));
-	assert_true(metric(f, "gathers_per_layer") == 8.0);
+	assert_true(fixture_metric(f, "gathers_per_layer") == 8.0);
 	findings_free(list);
 	fixture_free(a);
 }
@@ -268,7 +246,7 @@ static void test_mismatch_absent_when_layers_match(void **state)
 	(void)state;
 	a->options.layers = 8;
 	a->units.layers_given = 1;
-	list = run(&rule_gather_count_mismatch, a, NULL);
+	list = fixture_run(&rule_gather_count_mismatch, a, NULL);
 	assert_int_equal(findings_count(list), 0);
 	findings_free(list);
 	fixture_free(a);
@@ -293,12 +271,12 @@ static void test_mismatch_ignores_a_coincidental_repeat(void **state)
 	a->units.repeating_units = 2;
 	a->units.gathers_per_unit = 1;
 	a->units.root_gathers = 8;
-	list = run(&rule_gather_count_mismatch, a, NULL);
+	list = fixture_run(&rule_gather_count_mismatch, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_ERROR);
-	assert_true(metric(f, "root_gathers") == 1);
-	assert_true(metric(f, "expected_forward_allgathers") == 3);
+	assert_true(fixture_metric(f, "root_gathers") == 1);
+	assert_true(fixture_metric(f, "expected_forward_allgathers") == 3);
 	findings_free(list);
 	fixture_free(a);
 }
@@ -317,12 +295,12 @@ static void test_mismatch_groups_are_a_warning(void **state)
 	m.block_params *= 2;
 	a = fixture_new(&m);
 	a->options.layers = 12;
-	list = run(&rule_gather_count_mismatch, a, NULL);
+	list = fixture_run(&rule_gather_count_mismatch, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
 	assert_non_null(strstr(f->message, "7 forward AllGathers per step for 12 layers: 6 unit(s) hold 2.0 layers"));
-	assert_true(metric(f, "expected_forward_allgathers") == 13);
+	assert_true(fixture_metric(f, "expected_forward_allgathers") == 13);
 	findings_free(list);
 	fixture_free(a);
 }
