@@ -221,6 +221,14 @@ static size_t wide_to_utf8(const wchar_t *w, char *out, size_t cap)
 	return n;
 }
 
+/* wide_cstr - w as a NUL-terminated UTF-8 string in buf (cut at
+ * NVTX_WIDE_BYTES bytes); returns buf. */
+static const char *wide_cstr(const wchar_t *w, char buf[NVTX_WIDE_BYTES + 1])
+{
+	buf[wide_to_utf8(w, buf, NVTX_WIDE_BYTES)] = 0;
+	return buf;
+}
+
 static uint32_t intern_ascii(const char *s)
 {
 	return s ? agent_intern(s, -1) : FSS_STRING_NONE;
@@ -334,8 +342,7 @@ static uint8_t attr_op(nvtxDomainHandle_t handle, const nvtxEventAttributes_t *a
 	case NVTX_MESSAGE_TYPE_UNICODE:
 		if (!a->message.unicode)
 			return 0;
-		buf[wide_to_utf8(a->message.unicode, buf, NVTX_WIDE_BYTES)] = 0;
-		op = nccl_op_of(buf);
+		op = nccl_op_of(wide_cstr(a->message.unicode, buf));
 		break;
 	default:
 		return 0;
@@ -688,13 +695,8 @@ static nvtxDomainHandle_t NVTX_API domain_create_a(const char *name)
 static nvtxDomainHandle_t NVTX_API domain_create_w(const wchar_t *name)
 {
 	char buf[NVTX_WIDE_BYTES + 1];
-	size_t n;
 
-	if (!name)
-		return NULL;
-	n = wide_to_utf8(name, buf, NVTX_WIDE_BYTES);
-	buf[n] = 0;
-	return domain_create(buf);
+	return name ? domain_create(wide_cstr(name, buf)) : NULL;
 }
 
 static void NVTX_API domain_destroy(nvtxDomainHandle_t domain)
@@ -741,13 +743,8 @@ static nvtxStringHandle_t NVTX_API register_string_a(nvtxDomainHandle_t domain, 
 static nvtxStringHandle_t NVTX_API register_string_w(nvtxDomainHandle_t domain, const wchar_t *text)
 {
 	char buf[NVTX_WIDE_BYTES + 1];
-	size_t n;
 
-	if (!text)
-		return NULL;
-	n = wide_to_utf8(text, buf, NVTX_WIDE_BYTES);
-	buf[n] = 0;
-	return register_string(domain, buf);
+	return text ? register_string(domain, wide_cstr(text, buf)) : NULL;
 }
 
 /* ---- injection --------------------------------------------------------- */
