@@ -78,6 +78,7 @@ struct fsdp_adam_params {
 	float weight_decay;	/* decoupled (AdamW) weight decay */
 	float bias_correction1; /* 1 - beta1^t, t = 1-based step */
 	float bias_correction2; /* 1 - beta2^t */
+	float grad_scale;	/* gradients are multiplied by this first (clipping; 1 otherwise) */
 };
 
 struct fsdp_backend {
@@ -217,7 +218,8 @@ struct fsdp_backend {
 	 * dtype copies. dst and src do not overlap. */
 	void (*cast)(void *dst, enum fsdp_dtype dst_dtype, const void *src, enum fsdp_dtype src_dtype, size_t n);
 
-	/* AdamW on one shard of n elements: g = grad[i] (in gdt) as fp32;
+	/* AdamW on one shard of n elements: g = grad[i] (in gdt) as fp32, times
+	 * hp->grad_scale;
 	 * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 	 * master -= lr * ((m/bc1) / (sqrt(v/bc2) + eps) + wd * master);
 	 * param[i] = (pdt) master[i]. When pdt is FP32, param may alias master. */

@@ -417,7 +417,7 @@ static void cpu_adam_update(void *param, enum fsdp_dtype pdt, float *master, con
 			    float *m, float *v, size_t n, const struct fsdp_adam_params *hp)
 {
 	for (size_t i = 0; i < n; i++) {
-		float g = load_param(grad, gdt, i);
+		float g = load_param(grad, gdt, i) * hp->grad_scale;
 		m[i] = hp->beta1 * m[i] + (1.0f - hp->beta1) * g;
 		v[i] = hp->beta2 * v[i] + (1.0f - hp->beta2) * g * g;
 		float mhat = m[i] / hp->bias_correction1, vhat = v[i] / hp->bias_correction2;

@@ -41,6 +41,9 @@ static int comm_issue(const struct fsdp_backend *be, struct comm_request *r)
 	case COMM_ALLREDUCE:
 		nr = ncclAllReduce(r->send, r->recv, r->count, r->dtype, ncclSum, r->comm, stream);
 		break;
+	case COMM_BROADCAST:
+		nr = ncclBroadcast(r->send, r->recv, r->count, r->dtype, r->root, r->comm, stream);
+		break;
 	}
 	if (nr != ncclSuccess)
 		return -EIO;

@@ -23,6 +23,7 @@ enum comm_op {
 	COMM_ALLGATHER = 0,
 	COMM_REDUCE_SCATTER,
 	COMM_ALLREDUCE,
+	COMM_BROADCAST,
 };
 
 struct comm_request {
@@ -31,8 +32,9 @@ struct comm_request {
 	ncclComm_t comm;
 	const void *send;
 	void *recv;
-	size_t count; /* AllGather: send count; ReduceScatter: receive count; AllReduce: count */
+	size_t count; /* AllGather: send count; ReduceScatter: receive count; AllReduce, Broadcast: count */
 	ncclDataType_t dtype;
+	int root;     /* Broadcast: the rank that sends */
 	struct fsdp_event *ready; /* recorded on compute before submit (may be NULL) */
 	struct fsdp_event *done;  /* recorded on the comm stream after the call (may be NULL) */
 	/* set by the communication thread */

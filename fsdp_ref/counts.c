@@ -59,13 +59,29 @@ int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts
 		return rc;
 
 	int units = wrap_unit_count(&spec);
+	int k = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
+	int syncs = cfg->grad_sync_last ? 1 : k;
+	/* FSDP1 re-gathers a fully resharded unit for its recomputation */
+	int recompute = cfg->activation_checkpoint && cfg->style == 1 && g == s ? units - 1 : 0;
 	out->units = units;
-	out->forward_allgathers = units;
-	out->backward_allgathers = g > 0 ? units - 1 : 0;
+	out->microbatches = k;
+	out->sync_microbatches = syncs;
+	out->forward_allgathers_per_microbatch = units;
+	out->backward_allgathers_per_microbatch = (g > 0 ? units - 1 : 0) + recompute;
+	out->recompute_allgathers = k * recompute;
+	out->forward_allgathers = k * units;
+	out->backward_allgathers = k * out->backward_allgathers_per_microbatch;
 	out->allgathers = out->forward_allgathers + out->backward_allgathers;
-	out->reduce_scatters = units;
-	out->hsdp_allreduces = n / s > 1 ? units : 0;
+	out->reduce_scatters = syncs * units;
+	out->hsdp_allreduces = n / s > 1 ? syncs * units : 0;
 	out->loss_allreduces = 1;
-	out->allreduces = out->hsdp_allreduces + out->loss_allreduces;
+	out->clip_allreduces = cfg->clip_grad ? 1 : 0;
+	out->allreduces = out->hsdp_allreduces + out->loss_allreduces + out->clip_allreduces;
+	out->init_broadcasts = units * (n / s > 1 ? 2 : 1);
+	out->eval_allgathers = units;
+	out->eval_allreduces = 1;
+	out->checkpoint_allgathers = 2;
+	out->checkpoint_broadcasts = 2;
+	out->checkpoint_allreduces = 1;
 	return 0;
 }

@@ -11,7 +11,18 @@
  *   AllReduces           = (R > 1 ? U : 0) + 1  (HSDP gradient shards across
  *                          replicas, plus one 8-byte loss AllReduce per step)
  * The same counts hold at N = 1: fsdp_ref issues every collective on a
- * one-rank communicator too. */
+ * one-rank communicator too.
+ *
+ * The training loop multiplies them: with K micro-batches per step (K
+ * forward / backward cycles) every gather count is per micro-batch times K;
+ * the ReduceScatters and HSDP AllReduces happen once per micro-batch that
+ * synchronises gradients (K, or 1 with --grad-sync last). FSDP1 with
+ * activation checkpointing gathers every resharded unit once more for its
+ * recomputation: backward gathers = 2 (U - 1) per micro-batch. --clip-grad
+ * adds one AllReduce per step. Outside the steps: U init Broadcasts per
+ * communicator with --sync-module-states (S group, R group); U AllGathers
+ * and one AllReduce per eval pass; 2 AllGathers, 2 Broadcasts and 1
+ * AllReduce per checkpoint save. */
 #ifndef FSDP_REF_COUNTS_H
 #define FSDP_REF_COUNTS_H
 
@@ -24,6 +35,11 @@ struct fsdp_count_config {
 	const char *reshard_after_forward; /* "true", "false" or an integer G; NULL = "true" */
 	int world_size;			   /* N ranks */
 	int shard_group;		   /* --shard-group S; 0 = N (no HSDP) */
+	int style;			   /* enum fsdp_style (options.h); 0 = fsdp2 */
+	int grad_accum;			   /* --grad-accum K; 0 = 1 */
+	int grad_sync_last;		   /* --grad-sync last */
+	int clip_grad;			   /* 1 with --clip-grad */
+	int activation_checkpoint;	   /* --activation-checkpoint */
 };
 
 /* Collectives per step. */
@@ -35,7 +51,18 @@ struct fsdp_counts {
 	int reduce_scatters;	 /* one per unit */
 	int hsdp_allreduces;	 /* gradient shards across replicas (R > 1) */
 	int loss_allreduces;	 /* the loss, always 1 */
-	int allreduces;		 /* hsdp + loss */
+	int allreduces;		 /* hsdp + loss + clip */
+	/* per step, with the training loop (counts above are per step too) */
+	int microbatches;			/* K */
+	int sync_microbatches;			/* micro-batches that reduce-scatter */
+	int forward_allgathers_per_microbatch;	/* U */
+	int backward_allgathers_per_microbatch; /* re-gathers, recomputation included */
+	int recompute_allgathers;		/* of the backward gathers, the recomputation's */
+	int clip_allreduces;			/* 1 with --clip-grad */
+	/* outside the steps */
+	int init_broadcasts;			  /* with --sync-module-states, before step 0 */
+	int eval_allgathers, eval_allreduces;	  /* per eval pass */
+	int checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces; /* per save */
 };
 
 /* The counts for `cfg` into *out. 0, or -EINVAL when the configuration is

@@ -43,17 +43,8 @@ int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct
 		free(host);
 		return -ENOMEM;
 	}
-	/* This rank's slice [lo, hi) of the unit's flat layout, element by element
-	 * from each tensor that overlaps it. */
-	size_t lo = (size_t)shard_rank * n, hi = lo + n;
-	for (int id = 0; id < table->ntensors; id++) {
-		if (table->tensor_unit[id] != unit)
-			continue;
-		size_t off = table->tensor_offset[id], end = off + tensors[id].numel;
-		size_t a = off > lo ? off : lo, b = end < hi ? end : hi;
-		for (size_t i = a; i < b; i++)
-			host[i - lo] = model_init_value(cfg, &tensors[id], id, i - off, seed);
-	}
+	size_t lo = (size_t)shard_rank * n;
+	flat_param_init_values(table, unit, cfg, tensors, seed, lo, lo + n, host);
 	int rc = be->memcpy_h2d(fp->master, host, n * 4);
 	free(host);
 	if (rc < 0)
@@ -66,6 +57,21 @@ int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct
 	return 0;
 }
 
+void flat_param_init_values(const struct unit_table *table, int unit, const struct model_config *cfg,
+			    const struct model_tensor *tensors, uint64_t seed, size_t lo, size_t hi, float *out)
+{
+	/* element by element from each tensor that overlaps [lo, hi) */
+	memset(out, 0, (hi - lo) * sizeof *out);
+	for (int id = 0; id < table->ntensors; id++) {
+		if (table->tensor_unit[id] != unit)
+			continue;
+		size_t off = table->tensor_offset[id], end = off + tensors[id].numel;
+		size_t a = off > lo ? off : lo, b = end < hi ? end : hi;
+		for (size_t i = a; i < b; i++)
+			out[i - lo] = model_init_value(cfg, &tensors[id], id, i - off, seed);
+	}
+}
+
 void flat_param_release(struct flat_param *fp, const struct fsdp_backend *be, struct mem_ledger *mem)
 {
 	if (!fp->info)
@@ -75,6 +81,8 @@ void flat_param_release(struct flat_param *fp, const struct fsdp_backend *be, st
 	mem_free(mem, MEM_GATHERED, fp->regathered, fp->regathered_bytes);
 	mem_free(mem, MEM_GRADIENT, fp->grad_full, padded * 4);
 	mem_free(mem, MEM_GRADIENT, fp->rs_send, fp->rs_send_bytes);
+	mem_free(mem, MEM_GRADIENT, fp->grad_unsharded, padded * 4);
+	mem_free(mem, MEM_PERSISTENT, fp->grad_acc, n * 4);
 	if (fp->param != (void *)fp->master)
 		mem_free(mem, MEM_PERSISTENT, fp->param, n * fsdp_dtype_size(fp->param_dtype));
 	mem_free(mem, MEM_PERSISTENT, fp->master, n * 4);

@@ -38,6 +38,10 @@ struct flat_param {
 	void *rs_send;	  /* reduce-scatter input until it completes (MEM_GRADIENT); with an
 			   * fp32 reduce dtype it is the former grad_full, handed over */
 	size_t rs_send_bytes;
+	float *grad_unsharded; /* [padded] fp32 gradient summed over micro-batches that did not
+				* reduce (MEM_GRADIENT), until the next one that does */
+	float *grad_acc;       /* [shard] fp32 reduced gradient summed over the micro-batches of a
+				* step (MEM_PERSISTENT, only when the runtime accumulates) */
 	int gather_pending; /* a gather into full was submitted and not yet waited for */
 	int reduce_pending; /* a reduce-scatter (+ all-reduce) was submitted, not yet reaped */
 	struct comm_request gather, reduce, allreduce;
@@ -53,6 +57,12 @@ int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct
 		    const struct unit_table *table, int unit, const struct model_config *cfg,
 		    const struct model_tensor *tensors, enum fsdp_dtype param_dtype, enum fsdp_dtype reduce_dtype,
 		    int shard_rank, uint64_t seed);
+
+/* The initial values of elements [lo, hi) of unit `unit`'s flat layout
+ * into out[0 .. hi - lo): model_init_value of each tensor element, 0 for
+ * padding. The same values on every rank. */
+void flat_param_init_values(const struct unit_table *table, int unit, const struct model_config *cfg,
+			    const struct model_tensor *tensors, uint64_t seed, size_t lo, size_t hi, float *out);
 
 /* Free everything, persistent and transient. */
 void flat_param_release(struct flat_param *fp, const struct fsdp_backend *be, struct mem_ledger *mem);

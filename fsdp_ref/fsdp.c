@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsdp_ref/bf16.h"
 #include "fsdp_ref/flat_param.h"
 #include "fsdp_ref/fsdp.h"
 #include "fsdp_ref/markers.h"
@@ -31,6 +32,10 @@ struct fsdp_runtime {
 	struct model_params params;
 	struct fsdp_step_stats stats;
 	size_t pbytes; /* bytes per parameter element */
+	int sync;      /* the current micro-batch reduce-scatters in its post-backward hooks */
+	int64_t *waits; /* this step's gather waits (stats.gather_wait_each) */
+	size_t waits_cap;
+	float *acc_scratch; /* [largest shard] fp32: a 16-bit reduce output widened before it is summed */
 };
 
 static ncclDataType_t nccl_dtype(enum fsdp_dtype t)
@@ -48,7 +53,7 @@ static size_t full_bytes(const struct fsdp_runtime *rt, int u)
 /* Issue unit u's AllGather unless it is gathered or already in flight.
  * backward: the pre-backward re-gather, from the 1/G copy when resharded to
  * a group, else from the shard. */
-static int gather_issue(struct fsdp_runtime *rt, int u, int backward)
+static int gather_issue(struct fsdp_runtime *rt, int u, int backward, int ahead)
 {
 	struct flat_param *fp = &rt->fp[u];
 	const struct unit_info *ui = fp->info;
@@ -82,6 +87,8 @@ static int gather_issue(struct fsdp_runtime *rt, int u, int backward)
 		rt->stats.backward_allgathers++;
 	else
 		rt->stats.forward_allgathers++;
+	if (ahead)
+		rt->stats.prefetched_allgathers++;
 	rt->stats.gathered_bytes += full_bytes(rt, u);
 	return 0;
 }
@@ -96,7 +103,19 @@ static int gather_wait(struct fsdp_runtime *rt, int u)
 	int rc = comm_wait(rt->ct, &fp->gather);
 	if (rc == 0)
 		rc = rt->be->compute_wait_event(fp->gather_done);
-	rt->stats.gather_wait_ns += comm_now_ns() - t0;
+	int64_t waited = comm_now_ns() - t0;
+	rt->stats.gather_wait_ns += waited;
+	if ((size_t)rt->stats.gather_waits == rt->waits_cap) {
+		size_t cap = rt->waits_cap ? 2 * rt->waits_cap : 64;
+		int64_t *v = realloc(rt->waits, cap * sizeof *v);
+		if (v) {
+			rt->waits = v;
+			rt->waits_cap = cap;
+		}
+	}
+	if ((size_t)rt->stats.gather_waits < rt->waits_cap)
+		rt->waits[rt->stats.gather_waits++] = waited;
+	rt->stats.gather_wait_each = rt->waits;
 	fp->gather_pending = 0;
 	if (fp->regathered) { /* it was this gather's input */
 		mem_free(rt->mem, MEM_GATHERED, fp->regathered, fp->regathered_bytes);
@@ -106,6 +125,19 @@ static int gather_wait(struct fsdp_runtime *rt, int u)
 }
 
 /* ---- reductions ---------------------------------------------------------- */
+
+/* Add a completed reduction's output shard to the step's accumulator (on
+ * the compute stream, after the reduction). */
+static void grad_accumulate(struct fsdp_runtime *rt, struct flat_param *fp)
+{
+	size_t n = fp->info->shard;
+	const float *src = fp->grad;
+	if (rt->cfg.reduce_dtype != FSDP_DTYPE_FP32) {
+		rt->be->cast(rt->acc_scratch, FSDP_DTYPE_FP32, fp->grad, rt->cfg.reduce_dtype, n);
+		src = rt->acc_scratch;
+	}
+	rt->be->residual_add(fp->grad_acc, src, n);
+}
 
 /* Free the inputs of reduce-scatters that have completed (wait: block for
  * all of them). */
@@ -133,6 +165,8 @@ static int reduce_reap(struct fsdp_runtime *rt, int wait)
 			int r3 = rt->be->compute_wait_event(done);
 			rc = rc ? rc : r3;
 		}
+		if (rt->cfg.accumulate)
+			grad_accumulate(rt, fp);
 		mem_free(rt->mem, MEM_GRADIENT, fp->rs_send, fp->rs_send_bytes);
 		fp->rs_send = NULL;
 		fp->reduce_pending = 0;
@@ -221,8 +255,8 @@ static int rt_pre_forward(void *ctx, struct model_module m)
 	/* Units are numbered in forward order: prefetch the next P. */
 	int rc = 0;
 	markers_push("fsdp.unshard");
-	for (int k = u; rc == 0 && k <= u + rt->cfg.prefetch && k < rt->units->nunits; k++)
-		rc = gather_issue(rt, k, 0);
+	for (int k = u; rc == 0 && k <= u + rt->cfg.forward_prefetch && k < rt->units->nunits; k++)
+		rc = gather_issue(rt, k, 0, k != u);
 	markers_pop();
 	if (rc < 0)
 		return rc;
@@ -271,18 +305,38 @@ static int rt_pre_backward(void *ctx, struct model_module m)
 	int u = t->bwd_open[model_module_index(m)];
 	if (u < 0)
 		return 0;
+	struct flat_param *fp = &rt->fp[u];
+	int rc = 0;
+	if (rt->cfg.recompute_regather && !fp->info->is_root && rt->cfg.reshard_size == rt->cfg.shard_size) {
+		/* An activation checkpoint around the unit re-runs its forward
+		 * first: FSDP1's pre-forward gathers it (or takes the gather
+		 * prefetched for backward), its post-forward reshards it. The
+		 * recomputation itself is emulated: the activations were kept. */
+		markers_push("fsdp.unshard");
+		rc = gather_issue(rt, u, 1, 0);
+		markers_pop();
+		if (rc == 0)
+			rc = gather_wait(rt, u);
+		if (rc < 0)
+			return rc;
+		rt->stats.recompute_allgathers++;
+		markers_push("fsdp.recompute");
+		markers_pop();
+		markers_push("fsdp.reshard");
+		mem_free(rt->mem, MEM_GATHERED, fp->full, full_bytes(rt, u));
+		fp->full = NULL;
+		markers_pop();
+	}
 	/* Backward order: this unit and the next P (the root, first, is never
 	 * resharded, so its pre-backward only prefetches). */
-	int rc = 0;
 	markers_push("fsdp.unshard");
 	for (int k = t->bwd_pos[u]; rc == 0 && k <= t->bwd_pos[u] + rt->cfg.prefetch && k < t->nunits; k++)
-		rc = gather_issue(rt, t->bwd_order[k], 1);
+		rc = gather_issue(rt, t->bwd_order[k], 1, t->bwd_order[k] != u);
 	markers_pop();
 	if (rc == 0)
 		rc = gather_wait(rt, u); /* in no leaf range: the waiting a profiler sees */
 	if (rc < 0)
 		return rc;
-	struct flat_param *fp = &rt->fp[u];
 	markers_push("fsdp.grad_alloc");
 	fp->grad_full = mem_alloc(rt->mem, MEM_GRADIENT, fp->info->padded * 4);
 	/* padding and unused embedding rows must reduce as zeros */
@@ -302,6 +356,26 @@ static int rt_post_backward(void *ctx, struct model_module m)
 		return 0;
 	markers_pop();
 	struct flat_param *fp = &rt->fp[u];
+	size_t padded = fp->info->padded;
+	if (fp->grad_unsharded) {
+		/* the sum of the micro-batches that did not reduce, plus this one */
+		markers_push("fsdp.grad_accumulate");
+		rt->be->residual_add(fp->grad_unsharded, fp->grad_full, padded);
+		mem_free(rt->mem, MEM_GRADIENT, fp->grad_full, padded * 4);
+		fp->grad_full = fp->grad_unsharded;
+		fp->grad_unsharded = NULL;
+		markers_pop();
+	}
+	if (!rt->sync) {
+		/* no reduction this micro-batch: keep the unsharded gradient */
+		markers_push("fsdp.reshard");
+		fp->grad_unsharded = fp->grad_full;
+		fp->grad_full = NULL;
+		mem_free(rt->mem, MEM_GATHERED, fp->full, full_bytes(rt, u));
+		fp->full = NULL;
+		markers_pop();
+		return 0;
+	}
 	markers_push("fsdp.reduce_scatter");
 	int rc = reduce_issue(rt, u);
 	if (rc == 0) {
@@ -351,16 +425,31 @@ struct fsdp_runtime *fsdp_new(const struct fsdp_backend *be, struct mem_ledger *
 		return NULL;
 	}
 	model_tensors(mcfg, tensors);
+	size_t largest_shard = 0;
 	for (int u = 0; u < units->nunits; u++) {
-		if (flat_param_init(&rt->fp[u], be, mem, units, u, mcfg, tensors, cfg->param_dtype, cfg->reduce_dtype,
-				    cfg->shard_rank, cfg->seed) < 0) {
-			flat_param_release(&rt->fp[u], be, mem);
+		struct flat_param *fp = &rt->fp[u];
+		int rc = flat_param_init(fp, be, mem, units, u, mcfg, tensors, cfg->param_dtype, cfg->reduce_dtype,
+					 cfg->shard_rank, cfg->seed);
+		if (rc == 0 && cfg->accumulate) {
+			fp->grad_acc = mem_alloc(mem, MEM_PERSISTENT, fp->info->shard * 4);
+			rc = fp->grad_acc ? be->memset_zero(fp->grad_acc, fp->info->shard * 4) : -ENOMEM;
+		}
+		if (rc < 0) {
+			flat_param_release(fp, be, mem);
 			free(tensors);
 			fsdp_free(rt);
 			return NULL;
 		}
+		if (fp->info->shard > largest_shard)
+			largest_shard = fp->info->shard;
 	}
 	free(tensors);
+	rt->sync = 1;
+	if (cfg->accumulate && cfg->reduce_dtype != FSDP_DTYPE_FP32 &&
+	    !(rt->acc_scratch = mem_alloc(mem, MEM_OTHER, (largest_shard ? largest_shard : 1) * 4))) {
+		fsdp_free(rt);
+		return NULL;
+	}
 	rt->params = (struct model_params){
 	    .ctx = rt,
 	    .dtype = cfg->param_dtype,
@@ -392,6 +481,14 @@ void fsdp_free(struct fsdp_runtime *rt)
 			flat_param_release(&rt->fp[u], rt->be, rt->mem);
 		free(rt->fp);
 	}
+	if (rt->acc_scratch) {
+		size_t largest = 0;
+		for (int u = 0; u < rt->units->nunits; u++)
+			if (rt->units->units[u].shard > largest)
+				largest = rt->units->units[u].shard;
+		mem_free(rt->mem, MEM_OTHER, rt->acc_scratch, (largest ? largest : 1) * 4);
+	}
+	free(rt->waits);
 	free(rt);
 }
 
@@ -403,6 +500,125 @@ const struct model_params *fsdp_model_params(struct fsdp_runtime *rt)
 void fsdp_step_begin(struct fsdp_runtime *rt)
 {
 	memset(&rt->stats, 0, sizeof rt->stats);
+	rt->stats.gather_wait_each = rt->waits;
+	rt->sync = 1;
+	for (int u = 0; rt->cfg.accumulate && u < rt->units->nunits; u++)
+		rt->be->memset_zero(rt->fp[u].grad_acc, rt->fp[u].info->shard * 4);
+}
+
+void fsdp_microbatch_begin(struct fsdp_runtime *rt, int sync)
+{
+	rt->sync = sync;
+}
+
+void fsdp_reshard_all(struct fsdp_runtime *rt)
+{
+	for (int u = 0; u < rt->units->nunits; u++) {
+		struct flat_param *fp = &rt->fp[u];
+		if (fp->full && !fp->gather_pending) {
+			mem_free(rt->mem, MEM_GATHERED, fp->full, full_bytes(rt, u));
+			fp->full = NULL;
+		}
+	}
+}
+
+/* Broadcast buf (count fp32) from rank 0 of comm, through the communication
+ * thread, ordered after the compute stream and before its later work. */
+static int broadcast_unit(struct fsdp_runtime *rt, struct flat_param *fp, ncclComm_t comm, float *buf, size_t count)
+{
+	struct comm_request r = {
+	    .op = COMM_BROADCAST,
+	    .comm = comm,
+	    .send = buf,
+	    .recv = buf,
+	    .count = count,
+	    .dtype = ncclFloat32,
+	    .root = 0,
+	    .ready = fp->gather_ready,
+	    .done = fp->gather_done,
+	};
+	int rc = rt->be->event_record_compute(fp->gather_ready);
+	if (rc == 0)
+		rc = comm_submit(rt->ct, &r);
+	if (rc == 0)
+		rc = comm_wait(rt->ct, &r);
+	if (rc == 0)
+		rc = rt->be->compute_wait_event(fp->gather_done);
+	if (rc == 0)
+		rt->stats.broadcasts++;
+	return rc;
+}
+
+int fsdp_sync_module_states(struct fsdp_runtime *rt, const struct model_config *mcfg)
+{
+	const struct unit_table *t = rt->units;
+	struct model_tensor *tensors = calloc((size_t)t->ntensors, sizeof *tensors);
+	if (!tensors)
+		return -ENOMEM;
+	model_tensors(mcfg, tensors);
+	int rc = 0;
+	markers_push("fsdp.sync_module_states");
+	for (int u = 0; rc == 0 && u < t->nunits; u++) {
+		struct flat_param *fp = &rt->fp[u];
+		size_t padded = fp->info->padded, shard = fp->info->shard;
+		float *host = malloc(padded * sizeof *host);
+		float *dev = mem_alloc(rt->mem, MEM_OTHER, padded * 4);
+		if (!host || !dev) {
+			rc = -ENOMEM;
+		} else {
+			/* every rank computes the values; rank 0's travel */
+			flat_param_init_values(t, u, mcfg, tensors, rt->cfg.seed, 0, padded, host);
+			rc = rt->be->memcpy_h2d(dev, host, padded * 4);
+			if (rc == 0)
+				rc = broadcast_unit(rt, fp, rt->comms.shard, dev, padded);
+			if (rc == 0 && rt->comms.replica)
+				rc = broadcast_unit(rt, fp, rt->comms.replica, dev, padded);
+			if (rc == 0)
+				rc = rt->be->memcpy_d2d(fp->master, dev + (size_t)rt->cfg.shard_rank * shard, shard * 4);
+			if (rc == 0 && fp->param != (void *)fp->master)
+				rt->be->cast(fp->param, rt->cfg.param_dtype, fp->master, FSDP_DTYPE_FP32, shard);
+			if (rc == 0)
+				rc = rt->be->synchronize();
+		}
+		free(host);
+		mem_free(rt->mem, MEM_OTHER, dev, padded * 4);
+	}
+	markers_pop();
+	free(tensors);
+	return rc;
+}
+
+int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out)
+{
+	*out = 0.0;
+	size_t cap = 0;
+	void *host = NULL;
+	int rc = 0;
+	for (int u = 0; rc == 0 && u < rt->units->nunits; u++) {
+		const struct flat_param *fp = &rt->fp[u];
+		size_t n = fp->info->shard;
+		enum fsdp_dtype dt = rt->cfg.accumulate ? FSDP_DTYPE_FP32 : rt->cfg.reduce_dtype;
+		const void *g = rt->cfg.accumulate ? (const void *)fp->grad_acc : fp->grad;
+		size_t bytes = n * fsdp_dtype_size(dt);
+		if (bytes > cap) {
+			void *p = realloc(host, bytes);
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			host = p;
+			cap = bytes;
+		}
+		if ((rc = rt->be->memcpy_d2h(host, g, bytes)) < 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			double x = dt == FSDP_DTYPE_FP32 ? ((const float *)host)[i]
+							 : bf16_to_float(((const uint16_t *)host)[i]);
+			*out += x * x;
+		}
+	}
+	free(host);
+	return rc;
 }
 
 int fsdp_finish_backward(struct fsdp_runtime *rt)
@@ -417,8 +633,12 @@ int fsdp_optimizer_step(struct fsdp_runtime *rt, const struct fsdp_adam_params *
 {
 	for (int u = 0; u < rt->units->nunits; u++) {
 		struct flat_param *fp = &rt->fp[u];
-		rt->be->adam_update(fp->param, rt->cfg.param_dtype, fp->master, fp->grad, rt->cfg.reduce_dtype,
-				    fp->adam_m, fp->adam_v, fp->info->shard, hp);
+		if (rt->cfg.accumulate)
+			rt->be->adam_update(fp->param, rt->cfg.param_dtype, fp->master, fp->grad_acc, FSDP_DTYPE_FP32,
+					    fp->adam_m, fp->adam_v, fp->info->shard, hp);
+		else
+			rt->be->adam_update(fp->param, rt->cfg.param_dtype, fp->master, fp->grad,
+					    rt->cfg.reduce_dtype, fp->adam_m, fp->adam_v, fp->info->shard, hp);
 	}
 	return 0;
 }

@@ -29,7 +29,11 @@
 struct fsdp_config {
 	enum fsdp_dtype param_dtype;  /* gathered parameters and the parameter shard */
 	enum fsdp_dtype reduce_dtype; /* reduce-scatter (and HSDP all-reduce) dtype */
-	int prefetch;		      /* units gathered ahead of the one computing, forward and backward */
+	int prefetch;		      /* units gathered ahead of the one computing in backward */
+	int forward_prefetch;	      /* units gathered ahead in forward (FSDP1 without forward_prefetch: 0) */
+	int accumulate;		      /* 1: gradients accumulate over micro-batches into an fp32 shard */
+	int recompute_regather;	      /* 1: activation checkpointing around FSDP1 units: a resharded unit is
+					 gathered again for its forward's recomputation in backward */
 	int reshard_size;	      /* G: ranks a unit stays sharded over after forward (0 = keep, S = free) */
 	int shard_size;		      /* S: ranks of a shard group */
 	int shard_rank;		      /* this rank's index in its shard group */
@@ -53,6 +57,12 @@ struct fsdp_step_stats {
 	uint64_t reduce_scattered_bytes; /* bytes sent into ReduceScatters (input buffer sizes) */
 	int64_t gather_wait_ns;		 /* compute blocked waiting for gathers: exposed gather time */
 	int64_t reduce_wait_ns;		 /* compute blocked at the end of backward for reductions */
+	int prefetched_allgathers;	 /* gathers issued ahead of the hook that needed them */
+	int recompute_allgathers;	 /* backward gathers an activation-checkpoint recomputation used */
+	int broadcasts;			 /* init Broadcasts (fsdp_sync_module_states) */
+	int gather_waits;		 /* entries of gather_wait_each */
+	const int64_t *gather_wait_each; /* [gather_waits] each gather wait (ns), in the order waited for;
+					    owned by the runtime, valid until the next step begins */
 };
 
 struct fsdp_runtime;
@@ -70,8 +80,28 @@ void fsdp_free(struct fsdp_runtime *rt);
 /* The parameter provider to pass to model_forward / model_backward. */
 const struct model_params *fsdp_model_params(struct fsdp_runtime *rt);
 
-/* Start a step: zero the counters. */
+/* Start a step: zero the counters (and, when accumulating, the gradient
+ * accumulators). */
 void fsdp_step_begin(struct fsdp_runtime *rt);
+
+/* Start a micro-batch's forward and backward. sync: its post-backward hooks
+ * reduce-scatter (the last micro-batch, or every one with --grad-sync every);
+ * otherwise the unsharded gradients are kept and summed for the next sync. */
+void fsdp_microbatch_begin(struct fsdp_runtime *rt, int sync);
+
+/* Free every unit's gathered parameters, the root's included (after a
+ * forward-only pass, which has no post-backward to reshard them). */
+void fsdp_reshard_all(struct fsdp_runtime *rt);
+
+/* Before the first step: broadcast every unit's full parameters from rank 0
+ * on the shard group, then on the replica group with HSDP (FSDP1's
+ * sync_module_states), and take this rank's shard from the result. 0 or
+ * -errno. */
+int fsdp_sync_module_states(struct fsdp_runtime *rt, const struct model_config *mcfg);
+
+/* The squared L2 norm of this rank's reduced gradient shards (after
+ * fsdp_finish_backward): the local term of clip_grad_norm_. 0 or -errno. */
+int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out);
 
 /* After model_backward: wait for every reduce-scatter (and all-reduce), make
  * compute wait for them, free their buffers. 0 or -errno. */

@@ -37,22 +37,41 @@ void log_close(struct run_log *log)
 	free(log);
 }
 
+/* A line being built; it grows as needed (the gather waits make it long). */
 struct line {
-	char buf[2048];
-	size_t len;
-	int overflow;
+	char *buf;
+	size_t len, cap;
+	int failed;
 };
 
 __attribute__((format(printf, 2, 3))) static void put(struct line *l, const char *fmt, ...)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(l->buf + l->len, sizeof l->buf - l->len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof l->buf - l->len)
-		l->overflow = 1;
-	else
-		l->len += (size_t)n;
+	for (;;) {
+		if (l->failed)
+			return;
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(l->buf ? l->buf + l->len : NULL, l->buf ? l->cap - l->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			l->failed = 1;
+			return;
+		}
+		if (l->buf && (size_t)n < l->cap - l->len) {
+			l->len += (size_t)n;
+			return;
+		}
+		size_t cap = l->cap ? 2 * l->cap : 4096;
+		while (cap < l->len + (size_t)n + 1)
+			cap *= 2;
+		char *b = realloc(l->buf, cap);
+		if (!b) {
+			l->failed = 1;
+			return;
+		}
+		l->buf = b;
+		l->cap = cap;
+	}
 }
 
 /* A JSON string value; the values here are flag words and wrap specs, but
@@ -71,7 +90,7 @@ static void put_str(struct line *l, const char *key, const char *s)
 
 int log_write(struct run_log *log, const struct log_record *r)
 {
-	struct line l = {.len = 0};
+	struct line l = {0};
 	put(&l, "{\"step\":%d,\"rank\":%d,\"world_size\":%d,\"loss\":%.17g", r->step, r->rank, r->world_size, r->loss);
 	put(&l, ",\"allgathers\":%d,\"forward_allgathers\":%d,\"backward_allgathers\":%d", r->allgathers,
 	    r->forward_allgathers, r->backward_allgathers);
@@ -96,11 +115,37 @@ int log_write(struct run_log *log, const struct log_record *r)
 	put_str(&l, "param_dtype", r->param_dtype);
 	put_str(&l, "reduce_dtype", r->reduce_dtype);
 	put_str(&l, "backend", r->backend);
+	put(&l,
+	    ",\"microbatches\":%d,\"sync_microbatches\":%d,\"forward_allgathers_per_microbatch\":%d"
+	    ",\"backward_allgathers_per_microbatch\":%d,\"recompute_allgathers\":%d,\"prefetched_allgathers\":%d"
+	    ",\"clip_allreduces\":%d",
+	    r->microbatches, r->sync_microbatches, r->forward_allgathers_per_microbatch,
+	    r->backward_allgathers_per_microbatch, r->recompute_allgathers, r->prefetched_allgathers,
+	    r->clip_allreduces);
+	put(&l, ",\"gather_waits_ns\":[");
+	for (int i = 0; i < r->gather_waits; i++)
+		put(&l, "%s%" PRId64, i ? "," : "", r->gather_wait_each[i]);
+	put(&l, "]");
+	put(&l,
+	    ",\"eval_allgathers\":%d,\"eval_allreduces\":%d,\"checkpoint_allgathers\":%d"
+	    ",\"checkpoint_broadcasts\":%d,\"checkpoint_allreduces\":%d,\"init_broadcasts\":%d",
+	    r->eval_allgathers, r->eval_allreduces, r->checkpoint_allgathers, r->checkpoint_broadcasts,
+	    r->checkpoint_allreduces, r->init_broadcasts);
+	put_str(&l, "style", r->style);
+	put_str(&l, "grad_sync", r->grad_sync);
+	put(&l,
+	    ",\"grad_accum\":%d,\"clip_grad\":%.17g,\"eval_every\":%d,\"checkpoint_every\":%d"
+	    ",\"forward_prefetch\":%d,\"activation_checkpoint\":%s,\"nvtx\":%s",
+	    r->grad_accum, r->clip_grad, r->eval_every, r->checkpoint_every, r->forward_prefetch,
+	    r->activation_checkpoint ? "true" : "false", r->nvtx ? "true" : "false");
 	put(&l, "}\n");
-	if (l.overflow)
-		return -EOVERFLOW;
-	ssize_t n = write(log->fd, l.buf, l.len);
-	if (n < 0)
-		return -errno;
-	return (size_t)n == l.len ? 0 : -EIO;
+	int rc = 0;
+	if (l.failed) {
+		rc = -ENOMEM;
+	} else {
+		ssize_t n = write(log->fd, l.buf, l.len);
+		rc = n < 0 ? -errno : (size_t)n == l.len ? 0 : -EIO;
+	}
+	free(l.buf);
+	return rc;
 }

@@ -25,6 +25,20 @@ struct log_record {
 	int units, layers, prefetch, shard_group, reshard_size;
 	uint64_t params, largest_unit_params;
 	const char *wrap, *reshard, *param_dtype, *reduce_dtype, *backend;
+	/* the training loop (docs/fsdp_ref.md, "The log") */
+	int microbatches, sync_microbatches;
+	int forward_allgathers_per_microbatch, backward_allgathers_per_microbatch;
+	int recompute_allgathers, prefetched_allgathers, clip_allreduces;
+	int gather_waits;		 /* entries of gather_wait_each */
+	const int64_t *gather_wait_each; /* each gather wait of the step (ns), in the order waited for */
+	/* what ran after the step, outside it */
+	int eval_allgathers, eval_allreduces;
+	int checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces;
+	/* once per run, repeated */
+	int init_broadcasts;
+	const char *style, *grad_sync;
+	int grad_accum, eval_every, checkpoint_every, forward_prefetch, activation_checkpoint, nvtx;
+	double clip_grad;
 };
 
 struct run_log;

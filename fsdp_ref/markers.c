@@ -3,6 +3,13 @@
  * through NVTX_INJECTION64_PATH. */
 #include "fsdp_ref/markers.h"
 
+static int markers_enabled = 1;
+
+void markers_set_enabled(int on)
+{
+	markers_enabled = on;
+}
+
 #ifdef FSDP_REF_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 
@@ -16,6 +23,8 @@ static nvtxDomainHandle_t markers_domain(void)
 
 void markers_push(const char *name)
 {
+	if (!markers_enabled)
+		return;
 	nvtxEventAttributes_t a = {0};
 	a.version = NVTX_VERSION;
 	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -26,7 +35,8 @@ void markers_push(const char *name)
 
 void markers_pop(void)
 {
-	nvtxDomainRangePop(markers_domain());
+	if (markers_enabled)
+		nvtxDomainRangePop(markers_domain());
 }
 
 #else
@@ -34,6 +44,7 @@ void markers_pop(void)
 void markers_push(const char *name)
 {
 	(void)name;
+	(void)markers_enabled;
 }
 void markers_pop(void) {}
 

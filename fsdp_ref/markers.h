@@ -12,6 +12,10 @@
 #ifndef FSDP_REF_MARKERS_H
 #define FSDP_REF_MARKERS_H
 
+/* Turn every range on or off (on at start; --no-nvtx turns them off before
+ * the first one, so that NVTX is never initialised). */
+void markers_set_enabled(int on);
+
 /* Open a range named `name` (copied by NVTX). */
 void markers_push(const char *name);
 /* Close the innermost open range. */

@@ -14,6 +14,7 @@ struct fsdp_adam_params optim_adam_params(const struct optim_config *cfg, int t)
 	    .weight_decay = cfg->weight_decay,
 	    .bias_correction1 = (float)(1.0 - pow((double)cfg->beta1, (double)t)),
 	    .bias_correction2 = (float)(1.0 - pow((double)cfg->beta2, (double)t)),
+	    .grad_scale = 1.0f,
 	};
 	return hp;
 }

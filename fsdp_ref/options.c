@@ -30,6 +30,16 @@ enum {
 	OPT_SHARD_GROUP,
 	OPT_LOG,
 	OPT_QUIET,
+	OPT_STYLE,
+	OPT_GRAD_ACCUM,
+	OPT_GRAD_SYNC,
+	OPT_CLIP_GRAD,
+	OPT_SYNC_MODULE_STATES,
+	OPT_EVAL_EVERY,
+	OPT_CHECKPOINT_EVERY,
+	OPT_FORWARD_PREFETCH,
+	OPT_ACTIVATION_CHECKPOINT,
+	OPT_NO_NVTX,
 	OPT_HELP,
 };
 
@@ -56,6 +66,16 @@ static const struct option long_options[] = {
     {"shard-group", required_argument, NULL, OPT_SHARD_GROUP},
     {"log", required_argument, NULL, OPT_LOG},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"style", required_argument, NULL, OPT_STYLE},
+    {"grad-accum", required_argument, NULL, OPT_GRAD_ACCUM},
+    {"grad-sync", required_argument, NULL, OPT_GRAD_SYNC},
+    {"clip-grad", required_argument, NULL, OPT_CLIP_GRAD},
+    {"sync-module-states", no_argument, NULL, OPT_SYNC_MODULE_STATES},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
+    {"forward-prefetch", no_argument, NULL, OPT_FORWARD_PREFETCH},
+    {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
+    {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -93,10 +113,40 @@ void options_usage(FILE *out)
 	      "    --reduce-dtype fp32|bf16   gradient reduction dtype [fp32]\n"
 	      "    --shard-group S shard within groups of S ranks and all-reduce gradients\n"
 	      "                    across the N/S replicas (HSDP) [N]\n"
+	      "    --style fsdp2|fsdp1\n"
+	      "                    fsdp2: fully_shard, forward and backward prefetch of --prefetch\n"
+	      "                    units; fsdp1: FullyShardedDataParallel, backward prefetch\n"
+	      "                    (BACKWARD_PRE) of --prefetch units, forward prefetch only with\n"
+	      "                    --forward-prefetch [fsdp2]\n"
+	      "    --activation-checkpoint\n"
+	      "                    recompute each non-root unit's forward in backward: fsdp1\n"
+	      "                    gathers a resharded unit again for the recomputation (3\n"
+	      "                    gathers per unit per step); fsdp2 recomputes inside the unit's\n"
+	      "                    backward gather (no extra gather). The recomputation itself is\n"
+	      "                    emulated (activations are kept), the gathers are real\n"
+	      "\n"
+	      "TRAINING LOOP\n"
+	      "    --grad-accum K  K micro-batches of --batch sequences per optimizer step [1]\n"
+	      "    --grad-sync every|last\n"
+	      "                    reduce-scatter gradients after every micro-batch (FSDP2's\n"
+	      "                    default), or only after the last one (set_requires_gradient_sync\n"
+	      "                    (False) / no_sync() on the others: unsharded gradients kept) [every]\n"
+	      "    --clip-grad NORM  clip the gradient norm: one AllReduce of the squared norm per\n"
+	      "                    optimizer step on the shard group (clip_grad_norm_) [off]\n"
+	      "    --sync-module-states\n"
+	      "                    before the first step, one Broadcast from rank 0 per unit on the\n"
+	      "                    shard group, and on the replica group with HSDP (FSDP1's\n"
+	      "                    sync_module_states=True)\n"
+	      "    --eval-every N  after every N steps, a forward-only pass (gathers, no\n"
+	      "                    ReduceScatter) and its loss AllReduce [never]\n"
+	      "    --checkpoint-every N\n"
+	      "                    after every N steps, a checkpoint save's planning collectives on\n"
+	      "                    the world: all_gather_object, broadcast_object_list, barrier [never]\n"
 	      "\n"
 	      "OUTPUT\n"
 	      "    --log FILE      JSON lines, one per rank per step, all ranks in FILE\n"
 	      "    --quiet         no 'step N loss X' lines on stdout\n"
+	      "    --no-nvtx       no NVTX ranges (a job that marks nothing)\n"
 	      "\n"
 	      "ENVIRONMENT\n"
 	      "    FSDP_REF_LINK_LATENCY_US, FSDP_REF_LINK_GBPS   link model of the NCCL stand-in\n"
@@ -104,6 +154,8 @@ void options_usage(FILE *out)
 	      "EXAMPLES\n"
 	      "    fsdp_ref --nranks 4 --layers 8 --wrap linear --steps 5 --log l.jsonl\n"
 	      "    fsdp_ref --nranks 4 --shard-group 2 --reshard-after-forward false\n"
+	      "    fsdp_ref --nranks 2 --grad-accum 4 --grad-sync last --clip-grad 1.0 --no-nvtx\n"
+	      "    fsdp_ref --nranks 4 --shard-group 2 --style fsdp1 --sync-module-states\n"
 	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
 	      out);
 }
@@ -127,6 +179,11 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+const char *fsdp_style_name(enum fsdp_style s)
+{
+	return s == FSDP_STYLE_FSDP1 ? "fsdp1" : s == FSDP_STYLE_ZERO3 ? "zero3" : "fsdp2";
 }
 
 static int parse_dtype(const char *s, enum fsdp_dtype *out)
@@ -162,6 +219,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 	    .prefetch = 1,
 	    .param_dtype = FSDP_DTYPE_BF16,
 	    .reduce_dtype = FSDP_DTYPE_FP32,
+	    .style = FSDP_STYLE_FSDP2,
+	    .grad_accum = 1,
+	    .nvtx = 1,
 	};
 	optind = 1;
 	opterr = 0;
@@ -248,6 +308,50 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			break;
 		case OPT_QUIET:
 			o->quiet = 1;
+			break;
+		case OPT_STYLE:
+			if (strcmp(optarg, "fsdp2") == 0)
+				o->style = FSDP_STYLE_FSDP2;
+			else if (strcmp(optarg, "fsdp1") == 0)
+				o->style = FSDP_STYLE_FSDP1;
+			else
+				return options_fail(err, errlen, "bad --style '%s': use fsdp2 or fsdp1", optarg);
+			break;
+		case OPT_GRAD_ACCUM:
+			bad = parse_int(optarg, 1, 1 << 16, &o->grad_accum);
+			break;
+		case OPT_GRAD_SYNC:
+			if (strcmp(optarg, "every") == 0)
+				o->grad_sync_last = 0;
+			else if (strcmp(optarg, "last") == 0)
+				o->grad_sync_last = 1;
+			else
+				return options_fail(err, errlen, "bad --grad-sync '%s': use every or last", optarg);
+			break;
+		case OPT_CLIP_GRAD: {
+			char *end = NULL;
+			double v = strtod(optarg, &end);
+			bad = end == optarg || *end || !(v > 0.0 && v < 1e30);
+			o->clip_grad = v;
+			break;
+		}
+		case OPT_SYNC_MODULE_STATES:
+			o->sync_module_states = 1;
+			break;
+		case OPT_EVAL_EVERY:
+			bad = parse_int(optarg, 0, 1 << 30, &o->eval_every);
+			break;
+		case OPT_CHECKPOINT_EVERY:
+			bad = parse_int(optarg, 0, 1 << 30, &o->checkpoint_every);
+			break;
+		case OPT_FORWARD_PREFETCH:
+			o->forward_prefetch = 1;
+			break;
+		case OPT_ACTIVATION_CHECKPOINT:
+			o->activation_checkpoint = 1;
+			break;
+		case OPT_NO_NVTX:
+			o->nvtx = 0;
 			break;
 		case OPT_HELP:
 		case 'h':

@@ -9,6 +9,17 @@
 #include "fsdp_ref/backend.h"
 #include "fsdp_ref/model.h"
 
+/* --style: whose collective stream the runtime issues. */
+enum fsdp_style {
+	FSDP_STYLE_FSDP2 = 0, /* torch fully_shard: forward and backward prefetch */
+	FSDP_STYLE_FSDP1 = 1, /* FullyShardedDataParallel: FlatParameter per unit, BACKWARD_PRE,
+				 forward prefetch only with --forward-prefetch */
+	FSDP_STYLE_ZERO3 = 2, /* DeepSpeed ZeRO-3: fetch buckets (--bucket), reduce buckets */
+};
+
+/* "fsdp2", "fsdp1", "zero3". */
+const char *fsdp_style_name(enum fsdp_style s);
+
 struct fsdp_options {
 	const char *backend;	      /* --backend cpu|cuda (NULL: the executable's own) */
 	int nranks;		      /* --nranks N: fork N ranks (ignored under a launcher) */
@@ -26,6 +37,16 @@ struct fsdp_options {
 	int shard_group;	      /* --shard-group S (0: all ranks) */
 	const char *log_path;	      /* --log FILE */
 	int quiet;		      /* --quiet: no per-step line on stdout */
+	enum fsdp_style style;	      /* --style fsdp2|fsdp1|zero3 */
+	int grad_accum;		      /* --grad-accum K: micro-batches per optimizer step (1) */
+	int grad_sync_last;	      /* --grad-sync last: reduce only on the last micro-batch */
+	double clip_grad;	      /* --clip-grad NORM: grad-norm AllReduce per step (0: off) */
+	int sync_module_states;	      /* --sync-module-states: init Broadcast per unit and comm */
+	int eval_every;		      /* --eval-every N: a forward-only pass after every N steps (0: never) */
+	int checkpoint_every;	      /* --checkpoint-every N: a checkpoint save after every N steps (0) */
+	int forward_prefetch;	      /* --forward-prefetch (fsdp1; fsdp2 always prefetches) */
+	int activation_checkpoint;    /* --activation-checkpoint */
+	int nvtx;		      /* 0 with --no-nvtx: no NVTX ranges at all */
 };
 
 /* Parse argv into *o (defaults first). Returns 0, 1 when --help was given,

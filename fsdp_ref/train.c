@@ -2,15 +2,20 @@
  *
  * Per rank: bind the backend, create the world communicator and its splits
  * (shard groups, replica groups for HSDP, re-gather groups for
- * --reshard-after-forward G), build units and shards, then per step:
- * forward, backward, wait for the reductions, Adam on the shards, all-reduce
- * the loss, log. */
+ * --reshard-after-forward G), build units and shards (broadcast from rank 0
+ * with --sync-module-states), then per step: per micro-batch forward,
+ * backward and the wait for its reductions; the gradient norm's AllReduce
+ * with --clip-grad; Adam on the shards; the loss AllReduce. After a step,
+ * outside it: an eval pass every --eval-every steps, a checkpoint save every
+ * --checkpoint-every steps; then the step's log line. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fsdp_ref/checkpoint.h"
 #include "fsdp_ref/comm.h"
 #include "fsdp_ref/counts.h"
 #include "fsdp_ref/data.h"
@@ -63,7 +68,16 @@ static int plan_run(struct run_plan *p, char *err, size_t errlen)
 	}
 	if ((rc = wrap_parse(o->wrap, o->model.layers, &p->wrap, err, errlen)) < 0)
 		return rc;
-	return fsdp_reshard_parse(o->reshard, p->shard_size, &p->reshard_size, err, errlen);
+	if ((rc = fsdp_reshard_parse(o->reshard, p->shard_size, &p->reshard_size, err, errlen)) < 0)
+		return rc;
+	if (o->activation_checkpoint && o->style == FSDP_STYLE_FSDP1 && p->reshard_size > 0 &&
+	    p->reshard_size < p->shard_size) {
+		snprintf(err, errlen,
+			 "--activation-checkpoint with --style fsdp1 needs --reshard-after-forward true or false, "
+			 "not a group size (FSDP1 has no partial reshard)");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int nccl_check(ncclResult_t r, const char *what, int rank)
@@ -115,22 +129,27 @@ static void rank_cleanup(struct rank_state *s)
 	free(s->targets);
 }
 
-/* All-reduce this rank's share of the loss through the communication thread
- * (so that every collective of the rank comes from one thread). */
-static int loss_allreduce(struct rank_state *s, double local, double *global, int64_t *wait_ns)
+/* All-reduce one scalar (a double sent as `dtype`, ncclFloat64 or
+ * ncclFloat32) on `comm` through the communication thread, so that every
+ * collective of the rank comes from one thread. *wait_ns: how long compute
+ * waited for it. */
+static int scalar_allreduce(struct rank_state *s, ncclComm_t comm, ncclDataType_t dtype, double local, double *global,
+			    int64_t *wait_ns)
 {
 	const struct fsdp_backend *be = s->be;
 	struct comm_request req = {
 	    .op = COMM_ALLREDUCE,
-	    .comm = s->world,
+	    .comm = comm,
 	    .send = s->loss_dev,
 	    .recv = s->loss_dev,
 	    .count = 1,
-	    .dtype = ncclFloat64,
+	    .dtype = dtype,
 	    .ready = s->loss_ready,
 	    .done = s->loss_done,
 	};
-	int rc = be->memcpy_h2d(s->loss_dev, &local, sizeof local);
+	float f = (float)local;
+	int rc = dtype == ncclFloat32 ? be->memcpy_h2d(s->loss_dev, &f, sizeof f)
+				      : be->memcpy_h2d(s->loss_dev, &local, sizeof local);
 	if (rc == 0)
 		rc = be->event_record_compute(s->loss_ready);
 	if (rc == 0)
@@ -141,9 +160,14 @@ static int loss_allreduce(struct rank_state *s, double local, double *global, in
 	rc = comm_wait(s->ct, &req);
 	if (rc == 0)
 		rc = be->compute_wait_event(s->loss_done);
-	if (rc == 0)
+	if (rc == 0 && dtype == ncclFloat32) {
+		rc = be->memcpy_d2h(&f, s->loss_dev, sizeof f);
+		*global = f;
+	} else if (rc == 0) {
 		rc = be->memcpy_d2h(global, s->loss_dev, sizeof *global);
-	*wait_ns = comm_now_ns() - t0;
+	}
+	if (wait_ns)
+		*wait_ns = comm_now_ns() - t0;
 	return rc;
 }
 
@@ -189,10 +213,14 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	s.ct = comm_thread_new(be);
 	if (!s.mem || !s.units || !s.ct)
 		goto out;
+	int k = o->grad_accum;
 	struct fsdp_config fcfg = {
 	    .param_dtype = o->param_dtype,
 	    .reduce_dtype = o->reduce_dtype,
 	    .prefetch = o->prefetch,
+	    .forward_prefetch = o->style == FSDP_STYLE_FSDP1 && !o->forward_prefetch ? 0 : o->prefetch,
+	    .accumulate = k > 1,
+	    .recompute_regather = o->activation_checkpoint && o->style == FSDP_STYLE_FSDP1,
 	    .reshard_size = G,
 	    .shard_size = S,
 	    .shard_rank = rank % S,
@@ -218,7 +246,18 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		goto out;
 
 	struct fsdp_counts expect;
-	struct fsdp_count_config ccfg = {o->wrap, o->model.layers, o->reshard, n, S};
+	struct fsdp_count_config ccfg = {
+	    .wrap = o->wrap,
+	    .layers = o->model.layers,
+	    .reshard_after_forward = o->reshard,
+	    .world_size = n,
+	    .shard_group = S,
+	    .style = (int)o->style,
+	    .grad_accum = k,
+	    .grad_sync_last = o->grad_sync_last,
+	    .clip_grad = o->clip_grad > 0,
+	    .activation_checkpoint = o->activation_checkpoint,
+	};
 	if (fsdp_expected_counts(&ccfg, &expect, err, sizeof err) < 0 || expect.units != s.units->nunits) {
 		fprintf(stderr, "fsdp_ref: internal error: unit count disagrees with counts.c\n");
 		rc = -EINVAL;
@@ -227,14 +266,29 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	if (rank == 0)
 		fprintf(stderr,
 			"fsdp_ref: backend %s, %d ranks (shard groups of %d), %zu params in %d units "
-			"(largest %zu), wrap %s, reshard-after-forward %s, prefetch %d, %s params, %s "
-			"reduce\n",
-			be->name, n, S, model_param_count(&o->model), s.units->nunits, s.units->largest_unit, o->wrap,
-			o->reshard, o->prefetch, dtype_name(o->param_dtype), dtype_name(o->reduce_dtype));
+			"(largest %zu), style %s, wrap %s, reshard-after-forward %s, prefetch %d, %s params, %s "
+			"reduce, %d micro-batch%s per step\n",
+			be->name, n, S, model_param_count(&o->model), s.units->nunits, s.units->largest_unit,
+			fsdp_style_name(o->style), o->wrap, o->reshard, o->prefetch, dtype_name(o->param_dtype),
+			dtype_name(o->reduce_dtype), k, k == 1 ? "" : "es");
+
+	int init_broadcasts = 0;
+	if (o->sync_module_states) {
+		fsdp_step_begin(s.rt);
+		if ((rc = fsdp_sync_module_states(s.rt, &o->model)) < 0) {
+			fprintf(stderr, "fsdp_ref: rank %d: sync_module_states failed: %s\n", rank, strerror(-rc));
+			goto out;
+		}
+		struct fsdp_step_stats st;
+		fsdp_step_stats(s.rt, &st);
+		init_broadcasts = st.broadcasts;
+	}
 
 	struct optim_config ocfg = {.lr = o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
 	const struct model_params *params = fsdp_model_params(s.rt);
-	float loss_scale = 1.0f / (float)((double)o->batch * o->model.seq);
+	double tokens = (double)o->batch * o->model.seq * k;
+	float loss_scale = 1.0f / (float)tokens;
+	int64_t *waits = NULL;
 	for (int step = 0; step < o->steps; step++) {
 		char name[32];
 		snprintf(name, sizeof name, "step %d", step);
@@ -242,32 +296,97 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		fsdp_step_begin(s.rt);
 		mem_reset_peaks(s.mem);
 		int64_t t0 = comm_now_ns();
-		data_batch(o->seed, step, rank * local_batch, local_batch, o->model.seq, o->model.vocab, s.inputs,
-			   s.targets);
 		double local_sum = 0.0, loss = 0.0;
-		int64_t loss_wait_ns = 0;
-		markers_push("forward");
-		rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &local_sum);
-		markers_pop();
-		if (rc == 0) {
-			markers_push("backward");
-			rc = model_backward(s.model, params);
-			if (rc == 0)
-				rc = fsdp_finish_backward(s.rt);
+		int64_t loss_wait_ns = 0, clip_wait_ns = 0;
+		int clip_allreduces = 0;
+		rc = 0;
+		for (int mb = 0; rc == 0 && mb < k; mb++) {
+			double mb_sum = 0.0;
+			data_batch(o->seed, step * k + mb, rank * local_batch, local_batch, o->model.seq, o->model.vocab,
+				   s.inputs, s.targets);
+			fsdp_microbatch_begin(s.rt, !o->grad_sync_last || mb == k - 1);
+			markers_push("forward");
+			rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &mb_sum);
 			markers_pop();
+			if (rc == 0) {
+				markers_push("backward");
+				rc = model_backward(s.model, params);
+				if (rc == 0)
+					rc = fsdp_finish_backward(s.rt);
+				markers_pop();
+			}
+			local_sum += mb_sum;
+		}
+		struct fsdp_adam_params hp = optim_adam_params(&ocfg, step + 1);
+		if (rc == 0 && o->clip_grad > 0) {
+			/* clip_grad_norm_: the squared norm of the shards, summed over the
+			 * shard group (replicas hold the same shard), in fp32 */
+			double local_sq = 0.0, total_sq = 0.0;
+			markers_push("clip_grad_norm");
+			rc = fsdp_grad_norm_sq(s.rt, &local_sq);
+			if (rc == 0)
+				rc = scalar_allreduce(&s, s.shard, ncclFloat32, local_sq, &total_sq, &clip_wait_ns);
+			markers_pop();
+			double norm = sqrt(total_sq > 0 ? total_sq : 0.0);
+			if (norm > o->clip_grad)
+				hp.grad_scale = (float)(o->clip_grad / (norm + 1e-6));
+			clip_allreduces = 1;
 		}
 		if (rc == 0) {
-			struct fsdp_adam_params hp = optim_adam_params(&ocfg, step + 1);
 			markers_push("optimizer");
 			rc = fsdp_optimizer_step(s.rt, &hp);
 			markers_pop();
 		}
 		if (rc == 0)
-			rc = loss_allreduce(&s, local_sum / ((double)o->batch * o->model.seq), &loss, &loss_wait_ns);
+			rc = scalar_allreduce(&s, s.world, ncclFloat64, local_sum / tokens, &loss, &loss_wait_ns);
 		if (rc == 0)
 			rc = be->synchronize();
 		int64_t step_ns = comm_now_ns() - t0;
 		markers_pop();
+
+		struct fsdp_step_stats st;
+		fsdp_step_stats(s.rt, &st);
+		if (be->take_exposed_ns)
+			st.gather_wait_ns = be->take_exposed_ns();
+		if (rc == 0 && st.gather_waits > 0) {
+			/* the runtime reuses its array for the eval pass below */
+			int64_t *w = realloc(waits, (size_t)st.gather_waits * sizeof *w);
+			if (!w)
+				rc = -ENOMEM;
+			else
+				memcpy(waits = w, st.gather_wait_each, (size_t)st.gather_waits * sizeof *w);
+		}
+
+		/* after the step, outside it: eval, checkpoint */
+		int eval_allgathers = 0, eval_allreduces = 0;
+		struct checkpoint_counts ck = {0};
+		if (rc == 0 && o->eval_every > 0 && (step + 1) % o->eval_every == 0) {
+			double eval_sum = 0.0, eval_loss = 0.0;
+			snprintf(name, sizeof name, "eval %d", step);
+			markers_push(name);
+			fsdp_step_begin(s.rt);
+			data_batch(o->seed ^ 0x5eedull, step, rank * local_batch, local_batch, o->model.seq,
+				   o->model.vocab, s.inputs, s.targets);
+			markers_push("forward");
+			rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &eval_sum);
+			markers_pop();
+			fsdp_reshard_all(s.rt);
+			if (rc == 0)
+				rc = scalar_allreduce(&s, s.world, ncclFloat64, eval_sum, &eval_loss, NULL);
+			if (rc == 0)
+				rc = be->synchronize();
+			markers_pop();
+			struct fsdp_step_stats es;
+			fsdp_step_stats(s.rt, &es);
+			eval_allgathers = es.forward_allgathers + es.backward_allgathers;
+			eval_allreduces = 1;
+		}
+		if (rc == 0 && o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0) {
+			snprintf(name, sizeof name, "checkpoint %d", step);
+			markers_push(name);
+			rc = checkpoint_save(be, s.ct, s.mem, s.world, rank, n, step, &ck);
+			markers_pop();
+		}
 		if (rc < 0) {
 			/* Peers may be blocked in collectives this rank will never issue, and
 			 * its own comm thread may be blocked in one: no orderly cleanup is
@@ -277,10 +396,6 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			_exit(1);
 		}
 
-		struct fsdp_step_stats st;
-		fsdp_step_stats(s.rt, &st);
-		if (be->take_exposed_ns)
-			st.gather_wait_ns = be->take_exposed_ns();
 		struct log_record r = {
 		    .step = step,
 		    .rank = rank,
@@ -290,14 +405,14 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .forward_allgathers = st.forward_allgathers,
 		    .backward_allgathers = st.backward_allgathers,
 		    .reduce_scatters = st.reduce_scatters,
-		    .allreduces = st.allreduces + 1 /* the loss */,
+		    .allreduces = st.allreduces + clip_allreduces + 1 /* the loss */,
 		    .gathered_bytes = st.gathered_bytes,
 		    .reduce_scattered_bytes = st.reduce_scattered_bytes,
 		    .gather_wait_ns = st.gather_wait_ns,
 		    .reduce_wait_ns = st.reduce_wait_ns,
-		    .loss_wait_ns = loss_wait_ns,
+		    .loss_wait_ns = loss_wait_ns + clip_wait_ns,
 		    .step_ns = step_ns,
-		    .compute_ns = step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns,
+		    .compute_ns = step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns - clip_wait_ns,
 		    .peak_persistent_bytes = mem_peak(s.mem, MEM_PERSISTENT),
 		    .peak_transient_bytes = mem_peak(s.mem, MEM_GATHERED),
 		    .peak_gradient_bytes = mem_peak(s.mem, MEM_GRADIENT),
@@ -315,9 +430,34 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .param_dtype = dtype_name(o->param_dtype),
 		    .reduce_dtype = dtype_name(o->reduce_dtype),
 		    .backend = be->name,
+		    .microbatches = k,
+		    .sync_microbatches = o->grad_sync_last ? 1 : k,
+		    .forward_allgathers_per_microbatch = st.forward_allgathers / k,
+		    .backward_allgathers_per_microbatch = st.backward_allgathers / k,
+		    .recompute_allgathers = st.recompute_allgathers,
+		    .prefetched_allgathers = st.prefetched_allgathers,
+		    .clip_allreduces = clip_allreduces,
+		    .gather_waits = st.gather_waits,
+		    .gather_wait_each = waits,
+		    .eval_allgathers = eval_allgathers,
+		    .eval_allreduces = eval_allreduces,
+		    .checkpoint_allgathers = ck.allgathers,
+		    .checkpoint_broadcasts = ck.broadcasts,
+		    .checkpoint_allreduces = ck.allreduces,
+		    .init_broadcasts = init_broadcasts,
+		    .style = fsdp_style_name(o->style),
+		    .grad_sync = o->grad_sync_last ? "last" : "every",
+		    .grad_accum = k,
+		    .eval_every = o->eval_every,
+		    .checkpoint_every = o->checkpoint_every,
+		    .forward_prefetch = fcfg.forward_prefetch,
+		    .activation_checkpoint = o->activation_checkpoint,
+		    .nvtx = o->nvtx,
+		    .clip_grad = o->clip_grad,
 		};
 		if (s.log && (rc = log_write(s.log, &r)) < 0) {
 			fprintf(stderr, "fsdp_ref: rank %d: writing the log: %s\n", rank, strerror(-rc));
+			free(waits);
 			goto out;
 		}
 		if (rank == 0 && !o->quiet) {
@@ -325,6 +465,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			fflush(stdout);
 		}
 	}
+	free(waits);
 	rc = 0;
 out:
 	rank_cleanup(&s);
@@ -352,6 +493,8 @@ int fsdp_main(int argc, char **argv, const struct fsdp_backend *be)
 	}
 	if (rc == 0)
 		rc = plan_run(&plan, err, sizeof err);
+	if (rc == 0)
+		markers_set_enabled(plan.opt.nvtx);
 	if (rc < 0) {
 		fprintf(stderr, "fsdp_ref: %s\n", err);
 		return 2;

@@ -9,7 +9,7 @@ static __global__ void adam_update_kernel(void *param, enum fsdp_dtype pdt, floa
 {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    float g = fsdp_load_param(grad, gdt, i);
+    float g = fsdp_load_param(grad, gdt, i) * hp.grad_scale;
     float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * g;
     float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * g * g;
     m[i] = mi;

@@ -546,7 +546,7 @@ static void test_adam(enum fsdp_dtype pdt, enum fsdp_dtype gdt)
   char name[96];
   const struct fsdp_adam_params hp = {
     .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-    .bias_correction1 = 1.0f - 0.9f * 0.9f * 0.9f, .bias_correction2 = 1.0f - 0.95f * 0.95f * 0.95f,
+    .bias_correction1 = 1.0f - 0.9f * 0.9f * 0.9f, .bias_correction2 = 1.0f - 0.95f * 0.95f * 0.95f, .grad_scale = 0.5f,
   };
   float *master0 = random_floats(n, 1.0f), *m0 = random_floats(n, 0.1f);
   float *v0 = random_floats(n, 0.01f);

@@ -213,7 +213,8 @@ static void test_group_and_mixed_units(void **state)
 static void expect_counts(const char *wrap, int layers, const char *reshard, int n, int s, int units, int fwd, int bwd,
 			  int rs, int ar)
 {
-	struct fsdp_count_config c = {wrap, layers, reshard, n, s};
+	struct fsdp_count_config c = {.wrap = wrap, .layers = layers, .reshard_after_forward = reshard,
+				      .world_size = n, .shard_group = s};
 	struct fsdp_counts k;
 	char err[256];
 	if (fsdp_expected_counts(&c, &k, err, sizeof err) != 0)
@@ -244,13 +245,13 @@ static void test_counts_closed_form(void **state)
 
 	struct fsdp_counts k;
 	char err[256] = "";
-	struct fsdp_count_config bad_s = {"block", 8, "true", 4, 3};
+	struct fsdp_count_config bad_s = {.wrap = "block", .layers = 8, .reshard_after_forward = "true", .world_size = 4, .shard_group = 3};
 	assert_int_equal(fsdp_expected_counts(&bad_s, &k, err, sizeof err), -EINVAL);
 	assert_non_null(strstr(err, "--shard-group"));
-	struct fsdp_count_config bad_g = {"block", 8, "3", 4, 0};
+	struct fsdp_count_config bad_g = {.wrap = "block", .layers = 8, .reshard_after_forward = "3", .world_size = 4, .shard_group = 0};
 	assert_int_equal(fsdp_expected_counts(&bad_g, &k, err, sizeof err), -EINVAL);
 	assert_non_null(strstr(err, "--reshard-after-forward"));
-	struct fsdp_count_config bad_w = {"block:0-3", 8, "true", 4, 0};
+	struct fsdp_count_config bad_w = {.wrap = "block:0-3", .layers = 8, .reshard_after_forward = "true", .world_size = 4, .shard_group = 0};
 	assert_int_equal(fsdp_expected_counts(&bad_w, &k, NULL, 0), -EINVAL);
 }
 
