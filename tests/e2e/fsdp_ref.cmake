@@ -3,14 +3,12 @@
 if(TARGET fsdp_ref)
   add_executable(fsdp_ref_e2e e2e/fsdp_ref_e2e.c)
   target_link_libraries(fsdp_ref_e2e PRIVATE fsdp_ref_counts m)
-  foreach(scenario bitwise counts memory prefetch launcher failure)
+  foreach(scenario bitwise counts memory prefetch launcher failure loop)
     add_test(NAME fsdp_ref_e2e_${scenario}
       COMMAND fsdp_ref_e2e ${scenario} $<TARGET_FILE:fsdp_ref>
               ${CMAKE_CURRENT_BINARY_DIR}/fsdp_ref_e2e_${scenario})
     set_tests_properties(fsdp_ref_e2e_${scenario} PROPERTIES TIMEOUT 180 LABELS "e2e;fsdp_ref")
   endforeach()
-  # A timing ratio: run alone, so other tests' load does not skew one side.
-  set_tests_properties(fsdp_ref_e2e_prefetch PROPERTIES RUN_SERIAL TRUE)
 
   # NVTX names, recorded through NVTX injection.
   if(FSS_NVTX3_INCLUDE)

@@ -13,12 +13,16 @@
  *   memory    peak persistent memory within 5% of the ledger for each dtype
  *             pair; peak transient (gathered parameters) within 10% of
  *             param bytes x U x (1 + prefetch)
- *   prefetch  exposed gather time (gather_wait_ns) falls by at least half
- *             with --prefetch 1 against --prefetch 0
+ *   prefetch  --prefetch 1 issues every gather but the first of each phase
+ *             ahead; --prefetch 0 none, and its gathers wait for the link
  *   launcher  RANK / WORLD_SIZE / --unique-id-file: two processes started
  *             here train exactly like a forked --nranks 2 job
  *   failure   a killed rank stops the job with its status; bad flags exit 2
  *             with a message
+ *   loop      training-loop setups (gradient accumulation with and without sync,
+ *             clip-norm AllReduce, FSDP1 style, activation checkpointing, init
+ *             broadcasts, eval passes, checkpoint saves): counts against the
+ *             closed form, and the losses they must not change
  *   nvtx      the NVTX ranges of each rank (recorded by an injection library,
  *             fsdp_ref_nvtx_inject.c) are exactly the documented names and nesting
  * Every log line of every rank is checked, not just rank 0's. */
@@ -135,6 +139,10 @@ struct step_line {
 	double forward_allgathers, backward_allgathers, allgathers, reduce_scatters, allreduces;
 	double gathered_bytes, reduce_scattered_bytes, gather_wait_ns, compute_ns, step_ns;
 	double peak_persistent_bytes, peak_transient_bytes, units, params, largest_unit_params;
+	double prefetched_allgathers, gather_waits, waits_over_half_latency;
+	double microbatches, sync_microbatches, forward_per_microbatch, backward_per_microbatch;
+	double recompute_allgathers, clip_allreduces, init_broadcasts;
+	double eval_allgathers, eval_allreduces, checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces;
 };
 
 struct run_log {
@@ -164,7 +172,7 @@ static int load_log(const char *path, int world_size, int steps, struct run_log 
 	CHECK(f != NULL, "cannot open %s", path);
 	if (!f)
 		return -1;
-	char buf[4096];
+	static char buf[1 << 17];
 	int lines = 0, bad = 0;
 	while (fgets(buf, sizeof buf, f)) {
 		double step, rank, ws;
@@ -198,12 +206,36 @@ static int load_log(const char *path, int world_size, int steps, struct run_log 
 		    {"units", &l->units},
 		    {"params", &l->params},
 		    {"largest_unit_params", &l->largest_unit_params},
+		    {"prefetched_allgathers", &l->prefetched_allgathers},
+		    {"microbatches", &l->microbatches},
+		    {"sync_microbatches", &l->sync_microbatches},
+		    {"forward_allgathers_per_microbatch", &l->forward_per_microbatch},
+		    {"backward_allgathers_per_microbatch", &l->backward_per_microbatch},
+		    {"recompute_allgathers", &l->recompute_allgathers},
+		    {"clip_allreduces", &l->clip_allreduces},
+		    {"init_broadcasts", &l->init_broadcasts},
+		    {"eval_allgathers", &l->eval_allgathers},
+		    {"eval_allreduces", &l->eval_allreduces},
+		    {"checkpoint_allgathers", &l->checkpoint_allgathers},
+		    {"checkpoint_broadcasts", &l->checkpoint_broadcasts},
+		    {"checkpoint_allreduces", &l->checkpoint_allreduces},
 		};
 		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
 			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
 				bad++;
 				CHECK(0, "%s: key %s missing", path, keys[k].key);
 			}
+		const char *w = strstr(buf, "\"gather_waits_ns\":[");
+		CHECK(w != NULL, "%s: key gather_waits_ns missing", path);
+		for (w = w ? w + strlen("\"gather_waits_ns\":[") : ""; *w && *w != ']';) {
+			char *end;
+			double v = strtod(w, &end);
+			if (end == w)
+				break;
+			l->gather_waits++;
+			l->waits_over_half_latency += v >= 1e6; /* the prefetch scenario's 2 ms link */
+			w = *end == ',' ? end + 1 : end;
+		}
 	}
 	fclose(f);
 	CHECK(bad == 0, "%s: %d malformed lines", path, bad);
@@ -225,14 +257,19 @@ static void losses_of(const struct run_log *lg, double *out)
 	}
 }
 
-/* Every line's counts equal the closed form. */
-static void check_counts(const struct run_log *lg, const char *wrap, int layers, const char *reshard, int shard_group,
-			 const char *what)
+/* What a run did besides the per-step counts, for check_counts_cfg. */
+struct loop_plan {
+	int sync_module_states; /* init broadcasts expected on every line */
+	int eval_every, checkpoint_every;
+};
+
+/* Every line's counts equal the closed form of configuration c. */
+static void check_counts_cfg(const struct run_log *lg, const struct fsdp_count_config *c, const struct loop_plan *lp,
+			     const char *what)
 {
-	struct fsdp_count_config c = {wrap, layers, reshard, lg->world_size, shard_group};
 	struct fsdp_counts k;
 	char err[256];
-	int rc = fsdp_expected_counts(&c, &k, err, sizeof err);
+	int rc = fsdp_expected_counts(c, &k, err, sizeof err);
 	CHECK(rc == 0, "%s: %s", what, err);
 	if (rc)
 		return;
@@ -247,7 +284,38 @@ static void check_counts(const struct run_log *lg, const char *wrap, int layers,
 			      what, r, s, l->units, l->forward_allgathers, l->backward_allgathers, l->allgathers,
 			      l->reduce_scatters, l->allreduces, k.units, k.forward_allgathers, k.backward_allgathers,
 			      k.allgathers, k.reduce_scatters, k.allreduces);
+			CHECK(l->microbatches == k.microbatches && l->sync_microbatches == k.sync_microbatches &&
+				  l->forward_per_microbatch == k.forward_allgathers_per_microbatch &&
+				  l->backward_per_microbatch == k.backward_allgathers_per_microbatch &&
+				  l->recompute_allgathers == k.recompute_allgathers &&
+				  l->clip_allreduces == k.clip_allreduces,
+			      "%s rank %d step %d: micro-batches %g (sync %g), per micro-batch AG %g+%g, recompute %g, "
+			      "clip %g; closed form %d (%d), %d+%d, %d, %d",
+			      what, r, s, l->microbatches, l->sync_microbatches, l->forward_per_microbatch,
+			      l->backward_per_microbatch, l->recompute_allgathers, l->clip_allreduces, k.microbatches,
+			      k.sync_microbatches, k.forward_allgathers_per_microbatch,
+			      k.backward_allgathers_per_microbatch, k.recompute_allgathers, k.clip_allreduces);
+			int init = lp && lp->sync_module_states ? k.init_broadcasts : 0;
+			int eval = lp && lp->eval_every && (s + 1) % lp->eval_every == 0;
+			int ckpt = lp && lp->checkpoint_every && (s + 1) % lp->checkpoint_every == 0;
+			CHECK(l->init_broadcasts == init && l->eval_allgathers == (eval ? k.eval_allgathers : 0) &&
+				  l->eval_allreduces == (eval ? k.eval_allreduces : 0) &&
+				  l->checkpoint_allgathers == (ckpt ? k.checkpoint_allgathers : 0) &&
+				  l->checkpoint_broadcasts == (ckpt ? k.checkpoint_broadcasts : 0) &&
+				  l->checkpoint_allreduces == (ckpt ? k.checkpoint_allreduces : 0),
+			      "%s rank %d step %d: init BC %g, eval AG %g AR %g, checkpoint AG %g BC %g AR %g", what, r,
+			      s, l->init_broadcasts, l->eval_allgathers, l->eval_allreduces, l->checkpoint_allgathers,
+			      l->checkpoint_broadcasts, l->checkpoint_allreduces);
 		}
+}
+
+/* Every line's counts equal the closed form (the default training loop). */
+static void check_counts(const struct run_log *lg, const char *wrap, int layers, const char *reshard, int shard_group,
+			 const char *what)
+{
+	struct fsdp_count_config c = {.wrap = wrap, .layers = layers, .reshard_after_forward = reshard,
+				      .world_size = lg->world_size, .shard_group = shard_group};
+	check_counts_cfg(lg, &c, NULL, what);
 }
 
 /* ---- scenarios -------------------------------------------------------------- */
@@ -510,95 +578,48 @@ static void scenario_memory(void)
 	"--nranks 2 --layers 6 --d-model 64 --ffn 256 --heads 4 --kv-heads 2 --vocab 32 --batch 8 "                    \
 	"--wrap block"
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Median of a key over ranks and steps 1.. (step 0 warms up): one rank
- * descheduled for a while on a loaded machine skews a step or two, not the
- * median. */
-static double median_steps(const struct run_log *lg, size_t offset)
-{
-	double v[MAX_RANKS * MAX_STEPS];
-	int n = 0;
-	for (int r = 0; r < lg->world_size; r++)
-		for (int st = 1; st < lg->steps; st++)
-			v[n++] = *(const double *)((const char *)&lg->line[r][st] + offset);
-	qsort(v, (size_t)n, sizeof v[0], cmp_double);
-	return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
-}
-
-/* Sum of a key over ranks and steps 1.. (step 0 warms up). */
-static double sum_steps(const struct run_log *lg, size_t offset)
-{
-	double s = 0;
-	for (int r = 0; r < lg->world_size; r++)
-		for (int st = 1; st < lg->steps; st++)
-			s += *(const double *)((const char *)&lg->line[r][st] + offset);
-	return s;
-}
-
 static void scenario_prefetch(void)
 {
-	/* Calibrate on this machine and build (an ASan build computes ten times
-	 * slower): time per gathered unit at --seq 8 on a free link; pick the
-	 * sequence length that makes it about 12 ms, then a link latency of a
-	 * tenth of that (0.5 .. 3 ms). Compute per unit then exceeds a gather
-	 * about ten-fold: a block's backward has room for its reduce-scatter and
-	 * the next prefetched gather, a forward block for the next gather, and a
-	 * rank preempted for a few ms does not expose the other's gathers.
-	 * Without prefetch every one of the 2 L + 1 gathers per step is exposed;
-	 * with one unit of prefetch only the first of each phase. */
-	const int steps = 4;
+	/* What the runtime decides, not how long it took: with --prefetch 1
+	 * every gather but the first of each phase is issued ahead of the hook
+	 * that needs it (2 (U - 1) per step: forward U - 1, and in backward every
+	 * re-gather, the first one prefetched by the root's pre-backward); with
+	 * --prefetch 0 none is, so every gather is issued when needed and its
+	 * wait covers the link latency: the stand-in completes a collective no
+	 * earlier than the link latency after the last rank entered it. Waits
+	 * are checked against half the latency, on at least half of the
+	 * gathers, so that a rank descheduled for a moment cannot fail the
+	 * check. How much exposure prefetch saves is a figure for
+	 * bench/prefetch_bench, not a test. */
+	const int steps = 3, layers = 6, units = layers + 1;
+	const double latency_ns = 2e6;
 	struct run r;
 	struct run_log lg;
-	setenv("FSDP_REF_LINK_LATENCY_US", "0", 1);
-	setenv("FSDP_REF_LINK_GBPS", "inf", 1);
-	run_trainer(&r, "prefetch_calibrate", PREFETCH_MODEL " --seq 8 --steps 2 --prefetch 0");
-	if (r.status != 0 || load_log(r.log, 2, 2, &lg) < 0)
-		return;
-	double unit8 = sum_steps(&lg, offsetof(struct step_line, compute_ns)) /
-		       sum_steps(&lg, offsetof(struct step_line, allgathers));
-	int seq = 8;
-	while (seq < 128 && unit8 * seq / 8 < 12e6)
-		seq *= 2;
-	double latency_ns = unit8 * seq / 8 / 10;
-	if (latency_ns < 1e6)
-		latency_ns = 1e6;
-	if (latency_ns > 3e6)
-		latency_ns = 3e6;
-	char lat[32];
-	snprintf(lat, sizeof lat, "%.0f", latency_ns / 1e3);
-	setenv("FSDP_REF_LINK_LATENCY_US", lat, 1);
+	setenv("FSDP_REF_LINK_LATENCY_US", "2000", 1);
 	setenv("FSDP_REF_LINK_GBPS", "10", 1);
-	double exposed[2] = {0, 0}, compute[2] = {0, 0}, gathers[2] = {0, 0};
 	for (int pf = 0; pf < 2; pf++) {
 		char tag[32];
 		snprintf(tag, sizeof tag, "prefetch%d", pf);
-		run_trainer(&r, tag, PREFETCH_MODEL " --seq %d --steps %d --prefetch %d", seq, steps, pf);
+		run_trainer(&r, tag, PREFETCH_MODEL " --seq 8 --steps %d --prefetch %d", steps, pf);
 		if (r.status != 0 || load_log(r.log, 2, steps, &lg) < 0)
 			continue;
-		exposed[pf] = median_steps(&lg, offsetof(struct step_line, gather_wait_ns));
-		compute[pf] = median_steps(&lg, offsetof(struct step_line, compute_ns));
-		gathers[pf] = median_steps(&lg, offsetof(struct step_line, allgathers));
+		for (int rk = 0; rk < 2; rk++)
+			for (int st = 0; st < steps; st++) {
+				const struct step_line *l = &lg.line[rk][st];
+				int want = pf ? 2 * (units - 1) : 0;
+				CHECK(l->prefetched_allgathers == want,
+				      "prefetch %d rank %d step %d: %g gathers issued ahead, expected %d", pf, rk, st,
+				      l->prefetched_allgathers, want);
+				CHECK(l->gather_waits == l->allgathers, "prefetch %d rank %d step %d: %g waits for %g gathers",
+				      pf, rk, st, l->gather_waits, l->allgathers);
+				if (pf == 0)
+					CHECK(2 * l->waits_over_half_latency >= l->gather_waits,
+					      "prefetch 0 rank %d step %d: only %g of %g gathers waited >= %.1f ms", rk, st,
+					      l->waits_over_half_latency, l->gather_waits, latency_ns / 2e6);
+			}
 	}
 	unsetenv("FSDP_REF_LINK_LATENCY_US");
 	unsetenv("FSDP_REF_LINK_GBPS");
-	double per_unit = compute[0] / (gathers[0] + 1e-9);
-	printf("--seq %d, link latency %.2f ms; compute %.2f ms per gathered unit; exposed gather time "
-	       "per step (median): prefetch 0 %.1f ms, prefetch 1 %.1f ms (ratio %.2f)\n",
-	       seq, latency_ns / 1e6, per_unit / 1e6, exposed[0] / 1e6, exposed[1] / 1e6,
-	       exposed[1] / (exposed[0] + 1e-9));
-	/* the premise: compute per unit exceeds a gather by a wide margin */
-	CHECK(per_unit > 4 * latency_ns, "compute per unit %.2f ms is not > 4 x the %.2f ms gather", per_unit / 1e6,
-	      latency_ns / 1e6);
-	/* without prefetch, every gather is exposed for most of its latency */
-	CHECK(exposed[0] >= 0.75 * latency_ns * gathers[0], "prefetch 0: exposed %.1f ms for %g gathers a step",
-	      exposed[0] / 1e6, gathers[0]);
-	CHECK(exposed[1] <= 0.5 * exposed[0], "prefetch 1 exposed %.1f ms vs %.1f ms without", exposed[1] / 1e6,
-	      exposed[0] / 1e6);
 }
 
 /* The pids of `parent`'s children. */
@@ -797,6 +818,103 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 
 static const char *inject_lib;
 
+static void scenario_loop(void)
+{
+	/* The training-loop setups: counts against the closed form on every
+	 * line, and what must not change the math does not. */
+	static const struct {
+		const char *tag;
+		int n, s, style, k, sync_last, clip, ac, sms, eval, ckpt;
+		const char *wrap, *reshard, *flags;
+	} cfgs[] = {
+	    {"accum4", 2, 0, 0, 4, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 4"},
+	    {"accum4_last", 2, 0, 0, 4, 1, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 4 --grad-sync last"},
+	    {"accum3_clip_hsdp", 4, 2, 0, 3, 0, 1, 0, 0, 0, 0, "linear", "false",
+	     "--grad-accum 3 --clip-grad 1e20"},
+	    {"fsdp1_ac_hsdp", 4, 2, 1, 1, 0, 0, 1, 1, 0, 0, "block", "true",
+	     "--style fsdp1 --activation-checkpoint --sync-module-states"},
+	    {"fsdp1_keep_ac", 2, 0, 1, 2, 1, 0, 1, 0, 0, 0, "block", "false",
+	     "--style fsdp1 --activation-checkpoint --grad-accum 2 --grad-sync last"},
+	    {"eval_ckpt", 2, 0, 0, 1, 0, 0, 0, 0, 2, 3, "block", "true", "--eval-every 2 --checkpoint-every 3"},
+	    {"fsdp2_ac_nonvtx", 2, 0, 0, 1, 0, 0, 1, 0, 0, 0, "block", "true", "--activation-checkpoint --no-nvtx"},
+	    {"plain", 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
+	    {"accum3_hsdp", 4, 2, 0, 3, 0, 0, 0, 0, 0, 0, "linear", "false", "--grad-accum 3"},
+	};
+	const int steps = 6;
+	double losses[sizeof cfgs / sizeof cfgs[0]][MAX_STEPS];
+	for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+		struct run r;
+		char sg[32] = "", tag[48];
+		if (cfgs[c].s)
+			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
+		snprintf(tag, sizeof tag, "loop_%s", cfgs[c].tag);
+		run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
+			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].flags);
+		struct run_log lg;
+		memset(losses[c], 0, sizeof losses[c]);
+		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
+			continue;
+		struct fsdp_count_config cc = {.wrap = cfgs[c].wrap,
+					       .layers = SMALL_LAYERS,
+					       .reshard_after_forward = cfgs[c].reshard,
+					       .world_size = cfgs[c].n,
+					       .shard_group = cfgs[c].s,
+					       .style = cfgs[c].style,
+					       .grad_accum = cfgs[c].k,
+					       .grad_sync_last = cfgs[c].sync_last,
+					       .clip_grad = cfgs[c].clip,
+					       .activation_checkpoint = cfgs[c].ac};
+		struct loop_plan lp = {cfgs[c].sms, cfgs[c].eval, cfgs[c].ckpt};
+		check_counts_cfg(&lg, &cc, &lp, r.args);
+		losses_of(&lg, losses[c]);
+		printf("%-16s AG %g+%g RS %g AR %g, per micro-batch %g+%g x %g, loss %.6f -> %.6f\n", cfgs[c].tag,
+		       lg.line[0][0].forward_allgathers, lg.line[0][0].backward_allgathers, lg.line[0][0].reduce_scatters,
+		       lg.line[0][0].allreduces, lg.line[0][0].forward_per_microbatch,
+		       lg.line[0][0].backward_per_microbatch, lg.line[0][0].microbatches, losses[c][0],
+		       losses[c][steps - 1]);
+	}
+	/* bit for bit: eval and checkpoints read nothing they change; FSDP1's
+	 * schedule, activation checkpointing and NVTX change no arithmetic; a clip
+	 * norm never reached scales by exactly 1 */
+	static const struct {
+		const char *a, *b;
+	} same[] = {{"eval_ckpt", "plain"}, {"fsdp2_ac_nonvtx", "plain"}, {"accum3_clip_hsdp", "accum3_hsdp"}};
+	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+		size_t x = 0, y = 0;
+		for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+			x = strcmp(cfgs[c].tag, same[i].a) ? x : c;
+			y = strcmp(cfgs[c].tag, same[i].b) ? y : c;
+		}
+		CHECK(memcmp(losses[x], losses[y], sizeof(double) * steps) == 0, "%s and %s: losses differ (%.17g vs %.17g)",
+		      same[i].a, same[i].b, losses[x][steps - 1], losses[y][steps - 1]);
+	}
+	/* Accumulating unreduced gradients and reducing once (--grad-sync last)
+	 * sums in another order than reducing every micro-batch: equal within
+	 * fp32 rounding, and equal at step 0 (before any update). */
+	double worst = 0;
+	for (int st = 0; st < steps; st++) {
+		double rel = fabs(losses[1][st] - losses[0][st]) / fabs(losses[0][st]);
+		worst = rel > worst ? rel : worst;
+		CHECK(rel <= 1e-5, "grad-sync last vs every: step %d loss %.17g vs %.17g", st, losses[1][st],
+		      losses[0][st]);
+	}
+	CHECK(losses[1][0] == losses[0][0], "grad-sync last vs every: step 0 loss differs");
+	printf("grad-sync last vs every: worst relative loss difference %.2g\n", worst);
+
+	/* FSDP1 with HSDP and sync_module_states against FSDP2 with HSDP: the same
+	 * losses, bit for bit */
+	struct run r;
+	run_trainer(&r, "loop_fsdp2_hsdp", "--nranks 4 " SMALL " --steps %d --wrap block --shard-group 2", steps);
+	struct run_log lg;
+	double ref[MAX_STEPS];
+	if (r.status == 0 && load_log(r.log, 4, steps, &lg) == 0) {
+		losses_of(&lg, ref);
+		CHECK(memcmp(ref, losses[3], sizeof(double) * steps) == 0,
+		      "fsdp1 + activation checkpoint + sync_module_states (HSDP) differs from fsdp2 (HSDP): %.17g vs %.17g",
+		      losses[3][steps - 1], ref[steps - 1]);
+	}
+}
+
 static void scenario_nvtx(void)
 {
 	const int layers = 2, steps = 2, n = 2;
@@ -842,12 +960,29 @@ static void scenario_nvtx(void)
 		pclose(ls);
 	CHECK(files == n, "%d NVTX streams, expected one per rank (%d)", files, n);
 	printf("nvtx: %d ranks, each %d push/pop records exactly as expected (domain fsdp_ref)\n", files, nwant);
+
+	/* --no-nvtx: no range at all (NVTX is never even initialised) */
+	snprintf(out, sizeof out, "FSDP_REF_NVTX_OUT=%s/nonvtx", workdir);
+	snprintf(cmd, sizeof cmd, "rm -f %s/nonvtx.*[0-9]", workdir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
+			       "--batch 4 --steps 2 --wrap linear --no-nvtx",
+			       NULL, errpath, env));
+	CHECK(st == 0, "fsdp_ref --no-nvtx exited %d", st);
+	snprintf(cmd, sizeof cmd, "cat %s/nonvtx.*[0-9] 2>/dev/null | wc -l", workdir);
+	ls = popen(cmd, "r");
+	long lines = -1;
+	if (ls && fscanf(ls, "%ld", &lines) != 1)
+		lines = -1;
+	if (ls)
+		pclose(ls);
+	CHECK(lines == 0, "--no-nvtx: %ld NVTX records, expected none", lines);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure FSDP_REF "
+		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop FSDP_REF "
 				"WORKDIR\n       fsdp_ref_e2e nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
 		return 2;
 	}
@@ -864,7 +999,7 @@ int main(int argc, char **argv)
 	} scenarios[] = {
 	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
 	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
-	    {"nvtx", scenario_nvtx},
+	    {"nvtx", scenario_nvtx}, {"loop", scenario_loop},
 	};
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {
