@@ -87,9 +87,11 @@ int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int fin
 	}
 	/* A step issues every kind of collective the job issues regularly: a
 	 * stretch of the forward's repeating blocks (all AllGathers) is not a
-	 * step. Kinds seen at least once per two periods must be in the step. */
+	 * step. Kinds seen at least once per two periods of the later half must
+	 * be in the step; what happens only at the start (init broadcasts) is
+	 * not required. */
 	size_t count[256] = {0};
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = n / 2; i < n; i++)
 		count[ops[i]]++;
 	size_t period = 0;
 	if (best >= STEPS_MIN_MATCH) {
@@ -101,7 +103,7 @@ int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int fin
 				in_step[ops[i]] = 1;
 			int complete = 1;
 			for (int op = 0; op < 256; op++)
-				if (!in_step[op] && count[op] * 2 * p >= n)
+				if (!in_step[op] && count[op] * 2 * p >= n - n / 2)
 					complete = 0;
 			if (complete)
 				period = p;
@@ -143,6 +145,8 @@ struct steps_cutter {
 	uint64_t cur;      /* next event to place */
 	uint64_t *tmpl;    /* [period] the steady-state step */
 	size_t period;
+	uint64_t rare_sig; /* the template's rarest ReduceScatter (else rarest) signature: counting it */
+	uint32_t rare_mult;/* in a stretch counts the training steps the stretch holds */
 	int warmup_due;    /* a warm-up cut [warm_first, cur) is due */
 	uint64_t warm_first;
 };
@@ -209,6 +213,38 @@ static void cutter_drop(steps_cutter_t *c)
 	c->base = c->cur;
 }
 
+/* The signature that marks one step: the template's rarest ReduceScatter
+ * (a gradient reduction happens in training steps only, not in an eval
+ * pass, a checkpoint or set-up), else its rarest signature. */
+static void cutter_pick_rare(steps_cutter_t *c, const uint8_t *ops)
+{
+	size_t p = c->period;
+	uint32_t best = UINT32_MAX;
+	int best_rs = 0;
+	for (size_t i = 0; i < p; i++) {
+		uint32_t k = 0;
+		for (size_t j = 0; j < p; j++)
+			k += c->tmpl[j] == c->tmpl[i];
+		int rs = ops[i] == FSS_OP_REDUCESCATTER;
+		if ((rs && !best_rs) || (rs == best_rs && k <= best)) {
+			best = k;
+			best_rs = rs;
+			c->rare_sig = c->tmpl[i];
+		}
+	}
+	c->rare_mult = best == UINT32_MAX ? 1 : best;
+}
+
+/* Training steps in events [at, at + len) of the window: occurrences of the
+ * rare signature, per step. */
+static uint32_t cutter_steps_in(const steps_cutter_t *c, size_t at, uint64_t len)
+{
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < len && at + i < c->n; i++)
+		k += c->sig[at + i] == c->rare_sig;
+	return (uint32_t)((k + c->rare_mult / 2) / c->rare_mult);
+}
+
 static int cutter_detect(steps_cutter_t *c, int final)
 {
 	int window_full = c->n >= c->max_window;
@@ -221,6 +257,7 @@ static int cutter_detect(steps_cutter_t *c, int final)
 		if (!c->tmpl)
 			return -ENOMEM;
 		memcpy(c->tmpl, c->sig + sp.first, sp.period * sizeof *c->tmpl);
+		cutter_pick_rare(c, c->ops + sp.first);
 		c->state = CUTTER_CUT;
 		c->warm_first = c->base;
 		c->cur = c->base + sp.first;
@@ -259,10 +296,9 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 		return 1;
 	}
 	if (c->warmup_due) {
-		size_t p = c->period;
 		uint64_t len = c->cur - c->warm_first;
-		uint64_t steps = (len + p / 2) / p;
-		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP, (uint32_t)(steps ? steps : 1)};
+		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP,
+					  cutter_steps_in(c, (size_t)(c->warm_first - c->base), len)};
 		c->warmup_due = 0;
 		cutter_drop(c);
 		return 1;
@@ -302,7 +338,7 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	}
 	if (found) {
 		size_t len = found - at;
-		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
 		c->cur = c->base + found;
 		cutter_drop(c);
 		return 1;
@@ -311,7 +347,7 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	if (upto <= c->cur)
 		return 0;
 	uint64_t len = upto - c->cur;
-	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
 	c->cur = upto;
 	cutter_drop(c);
 	return 1;

@@ -65,8 +65,10 @@ struct steps_cut {
 	uint64_t first;
 	uint64_t count;
 	int kind;        /* enum steps_kind */
-	uint32_t steps;  /* steps the cut stands for (warm-up, irregular: count / period rounded;
-	                    a few stray events between two steps stand for 0) */
+	uint32_t steps;  /* training steps the cut stands for: 1 for a regular cut; for warm-up and
+	                    irregular stretches, how often the step's rarest ReduceScatter (else its
+	                    rarest collective) occurs in them, per step: set-up, eval passes and
+	                    checkpoints stand for 0, a first step that differs for 1 */
 };
 
 typedef struct steps_cutter steps_cutter_t;
