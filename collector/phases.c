@@ -19,19 +19,30 @@ struct parse {
 	const size_t *rs;       /* event index of each ReduceScatter */
 	const uint64_t *rs_el;
 	size_t nrs;
+	const uint32_t *rs_before; /* [nag] ReduceScatters before each AllGather */
 };
 
 /* Parse the gathers into cycles that each begin with the forward sequence
- * s[0..u). Returns 1 when every gather and reduce-scatter fits, 0 when not
- * (g and out then hold a partial parse). */
-static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, uint8_t *used, size_t *cycle_start,
-		      struct phases_gather *g, struct phases_result *out)
+ * s[0..u): a new cycle wherever the sequence begins again, or, with
+ * uniform > 0, exactly every `uniform` gathers (units all alike, where the
+ * backward's gathers look like a forward). Returns 1 when every gather and
+ * reduce-scatter fits, 0 when not (g and out then hold a partial parse). */
+static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, size_t uniform, uint8_t *used,
+		      size_t *cycle_start, struct phases_gather *g, struct phases_result *out)
 {
 	memset(out, 0, sizeof *out);
 	int32_t cycle = -1;
 	size_t ncycles = 0;
 	for (size_t pos = 0; pos < p->nag;) {
-		if (pos + u <= p->nag && memcmp(p->ag_el + pos, s, u * sizeof *s) == 0) {
+		/* a new forward cannot begin while this cycle is reducing its units
+		 * (some of its reduce-scatters seen, not all) */
+		uint32_t reducing = cycle >= 0 ? p->rs_before[pos] - p->rs_before[cycle_start[ncycles - 1] + u - 1] : 0;
+		int begins = uniform ? pos % uniform == 0
+				     : (reducing == 0 || reducing >= u) && pos + u <= p->nag &&
+					   memcmp(p->ag_el + pos, s, u * sizeof *s) == 0;
+		if (uniform && begins && (pos + u > p->nag || memcmp(p->ag_el + pos, s, u * sizeof *s) != 0))
+			return 0;
+		if (begins) {
 			cycle_start[ncycles++] = pos;
 			cycle++;
 			memset(used, 0, u);
@@ -136,11 +147,13 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 	uint64_t *ag_el = malloc(nag * sizeof *ag_el), *rs_el = malloc(nrs * sizeof *rs_el);
 	uint64_t *s = malloc(nrs * sizeof *s);
 	uint8_t *used = malloc(nrs);
-	if (!ag || !rs || !starts || !ag_el || !rs_el || !s || !used)
+	uint32_t *rs_before = malloc(nag * sizeof *rs_before);
+	if (!ag || !rs || !starts || !ag_el || !rs_el || !s || !used || !rs_before)
 		goto out;
 	size_t a = 0, r = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op == FSS_OP_ALLGATHER) {
+			rs_before[a] = (uint32_t)r;
 			ag[a] = i;
 			ag_el[a++] = ev[i].elements;
 		} else if (ev[i].op == FSS_OP_REDUCESCATTER) {
@@ -148,8 +161,8 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 			rs_el[r++] = ev[i].elements;
 		}
 	}
-	struct parse p = {ev, n, ag, ag_el, nag, rs, rs_el, nrs};
-	out->status = PHASES_NO_MIRROR;
+	struct parse p = {ev, n, ag, ag_el, nag, rs, rs_el, nrs, rs_before};
+	int found = 0;
 	/* the smallest group of reduce-scatters, repeated, whose mirror image
 	 * is a forward the whole step parses with */
 	for (size_t q = 1; q <= nrs; q++) {
@@ -162,18 +175,23 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 			continue;
 		for (size_t j = 0; j < q; j++)
 			s[j] = rs_el[q - 1 - j];
-		int ok = parse_with(&p, s, (uint32_t)q, used, starts, g, out);
+		int ok = parse_with(&p, s, (uint32_t)q, 0, used, starts, g, out);
+		/* equal cycles, one per reduce-scatter group */
+		size_t groups = nrs / q;
+		if (ok == 0 && nag % groups == 0 && nag / groups >= q)
+			ok = parse_with(&p, s, (uint32_t)q, nag / groups, used, starts, g, out);
 		if (ok < 0)
 			goto out;
 		if (ok) {
-			out->status = PHASES_OK;
+			found = 1;
 			break;
 		}
 	}
-	if (out->status != PHASES_OK) {
-		enum phases_status st = out->status;
+	if (found) {
+		out->status = PHASES_OK;
+	} else {
 		memset(out, 0, sizeof *out);
-		out->status = st;
+		out->status = PHASES_NO_MIRROR;
 		for (size_t i = 0; i < nag; i++)
 			g[i] = (struct phases_gather){-1, -1, 0, 0, {0}};
 	}
@@ -186,5 +204,6 @@ out:
 	free(rs_el);
 	free(s);
 	free(used);
+	free(rs_before);
 	return rc;
 }
