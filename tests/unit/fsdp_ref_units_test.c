@@ -255,12 +255,75 @@ static void test_counts_closed_form(void **state)
 	assert_int_equal(fsdp_expected_counts(&bad_w, &k, NULL, 0), -EINVAL);
 }
 
+/* --tp T: the FSDP counts are those of dp = N / T; the tp communicator
+ * carries 4 L gathers and 4 L reductions per micro-batch, and one
+ * all-reduce per unit holding replicated tensors (+ 1 with clipping). */
+static void test_counts_tensor_parallel(void **state)
+{
+	struct fsdp_counts k, plain;
+	char err[256] = "";
+	struct fsdp_count_config c = {.wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 4,
+				      .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&c, &k, err, sizeof err), 0);
+	struct fsdp_count_config dp_only = {.wrap = "linear", .layers = 4, .reshard_after_forward = "true",
+					    .world_size = 2};
+	assert_int_equal(fsdp_expected_counts(&dp_only, &plain, err, sizeof err), 0);
+	/* FSDP's side: exactly the dp = 2 counts */
+	assert_int_equal(k.units, plain.units);
+	assert_int_equal(k.allgathers, plain.allgathers);
+	assert_int_equal(k.reduce_scatters, plain.reduce_scatters);
+	assert_int_equal(k.allreduces, plain.allreduces);
+	assert_int_equal(k.tp, 2);
+	assert_int_equal(k.dp, 2);
+	assert_int_equal(k.tp_replicated_units, 1 + 4); /* root + one rest unit per block */
+	assert_int_equal(k.tp_allgathers, 16);		 /* 2 L forward + 2 L backward */
+	assert_int_equal(k.tp_reduce_scatters, 16);
+	assert_int_equal(k.tp_allreduces, 5);
+	assert_int_equal(k.eval_tp_allgathers, 8);
+	assert_int_equal(k.eval_tp_reduce_scatters, 8);
+	assert_int_equal(plain.tp, 1);
+	assert_int_equal(plain.tp_allgathers + plain.tp_reduce_scatters + plain.tp_allreduces, 0);
+
+	/* every block, group or model unit holds norms (or is the root) */
+	static const struct {
+		const char *wrap;
+		int units;
+	} rep[] = {{"block", 5}, {"group:3", 3}, {"model", 1}, {"linear:0-1,block:2-3", 1 + 2 + 2}};
+	for (size_t i = 0; i < sizeof rep / sizeof rep[0]; i++) {
+		c.wrap = rep[i].wrap;
+		assert_int_equal(fsdp_expected_counts(&c, &k, err, sizeof err), 0);
+		assert_int_equal(k.tp_replicated_units, rep[i].units);
+	}
+
+	/* micro-batches multiply the tp traffic whatever --grad-sync; clipping
+	 * adds its second mesh dimension; HSDP lives inside dp */
+	struct fsdp_count_config loop = {.wrap = "block", .layers = 4, .reshard_after_forward = "false",
+					 .world_size = 8, .shard_group = 2, .grad_accum = 3, .grad_sync_last = 1,
+					 .clip_grad = 1, .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&loop, &k, err, sizeof err), 0);
+	assert_int_equal(k.dp, 4);
+	assert_int_equal(k.hsdp_allreduces, 5); /* R = 4 / 2, one sync micro-batch */
+	assert_int_equal(k.tp_allgathers, 3 * 16);
+	assert_int_equal(k.tp_reduce_scatters, 3 * 16);
+	assert_int_equal(k.tp_clip_allreduces, 1);
+	assert_int_equal(k.tp_allreduces, 3 * 5 + 1);
+	assert_int_equal(k.clip_allreduces, 1);
+
+	/* T must divide N, S must divide N / T */
+	struct fsdp_count_config bad_t = {.wrap = "block", .layers = 4, .world_size = 4, .tp = 3};
+	assert_int_equal(fsdp_expected_counts(&bad_t, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--tp"));
+	struct fsdp_count_config bad_s = {.wrap = "block", .layers = 4, .world_size = 4, .shard_group = 4, .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&bad_s, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--shard-group"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wrap_accepts),	  cmocka_unit_test(test_wrap_rejects),
 	    cmocka_unit_test(test_linear_order_is_fsdp2), cmocka_unit_test(test_group_and_mixed_units),
-	    cmocka_unit_test(test_counts_closed_form),
+	    cmocka_unit_test(test_counts_closed_form),	  cmocka_unit_test(test_counts_tensor_parallel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
