@@ -37,7 +37,9 @@ struct fsdp_config {
 	int reshard_size;	      /* G: ranks a unit stays sharded over after forward (0 = keep, S = free) */
 	int shard_size;		      /* S: ranks of a shard group */
 	int shard_rank;		      /* this rank's index in its shard group */
-	int replicas;		      /* R = N / S */
+	int replicas;		      /* R = (N / T) / S */
+	int tp_size;		      /* T: ranks of a tensor-parallel group (1: none) */
+	int tp_rank;		      /* this rank's index in it: which part of each split tensor it holds */
 	uint64_t seed;		      /* initial weights */
 };
 
@@ -100,7 +102,9 @@ void fsdp_reshard_all(struct fsdp_runtime *rt);
 int fsdp_sync_module_states(struct fsdp_runtime *rt, const struct model_config *mcfg);
 
 /* The squared L2 norm of this rank's reduced gradient shards (after
- * fsdp_finish_backward): the local term of clip_grad_norm_. 0 or -errno. */
+ * fsdp_finish_backward): the local term of clip_grad_norm_. Elements of
+ * tensors every tp rank holds whole count 1/T each, so that the sum over the
+ * TP group counts them once. 0 or -errno. */
 int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out);
 
 /* After model_backward: wait for every reduce-scatter (and all-reduce), make

@@ -37,25 +37,56 @@ void model_tensors(const struct model_config *cfg, struct model_tensor *out)
 {
 	size_t C = (size_t)cfg->d_model, F = (size_t)cfg->ffn, V = (size_t)cfg->vocab;
 	size_t hd = C / (size_t)cfg->heads, kvdim = hd * (size_t)cfg->kv_heads;
-	out[MODEL_TOK_EMBEDDINGS] = (struct model_tensor){"tok_embeddings", V * C, -1, MODEL_TOK_EMBEDDINGS, 0};
-	out[MODEL_FINAL_NORM] = (struct model_tensor){"norm", C, -1, MODEL_FINAL_NORM, 0};
-	out[MODEL_OUTPUT] = (struct model_tensor){"output", V * C, -1, MODEL_OUTPUT, (int)C};
+	size_t T = (size_t)model_tp_size(cfg);
+	out[MODEL_TOK_EMBEDDINGS] =
+	    (struct model_tensor){"tok_embeddings", V * C, -1, MODEL_TOK_EMBEDDINGS, 0, MODEL_TP_REPLICATED, V, C};
+	out[MODEL_FINAL_NORM] = (struct model_tensor){"norm", C, -1, MODEL_FINAL_NORM, 0, MODEL_TP_REPLICATED, 1, C};
+	out[MODEL_OUTPUT] = (struct model_tensor){"output", V * C, -1, MODEL_OUTPUT, (int)C, MODEL_TP_REPLICATED, V, C};
 	for (int l = 0; l < cfg->layers; l++) {
-		static const int fan_in_is_ffn[MODEL_PARTS] = {[MODEL_PART_DOWN] = 1};
-		size_t numel[MODEL_PARTS] = {
-		    [MODEL_PART_Q] = C * C,    [MODEL_PART_K] = kvdim * C, [MODEL_PART_V] = kvdim * C,
-		    [MODEL_PART_O] = C * C,    [MODEL_PART_GATE] = F * C,  [MODEL_PART_UP] = F * C,
-		    [MODEL_PART_DOWN] = C * F, [MODEL_PART_ATTN_NORM] = C, [MODEL_PART_MLP_NORM] = C,
+		/* [out, in] of each part: Megatron's split puts q, k, v, gate and up
+		 * column-parallel (their outputs, whole heads and hidden units, split),
+		 * o and down row-parallel (their inputs split the same way), so that a
+		 * block needs one gather before and one reduction after each half. */
+		static const struct {
+			int rows, cols; /* 0 C, 1 F, 2 kv dim, 3 one */
+			enum model_tp_split split;
+		} shape[MODEL_PARTS] = {
+		    [MODEL_PART_Q] = {0, 0, MODEL_TP_ROWS},	   [MODEL_PART_K] = {2, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_V] = {2, 0, MODEL_TP_ROWS},	   [MODEL_PART_O] = {0, 0, MODEL_TP_COLS},
+		    [MODEL_PART_GATE] = {1, 0, MODEL_TP_ROWS},	   [MODEL_PART_UP] = {1, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_DOWN] = {0, 1, MODEL_TP_COLS},	   [MODEL_PART_ATTN_NORM] = {3, 0, MODEL_TP_REPLICATED},
+		    [MODEL_PART_MLP_NORM] = {3, 0, MODEL_TP_REPLICATED},
 		};
+		const size_t dim[4] = {C, F, kvdim, 1};
 		for (int p = 0; p < MODEL_PARTS; p++) {
 			struct model_tensor *t = &out[model_tensor_id(l, p)];
 			snprintf(t->name, sizeof t->name, "layers.%d.%s", l, part_names[p]);
-			t->numel = numel[p];
+			t->rows = dim[shape[p].rows];
+			t->cols = dim[shape[p].cols];
+			t->split = shape[p].split;
+			t->numel = t->rows * t->cols / (t->split == MODEL_TP_REPLICATED ? 1 : T);
 			t->layer = l;
 			t->part = p;
-			t->fan_in = p < MODEL_LINEARS ? (fan_in_is_ffn[p] ? (int)F : (int)C) : 0;
+			t->fan_in = p < MODEL_LINEARS ? (int)t->cols : 0;
 		}
 	}
+}
+
+size_t model_tensor_global_index(const struct model_config *cfg, const struct model_tensor *t, int tp_rank,
+				 size_t local_index)
+{
+	size_t T = (size_t)model_tp_size(cfg), r = (size_t)tp_rank;
+	switch (t->split) {
+	case MODEL_TP_ROWS: /* whole rows: this rank's block of them is contiguous */
+		return r * (t->rows / T) * t->cols + local_index;
+	case MODEL_TP_COLS: { /* a slice of every row */
+		size_t local_cols = t->cols / T;
+		return local_index / local_cols * t->cols + r * local_cols + local_index % local_cols;
+	}
+	case MODEL_TP_REPLICATED:
+		break;
+	}
+	return local_index;
 }
 
 size_t model_param_count(const struct model_config *cfg)
@@ -69,6 +100,7 @@ size_t model_param_count(const struct model_config *cfg)
 int model_config_check(const struct model_config *cfg, char *err, size_t errlen)
 {
 	const char *why = NULL;
+	int T = model_tp_size(cfg);
 	if (cfg->vocab < 2 || cfg->layers < 1 || cfg->d_model < 2 || cfg->ffn < 1 || cfg->seq < 1)
 		why = "--vocab >= 2, --layers >= 1, --d-model >= 2, --ffn >= 1 and --seq >= 1 are required";
 	else if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0)
@@ -77,10 +109,25 @@ int model_config_check(const struct model_config *cfg, char *err, size_t errlen)
 		why = "the head dimension (--d-model / --heads) must be even (rotary embedding)";
 	else if (cfg->kv_heads < 1 || cfg->heads % cfg->kv_heads != 0)
 		why = "--kv-heads must divide --heads";
-	if (!why)
-		return 0;
-	snprintf(err, errlen, "%s", why);
-	return -EINVAL;
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	/* tensor parallelism splits whole heads and hidden units */
+	const struct {
+		const char *flag;
+		int value;
+	} split[] = {{"--heads", cfg->heads}, {"--kv-heads", cfg->kv_heads}, {"--ffn", cfg->ffn}};
+	for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+		if (split[i].value % T != 0) {
+			snprintf(err, errlen,
+				 "--tp %d must divide %s %d: tensor parallelism gives each tp rank 1/%d of the "
+				 "query heads, kv heads and MLP hidden units",
+				 T, split[i].flag, split[i].value, T);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 /* splitmix64: a counter-based generator, so that any element's initial value
