@@ -10,8 +10,9 @@
  * gradient, issuing reductions) runs inside leaf ranges "fsdp.*", and a
  * unit's range holds only the model's ops (leaf ranges too), so the only
  * time the compute thread spends outside every leaf range is waiting
- * (gather_wait, the final reduce_reap) and the hooks' few branches: what a
- * profiler reading host timing counts as exposed. */
+ * (gather_wait, the TP all-reduce of replicated gradients, the final
+ * reduce_reap) and the hooks' few branches: what a profiler reading host
+ * timing counts as exposed. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,15 @@ static int rt_post_backward(void *ctx, struct model_module m)
 	markers_pop();
 	struct flat_param *fp = &rt->fp[u];
 	size_t padded = fp->info->padded;
+	size_t rep0 = fp->info->replicated_begin, rep1 = fp->info->replicated_end;
+	if (rt->comms.tp && rep1 > rep0) {
+		/* Every tp rank computed the replicated tensors' gradient from its own
+		 * tokens: sum the partial gradients (every micro-batch, as DTensor's
+		 * Partial -> Replicate does) before anything is kept or reduced. */
+		int rc = tp_allreduce(rt->comms.tp, "fsdp.tp_allreduce", fp->grad_full + rep0, rep1 - rep0);
+		if (rc < 0)
+			return rc;
+	}
 	if (fp->grad_unsharded) {
 		/* the sum of the micro-batches that did not reduce, plus this one */
 		markers_push("fsdp.grad_accumulate");

@@ -3,8 +3,9 @@
  *   shards at rest -> AllGather (pre-forward, prefetched P units ahead)
  *   -> forward -> reshard: free, keep, or keep 1/G (post-forward; never the root)
  *   -> AllGather again if resharded (pre-backward, prefetched P ahead)
- *   -> backward -> ReduceScatter of the gradient into the local shard
- *      (+ AllReduce across replicas with HSDP) (post-backward) -> free
+ *   -> backward -> [AllReduce of the replicated tensors' span over the TP
+ *      group, with --tp] -> ReduceScatter of the gradient into the local
+ *      shard (+ AllReduce across replicas with HSDP) (post-backward) -> free
  *   -> Adam on the shard (optim.c)
  *
  * The runtime is the model's parameter provider (model.h): the model calls
@@ -24,6 +25,7 @@
 #include "fsdp_ref/comm.h"
 #include "fsdp_ref/mem.h"
 #include "fsdp_ref/model.h"
+#include "fsdp_ref/tp.h"
 #include "fsdp_ref/units.h"
 
 struct fsdp_config {
@@ -43,12 +45,16 @@ struct fsdp_config {
 	uint64_t seed;		      /* initial weights */
 };
 
-/* Communicators, created by the caller (ncclCommSplit of the world). */
+/* Communicators, created by the caller (ncclCommSplit of the world). With
+ * tensor parallelism they all lie inside one tp rank's data-parallel
+ * dimension: their members hold the same part of every split tensor. */
 struct fsdp_comms {
 	ncclComm_t shard;    /* the S ranks sharing a unit's shards: AllGather, ReduceScatter */
 	ncclComm_t replica;  /* the R ranks holding the same shard (HSDP AllReduce); NULL if R == 1 */
 	ncclComm_t regather; /* the G ranks of a backward re-gather; NULL unless 1 < G < S */
 	int regather_rank;   /* this rank's index in the regather group */
+	struct tp_group *tp; /* the TP group: it sums the replicated tensors' gradients (tp.h);
+				NULL without tensor parallelism */
 };
 
 /* Per-step counters (since fsdp_step_begin). */

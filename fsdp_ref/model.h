@@ -11,7 +11,16 @@
  * is one provider (it gathers units in those hooks), the gradient-check test
  * is another (one fp32 buffer, no hooks). The sequence of ops is the same
  * whatever the provider does, which is what makes loss trajectories
- * independent of the wrap policy. */
+ * independent of the wrap policy.
+ *
+ * Tensor parallelism (cfg->tp = T > 1, Megatron-style with sequence
+ * parallelism): the model holds the TP-local tensors (model_tensors), keeps
+ * 1/T of the tokens between blocks (embedding, norms, residuals, head and
+ * loss run on them), and around each block's attention and MLP gathers the
+ * normalised tokens before the column-parallel linears and reduce-scatters
+ * the row-parallel output after them (mirrored in backward), through the
+ * collectives of struct model_tp_ops. The replicated tensors' gradients are
+ * then partial sums over the token shards: the provider sums them. */
 #ifndef FSDP_REF_MODEL_H
 #define FSDP_REF_MODEL_H
 
@@ -153,20 +162,41 @@ struct model_params {
 	void (*op_end)(void *ctx);
 };
 
+/* The tensor-parallel collectives the model issues when cfg->tp > 1, on
+ * fp32 device buffers, over the T ranks of its TP group in tp-rank order
+ * (tp.h implements them on the TP communicator). Blocking: when a call
+ * returns 0 its output is ready for the next compute op. `op` names the NVTX
+ * leaf range around issuing it ("layers.3.attn.tp_allgather"); the wait that
+ * follows is outside every leaf range, like a gather wait. 0 or -errno. */
+struct model_tp_ops {
+	void *ctx;
+	/* out[T n]: every tp rank's in[n], concatenated in tp-rank order. */
+	int (*allgather)(void *ctx, const char *op, float *out, const float *in, size_t n);
+	/* out[n] = sum over the tp ranks of their in[r n .. (r+1) n), r this
+	 * rank's index. */
+	int (*reduce_scatter)(void *ctx, const char *op, float *out, const float *in, size_t n);
+};
+
 struct model;
 
-/* A model for `batch` local sequences: allocates its activation buffers
- * (through the ledger `mem`, kind MEM_ACTIVATION, when non-NULL, else
- * straight from the backend). NULL on failure. */
+/* A model for `batch` sequences of this rank's data-parallel group:
+ * allocates its activation buffers (through the ledger `mem`, kind
+ * MEM_ACTIVATION, when non-NULL, else straight from the backend). With
+ * cfg->tp = T > 1 it computes its part of the heads and hidden units for
+ * all batch x seq tokens and everything else on its 1/T of the tokens
+ * (T must divide batch x seq), through `tp` (kept, not copied: it must
+ * outlive the model); `tp` is unused and may be NULL when T = 1. NULL on
+ * failure. */
 struct model *model_new(const struct model_config *cfg, const struct fsdp_backend *be, int batch,
-			struct mem_ledger *mem);
+			struct mem_ledger *mem, const struct model_tp_ops *tp);
 void model_free(struct model *m);
 
-/* Forward pass over tokens/targets (host arrays [batch * seq]), with the
- * loss gradient seeded for backward: dlogits = dL/dlogits with
- * L = sum of token losses * loss_scale. Returns 0 or -errno; *loss_sum (may
- * be NULL) receives the sum of this batch's token losses, summed in double in
- * token order. */
+/* Forward pass over tokens/targets (host arrays of this rank's tokens:
+ * [batch * seq / T], tp rank r's contiguous r-th 1/T of the group's
+ * batch x seq), with the loss gradient seeded for backward:
+ * dlogits = dL/dlogits with L = sum of token losses * loss_scale. Returns 0
+ * or -errno; *loss_sum (may be NULL) receives the sum of this rank's token
+ * losses, summed in double in token order. */
 int model_forward(struct model *m, const struct model_params *p, const int32_t *tokens, const int32_t *targets,
 		  float loss_scale, double *loss_sum);
 
