@@ -82,11 +82,11 @@ struct fsdp_counts {
 	int checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces; /* per save */
 	/* tensor parallelism: the mesh, and per step the collectives on the tp
 	 * communicator (all 0 when tp == 1) */
-	int tp, dp;				      /* T, N / T */
-	int tp_replicated_units;		      /* U_rep: units that hold replicated tensors */
-	int tp_allgathers, tp_reduce_scatters;	      /* 4 L K each */
-	int tp_allreduces;			      /* U_rep K + tp_clip_allreduces */
-	int tp_clip_allreduces;			      /* 1 with --clip-grad */
+	int tp, dp;					 /* T, N / T */
+	int tp_replicated_units;			 /* U_rep: units that hold replicated tensors */
+	int tp_allgathers, tp_reduce_scatters;		 /* 4 L K each */
+	int tp_allreduces;				 /* U_rep K + tp_clip_allreduces */
+	int tp_clip_allreduces;				 /* 1 with --clip-grad */
 	int eval_tp_allgathers, eval_tp_reduce_scatters; /* per eval pass: 2 L each */
 };
 

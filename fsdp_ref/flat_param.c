@@ -69,8 +69,9 @@ void flat_param_init_values(const struct unit_table *table, int unit, const stru
 		size_t off = table->tensor_offset[id], end = off + tensors[id].numel;
 		size_t a = off > lo ? off : lo, b = end < hi ? end : hi;
 		for (size_t i = a; i < b; i++)
-			out[i - lo] = model_init_value(
-			    cfg, &tensors[id], id, model_tensor_global_index(cfg, &tensors[id], tp_rank, i - off), seed);
+			out[i - lo] =
+			    model_init_value(cfg, &tensors[id], id,
+					     model_tensor_global_index(cfg, &tensors[id], tp_rank, i - off), seed);
 	}
 }
 

@@ -51,10 +51,14 @@ void model_tensors(const struct model_config *cfg, struct model_tensor *out)
 			int rows, cols; /* 0 C, 1 F, 2 kv dim, 3 one */
 			enum model_tp_split split;
 		} shape[MODEL_PARTS] = {
-		    [MODEL_PART_Q] = {0, 0, MODEL_TP_ROWS},	   [MODEL_PART_K] = {2, 0, MODEL_TP_ROWS},
-		    [MODEL_PART_V] = {2, 0, MODEL_TP_ROWS},	   [MODEL_PART_O] = {0, 0, MODEL_TP_COLS},
-		    [MODEL_PART_GATE] = {1, 0, MODEL_TP_ROWS},	   [MODEL_PART_UP] = {1, 0, MODEL_TP_ROWS},
-		    [MODEL_PART_DOWN] = {0, 1, MODEL_TP_COLS},	   [MODEL_PART_ATTN_NORM] = {3, 0, MODEL_TP_REPLICATED},
+		    [MODEL_PART_Q] = {0, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_K] = {2, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_V] = {2, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_O] = {0, 0, MODEL_TP_COLS},
+		    [MODEL_PART_GATE] = {1, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_UP] = {1, 0, MODEL_TP_ROWS},
+		    [MODEL_PART_DOWN] = {0, 1, MODEL_TP_COLS},
+		    [MODEL_PART_ATTN_NORM] = {3, 0, MODEL_TP_REPLICATED},
 		    [MODEL_PART_MLP_NORM] = {3, 0, MODEL_TP_REPLICATED},
 		};
 		const size_t dim[4] = {C, F, kvdim, 1};
@@ -189,9 +193,9 @@ typedef char op_name[OP_NAME_MAX];
  * local widths qdim = C / tp, kvdim, F / tp of the column-parallel outputs.
  * Without TP, Ml = M and the widths are the whole ones. */
 struct layer_acts {
-	float *resid_mid; /* [Ml, C] residual after attention */
-	float *ln1, *ln2; /* [M, C] normalised inputs of attention / MLP (gathered over tp) */
-	float *rstd1, *rstd2; /* [Ml] */
+	float *resid_mid;	/* [Ml, C] residual after attention */
+	float *ln1, *ln2;	/* [M, C] normalised inputs of attention / MLP (gathered over tp) */
+	float *rstd1, *rstd2;	/* [Ml] */
 	float *q, *k, *v;	/* [M, qdim], [M, kvdim] x2, after rotary (q, k) */
 	float *probs;		/* [B, H / tp, T, T] */
 	float *att;		/* [M, qdim] attention output before o */
@@ -218,10 +222,10 @@ struct model {
 	/* The sequence-parallel sides of the TP collectives; with tp_size == 1
 	 * they alias the buffers they would be gathered into or reduced from,
 	 * so that the ops are exactly those of a model without TP. */
-	float *ln_local;  /* [Ml, C] a norm's output before its gather (unused without TP) */
-	float *tmp_local; /* [Ml, C] tmp reduce-scattered (tmp without TP) */
-	float *dfull;	  /* [M, C] dresid gathered (dresid without TP) */
-	float *dln_local; /* [Ml, C] dln reduce-scattered (dln without TP) */
+	float *ln_local;		/* [Ml, C] a norm's output before its gather (unused without TP) */
+	float *tmp_local;		/* [Ml, C] tmp reduce-scattered (tmp without TP) */
+	float *dfull;			/* [M, C] dresid gathered (dresid without TP) */
+	float *dln_local;		/* [Ml, C] dln reduce-scattered (dln without TP) */
 	float *host_losses;		/* [Ml] host copy for the loss sum */
 	op_name (*op_names)[BLOCK_OPS]; /* [L]: the block ops' names */
 };

@@ -238,8 +238,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	    nccl_check(ncclCommSplit(s.world, dp_rank / G * T + tp_rank, rank, &s.regather, NULL),
 		       "ncclCommSplit (re-gather groups)", rank) < 0)
 		goto out;
-	if (T > 1 && nccl_check(ncclCommSplit(s.world, dp_rank, rank, &s.tp_comm, NULL), "ncclCommSplit (tp groups)",
-				rank) < 0)
+	if (T > 1 &&
+	    nccl_check(ncclCommSplit(s.world, dp_rank, rank, &s.tp_comm, NULL), "ncclCommSplit (tp groups)", rank) < 0)
 		goto out;
 
 	rc = -ENOMEM;
@@ -307,8 +307,9 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		goto out;
 	}
 	if (rank == 0 && T > 1)
-		fprintf(stderr, "fsdp_ref: mesh %d data-parallel x %d tensor-parallel ranks (units hold 1/%d of each "
-				"block's linears)\n",
+		fprintf(stderr,
+			"fsdp_ref: mesh %d data-parallel x %d tensor-parallel ranks (units hold 1/%d of each "
+			"block's linears)\n",
 			p->dp, T, T);
 	if (rank == 0)
 		fprintf(stderr,
@@ -478,8 +479,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .reduce_wait_ns = st.reduce_wait_ns,
 		    .loss_wait_ns = loss_wait_ns + clip_wait_ns,
 		    .step_ns = step_ns,
-		    .compute_ns = step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns - clip_wait_ns -
-				  tst.wait_ns,
+		    .compute_ns =
+			step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns - clip_wait_ns - tst.wait_ns,
 		    .peak_persistent_bytes = mem_peak(s.mem, MEM_PERSISTENT),
 		    .peak_transient_bytes = mem_peak(s.mem, MEM_GATHERED),
 		    .peak_gradient_bytes = mem_peak(s.mem, MEM_GRADIENT),

@@ -1015,8 +1015,8 @@ static void scenario_nvtx(void)
 	snprintf(cmd, sizeof cmd, "rm -f %s/nonvtx.*[0-9]", workdir);
 	CHECK(system(cmd) == 0, "%s", cmd);
 	int st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
-			       "--batch 4 --steps 2 --wrap linear --no-nvtx",
-			       NULL, errpath, env));
+				   "--batch 4 --steps 2 --wrap linear --no-nvtx",
+				   NULL, errpath, env));
 	CHECK(st == 0, "fsdp_ref --no-nvtx exited %d", st);
 	snprintf(cmd, sizeof cmd, "cat %s/nonvtx.*[0-9] 2>/dev/null | wc -l", workdir);
 	FILE *ls = popen(cmd, "r");
@@ -1042,7 +1042,8 @@ static void check_tp_counts(const struct run_log *lg, const struct fsdp_count_co
 			const struct step_line *l = &lg->line[r][s];
 			int eval = lp && lp->eval_every && (s + 1) % lp->eval_every == 0;
 			CHECK(l->tp == k.tp && l->dp == k.dp && l->tp_allgathers == k.tp_allgathers &&
-				  l->tp_reduce_scatters == k.tp_reduce_scatters && l->tp_allreduces == k.tp_allreduces &&
+				  l->tp_reduce_scatters == k.tp_reduce_scatters &&
+				  l->tp_allreduces == k.tp_allreduces &&
 				  l->eval_tp_allgathers == (eval ? k.eval_tp_allgathers : 0) &&
 				  l->eval_tp_reduce_scatters == (eval ? k.eval_tp_reduce_scatters : 0),
 			      "%s rank %d step %d: tp %g dp %g, tp AG %g RS %g AR %g, eval tp AG %g RS %g; closed form "
@@ -1061,7 +1062,8 @@ static double compare_losses(const double *a, const double *b, int steps, double
 	for (int s = 0; s < steps; s++) {
 		double rel = fabs(a[s] - b[s]) / fabs(b[s]);
 		worst = rel > worst ? rel : worst;
-		CHECK(rel <= tol, "%s: step %d loss %.17g vs %.17g (relative %.2g > %.2g)", what, s, a[s], b[s], rel, tol);
+		CHECK(rel <= tol, "%s: step %d loss %.17g vs %.17g (relative %.2g > %.2g)", what, s, a[s], b[s], rel,
+		      tol);
 	}
 	return worst;
 }
@@ -1098,7 +1100,8 @@ static void scenario_tp(void)
 	    {4, 1, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
 	    {4, 0, 0, 2, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 2"},
 	    {4, 0, 0, 2, 1, 1, 0, 1, 2, 3, "model", "true",
-	     "--grad-accum 2 --grad-sync last --clip-grad 1e20 --sync-module-states --eval-every 2 --checkpoint-every 3"},
+	     "--grad-accum 2 --grad-sync last --clip-grad 1e20 --sync-module-states --eval-every 2 --checkpoint-every "
+	     "3"},
 	    {4, 1, 1, 1, 0, 0, 1, 0, 0, 0, "group:2", "true", "--style fsdp1 --activation-checkpoint"},
 	};
 	const int steps = 4, ncfg = sizeof cfgs / sizeof cfgs[0];
@@ -1110,7 +1113,8 @@ static void scenario_tp(void)
 		if (cfgs[c].s)
 			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
 		snprintf(tag, sizeof tag, "tp_counts_%d", c);
-		run_trainer(&r, tag, "--nranks %d --tp 2 " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
+		run_trainer(&r, tag,
+			    "--nranks %d --tp 2 " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
 			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].flags);
 		struct run_log lg;
 		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
@@ -1131,9 +1135,9 @@ static void scenario_tp(void)
 		double loss[MAX_STEPS];
 		losses_of(&lg, loss);
 		printf("%-100s FSDP AG %g+%g RS %g AR %g; tp AG %g RS %g AR %g\n", r.args,
-		       lg.line[0][0].forward_allgathers, lg.line[0][0].backward_allgathers, lg.line[0][0].reduce_scatters,
-		       lg.line[0][0].allreduces, lg.line[0][0].tp_allgathers, lg.line[0][0].tp_reduce_scatters,
-		       lg.line[0][0].tp_allreduces);
+		       lg.line[0][0].forward_allgathers, lg.line[0][0].backward_allgathers,
+		       lg.line[0][0].reduce_scatters, lg.line[0][0].allreduces, lg.line[0][0].tp_allgathers,
+		       lg.line[0][0].tp_reduce_scatters, lg.line[0][0].tp_allreduces);
 		/* as without TP, the wrap policy and resharding change no bit */
 		if (c < 8) {
 			int ni = cfgs[c].n == 4;
@@ -1141,9 +1145,10 @@ static void scenario_tp(void)
 				memcpy(first[ni], loss, sizeof loss);
 				have_first[ni] = 1;
 			} else {
-				CHECK(memcmp(first[ni], loss, sizeof(double) * steps) == 0,
-				      "%s: losses differ from --wrap block --reshard-after-forward true (%.17g vs %.17g)",
-				      r.args, loss[steps - 1], first[ni][steps - 1]);
+				CHECK(
+				    memcmp(first[ni], loss, sizeof(double) * steps) == 0,
+				    "%s: losses differ from --wrap block --reshard-after-forward true (%.17g vs %.17g)",
+				    r.args, loss[steps - 1], first[ni][steps - 1]);
 			}
 		}
 	}
@@ -1162,7 +1167,7 @@ static void scenario_tp(void)
 	} pairs[] = {
 	    {2, 1, "--param-dtype fp32", 1e-6},
 	    {4, 2, "--param-dtype fp32", 1e-6},
-	    {2, 1, "", 1e-4},					   /* bf16 parameters */
+	    {2, 1, "", 1e-4},					/* bf16 parameters */
 	    {4, 2, "--param-dtype fp32 --clip-grad 0.5", 1e-6}, /* a clip that scales every step */
 	    {4, 2, "--param-dtype fp32 --grad-accum 2 --grad-sync last --wrap linear", 1e-6},
 	    {4, 2, "--param-dtype fp32 --shard-group 1 --reshard-after-forward false", 1e-6},
@@ -1222,7 +1227,8 @@ int main(int argc, char **argv)
 	} scenarios[] = {
 	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
 	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
-	    {"nvtx", scenario_nvtx}, {"loop", scenario_loop}, {"tp", scenario_tp}, {"tp_nvtx", scenario_tp_nvtx},
+	    {"nvtx", scenario_nvtx},	     {"loop", scenario_loop},	      {"tp", scenario_tp},
+	    {"tp_nvtx", scenario_tp_nvtx},
 	};
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -259,8 +259,15 @@ static void test_counts_closed_form(void **state)
 
 /* A tiny model with T = 2 and T = 4 dividing heads, kv heads and ffn. */
 static const struct model_config tp_cfg = {
-    .vocab = 16, .layers = 2, .d_model = 8, .ffn = 12, .heads = 4, .kv_heads = 4, .seq = 4,
-    .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+    .vocab = 16,
+    .layers = 2,
+    .d_model = 8,
+    .ffn = 12,
+    .heads = 4,
+    .kv_heads = 4,
+    .seq = 4,
+    .rope_theta = 10000.0f,
+    .norm_eps = 1e-5f,
 };
 
 /* Every element of every whole tensor is held by exactly one tp rank when
@@ -386,11 +393,11 @@ static void test_counts_tensor_parallel(void **state)
 {
 	struct fsdp_counts k, plain;
 	char err[256] = "";
-	struct fsdp_count_config c = {.wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 4,
-				      .tp = 2};
+	struct fsdp_count_config c = {
+	    .wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 4, .tp = 2};
 	assert_int_equal(fsdp_expected_counts(&c, &k, err, sizeof err), 0);
-	struct fsdp_count_config dp_only = {.wrap = "linear", .layers = 4, .reshard_after_forward = "true",
-					    .world_size = 2};
+	struct fsdp_count_config dp_only = {
+	    .wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 2};
 	assert_int_equal(fsdp_expected_counts(&dp_only, &plain, err, sizeof err), 0);
 	/* FSDP's side: exactly the dp = 2 counts */
 	assert_int_equal(k.units, plain.units);
@@ -400,7 +407,7 @@ static void test_counts_tensor_parallel(void **state)
 	assert_int_equal(k.tp, 2);
 	assert_int_equal(k.dp, 2);
 	assert_int_equal(k.tp_replicated_units, 1 + 4); /* root + one rest unit per block */
-	assert_int_equal(k.tp_allgathers, 16);		 /* 2 L forward + 2 L backward */
+	assert_int_equal(k.tp_allgathers, 16);		/* 2 L forward + 2 L backward */
 	assert_int_equal(k.tp_reduce_scatters, 16);
 	assert_int_equal(k.tp_allreduces, 5);
 	assert_int_equal(k.eval_tp_allgathers, 8);
@@ -421,9 +428,15 @@ static void test_counts_tensor_parallel(void **state)
 
 	/* micro-batches multiply the tp traffic whatever --grad-sync; clipping
 	 * adds its second mesh dimension; HSDP lives inside dp */
-	struct fsdp_count_config loop = {.wrap = "block", .layers = 4, .reshard_after_forward = "false",
-					 .world_size = 8, .shard_group = 2, .grad_accum = 3, .grad_sync_last = 1,
-					 .clip_grad = 1, .tp = 2};
+	struct fsdp_count_config loop = {.wrap = "block",
+					 .layers = 4,
+					 .reshard_after_forward = "false",
+					 .world_size = 8,
+					 .shard_group = 2,
+					 .grad_accum = 3,
+					 .grad_sync_last = 1,
+					 .clip_grad = 1,
+					 .tp = 2};
 	assert_int_equal(fsdp_expected_counts(&loop, &k, err, sizeof err), 0);
 	assert_int_equal(k.dp, 4);
 	assert_int_equal(k.hsdp_allreduces, 5); /* R = 4 / 2, one sync micro-batch */
