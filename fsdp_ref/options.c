@@ -40,6 +40,7 @@ enum {
 	OPT_FORWARD_PREFETCH,
 	OPT_ACTIVATION_CHECKPOINT,
 	OPT_NO_NVTX,
+	OPT_TP,
 	OPT_HELP,
 };
 
@@ -76,6 +77,7 @@ static const struct option long_options[] = {
     {"forward-prefetch", no_argument, NULL, OPT_FORWARD_PREFETCH},
     {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
+    {"tp", required_argument, NULL, OPT_TP},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -112,7 +114,8 @@ void options_usage(FILE *out)
 	      "    --param-dtype bf16|fp32    gathered parameter dtype [bf16]\n"
 	      "    --reduce-dtype fp32|bf16   gradient reduction dtype [fp32]\n"
 	      "    --shard-group S shard within groups of S ranks and all-reduce gradients\n"
-	      "                    across the N/S replicas (HSDP) [N]\n"
+	      "                    across the N/S replicas (HSDP); with --tp T, groups of the\n"
+	      "                    N/T data-parallel ranks and (N/T)/S replicas [N/T]\n"
 	      "    --style fsdp2|fsdp1\n"
 	      "                    fsdp2: fully_shard, forward and backward prefetch of --prefetch\n"
 	      "                    units; fsdp1: FullyShardedDataParallel, backward prefetch\n"
@@ -124,6 +127,19 @@ void options_usage(FILE *out)
 	      "                    gathers per unit per step); fsdp2 recomputes inside the unit's\n"
 	      "                    backward gather (no extra gather). The recomputation itself is\n"
 	      "                    emulated (activations are kept), the gathers are real\n"
+	      "\n"
+	      "TENSOR PARALLEL\n"
+	      "    --tp T          tensor parallelism with sequence parallelism over groups of T\n"
+	      "                    consecutive ranks (Megatron-style, as torchtitan's FSDP2 + TP):\n"
+	      "                    q, k, v, gate, up column-parallel, o, down row-parallel, norms\n"
+	      "                    and the root replicated on 1/T of the tokens; per block an\n"
+	      "                    AllGather and a ReduceScatter on the tp communicator around\n"
+	      "                    attention and around the MLP, mirrored in backward, and an\n"
+	      "                    AllReduce of the replicated tensors' gradients per unit that\n"
+	      "                    holds them. FSDP shards over the N/T data-parallel ranks of\n"
+	      "                    the same tp rank (--shard-group divides N/T). T must divide\n"
+	      "                    N, --heads, --kv-heads, --ffn and the tokens per\n"
+	      "                    data-parallel rank [1]\n"
 	      "\n"
 	      "TRAINING LOOP\n"
 	      "    --grad-accum K  K micro-batches of --batch sequences per optimizer step [1]\n"
@@ -156,6 +172,7 @@ void options_usage(FILE *out)
 	      "    fsdp_ref --nranks 4 --shard-group 2 --reshard-after-forward false\n"
 	      "    fsdp_ref --nranks 2 --grad-accum 4 --grad-sync last --clip-grad 1.0 --no-nvtx\n"
 	      "    fsdp_ref --nranks 4 --shard-group 2 --style fsdp1 --sync-module-states\n"
+	      "    fsdp_ref --nranks 4 --tp 2 --wrap linear --log tp.jsonl    (2 x 2 mesh)\n"
 	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
 	      out);
 }
@@ -209,7 +226,8 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		      .kv_heads = 2,
 		      .seq = 32,
 		      .rope_theta = 10000.0f,
-		      .norm_eps = 1e-5f},
+		      .norm_eps = 1e-5f,
+		      .tp = 1},
 	    .batch = 8,
 	    .steps = 20,
 	    .seed = 1,
@@ -352,6 +370,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			break;
 		case OPT_NO_NVTX:
 			o->nvtx = 0;
+			break;
+		case OPT_TP:
+			bad = parse_int(optarg, 1, 1024, &o->model.tp);
 			break;
 		case OPT_HELP:
 		case 'h':
