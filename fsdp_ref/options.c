@@ -41,6 +41,7 @@ enum {
 	OPT_ACTIVATION_CHECKPOINT,
 	OPT_NO_NVTX,
 	OPT_TP,
+	OPT_COMM_NAMES,
 	OPT_HELP,
 };
 
@@ -77,6 +78,7 @@ static const struct option long_options[] = {
     {"forward-prefetch", no_argument, NULL, OPT_FORWARD_PREFETCH},
     {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
+    {"comm-names", no_argument, NULL, OPT_COMM_NAMES},
     {"tp", required_argument, NULL, OPT_TP},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -163,6 +165,8 @@ void options_usage(FILE *out)
 	      "    --log FILE      JSON lines, one per rank per step, all ranks in FILE\n"
 	      "    --quiet         no 'step N loss X' lines on stdout\n"
 	      "    --no-nvtx       no NVTX ranges (a job that marks nothing)\n"
+	      "    --comm-names    name the communicators in ncclConfig_t.commName: world, dp_shard,\n"
+	      "                    dp_replicate, dp_regather, tp\n"
 	      "\n"
 	      "ENVIRONMENT\n"
 	      "    FSDP_REF_LINK_LATENCY_US, FSDP_REF_LINK_GBPS   link model of the NCCL stand-in\n"
@@ -370,6 +374,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			break;
 		case OPT_NO_NVTX:
 			o->nvtx = 0;
+			break;
+		case OPT_COMM_NAMES:
+			o->comm_names = 1;
 			break;
 		case OPT_TP:
 			bad = parse_int(optarg, 1, 1024, &o->model.tp);

@@ -47,6 +47,7 @@ struct fsdp_options {
 	int forward_prefetch;	      /* --forward-prefetch (fsdp1; fsdp2 always prefetches) */
 	int activation_checkpoint;    /* --activation-checkpoint */
 	int nvtx;		      /* 0 with --no-nvtx: no NVTX ranges at all */
+	int comm_names;		      /* --comm-names: name the communicators (ncclConfig_t.commName) */
 };
 
 /* Parse argv into *o (defaults first). Returns 0, 1 when --help was given,
