@@ -38,6 +38,7 @@
  * several steps of any job seen so far (a 32-block per-Linear step is about
  * 800 events, with tensor parallelism about 1100). */
 #define ANALYZE_ROLE_WINDOW 4096
+#define ANALYZE_ROLE_STEPS 3
 /* NVTX steps buffered before the steady-state step is chosen among them. */
 #define ANALYZE_EARLY_STEPS 8
 /* Steps that may wait for late GPU intervals before they are analysed anyway. */
@@ -1165,9 +1166,11 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 		a->min_rank_seen = src->rank;
 	uint64_t have = src->events_base + tl_array_len(&src->events);
 	if (!rs->roles_decided) {
-		/* roles first, from a window of events (nothing is cut before) */
+		/* roles first, from a window of events (nothing is cut before): the
+		 * window, or three NVTX steps' events (steps wait, with their ranges,
+		 * until then) */
 		size_t len = tl_array_len(&src->events);
-		if (!final && len < ANALYZE_ROLE_WINDOW)
+		if (!final && len < ANALYZE_ROLE_WINDOW && src->step_ranges < ANALYZE_ROLE_STEPS)
 			return 0;
 		int rc = comm_roles_decide(a->tl, src, len ? tl_array_at(&src->events, 0) : NULL, len, a->opt.fsdp_comm,
 					   &rs->roles);

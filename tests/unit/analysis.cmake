@@ -4,7 +4,7 @@ if(TARGET fss_analysis)
   foreach(t steps units overlap ledger reshard trace phases roles)
     fss_unit_test(NAME analysis_${t}_test
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_${t}_test.c
-      LIBS fss_analysis fss_common TIMEOUT 60)
+      LIBS fss_analysis fss_common TIMEOUT 180)
   endforeach()
   if(TARGET analysis_trace_test)
     target_sources(analysis_trace_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c)
