@@ -138,6 +138,24 @@ int log_write(struct run_log *log, const struct log_record *r)
 	    ",\"forward_prefetch\":%d,\"activation_checkpoint\":%s,\"nvtx\":%s",
 	    r->grad_accum, r->clip_grad, r->eval_every, r->checkpoint_every, r->forward_prefetch,
 	    r->activation_checkpoint ? "true" : "false", r->nvtx ? "true" : "false");
+	if (r->zero3_gather) {
+		put_str(&l, "zero3_gather", r->zero3_gather);
+		put(&l,
+		    ",\"allgather_calls\":%d,\"optimizer_allgathers\":%d,\"gathered_elements\":%" PRIu64
+		    ",\"forward_gathered_elements\":%" PRIu64 ",\"backward_gathered_elements\":%" PRIu64,
+		    r->allgather_calls, r->optimizer_allgathers, r->gathered_elements, r->forward_gathered_elements,
+		    r->backward_gathered_elements);
+		put(&l,
+		    ",\"bucket\":%" PRIu64 ",\"persistence_threshold\":%" PRIu64 ",\"max_reuse_distance\":%" PRIu64
+		    ",\"max_live\":%" PRIu64 ",\"reduce_bucket\":%" PRIu64 ",\"persistent_params\":%d"
+		    ",\"persistent_elements\":%" PRIu64,
+		    r->bucket, r->persistence_threshold, r->max_reuse_distance, r->max_live, r->reduce_bucket,
+		    r->persistent_params, r->persistent_elements);
+		put(&l, ",\"fetch_elements\":[");
+		for (int i = 0; i < r->fetches; i++)
+			put(&l, "%s%" PRIu64, i ? "," : "", r->fetch_elements[i]);
+		put(&l, "]");
+	}
 	put(&l, "}\n");
 	int rc = 0;
 	if (l.failed) {
