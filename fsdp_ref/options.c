@@ -284,7 +284,7 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		char name[64];
 		snprintf(name, sizeof name, "--%s", li >= 0 ? long_options[li].name : "?");
 		li = -1;
-		int bad = 0;
+		int bad = 0, count_min = -1; /* count_min: the flag takes an element count >= it */
 		switch (c) {
 		case OPT_BACKEND:
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
@@ -417,24 +417,28 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			else
 				return options_fail(err, errlen, "bad --zero3-gather '%s': use flat or coalesced", optarg);
 			break;
+		/* thresholds may be 0 (nothing persists, nothing is kept for reuse); sizes
+		 * hold at least one element */
 		case OPT_BUCKET:
-		case OPT_PERSISTENCE_THRESHOLD:
-		case OPT_MAX_REUSE_DISTANCE:
-		case OPT_MAX_LIVE:
-		case OPT_REDUCE_BUCKET: {
-			/* thresholds may be 0 (nothing persists, nothing is kept for reuse);
-			 * sizes must hold at least one element */
-			int threshold = c == OPT_PERSISTENCE_THRESHOLD || c == OPT_MAX_REUSE_DISTANCE;
-			uint64_t *dst = c == OPT_BUCKET		       ? &o->bucket
-					: c == OPT_PERSISTENCE_THRESHOLD ? &o->persistence_threshold
-					: c == OPT_MAX_REUSE_DISTANCE	 ? &o->max_reuse_distance
-					: c == OPT_MAX_LIVE		 ? &o->max_live
-									 : &o->reduce_bucket;
-			if (parse_count(optarg, threshold ? 0 : 1, dst) < 0)
-				return options_fail(err, errlen, "bad %s '%s': an element count %s (such as 5e7)", name,
-						    optarg, threshold ? ">= 0" : ">= 1");
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->bucket);
 			break;
-		}
+		case OPT_PERSISTENCE_THRESHOLD:
+			count_min = 0;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->persistence_threshold);
+			break;
+		case OPT_MAX_REUSE_DISTANCE:
+			count_min = 0;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->max_reuse_distance);
+			break;
+		case OPT_MAX_LIVE:
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->max_live);
+			break;
+		case OPT_REDUCE_BUCKET:
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->reduce_bucket);
+			break;
 		case OPT_HELP:
 		case 'h':
 			return 1;
@@ -443,6 +447,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		default:
 			return options_fail(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
 		}
+		if (bad && count_min >= 0)
+			return options_fail(err, errlen, "bad %s '%s': an element count >= %d (such as 5e7)", name, optarg,
+					    count_min);
 		if (bad)
 			return options_fail(err, errlen, "bad value '%s' for %s (see --help)", optarg, name);
 		if (c >= OPT_ZERO3_GATHER && c <= OPT_REDUCE_BUCKET && !zero3_flag[0])

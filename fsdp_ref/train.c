@@ -290,6 +290,15 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			be->name, n, S, model_param_count(&o->model), s.units->nunits, s.units->largest_unit,
 			fsdp_style_name(o->style), o->wrap, o->reshard, o->prefetch, dtype_name(o->param_dtype),
 			dtype_name(o->reduce_dtype), k, k == 1 ? "" : "es");
+	if (rank == 0 && s.z3)
+		fprintf(stderr,
+			"fsdp_ref: zero3: %d tensors partitioned over %d ranks, %s gathers, bucket %llu, persistence "
+			"threshold %llu, max reuse distance %llu, max live %llu, reduce bucket %llu (the wrap, reshard "
+			"and prefetch above do not apply)\n",
+			model_tensor_count(&o->model), n, o->zero3_coalesced ? "coalesced" : "flat",
+			(unsigned long long)o->bucket, (unsigned long long)o->persistence_threshold,
+			(unsigned long long)o->max_reuse_distance, (unsigned long long)o->max_live,
+			(unsigned long long)o->reduce_bucket);
 
 	int init_broadcasts = 0;
 	if (o->sync_module_states) {
