@@ -42,6 +42,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -661,7 +662,7 @@ static void comm_end(struct comm_call *c)
  * come from the communicator itself when it answers (a non-blocking init
  * still in progress does not: then from the arguments). */
 static void comm_note(const struct comm_call *c, uint16_t event, ncclComm_t comm, uint64_t id_hash, int nranks,
-		      int rank, ncclComm_t parent, int color, int key, ncclResult_t res)
+		      int rank, ncclComm_t parent, int color, int key, uint32_t name, ncclResult_t res)
 {
 	struct fss_rec_comm r = {
 	    .head = {.type = FSS_REC_COMM, .size = sizeof(r), .source = 0},
@@ -679,6 +680,7 @@ static void comm_note(const struct comm_call *c, uint16_t event, ncclComm_t comm
 	    .event = event,
 	    .path = FSS_PATH_INTERPOSE,
 	    .thread = agent_thread_id(),
+	    .name = name,
 	};
 	if (comm && res == ncclSuccess) {
 		__typeof__(&ncclCommCount) count_fn = REAL(ncclCommCount);
@@ -708,6 +710,21 @@ static void comm_note(const struct comm_call *c, uint16_t event, ncclComm_t comm
 		agent_cupti_maybe_start(); /* CUDA is up now: late enable */
 }
 
+/* The name a job gave a communicator (ncclConfig_t.commName), interned; 0
+ * when there is none. The struct may come from an older nccl.h: its size
+ * says which fields it has (NCCL only ever appends), its magic that it was
+ * initialised with NCCL_CONFIG_INITIALIZER. */
+static uint32_t config_name(const ncclConfig_t *config)
+{
+	if (!config || config->magic != 0xcafebeef ||
+	    config->size < offsetof(ncclConfig_t, commName) + sizeof(config->commName))
+		return FSS_STRING_NONE;
+	const char *name = config->commName;
+	if (name == NCCL_CONFIG_UNDEF_PTR || !name[0])
+		return FSS_STRING_NONE;
+	return agent_intern(name, (long)strnlen(name, FSS_STRING_MAX_BYTES));
+}
+
 WRAP_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
 	__typeof__(&ncclCommInitRank) real = REAL(ncclCommInitRank);
@@ -719,7 +736,8 @@ WRAP_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueI
 	ncclResult_t res = real(comm, nranks, commId, rank);
 	comm_end(&c);
 	ncclComm_t made = (comm && (res == ncclSuccess || res == ncclInProgress)) ? *comm : NULL;
-	comm_note(&c, FSS_COMM_INIT, made, record_hash_bytes(&commId, sizeof(commId)), nranks, rank, NULL, -1, -1, res);
+	comm_note(&c, FSS_COMM_INIT, made, record_hash_bytes(&commId, sizeof(commId)), nranks, rank, NULL, -1, -1,
+		  FSS_STRING_NONE, res);
 	return res;
 }
 
@@ -735,7 +753,8 @@ WRAP_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclU
 	ncclResult_t res = real(comm, nranks, commId, rank, config);
 	comm_end(&c);
 	ncclComm_t made = (comm && (res == ncclSuccess || res == ncclInProgress)) ? *comm : NULL;
-	comm_note(&c, FSS_COMM_INIT, made, record_hash_bytes(&commId, sizeof(commId)), nranks, rank, NULL, -1, -1, res);
+	comm_note(&c, FSS_COMM_INIT, made, record_hash_bytes(&commId, sizeof(commId)), nranks, rank, NULL, -1, -1,
+		  config_name(config), res);
 	return res;
 }
 
@@ -758,11 +777,11 @@ WRAP_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *de
 	} key = {(uint64_t)getpid(), atomic_fetch_add(&init_all_calls, 1)};
 	uint64_t id_hash = record_hash_bytes(&key, sizeof(key));
 	if (res != ncclSuccess || !comms || ndev < 1) {
-		comm_note(&c, FSS_COMM_INIT, NULL, 0, ndev, -1, NULL, -1, -1, res);
+		comm_note(&c, FSS_COMM_INIT, NULL, 0, ndev, -1, NULL, -1, -1, FSS_STRING_NONE, res);
 		return res;
 	}
 	for (int i = 0; i < ndev; i++)
-		comm_note(&c, FSS_COMM_INIT, comms[i], id_hash, ndev, i, NULL, -1, -1, res);
+		comm_note(&c, FSS_COMM_INIT, comms[i], id_hash, ndev, i, NULL, -1, -1, FSS_STRING_NONE, res);
 	return res;
 }
 
@@ -793,7 +812,7 @@ WRAP_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
 	ncclResult_t res = real(comm, color, key, newcomm, config);
 	comm_end(&c);
 	ncclComm_t made = (newcomm && (res == ncclSuccess || res == ncclInProgress)) ? *newcomm : NULL;
-	comm_note(&c, FSS_COMM_SPLIT, made, id_hash, -1, -1, comm, color, key, res);
+	comm_note(&c, FSS_COMM_SPLIT, made, id_hash, -1, -1, comm, color, key, config_name(config), res);
 	return res;
 }
 

@@ -46,16 +46,22 @@ const char cmd_lint_help[] =
 	"                           for a consistent straggler, info for jitter\n\n"
 	"    A well-wrapped job (one unit per block, prefetch on) gets no error.\n\n"
 	"OPTIONS\n"
-	"    --json                 print the whole report as JSON (schema fsdpscope.report/1,\n"
+	"    --json                 print the whole report as JSON (schema fsdpscope.report/2,\n"
 	"                           docs/report-schema.md), findings included\n"
 	"    --fail-on SEVERITY     exit 1 when a finding is at least SEVERITY (default error)\n"
 	"    --brief                no explanations, FSDP2 fixes only\n"
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
-	"EXIT STATUS\n"
-	"    0 no finding reached --fail-on; 1 a finding did; 2 bad usage, or a trace that\n"
-	"    cannot be read or is damaged (the findings of the readable part are printed,\n"
-	"    then where and why it stopped), or one without any collective.\n\n"
+	"EXIT STATUS (the first that applies)\n"
+	"    2  bad usage, or TRACE is not a trace or cannot be read\n"
+	"    3  not diagnosed: no training step, no FSDP communicator, or a pattern the\n"
+	"       analysis does not cover (the not-diagnosed finding says which); whatever\n"
+	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
+	"    1  a finding reached --fail-on\n"
+	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
+	"       cut short (analysed up to there: where and why is printed), or records the\n"
+	"       agents dropped\n"
+	"    0  diagnosed from a complete trace, no finding at --fail-on\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope lint run.fss\n"
 	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
@@ -121,34 +127,41 @@ int cmd_lint(int argc, char **argv)
 	} else {
 		if (findings_count(d.findings))
 			diagnosis_print_findings(stdout, d.findings, !brief, brief);
-		else if (d.result->steps_analyzed)
-			printf("no findings: %u steps analysed, %u AllGathers per step (%u repeating units x %u)\n",
-			       d.result->steps_analyzed, d.result->per_step.allgathers, d.result->units.repeating_units,
-			       d.result->units.gathers_per_unit);
+		else if (d.result->steps_analyzed) {
+			printf("no findings: ");
+			diagnosis_print_summary(stdout, d.result);
+			printf("\n");
+		}
 		printf("%sfsdpscope lint: ", findings_count(d.findings) ? "\n" : "");
 		diagnosis_print_tally(stdout, d.findings);
 		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
 	}
 	fflush(stdout);
 	max = findings_max_severity(d.findings);
-	if (d.result->trace.collectives == 0) {
-		fprintf(stderr, "fsdpscope lint: %s: the trace holds no NCCL collective: nothing to check (was the job "
-				"run under 'fsdpscope run'?)\n",
-			argv[optind]);
-		rc = EXIT_USAGE;
-	} else if (d.damage[0]) {
-		fprintf(stderr, "fsdpscope lint: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],
+	if (d.damage[0])
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed up to there: %s\n", argv[optind],
 			d.damage);
-		rc = EXIT_USAGE;
-	} else {
-		if (d.result->steps_analyzed == 0)
-			fprintf(stderr, "fsdpscope lint: %s: no training step found in the trace: the rules had nothing "
-					"to judge\n",
-				argv[optind]);
-		rc = max >= (int)fail_on ? EXIT_FINDING : EXIT_OK;
-	}
+	if (d.result->trace.dropped_records)
+		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
+				"incomplete trace\n",
+			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+	rc = lint_exit_status(d.result, d.damage[0] != 0, max, fail_on);
+	if (rc == EXIT_UNDIAGNOSED)
+		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", argv[optind], d.result->undecided_why,
+			d.result->trace.collectives ? "" : " (was the job run under 'fsdpscope run'?)");
 	diagnosis_free(&d);
 	return rc;
+}
+
+int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on)
+{
+	if (a->verdict == ANALYSIS_UNDECIDED)
+		return EXIT_UNDIAGNOSED;
+	if (max_severity >= (int)fail_on)
+		return EXIT_FINDING;
+	if (damaged || a->trace.truncated || a->trace.dropped_records)
+		return EXIT_INCOMPLETE;
+	return EXIT_OK;
 }
 
 int lint_print_summary(const char *trace_path, FILE *out)
@@ -166,9 +179,9 @@ int lint_print_summary(const char *trace_path, FILE *out)
 	}
 	fprintf(out, "fsdpscope lint: ");
 	diagnosis_print_tally(out, d.findings);
-	fprintf(out, " (%u steps analysed, %u AllGathers per step, %u repeating units x %u)\n",
-		d.result->steps_analyzed, d.result->per_step.allgathers, d.result->units.repeating_units,
-		d.result->units.gathers_per_unit);
+	fprintf(out, " (");
+	diagnosis_print_summary(out, d.result);
+	fprintf(out, ")\n");
 	for (size_t i = 0; i < findings_count(d.findings); i++) {
 		const struct finding *f = findings_get(d.findings, i);
 		const char *nl;

@@ -32,7 +32,7 @@ const char cmd_report_help[] =
 	"      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
 	"OPTIONS\n"
 	"    --text                 text (default)\n"
-	"    --json                 one JSON document, schema fsdpscope.report/1 (docs/report-schema.md)\n"
+	"    --json                 one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)\n"
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
 	"EXIT STATUS\n"

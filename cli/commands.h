@@ -18,8 +18,11 @@ struct command {
 /* Exit codes shared by all commands. */
 enum {
 	EXIT_OK = 0,
-	EXIT_FINDING = 1, /* lint: a finding reached --fail-on */
-	EXIT_USAGE = 2,   /* bad flags or input */
+	EXIT_FINDING = 1,     /* lint: a finding reached --fail-on */
+	EXIT_USAGE = 2,       /* bad flags or input: not a trace, unreadable, an option that cannot apply */
+	EXIT_UNDIAGNOSED = 3, /* lint: no verdict reached (no step, no FSDP group, an unknown pattern) */
+	EXIT_INCOMPLETE = 4,  /* lint: diagnosed from a trace that is damaged or cut short, or lost
+	                         records: no finding reached --fail-on in what was read */
 };
 
 int cmd_dump(int argc, char **argv);

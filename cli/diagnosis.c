@@ -158,6 +158,11 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 	case DIAG_OPT_HOST_TIMING:
 		o->force_host_timing = 1;
 		return 0;
+	case DIAG_OPT_FSDP_COMM:
+		if (!arg[0])
+			goto bad;
+		o->fsdp_comm = arg;
+		return 0;
 	case DIAG_OPT_EXPOSED_MIN_NS:
 		if (rule_parse_number(arg, &v))
 			goto bad;

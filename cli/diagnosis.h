@@ -2,7 +2,7 @@
  * diagnosis.h - what `fsdpscope lint` and `fsdpscope report` share: the
  * flags that steer the analysis and the rules, running both over a trace,
  * and writing the result as text or as the JSON report
- * (docs/report-schema.md, "fsdpscope.report/1").
+ * (docs/report-schema.md, "fsdpscope.report/2").
  */
 #ifndef FSS_CLI_DIAGNOSIS_H
 #define FSS_CLI_DIAGNOSIS_H
@@ -33,6 +33,7 @@ enum diagnosis_opt {
 	DIAG_OPT_FLOPS_PER_STEP,
 	DIAG_OPT_TOKENS_PER_STEP,
 	DIAG_OPT_EXPOSED_MIN_NS,
+	DIAG_OPT_FSDP_COMM,
 	DIAG_OPT_END
 };
 
@@ -56,7 +57,8 @@ enum diagnosis_opt {
 	{"peak-flops", required_argument, NULL, DIAG_OPT_PEAK_FLOPS},                                         \
 	{"flops-per-step", required_argument, NULL, DIAG_OPT_FLOPS_PER_STEP},                                 \
 	{"tokens-per-step", required_argument, NULL, DIAG_OPT_TOKENS_PER_STEP},                               \
-	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS}
+	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS},                                 \
+	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM}
 
 /* The help text of the shared flags (OPTIONS section lines), a string
  * literal so that each command's static help text can include it. */
@@ -73,6 +75,9 @@ enum diagnosis_opt {
 	"                           (default \"" ANALYSIS_DEFAULT_COMPUTE_RANGES "\")\n" \
 	"    --host-timing          measure exposure from host timing even when GPU intervals exist\n" \
 	"    --exposed-min-ns NS    exposure below NS per gather counts as hidden (default 1000)\n" \
+	"    --fsdp-comm ID         the FSDP shard group, by the id or dimension 'report' lists under\n" \
+	"                           communicators (at least 4 hex digits of its start) or by the name\n" \
+	"                           the job gave it (ncclConfig_t.commName); default: told from traffic\n" \
 	"  Ledger and MFU\n" \
 	"    --prefetch N           units gathered ahead (default 1)\n" \
 	"    --param-dtype T        dtype parameters are gathered and computed in: bf16 (default), fp16,\n" \
@@ -93,6 +98,11 @@ struct diagnosis_flags {
 	struct analysis_options analysis;
 	struct rule_config rules;
 };
+
+/* diagnosis_print_summary - one line, no newline: what was analysed and the
+ * headline counts ("8 steps analysed, 4 micro-batches per step, ..."), or
+ * why no verdict was reached. */
+void diagnosis_print_summary(FILE *out, const struct analysis_result *a);
 
 /* diagnosis_flags_init - analysis defaults, rule defaults. */
 void diagnosis_flags_init(struct diagnosis_flags *f);
@@ -150,7 +160,7 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 void diagnosis_free(struct diagnosis *d);
 
 /* diagnosis_print_json - the whole report as one JSON document
- * ("fsdpscope.report/1"), followed by a newline. */
+ * ("fsdpscope.report/2"), followed by a newline. */
 void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rule_config *rules);
 
 /* diagnosis_print_ledger_json - the planning calculator's result as one

@@ -7,6 +7,17 @@
 
 #include <stdio.h>
 
+#include "collector/analysis.h"
+#include "rules/rules.h"
+
+/*
+ * lint_exit_status - lint's exit status for analysis a (`fsdpscope lint
+ * --help`, EXIT STATUS): EXIT_UNDIAGNOSED without a verdict, EXIT_FINDING
+ * when max_severity (findings_max_severity) reaches fail_on, EXIT_INCOMPLETE
+ * when the trace was damaged, cut short or lost records, else EXIT_OK.
+ */
+int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on);
+
 /*
  * lint_print_summary - analyse the finished trace at trace_path with the
  * default options and thresholds, and print the findings to out: a tally

@@ -1,6 +1,6 @@
 /*
  * report_json.c - the diagnosis as one JSON document, schema
- * "fsdpscope.report/1" (docs/report-schema.md, docs/report-schema.json).
+ * "fsdpscope.report/2" (docs/report-schema.md, docs/report-schema.json).
  *
  * Keys are only ever added within a schema version; a removal or a change
  * of meaning is a new version. Unknown values are null, never a sentinel
@@ -124,12 +124,18 @@ static void jw_dtypes(struct jw *w, const char *key, uint32_t bits)
 	jw_close(w, ']');
 }
 
-static void write_counts(struct jw *w, const char *key, const struct analysis_step_counts *s)
+/* phases_known: forward / backward are numbers, else null (not told). */
+static void write_counts(struct jw *w, const char *key, const struct analysis_step_counts *s, int phases_known)
 {
 	jw_open(w, key, '{');
 	jw_u64(w, "allgathers", s->allgathers);
-	jw_u64(w, "forward_allgathers", s->forward_allgathers);
-	jw_u64(w, "backward_allgathers", s->backward_allgathers);
+	if (phases_known) {
+		jw_u64(w, "forward_allgathers", s->forward_allgathers);
+		jw_u64(w, "backward_allgathers", s->backward_allgathers);
+	} else {
+		jw_null(w, "forward_allgathers");
+		jw_null(w, "backward_allgathers");
+	}
 	jw_u64(w, "allgather_calls", s->allgather_calls);
 	jw_u64(w, "reduce_scatters", s->reduce_scatters);
 	jw_u64(w, "reduce_scatter_calls", s->reduce_scatter_calls);
@@ -177,6 +183,92 @@ static void write_reshard(struct jw *w, const struct analysis_reshard_info *r)
 	jw_u64(w, "retain_extra_bytes", r->retain_extra_bytes);
 	jw_u64(w, "reshard_extra_gathers", r->reshard_extra_gathers);
 	jw_u64(w, "reshard_extra_wire_bytes", r->reshard_extra_wire_bytes);
+	jw_u64(w, "recompute_regathers", r->recompute_regathers);
+	jw_close(w, '}');
+}
+
+/* An id as 16 hex digits (what --fsdp-comm takes). */
+static void jw_hex(struct jw *w, const char *key, uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof buf, "%016" PRIx64, v);
+	jw_str(w, key, buf);
+}
+
+static void write_comms(struct jw *w, const struct analysis_result *a)
+{
+	jw_open(w, "communicators", '[');
+	for (uint32_t i = 0; i < a->ncomms; i++) {
+		const struct analysis_comm *c = &a->comms[i];
+		jw_open(w, NULL, '{');
+		jw_hex(w, "id", c->id);
+		jw_hex(w, "dimension", c->dimension);
+		jw_name(w, "name", c->name);
+		jw_i64(w, "nranks", c->nranks);
+		jw_i64(w, "rank", c->rank);
+		jw_str(w, "role", analysis_comm_role_name(c->role));
+		jw_bool(w, "role_given", c->role_given);
+		jw_open(w, "per_step", '{');
+		jw_u64(w, "allgathers", c->allgathers);
+		jw_u64(w, "reduce_scatters", c->reduce_scatters);
+		jw_u64(w, "allreduces", c->allreduces);
+		jw_u64(w, "broadcasts", c->broadcasts);
+		jw_u64(w, "point_to_point", c->point_to_point);
+		jw_u64(w, "alltoalls", c->alltoalls);
+		jw_u64(w, "other", c->other);
+		jw_close(w, '}');
+		jw_u64(w, "outside_steps", c->outside);
+		jw_u64(w, "bytes_per_step", c->bytes_per_step);
+		jw_u64(w, "elements_median", c->elements_median);
+		jw_str(w, "evidence", c->evidence);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	if (a->fsdp_comm >= 0)
+		jw_i64(w, "fsdp_communicator", a->fsdp_comm);
+	else
+		jw_null(w, "fsdp_communicator");
+	jw_u64(w, "tp_degree", a->tp_degree);
+}
+
+static void write_microbatches(struct jw *w, const struct analysis_microbatches *m, int known)
+{
+	if (!known) {
+		jw_null(w, "microbatches");
+		return;
+	}
+	jw_open(w, "microbatches", '{');
+	jw_u64(w, "per_step", m->per_step);
+	jw_u64(w, "sync", m->sync);
+	jw_u64(w, "forward_only", m->forward_only);
+	jw_u64(w, "forward_allgathers", m->forward_allgathers);
+	jw_u64(w, "backward_allgathers", m->backward_allgathers);
+	jw_u64(w, "recompute_allgathers", m->recompute_allgathers);
+	jw_bool(w, "told", m->told);
+	jw_str(w, "phases", analysis_phase_source_name(m->phase_source));
+	jw_close(w, '}');
+}
+
+static void write_buckets(struct jw *w, const struct analysis_result *a)
+{
+	const struct analysis_buckets *b = &a->buckets;
+	if (a->verdict != ANALYSIS_BUCKETED) {
+		jw_null(w, "buckets");
+		return;
+	}
+	jw_open(w, "buckets", '{');
+	jw_u64(w, "fetches_per_step", b->fetches_per_step);
+	jw_u64(w, "calls_per_step", b->calls_per_step);
+	jw_u64(w, "grouped_fetches", b->grouped_fetches);
+	jw_u64(w, "max_calls_per_fetch", b->max_calls_per_fetch);
+	jw_u64(w, "fetch_elements_min", b->fetch_elements_min);
+	jw_u64(w, "fetch_elements_median", b->fetch_elements_median);
+	jw_u64(w, "fetch_elements_max", b->fetch_elements_max);
+	jw_u64(w, "gathered_elements_per_step", b->gathered_elements_per_step);
+	jw_u64(w, "reduce_buckets_per_step", b->reduce_buckets_per_step);
+	jw_u64(w, "reduce_sizes_matching", b->reduce_sizes_matching);
+	jw_u64(w, "reduce_elements_per_step", b->reduce_elements_per_step);
+	jw_u64(w, "reduce_elements_max", b->reduce_elements_max);
 	jw_close(w, '}');
 }
 
@@ -210,7 +302,15 @@ static void write_exposure(struct jw *w, const struct analysis_result *a)
 
 		jw_open(w, NULL, '{');
 		jw_u64(w, "index", g->index);
-		jw_str(w, "phase", analysis_phase_name(g->phase));
+		if (g->phase)
+			jw_str(w, "phase", analysis_phase_name(g->phase));
+		else
+			jw_null(w, "phase");
+		if (g->microbatch >= 0)
+			jw_i64(w, "microbatch", g->microbatch);
+		else
+			jw_null(w, "microbatch");
+		jw_bool(w, "recompute", g->recompute);
 		jw_i64(w, "unit", g->unit);
 		jw_i64(w, "repeat", g->repeat);
 		jw_i64(w, "motif_pos", g->motif_pos);
@@ -303,7 +403,7 @@ static void write_per_rank(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "source", r->source);
 		jw_u64(w, "pid", r->pid);
 		jw_u64(w, "steps_analyzed", r->steps_analyzed);
-		write_counts(w, "per_step", &r->per_step);
+		write_counts(w, "per_step", &r->per_step, a->microbatches.phase_source != ANALYSIS_PHASES_NONE);
 		jw_u64(w, "step_ns", r->step_ns);
 		jw_u64(w, "allgather_ns_per_step", r->allgather_ns);
 		jw_u64(w, "exposed_allgather_ns_per_step", r->exposed_allgather_ns);
@@ -342,6 +442,7 @@ static void write_options(struct jw *w, const struct analysis_options *o, const 
 	jw_num(w, "flops_per_step", o->flops_per_step);
 	jw_num(w, "tokens_per_step", o->tokens_per_step);
 	jw_u64(w, "gpu_mem_bytes", o->gpu_mem_bytes);
+	jw_str(w, "fsdp_comm", o->fsdp_comm);
 	jw_open(w, "thresholds", '{');
 	for (size_t i = 0; i < n; i++)
 		jw_num(w, t[i].name, rules ? rules->threshold[i] : t[i].default_value);
@@ -379,6 +480,15 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_bool(&w, "has_cupti", a->trace.has_cupti);
 	jw_bool(&w, "has_nvtx", a->trace.has_nvtx);
 	jw_close(&w, '}');
+	jw_str(&w, "verdict", analysis_verdict_name(a->verdict));
+	if (a->verdict == ANALYSIS_UNDECIDED) {
+		jw_open(&w, "undecided", '{');
+		jw_str(&w, "reason", analysis_undecided_name(a->undecided_reason));
+		jw_str(&w, "why", a->undecided_why);
+		jw_close(&w, '}');
+	} else {
+		jw_null(&w, "undecided");
+	}
 	jw_u64(&w, "ranks", a->ranks);
 	jw_i64(&w, "world_size", a->world_size);
 	jw_i64(&w, "headline_rank", a->headline_rank);
@@ -390,7 +500,10 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_str(&w, "step_detection", analysis_step_detection_name(a->step_detection));
 	jw_name(&w, "step_range_name", a->step_range_name);
 	jw_u64(&w, "step_ns", a->step_ns);
-	write_counts(&w, "per_step", &a->per_step);
+	write_counts(&w, "per_step", &a->per_step, a->microbatches.phase_source != ANALYSIS_PHASES_NONE);
+	write_microbatches(&w, &a->microbatches, a->microbatches.phase_source != ANALYSIS_PHASES_NONE);
+	write_comms(&w, a);
+	write_buckets(&w, a);
 	write_units(&w, &a->units);
 	jw_str(&w, "reshard_after_forward", analysis_reshard_format(&a->reshard, policy, sizeof(policy)));
 	write_reshard(&w, &a->reshard);

@@ -46,6 +46,28 @@ static void wrap(FILE *out, const char *indent, const char *text, size_t width)
 	}
 }
 
+void diagnosis_print_summary(FILE *out, const struct analysis_result *a)
+{
+	const struct analysis_microbatches *mb = &a->microbatches;
+	if (a->verdict == ANALYSIS_UNDECIDED) {
+		fprintf(out, "not diagnosed: %s", a->undecided_why);
+		return;
+	}
+	fprintf(out, "%u step%s analysed, ", a->steps_analyzed, a->steps_analyzed == 1 ? "" : "s");
+	if (a->verdict == ANALYSIS_BUCKETED) {
+		fprintf(out, "bucketed fetching: %u AllGathers per step (%u calls), %u reduce buckets",
+			a->buckets.fetches_per_step, a->buckets.calls_per_step, a->buckets.reduce_buckets_per_step);
+		return;
+	}
+	if (mb->per_step > 1)
+		fprintf(out, "%u micro-batches per step, %u AllGathers per step (%u + %u per micro-batch), ", mb->per_step,
+			a->per_step.allgathers, mb->forward_allgathers, mb->backward_allgathers);
+	else
+		fprintf(out, "%u AllGathers per step (%u + %u), ", a->per_step.allgathers, a->per_step.forward_allgathers,
+			a->per_step.backward_allgathers);
+	fprintf(out, "%u repeating units x %u", a->units.repeating_units, a->units.gathers_per_unit);
+}
+
 void diagnosis_print_tally(FILE *out, const findings_t *list)
 {
 	size_t n[3] = {0, 0, 0};
@@ -114,13 +136,43 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 		a->steps_analyzed, a->steps_seen, a->warmup_steps, a->irregular_steps,
 		analysis_step_detection_name(a->step_detection), a->step_range_name[0] ? " (e.g. \"" : "",
 		a->step_range_name, a->step_range_name[0] ? "\")" : "", rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
+	if (a->verdict == ANALYSIS_UNDECIDED)
+		fprintf(out, "verdict     NOT DIAGNOSED (%s): %s\n", analysis_undecided_name(a->undecided_reason),
+			a->undecided_why);
+	else if (a->verdict == ANALYSIS_BUCKETED)
+		fprintf(out, "verdict     bucketed fetching (DeepSpeed ZeRO-3): gathers follow fetch buckets, not modules; "
+			     "no unit analysis\n");
+	else
+		fprintf(out, "verdict     diagnosed: FSDP units, phases and reshard policy read from the stream\n");
 	if (a->steps_analyzed == 0) {
 		fprintf(out, "\nNo step could be analysed: the sections below are empty.\n");
 	}
-	fprintf(out, "per step    AllGather %u (%u forward + %u backward; %u calls), ReduceScatter %u, AllReduce %u, "
-		     "other %u\n",
-		s->allgathers, s->forward_allgathers, s->backward_allgathers, s->allgather_calls, s->reduce_scatters,
-		s->allreduces, s->other);
+	const struct analysis_microbatches *mb = &a->microbatches;
+	if (mb->phase_source != ANALYSIS_PHASES_NONE) {
+		fprintf(out, "per step    AllGather %u (%u forward + %u backward; %u calls), ReduceScatter %u, AllReduce %u, "
+			     "other %u\n",
+			s->allgathers, s->forward_allgathers, s->backward_allgathers, s->allgather_calls,
+			s->reduce_scatters, s->allreduces, s->other);
+		fprintf(out, "micro-batch %u per step (%u reduce-scatter gradients), each %u forward + %u backward gathers%s%s\n",
+			mb->per_step, mb->sync, mb->forward_allgathers, mb->backward_allgathers,
+			mb->recompute_allgathers ? " (recomputation re-gathers included)" : "",
+			mb->told ? "" : "; not told from steps (see notes)");
+	} else {
+		fprintf(out, "per step    AllGather %u (forward / backward not told; %u calls), ReduceScatter %u, AllReduce "
+			     "%u, other %u\n",
+			s->allgathers, s->allgather_calls, s->reduce_scatters, s->allreduces, s->other);
+	}
+	if (a->verdict == ANALYSIS_BUCKETED) {
+		const struct analysis_buckets *bk = &a->buckets;
+		fprintf(out,
+			"buckets     %u fetches per step (%u calls, %u grouped), %s .. %s elements each (median %s); "
+			"%u reduce buckets, %s elements\n",
+			bk->fetches_per_step, bk->calls_per_step, bk->grouped_fetches,
+			rule_format_count((double)bk->fetch_elements_min, b1, sizeof(b1)),
+			rule_format_count((double)bk->fetch_elements_max, b2, sizeof(b2)),
+			rule_format_count((double)bk->fetch_elements_median, b3, sizeof(b3)), bk->reduce_buckets_per_step,
+			rule_format_count((double)bk->reduce_elements_per_step, b4, sizeof(b4)));
+	}
 	fprintf(out, "units       %u repeating unit%s x %u gather%s + %u root gather%s (%u leading, %u trailing)%s%s%s%s\n",
 		u->repeating_units, u->repeating_units == 1 ? "" : "s", u->gathers_per_unit,
 		u->gathers_per_unit == 1 ? "" : "s", u->root_gathers, u->root_gathers == 1 ? "" : "s",
@@ -168,6 +220,26 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 		fprintf(out, "; MFU: give --peak-flops and --flops-per-step or --tokens-per-step\n");
 }
 
+static void print_comms(FILE *out, const struct analysis_result *a)
+{
+	if (a->ncomms == 0)
+		return;
+	fprintf(out, "\nCommunicators of rank %d (events per step; --fsdp-comm takes the id or dimension)\n",
+		a->headline_rank);
+	fprintf(out, "  %-16s %-16s %-16s %5s %4s %5s %5s %5s %5s %7s  %s\n", "role", "id", "dimension", "ranks", "rank",
+		"AG", "RS", "AR", "other", "outside", "evidence");
+	for (uint32_t i = 0; i < a->ncomms; i++) {
+		const struct analysis_comm *c = &a->comms[i];
+		fprintf(out, "  %-16s %016" PRIx64 " %016" PRIx64 " %5d %4d %5u %5u %5u %5u %7u  %s%s%s%s\n",
+			analysis_comm_role_name(c->role), c->id, c->dimension, c->nranks, c->rank, c->allgathers,
+			c->reduce_scatters, c->allreduces, c->broadcasts + c->point_to_point + c->alltoalls + c->other,
+			c->outside, c->name[0] ? "\"" : "", c->name, c->name[0] ? "\": " : "", c->evidence);
+	}
+	if (a->tp_degree > 1)
+		fprintf(out, "  tensor parallel over %u ranks: the model holds %u x the parameters the FSDP group gathers\n",
+			a->tp_degree, a->tp_degree);
+}
+
 static void print_ledger(FILE *out, const struct analysis_ledger *l)
 {
 	char b1[32], b2[32], b3[32], b4[32];
@@ -202,17 +274,23 @@ static void print_gathers(FILE *out, const struct analysis_result *a)
 	if (a->ngathers == 0)
 		return;
 	fprintf(out, "\nAllGathers of a typical step (issue order; times are medians over the steps)\n");
-	fprintf(out, "  %4s %-8s %5s %6s %-24s %-8s %5s %10s %10s %9s %9s %9s %s\n", "#", "phase", "unit", "repeat",
-		"name", "dtype", "ranks", "bytes/rank", "gathered", "time", "exposed", "compute", "cause");
+	fprintf(out, "  %4s %3s %-8s %5s %6s %-24s %-8s %5s %10s %10s %9s %9s %9s %s\n", "#", "mb", "phase", "unit",
+		"repeat", "name", "dtype", "ranks", "bytes/rank", "gathered", "time", "exposed", "compute", "cause");
 	for (uint32_t i = 0; i < a->ngathers; i++) {
 		const struct analysis_gather *g = &a->gathers[i];
+		char mbuf[16];
 
-		fprintf(out, "  %4u %-8s %5d %6d %-24.24s %-8s %5d %10s %10s %9s %9s %9s %s\n", g->index,
-			analysis_phase_name(g->phase), g->unit, g->repeat, g->name[0] ? g->name : "-",
+		if (g->microbatch >= 0)
+			snprintf(mbuf, sizeof mbuf, "%d", g->microbatch);
+		else
+			snprintf(mbuf, sizeof mbuf, "-");
+		fprintf(out, "  %4u %3s %-8s %5d %6d %-24.24s %-8s %5d %10s %10s %9s %9s %9s %s%s\n", g->index, mbuf,
+			g->phase ? analysis_phase_name(g->phase) : "-", g->unit, g->repeat, g->name[0] ? g->name : "-",
 			record_dtype_name(g->dtype), g->nranks, rule_format_bytes((double)g->bytes, b1, sizeof(b1)),
 			rule_format_bytes((double)g->bytes * (g->nranks > 0 ? g->nranks : 1), b2, sizeof(b2)),
 			rule_format_ns((double)g->duration_ns, b3, sizeof(b3)), rule_format_ns((double)g->exposed_ns, b4, sizeof(b4)),
-			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), analysis_cause_name(g->cause));
+			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), analysis_cause_name(g->cause),
+			g->recompute ? " (recompute)" : "");
 	}
 }
 
@@ -257,6 +335,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 		rule_format_bytes((double)s->allgather_bytes_median, b3, sizeof(b3)), dtype_list(s->allgather_dtypes, t1, sizeof(t1)),
 		rule_format_bytes((double)s->reduce_scatter_bytes_median, b4, sizeof(b4)),
 		dtype_list(s->reduce_scatter_dtypes, t2, sizeof(t2)));
+	print_comms(out, a);
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);
 	print_ranks(out, a);

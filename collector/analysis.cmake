@@ -4,9 +4,11 @@
 add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
+  ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/ledger.c
   ${CMAKE_CURRENT_LIST_DIR}/median.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c
+  ${CMAKE_CURRENT_LIST_DIR}/phases.c
   ${CMAKE_CURRENT_LIST_DIR}/ranks.c
   ${CMAKE_CURRENT_LIST_DIR}/reshard.c
   ${CMAKE_CURRENT_LIST_DIR}/steps.c

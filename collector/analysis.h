@@ -22,7 +22,7 @@
  *
  * The result is made by analyze_trace() (collector/analyze.h) and released
  * with analysis_result_free(). The JSON schema written from it by
- * `report --json` is docs/report-schema.md ("fsdpscope.report/1").
+ * `report --json` is docs/report-schema.md ("fsdpscope.report/2").
  */
 #ifndef FSS_COLLECTOR_ANALYSIS_H
 #define FSS_COLLECTOR_ANALYSIS_H
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 /* The report schema these structs fill. */
-#define ANALYSIS_SCHEMA "fsdpscope.report/1"
+#define ANALYSIS_SCHEMA "fsdpscope.report/2"
 /* Module names and range names are cut to this many bytes (NUL included). */
 #define ANALYSIS_NAME_MAX 64
 /* Free-text notes the analysis leaves for the report (what it could not do). */
@@ -66,6 +66,51 @@ enum analysis_reshard {
 enum analysis_phase {
 	ANALYSIS_PHASE_FORWARD = 1,
 	ANALYSIS_PHASE_BACKWARD = 2,
+};
+
+/* What a communicator carries, as its traffic shows (collector/comm_roles.c,
+ * docs/patterns.md). Units, phases and reshard are read on the FSDP group
+ * only; the other roles are reported beside it. */
+enum analysis_comm_role {
+	ANALYSIS_ROLE_UNKNOWN = 0,
+	ANALYSIS_ROLE_FSDP = 1,            /* FSDP shard group: parameter gathers in runs, gradient reduce-scatters */
+	ANALYSIS_ROLE_FSDP_REGATHER = 2,   /* the smaller group backward re-gathers run on (reshard_after_forward=G) */
+	ANALYSIS_ROLE_REPLICATE = 3,       /* HSDP replicate group: all-reduces of the reduce-scattered shards */
+	ANALYSIS_ROLE_TENSOR_PARALLEL = 4, /* activation gathers and reduce-scatters, alternating, several per block */
+	ANALYSIS_ROLE_PIPELINE = 5,        /* send / recv between stages */
+	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens */
+	ANALYSIS_ROLE_ALLREDUCE = 7,       /* other all-reduce traffic: data-parallel buckets, tensor parallel
+	                                      without sequence parallelism */
+	ANALYSIS_ROLE_STEP = 8,            /* a few small collectives per step: the loss, the gradient norm */
+	ANALYSIS_ROLE_ONE_OFF = 9,         /* only before the first step, or now and then: init broadcasts,
+	                                      checkpoint planning */
+	ANALYSIS_ROLE_MAX
+};
+
+/* How the analysis ended (docs/report-schema.md, "verdict"). */
+enum analysis_verdict {
+	ANALYSIS_DIAGNOSED = 0, /* FSDP units, phases and policy read from the stream */
+	ANALYSIS_BUCKETED = 1,  /* bucketed fetching (DeepSpeed ZeRO-3): gathers follow fetch buckets, not
+	                           modules; counts and bucket sizes, no unit analysis */
+	ANALYSIS_UNDECIDED = 2, /* could not diagnose: see undecided_reason and undecided_why */
+};
+
+/* Why a trace could not be diagnosed. */
+enum analysis_undecided {
+	ANALYSIS_UNDECIDED_NONE = 0,
+	ANALYSIS_UNDECIDED_NO_COLLECTIVES = 1, /* no collective in the trace */
+	ANALYSIS_UNDECIDED_NO_FSDP = 2,        /* no communicator carries both AllGathers and ReduceScatters */
+	ANALYSIS_UNDECIDED_NO_STEP = 3,        /* no repeating training step */
+	ANALYSIS_UNDECIDED_NO_REDUCTION = 4,   /* steps without ReduceScatters: forward and backward cannot be told */
+	ANALYSIS_UNDECIDED_PATTERN = 5,        /* gathers and reduce-scatters that match no pattern the analysis knows */
+	ANALYSIS_UNDECIDED_MAX
+};
+
+/* Where the forward / backward split of the gathers came from. */
+enum analysis_phase_source {
+	ANALYSIS_PHASES_NONE = 0,      /* not known: forward / backward counts are not reported */
+	ANALYSIS_PHASES_STRUCTURE = 1, /* the stream's structure: each micro-batch's forward gathers every unit in
+	                                  order, its reduce-scatters run in the mirrored order */
 };
 
 /* Why an AllGather was exposed. Numbered as the report lists them; decided
@@ -120,6 +165,8 @@ struct analysis_options {
 	double flops_per_step;      /* model FLOPs of one step, all ranks together; 0: unknown */
 	double tokens_per_step;     /* tokens of one step, all ranks: FLOPs = 6 P tokens; 0: unknown */
 	uint64_t gpu_mem_bytes;     /* memory of one GPU for the ledger's headroom; 0: unknown */
+	const char *fsdp_comm;      /* --fsdp-comm: the FSDP group, by the id, dimension or name the report lists
+	                               (analysis_comm); NULL: told from the traffic */
 };
 
 /* Collective counts of one step. */
@@ -179,6 +226,10 @@ struct analysis_reshard_info {
 	uint32_t reshard_extra_gathers;    /* gathers per step added if every retained unit were resharded */
 	uint32_t reserved;
 	uint64_t reshard_extra_wire_bytes; /* and their wire bytes per step */
+	uint32_t recompute_regathers;      /* per micro-batch: second backward gathers of a unit (activation
+	                                      checkpointing around FSDP1 units re-gathers for the
+	                                      recomputation); not a wrap or reshard choice */
+	uint32_t reserved2;
 };
 
 /* Exposure of the AllGathers (per step, medians). */
@@ -260,6 +311,64 @@ struct analysis_gather {
 	uint64_t queued_ns;    /* median time it waited behind other collectives on its stream (one
 	                          communication thread, or one CUDA stream) before it started; its
 	                          exposure counts that wait, so exposed_ns may exceed duration_ns */
+	int32_t microbatch;    /* forward / backward cycle of the step it belongs to (from 0); -1 unknown */
+	uint8_t recompute;     /* 1: a second backward gather of its unit in the cycle (activation
+	                          checkpointing re-gathers it for the recomputation) */
+	uint8_t reserved3[3];
+};
+
+/* Per-communicator view, one entry per communicator of the headline rank
+ * (the other ranks' communicators of the same dimension play the same
+ * role). Counts are events per analysed step, from the typical step. */
+#define ANALYSIS_COMMS_MAX 16
+struct analysis_comm {
+	uint64_t id;             /* the communicator's id hash (what --fsdp-comm takes) */
+	uint64_t dimension;      /* the same on every rank for communicators made by the same calls (init, or
+	                            the n-th split of the same parent): --fsdp-comm takes it too */
+	char name[ANALYSIS_NAME_MAX]; /* the name the job gave it (ncclConfig_t.commName), "" */
+	int32_t nranks;
+	int32_t rank;            /* the headline rank's rank in it */
+	uint8_t role;            /* enum analysis_comm_role */
+	uint8_t role_given;      /* 1: the role is --fsdp-comm's */
+	uint16_t reserved;
+	uint32_t allgathers, reduce_scatters, allreduces, broadcasts, point_to_point, alltoalls, other;
+	uint32_t outside;        /* events outside the analysed steps (init, checkpoints, eval, warm-up) */
+	uint64_t bytes_per_step; /* wire bytes per step */
+	uint64_t elements_median;/* median elements per event of the step (gathered / reduced / moved) */
+	char evidence[ANALYSIS_NOTE_BYTES]; /* why this role, in words with the figures */
+};
+
+/* Forward / backward cycles of a step on the FSDP group. A step is one
+ * optimizer step; with gradient accumulation it holds several micro-batches,
+ * each a forward (every unit gathered, in unit order) and a backward
+ * (re-gathers in mirrored order), reduce-scattering or not. */
+struct analysis_microbatches {
+	uint32_t per_step;            /* training cycles per step */
+	uint32_t sync;                /* of them, cycles that reduce-scatter gradients */
+	uint32_t forward_only;        /* cycles inside a step without backward (an eval forward) */
+	uint32_t forward_allgathers;  /* gather events per training cycle, forward */
+	uint32_t backward_allgathers; /* gather events per training cycle, backward (recompute included) */
+	uint32_t recompute_allgathers;/* per cycle: backward gathers beyond one per unit (activation
+	                                 checkpointing that re-gathers for the recomputation) */
+	int told;                     /* 1: cycles and steps are told apart (a per-step collective, NVTX
+	                                 steps, or several cycles per step); 0: each step is one cycle and
+	                                 nothing marks an optimizer step: with gradient accumulation the
+	                                 steps are micro-batches (see notes) */
+	int phase_source;             /* enum analysis_phase_source */
+};
+
+/* Bucketed fetching (DeepSpeed ZeRO-3): what the gathers of a step show. */
+struct analysis_buckets {
+	uint32_t fetches_per_step;        /* AllGather events (a group counts once) */
+	uint32_t calls_per_step;          /* ncclAllGather calls */
+	uint32_t grouped_fetches;         /* events of several calls: per-parameter gathers coalesced in a group */
+	uint32_t max_calls_per_fetch;
+	uint64_t fetch_elements_min, fetch_elements_median, fetch_elements_max; /* gathered per event */
+	uint64_t gathered_elements_per_step;
+	uint32_t reduce_buckets_per_step; /* ReduceScatter events */
+	uint32_t reduce_sizes_matching;   /* of them, of a size some gather also has (FSDP: all) */
+	uint64_t reduce_elements_per_step;/* reduced elements: every parameter's gradient once, P */
+	uint64_t reduce_elements_max;
 };
 
 /* One rank's figures (medians over its analysed steps). */
@@ -347,6 +456,17 @@ struct analysis_result {
 	struct analysis_options options;  /* as used (defaults filled in; strings borrowed) */
 	uint32_t nnotes;
 	char notes[ANALYSIS_NOTES_MAX][ANALYSIS_NOTE_BYTES]; /* what the analysis could not do, and why */
+
+	enum analysis_verdict verdict;
+	enum analysis_undecided undecided_reason;
+	char undecided_why[ANALYSIS_NOTE_BYTES]; /* with the figures, for the user; "" when decided */
+	uint32_t ncomms;
+	struct analysis_comm comms[ANALYSIS_COMMS_MAX]; /* the headline rank's communicators, by role */
+	int32_t fsdp_comm;                /* index into comms of the FSDP shard group, -1 */
+	uint32_t tp_degree;               /* ranks of the tensor-parallel group (1 without): the model's
+	                                     parameters are the FSDP group's gathered elements x this */
+	struct analysis_microbatches microbatches;
+	struct analysis_buckets buckets;  /* filled for ANALYSIS_BUCKETED */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */
@@ -362,6 +482,14 @@ const char *analysis_step_detection_name(enum analysis_step_detection d);
 const char *analysis_exposure_source_name(enum analysis_exposure_source s);
 const char *analysis_phase_name(int phase);
 const char *analysis_cause_name(int cause);
+/* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
+ * "expert-parallel", "allreduce", "step", "one-off", "unknown"; "diagnosed",
+ * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
+ * "no-reduce-scatter", "unknown-pattern", "none"; "structure" / "none". */
+const char *analysis_comm_role_name(int role);
+const char *analysis_verdict_name(int verdict);
+const char *analysis_undecided_name(int reason);
+const char *analysis_phase_source_name(int source);
 
 /*
  * analysis_reshard_format - the reshard_after_forward value as the report

@@ -21,9 +21,11 @@
 
 #include "collector/analyze.h"
 #include "collector/breakdown.h"
+#include "collector/comm_roles.h"
 #include "collector/ledger.h"
 #include "collector/median.h"
 #include "collector/overlap.h"
+#include "collector/phases.h"
 #include "collector/ranks.h"
 #include "collector/reshard.h"
 #include "collector/steps.h"
@@ -32,6 +34,10 @@
 #include "common/error.h"
 #include "common/trace_parser.h"
 
+/* Events of a rank looked at before its communicators get their roles:
+ * several steps of any job seen so far (a 32-block per-Linear step is about
+ * 800 events, with tensor parallelism about 1100). */
+#define ANALYZE_ROLE_WINDOW 4096
 /* NVTX steps buffered before the steady-state step is chosen among them. */
 #define ANALYZE_EARLY_STEPS 8
 /* Steps that may wait for late GPU intervals before they are analysed anyway. */
@@ -43,10 +49,16 @@ enum rank_mode { MODE_UNDECIDED = 0, MODE_NVTX = 1, MODE_PERIOD = 2 };
 struct ev_info {
 	uint64_t duration, exposed, hidden, queued;
 	uint32_t name;  /* forward gathers: the unit's NVTX range name (source name id) */
-	uint8_t phase;  /* AG: enum analysis_phase, else 0 */
+	uint8_t phase;  /* FSDP gathers: enum analysis_phase, else 0 */
 	uint8_t cause;
 	uint8_t timed;  /* has an interval (GPU or host) */
 	uint8_t reserved;
+	int32_t cycle;  /* FSDP gathers: the step's micro-batch, -1 */
+	int32_t unit;   /* FSDP gathers: the forward unit gathered, -1 */
+	uint8_t fsdp;   /* an event of the FSDP group (shard or re-gather communicator) */
+	uint8_t recompute; /* FSDP gathers: a unit's second backward gather in its cycle */
+	uint8_t in_steps;  /* an event of the data-parallel side (comm_role_in_steps) */
+	uint8_t reserved2;
 };
 
 /* Per-step figures that get medians. */
@@ -69,6 +81,7 @@ enum step_figure {
 };
 
 struct step_summary {
+	struct phases_result phases; /* the FSDP group's cycles */
 	uint64_t hash;          /* of the event signatures: equal steps, equal hashes */
 	size_t nev;
 	struct tl_event *ev;    /* [nev] copies */
@@ -82,7 +95,13 @@ struct rank_state {
 	struct tl_source *src;
 	enum rank_mode mode;
 	steps_cutter_t *cutter;
-	uint64_t fed;            /* events pushed to the cutter */
+	struct comm_roles roles; /* what each communicator carries, once decided */
+	int roles_decided;
+	uint64_t roled;          /* source events (absolute) whose role is set */
+	uint64_t fed;            /* source events (absolute) looked at for the cutter */
+	uint64_t filtered_taken; /* events of the data-parallel side consumed by cuts */
+	uint64_t *comm_events;   /* [ncomm_events] events seen per communicator slot */
+	size_t ncomm_events;
 	struct steps_cut held;   /* a cut waiting to be analysed */
 	int have_held;
 	uint64_t last_t1;        /* end of the last NVTX step analysed */
@@ -95,6 +114,7 @@ struct rank_state {
 	uint64_t tmpl_hash;
 
 	/* the steady-state step and its figures */
+	struct phases_result phases;
 	size_t nev;
 	struct tl_event *tev;    /* [nev] */
 	struct ev_info *tinfo;   /* [nev]: phase, names */
@@ -171,6 +191,46 @@ const char *analysis_exposure_source_name(enum analysis_exposure_source s)
 	default:
 		return "none";
 	}
+}
+
+const char *analysis_comm_role_name(int role)
+{
+	static const char *const names[ANALYSIS_ROLE_MAX] = {
+	    [ANALYSIS_ROLE_UNKNOWN] = "unknown",
+	    [ANALYSIS_ROLE_FSDP] = "fsdp",
+	    [ANALYSIS_ROLE_FSDP_REGATHER] = "fsdp-regather",
+	    [ANALYSIS_ROLE_REPLICATE] = "replicate",
+	    [ANALYSIS_ROLE_TENSOR_PARALLEL] = "tensor-parallel",
+	    [ANALYSIS_ROLE_PIPELINE] = "pipeline",
+	    [ANALYSIS_ROLE_EXPERT] = "expert-parallel",
+	    [ANALYSIS_ROLE_ALLREDUCE] = "allreduce",
+	    [ANALYSIS_ROLE_STEP] = "step",
+	    [ANALYSIS_ROLE_ONE_OFF] = "one-off",
+	};
+	return role >= 0 && role < ANALYSIS_ROLE_MAX ? names[role] : "unknown";
+}
+
+const char *analysis_verdict_name(int verdict)
+{
+	return verdict == ANALYSIS_DIAGNOSED ? "diagnosed" : verdict == ANALYSIS_BUCKETED ? "bucketed" : "undecided";
+}
+
+const char *analysis_undecided_name(int reason)
+{
+	static const char *const names[ANALYSIS_UNDECIDED_MAX] = {
+	    [ANALYSIS_UNDECIDED_NONE] = "none",
+	    [ANALYSIS_UNDECIDED_NO_COLLECTIVES] = "no-collectives",
+	    [ANALYSIS_UNDECIDED_NO_FSDP] = "no-fsdp-group",
+	    [ANALYSIS_UNDECIDED_NO_STEP] = "no-step",
+	    [ANALYSIS_UNDECIDED_NO_REDUCTION] = "no-reduce-scatter",
+	    [ANALYSIS_UNDECIDED_PATTERN] = "unknown-pattern",
+	};
+	return reason >= 0 && reason < ANALYSIS_UNDECIDED_MAX ? names[reason] : "none";
+}
+
+const char *analysis_phase_source_name(int source)
+{
+	return source == ANALYSIS_PHASES_STRUCTURE ? "structure" : "none";
 }
 
 const char *analysis_phase_name(int phase)
@@ -262,6 +322,8 @@ static void rank_state_free(struct rank_state *rs)
 {
 	if (!rs)
 		return;
+	comm_roles_release(&rs->roles);
+	free(rs->comm_events);
 	steps_cutter_free(rs->cutter);
 	for (unsigned i = 0; i < rs->nearly; i++)
 		summary_free(rs->early[i]);
@@ -377,13 +439,35 @@ static size_t clip(struct interval *v, size_t n, uint64_t t0, uint64_t t1)
 	return o;
 }
 
-/* The merged intervals of events of op (op 0: all) that have timing. */
-static size_t op_intervals(const struct tl_event *ev, const struct ev_info *info, size_t n, uint8_t op,
+/* The classes of communication the step figures sum. */
+enum iv_class {
+	IV_FSDP_ALLGATHER,     /* the FSDP group's parameter gathers */
+	IV_FSDP_REDUCESCATTER, /* its gradient reduce-scatters */
+	IV_DP_ALLREDUCE,       /* all-reduces of the data-parallel side (HSDP, loss, norm) */
+	IV_ALL,                /* every collective, tensor-parallel ones included */
+};
+
+static int in_class(const struct tl_event *e, const struct ev_info *in, enum iv_class cls)
+{
+	switch (cls) {
+	case IV_FSDP_ALLGATHER:
+		return e->op == FSS_OP_ALLGATHER && in->fsdp;
+	case IV_FSDP_REDUCESCATTER:
+		return e->op == FSS_OP_REDUCESCATTER && in->fsdp;
+	case IV_DP_ALLREDUCE:
+		return e->op == FSS_OP_ALLREDUCE && in->in_steps;
+	default:
+		return 1;
+	}
+}
+
+/* The merged intervals of the events of a class that have timing. */
+static size_t op_intervals(const struct tl_event *ev, const struct ev_info *info, size_t n, enum iv_class cls,
 			   const struct interval *iv, struct interval *out)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (info[i].timed && (op == 0 || ev[i].op == op))
+		if (info[i].timed && in_class(&ev[i], &info[i], cls))
 			out[k++] = iv[i];
 	return interval_merge(out, k);
 }
@@ -397,7 +481,7 @@ static void name_forward_gathers(const struct tl_source *src, const struct tl_ev
 {
 	size_t r = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER || info[i].phase != ANALYSIS_PHASE_FORWARD)
+		if (ev[i].op != FSS_OP_ALLGATHER || !info[i].fsdp || info[i].phase != ANALYSIS_PHASE_FORWARD)
 			continue;
 		while (r < nranges && ranges[r]->start < ev[i].exit_ns)
 			r++;
@@ -470,6 +554,8 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	uint64_t *starts = NULL; /* compute range starts, sorted (host timing) */
 	size_t nstarts = 0;
 	const struct tl_range **named = NULL;
+	struct phases_event *pe = NULL;
+	struct phases_gather *pg = NULL;
 	if (!s || !iv || !tmp || !qv)
 		goto fail;
 	s->nev = n;
@@ -481,24 +567,30 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	s->hash = hash_events(ev, n);
 	s->fig[FIG_STEP] = t1 > t0 ? t1 - t0 : 0;
 
-	/* forward and backward gathers: FSDP reduce-scatters each unit once,
-	 * and gathers every unit once in forward before any backward gather */
-	size_t nag = 0, nrs = 0, ag_before_rs = 0;
+	/* the FSDP group's events, and the phases of its gathers from their
+	 * structure (phases.h) */
+	pe = calloc(n ? n : 1, sizeof *pe);
+	pg = calloc(n ? n : 1, sizeof *pg);
+	if (!pe || !pg)
+		goto fail;
+	size_t npe = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op == FSS_OP_REDUCESCATTER)
-			nrs++;
-		if (ev[i].op == FSS_OP_ALLGATHER) {
-			nag++;
-			if (nrs == 0)
-				ag_before_rs++;
-		}
+		struct ev_info *in = &s->info[i];
+		in->fsdp = (uint8_t)comm_role_is_fsdp(ev[i].role);
+		in->in_steps = (uint8_t)comm_role_in_steps(ev[i].role);
+		in->cycle = in->unit = -1;
+		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
+			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].nranks, ev[i].op, {0}};
 	}
-	size_t nfwd = nrs == 0 ? nag : nrs <= nag ? nrs : ag_before_rs;
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER)
+	if (phases_parse(pe, npe, pg, &s->phases) < 0)
+		goto fail;
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (!s->info[i].fsdp || ev[i].op != FSS_OP_ALLGATHER)
 			continue;
-		s->info[i].phase = k < nfwd ? ANALYSIS_PHASE_FORWARD : ANALYSIS_PHASE_BACKWARD;
+		s->info[i].phase = pg[k].phase;
+		s->info[i].cycle = pg[k].cycle;
+		s->info[i].unit = pg[k].unit;
+		s->info[i].recompute = pg[k].recompute;
 		k++;
 	}
 
@@ -593,13 +685,14 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 		 * (back to the previous gather, which owns the time before). */
 		for (size_t i = 0; i < n; i++) {
 			qv[i] = iv[i];
-			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed)
+			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].fsdp || !s->info[i].timed)
 				continue;
 			for (size_t j = i; j-- > 0;) {
 				int same = use_gpu ? ev[j].stream == ev[i].stream : ev[j].thread == ev[i].thread;
 				if (!same || !s->info[j].timed)
 					continue;
-				if (ev[j].op == FSS_OP_ALLGATHER || iv[j].end + OVERLAP_QUEUE_SLACK_NS < qv[i].start ||
+				if ((ev[j].op == FSS_OP_ALLGATHER && s->info[j].fsdp) ||
+				    iv[j].end + OVERLAP_QUEUE_SLACK_NS < qv[i].start ||
 				    iv[j].start >= qv[i].start)
 					break;
 				qv[i].start = iv[j].start;
@@ -620,11 +713,16 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 		 * one before stopped. With host timing a gather that ends while no
 		 * compute runs keeps compute waiting until it resumes. */
 		int first_fwd = 1, first_bwd = 1;
+		int32_t cycle = -1;
 		uint64_t attributed = 0;
 		for (size_t i = 0; i < n; i++) {
-			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed)
+			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].fsdp || !s->info[i].timed)
 				continue;
-			int fwd = s->info[i].phase == ANALYSIS_PHASE_FORWARD;
+			if (s->info[i].cycle != cycle) { /* each micro-batch has its own first gathers */
+				cycle = s->info[i].cycle;
+				first_fwd = first_bwd = 1;
+			}
+			int fwd = s->info[i].phase != ANALYSIS_PHASE_BACKWARD;
 			struct overlap_gather g = {
 				.issue_ns = ev[i].launch_ns,
 				.start_ns = qv[i].start,
@@ -657,16 +755,16 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 		/* per class: merged time, and merged time with no compute (gathers:
 		 * over their waiting intervals) */
 		static const struct {
-			uint8_t op;
+			enum iv_class cls;
 			int all, exposed, queued;
 		} classes[] = {
-			{FSS_OP_ALLGATHER, FIG_AG, FIG_AG_EXPOSED, 1},
-			{FSS_OP_REDUCESCATTER, FIG_RS, FIG_RS_EXPOSED, 0},
-			{FSS_OP_ALLREDUCE, FIG_AR, FIG_AR_EXPOSED, 0},
-			{0, -1, FIG_COMM_EXPOSED, 0},
+			{IV_FSDP_ALLGATHER, FIG_AG, FIG_AG_EXPOSED, 1},
+			{IV_FSDP_REDUCESCATTER, FIG_RS, FIG_RS_EXPOSED, 0},
+			{IV_DP_ALLREDUCE, FIG_AR, FIG_AR_EXPOSED, 0},
+			{IV_ALL, -1, FIG_COMM_EXPOSED, 0},
 		};
 		for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
-			size_t m = op_intervals(ev, s->info, n, classes[c].op, classes[c].queued ? qv : iv, tmp);
+			size_t m = op_intervals(ev, s->info, n, classes[c].cls, classes[c].queued ? qv : iv, tmp);
 			m = clip(tmp, m, t0, t1 > t0 ? t1 : t0);
 			uint64_t total = interval_total(tmp, m);
 			uint64_t hidden = interval_intersect_total(tmp, m, compute, ncompute);
@@ -707,6 +805,8 @@ fail:
 	free(ranges);
 	free(starts);
 	free(named);
+	free(pe);
+	free(pg);
 	return rc;
 }
 
@@ -730,9 +830,10 @@ static int aggregate(analyzer_t *a, struct rank_state *rs, struct step_summary *
 			return -ENOMEM;
 		memcpy(rs->tev, s->ev, s->nev * sizeof *s->ev);
 		for (size_t i = 0; i < s->nev; i++) {
-			rs->tinfo[i].phase = s->info[i].phase;
-			rs->tinfo[i].name = s->info[i].name;
+			rs->tinfo[i] = s->info[i];
+			rs->tinfo[i].reserved = 0;
 		}
+		rs->phases = s->phases;
 		rs->detail = wants_detail(a, rs);
 		if (rs->detail) {
 			rs->m_dur = calloc(n, sizeof *rs->m_dur);
@@ -818,7 +919,7 @@ static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl
 	int32_t gi = 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_role_is_fsdp(ev[i].role)) {
 			if (with_index)
 				idx = gi;
 			gi++;
@@ -990,19 +1091,32 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 			rs->have_held = 1;
 		}
 		struct steps_cut *c = &rs->held;
-		uint64_t end = c->first + c->count;
-		uint64_t have = src->events_base + tl_array_len(&src->events);
-		if (c->first != src->events_base)
+		if (c->first != rs->filtered_taken)
 			return -EINVAL; /* cuts follow the events: a bug */
-		int next_known = have > end;
+		/* The cutter sees the data-parallel side only: the cut's source
+		 * events run up to the next data-parallel event after its own (the
+		 * tensor-parallel traffic in between belongs to the step). */
+		size_t ne = tl_array_len(&src->events), span;
+		uint64_t seen = 0;
+		int next_known = 0;
+		for (span = 0; span < ne; span++) {
+			const struct tl_event *e = tl_array_at(&src->events, span);
+			if (!comm_role_in_steps(e->role))
+				continue;
+			if (seen == c->count) {
+				next_known = 1;
+				break;
+			}
+			seen++;
+		}
 		if (!next_known && !final)
 			return 0;
-		const struct tl_event *ev = c->count ? tl_array_at(&src->events, 0) : NULL;
-		uint64_t t0 = c->count ? ev[0].enter_ns : 0, t1 = t0;
+		const struct tl_event *ev = span ? tl_array_at(&src->events, 0) : NULL;
+		uint64_t t0 = span ? ev[0].enter_ns : 0, t1 = t0;
 		if (next_known) {
-			t1 = ((const struct tl_event *)tl_array_at(&src->events, (size_t)c->count))->enter_ns;
+			t1 = ((const struct tl_event *)tl_array_at(&src->events, span))->enter_ns;
 		} else {
-			for (uint64_t i = 0; i < c->count; i++)
+			for (size_t i = 0; i < span; i++)
 				if (ev[i].exit_ns > t1)
 					t1 = ev[i].exit_ns;
 		}
@@ -1011,29 +1125,33 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 		int rc = 0;
 		switch (c->kind) {
 		case STEPS_REGULAR:
-			rc = register_events(a, rs, ev, (size_t)c->count, wants_detail(a, rs));
+			rc = register_events(a, rs, ev, span, wants_detail(a, rs));
 			if (rc == 0)
-				rc = candidate_step(a, rs, ev, (size_t)c->count, t0, t1);
+				rc = candidate_step(a, rs, ev, span, t0, t1);
 			break;
 		case STEPS_WARMUP:
 			rs->warmup += c->steps;
 			rs->ordinal += c->steps;
 			rs->skip_left = rs->skip_left > c->steps ? rs->skip_left - c->steps : 0;
-			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			rs->outside_events += span;
+			rc = register_events(a, rs, ev, span, 0);
 			break;
 		case STEPS_IRREGULAR:
 			rs->irregular += c->steps;
 			rs->ordinal += c->steps;
-			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			rs->outside_events += span;
+			rc = register_events(a, rs, ev, span, 0);
 			break;
 		default:
 			rs->trailing++;
-			rc = register_events(a, rs, ev, (size_t)c->count, 0);
+			rs->outside_events += span;
+			rc = register_events(a, rs, ev, span, 0);
 			break;
 		}
 		if (rc < 0)
 			return rc;
-		take_events(rs, (size_t)c->count);
+		rs->filtered_taken += c->count;
+		take_events(rs, span);
 		release_before(src, t1, 0);
 		rs->have_held = 0;
 	}
@@ -1046,9 +1164,37 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 	if (src->rank >= 0 && src->rank < a->min_rank_seen)
 		a->min_rank_seen = src->rank;
 	uint64_t have = src->events_base + tl_array_len(&src->events);
+	if (!rs->roles_decided) {
+		/* roles first, from a window of events (nothing is cut before) */
+		size_t len = tl_array_len(&src->events);
+		if (!final && len < ANALYZE_ROLE_WINDOW)
+			return 0;
+		int rc = comm_roles_decide(a->tl, src, len ? tl_array_at(&src->events, 0) : NULL, len, a->opt.fsdp_comm,
+					   &rs->roles);
+		if (rc < 0)
+			return rc;
+		rs->roles_decided = 1;
+	}
+	if (rs->ncomm_events < src->ncomms) {
+		uint64_t *v = realloc(rs->comm_events, src->ncomms * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		memset(v + rs->ncomm_events, 0, (src->ncomms - rs->ncomm_events) * sizeof *v);
+		rs->comm_events = v;
+		rs->ncomm_events = src->ncomms;
+	}
+	for (uint64_t i = rs->roled; i < have; i++) {
+		struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
+		e->role = comm_roles_of(&rs->roles, e->comm_slot);
+		if (e->comm_slot < rs->ncomm_events)
+			rs->comm_events[e->comm_slot]++;
+	}
+	rs->roled = have;
 	if (rs->mode != MODE_NVTX) {
 		for (uint64_t i = rs->fed; i < have; i++) {
 			const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
+			if (!comm_role_in_steps(e->role))
+				continue;
 			int rc = steps_cutter_push(rs->cutter, e->sig, e->op);
 			if (rc < 0)
 				return rc;
@@ -1132,12 +1278,21 @@ static void note(struct analysis_result *r, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A step's counts: gathers and reduce-scatters of the FSDP group,
+ * all-reduces of the data-parallel side (HSDP, loss, norm); the rest
+ * (tensor-parallel, pipeline, other communicators) is in `other` and in the
+ * per-communicator table. */
 static void count_events(const struct tl_event *ev, const struct ev_info *info, size_t n,
 			 struct analysis_step_counts *c)
 {
 	memset(c, 0, sizeof *c);
 	for (size_t i = 0; i < n; i++) {
-		switch (ev[i].op) {
+		int op = ev[i].op;
+		if ((op == FSS_OP_ALLGATHER || op == FSS_OP_REDUCESCATTER) && !info[i].fsdp)
+			op = -1;
+		if (op == FSS_OP_ALLREDUCE && !info[i].in_steps)
+			op = -1;
+		switch (op) {
 		case FSS_OP_ALLGATHER:
 			c->allgathers++;
 			c->allgather_calls += ev[i].calls;
@@ -1162,8 +1317,17 @@ static void count_events(const struct tl_event *ev, const struct ev_info *info, 
 }
 
 
-/* min, median, max of the bytes of events of op. */
-static int bytes_stats(const struct tl_event *ev, size_t n, uint8_t op, uint64_t *mn, uint64_t *med, uint64_t *mx)
+static int rank_entry_cmp(const void *x, const void *y)
+{
+	const struct analysis_rank *p = x, *q = y;
+	if (p->rank != q->rank)
+		return p->rank < q->rank ? -1 : 1;
+	return p->source < q->source ? -1 : p->source > q->source;
+}
+
+/* min, median, max of the elements of the FSDP group's gather events. */
+static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info *ti, size_t n, uint64_t *mn,
+				uint64_t *med, uint64_t *mx)
 {
 	*mn = *med = *mx = 0;
 	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
@@ -1171,8 +1335,8 @@ static int bytes_stats(const struct tl_event *ev, size_t n, uint8_t op, uint64_t
 		return -ENOMEM;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (ev[i].op == op)
-			v[k++] = ev[i].bytes;
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
+			v[k++] = ev[i].elements;
 	if (k) {
 		qsort(v, k, sizeof *v, u64_cmp);
 		*mn = v[0];
@@ -1183,12 +1347,66 @@ static int bytes_stats(const struct tl_event *ev, size_t n, uint8_t op, uint64_t
 	return 0;
 }
 
-static int rank_entry_cmp(const void *x, const void *y)
+/* What a bucketed job's step shows (verdict ANALYSIS_BUCKETED). */
+static int fill_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
 {
-	const struct analysis_rank *p = x, *q = y;
-	if (p->rank != q->rank)
-		return p->rank < q->rank ? -1 : 1;
-	return p->source < q->source ? -1 : p->source > q->source;
+	memset(b, 0, sizeof *b);
+	uint64_t *ag = malloc((n ? n : 1) * sizeof *ag);
+	if (!ag)
+		return -ENOMEM;
+	size_t nag = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
+			ag[nag++] = ev[i].elements;
+	qsort(ag, nag, sizeof *ag, u64_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (!ti[i].fsdp)
+			continue;
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			b->fetches_per_step++;
+			b->calls_per_step += ev[i].calls;
+			b->grouped_fetches += ev[i].calls > 1;
+			if (ev[i].calls > b->max_calls_per_fetch)
+				b->max_calls_per_fetch = ev[i].calls;
+			b->gathered_elements_per_step += ev[i].elements;
+		} else if (ev[i].op == FSS_OP_REDUCESCATTER) {
+			b->reduce_buckets_per_step++;
+			b->reduce_elements_per_step += ev[i].elements;
+			if (ev[i].elements > b->reduce_elements_max)
+				b->reduce_elements_max = ev[i].elements;
+			if (nag && bsearch(&ev[i].elements, ag, nag, sizeof *ag, u64_cmp))
+				b->reduce_sizes_matching++;
+		}
+	}
+	free(ag);
+	return fsdp_gather_elements(ev, ti, n, &b->fetch_elements_min, &b->fetch_elements_median,
+				    &b->fetch_elements_max);
+}
+
+/* The cycle whose units and re-gathers describe the job: the first training
+ * cycle (not a forward-only pass) of the typical step. */
+static int32_t training_cycle(const struct tl_event *ev, const struct ev_info *ti, size_t n,
+			      const struct phases_result *ph)
+{
+	if (ph->status != PHASES_OK || ph->cycles == 0)
+		return -1;
+	for (int32_t c = 0; c < (int32_t)ph->cycles; c++) {
+		uint32_t bwd = 0, rs = 0;
+		int32_t cur = -1;
+		for (size_t i = 0; i < n; i++) {
+			if (!ti[i].fsdp)
+				continue;
+			if (ev[i].op == FSS_OP_ALLGATHER)
+				cur = ti[i].cycle;
+			if (cur != c)
+				continue;
+			bwd += ev[i].op == FSS_OP_ALLGATHER && ti[i].phase == ANALYSIS_PHASE_BACKWARD;
+			rs += ev[i].op == FSS_OP_REDUCESCATTER;
+		}
+		if (ph->forward_only == 0 || bwd || rs)
+			return c;
+	}
+	return 0;
 }
 
 /* Units, reshard, gathers table, ledger of the headline rank. */
@@ -1198,42 +1416,45 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	size_t n = h->nev;
 	const struct tl_event *ev = h->tev;
 	const struct ev_info *ti = h->tinfo;
+	int32_t c0 = training_cycle(ev, ti, n, &h->phases);
 	size_t nag = 0, nf = 0, nb = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER)
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
 			continue;
 		nag++;
+		if (ti[i].cycle != c0 || c0 < 0)
+			continue;
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD)
 			nf++;
-		else
+		else if (!ti[i].recompute)
 			nb++;
 	}
 	int rc = -ENOMEM;
 	size_t *fidx = malloc((nf ? nf : 1) * sizeof *fidx); /* forward unit -> event */
-	size_t *bidx = malloc((nb ? nb : 1) * sizeof *bidx);
 	uint64_t *keys = malloc((nf ? nf : 1) * sizeof *keys);
 	struct reshard_gather *fg = calloc(nf ? nf : 1, sizeof *fg);
 	struct reshard_gather *bg = calloc(nb ? nb : 1, sizeof *bg);
 	int32_t *bunit = malloc((nb ? nb : 1) * sizeof *bunit);
 	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
-	if (!fidx || !bidx || !keys || !fg || !bg || !bunit || !r->gathers)
+	if (!fidx || !keys || !fg || !bg || !bunit || !r->gathers)
 		goto out;
 	size_t f = 0, b = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER)
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
 			continue;
 		struct reshard_gather g = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
 			fidx[f] = i;
 			keys[f] = ev[i].elements;
 			fg[f++] = g;
-		} else {
-			bidx[b] = i;
+		} else if (!ti[i].recompute) {
 			bg[b++] = g;
+		} else {
+			r->reshard.recompute_regathers++;
 		}
 	}
 
-	/* units */
+	/* units: the forward of one training cycle */
 	struct analysis_units *u = &r->units;
 	struct units_repeat inferred, rep;
 	units_find_repeat(keys, nf, 0, &inferred);
@@ -1254,7 +1475,7 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	u->trailing_gathers = (uint32_t)nf - rep.start - rep.covered;
 	u->root_gathers = u->leading_gathers + u->trailing_gathers;
 	u->forward_units = (uint32_t)nf;
-	if (o->layers > 0 && !u->layers_match)
+	if (o->layers > 0 && !u->layers_match && nf)
 		note(r, "--layers %d: the forward gathers hold no repeat of exactly %d copies (they show %u x %u gathers "
 			"plus %u)",
 		     o->layers, o->layers, inferred.copies, inferred.motif, (unsigned)(nf - inferred.covered));
@@ -1282,16 +1503,22 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 			 timeline_name(h->src, ti[fidx[largest_f]].name));
 	}
 
-	/* reshard */
+	/* reshard: the re-gathers of that cycle (recomputation's left aside) */
+	uint32_t recompute = r->reshard.recompute_regathers;
 	reshard_detect(fg, nf, bg, nb, o->param_bytes, bunit, &r->reshard);
+	r->reshard.recompute_regathers = recompute;
+	/* what one cycle shows, times the cycles of a step */
+	uint32_t cycles = r->microbatches.per_step ? r->microbatches.per_step : 1;
+	r->reshard.regather_bytes_per_step *= cycles;
+	r->reshard.reshard_extra_gathers *= cycles;
+	r->reshard.reshard_extra_wire_bytes *= cycles;
 	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && nf == 1)
 		note(r, "one FSDP unit (the root, never resharded): reshard_after_forward cannot be told");
 
-	/* gathers table */
+	/* gathers table: every FSDP gather of the step, every cycle */
 	size_t gi = 0;
-	f = b = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER)
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
 			continue;
 		struct analysis_gather *g = &r->gathers[gi];
 		g->index = (uint32_t)gi;
@@ -1301,7 +1528,9 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 		g->calls = ev[i].calls;
 		g->bytes = ev[i].bytes;
 		g->elements = ev[i].elements;
-		int32_t unit = ti[i].phase == ANALYSIS_PHASE_FORWARD ? (int32_t)f++ : bunit[b++];
+		g->microbatch = ti[i].cycle;
+		g->recompute = ti[i].recompute;
+		int32_t unit = c0 >= 0 && (uint32_t)ti[i].unit < nf ? ti[i].unit : -1;
 		g->unit = unit;
 		g->repeat = g->motif_pos = -1;
 		if (unit >= 0 && (uint32_t)unit >= rep.start && (uint32_t)unit < rep.start + rep.covered && rep.motif) {
@@ -1330,12 +1559,25 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	}
 	r->ngathers = (uint32_t)gi;
 
-	/* ledger */
+	/* ledger: the model's parameters are the units' elements (each
+	 * gradient reduced once per synchronisation: the same elements) times
+	 * the tensor-parallel degree; bucketed jobs reduce every parameter once
+	 * a step */
+	uint64_t params = u->total_params;
+	uint32_t ledger_units = (uint32_t)nf, shard_ranks = u->shard_ranks;
+	if (r->verdict == ANALYSIS_BUCKETED) {
+		params = r->buckets.reduce_elements_per_step;
+		largest = r->buckets.fetch_elements_max;
+		ledger_units = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ti[i].fsdp && (uint32_t)ev[i].nranks > shard_ranks)
+				shard_ranks = (uint32_t)ev[i].nranks;
+	}
 	struct ledger_input li;
 	ledger_input_defaults(&li);
-	li.params = (double)u->total_params;
-	li.ranks = u->shard_ranks;
-	li.units = (uint32_t)nf;
+	li.params = (double)params * (r->tp_degree ? r->tp_degree : 1);
+	li.ranks = shard_ranks * (r->tp_degree ? r->tp_degree : 1);
+	li.units = ledger_units;
 	li.largest_unit_params = (double)largest;
 	li.prefetch = o->prefetch;
 	li.param_bytes = o->param_bytes;
@@ -1348,28 +1590,44 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	ledger_compute(&li, &r->ledger);
 	uint64_t wire = 0;
 	for (size_t i = 0; i < n; i++)
-		wire += ev[i].wire_bytes;
+		if (ti[i].in_steps)
+			wire += ev[i].wire_bytes;
 	r->ledger.wire_bytes_per_step = wire;
 
-	/* sizes and dtypes */
-	for (size_t i = 0; i < n; i++) {
-		uint32_t bit = ev[i].dtype < 32 ? 1u << ev[i].dtype : 0;
-		if (ev[i].op == FSS_OP_ALLGATHER)
-			r->sizes.allgather_dtypes |= bit;
-		else if (ev[i].op == FSS_OP_REDUCESCATTER)
-			r->sizes.reduce_scatter_dtypes |= bit;
-		else if (ev[i].op == FSS_OP_ALLREDUCE)
-			r->sizes.allreduce_dtypes |= bit;
-	}
-	if (bytes_stats(ev, n, FSS_OP_ALLGATHER, &r->sizes.allgather_bytes_min, &r->sizes.allgather_bytes_median,
-			&r->sizes.allgather_bytes_max) < 0 ||
-	    bytes_stats(ev, n, FSS_OP_REDUCESCATTER, &r->sizes.reduce_scatter_bytes_min,
-			&r->sizes.reduce_scatter_bytes_median, &r->sizes.reduce_scatter_bytes_max) < 0)
+	/* sizes and dtypes of the FSDP group's traffic */
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
 		goto out;
+	for (int op = FSS_OP_ALLGATHER; op <= FSS_OP_ALLREDUCE; op++) {
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			int mine = op == FSS_OP_ALLREDUCE ? ti[i].in_steps : ti[i].fsdp;
+			if (ev[i].op != op || !mine)
+				continue;
+			uint32_t bit = ev[i].dtype < 32 ? 1u << ev[i].dtype : 0;
+			if (op == FSS_OP_ALLGATHER)
+				r->sizes.allgather_dtypes |= bit;
+			else if (op == FSS_OP_REDUCESCATTER)
+				r->sizes.reduce_scatter_dtypes |= bit;
+			else
+				r->sizes.allreduce_dtypes |= bit;
+			v[k++] = ev[i].bytes;
+		}
+		if (!k || op == FSS_OP_ALLREDUCE)
+			continue;
+		qsort(v, k, sizeof *v, u64_cmp);
+		uint64_t *mn = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_min : &r->sizes.reduce_scatter_bytes_min;
+		uint64_t *md =
+		    op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_median : &r->sizes.reduce_scatter_bytes_median;
+		uint64_t *mx = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_max : &r->sizes.reduce_scatter_bytes_max;
+		*mn = v[0];
+		*md = v[(k - 1) / 2];
+		*mx = v[k - 1];
+	}
+	free(v);
 	rc = 0;
 out:
 	free(fidx);
-	free(bidx);
 	free(keys);
 	free(fg);
 	free(bg);
@@ -1396,6 +1654,112 @@ static void fill_exposure(const struct rank_state *h, struct analysis_result *r)
 	for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
 		x->cause_gathers[c] = (uint32_t)median_get(&h->fig[FIG_CAUSE_N + c]);
 		x->cause_ns[c] = median_get(&h->fig[FIG_CAUSE_NS + c]);
+	}
+}
+
+/* Say why the trace could not be diagnosed (once), and note it. */
+static void undecided(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void undecided(struct analysis_result *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->undecided_why, sizeof r->undecided_why, fmt, ap);
+	va_end(ap);
+	note(r, "not diagnosed: %s", r->undecided_why);
+}
+
+/* Role order in the table: the FSDP group and its companions first. */
+static int role_rank(uint8_t role)
+{
+	static const int order[ANALYSIS_ROLE_MAX] = {
+	    [ANALYSIS_ROLE_FSDP] = 0,	   [ANALYSIS_ROLE_FSDP_REGATHER] = 1,	[ANALYSIS_ROLE_REPLICATE] = 2,
+	    [ANALYSIS_ROLE_TENSOR_PARALLEL] = 3, [ANALYSIS_ROLE_PIPELINE] = 4,	[ANALYSIS_ROLE_EXPERT] = 5,
+	    [ANALYSIS_ROLE_ALLREDUCE] = 6, [ANALYSIS_ROLE_STEP] = 7,		[ANALYSIS_ROLE_ONE_OFF] = 8,
+	    [ANALYSIS_ROLE_UNKNOWN] = 9,
+	};
+	return role < ANALYSIS_ROLE_MAX ? order[role] : 10;
+}
+
+/* The communicators table of rank state v. */
+static void fill_comms(const analyzer_t *a, const struct rank_state *v, struct analysis_result *r)
+{
+	const struct tl_source *src = v->src;
+	size_t nc = src->ncomms;
+	uint8_t done[ANALYSIS_COMMS_MAX * 4] = {0};
+	if (nc > sizeof done)
+		nc = sizeof done;
+	for (uint32_t k = 0; k < nc && r->ncomms < ANALYSIS_COMMS_MAX; k++) {
+		/* next: the lowest role rank, then the lowest slot */
+		size_t pick = nc;
+		for (size_t c = 0; c < nc; c++) {
+			if (done[c])
+				continue;
+			uint8_t role = v->roles_decided ? comm_roles_of(&v->roles, (uint32_t)c) : ANALYSIS_ROLE_UNKNOWN;
+			if (pick == nc || role_rank(role) < role_rank(comm_roles_of(&v->roles, (uint32_t)pick)))
+				pick = c;
+		}
+		if (pick == nc)
+			break;
+		done[pick] = 1;
+		const struct tl_comm *m = &src->comms[pick];
+		struct analysis_comm *e = &r->comms[r->ncomms];
+		e->id = m->id_hash;
+		e->dimension = m->dimension;
+		snprintf(e->name, sizeof e->name, "%s", timeline_string(a->tl, src->id, m->name));
+		e->nranks = m->nranks;
+		e->rank = m->rank;
+		e->role = v->roles_decided ? comm_roles_of(&v->roles, (uint32_t)pick) : ANALYSIS_ROLE_UNKNOWN;
+		e->role_given = v->roles.given && (int)pick == v->roles.fsdp;
+		if (v->roles_decided && pick < v->roles.ncomms)
+			snprintf(e->evidence, sizeof e->evidence, "%s", v->roles.evidence[pick]);
+		uint64_t in_step = 0, el[64];
+		size_t nel = 0;
+		for (size_t i = 0; i < v->nev; i++) {
+			const struct tl_event *x = &v->tev[i];
+			if (x->comm_slot != pick)
+				continue;
+			in_step++;
+			e->bytes_per_step += x->wire_bytes;
+			if (nel < sizeof el / sizeof el[0])
+				el[nel++] = x->elements;
+			switch (x->op) {
+			case FSS_OP_ALLGATHER:
+				e->allgathers++;
+				break;
+			case FSS_OP_REDUCESCATTER:
+				e->reduce_scatters++;
+				break;
+			case FSS_OP_ALLREDUCE:
+				e->allreduces++;
+				break;
+			case FSS_OP_BROADCAST:
+				e->broadcasts++;
+				break;
+			case FSS_OP_SEND:
+			case FSS_OP_RECV:
+				e->point_to_point++;
+				break;
+			case FSS_OP_ALLTOALL:
+				e->alltoalls++;
+				break;
+			default:
+				e->other++;
+				break;
+			}
+		}
+		if (nel) {
+			qsort(el, nel, sizeof el[0], u64_cmp);
+			e->elements_median = el[(nel - 1) / 2];
+		}
+		uint64_t total = v->comm_events && pick < v->ncomm_events ? v->comm_events[pick] : 0;
+		uint64_t steady = in_step * v->analyzed;
+		e->outside = total > steady ? (uint32_t)(total - steady) : 0;
+		if ((int)pick == v->roles.fsdp)
+			r->fsdp_comm = (int32_t)r->ncomms;
+		if (e->role == ANALYSIS_ROLE_TENSOR_PARALLEL && m->nranks > 1)
+			r->tp_degree *= (uint32_t)m->nranks;
+		r->ncomms++;
 	}
 }
 
@@ -1524,9 +1888,32 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (tot.matched && r->spread.slowest_rank >= 0)
 		r->spread.slowest_rank_fraction = (double)best_last / (double)tot.matched;
 
+	/* the communicators, from the headline rank (or, without steps, the
+	 * lowest rank that has collectives) */
+	struct rank_state *view = h;
+	for (size_t i = 0; !view && i < a->nrs; i++)
+		if (a->rs[i]->src->collectives && (!view || a->rs[i]->src->rank < view->src->rank))
+			view = a->rs[i];
+	r->fsdp_comm = -1;
+	r->tp_degree = 1;
+	if (view)
+		fill_comms(a, view, r);
+
 	if (!h) {
-		note(r, nranked ? "no training step found: too few collectives, or none repeating"
-				: "no collectives in the trace");
+		r->verdict = ANALYSIS_UNDECIDED;
+		if (!nranked) {
+			r->undecided_reason = ANALYSIS_UNDECIDED_NO_COLLECTIVES;
+			undecided(r, "the trace holds no collective");
+		} else if (view && view->roles_decided && view->roles.fsdp < 0) {
+			r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
+			undecided(r, "no communicator carries both AllGathers and ReduceScatters: no FSDP shard group "
+				     "(not a sharded data-parallel job, or --fsdp-comm names none)");
+		} else {
+			r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
+			undecided(r, "no repeating training step among %llu collectives (too few steps recorded, or "
+				     "none alike)",
+				  (unsigned long long)r->trace.collectives);
+		}
 		*out = r;
 		return 0;
 	}
@@ -1544,13 +1931,76 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
 	r->spread.skew_ns_per_step = tot.skew_ns / steps;
 
+	/* the verdict: phases from the structure, bucketed fetching, or why not */
+	const struct phases_result *ph = &h->phases;
+	if (h->roles.fsdp < 0) {
+		r->verdict = ANALYSIS_UNDECIDED;
+		r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
+		undecided(r, "no communicator carries both AllGathers and ReduceScatters: no FSDP shard group (not a "
+			     "sharded data-parallel job, or --fsdp-comm names none)");
+	} else if (ph->status == PHASES_OK) {
+		r->verdict = ANALYSIS_DIAGNOSED;
+	} else if (ph->status == PHASES_NO_MIRROR) {
+		if (fill_buckets(h->tev, h->tinfo, h->nev, &r->buckets) < 0) {
+			analysis_result_free(r);
+			return -ENOMEM;
+		}
+		const struct analysis_buckets *bk = &r->buckets;
+		if (bk->reduce_buckets_per_step && bk->reduce_sizes_matching * 2 < bk->reduce_buckets_per_step &&
+		    bk->reduce_buckets_per_step < bk->fetches_per_step) {
+			r->verdict = ANALYSIS_BUCKETED;
+		} else {
+			r->verdict = ANALYSIS_UNDECIDED;
+			r->undecided_reason = ANALYSIS_UNDECIDED_PATTERN;
+			undecided(r, "the FSDP group's %u ReduceScatters per step do not mirror its %u gathers as FSDP "
+				     "units or DeepSpeed buckets would: a pattern the analysis does not know",
+				  bk->reduce_buckets_per_step, bk->fetches_per_step);
+		}
+	} else {
+		r->verdict = ANALYSIS_UNDECIDED;
+		r->undecided_reason = ANALYSIS_UNDECIDED_NO_REDUCTION;
+		undecided(r, "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
+			     "backward gathers cannot be told apart");
+	}
+	struct analysis_microbatches *mb = &r->microbatches;
+	if (r->verdict == ANALYSIS_DIAGNOSED) {
+		mb->phase_source = ANALYSIS_PHASES_STRUCTURE;
+		mb->per_step = ph->cycles - ph->forward_only;
+		mb->sync = ph->sync_cycles;
+		mb->forward_only = ph->forward_only;
+		mb->forward_allgathers = ph->forward_allgathers;
+		mb->backward_allgathers = ph->backward_allgathers;
+		mb->recompute_allgathers = ph->recompute_allgathers;
+		/* cycles are told from steps when a step holds several, when NVTX
+		 * marks steps, or when something happens once a step besides the
+		 * FSDP group's own traffic (a loss or gradient-norm all-reduce) */
+		int marker = 0;
+		for (size_t i = 0; i < h->nev && !marker; i++)
+			marker = h->tinfo[i].in_steps &&
+				 !(h->tinfo[i].fsdp && (h->tev[i].op == FSS_OP_ALLGATHER ||
+							h->tev[i].op == FSS_OP_REDUCESCATTER)) &&
+				 h->tev[i].role != ANALYSIS_ROLE_REPLICATE;
+		mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
+		if (!mb->told)
+			note(r, "each step is one forward / backward with its ReduceScatters and nothing marks an "
+				"optimizer step: with gradient accumulation these steps are micro-batches (NVTX "
+				"ProfilerStep# ranges would tell)");
+		if (mb->forward_only)
+			note(r, "%u forward-only pass%s inside each step (gathers, no backward, no reduction): not "
+				"counted as micro-batches",
+			     mb->forward_only, mb->forward_only == 1 ? "" : "es");
+	}
+
 	if (fill_structure(a, h, r) < 0) {
 		analysis_result_free(r);
 		return -ENOMEM;
 	}
+	if (r->verdict == ANALYSIS_BUCKETED)
+		note(r, "bucketed fetching: the gathers follow fetch buckets, not modules; the unit, reshard and wrap "
+			"analysis does not apply");
 	fill_exposure(h, r);
 	breakdown_compute(r->step_ns, median_get(&h->fig[FIG_COMPUTE]), median_get(&h->fig[FIG_COMM_EXPOSED]),
-			  r->units.total_params, r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt,
+			  r->ledger.params, r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt,
 			  &r->breakdown);
 	if (r->exposure.source == ANALYSIS_EXPOSURE_HOST)
 		note(r, "exposure from host timing: exact where collective calls block until done (the CPU "

@@ -16,6 +16,12 @@
 #define STEPS_TIE_MATCH 0.01
 #define STEPS_RESYNC_KEYS 8u
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nranks)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -61,6 +67,111 @@ size_t steps_rotation(const uint8_t *ops, size_t p)
 	return best_start;
 }
 
+static uint64_t window_hash(const uint64_t *sig, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= sig[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+struct window {
+	uint64_t hash;
+	size_t len, at;
+};
+
+static int window_cmp(const void *a, const void *b)
+{
+	const struct window *x = a, *y = b;
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * When steps are interrupted now and then (an eval pass every few steps, a
+ * checkpoint save), no shift of the whole sequence matches itself: find the
+ * step instead between consecutive occurrences of one signature (an
+ * anchor): the stretch between two anchors that recurs most, explaining the
+ * most events, is the step; the stretches that differ hold the
+ * interruptions. A step reduces gradients: with ReduceScatters in the
+ * sequence, only stretches that hold one count. Returns 1 with the period,
+ * the start of a rotated template that lies inside two adjacent matching
+ * stretches, and the rotation.
+ */
+static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, size_t *period, size_t *t0,
+			  size_t *rotation, double *match)
+{
+	uint64_t *uniq = malloc((n ? n : 1) * sizeof *uniq);
+	size_t *pos = malloc((n ? n : 1) * sizeof *pos);
+	struct window *w = malloc((n ? n : 1) * sizeof *w);
+	if (!uniq || !pos || !w) {
+		free(uniq);
+		free(pos);
+		free(w);
+		return 0;
+	}
+	int have_rs = 0;
+	for (size_t i = n / 2; i < n; i++)
+		have_rs |= ops[i] == FSS_OP_REDUCESCATTER;
+	memcpy(uniq, sig, n * sizeof *uniq);
+	qsort(uniq, n, sizeof *uniq, u64_cmp);
+	size_t nu = 0;
+	for (size_t i = 0; i < n; i++)
+		if (nu == 0 || uniq[i] != uniq[nu - 1])
+			uniq[nu++] = uniq[i];
+	size_t best_cover = 0, best_len = 0, best_at = 0, best_count = 0, best_windows = 0;
+	for (size_t u = 0; u < nu; u++) {
+		size_t np = 0;
+		for (size_t i = 0; i < n; i++)
+			if (sig[i] == uniq[u])
+				pos[np++] = i;
+		if (np < 4)
+			continue;
+		size_t nw = 0;
+		for (size_t k = 0; k + 1 < np; k++)
+			w[nw++] = (struct window){window_hash(sig + pos[k], pos[k + 1] - pos[k]), pos[k + 1] - pos[k], pos[k]};
+		qsort(w, nw, sizeof *w, window_cmp);
+		for (size_t a = 0; a < nw;) {
+			size_t b = a;
+			while (b < nw && w[b].hash == w[a].hash && w[b].len == w[a].len)
+				b++;
+			size_t count = b - a, len = w[a].len;
+			int rs = !have_rs;
+			for (size_t i = 0; i < len && !rs; i++)
+				rs = ops[w[a].at + i] == FSS_OP_REDUCESCATTER;
+			/* two adjacent stretches alike: a rotated template fits in them */
+			size_t adjacent = nw;
+			for (size_t i = a; i + 1 < b && adjacent == nw; i++)
+				if (w[i + 1].at == w[i].at + len)
+					adjacent = i;
+			if (rs && count >= 3 && 2 * count >= nw && adjacent < nw && count * len > best_cover) {
+				best_cover = count * len;
+				best_len = len;
+				best_at = w[adjacent].at;
+				best_count = count;
+				best_windows = nw;
+			}
+			a = b;
+		}
+	}
+	free(uniq);
+	free(pos);
+	free(w);
+	if (!best_cover)
+		return 0;
+	*period = best_len;
+	*rotation = steps_rotation(ops + best_at, best_len);
+	*t0 = best_at + *rotation;
+	*match = (double)best_count / (double)best_windows;
+	return 1;
+}
+
 int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out)
 {
 	memset(out, 0, sizeof *out);
@@ -87,9 +198,11 @@ int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int fin
 	}
 	/* A step issues every kind of collective the job issues regularly: a
 	 * stretch of the forward's repeating blocks (all AllGathers) is not a
-	 * step. Kinds seen at least once per two periods must be in the step. */
+	 * step. Kinds seen at least once per two periods of the later half must
+	 * be in the step; what happens only at the start (init broadcasts) is
+	 * not required. */
 	size_t count[256] = {0};
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = n / 2; i < n; i++)
 		count[ops[i]]++;
 	size_t period = 0;
 	if (best >= STEPS_MIN_MATCH) {
@@ -101,19 +214,43 @@ int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int fin
 				in_step[ops[i]] = 1;
 			int complete = 1;
 			for (int op = 0; op < 256; op++)
-				if (!in_step[op] && count[op] * 2 * p >= n)
+				if (!in_step[op] && count[op] * 2 * p >= n - n / 2)
 					complete = 0;
 			if (complete)
 				period = p;
 		}
 	}
 	free(ratio);
-	if (!period)
+	size_t p = period, rot = 0, t0 = 0, ap = 0, at0 = 0, arot = 0;
+	double amatch = 0;
+	int anchored = find_by_anchor(sig, ops, n, &ap, &at0, &arot, &amatch);
+	if (p) {
+		rot = steps_rotation(ops + (n - p), p);
+		size_t phase = (n - p + rot) % p;
+		t0 = phase + p * ((n - p - phase) / p); /* last whole rotated period */
+	}
+	/* An interruption that recurs exactly (an eval pass every third step)
+	 * makes the whole sequence periodic over several steps: when the period
+	 * holds the step found between anchors twice or more, that is the step. */
+	int several = 0;
+	for (size_t j = 0; p && anchored && ap < p && j + ap <= p && t0 + j + ap <= n;) {
+		if (memcmp(sig + t0 + j, sig + at0, ap * sizeof *sig) == 0) {
+			several++;
+			j += ap;
+		} else {
+			j++;
+		}
+	}
+	if (p && several < 2) {
+		/* the period stands */
+	} else if (anchored) {
+		p = ap;
+		t0 = at0;
+		rot = arot;
+		best = amatch;
+	} else {
 		return 0;
-	size_t p = period;
-	size_t rot = steps_rotation(ops + (n - p), p);
-	size_t phase = (n - p + rot) % p;
-	size_t t0 = phase + p * ((n - p - phase) / p); /* last whole rotated period */
+	}
 	/* the first place a whole steady-state step starts (an insertion
 	 * earlier may have shifted the phase: look at every position) */
 	size_t first = t0;
@@ -143,6 +280,8 @@ struct steps_cutter {
 	uint64_t cur;      /* next event to place */
 	uint64_t *tmpl;    /* [period] the steady-state step */
 	size_t period;
+	uint64_t rare_sig; /* the template's rarest ReduceScatter (else rarest) signature: counting it */
+	uint32_t rare_mult;/* in a stretch counts the training steps the stretch holds */
 	int warmup_due;    /* a warm-up cut [warm_first, cur) is due */
 	uint64_t warm_first;
 };
@@ -209,6 +348,38 @@ static void cutter_drop(steps_cutter_t *c)
 	c->base = c->cur;
 }
 
+/* The signature that marks one step: the template's rarest ReduceScatter
+ * (a gradient reduction happens in training steps only, not in an eval
+ * pass, a checkpoint or set-up), else its rarest signature. */
+static void cutter_pick_rare(steps_cutter_t *c, const uint8_t *ops)
+{
+	size_t p = c->period;
+	uint32_t best = UINT32_MAX;
+	int best_rs = 0;
+	for (size_t i = 0; i < p; i++) {
+		uint32_t k = 0;
+		for (size_t j = 0; j < p; j++)
+			k += c->tmpl[j] == c->tmpl[i];
+		int rs = ops[i] == FSS_OP_REDUCESCATTER;
+		if ((rs && !best_rs) || (rs == best_rs && k <= best)) {
+			best = k;
+			best_rs = rs;
+			c->rare_sig = c->tmpl[i];
+		}
+	}
+	c->rare_mult = best == UINT32_MAX ? 1 : best;
+}
+
+/* Training steps in events [at, at + len) of the window: occurrences of the
+ * rare signature, per step. */
+static uint32_t cutter_steps_in(const steps_cutter_t *c, size_t at, uint64_t len)
+{
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < len && at + i < c->n; i++)
+		k += c->sig[at + i] == c->rare_sig;
+	return (uint32_t)((k + c->rare_mult / 2) / c->rare_mult);
+}
+
 static int cutter_detect(steps_cutter_t *c, int final)
 {
 	int window_full = c->n >= c->max_window;
@@ -221,6 +392,7 @@ static int cutter_detect(steps_cutter_t *c, int final)
 		if (!c->tmpl)
 			return -ENOMEM;
 		memcpy(c->tmpl, c->sig + sp.first, sp.period * sizeof *c->tmpl);
+		cutter_pick_rare(c, c->ops + sp.first);
 		c->state = CUTTER_CUT;
 		c->warm_first = c->base;
 		c->cur = c->base + sp.first;
@@ -259,10 +431,9 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 		return 1;
 	}
 	if (c->warmup_due) {
-		size_t p = c->period;
 		uint64_t len = c->cur - c->warm_first;
-		uint64_t steps = (len + p / 2) / p;
-		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP, (uint32_t)(steps ? steps : 1)};
+		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP,
+					  cutter_steps_in(c, (size_t)(c->warm_first - c->base), len)};
 		c->warmup_due = 0;
 		cutter_drop(c);
 		return 1;
@@ -302,7 +473,7 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	}
 	if (found) {
 		size_t len = found - at;
-		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
 		c->cur = c->base + found;
 		cutter_drop(c);
 		return 1;
@@ -311,7 +482,7 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	if (upto <= c->cur)
 		return 0;
 	uint64_t len = upto - c->cur;
-	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, (uint32_t)((len + p / 2) / p)};
+	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
 	c->cur = upto;
 	cutter_drop(c);
 	return 1;

@@ -15,6 +15,12 @@
  * the first step that matches the steady state are warm-up; later stretches
  * that do not match it are irregular steps: both are reported, neither is
  * mixed into the figures.
+ *
+ * Collectives that occur only at the start (init broadcasts) or now and
+ * then (an eval pass, a checkpoint save) are not required in a step: when
+ * they break the sequence's periodicity, the step is found between
+ * consecutive occurrences of one signature (an anchor) as the stretch that
+ * recurs most and explains the most events (docs/patterns.md, "Steps").
  */
 #ifndef FSS_COLLECTOR_STEPS_H
 #define FSS_COLLECTOR_STEPS_H
@@ -38,8 +44,13 @@ struct steps_period {
  * event i). Looks at periods up to n / 6 (n / 2 when `final`: the whole
  * trace is in the window) that make at least 90% of the later half of the
  * sequence repeat, choosing the smallest within 1% of the best that holds
- * every kind of collective seen at least once per two periods (the
- * forward's repeating blocks alone are no step). Returns 1 with *out
+ * every kind of collective seen at least once per two periods of the later
+ * half (the forward's repeating blocks alone are no step). When none does,
+ * or when the period holds the step found between anchors twice or more
+ * (an interruption that recurs exactly), the anchors' step: the stretch
+ * between consecutive occurrences of one signature that recurs at least 3
+ * times and in at least half of the stretches, holds a ReduceScatter when
+ * the sequence has any, and covers the most events. Returns 1 with *out
  * filled, 0 when no period is found (yet).
  */
 int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out);
@@ -65,8 +76,10 @@ struct steps_cut {
 	uint64_t first;
 	uint64_t count;
 	int kind;        /* enum steps_kind */
-	uint32_t steps;  /* steps the cut stands for (warm-up, irregular: count / period rounded;
-	                    a few stray events between two steps stand for 0) */
+	uint32_t steps;  /* training steps the cut stands for: 1 for a regular cut; for warm-up and
+	                    irregular stretches, how often the step's rarest ReduceScatter (else its
+	                    rarest collective) occurs in them, per step: set-up, eval passes and
+	                    checkpoints stand for 0, a first step that differs for 1 */
 };
 
 typedef struct steps_cutter steps_cutter_t;

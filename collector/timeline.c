@@ -124,6 +124,12 @@ static uint32_t name_intern(struct tl_source *src, const char *s)
 	return (uint32_t)src->nnames;
 }
 
+const char *timeline_string(const timeline_t *t, uint32_t source, uint32_t id)
+{
+	const char *s = id ? strtab_get(t->strings, source, id) : NULL;
+	return s ? s : "";
+}
+
 const char *timeline_name(const struct tl_source *s, uint32_t name)
 {
 	if (name == 0 || name > s->nnames)
@@ -288,11 +294,27 @@ static int on_comm(struct tl_source *s, const struct fss_rec_comm *c)
 {
 	if (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT)
 		return 0;
+	struct tl_comm *m = c->comm ? comm_find(s, c->comm) : NULL;
+	if (m && m->id_hash == c->id_hash)
+		return 0; /* a replay (the agent sends its communicators again on a new sink) */
+	/* Every rank of the parent makes the same splits in the same order, a
+	 * rank left out of the new group (no color, no communicator) included:
+	 * count them all, so that later splits agree on their number. */
+	struct tl_comm *parent = c->event == FSS_COMM_SPLIT && c->parent_comm ? comm_find(s, c->parent_comm) : NULL;
+	uint64_t dimension = c->id_hash;
+	if (parent) {
+		uint64_t parts[2] = {parent->dimension, parent->splits++};
+		dimension = 0xcbf29ce484222325ull;
+		for (int i = 0; i < 2; i++) {
+			dimension ^= parts[i];
+			dimension *= 0x100000001b3ull;
+			dimension ^= dimension >> 29;
+		}
+	}
 	/* a communicator that cannot be (damaged record) is ignored */
 	if (c->result != 0 || c->comm == 0 || c->nranks <= 0 || c->nranks > (1 << 24) || c->rank < 0 ||
 	    c->rank >= c->nranks)
 		return 0;
-	struct tl_comm *m = comm_find(s, c->comm);
 	if (!m) {
 		if (s->ncomms == s->comms_cap) {
 			size_t cap = s->comms_cap ? 2 * s->comms_cap : 8;
@@ -304,7 +326,15 @@ static int on_comm(struct tl_source *s, const struct fss_rec_comm *c)
 		}
 		m = &s->comms[s->ncomms++];
 	}
-	*m = (struct tl_comm){c->comm, c->id_hash, c->nranks, c->rank, 0, c->device};
+	*m = (struct tl_comm){.handle = c->comm,
+			      .id_hash = c->id_hash,
+			      .nranks = c->nranks,
+			      .rank = c->rank,
+			      .device = c->device,
+			      .dimension = dimension,
+			      .parent = c->event == FSS_COMM_SPLIT ? c->parent_comm : 0,
+			      .name = c->name,
+			      .color = c->event == FSS_COMM_SPLIT ? c->color : -1};
 	source_update_rank(s);
 	return 0;
 }
@@ -342,6 +372,8 @@ static int on_collective(struct tl_source *s, const struct fss_rec_collective *c
 	if (c->op != FSS_OP_ALLGATHER && c->op != FSS_OP_REDUCESCATTER && c->op != FSS_OP_ALLREDUCE)
 		e.wire_bytes = c->bytes;
 	e.comm_hash = m ? m->id_hash : 0;
+	e.comm_slot = m ? (uint32_t)(m - s->comms) : UINT32_MAX;
+	e.count = c->count;
 	e.stream = c->stream;
 	e.calls = 1;
 	e.nranks = nranks;

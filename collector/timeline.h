@@ -62,7 +62,11 @@ struct tl_event {
 	uint32_t thread;
 	uint32_t group_id;
 	uint8_t op, dtype;
-	uint16_t reserved;
+	uint8_t role;                 /* enum analysis_comm_role of its communicator, once decided */
+	uint8_t reserved;
+	uint32_t comm_slot;           /* index of its communicator in the source's comms, UINT32_MAX unknown */
+	uint32_t reserved2;
+	uint64_t count;               /* count argument of its (first) call */
 };
 
 /* One closed NVTX range that marks a step or counts as compute. */
@@ -93,6 +97,13 @@ struct tl_comm {
 	int32_t rank;
 	uint32_t calls;
 	int32_t device;
+	uint64_t dimension;  /* the same on every rank for communicators made by the same calls: the
+			        id_hash of an init, hash(parent's dimension, split number) of a split */
+	uint64_t parent;     /* handle of the split's parent, 0 */
+	uint32_t splits;     /* splits made from it so far */
+	uint32_t name;       /* string id of the job's name for it (commName), 0 */
+	int32_t color;       /* split color, -1 */
+	int32_t reserved;
 };
 
 struct tl_source {
@@ -155,6 +166,10 @@ int timeline_flush_groups(timeline_t *t);
 /* The sources seen so far, by position (0..count-1, arrival order). */
 size_t timeline_sources(const timeline_t *t);
 struct tl_source *timeline_source(const timeline_t *t, size_t i);
+
+/* timeline_string - string `id` of source `source` ("" when unknown or not
+ * complete). */
+const char *timeline_string(const timeline_t *t, uint32_t source, uint32_t id);
 
 /* timeline_name - a compute range's name by index; "" for 0 / unknown. */
 const char *timeline_name(const struct tl_source *s, uint32_t name);

@@ -42,6 +42,7 @@ static const struct record_field comm_fields[] = {
 	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, nranks, FIELD_I32), F(T, rank, FIELD_I32),
 	F(T, device, FIELD_I32), F(T, color, FIELD_I32), F(T, key, FIELD_I32), F(T, result, FIELD_I32),
 	E(T, event, FIELD_ENUM16, comm_event_name), E(T, path, FIELD_ENUM16, path_name), F(T, thread, FIELD_U32),
+	F(T, name, FIELD_STRING_ID), F(T, reserved, FIELD_RESERVED),
 };
 #undef T
 

@@ -36,6 +36,21 @@ int fsdp_reshard_parse(const char *text, int shard_group, int *size, char *err, 
 	return 0;
 }
 
+/* Units holding a tensor every tp rank holds whole: the root, and each unit
+ * with a block's norms (every block or group unit; with linear, the unit of
+ * the block's rest). */
+static int replicated_units(const struct wrap_spec *spec)
+{
+	if (spec->model)
+		return 1;
+	int n = 1;
+	for (int i = 0; i < spec->nranges; i++) {
+		const struct wrap_range *r = &spec->ranges[i];
+		n += r->policy == WRAP_LINEAR ? r->last - r->first + 1 : wrap_range_units(r);
+	}
+	return n;
+}
+
 int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts *out, char *err, size_t errlen)
 {
 	char scratch[8];
@@ -44,9 +59,16 @@ int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts
 		errlen = sizeof scratch;
 	}
 	memset(out, 0, sizeof *out);
-	int n = cfg->world_size, s = cfg->shard_group ? cfg->shard_group : cfg->world_size;
-	if (n < 1 || s < 1 || n % s != 0) {
-		snprintf(err, errlen, "bad --shard-group %d: it must divide the world size %d", s, n);
+	int t = cfg->tp > 1 ? cfg->tp : 1;
+	if (cfg->world_size < 1 || cfg->world_size % t != 0) {
+		snprintf(err, errlen, "bad --tp %d: it must divide the world size %d", t, cfg->world_size);
+		return -EINVAL;
+	}
+	/* the FSDP counts are those of the data-parallel dimension */
+	int n = cfg->world_size / t, s = cfg->shard_group ? cfg->shard_group : n;
+	if (s < 1 || n % s != 0) {
+		snprintf(err, errlen, "bad --shard-group %d: it must divide the %s size %d", s,
+			 t > 1 ? "data-parallel" : "world", n);
 		return -EINVAL;
 	}
 	struct wrap_spec spec;
@@ -83,5 +105,17 @@ int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts
 	out->checkpoint_allgathers = 2;
 	out->checkpoint_broadcasts = 2;
 	out->checkpoint_allreduces = 1;
+	out->tp = t;
+	out->dp = n;
+	if (t > 1) {
+		int per_pass = 2 * cfg->layers; /* one gather and one reduction per block half */
+		out->tp_replicated_units = replicated_units(&spec);
+		out->tp_allgathers = k * 2 * per_pass;
+		out->tp_reduce_scatters = k * 2 * per_pass;
+		out->tp_clip_allreduces = cfg->clip_grad ? 1 : 0;
+		out->tp_allreduces = k * out->tp_replicated_units + out->tp_clip_allreduces;
+		out->eval_tp_allgathers = per_pass;
+		out->eval_tp_reduce_scatters = per_pass;
+	}
 	return 0;
 }

@@ -22,7 +22,23 @@
  * adds one AllReduce per step. Outside the steps: U init Broadcasts per
  * communicator with --sync-module-states (S group, R group); U AllGathers
  * and one AllReduce per eval pass; 2 AllGathers, 2 Broadcasts and 1
- * AllReduce per checkpoint save. */
+ * AllReduce per checkpoint save.
+ *
+ * Tensor parallelism (--tp T; N = dp x T, the FSDP groups inside dp): N
+ * above is then the data-parallel size dp = N / T (S divides dp, R = dp / S)
+ * and the counts above are the FSDP ones, on the shard / replica / regather
+ * communicators of each tp rank, unchanged. The tp communicator carries,
+ * with L blocks and U_rep units that hold replicated tensors (the root, and
+ * every unit holding a block's norms: U for block / group / model wraps, L + 1
+ * for linear):
+ *   per micro-batch, forward   2 L AllGathers + 2 L ReduceScatters
+ *                    backward  2 L AllGathers + 2 L ReduceScatters + U_rep AllReduces
+ *   per step, with --clip-grad 1 AllReduce (the norm's second mesh dimension)
+ *   per eval pass              2 L AllGathers + 2 L ReduceScatters
+ * so per step tp AllGathers = tp ReduceScatters = 4 L K and tp AllReduces =
+ * U_rep K (+ 1 with --clip-grad), whatever --grad-sync (the replicated
+ * gradients are summed every micro-batch). --activation-checkpoint adds none:
+ * the recomputation is emulated. */
 #ifndef FSDP_REF_COUNTS_H
 #define FSDP_REF_COUNTS_H
 
@@ -40,6 +56,7 @@ struct fsdp_count_config {
 	int grad_sync_last;		   /* --grad-sync last */
 	int clip_grad;			   /* 1 with --clip-grad */
 	int activation_checkpoint;	   /* --activation-checkpoint */
+	int tp;				   /* --tp T; 0 = 1 (world_size = dp x T) */
 };
 
 /* Collectives per step. */
@@ -63,11 +80,19 @@ struct fsdp_counts {
 	int init_broadcasts;			  /* with --sync-module-states, before step 0 */
 	int eval_allgathers, eval_allreduces;	  /* per eval pass */
 	int checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces; /* per save */
+	/* tensor parallelism: the mesh, and per step the collectives on the tp
+	 * communicator (all 0 when tp == 1) */
+	int tp, dp;					 /* T, N / T */
+	int tp_replicated_units;			 /* U_rep: units that hold replicated tensors */
+	int tp_allgathers, tp_reduce_scatters;		 /* 4 L K each */
+	int tp_allreduces;				 /* U_rep K + tp_clip_allreduces */
+	int tp_clip_allreduces;				 /* 1 with --clip-grad */
+	int eval_tp_allgathers, eval_tp_reduce_scatters; /* per eval pass: 2 L each */
 };
 
 /* The counts for `cfg` into *out. 0, or -EINVAL when the configuration is
- * invalid (bad wrap spec, S not dividing N, G not dividing S) with the
- * reason in err (err may be NULL). */
+ * invalid (bad wrap spec, T not dividing N, S not dividing N / T, G not
+ * dividing S) with the reason in err (err may be NULL). */
 int fsdp_expected_counts(const struct fsdp_count_config *cfg, struct fsdp_counts *out, char *err, size_t errlen);
 
 /* Parse --reshard-after-forward for shard groups of `shard_group` ranks into

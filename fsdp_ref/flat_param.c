@@ -17,7 +17,7 @@ size_t flat_param_persistent_bytes(size_t shard, enum fsdp_dtype param_dtype, en
 int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct mem_ledger *mem,
 		    const struct unit_table *table, int unit, const struct model_config *cfg,
 		    const struct model_tensor *tensors, enum fsdp_dtype param_dtype, enum fsdp_dtype reduce_dtype,
-		    int shard_rank, uint64_t seed)
+		    int shard_rank, int tp_rank, uint64_t seed)
 {
 	const struct unit_info *u = &table->units[unit];
 	size_t n = u->shard;
@@ -44,7 +44,7 @@ int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct
 		return -ENOMEM;
 	}
 	size_t lo = (size_t)shard_rank * n;
-	flat_param_init_values(table, unit, cfg, tensors, seed, lo, lo + n, host);
+	flat_param_init_values(table, unit, cfg, tensors, seed, tp_rank, lo, lo + n, host);
 	int rc = be->memcpy_h2d(fp->master, host, n * 4);
 	free(host);
 	if (rc < 0)
@@ -58,7 +58,8 @@ int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct
 }
 
 void flat_param_init_values(const struct unit_table *table, int unit, const struct model_config *cfg,
-			    const struct model_tensor *tensors, uint64_t seed, size_t lo, size_t hi, float *out)
+			    const struct model_tensor *tensors, uint64_t seed, int tp_rank, size_t lo, size_t hi,
+			    float *out)
 {
 	/* element by element from each tensor that overlaps [lo, hi) */
 	memset(out, 0, (hi - lo) * sizeof *out);
@@ -68,7 +69,9 @@ void flat_param_init_values(const struct unit_table *table, int unit, const stru
 		size_t off = table->tensor_offset[id], end = off + tensors[id].numel;
 		size_t a = off > lo ? off : lo, b = end < hi ? end : hi;
 		for (size_t i = a; i < b; i++)
-			out[i - lo] = model_init_value(cfg, &tensors[id], id, i - off, seed);
+			out[i - lo] =
+			    model_init_value(cfg, &tensors[id], id,
+					     model_tensor_global_index(cfg, &tensors[id], tp_rank, i - off), seed);
 	}
 }
 

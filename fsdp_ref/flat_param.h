@@ -51,18 +51,22 @@ struct flat_param {
 /* Allocate unit `unit`'s persistent shards (through `mem`) and its events,
  * and set the initial values: master = model_init_value of each element of
  * this rank's shard (padding 0), param = master in param_dtype, gradient and
- * Adam moments 0. `tensors` is the model's tensor table, `seed` the run's.
+ * Adam moments 0. `tensors` is the model's tensor table (TP-local), `seed`
+ * the run's, `tp_rank` this rank's index in its TP group (0 without TP).
  * 0 or -ENOMEM (what was allocated is released by flat_param_release). */
 int flat_param_init(struct flat_param *fp, const struct fsdp_backend *be, struct mem_ledger *mem,
 		    const struct unit_table *table, int unit, const struct model_config *cfg,
 		    const struct model_tensor *tensors, enum fsdp_dtype param_dtype, enum fsdp_dtype reduce_dtype,
-		    int shard_rank, uint64_t seed);
+		    int shard_rank, int tp_rank, uint64_t seed);
 
-/* The initial values of elements [lo, hi) of unit `unit`'s flat layout
- * into out[0 .. hi - lo): model_init_value of each tensor element, 0 for
- * padding. The same values on every rank. */
+/* The initial values of elements [lo, hi) of unit `unit`'s flat layout, as
+ * tp rank `tp_rank` holds it, into out[0 .. hi - lo): model_init_value of
+ * each element's index in the whole tensor, 0 for padding. The same values
+ * on every rank of a tp rank's shard group, and the same weights for any
+ * --tp. */
 void flat_param_init_values(const struct unit_table *table, int unit, const struct model_config *cfg,
-			    const struct model_tensor *tensors, uint64_t seed, size_t lo, size_t hi, float *out);
+			    const struct model_tensor *tensors, uint64_t seed, int tp_rank, size_t lo, size_t hi,
+			    float *out);
 
 /* Free everything, persistent and transient. */
 void flat_param_release(struct flat_param *fp, const struct fsdp_backend *be, struct mem_ledger *mem);

@@ -10,8 +10,9 @@
  * gradient, issuing reductions) runs inside leaf ranges "fsdp.*", and a
  * unit's range holds only the model's ops (leaf ranges too), so the only
  * time the compute thread spends outside every leaf range is waiting
- * (gather_wait, the final reduce_reap) and the hooks' few branches: what a
- * profiler reading host timing counts as exposed. */
+ * (gather_wait, the TP all-reduce of replicated gradients, the final
+ * reduce_reap) and the hooks' few branches: what a profiler reading host
+ * timing counts as exposed. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,15 @@ static int rt_post_backward(void *ctx, struct model_module m)
 	markers_pop();
 	struct flat_param *fp = &rt->fp[u];
 	size_t padded = fp->info->padded;
+	size_t rep0 = fp->info->replicated_begin, rep1 = fp->info->replicated_end;
+	if (rt->comms.tp && rep1 > rep0) {
+		/* Every tp rank computed the replicated tensors' gradient from its own
+		 * tokens: sum the partial gradients (every micro-batch, as DTensor's
+		 * Partial -> Replicate does) before anything is kept or reduced. */
+		int rc = tp_allreduce(rt->comms.tp, "fsdp.tp_allreduce", fp->grad_full + rep0, rep1 - rep0);
+		if (rc < 0)
+			return rc;
+	}
 	if (fp->grad_unsharded) {
 		/* the sum of the micro-batches that did not reduce, plus this one */
 		markers_push("fsdp.grad_accumulate");
@@ -429,7 +439,7 @@ struct fsdp_runtime *fsdp_new(const struct fsdp_backend *be, struct mem_ledger *
 	for (int u = 0; u < units->nunits; u++) {
 		struct flat_param *fp = &rt->fp[u];
 		int rc = flat_param_init(fp, be, mem, units, u, mcfg, tensors, cfg->param_dtype, cfg->reduce_dtype,
-					 cfg->shard_rank, cfg->seed);
+					 cfg->shard_rank, cfg->tp_rank, cfg->seed);
 		if (rc == 0 && cfg->accumulate) {
 			fp->grad_acc = mem_alloc(mem, MEM_PERSISTENT, fp->info->shard * 4);
 			rc = fp->grad_acc ? be->memset_zero(fp->grad_acc, fp->info->shard * 4) : -ENOMEM;
@@ -567,7 +577,7 @@ int fsdp_sync_module_states(struct fsdp_runtime *rt, const struct model_config *
 			rc = -ENOMEM;
 		} else {
 			/* every rank computes the values; rank 0's travel */
-			flat_param_init_values(t, u, mcfg, tensors, rt->cfg.seed, 0, padded, host);
+			flat_param_init_values(t, u, mcfg, tensors, rt->cfg.seed, rt->cfg.tp_rank, 0, padded, host);
 			rc = rt->be->memcpy_h2d(dev, host, padded * 4);
 			if (rc == 0)
 				rc = broadcast_unit(rt, fp, rt->comms.shard, dev, padded);
@@ -594,9 +604,11 @@ int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out)
 	size_t cap = 0;
 	void *host = NULL;
 	int rc = 0;
+	double replicated_weight = rt->cfg.tp_size > 1 ? 1.0 / (double)rt->cfg.tp_size : 1.0;
 	for (int u = 0; rc == 0 && u < rt->units->nunits; u++) {
 		const struct flat_param *fp = &rt->fp[u];
-		size_t n = fp->info->shard;
+		size_t n = fp->info->shard, lo = (size_t)rt->cfg.shard_rank * n;
+		size_t rep0 = fp->info->replicated_begin, rep1 = fp->info->replicated_end;
 		enum fsdp_dtype dt = rt->cfg.accumulate ? FSDP_DTYPE_FP32 : rt->cfg.reduce_dtype;
 		const void *g = rt->cfg.accumulate ? (const void *)fp->grad_acc : fp->grad;
 		size_t bytes = n * fsdp_dtype_size(dt);
@@ -614,7 +626,8 @@ int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out)
 		for (size_t i = 0; i < n; i++) {
 			double x = dt == FSDP_DTYPE_FP32 ? ((const float *)host)[i]
 							 : bf16_to_float(((const uint16_t *)host)[i]);
-			*out += x * x;
+			int replicated = lo + i >= rep0 && lo + i < rep1;
+			*out += replicated ? x * x * replicated_weight : x * x;
 		}
 	}
 	free(host);

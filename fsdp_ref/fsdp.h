@@ -3,8 +3,9 @@
  *   shards at rest -> AllGather (pre-forward, prefetched P units ahead)
  *   -> forward -> reshard: free, keep, or keep 1/G (post-forward; never the root)
  *   -> AllGather again if resharded (pre-backward, prefetched P ahead)
- *   -> backward -> ReduceScatter of the gradient into the local shard
- *      (+ AllReduce across replicas with HSDP) (post-backward) -> free
+ *   -> backward -> [AllReduce of the replicated tensors' span over the TP
+ *      group, with --tp] -> ReduceScatter of the gradient into the local
+ *      shard (+ AllReduce across replicas with HSDP) (post-backward) -> free
  *   -> Adam on the shard (optim.c)
  *
  * The runtime is the model's parameter provider (model.h): the model calls
@@ -24,6 +25,7 @@
 #include "fsdp_ref/comm.h"
 #include "fsdp_ref/mem.h"
 #include "fsdp_ref/model.h"
+#include "fsdp_ref/tp.h"
 #include "fsdp_ref/units.h"
 
 struct fsdp_config {
@@ -37,16 +39,22 @@ struct fsdp_config {
 	int reshard_size;	      /* G: ranks a unit stays sharded over after forward (0 = keep, S = free) */
 	int shard_size;		      /* S: ranks of a shard group */
 	int shard_rank;		      /* this rank's index in its shard group */
-	int replicas;		      /* R = N / S */
+	int replicas;		      /* R = (N / T) / S */
+	int tp_size;		      /* T: ranks of a tensor-parallel group (1: none) */
+	int tp_rank;		      /* this rank's index in it: which part of each split tensor it holds */
 	uint64_t seed;		      /* initial weights */
 };
 
-/* Communicators, created by the caller (ncclCommSplit of the world). */
+/* Communicators, created by the caller (ncclCommSplit of the world). With
+ * tensor parallelism they all lie inside one tp rank's data-parallel
+ * dimension: their members hold the same part of every split tensor. */
 struct fsdp_comms {
 	ncclComm_t shard;    /* the S ranks sharing a unit's shards: AllGather, ReduceScatter */
 	ncclComm_t replica;  /* the R ranks holding the same shard (HSDP AllReduce); NULL if R == 1 */
 	ncclComm_t regather; /* the G ranks of a backward re-gather; NULL unless 1 < G < S */
 	int regather_rank;   /* this rank's index in the regather group */
+	struct tp_group *tp; /* the TP group: it sums the replicated tensors' gradients (tp.h);
+				NULL without tensor parallelism */
 };
 
 /* Per-step counters (since fsdp_step_begin). */
@@ -100,7 +108,9 @@ void fsdp_reshard_all(struct fsdp_runtime *rt);
 int fsdp_sync_module_states(struct fsdp_runtime *rt, const struct model_config *mcfg);
 
 /* The squared L2 norm of this rank's reduced gradient shards (after
- * fsdp_finish_backward): the local term of clip_grad_norm_. 0 or -errno. */
+ * fsdp_finish_backward): the local term of clip_grad_norm_. Elements of
+ * tensors every tp rank holds whole count 1/T each, so that the sum over the
+ * TP group counts them once. 0 or -errno. */
 int fsdp_grad_norm_sq(struct fsdp_runtime *rt, double *out);
 
 /* After model_backward: wait for every reduce-scatter (and all-reduce), make

@@ -138,6 +138,11 @@ int log_write(struct run_log *log, const struct log_record *r)
 	    ",\"forward_prefetch\":%d,\"activation_checkpoint\":%s,\"nvtx\":%s",
 	    r->grad_accum, r->clip_grad, r->eval_every, r->checkpoint_every, r->forward_prefetch,
 	    r->activation_checkpoint ? "true" : "false", r->nvtx ? "true" : "false");
+	put(&l,
+	    ",\"tp\":%d,\"dp\":%d,\"tp_allgathers\":%d,\"tp_reduce_scatters\":%d,\"tp_allreduces\":%d"
+	    ",\"tp_wait_ns\":%" PRId64 ",\"eval_tp_allgathers\":%d,\"eval_tp_reduce_scatters\":%d",
+	    r->tp, r->dp, r->tp_allgathers, r->tp_reduce_scatters, r->tp_allreduces, r->tp_wait_ns,
+	    r->eval_tp_allgathers, r->eval_tp_reduce_scatters);
 	if (r->zero3_gather) {
 		put_str(&l, "zero3_gather", r->zero3_gather);
 		put(&l,

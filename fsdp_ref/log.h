@@ -39,6 +39,12 @@ struct log_record {
 	const char *style, *grad_sync;
 	int grad_accum, eval_every, checkpoint_every, forward_prefetch, activation_checkpoint, nvtx;
 	double clip_grad;
+	/* tensor parallelism: the mesh, then the step's collectives on the tp
+	 * communicator (0 without TP) and the time compute waited for them */
+	int tp, dp;
+	int tp_allgathers, tp_reduce_scatters, tp_allreduces;
+	int64_t tp_wait_ns;
+	int eval_tp_allgathers, eval_tp_reduce_scatters; /* the eval pass after the step */
 	/* --style zero3 only (zero3_gather NULL: none of these keys is written); elements are
 	 * parameter elements, without the partitions' padding */
 	const char *zero3_gather;	      /* "flat" or "coalesced" */

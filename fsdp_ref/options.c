@@ -40,6 +40,7 @@ enum {
 	OPT_FORWARD_PREFETCH,
 	OPT_ACTIVATION_CHECKPOINT,
 	OPT_NO_NVTX,
+	OPT_TP,
 	OPT_ZERO3_GATHER, /* OPT_ZERO3_GATHER .. OPT_REDUCE_BUCKET: the zero3-only flags */
 	OPT_BUCKET,
 	OPT_PERSISTENCE_THRESHOLD,
@@ -82,6 +83,7 @@ static const struct option long_options[] = {
     {"forward-prefetch", no_argument, NULL, OPT_FORWARD_PREFETCH},
     {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
+    {"tp", required_argument, NULL, OPT_TP},
     {"zero3-gather", required_argument, NULL, OPT_ZERO3_GATHER},
     {"bucket", required_argument, NULL, OPT_BUCKET},
     {"persistence-threshold", required_argument, NULL, OPT_PERSISTENCE_THRESHOLD},
@@ -124,7 +126,8 @@ void options_usage(FILE *out)
 	      "    --param-dtype bf16|fp32    gathered parameter dtype [bf16]\n"
 	      "    --reduce-dtype fp32|bf16   gradient reduction dtype [fp32]\n"
 	      "    --shard-group S shard within groups of S ranks and all-reduce gradients\n"
-	      "                    across the N/S replicas (HSDP) [N]\n"
+	      "                    across the N/S replicas (HSDP); with --tp T, groups of the\n"
+	      "                    N/T data-parallel ranks and (N/T)/S replicas [N/T]\n"
 	      "    --style fsdp2|fsdp1|zero3\n"
 	      "                    fsdp2: fully_shard, forward and backward prefetch of --prefetch\n"
 	      "                    units; fsdp1: FullyShardedDataParallel, backward prefetch\n"
@@ -137,13 +140,26 @@ void options_usage(FILE *out)
 	      "                    backward gather (no extra gather). The recomputation itself is\n"
 	      "                    emulated (activations are kept), the gathers are real\n"
 	      "\n"
+	      "TENSOR PARALLEL\n"
+	      "    --tp T          tensor parallelism with sequence parallelism over groups of T\n"
+	      "                    consecutive ranks (Megatron-style, as torchtitan's FSDP2 + TP):\n"
+	      "                    q, k, v, gate, up column-parallel, o, down row-parallel, norms\n"
+	      "                    and the root replicated on 1/T of the tokens; per block an\n"
+	      "                    AllGather and a ReduceScatter on the tp communicator around\n"
+	      "                    attention and around the MLP, mirrored in backward, and an\n"
+	      "                    AllReduce of the replicated tensors' gradients per unit that\n"
+	      "                    holds them. FSDP shards over the N/T data-parallel ranks of\n"
+	      "                    the same tp rank (--shard-group divides N/T). T must divide\n"
+	      "                    N, --heads, --kv-heads, --ffn and the tokens per\n"
+	      "                    data-parallel rank [1]\n"
+	      "\n"
 	      "ZERO-3 (--style zero3; element counts accept 5e7; DeepSpeed's key in brackets)\n"
 	      "    Every parameter tensor is split into N equal padded partitions, one per rank\n"
 	      "    (--wrap, --reshard-after-forward, --prefetch and --forward-prefetch are\n"
 	      "    ignored). Step 0 records the order the model uses its tensors in and fetches\n"
 	      "    each use alone; later steps fetch a needed tensor together with the next\n"
 	      "    tensors of that trace, released after use unless reused soon. No HSDP,\n"
-	      "    --grad-sync last, --activation-checkpoint or --sync-module-states.\n"
+	      "    --tp, --grad-sync last, --activation-checkpoint or --sync-module-states.\n"
 	      "    --zero3-gather flat|coalesced\n"
 	      "                    flat: one AllGather of one flat buffer per fetch; coalesced: one\n"
 	      "                    AllGather per tensor inside one ncclGroupStart/End [flat]\n"
@@ -190,6 +206,7 @@ void options_usage(FILE *out)
 	      "    fsdp_ref --nranks 4 --shard-group 2 --reshard-after-forward false\n"
 	      "    fsdp_ref --nranks 2 --grad-accum 4 --grad-sync last --clip-grad 1.0 --no-nvtx\n"
 	      "    fsdp_ref --nranks 4 --shard-group 2 --style fsdp1 --sync-module-states\n"
+	      "    fsdp_ref --nranks 4 --tp 2 --wrap linear --log tp.jsonl    (2 x 2 mesh)\n"
 	      "    fsdp_ref --nranks 4 --style zero3 --bucket 3000 --persistence-threshold 64\n"
 	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
 	      out);
@@ -257,7 +274,8 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		      .kv_heads = 2,
 		      .seq = 32,
 		      .rope_theta = 10000.0f,
-		      .norm_eps = 1e-5f},
+		      .norm_eps = 1e-5f,
+		      .tp = 1},
 	    .batch = 8,
 	    .steps = 20,
 	    .seed = 1,
@@ -409,6 +427,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		case OPT_NO_NVTX:
 			o->nvtx = 0;
 			break;
+		case OPT_TP:
+			bad = parse_int(optarg, 1, 1024, &o->model.tp);
+			break;
 		case OPT_ZERO3_GATHER:
 			if (strcmp(optarg, "flat") == 0)
 				o->zero3_coalesced = 0;
@@ -464,6 +485,7 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 				 : o->shard_group	  ? "--shard-group (every tensor is partitioned over all ranks)"
 				 : o->activation_checkpoint ? "--activation-checkpoint"
 				 : o->sync_module_states    ? "--sync-module-states"
+				 : o->model.tp > 1	    ? "--tp (every tensor is partitioned over all ranks)"
 							    : NULL;
 		if (no)
 			return options_fail(err, errlen, "--style zero3 does not support %s", no);

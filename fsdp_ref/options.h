@@ -24,7 +24,7 @@ struct fsdp_options {
 	const char *backend;	      /* --backend cpu|cuda (NULL: the executable's own) */
 	int nranks;		      /* --nranks N: fork N ranks (ignored under a launcher) */
 	const char *unique_id_file;   /* --unique-id-file PATH (external launcher) */
-	struct model_config model;    /* --vocab --layers --d-model --ffn --heads --kv-heads --seq */
+	struct model_config model;    /* --vocab --layers --d-model --ffn --heads --kv-heads --seq --tp */
 	int batch;		      /* --batch B: global sequences per step */
 	int steps;		      /* --steps T */
 	uint64_t seed;		      /* --seed X */
@@ -34,7 +34,7 @@ struct fsdp_options {
 	int prefetch;		      /* --prefetch P */
 	enum fsdp_dtype param_dtype;  /* --param-dtype bf16|fp32 */
 	enum fsdp_dtype reduce_dtype; /* --reduce-dtype fp32|bf16 */
-	int shard_group;	      /* --shard-group S (0: all ranks) */
+	int shard_group;	      /* --shard-group S (0: all data-parallel ranks) */
 	const char *log_path;	      /* --log FILE */
 	int quiet;		      /* --quiet: no per-step line on stdout */
 	enum fsdp_style style;	      /* --style fsdp2|fsdp1|zero3 */

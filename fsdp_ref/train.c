@@ -2,12 +2,19 @@
  *
  * Per rank: bind the backend, create the world communicator and its splits
  * (shard groups, replica groups for HSDP, re-gather groups for
- * --reshard-after-forward G), build units and shards (broadcast from rank 0
- * with --sync-module-states), then per step: per micro-batch forward,
- * backward and the wait for its reductions; the gradient norm's AllReduce
- * with --clip-grad; Adam on the shards; the loss AllReduce. After a step,
- * outside it: an eval pass every --eval-every steps, a checkpoint save every
- * --checkpoint-every steps; then the step's log line. */
+ * --reshard-after-forward G, TP groups for --tp), build units and shards
+ * (broadcast from rank 0 with --sync-module-states), then per step: per
+ * micro-batch forward, backward and the wait for its reductions; the
+ * gradient norm's AllReduce with --clip-grad; Adam on the shards; the loss
+ * AllReduce. After a step, outside it: an eval pass every --eval-every
+ * steps, a checkpoint save every --checkpoint-every steps; then the step's
+ * log line.
+ *
+ * The mesh with --tp T: N = dp x T ranks, rank = dp_rank x T + tp_rank, so
+ * that a TP group is T consecutive ranks (one node, on real machines) and
+ * the data-parallel groups are strided. FSDP's groups (shard, replica,
+ * re-gather) are those of T = 1 drawn inside the dp dimension: the ranks of
+ * one tp_rank, which hold the same part of every split tensor. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +34,7 @@
 #include "fsdp_ref/model.h"
 #include "fsdp_ref/optim.h"
 #include "fsdp_ref/options.h"
+#include "fsdp_ref/tp.h"
 #include "fsdp_ref/train.h"
 #include "fsdp_ref/units.h"
 #include "fsdp_ref/wrap.h"
@@ -37,8 +45,10 @@ struct run_plan {
 	struct fsdp_options opt;
 	struct wrap_spec wrap;
 	int world_size;
-	int shard_size;	  /* S */
-	int replicas;	  /* R = N / S */
+	int tp;		  /* T */
+	int dp;		  /* N / T: data-parallel ranks */
+	int shard_size;	  /* S, divides dp */
+	int replicas;	  /* R = dp / S */
 	int reshard_size; /* G */
 };
 
@@ -55,16 +65,33 @@ static int plan_run(struct run_plan *p, char *err, size_t errlen)
 	int rc = launch_world_size(o->nranks, o->unique_id_file, &p->world_size, err, errlen);
 	if (rc < 0)
 		return rc;
-	int n = p->world_size;
+	p->tp = model_tp_size(&o->model);
+	if (p->world_size % p->tp != 0) {
+		snprintf(err, errlen, "bad --tp %d: it must divide the number of ranks %d (N = data-parallel x tp)",
+			 p->tp, p->world_size);
+		return -EINVAL;
+	}
+	/* FSDP lives in the data-parallel dimension */
+	int n = p->dp = p->world_size / p->tp;
+	const char *dp_word = p->tp > 1 ? "data-parallel " : "";
 	p->shard_size = o->shard_group ? o->shard_group : n;
 	if (p->shard_size > n || n % p->shard_size != 0) {
-		snprintf(err, errlen, "bad --shard-group %d: it must divide the number of ranks %d", p->shard_size, n);
+		snprintf(err, errlen, "bad --shard-group %d: it must divide the number of %sranks %d", p->shard_size,
+			 dp_word, n);
 		return -EINVAL;
 	}
 	p->replicas = n / p->shard_size;
 	if (o->batch % n != 0) {
-		snprintf(err, errlen, "--batch %d is the global batch: it must be a multiple of the %d ranks", o->batch,
-			 n);
+		snprintf(err, errlen, "--batch %d is the global batch: it must be a multiple of the %d %sranks",
+			 o->batch, n, dp_word);
+		return -EINVAL;
+	}
+	int tokens = o->batch / n * o->model.seq;
+	if (tokens % p->tp != 0) {
+		snprintf(err, errlen,
+			 "--tp %d must divide the %d tokens of a data-parallel rank (--batch / %d x --seq): each tp "
+			 "rank holds 1/%d of them between blocks",
+			 p->tp, tokens, n, p->tp);
 		return -EINVAL;
 	}
 	if ((rc = wrap_parse(o->wrap, o->model.layers, &p->wrap, err, errlen)) < 0)
@@ -93,8 +120,9 @@ static int nccl_check(ncclResult_t r, const char *what, int rank)
 struct rank_state {
 	const struct fsdp_backend *be;
 	int backend_up;
-	ncclComm_t world, shard, replica, regather;
+	ncclComm_t world, shard, replica, regather, tp_comm;
 	struct comm_thread *ct;
+	struct tp_group *tp; /* NULL without --tp */
 	struct mem_ledger *mem;
 	struct unit_table *units;
 	struct fsdp_runtime *rt;
@@ -111,6 +139,7 @@ static void rank_cleanup(struct rank_state *s)
 	/* The runtime first: it waits for requests that reference its buffers. */
 	fsdp_free(s->rt);
 	zero3_free(s->z3);
+	tp_free(s->tp);
 	comm_thread_free(s->ct);
 	model_free(s->model);
 	if (s->mem)
@@ -121,9 +150,9 @@ static void rank_cleanup(struct rank_state *s)
 		s->be->event_free(s->loss_done);
 	units_free(s->units);
 	mem_free_ledger(s->mem);
-	ncclComm_t comms[] = {s->regather, s->replica, s->shard, s->world};
+	ncclComm_t comms[] = {s->tp_comm, s->regather, s->replica, s->shard, s->world};
 	for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
-		if (comms[i] && (i == 3 || comms[i] != s->world))
+		if (comms[i] && (i == 4 || comms[i] != s->world))
 			ncclCommDestroy(comms[i]);
 	if (s->backend_up)
 		s->be->shutdown();
@@ -179,6 +208,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	const struct fsdp_options *o = &p->opt;
 	struct rank_state s = {.be = be};
 	int rank = li->rank, n = li->world_size, S = p->shard_size, G = p->reshard_size;
+	int T = p->tp, tp_rank = rank % T, dp_rank = rank / T;
 	int rc = -EIO;
 	char err[256];
 
@@ -197,17 +227,22 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	s.backend_up = 1;
 	if (nccl_check(ncclCommInitRank(&s.world, n, li->id, rank), "ncclCommInitRank", rank) < 0)
 		goto out;
-	/* Splits: every rank makes the same calls in the same order. */
+	/* Splits: every rank makes the same calls in the same order. The FSDP
+	 * groups are the dp-dimension groups of one tp rank: color (group index
+	 * in dp) x T + tp_rank, which is the group index itself when T = 1. */
 	s.shard = s.world;
-	if (S < n && nccl_check(ncclCommSplit(s.world, rank / S, rank, &s.shard, NULL), "ncclCommSplit (shard groups)",
-				rank) < 0)
+	if (S < n && nccl_check(ncclCommSplit(s.world, dp_rank / S * T + tp_rank, rank, &s.shard, NULL),
+				"ncclCommSplit (shard groups)", rank) < 0)
 		goto out;
-	if (p->replicas > 1 && nccl_check(ncclCommSplit(s.world, rank % S, rank, &s.replica, NULL),
+	if (p->replicas > 1 && nccl_check(ncclCommSplit(s.world, dp_rank % S * T + tp_rank, rank, &s.replica, NULL),
 					  "ncclCommSplit (replica groups)", rank) < 0)
 		goto out;
 	if (G > 1 && G < S &&
-	    nccl_check(ncclCommSplit(s.world, rank / G, rank, &s.regather, NULL), "ncclCommSplit (re-gather groups)",
-		       rank) < 0)
+	    nccl_check(ncclCommSplit(s.world, dp_rank / G * T + tp_rank, rank, &s.regather, NULL),
+		       "ncclCommSplit (re-gather groups)", rank) < 0)
+		goto out;
+	if (T > 1 &&
+	    nccl_check(ncclCommSplit(s.world, dp_rank, rank, &s.tp_comm, NULL), "ncclCommSplit (tp groups)", rank) < 0)
 		goto out;
 
 	rc = -ENOMEM;
@@ -215,6 +250,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	s.units = units_build(&o->model, &p->wrap, S);
 	s.ct = comm_thread_new(be);
 	if (!s.mem || !s.units || !s.ct)
+		goto out;
+	if (T > 1 && !(s.tp = tp_new(be, s.ct, s.tp_comm)))
 		goto out;
 	int k = o->grad_accum;
 	struct fsdp_config fcfg = {
@@ -226,15 +263,18 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	    .recompute_regather = o->activation_checkpoint && o->style == FSDP_STYLE_FSDP1,
 	    .reshard_size = G,
 	    .shard_size = S,
-	    .shard_rank = rank % S,
+	    .shard_rank = dp_rank % S,
 	    .replicas = p->replicas,
+	    .tp_size = T,
+	    .tp_rank = tp_rank,
 	    .seed = o->seed,
 	};
 	struct fsdp_comms comms = {
 	    .shard = s.shard,
 	    .replica = s.replica,
 	    .regather = s.regather,
-	    .regather_rank = G > 0 ? rank % G : 0,
+	    .regather_rank = G > 0 ? dp_rank % G : 0,
+	    .tp = s.tp,
 	};
 	struct zero3_config zcfg = {
 	    .param_dtype = o->param_dtype,
@@ -253,9 +293,11 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		s.z3 = zero3_new(be, s.mem, s.ct, &o->model, &zcfg, s.world);
 	else
 		s.rt = fsdp_new(be, s.mem, s.ct, &o->model, s.units, &fcfg, &comms);
-	int local_batch = o->batch / n;
-	s.model = model_new(&o->model, be, local_batch, s.mem);
-	size_t ntok = (size_t)local_batch * (size_t)o->model.seq;
+	/* every tp rank of a dp rank reads the dp rank's batch and feeds the
+	 * model its contiguous 1/T of the tokens */
+	int local_batch = o->batch / p->dp;
+	s.model = model_new(&o->model, be, local_batch, s.mem, s.tp ? tp_model_ops(s.tp) : NULL);
+	size_t ntok = (size_t)local_batch * (size_t)o->model.seq, tp_first = ntok / (size_t)T * (size_t)tp_rank;
 	s.inputs = malloc(ntok * sizeof *s.inputs);
 	s.targets = malloc(ntok * sizeof *s.targets);
 	s.loss_dev = mem_alloc(s.mem, MEM_OTHER, sizeof(double));
@@ -276,12 +318,18 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	    .grad_sync_last = o->grad_sync_last,
 	    .clip_grad = o->clip_grad > 0,
 	    .activation_checkpoint = o->activation_checkpoint,
+	    .tp = T,
 	};
 	if (fsdp_expected_counts(&ccfg, &expect, err, sizeof err) < 0 || expect.units != s.units->nunits) {
 		fprintf(stderr, "fsdp_ref: internal error: unit count disagrees with counts.c\n");
 		rc = -EINVAL;
 		goto out;
 	}
+	if (rank == 0 && T > 1)
+		fprintf(stderr,
+			"fsdp_ref: mesh %d data-parallel x %d tensor-parallel ranks (units hold 1/%d of each "
+			"block's linears)\n",
+			p->dp, T, T);
 	if (rank == 0)
 		fprintf(stderr,
 			"fsdp_ref: backend %s, %d ranks (shard groups of %d), %zu params in %d units "
@@ -325,22 +373,25 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			zero3_step_begin(s.z3);
 		else
 			fsdp_step_begin(s.rt);
+		if (s.tp)
+			tp_step_begin(s.tp);
 		mem_reset_peaks(s.mem);
 		int64_t t0 = comm_now_ns();
 		double local_sum = 0.0, loss = 0.0;
 		int64_t loss_wait_ns = 0, clip_wait_ns = 0;
-		int clip_allreduces = 0;
+		int clip_allreduces = 0, tp_clip_allreduces = 0;
 		rc = 0;
 		for (int mb = 0; rc == 0 && mb < k; mb++) {
 			double mb_sum = 0.0;
-			data_batch(o->seed, step * k + mb, rank * local_batch, local_batch, o->model.seq, o->model.vocab,
-				   s.inputs, s.targets);
+			data_batch(o->seed, step * k + mb, dp_rank * local_batch, local_batch, o->model.seq,
+				   o->model.vocab, s.inputs, s.targets);
 			if (s.z3)
 				zero3_microbatch_begin(s.z3);
 			else
 				fsdp_microbatch_begin(s.rt, !o->grad_sync_last || mb == k - 1);
 			markers_push("forward");
-			rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &mb_sum);
+			rc = model_forward(s.model, params, s.inputs + tp_first, s.targets + tp_first, loss_scale,
+					   &mb_sum);
 			markers_pop();
 			if (rc == 0) {
 				markers_push("backward");
@@ -354,12 +405,20 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		struct fsdp_adam_params hp = optim_adam_params(&ocfg, step + 1);
 		if (rc == 0 && o->clip_grad > 0) {
 			/* clip_grad_norm_: the squared norm of the shards, summed over the
-			 * shard group (replicas hold the same shard), in fp32 */
+			 * shard group (replicas hold the same shard), in fp32; with TP
+			 * then over the tp group (one AllReduce per mesh dimension), the
+			 * replicated tensors counted 1/T on each tp rank */
 			double local_sq = 0.0, total_sq = 0.0;
 			markers_push("clip_grad_norm");
 			rc = s.z3 ? zero3_grad_norm_sq(s.z3, &local_sq) : fsdp_grad_norm_sq(s.rt, &local_sq);
 			if (rc == 0)
 				rc = scalar_allreduce(&s, s.shard, ncclFloat32, local_sq, &total_sq, &clip_wait_ns);
+			if (rc == 0 && s.tp) {
+				int64_t tp_wait_ns = 0;
+				rc = scalar_allreduce(&s, s.tp_comm, ncclFloat32, total_sq, &total_sq, &tp_wait_ns);
+				clip_wait_ns += tp_wait_ns;
+				tp_clip_allreduces = 1;
+			}
 			markers_pop();
 			double norm = sqrt(total_sq > 0 ? total_sq : 0.0);
 			if (norm > o->clip_grad)
@@ -385,6 +444,9 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			zero3_step_stats(s.z3, &st);
 		else
 			fsdp_step_stats(s.rt, &st);
+		struct tp_stats tst = {0}, etst = {0};
+		if (s.tp)
+			tp_step_stats(s.tp, &tst);
 		if (be->take_exposed_ns)
 			st.gather_wait_ns = be->take_exposed_ns();
 		if (rc == 0 && st.gather_waits > 0) {
@@ -407,10 +469,13 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 				zero3_step_begin(s.z3);
 			else
 				fsdp_step_begin(s.rt);
-			data_batch(o->seed ^ 0x5eedull, step, rank * local_batch, local_batch, o->model.seq,
+			if (s.tp)
+				tp_step_begin(s.tp);
+			data_batch(o->seed ^ 0x5eedull, step, dp_rank * local_batch, local_batch, o->model.seq,
 				   o->model.vocab, s.inputs, s.targets);
 			markers_push("forward");
-			rc = model_forward(s.model, params, s.inputs, s.targets, loss_scale, &eval_sum);
+			rc = model_forward(s.model, params, s.inputs + tp_first, s.targets + tp_first, loss_scale,
+					   &eval_sum);
 			markers_pop();
 			if (s.z3)
 				zero3_release_all(s.z3);
@@ -428,6 +493,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 				fsdp_step_stats(s.rt, &es);
 			eval_allgathers = es.forward_allgathers + es.backward_allgathers;
 			eval_allreduces = 1;
+			if (s.tp)
+				tp_step_stats(s.tp, &etst);
 		}
 		if (rc == 0 && o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0) {
 			snprintf(name, sizeof name, "checkpoint %d", step);
@@ -460,7 +527,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .reduce_wait_ns = st.reduce_wait_ns,
 		    .loss_wait_ns = loss_wait_ns + clip_wait_ns,
 		    .step_ns = step_ns,
-		    .compute_ns = step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns - clip_wait_ns,
+		    .compute_ns =
+			step_ns - st.gather_wait_ns - st.reduce_wait_ns - loss_wait_ns - clip_wait_ns - tst.wait_ns,
 		    .peak_persistent_bytes = mem_peak(s.mem, MEM_PERSISTENT),
 		    .peak_transient_bytes = mem_peak(s.mem, MEM_GATHERED),
 		    .peak_gradient_bytes = mem_peak(s.mem, MEM_GRADIENT),
@@ -502,6 +570,14 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .activation_checkpoint = o->activation_checkpoint,
 		    .nvtx = o->nvtx,
 		    .clip_grad = o->clip_grad,
+		    .tp = T,
+		    .dp = p->dp,
+		    .tp_allgathers = tst.allgathers,
+		    .tp_reduce_scatters = tst.reduce_scatters,
+		    .tp_allreduces = tst.allreduces + tp_clip_allreduces,
+		    .tp_wait_ns = tst.wait_ns,
+		    .eval_tp_allgathers = etst.allgathers,
+		    .eval_tp_reduce_scatters = etst.reduce_scatters,
 		};
 		if (s.z3)
 			zero3_log_fill(s.z3, &r);

@@ -47,19 +47,42 @@ static int new_unit(struct builder *b, const char *name, struct model_module fo,
 	return u;
 }
 
+/* Membership only: the offsets are laid out once every unit is known. */
 static void add_tensor(struct builder *b, int u, int id)
 {
-	struct unit_info *ui = &b->t->units[u];
 	b->t->tensor_unit[id] = u;
-	b->t->tensor_offset[id] = ui->padded;
-	ui->numel += b->tensors[id].numel;
-	ui->padded = round_up(ui->padded + b->tensors[id].numel, UNITS_ALIGN);
+	b->t->units[u].numel += b->tensors[id].numel;
 }
 
 static void add_layer(struct builder *b, int u, int l)
 {
 	for (int p = 0; p < MODEL_PARTS; p++)
 		add_tensor(b, u, model_tensor_id(l, p));
+}
+
+/* Offsets, each tensor at a multiple of UNITS_ALIGN: in each unit its
+ * tensors in id order; with TP the split ones first, then the replicated
+ * ones, whose span is recorded. (Without TP the order stays the plain one:
+ * the clip norm sums the shard in layout order, and its bits would move.) */
+static void lay_out(struct builder *b, int tp)
+{
+	struct unit_table *t = b->t;
+	/* pass 0: split tensors, 1: replicated ones; without TP one pass, all */
+	for (int pass = 0; pass < (tp > 1 ? 2 : 1); pass++) {
+		for (int id = 0; id < t->ntensors; id++) {
+			int replicated = b->tensors[id].split == MODEL_TP_REPLICATED;
+			if (tp > 1 && replicated != pass)
+				continue;
+			struct unit_info *ui = &t->units[t->tensor_unit[id]];
+			t->tensor_offset[id] = ui->padded;
+			if (tp > 1 && replicated) {
+				if (ui->replicated_begin == ui->replicated_end)
+					ui->replicated_begin = ui->padded;
+				ui->replicated_end = ui->padded + b->tensors[id].numel;
+			}
+			ui->padded = round_up(ui->padded + b->tensors[id].numel, UNITS_ALIGN);
+		}
+	}
 }
 
 void units_free(struct unit_table *t)
@@ -163,6 +186,7 @@ struct unit_table *units_build(const struct model_config *cfg, const struct wrap
 				t->bwd_order[nb++] = u;
 		}
 	}
+	lay_out(&b, model_tp_size(cfg));
 	for (int i = 0; i < t->nunits; i++) {
 		struct unit_info *ui = &t->units[i];
 		ui->padded = round_up(ui->padded, (size_t)UNITS_ALIGN * (size_t)shard_ranks);

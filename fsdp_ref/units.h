@@ -4,7 +4,13 @@
  * unit, where each tensor sits in its unit's flat buffer, and which module's
  * hooks gather, reshard and reduce each unit. Units are numbered in forward
  * order: unit 0 is the root (embeddings, final norm, head; everything with
- * --wrap model). Pure bookkeeping: no memory beyond the table, no backend. */
+ * --wrap model). Pure bookkeeping: no memory beyond the table, no backend.
+ *
+ * Units hold the TP-local tensors (model_tensors with cfg->tp). With
+ * cfg->tp > 1, inside a unit the tensors TP splits come first and the
+ * replicated ones (norms, the root's) last, so that the replicated ones form
+ * one span whose gradient one AllReduce on the tp communicator can sum.
+ * Sizes do not depend on that order (each tensor is padded on its own). */
 #ifndef FSDP_REF_UNITS_H
 #define FSDP_REF_UNITS_H
 
@@ -25,6 +31,11 @@ struct unit_info {
 	size_t numel;  /* parameters in the unit */
 	size_t padded; /* flat buffer elements: numel + alignment and shard padding */
 	size_t shard;  /* padded / shard group size: what each rank stores */
+	/* [replicated_begin, replicated_end): with cfg->tp > 1, the elements of
+	 * the flat layout that hold tensors every tp rank holds whole (padding
+	 * between them included); empty (begin == end) when the unit has none,
+	 * and without TP. */
+	size_t replicated_begin, replicated_end;
 	/* The modules whose hooks act on this unit: pre-forward of fwd_open
 	 * gathers it, post-forward of fwd_close reshards it, pre-backward of
 	 * bwd_open gathers it again, post-backward of bwd_close reduce-scatters

@@ -17,13 +17,13 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		 findings_t *out)
 {
 	const struct analysis_units *u = &a->units;
-	uint32_t L, forward = a->per_step.forward_allgathers, root, blocks, expected;
+	uint32_t L, forward = a->units.forward_units, root, blocks, expected;
 	enum rule_severity sev;
 	char container[96];
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed;
 	struct finding *f;
 
-	if (a->steps_analyzed == 0 || a->options.layers <= 0 || forward == 0)
+	if (!rule_diagnosed(a) || a->options.layers <= 0 || forward == 0)
 		return 0;
 	L = (uint32_t)a->options.layers;
 	if (u->layers_given && u->repeating_units == L && u->root_gathers <= 2) {
@@ -44,19 +44,20 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	rule_unit_container(u->repeating_unit_name, container, sizeof(container));
 
 	if (blocks > L)
-		message = finding_printf("%u forward AllGathers per step for %u layers: %.1f per layer where a "
+		message = finding_printf("%u forward AllGathers per %s for %u layers: %.1f per layer where a "
 					 "per-block wrap issues 1 (%u in all)",
-					 forward, L, (double)blocks / L, expected);
+					 forward, rule_per(a), L, (double)blocks / L, expected);
 	else
-		message = finding_printf("%u forward AllGathers per step for %u layers: %u unit(s) hold %.1f "
+		message = finding_printf("%u forward AllGathers per %s for %u layers: %u unit(s) hold %.1f "
 					 "layers each on average, where a per-block wrap issues %u",
-					 forward, L, blocks, blocks ? (double)L / blocks : (double)L, expected);
+					 forward, rule_per(a), L, blocks, blocks ? (double)L / blocks : (double)L, expected);
 	evidence = finding_printf(
-		"--layers %u: a per-block wrap issues %u forward AllGathers per step (%u + %u root)\n"
-		"the trace: %u forward AllGathers per step (%u outside the root), %u AllGathers per step in all "
+		"--layers %u: a per-block wrap issues %u forward AllGathers per %s (%u + %u root)\n"
+		"the trace: %u forward AllGathers per %s (%u outside the root), %u AllGathers per step in all "
 		"(%u forward + %u backward)\n"
 		"repeat found in the forward gathers: %u x %u gather(s)%s",
-		L, expected, L, root, forward, blocks, a->per_step.allgathers, forward, a->per_step.backward_allgathers,
+		L, expected, rule_per(a), L, root, forward, rule_per(a), blocks, a->per_step.allgathers,
+		a->per_step.forward_allgathers, a->per_step.backward_allgathers,
 		u->repeating_units, u->gathers_per_unit,
 		u->layers_given && u->repeating_units == L ? " (the --layers count)" : " (none with --layers copies)");
 	fsdp2 = finding_printf("# One fully_shard per layer (%u), then the root: %u forward AllGathers per step.\n"

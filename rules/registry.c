@@ -8,9 +8,11 @@
 #include <string.h>
 
 static const struct rule *const registry[] = {
+	&rule_not_diagnosed,
 	&rule_wrap_too_fine,
 	&rule_wrap_too_coarse,
 	&rule_gather_count_mismatch,
+	&rule_bucketed_fetch,
 	&rule_exposed_gather,
 	&rule_reshard_policy,
 	&rule_small_collectives,

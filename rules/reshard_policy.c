@@ -24,7 +24,7 @@ static double retained_bytes(const struct analysis_result *a)
 		const struct analysis_gather *g = &a->gathers[i];
 		int regathered = 0;
 
-		if (g->phase != ANALYSIS_PHASE_FORWARD || g->unit <= 0)
+		if (g->phase != ANALYSIS_PHASE_FORWARD || g->unit <= 0 || g->microbatch != a->gathers[0].microbatch)
 			continue;
 		for (uint32_t j = 0; j < a->ngathers && !regathered; j++)
 			regathered = a->gathers[j].phase == ANALYSIS_PHASE_BACKWARD && a->gathers[j].unit == g->unit;
@@ -43,9 +43,11 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed;
 	struct finding *f;
 	double held;
+	uint32_t mb;
 
-	if (a->steps_analyzed == 0 || r->policy == ANALYSIS_RESHARD_UNKNOWN || r->units == 0)
+	if (!rule_diagnosed(a) || r->policy == ANALYSIS_RESHARD_UNKNOWN || r->units == 0)
 		return 0;
+	mb = rule_microbatches(a);
 	held = retained_bytes(a);
 	analysis_reshard_format(r, policy, sizeof(policy));
 	rule_unit_container(a->units.repeating_unit_name, container, sizeof(container));
@@ -59,7 +61,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		message = finding_printf("reshard_after_forward=True: %u non-root units are gathered again for "
 					 "backward (%u extra AllGathers per step); retaining them would save those "
 					 "gathers for %s more memory",
-					 r->resharded_units, r->resharded_units,
+					 r->resharded_units, mb * r->resharded_units,
 					 rule_format_bytes((double)r->retain_extra_bytes, b3, sizeof(b3)));
 		break;
 	case ANALYSIS_RESHARD_FALSE:
@@ -81,28 +83,36 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		break;
 	}
 	{
-		char retain[200] = "", reshard[200] = "";
+		char retain[200] = "", reshard[200] = "", cycles[200] = "";
 
 		if (r->resharded_units + r->group_units)
 			snprintf(retain, sizeof(retain),
 				 "\nretaining every resharded unit: %u fewer AllGathers per step, +%s held from forward "
 				 "to backward",
-				 r->resharded_units + r->group_units,
+				 mb * (r->resharded_units + r->group_units),
 				 rule_format_bytes((double)r->retain_extra_bytes, b2, sizeof(b2)));
 		if (r->retained_units)
 			snprintf(reshard, sizeof(reshard),
 				 "\nresharding every retained unit: %u more AllGathers per step (+%s on the wire), up "
 				 "to %s freed",
-				 r->reshard_extra_gathers, rule_format_bytes((double)r->reshard_extra_wire_bytes, b3, sizeof(b3)),
+				 r->reshard_extra_gathers,
+				 rule_format_bytes((double)r->reshard_extra_wire_bytes, b3, sizeof(b3)),
 				 rule_format_bytes(held, b4, sizeof(b4)));
+		if (mb > 1 || r->recompute_regathers)
+			snprintf(cycles, sizeof(cycles),
+				 "\n%u micro-batch%s per step, each gathering its resharded units again%s", mb,
+				 mb == 1 ? "" : "es",
+				 r->recompute_regathers ? "; activation checkpointing re-gathers each once more for "
+							  "its recomputation (not a wrap or reshard choice)"
+							: "");
 		evidence = finding_printf("detected: %s (non-root units: %u; resharded %u, retained %u, to a group %u; "
 					  "root %s)\n"
-					  "backward AllGathers per step: %u, moving %s on the wire%s%s%s",
+					  "backward AllGathers per step: %u, moving %s on the wire%s%s%s%s",
 					  policy, r->units, r->resharded_units, r->retained_units, r->group_units,
 					  r->root_resharded ? "resharded too" : "kept (as FSDP2 does)",
 					  a->per_step.backward_allgathers,
-					  rule_format_bytes((double)r->regather_bytes_per_step, b1, sizeof(b1)), retain,
-					  reshard, headroom);
+					  rule_format_bytes((double)r->regather_bytes_per_step, b1, sizeof(b1)),
+					  cycles, retain, reshard, headroom);
 	}
 	fsdp2 = finding_printf(
 		"# The trade, per unit:\n"
@@ -134,6 +144,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	finding_metric(f, "regather_bytes_per_step", (double)r->regather_bytes_per_step);
 	finding_metric(f, "retain_extra_bytes", (double)r->retain_extra_bytes);
 	finding_metric(f, "reshard_extra_gathers", r->reshard_extra_gathers);
+	finding_metric(f, "microbatches", mb);
+	finding_metric(f, "recompute_regathers", r->recompute_regathers);
 	finding_metric(f, "reshard_extra_wire_bytes", (double)r->reshard_extra_wire_bytes);
 	finding_metric(f, "retained_bytes", held);
 	return 0;

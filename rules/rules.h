@@ -115,6 +115,8 @@ struct rule {
 };
 
 /* The rules, one per file. */
+extern const struct rule rule_not_diagnosed;
+extern const struct rule rule_bucketed_fetch;
 extern const struct rule rule_wrap_too_fine;
 extern const struct rule rule_wrap_too_coarse;
 extern const struct rule rule_gather_count_mismatch;
@@ -135,6 +137,28 @@ const struct rule *rules_find(const char *id);
  * registry order. Returns 0 or -ENOMEM. `a` is read only.
  */
 int rules_run(const struct analysis_result *a, const struct rule_config *c, findings_t *out);
+
+/* rule_diagnosed - the unit analysis holds: units, phases and the reshard
+ * policy were read from the stream (not bucketed, not undecided). The wrap
+ * and reshard rules judge nothing otherwise. */
+static inline int rule_diagnosed(const struct analysis_result *a)
+{
+	return a->steps_analyzed > 0 && a->verdict == ANALYSIS_DIAGNOSED;
+}
+
+/* rule_microbatches - forward / backward cycles per step (1 when the step
+ * holds one, or when cycles are not known). */
+static inline uint32_t rule_microbatches(const struct analysis_result *a)
+{
+	return a->microbatches.per_step ? a->microbatches.per_step : 1;
+}
+
+/* rule_per - "micro-batch" when a step holds several, else "step": what the
+ * per-unit counts the rules quote are per. */
+static inline const char *rule_per(const struct analysis_result *a)
+{
+	return rule_microbatches(a) > 1 ? "micro-batch" : "step";
+}
 
 /* rule_threshold - the value of threshold `id` in c. */
 static inline double rule_threshold(const struct rule_config *c, enum rule_threshold_id id)

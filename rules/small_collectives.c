@@ -26,7 +26,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed;
 	struct finding *f;
 
-	if (a->steps_analyzed == 0 || a->per_step.allgathers == 0 || s->allgather_bytes_median == 0)
+	/* bucketed fetching has its own sizes rule (bucketed-fetch) */
+	if (!rule_diagnosed(a) || a->per_step.allgathers == 0 || s->allgather_bytes_median == 0)
 		return 0;
 	ranks = u->shard_ranks ? (double)u->shard_ranks : a->world_size > 0 ? (double)a->world_size : 1.0;
 	median_out = (double)s->allgather_bytes_median * ranks;

@@ -31,7 +31,8 @@ static void find_largest(const struct analysis_result *a, struct largest *l)
 	for (uint32_t i = 0; i < a->ngathers; i++) {
 		const struct analysis_gather *g = &a->gathers[i];
 
-		if (g->phase != ANALYSIS_PHASE_FORWARD)
+		/* one micro-batch's forward: the units once each */
+		if (g->phase != ANALYSIS_PHASE_FORWARD || g->microbatch != a->gathers[0].microbatch)
 			continue;
 		if (first) {
 			l->root_elements = g->elements;
@@ -82,7 +83,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	uint64_t unit;
 	struct finding *f;
 
-	if (a->steps_analyzed == 0 || total <= 0)
+	if (!rule_diagnosed(a) || total <= 0)
 		return 0;
 	find_largest(a, &l);
 	if (l.elements == 0)

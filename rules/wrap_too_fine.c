@@ -23,7 +23,7 @@ static double motif_gathered_bytes(const struct analysis_result *a, double *larg
 		const struct analysis_gather *g = &a->gathers[i];
 		double out;
 
-		if (g->phase != ANALYSIS_PHASE_FORWARD || g->repeat != 0)
+		if (g->phase != ANALYSIS_PHASE_FORWARD || g->repeat != 0 || g->microbatch != a->gathers[0].microbatch)
 			continue;
 		out = (double)g->bytes * (g->nranks > 0 ? g->nranks : 1);
 		sum += out;
@@ -38,13 +38,13 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 {
 	const struct analysis_units *u = &a->units;
 	uint32_t k = u->gathers_per_unit, L = u->repeating_units, root = u->root_gathers;
-	uint32_t per_block_forward, per_block_backward, backward_blocks;
+	uint32_t per_block_forward, per_block_backward, backward_blocks, mb;
 	double block_bytes, piece_bytes;
 	char container[96], b1[32], b2[32], b3[32], b4[32], ds_bucket[48], exposed[16] = "";
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed, *root_text;
 	struct finding *f;
 
-	if (a->steps_analyzed == 0 || k == 0 || L == 0)
+	if (!rule_diagnosed(a) || k == 0 || L == 0)
 		return 0;
 	if ((double)k < rule_threshold(c, RULE_T_FINE_GATHERS_PER_UNIT))
 		return 0;
@@ -54,8 +54,10 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		return 0;
 
 	per_block_forward = L + root;
-	/* Backward re-gathers of the blocks, scaled down the same way. */
-	backward_blocks = (a->per_step.backward_allgathers + k / 2) / k;
+	/* Backward re-gathers of the blocks, scaled down the same way (per
+	 * micro-batch: a step may hold several). */
+	mb = rule_microbatches(a);
+	backward_blocks = (a->microbatches.backward_allgathers + k / 2) / k;
 	per_block_backward = backward_blocks;
 	block_bytes = motif_gathered_bytes(a, &piece_bytes);
 	rule_unit_container(u->repeating_unit_name, container, sizeof(container));
@@ -70,16 +72,16 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	if (!root_text)
 		return -ENOMEM;
 	message = finding_printf("the wrap is finer than the model's repeating unit: %u AllGathers per unit where 1 "
-				 "would do (%u forward AllGathers per step instead of %u)",
-				 k, a->per_step.forward_allgathers, per_block_forward);
+				 "would do (%u forward AllGathers per %s instead of %u)",
+				 k, a->units.forward_units, rule_per(a), per_block_forward);
 	evidence = finding_printf(
-		"%u gathers per repeating unit x %u units = %u%s per step; per-block wrap would issue %u\n"
+		"%u gathers per repeating unit x %u units = %u%s per %s; per-block wrap would issue %u\n"
 		"AllGathers per step: %u (%u forward + %u backward); per-block wrap: %u (%u + %u)\n"
 		"one unit's %u gathers move %s in pieces of at most %s; one gather per unit would move %s at once\n"
 		"AllGather time per step: %s%s%s",
-		k, L, k * L, root_text, per_block_forward, a->per_step.allgathers, a->per_step.forward_allgathers,
-		a->per_step.backward_allgathers, per_block_forward + per_block_backward, per_block_forward,
-		per_block_backward, k, rule_format_bytes(block_bytes, b1, sizeof(b1)),
+		k, L, k * L, root_text, rule_per(a), per_block_forward, a->per_step.allgathers,
+		a->per_step.forward_allgathers, a->per_step.backward_allgathers,
+		mb * (per_block_forward + per_block_backward), mb * per_block_forward, mb * per_block_backward, k, rule_format_bytes(block_bytes, b1, sizeof(b1)),
 		rule_format_bytes(piece_bytes, b2, sizeof(b2)), rule_format_bytes(block_bytes, b3, sizeof(b3)),
 		rule_format_ns((double)a->exposure.allgather_ns_per_step, b4, sizeof(b4)),
 		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed);
@@ -117,8 +119,9 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	finding_metric(f, "root_gathers", root);
 	finding_metric(f, "forward_allgathers", a->per_step.forward_allgathers);
 	finding_metric(f, "allgathers", a->per_step.allgathers);
-	finding_metric(f, "per_block_forward_allgathers", per_block_forward);
-	finding_metric(f, "per_block_allgathers", per_block_forward + per_block_backward);
+	finding_metric(f, "per_block_forward_allgathers", mb * per_block_forward);
+	finding_metric(f, "per_block_allgathers", mb * (per_block_forward + per_block_backward));
+	finding_metric(f, "microbatches", mb);
 	finding_metric(f, "unit_gathered_bytes", block_bytes);
 	return 0;
 }

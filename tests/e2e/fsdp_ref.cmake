@@ -3,7 +3,7 @@
 if(TARGET fsdp_ref)
   add_executable(fsdp_ref_e2e e2e/fsdp_ref_e2e.c)
   target_link_libraries(fsdp_ref_e2e PRIVATE fsdp_ref_counts m)
-  foreach(scenario bitwise counts memory prefetch launcher failure loop zero3)
+  foreach(scenario bitwise counts memory prefetch launcher failure loop tp zero3)
     add_test(NAME fsdp_ref_e2e_${scenario}
       COMMAND fsdp_ref_e2e ${scenario} $<TARGET_FILE:fsdp_ref>
               ${CMAKE_CURRENT_BINARY_DIR}/fsdp_ref_e2e_${scenario})
@@ -18,5 +18,9 @@ if(TARGET fsdp_ref)
       COMMAND fsdp_ref_e2e nvtx $<TARGET_FILE:fsdp_ref>
               ${CMAKE_CURRENT_BINARY_DIR}/fsdp_ref_e2e_nvtx $<TARGET_FILE:fsdp_ref_nvtx_inject>)
     set_tests_properties(fsdp_ref_e2e_nvtx PROPERTIES TIMEOUT 60 LABELS "e2e;fsdp_ref")
+    add_test(NAME fsdp_ref_e2e_tp_nvtx
+      COMMAND fsdp_ref_e2e tp_nvtx $<TARGET_FILE:fsdp_ref>
+              ${CMAKE_CURRENT_BINARY_DIR}/fsdp_ref_e2e_tp_nvtx $<TARGET_FILE:fsdp_ref_nvtx_inject>)
+    set_tests_properties(fsdp_ref_e2e_tp_nvtx PROPERTIES TIMEOUT 60 LABELS "e2e;fsdp_ref")
   endif()
 endif()

@@ -25,10 +25,16 @@
  *             closed form, and the losses they must not change
  *   nvtx      the NVTX ranges of each rank (recorded by an injection library,
  *             fsdp_ref_nvtx_inject.c) are exactly the documented names and nesting
+ *   tp        --tp 2 (N = 2 and 4): counts against the closed form, FSDP's on the
+ *             dp dimension and the tp communicator's; losses equal to the same
+ *             data-parallel run without TP within fp32 rounding, also with
+ *             clipping and gradient accumulation; bad --tp values exit 2
+ *   tp_nvtx   the NVTX ranges with --tp 2: the TP collectives' leaves in place
  *   zero3     --style zero3 (N = 2, 4; flat and coalesced gathers; buckets below and
  *             above a block; persistence and reuse distance on and off): the losses of
  *             --style fsdp2; every line's counts and fetch sizes = a simulator of the
- *             documented rules; what the rules imply, read off the log; bad flags
+ *             documented rules; what the rules imply, read off the log; bad zero3
+ *             flags exit 2
  * Every log line of every rank is checked, not just rank 0's. */
 #include <errno.h>
 #include <fcntl.h>
@@ -147,6 +153,7 @@ struct step_line {
 	double microbatches, sync_microbatches, forward_per_microbatch, backward_per_microbatch;
 	double recompute_allgathers, clip_allreduces, init_broadcasts;
 	double eval_allgathers, eval_allreduces, checkpoint_allgathers, checkpoint_broadcasts, checkpoint_allreduces;
+	double tp, dp, tp_allgathers, tp_reduce_scatters, tp_allreduces, eval_tp_allgathers, eval_tp_reduce_scatters;
 };
 
 struct run_log {
@@ -223,6 +230,13 @@ static int load_log(const char *path, int world_size, int steps, struct run_log 
 		    {"checkpoint_allgathers", &l->checkpoint_allgathers},
 		    {"checkpoint_broadcasts", &l->checkpoint_broadcasts},
 		    {"checkpoint_allreduces", &l->checkpoint_allreduces},
+		    {"tp", &l->tp},
+		    {"dp", &l->dp},
+		    {"tp_allgathers", &l->tp_allgathers},
+		    {"tp_reduce_scatters", &l->tp_reduce_scatters},
+		    {"tp_allreduces", &l->tp_allreduces},
+		    {"eval_tp_allgathers", &l->eval_tp_allgathers},
+		    {"eval_tp_reduce_scatters", &l->eval_tp_reduce_scatters},
 		};
 		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
 			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
@@ -735,8 +749,11 @@ static void scenario_failure(void)
 
 /* Expected NVTX stream of one rank for --wrap linear, --reshard-after-forward
  * true, with `layers` blocks (docs/fsdp_ref.md, "NVTX ranges"): unit ranges
- * holding op leaves, the hooks' own work in "fsdp.*" leaves beside them. */
-static int nvtx_expected(char lines[][48], int max, int layers, int steps)
+ * holding op leaves, the hooks' own work in "fsdp.*" leaves beside them.
+ * tp: with --tp > 1, the leaves that issue the TP collectives (their waits
+ * are outside every leaf) and the replicated gradients' all-reduce of the
+ * units that hold norms or are the root. */
+static int nvtx_expected(char lines[][48], int max, int layers, int steps, int tp)
 {
 	static const char *const fwd[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
 	int n = 0;
@@ -753,6 +770,8 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 			LEAF("fsdp.unshard");
 			EMIT("push layers.%d", l);
 			LEAF("layers.%d.attn_norm", l);
+			if (tp)
+				LEAF("layers.%d.attn.tp_allgather", l);
 			for (int j = 0; j < 7; j++) {
 				LEAF("fsdp.unshard");
 				EMIT("push layers.%d.%s", l, fwd[j]);
@@ -762,13 +781,20 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 				if (j == 2)
 					LEAF("layers.%d.attn.core", l);
 				if (j == 3) {
+					if (tp)
+						LEAF("layers.%d.attn.tp_reduce_scatter", l);
 					LEAF("layers.%d.attn.residual", l);
 					LEAF("layers.%d.mlp_norm", l);
+					if (tp)
+						LEAF("layers.%d.mlp.tp_allgather", l);
 				}
 				if (j == 5)
 					LEAF("layers.%d.mlp.act", l);
-				if (j == 6)
+				if (j == 6) {
+					if (tp)
+						LEAF("layers.%d.mlp.tp_reduce_scatter", l);
 					LEAF("layers.%d.mlp.residual", l);
+				}
 			}
 			EMIT("pop");
 			LEAF("fsdp.reshard");
@@ -789,6 +815,8 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 			LEAF("fsdp.unshard");
 			LEAF("fsdp.grad_alloc");
 			EMIT("push layers.%d", l);
+			if (tp)
+				LEAF("layers.%d.mlp.tp_allgather", l);
 			for (int j = 6; j >= 0; j--) {
 				LEAF("fsdp.unshard");
 				LEAF("fsdp.grad_alloc");
@@ -798,18 +826,30 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps)
 				LEAF("fsdp.reduce_scatter");
 				if (j == 6)
 					LEAF("layers.%d.mlp.act", l);
-				if (j == 4)
+				if (j == 4) {
+					if (tp)
+						LEAF("layers.%d.mlp.tp_reduce_scatter", l);
 					LEAF("layers.%d.mlp_norm", l);
+					if (tp)
+						LEAF("layers.%d.attn.tp_allgather", l);
+				}
 				if (j == 3)
 					LEAF("layers.%d.attn.core", l);
-				if (j == 0)
+				if (j == 0) {
+					if (tp)
+						LEAF("layers.%d.attn.tp_reduce_scatter", l);
 					LEAF("layers.%d.attn_norm", l);
+				}
 			}
 			EMIT("pop");
+			if (tp)
+				LEAF("fsdp.tp_allreduce"); /* the norms' gradients */
 			LEAF("fsdp.reduce_scatter");
 		}
 		LEAF("embedding");
 		EMIT("pop");
+		if (tp)
+			LEAF("fsdp.tp_allreduce"); /* the root's */
 		LEAF("fsdp.reduce_scatter");
 		EMIT("pop");
 		LEAF("optimizer");
@@ -919,25 +959,24 @@ static void scenario_loop(void)
 	}
 }
 
-static void scenario_nvtx(void)
+/* Run `args` with the injection library recording into WORKDIR/prefix.PID
+ * and compare every rank's stream with nvtx_expected(layers, steps, tp). */
+static void nvtx_check(const char *prefix, const char *args, int layers, int steps, int tp, int n)
 {
-	const int layers = 2, steps = 2, n = 2;
 	char out[600], lib[600];
-	snprintf(out, sizeof out, "FSDP_REF_NVTX_OUT=%s/nvtx", workdir);
+	snprintf(out, sizeof out, "FSDP_REF_NVTX_OUT=%s/%s", workdir, prefix);
 	snprintf(lib, sizeof lib, "NVTX_INJECTION64_PATH=%s", inject_lib ? inject_lib : "");
 	char *env[] = {out, lib, NULL};
 	char errpath[600], cmd[700];
-	snprintf(errpath, sizeof errpath, "%s/nvtx.stderr", workdir);
-	snprintf(cmd, sizeof cmd, "rm -f %s/nvtx.*[0-9]", workdir);
+	snprintf(errpath, sizeof errpath, "%s/%s.stderr", workdir, prefix);
+	snprintf(cmd, sizeof cmd, "rm -f %s/%s.*[0-9]", workdir, prefix);
 	CHECK(system(cmd) == 0, "%s", cmd);
-	int st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
-				   "--batch 4 --steps 2 --wrap linear",
-				   NULL, errpath, env));
-	CHECK(st == 0, "fsdp_ref exited %d", st);
+	int st = wait_status(spawn(args, NULL, errpath, env));
+	CHECK(st == 0, "fsdp_ref %s exited %d", args, st);
 	static char want[4096][48];
-	int nwant = nvtx_expected(want, 4096, layers, steps);
+	int nwant = nvtx_expected(want, 4096, layers, steps, tp);
 	/* one file per rank process (the supervising parent makes no NVTX calls) */
-	snprintf(cmd, sizeof cmd, "ls %s/nvtx.*[0-9]", workdir);
+	snprintf(cmd, sizeof cmd, "ls %s/%s.*[0-9]", workdir, prefix);
 	FILE *ls = popen(cmd, "r");
 	char path[700];
 	int files = 0;
@@ -963,24 +1002,214 @@ static void scenario_nvtx(void)
 	if (ls)
 		pclose(ls);
 	CHECK(files == n, "%d NVTX streams, expected one per rank (%d)", files, n);
-	printf("nvtx: %d ranks, each %d push/pop records exactly as expected (domain fsdp_ref)\n", files, nwant);
+	printf("%s: %d ranks, each %d push/pop records exactly as expected (domain fsdp_ref)\n", prefix, files, nwant);
+}
+
+static void scenario_nvtx(void)
+{
+	nvtx_check("nvtx",
+		   "--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 --batch 4 --steps 2 --wrap linear",
+		   2, 2, 0, 2);
 
 	/* --no-nvtx: no range at all (NVTX is never even initialised) */
+	char out[600], lib[600], errpath[600], cmd[700];
 	snprintf(out, sizeof out, "FSDP_REF_NVTX_OUT=%s/nonvtx", workdir);
+	snprintf(lib, sizeof lib, "NVTX_INJECTION64_PATH=%s", inject_lib ? inject_lib : "");
+	char *env[] = {out, lib, NULL};
+	snprintf(errpath, sizeof errpath, "%s/nvtx.stderr", workdir);
 	snprintf(cmd, sizeof cmd, "rm -f %s/nonvtx.*[0-9]", workdir);
 	CHECK(system(cmd) == 0, "%s", cmd);
-	st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
-			       "--batch 4 --steps 2 --wrap linear --no-nvtx",
-			       NULL, errpath, env));
+	int st = wait_status(spawn("--nranks 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 "
+				   "--batch 4 --steps 2 --wrap linear --no-nvtx",
+				   NULL, errpath, env));
 	CHECK(st == 0, "fsdp_ref --no-nvtx exited %d", st);
 	snprintf(cmd, sizeof cmd, "cat %s/nonvtx.*[0-9] 2>/dev/null | wc -l", workdir);
-	ls = popen(cmd, "r");
+	FILE *ls = popen(cmd, "r");
 	long lines = -1;
 	if (ls && fscanf(ls, "%ld", &lines) != 1)
 		lines = -1;
 	if (ls)
 		pclose(ls);
 	CHECK(lines == 0, "--no-nvtx: %ld NVTX records, expected none", lines);
+}
+
+/* Every line's counts equal the closed form of configuration c (c->tp set):
+ * FSDP's on the data-parallel dimension, and the tp communicator's. */
+static void check_tp_counts(const struct run_log *lg, const struct fsdp_count_config *c, const struct loop_plan *lp,
+			    const char *what)
+{
+	check_counts_cfg(lg, c, lp, what);
+	struct fsdp_counts k;
+	if (fsdp_expected_counts(c, &k, NULL, 0) != 0)
+		return;
+	for (int r = 0; r < lg->world_size; r++)
+		for (int s = 0; s < lg->steps; s++) {
+			const struct step_line *l = &lg->line[r][s];
+			int eval = lp && lp->eval_every && (s + 1) % lp->eval_every == 0;
+			CHECK(l->tp == k.tp && l->dp == k.dp && l->tp_allgathers == k.tp_allgathers &&
+				  l->tp_reduce_scatters == k.tp_reduce_scatters &&
+				  l->tp_allreduces == k.tp_allreduces &&
+				  l->eval_tp_allgathers == (eval ? k.eval_tp_allgathers : 0) &&
+				  l->eval_tp_reduce_scatters == (eval ? k.eval_tp_reduce_scatters : 0),
+			      "%s rank %d step %d: tp %g dp %g, tp AG %g RS %g AR %g, eval tp AG %g RS %g; closed form "
+			      "tp %d dp %d, AG %d RS %d AR %d, eval %d %d",
+			      what, r, s, l->tp, l->dp, l->tp_allgathers, l->tp_reduce_scatters, l->tp_allreduces,
+			      l->eval_tp_allgathers, l->eval_tp_reduce_scatters, k.tp, k.dp, k.tp_allgathers,
+			      k.tp_reduce_scatters, k.tp_allreduces, eval ? k.eval_tp_allgathers : 0,
+			      eval ? k.eval_tp_reduce_scatters : 0);
+		}
+}
+
+/* The worst relative difference of two loss trajectories, checked <= tol. */
+static double compare_losses(const double *a, const double *b, int steps, double tol, const char *what)
+{
+	double worst = 0;
+	for (int s = 0; s < steps; s++) {
+		double rel = fabs(a[s] - b[s]) / fabs(b[s]);
+		worst = rel > worst ? rel : worst;
+		CHECK(rel <= tol, "%s: step %d loss %.17g vs %.17g (relative %.2g > %.2g)", what, s, a[s], b[s], rel,
+		      tol);
+	}
+	return worst;
+}
+
+/* One run's loss trajectory (every rank's the same, bit for bit). 0 or -1. */
+static int run_losses(const char *tag, int n, int steps, const char *flags, double *out)
+{
+	struct run r;
+	run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d %s", n, steps, flags);
+	struct run_log lg;
+	if (r.status != 0 || load_log(r.log, n, steps, &lg) < 0)
+		return -1;
+	losses_of(&lg, out);
+	return 0;
+}
+
+static void scenario_tp(void)
+{
+	/* counts: N = 2 (one dp rank) and 4 (dp 2), wrap block and linear,
+	 * reshard true and false; then HSDP inside dp, gradient accumulation,
+	 * the training loop's one-off collectives, FSDP1 */
+	static const struct {
+		int n, s, style, k, sync_last, clip, ac, sms, eval, ckpt;
+		const char *wrap, *reshard, *flags;
+	} cfgs[] = {
+	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
+	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
+	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
+	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
+	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
+	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
+	    {4, 1, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {4, 0, 0, 2, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 2"},
+	    {4, 0, 0, 2, 1, 1, 0, 1, 2, 3, "model", "true",
+	     "--grad-accum 2 --grad-sync last --clip-grad 1e20 --sync-module-states --eval-every 2 --checkpoint-every "
+	     "3"},
+	    {4, 1, 1, 1, 0, 0, 1, 0, 0, 0, "group:2", "true", "--style fsdp1 --activation-checkpoint"},
+	};
+	const int steps = 4, ncfg = sizeof cfgs / sizeof cfgs[0];
+	double first[2][MAX_STEPS];
+	int have_first[2] = {0, 0};
+	for (int c = 0; c < ncfg; c++) {
+		struct run r;
+		char sg[32] = "", tag[32];
+		if (cfgs[c].s)
+			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
+		snprintf(tag, sizeof tag, "tp_counts_%d", c);
+		run_trainer(&r, tag,
+			    "--nranks %d --tp 2 " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
+			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].flags);
+		struct run_log lg;
+		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
+			continue;
+		struct fsdp_count_config cc = {.wrap = cfgs[c].wrap,
+					       .layers = SMALL_LAYERS,
+					       .reshard_after_forward = cfgs[c].reshard,
+					       .world_size = cfgs[c].n,
+					       .shard_group = cfgs[c].s,
+					       .style = cfgs[c].style,
+					       .grad_accum = cfgs[c].k,
+					       .grad_sync_last = cfgs[c].sync_last,
+					       .clip_grad = cfgs[c].clip,
+					       .activation_checkpoint = cfgs[c].ac,
+					       .tp = 2};
+		struct loop_plan lp = {cfgs[c].sms, cfgs[c].eval, cfgs[c].ckpt};
+		check_tp_counts(&lg, &cc, &lp, r.args);
+		double loss[MAX_STEPS];
+		losses_of(&lg, loss);
+		printf("%-100s FSDP AG %g+%g RS %g AR %g; tp AG %g RS %g AR %g\n", r.args,
+		       lg.line[0][0].forward_allgathers, lg.line[0][0].backward_allgathers,
+		       lg.line[0][0].reduce_scatters, lg.line[0][0].allreduces, lg.line[0][0].tp_allgathers,
+		       lg.line[0][0].tp_reduce_scatters, lg.line[0][0].tp_allreduces);
+		/* as without TP, the wrap policy and resharding change no bit */
+		if (c < 8) {
+			int ni = cfgs[c].n == 4;
+			if (!have_first[ni]) {
+				memcpy(first[ni], loss, sizeof loss);
+				have_first[ni] = 1;
+			} else {
+				CHECK(
+				    memcmp(first[ni], loss, sizeof(double) * steps) == 0,
+				    "%s: losses differ from --wrap block --reshard-after-forward true (%.17g vs %.17g)",
+				    r.args, loss[steps - 1], first[ni][steps - 1]);
+			}
+		}
+	}
+
+	/* losses: TP computes the same model as the data-parallel run with the
+	 * same dp; only fp32 summation orders differ (the o and down partial sums,
+	 * the replicated gradients summed per token shard then over tp). With
+	 * fp32 parameters that is a few 1e-8 over these steps, held to 1e-6: a
+	 * clip norm counting the replicated tensors T times moves the clipped
+	 * run by 5e-5, which 1e-4 would let pass. With bf16 parameters an fp32
+	 * ulp can round a weight to the next bf16 value: 1e-4. */
+	static const struct {
+		int n_tp, n_ref;
+		const char *flags;
+		double tol;
+	} pairs[] = {
+	    {2, 1, "--param-dtype fp32", 1e-6},
+	    {4, 2, "--param-dtype fp32", 1e-6},
+	    {2, 1, "", 1e-4},					/* bf16 parameters */
+	    {4, 2, "--param-dtype fp32 --clip-grad 0.5", 1e-6}, /* a clip that scales every step */
+	    {4, 2, "--param-dtype fp32 --grad-accum 2 --grad-sync last --wrap linear", 1e-6},
+	    {4, 2, "--param-dtype fp32 --shard-group 1 --reshard-after-forward false", 1e-6},
+	};
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		double a[MAX_STEPS], b[MAX_STEPS];
+		char tag[32], flags[256], what[320];
+		snprintf(tag, sizeof tag, "tp_loss_%zu", i);
+		snprintf(flags, sizeof flags, "--tp 2 %s", pairs[i].flags);
+		if (run_losses(tag, pairs[i].n_tp, steps, flags, a) < 0)
+			continue;
+		snprintf(tag, sizeof tag, "tp_loss_ref_%zu", i);
+		if (run_losses(tag, pairs[i].n_ref, steps, pairs[i].flags, b) < 0)
+			continue;
+		snprintf(what, sizeof what, "--tp 2 --nranks %d vs --nranks %d %s", pairs[i].n_tp, pairs[i].n_ref,
+			 pairs[i].flags);
+		double worst = compare_losses(a, b, steps, pairs[i].tol, what);
+		printf("%-90s worst relative loss difference %.2g over %d steps (%.9f ... %.9f)\n", what, worst, steps,
+		       a[0], a[steps - 1]);
+	}
+
+	/* bad --tp values: exit 2 with what is wrong */
+	expect_usage_error("tp_bad_n", "--nranks 4 --tp 3 --heads 3 --d-model 48 --kv-heads 3 --ffn 63", "--tp 3");
+	expect_usage_error("tp_bad_heads", "--nranks 2 --tp 2 --heads 2 --kv-heads 1", "--kv-heads 1");
+	expect_usage_error("tp_bad_ffn", "--nranks 2 --tp 2 --ffn 63", "--ffn 63");
+	expect_usage_error("tp_bad_heads_q", "--nranks 4 --tp 4 --heads 2 --kv-heads 2 --d-model 32", "--heads 2");
+	expect_usage_error("tp_bad_tokens", "--nranks 4 --tp 4 --heads 4 --kv-heads 4 --batch 1 --seq 2", "tokens");
+	expect_usage_error("tp_bad_shard", "--nranks 4 --tp 2 --shard-group 4", "--shard-group");
+	expect_usage_error("tp_bad_batch", "--nranks 4 --tp 2 --batch 3", "data-parallel");
+}
+
+static void scenario_tp_nvtx(void)
+{
+	nvtx_check("tp_nvtx",
+		   "--nranks 2 --tp 2 --layers 2 --d-model 32 --ffn 64 --seq 8 --vocab 32 --batch 4 --steps 2 "
+		   "--wrap linear",
+		   2, 2, 1, 2);
 }
 
 /* ---- zero3 ------------------------------------------------------------------ */
@@ -1445,13 +1674,14 @@ static void scenario_zero3(void)
 	expect_usage_error("zero3_not_zero3", "--bucket 5e7", "applies only to --style zero3");
 	expect_usage_error("zero3_sync_last", "--style zero3 --grad-accum 2 --grad-sync last", "--grad-sync last");
 	expect_usage_error("zero3_hsdp", "--nranks 4 --style zero3 --shard-group 2", "--shard-group");
+	expect_usage_error("zero3_tp", "--nranks 4 --style zero3 --tp 2", "--tp");
 }
 
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|zero3 FSDP_REF "
-				"WORKDIR\n       fsdp_ref_e2e nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
+		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|tp|zero3 FSDP_REF "
+				"WORKDIR\n       fsdp_ref_e2e nvtx|tp_nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
 		return 2;
 	}
 	trainer = argv[2];
@@ -1467,7 +1697,8 @@ int main(int argc, char **argv)
 	} scenarios[] = {
 	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
 	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
-	    {"nvtx", scenario_nvtx}, {"loop", scenario_loop}, {"zero3", scenario_zero3},
+	    {"nvtx", scenario_nvtx},	     {"loop", scenario_loop},	      {"tp", scenario_tp},
+	    {"tp_nvtx", scenario_tp_nvtx}, {"zero3", scenario_zero3},
 	};
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -106,7 +106,7 @@ fi
 python3 - "$T/lint-linear.json" "$T/bad" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-bad = [dict(d, ranks="two"), dict(d, schema="fsdpscope.report/2"), {k: v for k, v in d.items() if k != "per_step"},
+bad = [dict(d, ranks="two"), dict(d, schema="fsdpscope.report/1"), {k: v for k, v in d.items() if k != "per_step"},
        dict(d, findings=[dict(d["findings"][0], severity="fatal")]), dict(d, undocumented_key=1),
        dict(d, reshard_after_forward="sometimes")]
 for i, b in enumerate(bad):
@@ -121,7 +121,7 @@ for i in 0 1 2 3 4 5; do
 done
 # the issue's keys, with values that could be wrong
 v=$(json_get "$T/lint-linear.json" '(d["schema"], d["ranks"], d["step_detection"], d["per_step"]["forward_allgathers"], d["units"]["repeating_units"], d["units"]["gathers_per_unit"], d["units"]["root_gathers"], d["reshard_after_forward"], [f["rule"] for f in d["findings"] if f["severity"]=="error"])')
-want="('fsdpscope.report/1', 2, 'nvtx', 65, 8, 8, 1, 'true', ['wrap-too-fine'])"
+want="('fsdpscope.report/2', 2, 'nvtx', 65, 8, 8, 1, 'true', ['wrap-too-fine'])"
 [ "$v" = "$want" ] && pass "lint --json linear: keys and values" || fail "lint --json linear: $v, want $want"
 v=$(json_get "$T/report-block.json" '(d["per_step"]["allgathers"], d["per_step"]["backward_allgathers"], d["per_step"]["reduce_scatters"], d["units"]["layers_given"], d["findings_count"]["error"], len(d["per_rank"]))')
 [ "$v" = "(17, 8, 9, True, 0, 2)" ] && pass "report --json block: counts" || fail "report --json block: $v"
@@ -141,10 +141,27 @@ printf 'this is not a trace at all, just some text long enough\n' >"$T/garbage.f
 expect_rc 2 "not a trace" "$FSS" lint "$T/garbage.fss"
 size=$(stat -c %s "$T/linear.fss")
 head -c $((size * 2 / 3)) "$T/linear.fss" >"$T/cut.fss"
-expect_rc 2 "truncated trace" "$FSS" lint "$T/cut.fss"
-expect_out "$T/err" "damaged trace" "truncated: says damaged"
+# a finding in what was read still fails the gate (1); without one, exit 4:
+# diagnosed, but from an incomplete trace
+expect_rc 1 "truncated trace with a finding" "$FSS" lint "$T/cut.fss"
+expect_out "$T/err" "damaged or cut short" "truncated: says damaged"
 expect_out "$T/err" "offset" "truncated: says where"
+"$GEN" --out "$T/block40.fss" --ranks 2 --layers 8 --k 1 --steps 40 || fail "gen block40"
+size=$(stat -c %s "$T/block40.fss")
+head -c $((size * 2 / 3)) "$T/block40.fss" >"$T/cut-block.fss"
+expect_rc 4 "truncated trace without a finding" "$FSS" lint "$T/cut-block.fss"
+expect_out "$T/err" "damaged or cut short" "truncated per-block: says damaged"
 expect_rc 2 "report truncated trace" "$FSS" report "$T/cut.fss"
+# no verdict is never clean: exit 3, whatever --fail-on says
+"$GEN" --out "$T/onestep.fss" --ranks 2 --layers 4 --k 1 --steps 1 --no-nvtx-steps || fail "gen onestep"
+expect_rc 3 "one step, no NVTX: not diagnosed" "$FSS" lint "$T/onestep.fss"
+expect_out "$T/out" "error not-diagnosed" "not diagnosed: the finding"
+expect_out "$T/err" "not diagnosed: no repeating training step" "not diagnosed: said on stderr"
+expect_rc 3 "not diagnosed, --fail-on error" "$FSS" lint --fail-on error "$T/onestep.fss"
+"$FSS" lint --json "$T/onestep.fss" >"$T/lint-onestep.json"
+v=$(json_get "$T/lint-onestep.json" '(d["verdict"], d["undecided"]["reason"], [f["rule"] for f in d["findings"]])')
+[ "$v" = "('undecided', 'no-step', ['not-diagnosed'])" ] && pass "lint --json one step: undecided" ||
+	fail "lint --json one step: $v"
 expect_rc 2 "unknown flag" "$FSS" lint --bogus "$T/block.fss"
 expect_rc 2 "unknown threshold" "$FSS" lint --threshold nope=1 "$T/block.fss"
 expect_out "$T/err" "no such threshold" "unknown threshold: said"

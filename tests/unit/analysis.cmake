@@ -1,7 +1,7 @@
 # Unit tests of the analysis (collector/analysis.cmake): steps, units,
 # exposure, ledger, reshard, and whole synthetic traces.
 if(TARGET fss_analysis)
-  foreach(t steps units overlap ledger reshard trace)
+  foreach(t steps units overlap ledger reshard trace phases roles)
     fss_unit_test(NAME analysis_${t}_test
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_${t}_test.c
       LIBS fss_analysis fss_common TIMEOUT 60)

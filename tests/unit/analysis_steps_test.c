@@ -301,6 +301,101 @@ static void test_short_trace(void **state)
 	free(s);
 }
 
+/* FSDP1's sync_module_states: a broadcast per unit on two communicators
+ * before the first step, more of them than the steps recorded: set-up, not
+ * part of any step (the completeness test once required them in a step). */
+static void test_init_broadcasts(void **state)
+{
+	(void)state;
+	struct seq *s = calloc(1, sizeof *s);
+	for (int u = 0; u < 66; u++)
+		add(s, BC, 700 + (u % 33 == 0 ? 4300 : 0));
+	size_t p = 0;
+	for (int k = 0; k < 6; k++)
+		p = add_step(s, 32, 1);
+	struct steps_cut cuts[16];
+	size_t n = stream(s, cuts, 16);
+	assert_int_equal(cuts[0].kind, STEPS_WARMUP);
+	assert_int_equal(cuts[0].count, 66);
+	assert_int_equal(cuts[0].steps, 0); /* set-up holds no training step */
+	for (size_t i = 1; i < n; i++) {
+		assert_int_equal(cuts[i].kind, STEPS_REGULAR);
+		assert_int_equal(cuts[i].count, p);
+	}
+	assert_int_equal(n, 7);
+	free(s);
+}
+
+/* A forward-only eval pass (gathers and its loss all-reduce) after every
+ * third step, a checkpoint's planning collectives after every fourth: no
+ * shift of the sequence matches itself, the step is found between anchors,
+ * and the interruptions stand for no step. */
+static void test_interruptions(void **state)
+{
+	(void)state;
+	struct seq *s = calloc(1, sizeof *s);
+	size_t p = 0;
+	for (int k = 1; k <= 24; k++) {
+		p = add_step(s, 6, 1);
+		if (k % 3 == 0) {
+			add(s, AG, 5000);
+			for (int l = 0; l < 6; l++)
+				add(s, AG, 700);
+			add(s, AR, 8);
+		}
+		if (k % 4 == 0) {
+			add(s, AG, 8);
+			add(s, AG, 96);
+			add(s, BC, 8);
+			add(s, BC, 192);
+			add(s, AR, 4);
+		}
+	}
+	struct steps_cut cuts[64];
+	size_t n = stream(s, cuts, 64);
+	uint32_t regular = 0, irregular_steps = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (cuts[i].kind == STEPS_REGULAR) {
+			assert_int_equal(cuts[i].count, p);
+			assert_int_equal(s->op[cuts[i].first], AG);
+			regular++;
+		} else {
+			irregular_steps += cuts[i].steps;
+		}
+	}
+	assert_true(regular >= 22); /* the first and the last may be cut by the anchors */
+	assert_int_equal(regular + irregular_steps, 24);
+	free(s);
+}
+
+/* Two micro-batches per step and the clip-norm all-reduce, with an eval pass
+ * after every third step: the whole sequence repeats every three steps, but
+ * the step is one optimizer step (two micro-batches), not three. */
+static void test_recurring_interruption_is_no_step(void **state)
+{
+	(void)state;
+	struct seq *s = calloc(1, sizeof *s);
+	size_t p = 0;
+	for (int k = 1; k <= 18; k++) {
+		size_t n0 = s->n;
+		add_step(s, 4, 1);
+		s->n--; /* no loss all-reduce after the first micro-batch */
+		add_step(s, 4, 1);
+		add(s, AR, 4); /* the gradient norm */
+		p = s->n - n0;
+		if (k % 3 == 0) {
+			add(s, AG, 5000);
+			for (int l = 0; l < 4; l++)
+				add(s, AG, 700);
+			add(s, AR, 8);
+		}
+	}
+	struct steps_period sp;
+	assert_int_equal(steps_find_period(s->sig, s->op, s->n, 1, &sp), 1);
+	assert_int_equal(sp.period, p);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +408,9 @@ int main(void)
 		cmocka_unit_test(test_forward_blocks_are_no_step),
 		cmocka_unit_test(test_grouped_signature),
 		cmocka_unit_test(test_short_trace),
+		cmocka_unit_test(test_init_broadcasts),
+		cmocka_unit_test(test_interruptions),
+		cmocka_unit_test(test_recurring_interruption_is_no_step),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,7 +91,7 @@ static void check(const struct synth_config *c, const struct analysis_result *r,
 		snprintf(want, sizeof want, "true");
 	if (t->units == 1)
 		snprintf(want, sizeof want, "unknown");
-	assert_string_equal(r->schema, "fsdpscope.report/1");
+	assert_string_equal(r->schema, "fsdpscope.report/2");
 	assert_int_equal(r->ranks, c->ranks);
 	assert_int_equal(r->step_detection, c->nvtx_steps ? ANALYSIS_STEPS_NVTX : ANALYSIS_STEPS_PERIOD);
 	assert_int_equal(r->warmup_steps, warmup);

@@ -99,7 +99,7 @@ static void fixture_init(struct fixture *f, const struct model_config *cfg, int 
 	    .pre_backward = fp_hook,
 	    .post_backward = fp_hook,
 	};
-	f->model = model_new(cfg, be, batch, NULL);
+	f->model = model_new(cfg, be, batch, NULL, NULL);
 	assert_non_null(f->model);
 	size_t n = (size_t)batch * cfg->seq;
 	f->inputs = calloc(n, sizeof(int32_t));

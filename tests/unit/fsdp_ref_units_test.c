@@ -3,7 +3,9 @@
  * Pins down the FSDP2 unit order (--wrap linear: rest of block, then q k v o
  * gate up down; backward mirrored), the tensor layout (every tensor in
  * exactly one unit, aligned, non-overlapping), the rejection of bad specs
- * with a message, and the count formula on hand-computed cases. */
+ * with a message, the count formula on hand-computed cases, and with
+ * tensor parallelism the local-to-global index of every tensor element and
+ * the units' replicated spans. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,12 +257,211 @@ static void test_counts_closed_form(void **state)
 	assert_int_equal(fsdp_expected_counts(&bad_w, &k, NULL, 0), -EINVAL);
 }
 
+/* A tiny model with T = 2 and T = 4 dividing heads, kv heads and ffn. */
+static const struct model_config tp_cfg = {
+    .vocab = 16,
+    .layers = 2,
+    .d_model = 8,
+    .ffn = 12,
+    .heads = 4,
+    .kv_heads = 4,
+    .seq = 4,
+    .rope_theta = 10000.0f,
+    .norm_eps = 1e-5f,
+};
+
+/* Every element of every whole tensor is held by exactly one tp rank when
+ * split (and by all when replicated), at the index the Megatron cut says,
+ * with the initial value the model without TP gives it. */
+static void test_tp_global_index(void **state)
+{
+	int n = model_tensor_count(&tp_cfg);
+	struct model_tensor *whole = calloc((size_t)n, sizeof *whole), *local = calloc((size_t)n, sizeof *local);
+	assert_non_null(whole);
+	assert_non_null(local);
+	model_tensors(&tp_cfg, whole);
+	for (int T = 1; T <= 4; T *= 2) {
+		struct model_config cfg = tp_cfg;
+		cfg.tp = T;
+		model_tensors(&cfg, local);
+		for (int id = 0; id < n; id++) {
+			const struct model_tensor *w = &whole[id], *t = &local[id];
+			assert_int_equal(w->rows * w->cols, w->numel);
+			assert_int_equal(t->rows, w->rows);
+			assert_int_equal(t->cols, w->cols);
+			assert_int_equal(t->fan_in, w->fan_in); /* initialisation sees the whole tensor */
+			int split = t->split != MODEL_TP_REPLICATED;
+			assert_int_equal(t->numel * (split ? (size_t)T : 1), w->numel);
+			unsigned char *seen = calloc(w->numel, 1);
+			assert_non_null(seen);
+			for (int r = 0; r < T; r++)
+				for (size_t i = 0; i < t->numel; i++) {
+					size_t g = model_tensor_global_index(&cfg, t, r, i);
+					assert_true(g < w->numel);
+					seen[g]++;
+					assert_true(model_init_value(&cfg, t, id, g, 7) ==
+						    model_init_value(&tp_cfg, w, id, g, 7));
+				}
+			for (size_t g = 0; g < w->numel; g++)
+				assert_int_equal(seen[g], split ? 1 : T);
+			free(seen);
+		}
+	}
+	/* hand-computed, T = 2: C = 8, F = 12, kv dim 8 */
+	struct model_config cfg = tp_cfg;
+	cfg.tp = 2;
+	model_tensors(&cfg, local);
+	const struct model_tensor *q = &local[model_tensor_id(1, MODEL_PART_Q)];
+	const struct model_tensor *o = &local[model_tensor_id(1, MODEL_PART_O)];
+	const struct model_tensor *down = &local[model_tensor_id(0, MODEL_PART_DOWN)];
+	const struct model_tensor *up = &local[model_tensor_id(0, MODEL_PART_UP)];
+	assert_int_equal(q->split, MODEL_TP_ROWS);
+	assert_int_equal(up->split, MODEL_TP_ROWS);
+	assert_int_equal(o->split, MODEL_TP_COLS);
+	assert_int_equal(down->split, MODEL_TP_COLS);
+	assert_int_equal(local[model_tensor_id(0, MODEL_PART_MLP_NORM)].split, MODEL_TP_REPLICATED);
+	assert_int_equal(local[MODEL_OUTPUT].split, MODEL_TP_REPLICATED);
+	/* column-parallel: rank 1 holds rows 4..7 of q [8, 8], rows 6..11 of up [12, 8] */
+	assert_int_equal(model_tensor_global_index(&cfg, q, 1, 3), 4 * 8 + 3);
+	assert_int_equal(model_tensor_global_index(&cfg, up, 1, 9), 6 * 8 + 9);
+	/* row-parallel: rank 1 holds columns 4..7 of each row of o [8, 8] and
+	 * columns 6..11 of down [8, 12] */
+	assert_int_equal(model_tensor_global_index(&cfg, o, 1, 5), 1 * 8 + 4 + 1);
+	assert_int_equal(model_tensor_global_index(&cfg, o, 0, 5), 1 * 8 + 0 + 1);
+	assert_int_equal(model_tensor_global_index(&cfg, down, 1, 7), 1 * 12 + 6 + 1);
+	assert_int_equal(model_tensor_global_index(&cfg, down, 1, 47), 7 * 12 + 6 + 5);
+	free(whole);
+	free(local);
+}
+
+/* With TP, units hold the local tensors, split ones first and the
+ * replicated ones in one span at the end. */
+static void test_tp_units_layout(void **state)
+{
+	struct model_config cfg = tp_cfg;
+	cfg.tp = 2;
+	int n = model_tensor_count(&cfg);
+	struct model_tensor *tensors = calloc((size_t)n, sizeof *tensors);
+	assert_non_null(tensors);
+	model_tensors(&cfg, tensors);
+	static const char *const specs[] = {"block", "linear", "group:2", "model"};
+	for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+		struct wrap_spec s;
+		char err[256];
+		assert_int_equal(wrap_parse(specs[k], cfg.layers, &s, err, sizeof err), 0);
+		struct unit_table *t = units_build(&cfg, &s, 2);
+		assert_non_null(t);
+		size_t total = 0, local_total = 0;
+		int with_span = 0;
+		for (int u = 0; u < t->nunits; u++)
+			total += t->units[u].numel;
+		for (int id = 0; id < n; id++) {
+			const struct unit_info *ui = &t->units[t->tensor_unit[id]];
+			size_t a = t->tensor_offset[id], b = a + tensors[id].numel;
+			local_total += tensors[id].numel;
+			assert_int_equal(a % UNITS_ALIGN, 0);
+			if (tensors[id].split == MODEL_TP_REPLICATED)
+				assert_true(a >= ui->replicated_begin && b <= ui->replicated_end);
+			else
+				assert_true(b <= ui->replicated_begin || ui->replicated_begin == ui->replicated_end);
+		}
+		for (int u = 0; u < t->nunits; u++)
+			with_span += t->units[u].replicated_end > t->units[u].replicated_begin;
+		assert_int_equal(total, local_total);
+		struct fsdp_count_config c = {.wrap = specs[k], .layers = cfg.layers, .world_size = 2, .tp = 2};
+		struct fsdp_counts counts;
+		assert_int_equal(fsdp_expected_counts(&c, &counts, err, sizeof err), 0);
+		assert_int_equal(with_span, counts.tp_replicated_units); /* one tp AllReduce per such unit */
+		units_free(t);
+	}
+	/* without TP no span: nothing is all-reduced over tp */
+	struct wrap_spec s;
+	char err[256];
+	assert_int_equal(wrap_parse("block", tp_cfg.layers, &s, err, sizeof err), 0);
+	struct unit_table *t = units_build(&tp_cfg, &s, 2);
+	assert_non_null(t);
+	for (int u = 0; u < t->nunits; u++)
+		assert_int_equal(t->units[u].replicated_end, t->units[u].replicated_begin);
+	units_free(t);
+	free(tensors);
+}
+
+/* --tp T: the FSDP counts are those of dp = N / T; the tp communicator
+ * carries 4 L gathers and 4 L reductions per micro-batch, and one
+ * all-reduce per unit holding replicated tensors (+ 1 with clipping). */
+static void test_counts_tensor_parallel(void **state)
+{
+	struct fsdp_counts k, plain;
+	char err[256] = "";
+	struct fsdp_count_config c = {
+	    .wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 4, .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&c, &k, err, sizeof err), 0);
+	struct fsdp_count_config dp_only = {
+	    .wrap = "linear", .layers = 4, .reshard_after_forward = "true", .world_size = 2};
+	assert_int_equal(fsdp_expected_counts(&dp_only, &plain, err, sizeof err), 0);
+	/* FSDP's side: exactly the dp = 2 counts */
+	assert_int_equal(k.units, plain.units);
+	assert_int_equal(k.allgathers, plain.allgathers);
+	assert_int_equal(k.reduce_scatters, plain.reduce_scatters);
+	assert_int_equal(k.allreduces, plain.allreduces);
+	assert_int_equal(k.tp, 2);
+	assert_int_equal(k.dp, 2);
+	assert_int_equal(k.tp_replicated_units, 1 + 4); /* root + one rest unit per block */
+	assert_int_equal(k.tp_allgathers, 16);		/* 2 L forward + 2 L backward */
+	assert_int_equal(k.tp_reduce_scatters, 16);
+	assert_int_equal(k.tp_allreduces, 5);
+	assert_int_equal(k.eval_tp_allgathers, 8);
+	assert_int_equal(k.eval_tp_reduce_scatters, 8);
+	assert_int_equal(plain.tp, 1);
+	assert_int_equal(plain.tp_allgathers + plain.tp_reduce_scatters + plain.tp_allreduces, 0);
+
+	/* every block, group or model unit holds norms (or is the root) */
+	static const struct {
+		const char *wrap;
+		int units;
+	} rep[] = {{"block", 5}, {"group:3", 3}, {"model", 1}, {"linear:0-1,block:2-3", 1 + 2 + 2}};
+	for (size_t i = 0; i < sizeof rep / sizeof rep[0]; i++) {
+		c.wrap = rep[i].wrap;
+		assert_int_equal(fsdp_expected_counts(&c, &k, err, sizeof err), 0);
+		assert_int_equal(k.tp_replicated_units, rep[i].units);
+	}
+
+	/* micro-batches multiply the tp traffic whatever --grad-sync; clipping
+	 * adds its second mesh dimension; HSDP lives inside dp */
+	struct fsdp_count_config loop = {.wrap = "block",
+					 .layers = 4,
+					 .reshard_after_forward = "false",
+					 .world_size = 8,
+					 .shard_group = 2,
+					 .grad_accum = 3,
+					 .grad_sync_last = 1,
+					 .clip_grad = 1,
+					 .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&loop, &k, err, sizeof err), 0);
+	assert_int_equal(k.dp, 4);
+	assert_int_equal(k.hsdp_allreduces, 5); /* R = 4 / 2, one sync micro-batch */
+	assert_int_equal(k.tp_allgathers, 3 * 16);
+	assert_int_equal(k.tp_reduce_scatters, 3 * 16);
+	assert_int_equal(k.tp_clip_allreduces, 1);
+	assert_int_equal(k.tp_allreduces, 3 * 5 + 1);
+	assert_int_equal(k.clip_allreduces, 1);
+
+	/* T must divide N, S must divide N / T */
+	struct fsdp_count_config bad_t = {.wrap = "block", .layers = 4, .world_size = 4, .tp = 3};
+	assert_int_equal(fsdp_expected_counts(&bad_t, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--tp"));
+	struct fsdp_count_config bad_s = {.wrap = "block", .layers = 4, .world_size = 4, .shard_group = 4, .tp = 2};
+	assert_int_equal(fsdp_expected_counts(&bad_s, &k, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "--shard-group"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wrap_accepts),	  cmocka_unit_test(test_wrap_rejects),
 	    cmocka_unit_test(test_linear_order_is_fsdp2), cmocka_unit_test(test_group_and_mixed_units),
-	    cmocka_unit_test(test_counts_closed_form),
+	    cmocka_unit_test(test_counts_closed_form),	  cmocka_unit_test(test_counts_tensor_parallel),
+	    cmocka_unit_test(test_tp_global_index),	  cmocka_unit_test(test_tp_units_layout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

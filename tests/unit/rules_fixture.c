@@ -87,6 +87,15 @@ struct analysis_result *fixture_new(const struct fixture_model *m)
 	a->per_step.allgather_calls = forward + backward;
 	a->per_step.reduce_scatters = forward;
 	a->per_step.reduce_scatter_calls = forward;
+	a->verdict = ANALYSIS_DIAGNOSED;
+	a->fsdp_comm = -1;
+	a->tp_degree = 1;
+	a->microbatches = (struct analysis_microbatches){.per_step = 1,
+							 .sync = 1,
+							 .forward_allgathers = forward,
+							 .backward_allgathers = backward,
+							 .told = 1,
+							 .phase_source = ANALYSIS_PHASES_STRUCTURE};
 
 	a->units.repeating_units = L;
 	a->units.gathers_per_unit = k;

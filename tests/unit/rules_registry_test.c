@@ -17,8 +17,9 @@
 static void test_registry_is_complete(void **state)
 {
 	static const char *const ids[] = {
-		"wrap-too-fine",     "wrap-too-coarse",   "gather-count-mismatch", "exposed-gather",
-		"reshard-policy",    "small-collectives", "fp32-gather",           "rank-skew",
+		"not-diagnosed",  "wrap-too-fine",	   "wrap-too-coarse", "gather-count-mismatch",
+		"bucketed-fetch", "exposed-gather",	   "reshard-policy",  "small-collectives",
+		"fp32-gather",	  "rank-skew",
 	};
 	size_t n;
 	const struct rule *const *all = rules_all(&n);

@@ -266,6 +266,7 @@ static void test_mismatch_ignores_a_coincidental_repeat(void **state)
 	m.layers = 2;
 	a = fixture_new(&m);
 	a->per_step.forward_allgathers = 10;
+	a->units.forward_units = 10;
 	a->options.layers = 2;
 	a->units.layers_given = 1;
 	a->units.repeating_units = 2;
