@@ -436,7 +436,8 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			else if (strcmp(optarg, "coalesced") == 0)
 				o->zero3_coalesced = 1;
 			else
-				return options_fail(err, errlen, "bad --zero3-gather '%s': use flat or coalesced", optarg);
+				return options_fail(err, errlen, "bad --zero3-gather '%s': use flat or coalesced",
+						    optarg);
 			break;
 		/* thresholds may be 0 (nothing persists, nothing is kept for reuse); sizes
 		 * hold at least one element */
@@ -469,8 +470,8 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			return options_fail(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
 		}
 		if (bad && count_min >= 0)
-			return options_fail(err, errlen, "bad %s '%s': an element count >= %d (such as 5e7)", name, optarg,
-					    count_min);
+			return options_fail(err, errlen, "bad %s '%s': an element count >= %d (such as 5e7)", name,
+					    optarg, count_min);
 		if (bad)
 			return options_fail(err, errlen, "bad value '%s' for %s (see --help)", optarg, name);
 		if (c >= OPT_ZERO3_GATHER && c <= OPT_REDUCE_BUCKET && !zero3_flag[0])
@@ -481,8 +482,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 	if (zero3_flag[0] && o->style != FSDP_STYLE_ZERO3)
 		return options_fail(err, errlen, "%s applies only to --style zero3", zero3_flag);
 	if (o->style == FSDP_STYLE_ZERO3) {
-		const char *no = o->grad_sync_last ? "--grad-sync last (DeepSpeed ZeRO-3 reduce-scatters every micro-batch)"
-				 : o->shard_group	  ? "--shard-group (every tensor is partitioned over all ranks)"
+		const char *no = o->grad_sync_last
+				     ? "--grad-sync last (DeepSpeed ZeRO-3 reduce-scatters every micro-batch)"
+				 : o->shard_group ? "--shard-group (every tensor is partitioned over all ranks)"
 				 : o->activation_checkpoint ? "--activation-checkpoint"
 				 : o->sync_module_states    ? "--sync-module-states"
 				 : o->model.tp > 1	    ? "--tp (every tensor is partitioned over all ranks)"

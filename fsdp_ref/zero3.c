@@ -32,15 +32,15 @@ struct z3_fetch;
 
 struct z3_tensor {
 	size_t numel;
-	size_t part;	       /* ceil(numel / N): every rank's partition */
-	size_t offset;	       /* of its partition in this rank's partition buffers */
-	int persistent;	       /* numel <= --persistence-threshold */
+	size_t part;	/* ceil(numel / N): every rank's partition */
+	size_t offset;	/* of its partition in this rank's partition buffers */
+	int persistent; /* numel <= --persistence-threshold */
 	enum z3_state state;
-	void *full;	       /* [N part] param dtype (MEM_GATHERED) while in flight or available */
+	void *full;		/* [N part] param dtype (MEM_GATHERED) while in flight or available */
 	struct z3_fetch *fetch; /* the fetch it arrives with, while in flight */
-	float *grad_full;      /* [numel] fp32, from its backward need to its gradient's bucket copy
-				  (MEM_GRADIENT) */
-	size_t bucket_offset;  /* of its gradient in the reduce bucket being filled */
+	float *grad_full;	/* [numel] fp32, from its backward need to its gradient's bucket copy
+				   (MEM_GRADIENT) */
+	size_t bucket_offset;	/* of its gradient in the reduce bucket being filled */
 };
 
 /* One fetch event: a need's fetch, or one post-step gather. */
@@ -100,9 +100,9 @@ struct zero3_runtime {
 	int trace_len, fwd_len;
 	int complete; /* the trace is recorded */
 	/* the pass running */
-	int recording;	 /* the first training pass: records, fetches each use alone, keeps nothing */
-	int end;	 /* trace positions the pass looks at: the trace, its forward part, 0 (no trace) */
-	int pos;	 /* uses so far (the trace position of the next use) */
+	int recording; /* the first training pass: records, fetches each use alone, keeps nothing */
+	int end;       /* trace positions the pass looks at: the trace, its forward part, 0 (no trace) */
+	int pos;       /* uses so far (the trace position of the next use) */
 	enum z3_phase phase;
 	uint64_t live; /* elements of tensors in flight or available */
 	/* the reduce bucket being filled (DeepSpeed's ipg bucket): full fp32 gradients, one after
@@ -499,8 +499,8 @@ static int reduce_reap(struct zero3_runtime *z, int wait)
 		int r1 = 0, r2 = 0, r3 = 0;
 		if (wait) {
 			r1 = comm_wait(z->ct, &b->req);
-			r2 = be->compute_wait_event(b->done);	/* the additions read the output next */
-			r3 = be->event_synchronize(b->done);	/* before the send buffer is freed */
+			r2 = be->compute_wait_event(b->done); /* the additions read the output next */
+			r3 = be->event_synchronize(b->done);  /* before the send buffer is freed */
 		} else if (!comm_test(z->ct, &b->req) || be->event_query(b->done) != 1) {
 			continue;
 		} else {
@@ -818,8 +818,8 @@ struct zero3_runtime *zero3_new(const struct fsdp_backend *be, struct mem_ledger
 	size_t T = z->total_part;
 	z->ipg = mem_alloc(mem, MEM_GRADIENT, z->ipg_cap * sizeof(float));
 	z->master = mem_alloc(mem, MEM_PERSISTENT, T * sizeof(float));
-	z->param = cfg->param_dtype == FSDP_DTYPE_FP32 ? (void *)z->master
-						       : mem_alloc(mem, MEM_PERSISTENT, T * z->pbytes);
+	z->param =
+	    cfg->param_dtype == FSDP_DTYPE_FP32 ? (void *)z->master : mem_alloc(mem, MEM_PERSISTENT, T * z->pbytes);
 	z->grad = mem_alloc(mem, MEM_PERSISTENT, T * sizeof(float));
 	z->adam_m = mem_alloc(mem, MEM_PERSISTENT, T * sizeof(float));
 	z->adam_v = mem_alloc(mem, MEM_PERSISTENT, T * sizeof(float));

@@ -1245,7 +1245,7 @@ struct z3_cfg {
 	const char *tag;
 	int n, coalesced, k, clip, eval_every, rbytes;
 	double bucket, threshold, reuse, max_live, rbucket;
-	const char *flags; /* the trainer's flags for the above */
+	const char *flags;  /* the trainer's flags for the above */
 	const char *common; /* flags the fsdp2 reference shares */
 };
 
@@ -1419,7 +1419,8 @@ static void z3_simulate(const struct z3_cfg *c, int steps, struct z3_expect *out
 	int n = 0;
 	s.trace[n++] = Z3_TOK;
 	for (int l = 0; l < SMALL_LAYERS; l++) {
-		static const int order[9] = {Z3_ATTN_NORM, Z3_Q, Z3_K, Z3_V, Z3_O, Z3_MLP_NORM, Z3_GATE, Z3_UP, Z3_DOWN};
+		static const int order[9] = {Z3_ATTN_NORM, Z3_Q,    Z3_K,  Z3_V,   Z3_O,
+					     Z3_MLP_NORM,  Z3_GATE, Z3_UP, Z3_DOWN};
 		for (int p = 0; p < 9; p++)
 			s.trace[n++] = z3_id(l, order[p]);
 	}
@@ -1524,8 +1525,8 @@ static void scenario_zero3(void)
 	/* tag, N, coalesced, K, clip, eval, reduce bytes, bucket, persistence threshold, reuse
 	 * distance, max live, reduce bucket; the flags; the fsdp2 reference's shared flags */
 	static const struct z3_cfg cfgs[] = {
-	    {"flat_b3000_keep_all", 2, 0, 1, 0, 0, 4, 3000, 0, 1e9, 1e9, 5e8,
-	     "--bucket 3000 --persistence-threshold 0", ""},
+	    {"flat_b3000_keep_all", 2, 0, 1, 0, 0, 4, 3000, 0, 1e9, 1e9, 5e8, "--bucket 3000 --persistence-threshold 0",
+	     ""},
 	    /* 4096 = gate + up: a fetch that fits exactly */
 	    {"coal_b4096_p32_r3000", 2, 1, 1, 0, 0, 4, 4096, 32, 3000, 1e9, 5e8,
 	     "--zero3-gather coalesced --bucket 4096 --persistence-threshold 32 --max-reuse-distance 3000", ""},
@@ -1597,12 +1598,15 @@ static void scenario_zero3(void)
 					  l->allreduces == 1 + cf->clip && l->eval_allgathers == e->eval,
 				      "%s rank %d step %d: AG %g+%g+%g=%g calls %g RS %g AR %g eval AG %g; rules: "
 				      "%d+%d+%d calls %d RS %d AR %d eval AG %d",
-				      cf->tag, rk, s, l->forward_allgathers, l->backward_allgathers, z->opt, l->allgathers,
-				      z->calls, l->reduce_scatters, l->allreduces, l->eval_allgathers, e->fwd, e->bwd,
-				      e->opt, e->calls, e->rs, 1 + cf->clip, e->eval);
-				CHECK(z->fe == e->fe && z->be == e->be && z->gathered == e->fe + e->be + (e->opt ? persistent : 0) &&
-					  l->gathered_bytes == e->gathered_bytes && l->reduce_scattered_bytes == e->rs_bytes,
-				      "%s rank %d step %d: elements %g+%g (all %g), bytes gathered %g reduce-scattered %g; "
+				      cf->tag, rk, s, l->forward_allgathers, l->backward_allgathers, z->opt,
+				      l->allgathers, z->calls, l->reduce_scatters, l->allreduces, l->eval_allgathers,
+				      e->fwd, e->bwd, e->opt, e->calls, e->rs, 1 + cf->clip, e->eval);
+				CHECK(z->fe == e->fe && z->be == e->be &&
+					  z->gathered == e->fe + e->be + (e->opt ? persistent : 0) &&
+					  l->gathered_bytes == e->gathered_bytes &&
+					  l->reduce_scattered_bytes == e->rs_bytes,
+				      "%s rank %d step %d: elements %g+%g (all %g), bytes gathered %g reduce-scattered "
+				      "%g; "
 				      "rules: %g+%g, %g, %g",
 				      cf->tag, rk, s, z->fe, z->be, z->gathered, l->gathered_bytes,
 				      l->reduce_scattered_bytes, e->fe, e->be, e->gathered_bytes, e->rs_bytes);
@@ -1611,7 +1615,8 @@ static void scenario_zero3(void)
 					first++;
 				CHECK(z->nfetch == e->nfetch && first == e->nfetch,
 				      "%s rank %d step %d: %d fetches, rules %d; fetch %d has %g elements, rules %g",
-				      cf->tag, rk, s, z->nfetch, e->nfetch, first, first < z->nfetch ? z->fetch[first] : -1,
+				      cf->tag, rk, s, z->nfetch, e->nfetch, first,
+				      first < z->nfetch ? z->fetch[first] : -1,
 				      first < e->nfetch ? e->fetch[first] : -1);
 				CHECK(z->persistent_params == npersistent && z->persistent_elements == persistent &&
 					  l->params == P && z->flat == !cf->coalesced && z->coalesced == cf->coalesced,
@@ -1640,26 +1645,29 @@ static void scenario_zero3(void)
 				int single = 0;
 				for (int t = 0; t < Z3_TENSORS; t++)
 					single |= z0[s].fetch[i] == numel[t] && numel[t] > cf->bucket;
-				CHECK(z0[s].fetch[i] <= cf->bucket || single, "%s step %d fetch %d: %g elements > --bucket %g",
-				      cf->tag, s, i, z0[s].fetch[i], cf->bucket);
+				CHECK(z0[s].fetch[i] <= cf->bucket || single,
+				      "%s step %d fetch %d: %g elements > --bucket %g", cf->tag, s, i, z0[s].fetch[i],
+				      cf->bucket);
 			}
 			/* every tensor but the persistent ones once per micro-batch in forward, plus what a
 			 * forward fetch's look-ahead carried past the end of forward for backward */
-			CHECK(z0[s].fe == cf->k * (P - persistent) + want[s].ahead && z0[s].fe + z0[s].be <= 2 * cf->k * (P - persistent),
+			CHECK(z0[s].fe == cf->k * (P - persistent) + want[s].ahead &&
+				  z0[s].fe + z0[s].be <= 2 * cf->k * (P - persistent),
 			      "%s step %d: gathered forward %g, backward %g; P - persistent = %g, carried ahead %g",
 			      cf->tag, s, z0[s].fe, z0[s].be, cf->k * (P - persistent), want[s].ahead);
-			CHECK(z0[s].opt == npersistent, "%s step %d: %g post-step gathers, %d persistent tensors", cf->tag,
-			      s, z0[s].opt, npersistent);
-			CHECK(cf->coalesced || z0[s].calls == l0[s].allgathers, "%s step %d: flat: %g calls for %g fetches",
-			      cf->tag, s, z0[s].calls, l0[s].allgathers);
+			CHECK(z0[s].opt == npersistent, "%s step %d: %g post-step gathers, %d persistent tensors",
+			      cf->tag, s, z0[s].opt, npersistent);
+			CHECK(cf->coalesced || z0[s].calls == l0[s].allgathers,
+			      "%s step %d: flat: %g calls for %g fetches", cf->tag, s, z0[s].calls, l0[s].allgathers);
 			if (cf->reuse > 0 && z0[s].fe > 0)
-				CHECK(z0[s].be < z0[s].fe, "%s step %d: backward gathered %g, not less than forward's %g",
-				      cf->tag, s, z0[s].be, z0[s].fe);
+				CHECK(z0[s].be < z0[s].fe,
+				      "%s step %d: backward gathered %g, not less than forward's %g", cf->tag, s,
+				      z0[s].be, z0[s].fe);
 		}
 		/* persistent: 2 param + 4 master + 4 gradient + 4 m + 4 v bytes per partition element */
 		double ledger = 18.0 * P / cf->n, got = lg.line[0][0].peak_persistent_bytes;
-		CHECK(fabs(got - ledger) <= 0.05 * ledger, "%s: persistent %g bytes, ledger 18 P / N = %g", cf->tag, got,
-		      ledger);
+		CHECK(fabs(got - ledger) <= 0.05 * ledger, "%s: persistent %g bytes, ledger 18 P / N = %g", cf->tag,
+		      got, ledger);
 		printf("%-26s N=%d: step 0 AG %g+%g+%g; step 1 AG %g+%g+%g (%g calls), elements %g+%g (%g for "
 		       "backward), RS %g, AR %g; loss vs fsdp2 worst %.2g\n",
 		       cf->tag, cf->n, l0[0].forward_allgathers, l0[0].backward_allgathers, z0[0].opt,
@@ -1680,8 +1688,9 @@ static void scenario_zero3(void)
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|tp|zero3 FSDP_REF "
-				"WORKDIR\n       fsdp_ref_e2e nvtx|tp_nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
+		fprintf(stderr,
+			"usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|tp|zero3 FSDP_REF "
+			"WORKDIR\n       fsdp_ref_e2e nvtx|tp_nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
 		return 2;
 	}
 	trainer = argv[2];
@@ -1698,7 +1707,7 @@ int main(int argc, char **argv)
 	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
 	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
 	    {"nvtx", scenario_nvtx},	     {"loop", scenario_loop},	      {"tp", scenario_tp},
-	    {"tp_nvtx", scenario_tp_nvtx}, {"zero3", scenario_zero3},
+	    {"tp_nvtx", scenario_tp_nvtx},   {"zero3", scenario_zero3},
 	};
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {
