@@ -10,6 +10,7 @@
 #include "common/trace_parser.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +215,20 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 			snprintf(err, errlen, "%s", fss_strerror(rc));
 		d->result = NULL;
 		return rc;
+	}
+	if (f->analysis.fsdp_comm && d->result->fsdp_comm_match != 1 && d->result->ncomms) {
+		/* an option that cannot apply: say what there is */
+		const struct analysis_result *a = d->result;
+		size_t off = (size_t)snprintf(err, errlen, "--fsdp-comm %s names %s communicator of rank %d; it has:",
+					      f->analysis.fsdp_comm, a->fsdp_comm_match < 0 ? "more than one" : "no",
+					      a->headline_rank);
+		for (uint32_t i = 0; i < a->ncomms && off < errlen; i++)
+			off += (size_t)snprintf(err + off, errlen - off, " %016" PRIx64 " (dimension %016" PRIx64 "%s%s%s, %s)",
+						a->comms[i].id, a->comms[i].dimension, a->comms[i].name[0] ? ", \"" : "",
+						a->comms[i].name, a->comms[i].name[0] ? "\"" : "",
+						analysis_comm_role_name(a->comms[i].role));
+		diagnosis_free(d);
+		return -EINVAL;
 	}
 	if (d->result->trace.truncated) {
 		/* Where and why: the analysis read up to the last good chunk; the

@@ -467,6 +467,9 @@ struct analysis_result {
 	                                     parameters are the FSDP group's gathered elements x this */
 	struct analysis_microbatches microbatches;
 	struct analysis_buckets buckets;  /* filled for ANALYSIS_BUCKETED */
+	int32_t fsdp_comm_match;          /* with --fsdp-comm: 1 it named one communicator of the headline rank
+	                                     (the FSDP group now), 0 none, -1 several (give more digits) */
+	uint32_t reserved4;
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */

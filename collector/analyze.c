@@ -1898,6 +1898,8 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	r->tp_degree = 1;
 	if (view)
 		fill_comms(a, view, r);
+	if (a->opt.fsdp_comm && view && view->roles_decided)
+		r->fsdp_comm_match = view->roles.given ? 1 : view->roles.override_ambiguous ? -1 : 0;
 
 	if (!h) {
 		r->verdict = ANALYSIS_UNDECIDED;

@@ -146,11 +146,18 @@ int comm_roles_decide(const timeline_t *t, const struct tl_source *src, const st
 	 * per block). */
 	int fsdp = -1;
 	if (override) {
-		for (size_t c = 0; c < nc && fsdp < 0; c++)
-			if (override_matches(override, &src->comms[c], timeline_string(t, src->id, src->comms[c].name)))
-				fsdp = (int)c;
+		/* exactly one communicator must answer to it */
+		int matches = 0;
+		for (size_t c = 0; c < nc; c++)
+			if (override_matches(override, &src->comms[c], timeline_string(t, src->id, src->comms[c].name))) {
+				if (matches++ == 0)
+					fsdp = (int)c;
+			}
+		if (matches != 1)
+			fsdp = -1;
 		out->given = fsdp >= 0;
-		out->override_unmatched = fsdp < 0;
+		out->override_unmatched = matches == 0;
+		out->override_ambiguous = matches > 1;
 	}
 	for (size_t c = 0; c < nc && !out->given; c++) {
 		const struct comm_stat *s = &st[c];

@@ -43,6 +43,7 @@ struct comm_roles {
 	int fsdp;                             /* the FSDP shard group's index, -1 none */
 	int given;                            /* 1: chosen by the user's --fsdp-comm */
 	int override_unmatched;               /* 1: --fsdp-comm named no communicator of this rank */
+	int override_ambiguous;               /* 1: it named several (give more digits) */
 };
 
 /*

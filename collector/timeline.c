@@ -303,13 +303,12 @@ static int on_comm(struct tl_source *s, const struct fss_rec_comm *c)
 	struct tl_comm *parent = c->event == FSS_COMM_SPLIT && c->parent_comm ? comm_find(s, c->parent_comm) : NULL;
 	uint64_t dimension = c->id_hash;
 	if (parent) {
-		uint64_t parts[2] = {parent->dimension, parent->splits++};
-		dimension = 0xcbf29ce484222325ull;
-		for (int i = 0; i < 2; i++) {
-			dimension ^= parts[i];
-			dimension *= 0x100000001b3ull;
-			dimension ^= dimension >> 29;
-		}
+		/* splitmix64's finaliser: neighbouring split numbers differ in every
+		 * digit, so that a few leading hex digits name one (--fsdp-comm) */
+		uint64_t x = parent->dimension ^ (0x9e3779b97f4a7c15ull * (parent->splits++ + 1));
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+		dimension = x ^ (x >> 31);
 	}
 	/* a communicator that cannot be (damaged record) is ignored */
 	if (c->result != 0 || c->comm == 0 || c->nranks <= 0 || c->nranks > (1 << 24) || c->rank < 0 ||

@@ -41,6 +41,7 @@ enum {
 	OPT_ACTIVATION_CHECKPOINT,
 	OPT_NO_NVTX,
 	OPT_TP,
+	OPT_COMM_NAMES,
 	OPT_ZERO3_GATHER, /* OPT_ZERO3_GATHER .. OPT_REDUCE_BUCKET: the zero3-only flags */
 	OPT_BUCKET,
 	OPT_PERSISTENCE_THRESHOLD,
@@ -83,6 +84,7 @@ static const struct option long_options[] = {
     {"forward-prefetch", no_argument, NULL, OPT_FORWARD_PREFETCH},
     {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
+    {"comm-names", no_argument, NULL, OPT_COMM_NAMES},
     {"tp", required_argument, NULL, OPT_TP},
     {"zero3-gather", required_argument, NULL, OPT_ZERO3_GATHER},
     {"bucket", required_argument, NULL, OPT_BUCKET},
@@ -197,6 +199,8 @@ void options_usage(FILE *out)
 	      "    --log FILE      JSON lines, one per rank per step, all ranks in FILE\n"
 	      "    --quiet         no 'step N loss X' lines on stdout\n"
 	      "    --no-nvtx       no NVTX ranges (a job that marks nothing)\n"
+	      "    --comm-names    name the communicators in ncclConfig_t.commName: world, dp_shard,\n"
+	      "                    dp_replicate, dp_regather, tp\n"
 	      "\n"
 	      "ENVIRONMENT\n"
 	      "    FSDP_REF_LINK_LATENCY_US, FSDP_REF_LINK_GBPS   link model of the NCCL stand-in\n"
@@ -426,6 +430,9 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			break;
 		case OPT_NO_NVTX:
 			o->nvtx = 0;
+			break;
+		case OPT_COMM_NAMES:
+			o->comm_names = 1;
 			break;
 		case OPT_TP:
 			bad = parse_int(optarg, 1, 1024, &o->model.tp);

@@ -47,6 +47,7 @@ struct fsdp_options {
 	int forward_prefetch;	      /* --forward-prefetch (fsdp1; fsdp2 always prefetches) */
 	int activation_checkpoint;    /* --activation-checkpoint */
 	int nvtx;		      /* 0 with --no-nvtx: no NVTX ranges at all */
+	int comm_names;		      /* --comm-names: name the communicators (ncclConfig_t.commName) */
 	/* --style zero3 (element counts; DeepSpeed's config key in brackets) */
 	int zero3_coalesced;		/* --zero3-gather coalesced (1) or flat (0) */
 	uint64_t bucket;		/* --bucket [stage3_prefetch_bucket_size] 5e7 */

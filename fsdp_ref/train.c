@@ -225,24 +225,39 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		goto out;
 	}
 	s.backend_up = 1;
-	if (nccl_check(ncclCommInitRank(&s.world, n, li->id, rank), "ncclCommInitRank", rank) < 0)
+	/* --comm-names: the names a job may give in ncclConfig_t.commName (as
+	 * DeviceMesh dimensions are named); without it, no config, as before */
+	ncclConfig_t cfg_world = NCCL_CONFIG_INITIALIZER, cfg_shard = NCCL_CONFIG_INITIALIZER,
+		     cfg_replica = NCCL_CONFIG_INITIALIZER, cfg_regather = NCCL_CONFIG_INITIALIZER,
+		     cfg_tp = NCCL_CONFIG_INITIALIZER;
+	cfg_world.commName = "world";
+	cfg_shard.commName = "dp_shard";
+	cfg_replica.commName = "dp_replicate";
+	cfg_regather.commName = "dp_regather";
+	cfg_tp.commName = "tp";
+	int named = o->comm_names;
+	if (nccl_check(named ? ncclCommInitRankConfig(&s.world, n, li->id, rank, &cfg_world)
+			     : ncclCommInitRank(&s.world, n, li->id, rank),
+		       "ncclCommInitRank", rank) < 0)
 		goto out;
 	/* Splits: every rank makes the same calls in the same order. The FSDP
 	 * groups are the dp-dimension groups of one tp rank: color (group index
 	 * in dp) x T + tp_rank, which is the group index itself when T = 1. */
 	s.shard = s.world;
-	if (S < n && nccl_check(ncclCommSplit(s.world, dp_rank / S * T + tp_rank, rank, &s.shard, NULL),
+	if (S < n && nccl_check(ncclCommSplit(s.world, dp_rank / S * T + tp_rank, rank, &s.shard,
+					      named ? &cfg_shard : NULL),
 				"ncclCommSplit (shard groups)", rank) < 0)
 		goto out;
-	if (p->replicas > 1 && nccl_check(ncclCommSplit(s.world, dp_rank % S * T + tp_rank, rank, &s.replica, NULL),
+	if (p->replicas > 1 && nccl_check(ncclCommSplit(s.world, dp_rank % S * T + tp_rank, rank, &s.replica,
+							named ? &cfg_replica : NULL),
 					  "ncclCommSplit (replica groups)", rank) < 0)
 		goto out;
 	if (G > 1 && G < S &&
-	    nccl_check(ncclCommSplit(s.world, dp_rank / G * T + tp_rank, rank, &s.regather, NULL),
+	    nccl_check(ncclCommSplit(s.world, dp_rank / G * T + tp_rank, rank, &s.regather, named ? &cfg_regather : NULL),
 		       "ncclCommSplit (re-gather groups)", rank) < 0)
 		goto out;
-	if (T > 1 &&
-	    nccl_check(ncclCommSplit(s.world, dp_rank, rank, &s.tp_comm, NULL), "ncclCommSplit (tp groups)", rank) < 0)
+	if (T > 1 && nccl_check(ncclCommSplit(s.world, dp_rank, rank, &s.tp_comm, named ? &cfg_tp : NULL),
+				"ncclCommSplit (tp groups)", rank) < 0)
 		goto out;
 
 	rc = -ENOMEM;

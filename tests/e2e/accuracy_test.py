@@ -86,6 +86,7 @@ SAMPLE = [
     spec_of("fsdp1-ac-nonvtx", "block", "true", 1, 6, 2, "--style fsdp1 --activation-checkpoint", nvtx=False),
     spec_of("eval-ckpt-nonvtx", "block", "true", 1, 6, 2, "--eval-every 3 --checkpoint-every 4", nvtx=False),
     spec_of("hsdp-eval-nvtx", "linear", "true", 1, 3, 4, "--shard-group 2 --eval-every 2"),
+    spec_of("tp2-hsdp-names-nonvtx", "block", "true", 1, 4, 8, "--tp 2 --shard-group 2 --comm-names", nvtx=False),
 ]
 
 
@@ -286,6 +287,21 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
         fails.append("exposed AllGather %.3f ms/step vs fsdp_ref gather_wait %.3f ms: %.1f%% of the %.2f ms step "
                      "(> %.0f%%)" % (ex / 1e6, t["gather_wait_ns"] / 1e6, 100 * abs(err), t["step_ns"] / 1e6,
                                      100 * tolerance))
+    if flag(s["flags"], "--comm-names"):
+        # the names the job gave, and --fsdp-comm by name and by dimension
+        fsdp = d["communicators"][d["fsdp_communicator"]]
+        want("FSDP group's name", fsdp["name"], "dp_shard" if flag(s["flags"], "--shard-group") else "world")
+        for by in (fsdp["name"], fsdp["dimension"][:6]):
+            o = run([fsdpscope, "report", "--json", "--fsdp-comm", by, trace])
+            if o.returncode != 0:
+                fails.append("--fsdp-comm %s: exit %d: %s" % (by, o.returncode, o.stderr.strip()))
+                continue
+            od = json.loads(o.stdout)
+            og = od["communicators"][od["fsdp_communicator"]]
+            want("--fsdp-comm %s: role given" % by, og["role_given"], True)
+            want("--fsdp-comm %s: AllGathers per step" % by, od["per_step"]["allgathers"], ps["allgathers"])
+        o = run([fsdpscope, "lint", "--fsdp-comm", "no-such-communicator", trace])
+        want("--fsdp-comm naming nothing: exit status", o.returncode, 2)
     if not fails:
         tally["right"] += 1
     print("%-34s AG/step %4d (log %4d) mb %d units %2dx%d reshard %-7s tp %d roles %-40s exposed %7.3f ms (log "
