@@ -44,6 +44,17 @@ static int comm_issue(const struct fsdp_backend *be, struct comm_request *r)
 	case COMM_BROADCAST:
 		nr = ncclBroadcast(r->send, r->recv, r->count, r->dtype, r->root, r->comm, stream);
 		break;
+	case COMM_ALLGATHER_COALESCED:
+		if ((nr = ncclGroupStart()) != ncclSuccess)
+			break;
+		for (int i = 0; nr == ncclSuccess && i < r->group_size; i++)
+			nr = ncclAllGather(r->group[i].send, r->group[i].recv, r->group[i].count, r->dtype, r->comm,
+					   stream);
+		/* closed even after a failed call: this thread's group depth must return to 0 */
+		ncclResult_t end = ncclGroupEnd();
+		if (nr == ncclSuccess)
+			nr = end;
+		break;
 	}
 	if (nr != ncclSuccess)
 		return -EIO;

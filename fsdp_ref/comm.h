@@ -24,6 +24,14 @@ enum comm_op {
 	COMM_REDUCE_SCATTER,
 	COMM_ALLREDUCE,
 	COMM_BROADCAST,
+	COMM_ALLGATHER_COALESCED, /* group_size AllGathers inside one ncclGroupStart / ncclGroupEnd */
+};
+
+/* One AllGather of a COMM_ALLGATHER_COALESCED request. */
+struct comm_gather {
+	const void *send;
+	void *recv;
+	size_t count; /* send count */
 };
 
 struct comm_request {
@@ -35,6 +43,9 @@ struct comm_request {
 	size_t count; /* AllGather: send count; ReduceScatter: receive count; AllReduce, Broadcast: count */
 	ncclDataType_t dtype;
 	int root;     /* Broadcast: the rank that sends */
+	const struct comm_gather *group; /* COMM_ALLGATHER_COALESCED: the calls, in order, all in
+					    `dtype` on `comm`; they must stay alive until it completes */
+	int group_size;
 	struct fsdp_event *ready; /* recorded on compute before submit (may be NULL) */
 	struct fsdp_event *done;  /* recorded on the comm stream after the call (may be NULL) */
 	/* set by the communication thread */

@@ -143,6 +143,24 @@ int log_write(struct run_log *log, const struct log_record *r)
 	    ",\"tp_wait_ns\":%" PRId64 ",\"eval_tp_allgathers\":%d,\"eval_tp_reduce_scatters\":%d",
 	    r->tp, r->dp, r->tp_allgathers, r->tp_reduce_scatters, r->tp_allreduces, r->tp_wait_ns,
 	    r->eval_tp_allgathers, r->eval_tp_reduce_scatters);
+	if (r->zero3_gather) {
+		put_str(&l, "zero3_gather", r->zero3_gather);
+		put(&l,
+		    ",\"allgather_calls\":%d,\"optimizer_allgathers\":%d,\"gathered_elements\":%" PRIu64
+		    ",\"forward_gathered_elements\":%" PRIu64 ",\"backward_gathered_elements\":%" PRIu64,
+		    r->allgather_calls, r->optimizer_allgathers, r->gathered_elements, r->forward_gathered_elements,
+		    r->backward_gathered_elements);
+		put(&l,
+		    ",\"bucket\":%" PRIu64 ",\"persistence_threshold\":%" PRIu64 ",\"max_reuse_distance\":%" PRIu64
+		    ",\"max_live\":%" PRIu64 ",\"reduce_bucket\":%" PRIu64 ",\"persistent_params\":%d"
+		    ",\"persistent_elements\":%" PRIu64,
+		    r->bucket, r->persistence_threshold, r->max_reuse_distance, r->max_live, r->reduce_bucket,
+		    r->persistent_params, r->persistent_elements);
+		put(&l, ",\"fetch_elements\":[");
+		for (int i = 0; i < r->fetches; i++)
+			put(&l, "%s%" PRIu64, i ? "," : "", r->fetch_elements[i]);
+		put(&l, "]");
+	}
 	put(&l, "}\n");
 	int rc = 0;
 	if (l.failed) {

@@ -45,6 +45,19 @@ struct log_record {
 	int tp_allgathers, tp_reduce_scatters, tp_allreduces;
 	int64_t tp_wait_ns;
 	int eval_tp_allgathers, eval_tp_reduce_scatters; /* the eval pass after the step */
+	/* --style zero3 only (zero3_gather NULL: none of these keys is written); elements are
+	 * parameter elements, without the partitions' padding */
+	const char *zero3_gather;	     /* "flat" or "coalesced" */
+	int allgather_calls;		     /* ncclAllGather calls (a group's calls each count) */
+	int optimizer_allgathers;	     /* the persistent tensors' re-gathers after the optimizer */
+	uint64_t gathered_elements;	     /* sum of fetch_elements */
+	uint64_t forward_gathered_elements;  /* of the fetches issued in forward */
+	uint64_t backward_gathered_elements; /* of the fetches issued in backward */
+	int fetches;			     /* entries of fetch_elements (= allgathers) */
+	const uint64_t *fetch_elements;	     /* elements of each fetch event, in issue order */
+	uint64_t bucket, persistence_threshold, max_reuse_distance, max_live, reduce_bucket; /* the flags */
+	int persistent_params;	      /* tensors of at most persistence_threshold elements */
+	uint64_t persistent_elements; /* their elements */
 };
 
 struct run_log;

@@ -42,6 +42,12 @@ enum {
 	OPT_NO_NVTX,
 	OPT_TP,
 	OPT_COMM_NAMES,
+	OPT_ZERO3_GATHER, /* OPT_ZERO3_GATHER .. OPT_REDUCE_BUCKET: the zero3-only flags */
+	OPT_BUCKET,
+	OPT_PERSISTENCE_THRESHOLD,
+	OPT_MAX_REUSE_DISTANCE,
+	OPT_MAX_LIVE,
+	OPT_REDUCE_BUCKET,
 	OPT_HELP,
 };
 
@@ -80,6 +86,12 @@ static const struct option long_options[] = {
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
     {"comm-names", no_argument, NULL, OPT_COMM_NAMES},
     {"tp", required_argument, NULL, OPT_TP},
+    {"zero3-gather", required_argument, NULL, OPT_ZERO3_GATHER},
+    {"bucket", required_argument, NULL, OPT_BUCKET},
+    {"persistence-threshold", required_argument, NULL, OPT_PERSISTENCE_THRESHOLD},
+    {"max-reuse-distance", required_argument, NULL, OPT_MAX_REUSE_DISTANCE},
+    {"max-live", required_argument, NULL, OPT_MAX_LIVE},
+    {"reduce-bucket", required_argument, NULL, OPT_REDUCE_BUCKET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -118,11 +130,11 @@ void options_usage(FILE *out)
 	      "    --shard-group S shard within groups of S ranks and all-reduce gradients\n"
 	      "                    across the N/S replicas (HSDP); with --tp T, groups of the\n"
 	      "                    N/T data-parallel ranks and (N/T)/S replicas [N/T]\n"
-	      "    --style fsdp2|fsdp1\n"
+	      "    --style fsdp2|fsdp1|zero3\n"
 	      "                    fsdp2: fully_shard, forward and backward prefetch of --prefetch\n"
 	      "                    units; fsdp1: FullyShardedDataParallel, backward prefetch\n"
 	      "                    (BACKWARD_PRE) of --prefetch units, forward prefetch only with\n"
-	      "                    --forward-prefetch [fsdp2]\n"
+	      "                    --forward-prefetch; zero3: DeepSpeed ZeRO-3, see ZERO-3 [fsdp2]\n"
 	      "    --activation-checkpoint\n"
 	      "                    recompute each non-root unit's forward in backward: fsdp1\n"
 	      "                    gathers a resharded unit again for the recomputation (3\n"
@@ -142,6 +154,28 @@ void options_usage(FILE *out)
 	      "                    the same tp rank (--shard-group divides N/T). T must divide\n"
 	      "                    N, --heads, --kv-heads, --ffn and the tokens per\n"
 	      "                    data-parallel rank [1]\n"
+	      "\n"
+	      "ZERO-3 (--style zero3; element counts accept 5e7; DeepSpeed's key in brackets)\n"
+	      "    Every parameter tensor is split into N equal padded partitions, one per rank\n"
+	      "    (--wrap, --reshard-after-forward, --prefetch and --forward-prefetch are\n"
+	      "    ignored). Step 0 records the order the model uses its tensors in and fetches\n"
+	      "    each use alone; later steps fetch a needed tensor together with the next\n"
+	      "    tensors of that trace, released after use unless reused soon. No HSDP,\n"
+	      "    --tp, --grad-sync last, --activation-checkpoint or --sync-module-states.\n"
+	      "    --zero3-gather flat|coalesced\n"
+	      "                    flat: one AllGather of one flat buffer per fetch; coalesced: one\n"
+	      "                    AllGather per tensor inside one ncclGroupStart/End [flat]\n"
+	      "    --bucket E      a fetch's elements [stage3_prefetch_bucket_size] [5e7]\n"
+	      "    --persistence-threshold N\n"
+	      "                    tensors of at most N elements stay gathered, re-gathered only\n"
+	      "                    after each optimizer step [stage3_param_persistence_threshold] [1e5]\n"
+	      "    --max-reuse-distance E\n"
+	      "                    keep a used tensor that is used again within E elements of uses\n"
+	      "                    [stage3_max_reuse_distance] [1e9]\n"
+	      "    --max-live E    a fetch takes later tensors only while the gathered elements stay\n"
+	      "                    within E [stage3_max_live_parameters] [1e9]\n"
+	      "    --reduce-bucket E\n"
+	      "                    gradient elements per ReduceScatter [reduce_bucket_size] [5e8]\n"
 	      "\n"
 	      "TRAINING LOOP\n"
 	      "    --grad-accum K  K micro-batches of --batch sequences per optimizer step [1]\n"
@@ -177,6 +211,7 @@ void options_usage(FILE *out)
 	      "    fsdp_ref --nranks 2 --grad-accum 4 --grad-sync last --clip-grad 1.0 --no-nvtx\n"
 	      "    fsdp_ref --nranks 4 --shard-group 2 --style fsdp1 --sync-module-states\n"
 	      "    fsdp_ref --nranks 4 --tp 2 --wrap linear --log tp.jsonl    (2 x 2 mesh)\n"
+	      "    fsdp_ref --nranks 4 --style zero3 --bucket 3000 --persistence-threshold 64\n"
 	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
 	      out);
 }
@@ -199,6 +234,19 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 	if (errno || end == s || *end || v < lo || v > hi)
 		return -1;
 	*out = (int)v;
+	return 0;
+}
+
+/* An element count: a decimal integer, or an integral number in e-notation
+ * as DeepSpeed's configs write them (5e7), in [lo, 2^53]. */
+static int parse_count(const char *s, uint64_t lo, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= (double)lo && v <= 9007199254740992.0) || v != (double)(uint64_t)v)
+		return -1;
+	*out = (uint64_t)v;
 	return 0;
 }
 
@@ -244,7 +292,13 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 	    .style = FSDP_STYLE_FSDP2,
 	    .grad_accum = 1,
 	    .nvtx = 1,
+	    .bucket = 50000000,
+	    .persistence_threshold = 100000,
+	    .max_reuse_distance = 1000000000,
+	    .max_live = 1000000000,
+	    .reduce_bucket = 500000000,
 	};
+	char zero3_flag[64] = ""; /* the first zero3-only flag given */
 	optind = 1;
 	opterr = 0;
 	int c, li = -1;
@@ -252,7 +306,7 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		char name[64];
 		snprintf(name, sizeof name, "--%s", li >= 0 ? long_options[li].name : "?");
 		li = -1;
-		int bad = 0;
+		int bad = 0, count_min = -1; /* count_min: the flag takes an element count >= it */
 		switch (c) {
 		case OPT_BACKEND:
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
@@ -336,8 +390,10 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 				o->style = FSDP_STYLE_FSDP2;
 			else if (strcmp(optarg, "fsdp1") == 0)
 				o->style = FSDP_STYLE_FSDP1;
+			else if (strcmp(optarg, "zero3") == 0)
+				o->style = FSDP_STYLE_ZERO3;
 			else
-				return options_fail(err, errlen, "bad --style '%s': use fsdp2 or fsdp1", optarg);
+				return options_fail(err, errlen, "bad --style '%s': use fsdp2, fsdp1 or zero3", optarg);
 			break;
 		case OPT_GRAD_ACCUM:
 			bad = parse_int(optarg, 1, 1 << 16, &o->grad_accum);
@@ -381,6 +437,37 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		case OPT_TP:
 			bad = parse_int(optarg, 1, 1024, &o->model.tp);
 			break;
+		case OPT_ZERO3_GATHER:
+			if (strcmp(optarg, "flat") == 0)
+				o->zero3_coalesced = 0;
+			else if (strcmp(optarg, "coalesced") == 0)
+				o->zero3_coalesced = 1;
+			else
+				return options_fail(err, errlen, "bad --zero3-gather '%s': use flat or coalesced",
+						    optarg);
+			break;
+		/* thresholds may be 0 (nothing persists, nothing is kept for reuse); sizes
+		 * hold at least one element */
+		case OPT_BUCKET:
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->bucket);
+			break;
+		case OPT_PERSISTENCE_THRESHOLD:
+			count_min = 0;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->persistence_threshold);
+			break;
+		case OPT_MAX_REUSE_DISTANCE:
+			count_min = 0;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->max_reuse_distance);
+			break;
+		case OPT_MAX_LIVE:
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->max_live);
+			break;
+		case OPT_REDUCE_BUCKET:
+			count_min = 1;
+			bad = parse_count(optarg, (uint64_t)count_min, &o->reduce_bucket);
+			break;
 		case OPT_HELP:
 		case 'h':
 			return 1;
@@ -389,10 +476,28 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		default:
 			return options_fail(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
 		}
+		if (bad && count_min >= 0)
+			return options_fail(err, errlen, "bad %s '%s': an element count >= %d (such as 5e7)", name,
+					    optarg, count_min);
 		if (bad)
 			return options_fail(err, errlen, "bad value '%s' for %s (see --help)", optarg, name);
+		if (c >= OPT_ZERO3_GATHER && c <= OPT_REDUCE_BUCKET && !zero3_flag[0])
+			snprintf(zero3_flag, sizeof zero3_flag, "%s", name);
 	}
 	if (optind < argc)
 		return options_fail(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+	if (zero3_flag[0] && o->style != FSDP_STYLE_ZERO3)
+		return options_fail(err, errlen, "%s applies only to --style zero3", zero3_flag);
+	if (o->style == FSDP_STYLE_ZERO3) {
+		const char *no = o->grad_sync_last
+				     ? "--grad-sync last (DeepSpeed ZeRO-3 reduce-scatters every micro-batch)"
+				 : o->shard_group ? "--shard-group (every tensor is partitioned over all ranks)"
+				 : o->activation_checkpoint ? "--activation-checkpoint"
+				 : o->sync_module_states    ? "--sync-module-states"
+				 : o->model.tp > 1	    ? "--tp (every tensor is partitioned over all ranks)"
+							    : NULL;
+		if (no)
+			return options_fail(err, errlen, "--style zero3 does not support %s", no);
+	}
 	return model_config_check(&o->model, err, errlen);
 }

@@ -48,6 +48,13 @@ struct fsdp_options {
 	int activation_checkpoint;    /* --activation-checkpoint */
 	int nvtx;		      /* 0 with --no-nvtx: no NVTX ranges at all */
 	int comm_names;		      /* --comm-names: name the communicators (ncclConfig_t.commName) */
+	/* --style zero3 (element counts; DeepSpeed's config key in brackets) */
+	int zero3_coalesced;		/* --zero3-gather coalesced (1) or flat (0) */
+	uint64_t bucket;		/* --bucket [stage3_prefetch_bucket_size] 5e7 */
+	uint64_t persistence_threshold; /* --persistence-threshold [stage3_param_persistence_threshold] 1e5 */
+	uint64_t max_reuse_distance;	/* --max-reuse-distance [stage3_max_reuse_distance] 1e9 */
+	uint64_t max_live;		/* --max-live [stage3_max_live_parameters] 1e9 */
+	uint64_t reduce_bucket;		/* --reduce-bucket [reduce_bucket_size] 5e8 */
 };
 
 /* Parse argv into *o (defaults first). Returns 0, 1 when --help was given,

@@ -38,6 +38,7 @@
 #include "fsdp_ref/train.h"
 #include "fsdp_ref/units.h"
 #include "fsdp_ref/wrap.h"
+#include "fsdp_ref/zero3.h"
 
 /* A validated run: options plus what follows from them and the world size. */
 struct run_plan {
@@ -125,6 +126,7 @@ struct rank_state {
 	struct mem_ledger *mem;
 	struct unit_table *units;
 	struct fsdp_runtime *rt;
+	struct zero3_runtime *z3; /* --style zero3: the parameter runtime instead of rt */
 	struct model *model;
 	struct run_log *log;
 	int32_t *inputs, *targets;
@@ -136,6 +138,7 @@ static void rank_cleanup(struct rank_state *s)
 {
 	/* The runtime first: it waits for requests that reference its buffers. */
 	fsdp_free(s->rt);
+	zero3_free(s->z3);
 	tp_free(s->tp);
 	comm_thread_free(s->ct);
 	model_free(s->model);
@@ -288,7 +291,23 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	    .regather_rank = G > 0 ? dp_rank % G : 0,
 	    .tp = s.tp,
 	};
-	s.rt = fsdp_new(be, s.mem, s.ct, &o->model, s.units, &fcfg, &comms);
+	struct zero3_config zcfg = {
+	    .param_dtype = o->param_dtype,
+	    .reduce_dtype = o->reduce_dtype,
+	    .coalesced = o->zero3_coalesced,
+	    .bucket = o->bucket,
+	    .persistence_threshold = o->persistence_threshold,
+	    .max_reuse_distance = o->max_reuse_distance,
+	    .max_live = o->max_live,
+	    .reduce_bucket = o->reduce_bucket,
+	    .rank = rank,
+	    .world_size = n,
+	    .seed = o->seed,
+	};
+	if (o->style == FSDP_STYLE_ZERO3)
+		s.z3 = zero3_new(be, s.mem, s.ct, &o->model, &zcfg, s.world);
+	else
+		s.rt = fsdp_new(be, s.mem, s.ct, &o->model, s.units, &fcfg, &comms);
 	/* every tp rank of a dp rank reads the dp rank's batch and feeds the
 	 * model its contiguous 1/T of the tokens */
 	int local_batch = o->batch / p->dp;
@@ -299,7 +318,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	s.loss_dev = mem_alloc(s.mem, MEM_OTHER, sizeof(double));
 	s.loss_ready = be->event_new();
 	s.loss_done = be->event_new();
-	if (!s.rt || !s.model || !s.inputs || !s.targets || !s.loss_dev || !s.loss_ready || !s.loss_done)
+	if (!(s.rt || s.z3) || !s.model || !s.inputs || !s.targets || !s.loss_dev || !s.loss_ready || !s.loss_done)
 		goto out;
 
 	struct fsdp_counts expect;
@@ -334,6 +353,15 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			be->name, n, S, model_param_count(&o->model), s.units->nunits, s.units->largest_unit,
 			fsdp_style_name(o->style), o->wrap, o->reshard, o->prefetch, dtype_name(o->param_dtype),
 			dtype_name(o->reduce_dtype), k, k == 1 ? "" : "es");
+	if (rank == 0 && s.z3)
+		fprintf(stderr,
+			"fsdp_ref: zero3: %d tensors partitioned over %d ranks, %s gathers, bucket %llu, persistence "
+			"threshold %llu, max reuse distance %llu, max live %llu, reduce bucket %llu (the wrap, reshard "
+			"and prefetch above do not apply)\n",
+			model_tensor_count(&o->model), n, o->zero3_coalesced ? "coalesced" : "flat",
+			(unsigned long long)o->bucket, (unsigned long long)o->persistence_threshold,
+			(unsigned long long)o->max_reuse_distance, (unsigned long long)o->max_live,
+			(unsigned long long)o->reduce_bucket);
 
 	int init_broadcasts = 0;
 	if (o->sync_module_states) {
@@ -348,7 +376,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	}
 
 	struct optim_config ocfg = {.lr = o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
-	const struct model_params *params = fsdp_model_params(s.rt);
+	const struct model_params *params = s.z3 ? zero3_model_params(s.z3) : fsdp_model_params(s.rt);
 	double tokens = (double)o->batch * o->model.seq * k;
 	float loss_scale = 1.0f / (float)tokens;
 	int64_t *waits = NULL;
@@ -356,7 +384,10 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		char name[32];
 		snprintf(name, sizeof name, "step %d", step);
 		markers_push(name);
-		fsdp_step_begin(s.rt);
+		if (s.z3)
+			zero3_step_begin(s.z3);
+		else
+			fsdp_step_begin(s.rt);
 		if (s.tp)
 			tp_step_begin(s.tp);
 		mem_reset_peaks(s.mem);
@@ -369,7 +400,10 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			double mb_sum = 0.0;
 			data_batch(o->seed, step * k + mb, dp_rank * local_batch, local_batch, o->model.seq,
 				   o->model.vocab, s.inputs, s.targets);
-			fsdp_microbatch_begin(s.rt, !o->grad_sync_last || mb == k - 1);
+			if (s.z3)
+				zero3_microbatch_begin(s.z3);
+			else
+				fsdp_microbatch_begin(s.rt, !o->grad_sync_last || mb == k - 1);
 			markers_push("forward");
 			rc = model_forward(s.model, params, s.inputs + tp_first, s.targets + tp_first, loss_scale,
 					   &mb_sum);
@@ -378,7 +412,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 				markers_push("backward");
 				rc = model_backward(s.model, params);
 				if (rc == 0)
-					rc = fsdp_finish_backward(s.rt);
+					rc = s.z3 ? zero3_finish_backward(s.z3) : fsdp_finish_backward(s.rt);
 				markers_pop();
 			}
 			local_sum += mb_sum;
@@ -391,7 +425,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			 * replicated tensors counted 1/T on each tp rank */
 			double local_sq = 0.0, total_sq = 0.0;
 			markers_push("clip_grad_norm");
-			rc = fsdp_grad_norm_sq(s.rt, &local_sq);
+			rc = s.z3 ? zero3_grad_norm_sq(s.z3, &local_sq) : fsdp_grad_norm_sq(s.rt, &local_sq);
 			if (rc == 0)
 				rc = scalar_allreduce(&s, s.shard, ncclFloat32, local_sq, &total_sq, &clip_wait_ns);
 			if (rc == 0 && s.tp) {
@@ -408,9 +442,11 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		}
 		if (rc == 0) {
 			markers_push("optimizer");
-			rc = fsdp_optimizer_step(s.rt, &hp);
+			rc = s.z3 ? zero3_optimizer_step(s.z3, &hp) : fsdp_optimizer_step(s.rt, &hp);
 			markers_pop();
 		}
+		if (rc == 0 && s.z3)
+			rc = zero3_post_step(s.z3); /* outside "optimizer": it gathers and waits */
 		if (rc == 0)
 			rc = scalar_allreduce(&s, s.world, ncclFloat64, local_sum / tokens, &loss, &loss_wait_ns);
 		if (rc == 0)
@@ -419,7 +455,10 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		markers_pop();
 
 		struct fsdp_step_stats st;
-		fsdp_step_stats(s.rt, &st);
+		if (s.z3)
+			zero3_step_stats(s.z3, &st);
+		else
+			fsdp_step_stats(s.rt, &st);
 		struct tp_stats tst = {0}, etst = {0};
 		if (s.tp)
 			tp_step_stats(s.tp, &tst);
@@ -441,7 +480,10 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			double eval_sum = 0.0, eval_loss = 0.0;
 			snprintf(name, sizeof name, "eval %d", step);
 			markers_push(name);
-			fsdp_step_begin(s.rt);
+			if (s.z3)
+				zero3_step_begin(s.z3);
+			else
+				fsdp_step_begin(s.rt);
 			if (s.tp)
 				tp_step_begin(s.tp);
 			data_batch(o->seed ^ 0x5eedull, step, dp_rank * local_batch, local_batch, o->model.seq,
@@ -450,14 +492,20 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			rc = model_forward(s.model, params, s.inputs + tp_first, s.targets + tp_first, loss_scale,
 					   &eval_sum);
 			markers_pop();
-			fsdp_reshard_all(s.rt);
+			if (s.z3)
+				zero3_release_all(s.z3);
+			else
+				fsdp_reshard_all(s.rt);
 			if (rc == 0)
 				rc = scalar_allreduce(&s, s.world, ncclFloat64, eval_sum, &eval_loss, NULL);
 			if (rc == 0)
 				rc = be->synchronize();
 			markers_pop();
 			struct fsdp_step_stats es;
-			fsdp_step_stats(s.rt, &es);
+			if (s.z3)
+				zero3_step_stats(s.z3, &es);
+			else
+				fsdp_step_stats(s.rt, &es);
 			eval_allgathers = es.forward_allgathers + es.backward_allgathers;
 			eval_allreduces = 1;
 			if (s.tp)
@@ -546,6 +594,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		    .eval_tp_allgathers = etst.allgathers,
 		    .eval_tp_reduce_scatters = etst.reduce_scatters,
 		};
+		if (s.z3)
+			zero3_log_fill(s.z3, &r);
 		if (s.log && (rc = log_write(s.log, &r)) < 0) {
 			fprintf(stderr, "fsdp_ref: rank %d: writing the log: %s\n", rank, strerror(-rc));
 			free(waits);

@@ -30,6 +30,11 @@
  *             data-parallel run without TP within fp32 rounding, also with
  *             clipping and gradient accumulation; bad --tp values exit 2
  *   tp_nvtx   the NVTX ranges with --tp 2: the TP collectives' leaves in place
+ *   zero3     --style zero3 (N = 2, 4; flat and coalesced gathers; buckets below and
+ *             above a block; persistence and reuse distance on and off): the losses of
+ *             --style fsdp2; every line's counts and fetch sizes = a simulator of the
+ *             documented rules; what the rules imply, read off the log; bad zero3
+ *             flags exit 2
  * Every log line of every rank is checked, not just rank 0's. */
 #include <errno.h>
 #include <fcntl.h>
@@ -1207,11 +1212,485 @@ static void scenario_tp_nvtx(void)
 		   2, 2, 1, 2);
 }
 
+/* ---- zero3 ------------------------------------------------------------------ */
+
+/* The SMALL model's tensors, in the model's tensor order (model.h): the root's
+ * tok_embeddings, norm, output, then per block q, k, v, o, gate, up, down,
+ * attn_norm, mlp_norm. C = 32, F = 64, V = 32, kv dim = 32 / 4 heads * 2. */
+#define Z3_TENSORS (3 + 9 * SMALL_LAYERS)
+enum { Z3_TOK = 0, Z3_NORM, Z3_OUTPUT };
+enum { Z3_Q = 0, Z3_K, Z3_V, Z3_O, Z3_GATE, Z3_UP, Z3_DOWN, Z3_ATTN_NORM, Z3_MLP_NORM };
+
+static int z3_id(int layer, int part)
+{
+	return 3 + 9 * layer + part;
+}
+
+static void z3_numels(double *numel)
+{
+	const double C = 32, F = 64, V = 32, KV = 16;
+	numel[Z3_TOK] = V * C;
+	numel[Z3_NORM] = C;
+	numel[Z3_OUTPUT] = V * C;
+	for (int l = 0; l < SMALL_LAYERS; l++) {
+		const double part[9] = {C * C, KV * C, KV * C, C * C, F * C, F * C, C * F, C, C};
+		for (int p = 0; p < 9; p++)
+			numel[z3_id(l, p)] = part[p];
+	}
+}
+
+#define Z3_MAX_FETCHES 256
+
+struct z3_cfg {
+	const char *tag;
+	int n, coalesced, k, clip, eval_every, rbytes;
+	double bucket, threshold, reuse, max_live, rbucket;
+	const char *flags;  /* the trainer's flags for the above */
+	const char *common; /* flags the fsdp2 reference shares */
+};
+
+/* What one step's log line should say. */
+struct z3_expect {
+	int fwd, bwd, opt, calls, rs, eval;
+	double fe, be, gathered_bytes, rs_bytes;
+	double ahead; /* elements a forward fetch carried for their backward use */
+	int nfetch;
+	double fetch[Z3_MAX_FETCHES];
+};
+
+/* A simulator of the rules in docs/fsdp_ref.md ("--style zero3"), written
+ * from them, not from zero3.c. */
+struct z3_sim {
+	const struct z3_cfg *c;
+	double numel[Z3_TENSORS];
+	int persistent[Z3_TENSORS], avail[Z3_TENSORS];
+	int trace[2 * Z3_TENSORS]; /* forward uses, then the reverse */
+	int traced;		   /* a recorded trace guides the pass */
+	int pos, end;
+	double live;
+	enum { SIM_FWD, SIM_BWD, SIM_OPT, SIM_EVAL } phase;
+	double ipg, ipg_parts;
+	int ipg_n;
+	struct z3_expect *e;
+};
+
+static double z3_part(const struct z3_sim *s, int id)
+{
+	return ceil(s->numel[id] / s->c->n);
+}
+
+static void sim_fetch_record(struct z3_sim *s, double elems, int tensors, double parts)
+{
+	struct z3_expect *e = s->e;
+	if (s->phase == SIM_EVAL) {
+		e->eval++;
+		return;
+	}
+	if (s->phase == SIM_FWD) {
+		e->fwd++;
+		e->fe += elems;
+	} else if (s->phase == SIM_BWD) {
+		e->bwd++;
+		e->be += elems;
+	} else {
+		e->opt++;
+	}
+	e->calls += s->c->coalesced ? tensors : 1;
+	e->gathered_bytes += s->c->n * parts * 2; /* bf16 */
+	if (e->nfetch < Z3_MAX_FETCHES)
+		e->fetch[e->nfetch++] = elems;
+}
+
+static void sim_need(struct z3_sim *s, int id)
+{
+	s->pos++;
+	if (s->avail[id])
+		return;
+	int in[Z3_TENSORS] = {0}, count = 1;
+	double elems = s->numel[id], parts = z3_part(s, id);
+	in[id] = 1;
+	for (int j = s->pos; s->traced && j < s->end; j++) {
+		int u = s->trace[j];
+		if (s->avail[u] || in[u])
+			continue;
+		if (elems + s->numel[u] > s->c->bucket || s->live + elems + s->numel[u] > s->c->max_live)
+			break;
+		in[u] = 1;
+		count++;
+		elems += s->numel[u];
+		if (s->phase == SIM_FWD && j >= Z3_TENSORS)
+			s->e->ahead += s->numel[u];
+		parts += z3_part(s, u);
+	}
+	for (int t = 0; t < Z3_TENSORS; t++)
+		s->avail[t] |= in[t];
+	s->live += elems;
+	sim_fetch_record(s, elems, count, parts);
+}
+
+static void sim_release(struct z3_sim *s, int id)
+{
+	if (!s->avail[id])
+		return;
+	if (s->traced) {
+		if (s->persistent[id])
+			return;
+		double seen = 0;
+		for (int j = s->pos; j < s->end && seen < s->c->reuse; j++) {
+			if (s->trace[j] == id)
+				return;
+			seen += s->numel[s->trace[j]];
+		}
+	}
+	s->avail[id] = 0;
+	s->live -= s->numel[id];
+}
+
+static void sim_flush(struct z3_sim *s)
+{
+	if (!s->ipg_n)
+		return;
+	s->e->rs++;
+	s->e->rs_bytes += s->c->n * s->ipg_parts * s->c->rbytes;
+	s->ipg = s->ipg_parts = 0;
+	s->ipg_n = 0;
+}
+
+static void sim_grad(struct z3_sim *s, int id)
+{
+	if (s->ipg_n && s->ipg + s->numel[id] > s->c->rbucket)
+		sim_flush(s);
+	s->ipg += s->numel[id];
+	s->ipg_parts += z3_part(s, id);
+	s->ipg_n++;
+}
+
+/* One pass. A use's release (and in backward its gradient) comes before the
+ * next use's need, but the final norm and the head are needed together and
+ * released together. */
+static void sim_pass(struct z3_sim *s, int backward)
+{
+	s->pos = 0;
+	s->end = s->traced ? (backward ? 2 : 1) * Z3_TENSORS : 0;
+	s->phase = backward ? SIM_FWD : SIM_EVAL;
+	for (int i = 0; i < Z3_TENSORS; i++) {
+		int u = s->trace[i];
+		sim_need(s, u);
+		if (u == Z3_NORM)
+			continue;
+		if (u == Z3_OUTPUT)
+			sim_release(s, Z3_NORM);
+		sim_release(s, u);
+	}
+	if (!backward)
+		return;
+	s->phase = SIM_BWD;
+	for (int i = Z3_TENSORS; i < 2 * Z3_TENSORS; i++) {
+		int u = s->trace[i];
+		sim_need(s, u);
+		if (u == Z3_OUTPUT)
+			continue;
+		if (u == Z3_NORM) {
+			sim_grad(s, Z3_OUTPUT);
+			sim_release(s, Z3_OUTPUT);
+		}
+		sim_grad(s, u);
+		sim_release(s, u);
+	}
+	sim_flush(s);
+}
+
+static void sim_release_all(struct z3_sim *s)
+{
+	for (int t = 0; t < Z3_TENSORS; t++)
+		if (s->avail[t] && !s->persistent[t]) {
+			s->avail[t] = 0;
+			s->live -= s->numel[t];
+		}
+}
+
+/* Expected lines for `steps` steps of configuration c. */
+static void z3_simulate(const struct z3_cfg *c, int steps, struct z3_expect *out)
+{
+	struct z3_sim s = {.c = c};
+	z3_numels(s.numel);
+	for (int t = 0; t < Z3_TENSORS; t++)
+		s.persistent[t] = s.numel[t] <= c->threshold;
+	int n = 0;
+	s.trace[n++] = Z3_TOK;
+	for (int l = 0; l < SMALL_LAYERS; l++) {
+		static const int order[9] = {Z3_ATTN_NORM, Z3_Q,    Z3_K,  Z3_V,   Z3_O,
+					     Z3_MLP_NORM,  Z3_GATE, Z3_UP, Z3_DOWN};
+		for (int p = 0; p < 9; p++)
+			s.trace[n++] = z3_id(l, order[p]);
+	}
+	s.trace[n++] = Z3_NORM;
+	s.trace[n++] = Z3_OUTPUT;
+	for (int i = 0; i < Z3_TENSORS; i++)
+		s.trace[Z3_TENSORS + i] = s.trace[Z3_TENSORS - 1 - i];
+	int recorded = 0;
+	for (int st = 0; st < steps; st++) {
+		s.e = &out[st];
+		memset(s.e, 0, sizeof *s.e);
+		for (int mb = 0; mb < c->k; mb++) {
+			s.traced = recorded;
+			sim_pass(&s, 1);
+			recorded = 1;
+		}
+		sim_release_all(&s);
+		s.phase = SIM_OPT;
+		for (int t = 0; t < Z3_TENSORS; t++) {
+			if (!s.persistent[t])
+				continue;
+			if (s.avail[t])
+				s.live -= s.numel[t];
+			s.avail[t] = 1;
+			s.live += s.numel[t];
+			sim_fetch_record(&s, s.numel[t], 1, z3_part(&s, t));
+		}
+		if (c->eval_every && (st + 1) % c->eval_every == 0) {
+			s.traced = 1;
+			sim_pass(&s, 0);
+			sim_release_all(&s);
+		}
+	}
+}
+
+/* The zero3 keys of a log (load_log reads the common ones). */
+struct z3_line {
+	double calls, opt, gathered, fe, be, persistent_params, persistent_elements;
+	int nfetch, flat, coalesced;
+	double fetch[Z3_MAX_FETCHES];
+};
+static struct z3_line z3_lines[MAX_RANKS][MAX_STEPS];
+
+static int load_zero3(const char *path)
+{
+	memset(z3_lines, 0, sizeof z3_lines);
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL, "cannot open %s", path);
+	if (!f)
+		return -1;
+	static char buf[1 << 17];
+	int bad = 0;
+	while (fgets(buf, sizeof buf, f)) {
+		double step, rank;
+		if (json_num(buf, "step", &step) || json_num(buf, "rank", &rank) || rank < 0 || rank >= MAX_RANKS ||
+		    step < 0 || step >= MAX_STEPS) {
+			bad++;
+			continue;
+		}
+		struct z3_line *l = &z3_lines[(int)rank][(int)step];
+		struct {
+			const char *key;
+			double *dst;
+		} keys[] = {
+		    {"allgather_calls", &l->calls},
+		    {"optimizer_allgathers", &l->opt},
+		    {"gathered_elements", &l->gathered},
+		    {"forward_gathered_elements", &l->fe},
+		    {"backward_gathered_elements", &l->be},
+		    {"persistent_params", &l->persistent_params},
+		    {"persistent_elements", &l->persistent_elements},
+		};
+		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
+				bad++;
+				CHECK(0, "%s: key %s missing", path, keys[k].key);
+			}
+		l->flat = strstr(buf, "\"zero3_gather\":\"flat\"") != NULL;
+		l->coalesced = strstr(buf, "\"zero3_gather\":\"coalesced\"") != NULL;
+		const char *w = strstr(buf, "\"fetch_elements\":[");
+		CHECK(w != NULL, "%s: key fetch_elements missing", path);
+		for (w = w ? w + strlen("\"fetch_elements\":[") : ""; *w && *w != ']' && l->nfetch < Z3_MAX_FETCHES;) {
+			char *end;
+			double v = strtod(w, &end);
+			if (end == w)
+				break;
+			l->fetch[l->nfetch++] = v;
+			w = *end == ',' ? end + 1 : end;
+		}
+	}
+	fclose(f);
+	CHECK(bad == 0, "%s: %d malformed lines", path, bad);
+	return bad ? -1 : 0;
+}
+
+/* A block of the SMALL model: 2 C^2 + 2 KV C + 3 C F + 2 C elements. */
+#define Z3_BLOCK 9280.0
+#define Z3_LARGEST 2048.0
+
+static void scenario_zero3(void)
+{
+	/* tag, N, coalesced, K, clip, eval, reduce bytes, bucket, persistence threshold, reuse
+	 * distance, max live, reduce bucket; the flags; the fsdp2 reference's shared flags */
+	static const struct z3_cfg cfgs[] = {
+	    {"flat_b3000_keep_all", 2, 0, 1, 0, 0, 4, 3000, 0, 1e9, 1e9, 5e8, "--bucket 3000 --persistence-threshold 0",
+	     ""},
+	    /* 4096 = gate + up: a fetch that fits exactly */
+	    {"coal_b4096_p32_r3000", 2, 1, 1, 0, 0, 4, 4096, 32, 3000, 1e9, 5e8,
+	     "--zero3-gather coalesced --bucket 4096 --persistence-threshold 32 --max-reuse-distance 3000", ""},
+	    {"flat_b20000_p32_r3000", 4, 0, 1, 0, 0, 4, 20000, 32, 3000, 1e9, 5e8,
+	     "--bucket 2e4 --persistence-threshold 32 --max-reuse-distance 3000", ""},
+	    {"flat_b20000_live6000", 4, 0, 1, 0, 0, 4, 20000, 32, 3000, 6000, 5e8,
+	     "--bucket 2e4 --persistence-threshold 32 --max-reuse-distance 3000 --max-live 6000", ""},
+	    /* reduce bucket 4096 = down + up: a bucket that fills exactly */
+	    {"coal_b20000_r0_rb4096", 4, 1, 1, 0, 0, 4, 20000, 0, 0, 1e9, 4096,
+	     "--zero3-gather coalesced --bucket 20000 --persistence-threshold 0 --max-reuse-distance 0 "
+	     "--reduce-bucket 4096",
+	     ""},
+	    /* 1500 < the largest tensors (2048): those go alone */
+	    {"flat_b1500_p32_r3000", 4, 0, 1, 0, 0, 4, 1500, 32, 3000, 1e9, 5e8,
+	     "--bucket 1500 --persistence-threshold 32 --max-reuse-distance 3000", ""},
+	    {"coal_accum_clip_eval_bf16", 2, 1, 2, 1, 2, 2, 3000, 32, 3000, 1e9, 3000,
+	     "--zero3-gather coalesced --bucket 3000 --persistence-threshold 32 --max-reuse-distance 3000 "
+	     "--reduce-bucket 3000 --eval-every 2",
+	     "--grad-accum 2 --clip-grad 0.5 --reduce-dtype bf16"},
+	    {"flat_defaults", 4, 0, 1, 0, 0, 4, 5e7, 1e5, 1e9, 1e9, 5e8, "", ""},
+	};
+	const int steps = 4;
+	double numel[Z3_TENSORS], P = 0;
+	z3_numels(numel);
+	for (int t = 0; t < Z3_TENSORS; t++)
+		P += numel[t];
+	static struct z3_expect want[MAX_STEPS];
+	for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+		const struct z3_cfg *cf = &cfgs[c];
+		struct run ref, r;
+		char tag[64];
+		snprintf(tag, sizeof tag, "zero3_ref_%s", cf->tag);
+		run_trainer(&ref, tag, "--nranks %d " SMALL " --steps %d %s", cf->n, steps, cf->common);
+		snprintf(tag, sizeof tag, "zero3_%s", cf->tag);
+		run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --style zero3 %s %s", cf->n, steps, cf->common,
+			    cf->flags);
+		struct run_log lref, lg;
+		if (ref.status != 0 || r.status != 0 || load_log(ref.log, cf->n, steps, &lref) < 0 ||
+		    load_log(r.log, cf->n, steps, &lg) < 0 || load_zero3(r.log) < 0)
+			continue;
+
+		/* (1) the losses: fsdp2's, within fp32 rounding, the same on every rank */
+		double lz[MAX_STEPS], lf[MAX_STEPS], worst = 0;
+		losses_of(&lref, lf);
+		losses_of(&lg, lz);
+		for (int s = 0; s < steps; s++) {
+			double rel = fabs(lz[s] - lf[s]) / fabs(lf[s]);
+			worst = rel > worst ? rel : worst;
+			CHECK(rel <= 1e-5, "%s step %d: zero3 loss %.17g vs fsdp2 %.17g", cf->tag, s, lz[s], lf[s]);
+		}
+
+		/* (2) the counts the rules imply, line by line; (3) the same on every rank */
+		z3_simulate(cf, steps, want);
+		double persistent = 0;
+		int npersistent = 0;
+		for (int t = 0; t < Z3_TENSORS; t++)
+			if (numel[t] <= cf->threshold) {
+				persistent += numel[t];
+				npersistent++;
+			}
+		for (int rk = 0; rk < cf->n; rk++)
+			for (int s = 0; s < steps; s++) {
+				const struct step_line *l = &lg.line[rk][s];
+				const struct z3_line *z = &z3_lines[rk][s];
+				const struct z3_expect *e = &want[s];
+				CHECK(l->forward_allgathers == e->fwd && l->backward_allgathers == e->bwd &&
+					  z->opt == e->opt && l->allgathers == e->fwd + e->bwd + e->opt &&
+					  z->calls == e->calls && l->reduce_scatters == e->rs &&
+					  l->allreduces == 1 + cf->clip && l->eval_allgathers == e->eval,
+				      "%s rank %d step %d: AG %g+%g+%g=%g calls %g RS %g AR %g eval AG %g; rules: "
+				      "%d+%d+%d calls %d RS %d AR %d eval AG %d",
+				      cf->tag, rk, s, l->forward_allgathers, l->backward_allgathers, z->opt,
+				      l->allgathers, z->calls, l->reduce_scatters, l->allreduces, l->eval_allgathers,
+				      e->fwd, e->bwd, e->opt, e->calls, e->rs, 1 + cf->clip, e->eval);
+				CHECK(z->fe == e->fe && z->be == e->be &&
+					  z->gathered == e->fe + e->be + (e->opt ? persistent : 0) &&
+					  l->gathered_bytes == e->gathered_bytes &&
+					  l->reduce_scattered_bytes == e->rs_bytes,
+				      "%s rank %d step %d: elements %g+%g (all %g), bytes gathered %g reduce-scattered "
+				      "%g; "
+				      "rules: %g+%g, %g, %g",
+				      cf->tag, rk, s, z->fe, z->be, z->gathered, l->gathered_bytes,
+				      l->reduce_scattered_bytes, e->fe, e->be, e->gathered_bytes, e->rs_bytes);
+				int first = 0;
+				while (first < z->nfetch && first < e->nfetch && z->fetch[first] == e->fetch[first])
+					first++;
+				CHECK(z->nfetch == e->nfetch && first == e->nfetch,
+				      "%s rank %d step %d: %d fetches, rules %d; fetch %d has %g elements, rules %g",
+				      cf->tag, rk, s, z->nfetch, e->nfetch, first,
+				      first < z->nfetch ? z->fetch[first] : -1,
+				      first < e->nfetch ? e->fetch[first] : -1);
+				CHECK(z->persistent_params == npersistent && z->persistent_elements == persistent &&
+					  l->params == P && z->flat == !cf->coalesced && z->coalesced == cf->coalesced,
+				      "%s rank %d: persistent %g (%g elements), params %g; want %d (%g), %g", cf->tag,
+				      rk, z->persistent_params, z->persistent_elements, l->params, npersistent,
+				      persistent, P);
+				const struct step_line *l0 = &lg.line[0][s];
+				const struct z3_line *z0 = &z3_lines[0][s];
+				CHECK(l->allgathers == l0->allgathers && l->reduce_scatters == l0->reduce_scatters &&
+					  l->allreduces == l0->allreduces && z->calls == z0->calls &&
+					  z->nfetch == z0->nfetch &&
+					  !memcmp(z->fetch, z0->fetch, sizeof z->fetch[0] * (size_t)z->nfetch),
+				      "%s step %d: rank %d's collectives differ from rank 0's", cf->tag, s, rk);
+			}
+
+		/* the rules' consequences, read off the log alone */
+		const struct z3_line *z0 = z3_lines[0];
+		const struct step_line *l0 = lg.line[0];
+		if (cf->k == 1) /* the module-trace step: one fetch per use, nothing kept */
+			CHECK(l0[0].forward_allgathers == Z3_TENSORS && l0[0].backward_allgathers == Z3_TENSORS &&
+				  z0[0].fe == P && z0[0].be == P,
+			      "%s: step 0 fetched %g+%g times (%g+%g elements), not once per use (%d, %g)", cf->tag,
+			      l0[0].forward_allgathers, l0[0].backward_allgathers, z0[0].fe, z0[0].be, Z3_TENSORS, P);
+		for (int s = 1; s < steps; s++) {
+			for (int i = 0; i < z0[s].nfetch; i++) {
+				int single = 0;
+				for (int t = 0; t < Z3_TENSORS; t++)
+					single |= z0[s].fetch[i] == numel[t] && numel[t] > cf->bucket;
+				CHECK(z0[s].fetch[i] <= cf->bucket || single,
+				      "%s step %d fetch %d: %g elements > --bucket %g", cf->tag, s, i, z0[s].fetch[i],
+				      cf->bucket);
+			}
+			/* every tensor but the persistent ones once per micro-batch in forward, plus what a
+			 * forward fetch's look-ahead carried past the end of forward for backward */
+			CHECK(z0[s].fe == cf->k * (P - persistent) + want[s].ahead &&
+				  z0[s].fe + z0[s].be <= 2 * cf->k * (P - persistent),
+			      "%s step %d: gathered forward %g, backward %g; P - persistent = %g, carried ahead %g",
+			      cf->tag, s, z0[s].fe, z0[s].be, cf->k * (P - persistent), want[s].ahead);
+			CHECK(z0[s].opt == npersistent, "%s step %d: %g post-step gathers, %d persistent tensors",
+			      cf->tag, s, z0[s].opt, npersistent);
+			CHECK(cf->coalesced || z0[s].calls == l0[s].allgathers,
+			      "%s step %d: flat: %g calls for %g fetches", cf->tag, s, z0[s].calls, l0[s].allgathers);
+			if (cf->reuse > 0 && z0[s].fe > 0)
+				CHECK(z0[s].be < z0[s].fe,
+				      "%s step %d: backward gathered %g, not less than forward's %g", cf->tag, s,
+				      z0[s].be, z0[s].fe);
+		}
+		/* persistent: 2 param + 4 master + 4 gradient + 4 m + 4 v bytes per partition element */
+		double ledger = 18.0 * P / cf->n, got = lg.line[0][0].peak_persistent_bytes;
+		CHECK(fabs(got - ledger) <= 0.05 * ledger, "%s: persistent %g bytes, ledger 18 P / N = %g", cf->tag,
+		      got, ledger);
+		printf("%-26s N=%d: step 0 AG %g+%g+%g; step 1 AG %g+%g+%g (%g calls), elements %g+%g (%g for "
+		       "backward), RS %g, AR %g; loss vs fsdp2 worst %.2g\n",
+		       cf->tag, cf->n, l0[0].forward_allgathers, l0[0].backward_allgathers, z0[0].opt,
+		       l0[1].forward_allgathers, l0[1].backward_allgathers, z0[1].opt, z0[1].calls, z0[1].fe, z0[1].be,
+		       want[1].ahead, l0[1].reduce_scatters, l0[1].allreduces, worst);
+	}
+
+	expect_usage_error("zero3_bucket0", "--style zero3 --bucket 0", "--bucket");
+	expect_usage_error("zero3_bucket_frac", "--style zero3 --bucket 2.5", "--bucket");
+	expect_usage_error("zero3_threshold", "--style zero3 --persistence-threshold -1", "--persistence-threshold");
+	expect_usage_error("zero3_gather", "--style zero3 --zero3-gather ring", "--zero3-gather");
+	expect_usage_error("zero3_not_zero3", "--bucket 5e7", "applies only to --style zero3");
+	expect_usage_error("zero3_sync_last", "--style zero3 --grad-accum 2 --grad-sync last", "--grad-sync last");
+	expect_usage_error("zero3_hsdp", "--nranks 4 --style zero3 --shard-group 2", "--shard-group");
+	expect_usage_error("zero3_tp", "--nranks 4 --style zero3 --tp 2", "--tp");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|tp FSDP_REF "
-				"WORKDIR\n       fsdp_ref_e2e nvtx|tp_nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
+		fprintf(stderr,
+			"usage: fsdp_ref_e2e bitwise|counts|memory|prefetch|launcher|failure|loop|tp|zero3 FSDP_REF "
+			"WORKDIR\n       fsdp_ref_e2e nvtx|tp_nvtx FSDP_REF WORKDIR INJECTION_LIBRARY\n");
 		return 2;
 	}
 	trainer = argv[2];
@@ -1228,7 +1707,7 @@ int main(int argc, char **argv)
 	    {"bitwise", scenario_bitwise},   {"counts", scenario_counts},     {"memory", scenario_memory},
 	    {"prefetch", scenario_prefetch}, {"launcher", scenario_launcher}, {"failure", scenario_failure},
 	    {"nvtx", scenario_nvtx},	     {"loop", scenario_loop},	      {"tp", scenario_tp},
-	    {"tp_nvtx", scenario_tp_nvtx},
+	    {"tp_nvtx", scenario_tp_nvtx},   {"zero3", scenario_zero3},
 	};
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		if (strcmp(argv[1], scenarios[i].name) == 0) {
