@@ -366,7 +366,7 @@ struct analysis_buckets {
 	uint64_t fetch_elements_min, fetch_elements_median, fetch_elements_max; /* gathered per event */
 	uint64_t gathered_elements_per_step;
 	uint32_t reduce_buckets_per_step; /* ReduceScatter events */
-	uint32_t reduce_sizes_matching;   /* of them, of a size some gather also has (FSDP: all) */
+	uint32_t reduce_sizes_matching;   /* of them, matched one to one to gathers of their size (FSDP: all) */
 	uint64_t reduce_elements_per_step;/* reduced elements: every parameter's gradient once, P */
 	uint64_t reduce_elements_max;
 };

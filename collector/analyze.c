@@ -1362,6 +1362,13 @@ static int fill_buckets(const struct tl_event *ev, const struct ev_info *ti, siz
 		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
 			ag[nag++] = ev[i].elements;
 	qsort(ag, nag, sizeof *ag, u64_cmp);
+	/* each reduce-scatter matched to a gather of its size not matched yet:
+	 * in FSDP every one finds its unit's gather */
+	uint8_t *taken = calloc(nag ? nag : 1, 1);
+	if (!taken) {
+		free(ag);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!ti[i].fsdp)
 			continue;
@@ -1377,10 +1384,21 @@ static int fill_buckets(const struct tl_event *ev, const struct ev_info *ti, siz
 			b->reduce_elements_per_step += ev[i].elements;
 			if (ev[i].elements > b->reduce_elements_max)
 				b->reduce_elements_max = ev[i].elements;
-			if (nag && bsearch(&ev[i].elements, ag, nag, sizeof *ag, u64_cmp))
-				b->reduce_sizes_matching++;
+			const uint64_t *hit = nag ? bsearch(&ev[i].elements, ag, nag, sizeof *ag, u64_cmp) : NULL;
+			if (hit) {
+				size_t k = (size_t)(hit - ag);
+				while (k > 0 && ag[k - 1] == ev[i].elements)
+					k--;
+				while (k < nag && ag[k] == ev[i].elements && taken[k])
+					k++;
+				if (k < nag && ag[k] == ev[i].elements) {
+					taken[k] = 1;
+					b->reduce_sizes_matching++;
+				}
+			}
 		}
 	}
+	free(taken);
 	free(ag);
 	return fsdp_gather_elements(ev, ti, n, &b->fetch_elements_min, &b->fetch_elements_median,
 				    &b->fetch_elements_max);
@@ -1951,14 +1969,15 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 			return -ENOMEM;
 		}
 		const struct analysis_buckets *bk = &r->buckets;
-		if (bk->reduce_buckets_per_step && bk->reduce_sizes_matching * 2 < bk->reduce_buckets_per_step &&
-		    bk->reduce_buckets_per_step < bk->fetches_per_step) {
+		/* reduce buckets: reduce-scatters without a gather of their size
+		 * (FSDP reduces each unit's gathered buffer: every one has one) */
+		if (bk->reduce_buckets_per_step && bk->reduce_sizes_matching < bk->reduce_buckets_per_step) {
 			r->verdict = ANALYSIS_BUCKETED;
 		} else {
 			r->verdict = ANALYSIS_UNDECIDED;
 			r->undecided_reason = ANALYSIS_UNDECIDED_PATTERN;
-			undecided(r, "the FSDP group's %u ReduceScatters per step do not mirror its %u gathers as FSDP "
-				     "units or DeepSpeed buckets would: a pattern the analysis does not know",
+			undecided(r, "the FSDP group's %u ReduceScatters per step (each of a gather's size) do not mirror "
+				     "its %u gathers as FSDP units would: a pattern the analysis does not know",
 				  bk->reduce_buckets_per_step, bk->fetches_per_step);
 		}
 	} else {

@@ -87,6 +87,10 @@ SAMPLE = [
     spec_of("eval-ckpt-nonvtx", "block", "true", 1, 6, 2, "--eval-every 3 --checkpoint-every 4", nvtx=False),
     spec_of("hsdp-eval-nvtx", "linear", "true", 1, 3, 4, "--shard-group 2 --eval-every 2"),
     spec_of("tp2-hsdp-names-nonvtx", "block", "true", 1, 4, 8, "--tp 2 --shard-group 2 --comm-names", nvtx=False),
+    spec_of("zero3-flat-nonvtx", "block", "true", 1, 6, 2,
+            "--style zero3 --bucket 3000 --persistence-threshold 64 --max-reuse-distance 3000", nvtx=False),
+    spec_of("zero3-coalesced-r4", "block", "true", 1, 6, 4,
+            "--style zero3 --zero3-gather coalesced --bucket 20000 --persistence-threshold 64 --reduce-bucket 4096"),
 ]
 
 
@@ -231,6 +235,8 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
     f = {x["rule"]: x["severity"] for x in json.loads(lint.stdout)["findings"]} if lint.stdout else {}
     fl = {x["rule"]: x["severity"] for x in json.loads(lint_layers.stdout)["findings"]} if lint_layers.stdout else {}
     tally["runs"] += 1
+    if flag(s["flags"], "--style") == "zero3":
+        return check_bucketed(s, d, f, log, tally)
     if d["verdict"] != "diagnosed" or lint.returncode == 3:
         tally["undecided"] += 1
         return ["not diagnosed (%s): %s" % (d["verdict"], (d.get("undecided") or {}).get("why"))]
@@ -309,6 +315,50 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
               name, ps["allgathers"], t["allgathers"], mb["per_step"], u["repeating_units"], u["gathers_per_unit"],
               d["reshard_after_forward"], d["tp_degree"], ",".join(roles), ex / 1e6, t["gather_wait_ns"] / 1e6,
               ",".join("%s:%s" % (r, sev[0]) for r, sev in sorted(f.items())), "FAIL" if fails else "ok"))
+    return fails
+
+
+def check_bucketed(s, d, f, log, tally):
+    """DeepSpeed ZeRO-3 style: the verdict is bucketed fetching; counts of
+    events and calls, reduce buckets and P are exact; no unit claim, no error."""
+    fails = []
+    rows = [json.loads(line) for line in open(log) if line.strip()]
+    r0 = sorted((r for r in rows if r["rank"] == 0), key=lambda r: r["step"])
+    first = d.get("warmup_steps", 0)
+    steady = r0[first:first + d["steps_analyzed"]] or r0[1:]
+    med = lambda key: statistics.median_low(r[key] for r in steady)
+    b, ps = d["buckets"] or {}, d["per_step"]
+
+    def want(what, got, exp):
+        if got != exp:
+            fails.append("%s: %r, fsdp_ref says %r" % (what, got, exp))
+
+    if d["verdict"] != "bucketed":
+        tally["undecided"] += d["verdict"] == "undecided"
+        fails.append("verdict %s, expected bucketed" % d["verdict"])
+        return fails
+    want("steps seen", d["steps_seen"], len(r0))
+    want("first step (module trace) is warm-up", d["warmup_steps"], 1)
+    want("fetch events per step", b.get("fetches_per_step"), med("allgathers"))
+    want("AllGather calls per step", b.get("calls_per_step"), med("allgather_calls"))
+    want("reduce buckets per step", b.get("reduce_buckets_per_step"), med("reduce_scatters"))
+    want("forward AllGathers (not claimed)", ps["forward_allgathers"], None)
+    want("P in the ledger", d["ledger"]["params"], r0[0]["params"])
+    want("bucketed-fetch finding", "bucketed-fetch" in f, True)
+    for rule in ("wrap-too-fine", "wrap-too-coarse", "gather-count-mismatch", "reshard-policy"):
+        if rule in f:
+            fails.append("claim about units: %s" % rule)
+    errors = sorted(r for r, sev in f.items() if sev == "error")
+    if errors:
+        fails.append("false error(s): %s" % errors)
+        tally["false_errors"] += 1
+    if not fails:
+        tally["right"] += 1
+    print("%-34s bucketed: %d fetches / %d calls per step (log %d / %d), %d reduce buckets, P %d (log %d) "
+          "findings %s  %s" % (s["name"], b.get("fetches_per_step", -1), b.get("calls_per_step", -1), med("allgathers"),
+                               med("allgather_calls"), b.get("reduce_buckets_per_step", -1), d["ledger"]["params"],
+                               r0[0]["params"], ",".join("%s:%s" % (r, sev[0]) for r, sev in sorted(f.items())),
+                               "FAIL" if fails else "ok"))
     return fails
 
 
