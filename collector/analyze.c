@@ -103,6 +103,8 @@ struct rank_state {
 	uint64_t filtered_taken; /* events of the data-parallel side consumed by cuts */
 	uint64_t *comm_events;   /* [ncomm_events] events seen per communicator slot */
 	size_t ncomm_events;
+	uint64_t nvtx_seen;      /* the source's step ranges when they were last looked at */
+	uint64_t nvtx_gpu_wait;  /* the oldest step's end the GPU intervals must reach, 0 */
 	struct steps_cut held;   /* a cut waiting to be analysed */
 	int have_held;
 	uint64_t last_t1;        /* end of the last NVTX step analysed */
@@ -1032,6 +1034,14 @@ static int gpu_ready(const analyzer_t *a, const struct tl_source *src, uint64_t 
 static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
 {
 	struct tl_source *src = rs->src;
+	/* Nothing new to look at (the scan below reads every pending range):
+	 * no step range since the last look, and the GPU intervals the oldest
+	 * step waited for have not come. */
+	if (!final && src->step_ranges == rs->nvtx_seen &&
+	    (rs->nvtx_gpu_wait == 0 || !gpu_ready(a, src, rs->nvtx_gpu_wait)))
+		return 0;
+	rs->nvtx_seen = src->step_ranges;
+	rs->nvtx_gpu_wait = 0;
 	for (;;) {
 		/* the oldest step range not analysed, and how many wait */
 		struct tl_range step = {0};
@@ -1048,8 +1058,10 @@ static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
 		}
 		if (waiting == 0)
 			return 0;
-		if (!final && !gpu_ready(a, src, step.end) && waiting < ANALYZE_MAX_WAITING_STEPS)
+		if (!final && !gpu_ready(a, src, step.end) && waiting < ANALYZE_MAX_WAITING_STEPS) {
+			rs->nvtx_gpu_wait = step.end;
 			return 0;
+		}
 		/* events before the step: outside any step */
 		size_t ne = tl_array_len(&src->events), before = 0, in = 0;
 		while (before < ne && ((struct tl_event *)tl_array_at(&src->events, before))->enter_ns < step.start)
