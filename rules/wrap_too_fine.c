@@ -71,6 +71,19 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	root_text = root ? finding_printf(" + %u root", root) : finding_printf("%s", "");
 	if (!root_text)
 		return -ENOMEM;
+	/* what was left out: other communicators' gathers are not parameter gathers */
+	char *others = NULL;
+	for (uint32_t i = 0; i < a->ncomms && !others; i++)
+		if (a->comms[i].role == ANALYSIS_ROLE_TENSOR_PARALLEL && a->comms[i].allgathers)
+			others = finding_printf("\nnot counted: the tensor-parallel group's %u AllGathers and %u "
+						"ReduceScatters per step (activations, not parameters)",
+						a->comms[i].allgathers, a->comms[i].reduce_scatters);
+	if (!others)
+		others = finding_printf("%s", "");
+	if (!others) {
+		free(root_text);
+		return -ENOMEM;
+	}
 	message = finding_printf("the wrap is finer than the model's repeating unit: %u AllGathers per unit where 1 "
 				 "would do (%u forward AllGathers per %s instead of %u)",
 				 k, a->units.forward_units, rule_per(a), per_block_forward);
@@ -78,13 +91,15 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		"%u gathers per repeating unit x %u units = %u%s per %s; per-block wrap would issue %u\n"
 		"AllGathers per step: %u (%u forward + %u backward); per-block wrap: %u (%u + %u)\n"
 		"one unit's %u gathers move %s in pieces of at most %s; one gather per unit would move %s at once\n"
-		"AllGather time per step: %s%s%s",
+		"AllGather time per step: %s%s%s%s",
 		k, L, k * L, root_text, rule_per(a), per_block_forward, a->per_step.allgathers,
 		a->per_step.forward_allgathers, a->per_step.backward_allgathers,
-		mb * (per_block_forward + per_block_backward), mb * per_block_forward, mb * per_block_backward, k, rule_format_bytes(block_bytes, b1, sizeof(b1)),
-		rule_format_bytes(piece_bytes, b2, sizeof(b2)), rule_format_bytes(block_bytes, b3, sizeof(b3)),
+		mb * (per_block_forward + per_block_backward), mb * per_block_forward, mb * per_block_backward, k,
+		rule_format_bytes(block_bytes, b1, sizeof(b1)), rule_format_bytes(piece_bytes, b2, sizeof(b2)),
+		rule_format_bytes(block_bytes, b3, sizeof(b3)),
 		rule_format_ns((double)a->exposure.allgather_ns_per_step, b4, sizeof(b4)),
-		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed);
+		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed, others);
+	free(others);
 	free(root_text);
 	fsdp2 = finding_printf(
 		"# One fully_shard per repeating unit (the transformer block); none on the Linears inside it.\n"
