@@ -267,6 +267,18 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
         want("gathers per unit", u["gathers_per_unit"], e["k"])
     if e["reshard"] is not None:
         want("reshard_after_forward", d["reshard_after_forward"], e["reshard"])
+    # the figures add up: per communicator, per micro-batch, per gather
+    want("FSDP communicators' AllGathers = per_step.allgathers",
+         sum(c["per_step"]["allgathers"] for c in d["communicators"] if c["role"] in ("fsdp", "fsdp-regather")),
+         ps["allgathers"])
+    want("forward + backward = allgathers", ps["forward_allgathers"] + ps["backward_allgathers"], ps["allgathers"])
+    want("micro-batches x gathers per micro-batch (+ forward-only passes) = allgathers",
+         mb["per_step"] * (mb["forward_allgathers"] + mb["backward_allgathers"]) +
+         mb["forward_only"] * mb["forward_allgathers"], ps["allgathers"])
+    g = d["exposure"]["gathers"]
+    want("gathers table rows = allgathers", len(g), ps["allgathers"])
+    want("forward rows = forward_allgathers", sum(x["phase"] == "forward" for x in g), ps["forward_allgathers"])
+    want("rows per micro-batch", sorted({x["microbatch"] for x in g}), list(range(mb["per_step"] + mb["forward_only"])))
     roles = [c["role"] for c in d["communicators"]]
     want("FSDP groups", roles.count("fsdp"), 1)
     want("tensor-parallel degree", d["tp_degree"], e["tp"])
