@@ -184,6 +184,7 @@ static void write_reshard(struct jw *w, const struct analysis_reshard_info *r)
 	jw_u64(w, "reshard_extra_gathers", r->reshard_extra_gathers);
 	jw_u64(w, "reshard_extra_wire_bytes", r->reshard_extra_wire_bytes);
 	jw_u64(w, "recompute_regathers", r->recompute_regathers);
+	jw_u64(w, "exceptions", r->exceptions);
 	jw_close(w, '}');
 }
 

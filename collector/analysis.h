@@ -84,6 +84,7 @@ enum analysis_comm_role {
 	ANALYSIS_ROLE_STEP = 8,            /* a few small collectives per step: the loss, the gradient norm */
 	ANALYSIS_ROLE_ONE_OFF = 9,         /* only before the first step, or now and then: init broadcasts,
 	                                      checkpoint planning */
+	ANALYSIS_ROLE_IDLE = 10,           /* no collective (a parent that was only split, say) */
 	ANALYSIS_ROLE_MAX
 };
 
@@ -229,7 +230,9 @@ struct analysis_reshard_info {
 	uint32_t recompute_regathers;      /* per micro-batch: second backward gathers of a unit (activation
 	                                      checkpointing around FSDP1 units re-gathers for the
 	                                      recomputation); not a wrap or reshard choice */
-	uint32_t reserved2;
+	uint32_t exceptions;               /* non-root units whose choice differs from `policy`, which is then
+	                                      the repeating units' (blocks'): the last block, embeddings or
+	                                      head kept as torchtitan keeps them; 0 otherwise */
 };
 
 /* Exposure of the AllGathers (per step, medians). */
@@ -486,7 +489,7 @@ const char *analysis_exposure_source_name(enum analysis_exposure_source s);
 const char *analysis_phase_name(int phase);
 const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
- * "expert-parallel", "allreduce", "step", "one-off", "unknown"; "diagnosed",
+ * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
  * "no-reduce-scatter", "unknown-pattern", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);

@@ -209,6 +209,7 @@ const char *analysis_comm_role_name(int role)
 	    [ANALYSIS_ROLE_ALLREDUCE] = "allreduce",
 	    [ANALYSIS_ROLE_STEP] = "step",
 	    [ANALYSIS_ROLE_ONE_OFF] = "one-off",
+	    [ANALYSIS_ROLE_IDLE] = "idle",
 	};
 	return role >= 0 && role < ANALYSIS_ROLE_MAX ? names[role] : "unknown";
 }
@@ -1540,6 +1541,41 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	uint32_t recompute = r->reshard.recompute_regathers;
 	reshard_detect(fg, nf, bg, nb, o->param_bytes, bunit, &r->reshard);
 	r->reshard.recompute_regathers = recompute;
+	if (r->reshard.policy == ANALYSIS_RESHARD_MIXED && rep.copies >= 3) {
+		/* The blocks decide: torchtitan keeps the last block and the units
+		 * around the blocks ([norm, output]) from forward to backward, since
+		 * backward needs them at once, and reshards the rest. When all blocks
+		 * but one agree, that is the policy and the others are exceptions.
+		 * (Blocks of one size cannot say which one was kept: the matching
+		 * re-gathers the last ones, so the table shows an earlier one kept.) */
+		uint8_t *state = malloc(nf ? nf : 1);
+		if (!state)
+			goto out;
+		reshard_unit_states(fg, nf, bg, nb, bunit, state);
+		uint32_t count[3] = {0, 0, 0};
+		for (uint32_t k = rep.start; k < rep.start + rep.covered; k++)
+			count[state[k] < 3 ? state[k] : 0]++;
+		for (uint8_t st = 0; st < 3; st++) {
+			if (count[st] + rep.motif < rep.covered)
+				continue;
+			r->reshard.policy = st == RESHARD_STATE_KEPT	   ? ANALYSIS_RESHARD_FALSE
+					    : st == RESHARD_STATE_RESHARDED ? ANALYSIS_RESHARD_TRUE
+									   : ANALYSIS_RESHARD_GROUP;
+			uint32_t blocks = (rep.covered - count[st] + rep.motif - 1) / rep.motif, around = 0;
+			for (size_t k = r->reshard.root_resharded ? 0 : 1; k < nf; k++)
+				around += (k < rep.start || k >= rep.start + rep.covered) && state[k] != st;
+			r->reshard.exceptions = rep.covered - count[st] + around;
+			char others[48] = "";
+			if (around)
+				snprintf(others, sizeof others, "%s%u unit%s around the blocks", blocks ? " and " : "", around,
+					 around == 1 ? "" : "s");
+			note(r, "reshard_after_forward=%s for the blocks, not for %s%s (as torchtitan keeps what backward "
+				"needs at once)",
+			     st == RESHARD_STATE_KEPT ? "False" : "True", blocks ? "one block" : "", others);
+			break;
+		}
+		free(state);
+	}
 	/* what one cycle shows, times the cycles of a step */
 	uint32_t cycles = r->microbatches.per_step ? r->microbatches.per_step : 1;
 	r->reshard.regather_bytes_per_step *= cycles;
@@ -1709,7 +1745,7 @@ static int role_rank(uint8_t role)
 	    [ANALYSIS_ROLE_FSDP] = 0,	   [ANALYSIS_ROLE_FSDP_REGATHER] = 1,	[ANALYSIS_ROLE_REPLICATE] = 2,
 	    [ANALYSIS_ROLE_TENSOR_PARALLEL] = 3, [ANALYSIS_ROLE_PIPELINE] = 4,	[ANALYSIS_ROLE_EXPERT] = 5,
 	    [ANALYSIS_ROLE_ALLREDUCE] = 6, [ANALYSIS_ROLE_STEP] = 7,		[ANALYSIS_ROLE_ONE_OFF] = 8,
-	    [ANALYSIS_ROLE_UNKNOWN] = 9,
+	    [ANALYSIS_ROLE_UNKNOWN] = 9,   [ANALYSIS_ROLE_IDLE] = 10,
 	};
 	return role < ANALYSIS_ROLE_MAX ? order[role] : 10;
 }
@@ -2034,6 +2070,13 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (r->verdict == ANALYSIS_BUCKETED)
 		note(r, "bucketed fetching: the gathers follow fetch buckets, not modules; the unit, reshard and wrap "
 			"analysis does not apply");
+	for (uint32_t i = 0; i < r->ncomms; i++)
+		if (r->comms[i].role == ANALYSIS_ROLE_PIPELINE) {
+			note(r, "pipeline parallel (%d stages on rank %d's pipeline group): the units, P and the ledger "
+				"are this stage's",
+			     r->comms[i].nranks, r->headline_rank);
+			break;
+		}
 	fill_exposure(h, r);
 	breakdown_compute(r->step_ns, median_get(&h->fig[FIG_COMPUTE]), median_get(&h->fig[FIG_COMM_EXPOSED]),
 			  r->ledger.params, r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt,

@@ -209,7 +209,8 @@ int comm_roles_decide(const timeline_t *t, const struct tl_source *src, const st
 					 "reduce-scatter (a forward over the units)",
 					 ag, rs, s->max_run);
 		} else if (s->events == 0) {
-			snprintf(why, ANALYSIS_NOTE_BYTES, "no collective in the first %zu events", n);
+			role = ANALYSIS_ROLE_IDLE;
+			snprintf(why, ANALYSIS_NOTE_BYTES, "no collective in the first %zu events of the rank", n);
 		} else if (ag && rs && rs * 2 >= ag && ag * 2 >= rs && s->max_run <= 2) {
 			role = ANALYSIS_ROLE_TENSOR_PARALLEL;
 			snprintf(why, ANALYSIS_NOTE_BYTES,

@@ -27,8 +27,8 @@ struct parse {
  * uniform > 0, exactly every `uniform` gathers (units all alike, where the
  * backward's gathers look like a forward). Returns 1 when every gather and
  * reduce-scatter fits, 0 when not (g and out then hold a partial parse). */
-static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, size_t uniform, uint8_t *used,
-		      size_t *cycle_start, struct phases_gather *g, struct phases_result *out)
+static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, size_t uniform, int direct,
+		      uint8_t *used, size_t *cycle_start, struct phases_gather *g, struct phases_result *out)
 {
 	memset(out, 0, sizeof *out);
 	int32_t cycle = -1;
@@ -86,7 +86,7 @@ static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, size
 		size_t fwd_end = p->ag[cycle_start[c] + u - 1];
 		if (p->rs[r] < p->ag[cycle_start[c]] || p->rs[r] < fwd_end)
 			ok = 0;
-		else if (rs_in[c] >= u || p->rs_el[r] != s[u - 1 - rs_in[c]])
+		else if (rs_in[c] >= u || p->rs_el[r] != s[direct ? rs_in[c] : u - 1 - rs_in[c]])
 			ok = 0;
 		else
 			rs_in[c]++;
@@ -173,13 +173,19 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 			k++;
 		if (k < nrs)
 			continue;
-		for (size_t j = 0; j < q; j++)
-			s[j] = rs_el[q - 1 - j];
-		int ok = parse_with(&p, s, (uint32_t)q, 0, used, starts, g, out);
-		/* equal cycles, one per reduce-scatter group */
-		size_t groups = nrs / q;
-		if (ok == 0 && nag % groups == 0 && nag / groups >= q)
-			ok = parse_with(&p, s, (uint32_t)q, nag / groups, used, starts, g, out);
+		/* mirrored (post-backward hooks), else in forward order (a
+		 * pipeline schedule reducing every unit after its last micro-batch,
+		 * in module order) */
+		int ok = 0;
+		for (int direct = 0; direct <= 1 && ok == 0; direct++) {
+			for (size_t j = 0; j < q; j++)
+				s[j] = direct ? rs_el[j] : rs_el[q - 1 - j];
+			ok = parse_with(&p, s, (uint32_t)q, 0, direct, used, starts, g, out);
+			/* equal cycles, one per reduce-scatter group */
+			size_t groups = nrs / q;
+			if (ok == 0 && nag % groups == 0 && nag / groups >= q)
+				ok = parse_with(&p, s, (uint32_t)q, nag / groups, direct, used, starts, g, out);
+		}
 		if (ok < 0)
 			goto out;
 		if (ok) {

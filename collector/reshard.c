@@ -75,3 +75,16 @@ void reshard_detect(const struct reshard_gather *fwd, size_t nf, const struct re
 	if (out->group_units)
 		out->group_size = group;
 }
+
+void reshard_unit_states(const struct reshard_gather *fwd, size_t nf, const struct reshard_gather *bwd, size_t nb,
+			 const int32_t *bwd_unit, uint8_t *state)
+{
+	for (size_t u = 0; u < nf; u++)
+		state[u] = RESHARD_STATE_KEPT;
+	for (size_t b = 0; b < nb; b++) {
+		int32_t u = bwd_unit[b];
+		if (u < 0 || (size_t)u >= nf)
+			continue;
+		state[u] = bwd[b].nranks < fwd[u].nranks ? RESHARD_STATE_GROUP : RESHARD_STATE_RESHARDED;
+	}
+}

@@ -35,4 +35,18 @@ struct reshard_gather {
 void reshard_detect(const struct reshard_gather *fwd, size_t nf, const struct reshard_gather *bwd, size_t nb,
 		    double param_bytes, int32_t *bwd_unit, struct analysis_reshard_info *out);
 
+/* What each forward unit did (reshard_unit_states). */
+enum reshard_state {
+	RESHARD_STATE_KEPT = 0,      /* gathered once: kept from forward to backward */
+	RESHARD_STATE_RESHARDED = 1, /* gathered again on the same communicator */
+	RESHARD_STATE_GROUP = 2,     /* gathered again on a smaller one */
+};
+
+/*
+ * reshard_unit_states - state[u] for every forward unit u, from the match
+ * reshard_detect made (bwd_unit, nb backward gathers).
+ */
+void reshard_unit_states(const struct reshard_gather *fwd, size_t nf, const struct reshard_gather *bwd, size_t nb,
+			 const int32_t *bwd_unit, uint8_t *state);
+
 #endif

@@ -123,6 +123,111 @@ def full_matrix():
     return out
 
 
+# Setups fsdp_ref does not run, from stream_job (tests/e2e/stream_job.md): its
+# own truth file is the ground truth. (name, stream_job arguments)
+STREAM_SAMPLE = [
+    ("stream-fsdp2-titan-accum-nosync-clip", "--setup fsdp2 --nranks 4 --torchtitan --accum 2 --no-sync --clip"),
+    ("stream-fsdp2-linear-nvtx", "--setup fsdp2 --nranks 2 --wrap linear --nvtx"),
+    ("stream-fsdp2-accum-untold", "--setup fsdp2 --nranks 2 --accum 2"),
+    ("stream-tp", "--setup tp --nranks 4"),
+    ("stream-tp-linear-nvtx", "--setup tp --nranks 4 --wrap linear --nvtx"),
+    ("stream-fsdp1-hsdp-sms-ckpt", "--setup fsdp1-hsdp --nranks 4 --sync-module-states --checkpoint-wrapper"),
+    ("stream-zero3-flat", "--setup zero3 --nranks 4"),
+    ("stream-zero3-coalesced-nvtx", "--setup zero3 --nranks 2 --gather coalesced --nvtx"),
+    ("stream-pp-clip", "--setup pp --nranks 4 --clip"),
+]
+
+
+def stream_full():
+    variants = {
+        "fsdp2": ["", "--wrap linear", "--accum 2", "--accum 2 --no-sync", "--clip", "--torchtitan",
+                  "--torchtitan --accum 2 --no-sync --clip", "--torchtitan --reshard-last-block",
+                  "--wrap linear --accum 2 --no-sync --clip"],
+        "tp": ["", "--wrap linear", "--no-loss-parallel", "--accum 2 --no-sync", "--reshard-last-block"],
+        "fsdp1-hsdp": ["", "--sync-module-states", "--checkpoint-wrapper", "--sync-module-states --checkpoint-wrapper",
+                       "--checkpoint-wrapper=no-reentrant"],
+        "zero3": ["", "--gather coalesced", "--init-broadcast", "--bucket 0"],
+        "pp": ["", "--clip", "--microbatches 2"],
+    }
+    out = []
+    for setup, vs in variants.items():
+        for v, n, nvtx in itertools.product(vs, [2, 4], [False, True]):
+            if setup in ("tp", "pp") and n < 4:
+                continue
+            name = "stream-%s-n%d%s%s" % (setup, n, ("-" + v.replace("--", "").replace(" ", "-")) if v else "",
+                                          "-nvtx" if nvtx else "")
+            out.append((name, "--setup %s --nranks %d %s%s" % (setup, n, v, " --nvtx" if nvtx else "")))
+    return out
+
+
+def check_stream(name, fsdpscope, trace, truth_path, tally):
+    """A stream_job run against its own truth file."""
+    fails = []
+    t = json.load(open(truth_path))
+    rep = run([fsdpscope, "report", "--json", trace])
+    if rep.returncode != 0:
+        return ["report --json exit %d: %s" % (rep.returncode, rep.stderr.strip())]
+    d = json.loads(rep.stdout)
+    lint = run([fsdpscope, "lint", "--json", trace])
+    f = {x["rule"]: x["severity"] for x in json.loads(lint.stdout)["findings"]} if lint.stdout else {}
+    tally["runs"] += 1
+
+    def want(what, got, exp):
+        if got != exp:
+            fails.append("%s: %r, the job says %r" % (what, got, exp))
+
+    if d["verdict"] != t["verdict"]:
+        tally["undecided"] += d["verdict"] == "undecided"
+        fails.append("verdict %s (%s), the job says %s" % (d["verdict"], (d.get("undecided") or {}).get("why"),
+                                                           t["verdict"]))
+    else:
+        ps, mb = d["per_step"], d["microbatches"]
+        # K micro-batches that nothing tells from steps are K steps here
+        k = 1 if t["microbatches_told"] is False else t["microbatches"]
+        scale = 1 if k == t["microbatches"] else t["microbatches"]
+        want("steps seen", d["steps_seen"], t["steps"] * (t["microbatches"] if scale > 1 else 1))
+        if t["verdict"] == "bucketed":
+            b = d["buckets"]
+            want("fetch events per step", b["fetches_per_step"], t["fetches_per_step"])
+            want("AllGather calls per step", b["calls_per_step"], t["calls_per_step"])
+            want("reduce buckets per step", b["reduce_buckets_per_step"], t["reduce_scatters"])
+            want("P", d["ledger"]["params"], t["params"])
+        else:
+            want("FSDP AllGathers per step", ps["allgathers"], t["fsdp_allgathers_per_step"] // scale)
+            want("forward AllGathers per step", ps["forward_allgathers"], t["forward_allgathers"] // scale)
+            want("backward AllGathers per step", ps["backward_allgathers"], t["backward_allgathers"] // scale)
+            want("ReduceScatters per step", ps["reduce_scatters"], t["reduce_scatters"] // scale)
+            want("micro-batches per step", mb["per_step"], k)
+            if t["microbatches"] > 1 or t["microbatches_told"] is False:
+                want("micro-batches told apart from steps", mb["told"], bool(t["microbatches_told"]))
+            want("repeating units", d["units"]["repeating_units"], t["repeating_units"])
+            want("gathers per unit", d["units"]["gathers_per_unit"], t["gathers_per_unit"])
+            want("reshard_after_forward", d["reshard_after_forward"], t["reshard"])
+            want("tensor-parallel degree", d["tp_degree"], t["tp_degree"])
+            if "--setup tp" not in name and "--setup pp" not in name and t["setup"] not in ("tp", "pp"):
+                want("P", d["ledger"]["params"], t["params"])
+        roles = {}
+        for c in d["communicators"]:
+            if c["role"] != "idle":
+                roles[c["role"]] = roles.get(c["role"], 0) + 1
+        want("roles", roles, t["roles"])
+        for rule in t["errors"]:
+            if f.get(rule) != "error":
+                fails.append("expected finding %s error, got %s" % (rule, f.get(rule)))
+        errors = {r for r, sev in f.items() if sev == "error"}
+        if errors - set(t["errors"]):
+            fails.append("false error(s): %s" % sorted(errors - set(t["errors"])))
+            tally["false_errors"] += 1
+    if not fails:
+        tally["right"] += 1
+    print("%-44s %-9s AG/step %4d (job %4d) mb %s units %sx%s reshard %-7s roles %-40s findings %s  %s" % (
+        name, d["verdict"], d["per_step"]["allgathers"], t["fsdp_allgathers_per_step"],
+        (d["microbatches"] or {}).get("per_step"), d["units"]["repeating_units"], d["units"]["gathers_per_unit"],
+        d["reshard_after_forward"], ",".join(c["role"] for c in d["communicators"]),
+        ",".join("%s:%s" % (r, sev[0]) for r, sev in sorted(f.items())), "FAIL" if fails else "ok"))
+    return fails
+
+
 def flag(flags, name, default=None, cast=str):
     """The value of --name in a flags string, or default; True for a switch."""
     words = shlex.split(flags)
@@ -406,6 +511,7 @@ def main():
     ap.add_argument("--flags", default="")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--exposure-tolerance", type=float)
+    ap.add_argument("--stream-job")
     a = ap.parse_args()
     tally = {"runs": 0, "right": 0, "false_errors": 0, "undecided": 0}
 
@@ -441,6 +547,24 @@ def main():
                 failed += 1
                 continue
             fails = check(s, a.fsdpscope, trace, log, tally, a.exposure_tolerance, errors)
+            for x in fails:
+                print("  FAIL: " + x)
+            failed += bool(fails)
+        streams = STREAM_SAMPLE if a.matrix == "sample" else stream_full()
+        if not a.stream_job or not os.path.exists(a.stream_job):
+            print("stream_job not given or not built (%s): its setups are not run" % a.stream_job)
+            streams = []
+        for name, args in streams:
+            if a.only and a.only != name:
+                continue
+            trace, truth = os.path.join(out, name + ".fss"), os.path.join(out, name + ".truth.json")
+            r = run([a.fsdpscope, "run", "--out", out, "--name", name, "--", a.stream_job] + shlex.split(args) +
+                    ["--steps", str(a.steps), "--compute-us", "50", "--truth", truth], env=env, timeout=300)
+            if r.returncode != 0 or not os.path.exists(trace):
+                print("%-44s FAIL: fsdpscope run exit %d\n%s" % (name, r.returncode, r.stderr[-2000:]))
+                failed += 1
+                continue
+            fails = check_stream(name, a.fsdpscope, trace, truth, tally)
             for x in fails:
                 print("  FAIL: " + x)
             failed += bool(fails)

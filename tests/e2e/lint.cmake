@@ -40,8 +40,10 @@ endif()
 if(FSS_ACCURACY_MISSING)
   add_test(NAME accuracy_test COMMAND sh -c "echo 'SKIP: ${FSS_ACCURACY_MISSING}'; exit 77")
 else()
+  # stream_job (tests/e2e/stream_job.cmake) is built with the stand-in, as fsdp_ref is
   add_test(NAME accuracy_test
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/accuracy_test.py matrix
-      --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref> --agent $<TARGET_FILE:fsdpscope_agent>)
+      --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref> --agent $<TARGET_FILE:fsdpscope_agent>
+      --stream-job $<TARGET_FILE:stream_job>)
 endif()
 set_tests_properties(accuracy_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "e2e;accuracy")

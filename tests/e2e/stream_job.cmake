@@ -16,7 +16,8 @@ if(TARGET fss_nccl_cpu)
   endif()
 
   # Every setup runs to the end on 2 and 4 ranks (no deadlock, a truth
-  # written); what fsdpscope says of them is compared by hand for now.
+  # written); what fsdpscope says of them is checked against the truth by the
+  # accuracy matrix (tests/e2e/accuracy_test.py, its stream runs).
   foreach(spec
       "fsdp2_n2:--setup;fsdp2;--nranks;2"
       "fsdp2_linear_n4:--setup;fsdp2;--nranks;4;--wrap;linear"
