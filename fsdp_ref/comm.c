@@ -165,3 +165,39 @@ int comm_test(struct comm_thread *ct, struct comm_request *req)
 	pthread_mutex_unlock(&ct->lock);
 	return done;
 }
+
+int comm_wait_compute(struct comm_thread *ct, struct comm_request *req, struct fsdp_event *done, int64_t *waited_ns)
+{
+	int64_t t0 = comm_now_ns();
+	int rc = comm_wait(ct, req);
+	if (rc == 0 && done)
+		rc = ct->be->compute_wait_event(done);
+	*waited_ns = comm_now_ns() - t0;
+	return rc;
+}
+
+void comm_waits_add(struct comm_waits *w, int64_t ns)
+{
+	w->total_ns += ns;
+	if ((size_t)w->count == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		int64_t *v = realloc(w->each, cap * sizeof *v);
+		if (!v)
+			return;
+		w->each = v;
+		w->cap = cap;
+	}
+	w->each[w->count++] = ns;
+}
+
+void comm_waits_reset(struct comm_waits *w)
+{
+	w->total_ns = 0;
+	w->count = 0;
+}
+
+void comm_waits_free(struct comm_waits *w)
+{
+	free(w->each);
+	*w = (struct comm_waits){0};
+}

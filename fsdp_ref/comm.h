@@ -79,4 +79,26 @@ int comm_test(struct comm_thread *ct, struct comm_request *req);
 /* Monotonic clock in nanoseconds. */
 int64_t comm_now_ns(void);
 
+/* Block until `req` has been issued, then make compute wait for `done`
+ * (recorded on the comm stream after the call; NULL: no device wait).
+ * Returns req's result, or the backend's error; *waited_ns receives how long
+ * the caller was blocked (the exposed part of the collective). */
+int comm_wait_compute(struct comm_thread *ct, struct comm_request *req, struct fsdp_event *done, int64_t *waited_ns);
+
+/* The waits of one step: their sum, and each one in the order waited for
+ * (the log's gather_wait_ns and gather_waits_ns). */
+struct comm_waits {
+	int64_t total_ns;
+	int count;     /* entries of each */
+	int64_t *each; /* [count] (NULL when none) */
+	size_t cap;
+};
+
+/* Add one wait. Without memory for the entry the sum still counts it. */
+void comm_waits_add(struct comm_waits *w, int64_t ns);
+/* Forget the waits (keeps the storage). */
+void comm_waits_reset(struct comm_waits *w);
+/* Free the storage. */
+void comm_waits_free(struct comm_waits *w);
+
 #endif /* FSDP_REF_COMM_H */

@@ -34,8 +34,7 @@ struct fsdp_runtime {
 	struct fsdp_step_stats stats;
 	size_t pbytes; /* bytes per parameter element */
 	int sync;      /* the current micro-batch reduce-scatters in its post-backward hooks */
-	int64_t *waits; /* this step's gather waits (stats.gather_wait_each) */
-	size_t waits_cap;
+	struct comm_waits waits; /* this step's gather waits */
 	float *acc_scratch; /* [largest shard] fp32: a 16-bit reduce output widened before it is summed */
 };
 
@@ -100,23 +99,9 @@ static int gather_wait(struct fsdp_runtime *rt, int u)
 	struct flat_param *fp = &rt->fp[u];
 	if (!fp->gather_pending)
 		return 0;
-	int64_t t0 = comm_now_ns();
-	int rc = comm_wait(rt->ct, &fp->gather);
-	if (rc == 0)
-		rc = rt->be->compute_wait_event(fp->gather_done);
-	int64_t waited = comm_now_ns() - t0;
-	rt->stats.gather_wait_ns += waited;
-	if ((size_t)rt->stats.gather_waits == rt->waits_cap) {
-		size_t cap = rt->waits_cap ? 2 * rt->waits_cap : 64;
-		int64_t *v = realloc(rt->waits, cap * sizeof *v);
-		if (v) {
-			rt->waits = v;
-			rt->waits_cap = cap;
-		}
-	}
-	if ((size_t)rt->stats.gather_waits < rt->waits_cap)
-		rt->waits[rt->stats.gather_waits++] = waited;
-	rt->stats.gather_wait_each = rt->waits;
+	int64_t waited;
+	int rc = comm_wait_compute(rt->ct, &fp->gather, fp->gather_done, &waited);
+	comm_waits_add(&rt->waits, waited);
 	fp->gather_pending = 0;
 	if (fp->regathered) { /* it was this gather's input */
 		mem_free(rt->mem, MEM_GATHERED, fp->regathered, fp->regathered_bytes);
@@ -498,7 +483,7 @@ void fsdp_free(struct fsdp_runtime *rt)
 				largest = rt->units->units[u].shard;
 		mem_free(rt->mem, MEM_OTHER, rt->acc_scratch, (largest ? largest : 1) * 4);
 	}
-	free(rt->waits);
+	comm_waits_free(&rt->waits);
 	free(rt);
 }
 
@@ -510,7 +495,7 @@ const struct model_params *fsdp_model_params(struct fsdp_runtime *rt)
 void fsdp_step_begin(struct fsdp_runtime *rt)
 {
 	memset(&rt->stats, 0, sizeof rt->stats);
-	rt->stats.gather_wait_each = rt->waits;
+	comm_waits_reset(&rt->waits);
 	rt->sync = 1;
 	for (int u = 0; rt->cfg.accumulate && u < rt->units->nunits; u++)
 		rt->be->memset_zero(rt->fp[u].grad_acc, rt->fp[u].info->shard * 4);
@@ -659,4 +644,7 @@ int fsdp_optimizer_step(struct fsdp_runtime *rt, const struct fsdp_adam_params *
 void fsdp_step_stats(const struct fsdp_runtime *rt, struct fsdp_step_stats *out)
 {
 	*out = rt->stats;
+	out->gather_wait_ns = rt->waits.total_ns;
+	out->gather_waits = rt->waits.count;
+	out->gather_wait_each = rt->waits.each;
 }

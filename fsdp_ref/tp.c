@@ -40,11 +40,9 @@ static int tp_run(struct tp_group *tp, const char *op, enum comm_op kind, const 
 	if (rc < 0)
 		return rc;
 	(*counter)++;
-	int64_t t0 = comm_now_ns();
-	rc = comm_wait(tp->ct, &tp->req);
-	if (rc == 0)
-		rc = tp->be->compute_wait_event(tp->done);
-	tp->stats.wait_ns += comm_now_ns() - t0;
+	int64_t waited;
+	rc = comm_wait_compute(tp->ct, &tp->req, tp->done, &waited);
+	tp->stats.wait_ns += waited;
 	return rc;
 }
 

@@ -203,6 +203,27 @@ static int scalar_allreduce(struct rank_state *s, ncclComm_t comm, ncclDataType_
 	return rc;
 }
 
+/* The parameter runtime (FSDP or ZeRO-3) and the TP group start a step's
+ * counters. */
+static void runtime_step_begin(struct rank_state *s)
+{
+	if (s->z3)
+		zero3_step_begin(s->z3);
+	else
+		fsdp_step_begin(s->rt);
+	if (s->tp)
+		tp_step_begin(s->tp);
+}
+
+/* The parameter runtime's counters of the step. */
+static void runtime_step_stats(const struct rank_state *s, struct fsdp_step_stats *st)
+{
+	if (s->z3)
+		zero3_step_stats(s->z3, st);
+	else
+		fsdp_step_stats(s->rt, st);
+}
+
 static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, const struct launch_info *li)
 {
 	const struct fsdp_options *o = &p->opt;
@@ -384,12 +405,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		char name[32];
 		snprintf(name, sizeof name, "step %d", step);
 		markers_push(name);
-		if (s.z3)
-			zero3_step_begin(s.z3);
-		else
-			fsdp_step_begin(s.rt);
-		if (s.tp)
-			tp_step_begin(s.tp);
+		runtime_step_begin(&s);
 		mem_reset_peaks(s.mem);
 		int64_t t0 = comm_now_ns();
 		double local_sum = 0.0, loss = 0.0;
@@ -455,10 +471,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		markers_pop();
 
 		struct fsdp_step_stats st;
-		if (s.z3)
-			zero3_step_stats(s.z3, &st);
-		else
-			fsdp_step_stats(s.rt, &st);
+		runtime_step_stats(&s, &st);
 		struct tp_stats tst = {0}, etst = {0};
 		if (s.tp)
 			tp_step_stats(s.tp, &tst);
@@ -480,12 +493,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 			double eval_sum = 0.0, eval_loss = 0.0;
 			snprintf(name, sizeof name, "eval %d", step);
 			markers_push(name);
-			if (s.z3)
-				zero3_step_begin(s.z3);
-			else
-				fsdp_step_begin(s.rt);
-			if (s.tp)
-				tp_step_begin(s.tp);
+			runtime_step_begin(&s);
 			data_batch(o->seed ^ 0x5eedull, step, dp_rank * local_batch, local_batch, o->model.seq,
 				   o->model.vocab, s.inputs, s.targets);
 			markers_push("forward");
@@ -502,10 +510,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 				rc = be->synchronize();
 			markers_pop();
 			struct fsdp_step_stats es;
-			if (s.z3)
-				zero3_step_stats(s.z3, &es);
-			else
-				fsdp_step_stats(s.rt, &es);
+			runtime_step_stats(&s, &es);
 			eval_allgathers = es.forward_allgathers + es.backward_allgathers;
 			eval_allreduces = 1;
 			if (s.tp)

@@ -118,8 +118,7 @@ struct zero3_runtime {
 	int nreduces;
 	struct fsdp_step_stats stats;
 	struct z3_counts cur, last; /* the step running; the last training step (zero3_post_step) */
-	int64_t *waits;		    /* stats.gather_wait_each */
-	size_t waits_cap;
+	struct comm_waits waits;    /* this step's fetch waits */
 };
 
 static ncclDataType_t nccl_dtype(enum fsdp_dtype t)
@@ -328,23 +327,9 @@ static int fetch_submit(struct zero3_runtime *z, struct z3_fetch *f, int single)
 static int fetch_wait(struct zero3_runtime *z, struct z3_fetch *f)
 {
 	const struct fsdp_backend *be = z->be;
-	int64_t t0 = comm_now_ns();
-	int rc = comm_wait(z->ct, &f->req);
-	if (rc == 0)
-		rc = be->compute_wait_event(f->done);
-	int64_t waited = comm_now_ns() - t0;
-	z->stats.gather_wait_ns += waited;
-	if ((size_t)z->stats.gather_waits == z->waits_cap) {
-		size_t cap = z->waits_cap ? 2 * z->waits_cap : 64;
-		int64_t *v = realloc(z->waits, cap * sizeof *v);
-		if (v) {
-			z->waits = v;
-			z->waits_cap = cap;
-		}
-	}
-	if ((size_t)z->stats.gather_waits < z->waits_cap)
-		z->waits[z->stats.gather_waits++] = waited;
-	z->stats.gather_wait_each = z->waits;
+	int64_t waited;
+	int rc = comm_wait_compute(z->ct, &f->req, f->done, &waited);
+	comm_waits_add(&z->waits, waited);
 	size_t n = (size_t)z->cfg.world_size, pb = z->pbytes;
 	if (f->flat) {
 		/* tensor k's partition from rank q sits at q S + (its offset in the fetch) */
@@ -881,7 +866,7 @@ void zero3_free(struct zero3_runtime *z)
 	free(z->ipg_ids);
 	free(z->cur.fetch_elements);
 	free(z->last.fetch_elements);
-	free(z->waits);
+	comm_waits_free(&z->waits);
 	free(z);
 }
 
@@ -893,7 +878,7 @@ const struct model_params *zero3_model_params(struct zero3_runtime *z)
 void zero3_step_begin(struct zero3_runtime *z)
 {
 	memset(&z->stats, 0, sizeof z->stats);
-	z->stats.gather_wait_each = z->waits;
+	comm_waits_reset(&z->waits);
 	uint64_t *keep = z->cur.fetch_elements;
 	size_t cap = z->cur.cap;
 	z->cur = (struct z3_counts){.fetch_elements = keep, .cap = cap};
@@ -1004,6 +989,9 @@ int zero3_post_step(struct zero3_runtime *z)
 void zero3_step_stats(const struct zero3_runtime *z, struct fsdp_step_stats *out)
 {
 	*out = z->stats;
+	out->gather_wait_ns = z->waits.total_ns;
+	out->gather_waits = z->waits.count;
+	out->gather_wait_each = z->waits.each;
 }
 
 void zero3_log_fill(const struct zero3_runtime *z, struct log_record *r)
