@@ -119,8 +119,13 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		"fully_shard(block, mp_policy=mp, reshard_after_forward=True)   # less peak memory, +1 AllGather\n"
 		"fully_shard(block, mp_policy=mp, reshard_after_forward=False)  # +1 unit held, -1 AllGather\n"
 		"fully_shard(block, mp_policy=mp, reshard_after_forward=8)      # backward gather inside 8 ranks\n"
-		"# torchtitan's default: True for %s except the last block (backward needs it at once)",
-		container);
+		"# torchtitan's default: True for %s except the last block (backward needs it at once)%s",
+		container,
+		mb > 1 && a->microbatches.sync < mb
+			? "\n# Accumulating without sync: keep the units gathered between those micro-batches too\n"
+			  "model.set_requires_gradient_sync(False)   # micro-batches 1 .. K-1\n"
+			  "model.set_reshard_after_backward(False)   # no re-gather in the next micro-batch's forward"
+			: "");
 	fsdp1 = finding_printf(
 		"# FSDP1 chooses it with the sharding strategy:\n"
 		"sharding_strategy=ShardingStrategy.FULL_SHARD     # reshard after forward\n"
