@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/log_line.h"
+
 #define MAX_VALUES 4096
 
 static int cmp_double(const void *a, const void *b)
@@ -32,18 +34,6 @@ static double median(double *v, int n)
 		return 0;
 	qsort(v, (size_t)n, sizeof *v, cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int json_num(const char *line, const char *key, double *out)
-{
-	char pat[64];
-	snprintf(pat, sizeof pat, "\"%s\":", key);
-	const char *p = strstr(line, pat);
-	if (!p)
-		return -1;
-	char *end;
-	*out = strtod(p + strlen(pat), &end);
-	return end == p + strlen(pat) ? -1 : 0;
 }
 
 /* Run the trainer; the median gather wait per step (steps >= 1), or < 0. */
@@ -79,7 +69,7 @@ static double run(const char *trainer, int prefetch, const char *latency, const 
 	int n = 0;
 	while (fgets(line, sizeof line, f) && n < MAX_VALUES) {
 		double step, wait;
-		if (json_num(line, "step", &step) == 0 && step >= 1 && json_num(line, "gather_wait_ns", &wait) == 0)
+		if (log_line_number(line, "step", &step) == 0 && step >= 1 && log_line_number(line, "gather_wait_ns", &wait) == 0)
 			v[n++] = wait;
 	}
 	fclose(f);

@@ -2,7 +2,7 @@
 # the NCCL stand-in, checked from their logs (tests/e2e/fsdp_ref_e2e.c).
 if(TARGET fsdp_ref)
   add_executable(fsdp_ref_e2e e2e/fsdp_ref_e2e.c)
-  target_link_libraries(fsdp_ref_e2e PRIVATE fsdp_ref_counts m)
+  target_link_libraries(fsdp_ref_e2e PRIVATE fsdp_ref_counts fss_test_support m)
   foreach(scenario bitwise counts memory prefetch launcher failure loop tp zero3)
     add_test(NAME fsdp_ref_e2e_${scenario}
       COMMAND fsdp_ref_e2e ${scenario} $<TARGET_FILE:fsdp_ref>

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "fsdp_ref/counts.h"
+#include "tests/support/log_line.h"
 
 static const char *trainer, *workdir;
 static int failures;
@@ -161,18 +162,6 @@ struct run_log {
 	struct step_line line[MAX_RANKS][MAX_STEPS];
 };
 
-static int json_num(const char *line, const char *key, double *out)
-{
-	char pat[64];
-	snprintf(pat, sizeof pat, "\"%s\":", key);
-	const char *p = strstr(line, pat);
-	if (!p)
-		return -1;
-	char *end;
-	*out = strtod(p + strlen(pat), &end);
-	return end == p + strlen(pat) ? -1 : 0;
-}
-
 /* Parse every line; every rank must have every step. */
 static int load_log(const char *path, int world_size, int steps, struct run_log *lg)
 {
@@ -187,7 +176,7 @@ static int load_log(const char *path, int world_size, int steps, struct run_log 
 	int lines = 0, bad = 0;
 	while (fgets(buf, sizeof buf, f)) {
 		double step, rank, ws;
-		if (json_num(buf, "step", &step) || json_num(buf, "rank", &rank) || json_num(buf, "world_size", &ws) ||
+		if (log_line_number(buf, "step", &step) || log_line_number(buf, "rank", &rank) || log_line_number(buf, "world_size", &ws) ||
 		    rank < 0 || rank >= MAX_RANKS || step < 0 || step >= MAX_STEPS) {
 			bad++;
 			continue;
@@ -239,7 +228,7 @@ static int load_log(const char *path, int world_size, int steps, struct run_log 
 		    {"eval_tp_reduce_scatters", &l->eval_tp_reduce_scatters},
 		};
 		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
+			if (log_line_number(buf, keys[k].key, keys[k].dst) != 0) {
 				bad++;
 				CHECK(0, "%s: key %s missing", path, keys[k].key);
 			}
@@ -1475,7 +1464,7 @@ static int load_zero3(const char *path)
 	int bad = 0;
 	while (fgets(buf, sizeof buf, f)) {
 		double step, rank;
-		if (json_num(buf, "step", &step) || json_num(buf, "rank", &rank) || rank < 0 || rank >= MAX_RANKS ||
+		if (log_line_number(buf, "step", &step) || log_line_number(buf, "rank", &rank) || rank < 0 || rank >= MAX_RANKS ||
 		    step < 0 || step >= MAX_STEPS) {
 			bad++;
 			continue;
@@ -1494,7 +1483,7 @@ static int load_zero3(const char *path)
 		    {"persistent_elements", &l->persistent_elements},
 		};
 		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-			if (json_num(buf, keys[k].key, keys[k].dst) != 0) {
+			if (log_line_number(buf, keys[k].key, keys[k].dst) != 0) {
 				bad++;
 				CHECK(0, "%s: key %s missing", path, keys[k].key);
 			}

@@ -22,7 +22,7 @@ endif()
 # The accuracy matrix: fsdp_ref runs under `fsdpscope run` against the
 # trainer's own log (tests/e2e/accuracy_test.py): verdicts, counts, units,
 # roles, findings. Needs the agent, fsdp_ref and python3; under sanitizers it
-# is skipped (19 multi-rank jobs at ten times the cost, for checks the
+# is skipped (31 multi-rank jobs at ten times the cost, for checks the
 # regular build makes).
 find_package(Python3 COMPONENTS Interpreter QUIET)
 set(FSS_ACCURACY_MISSING "")
@@ -35,7 +35,7 @@ elseif(NOT TARGET fsdpscope_agent)
 elseif(NOT TARGET fsdp_ref)
   set(FSS_ACCURACY_MISSING "fsdp_ref is not built in this configuration")
 elseif(FSS_SANITIZE)
-  set(FSS_ACCURACY_MISSING "the accuracy matrix runs in the regular build (19 jobs; ten times slower under sanitizers)")
+  set(FSS_ACCURACY_MISSING "the accuracy matrix runs in the regular build (31 jobs; ten times slower under sanitizers)")
 endif()
 if(FSS_ACCURACY_MISSING)
   add_test(NAME accuracy_test COMMAND sh -c "echo 'SKIP: ${FSS_ACCURACY_MISSING}'; exit 77")

@@ -10,9 +10,3 @@ if(TARGET fss_analysis)
     target_sources(analysis_trace_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c)
   endif()
 endif()
-# The accuracy check of one real fsdp_ref run (trace + fsdp_ref's log): the
-# accuracy matrix runs it once per labelled run.
-if(TARGET fss_analysis)
-  add_executable(analysis_accuracy ${CMAKE_CURRENT_LIST_DIR}/analysis_accuracy.c)
-  target_link_libraries(analysis_accuracy PRIVATE fss_analysis fss_common)
-endif()
