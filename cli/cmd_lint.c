@@ -68,7 +68,10 @@ const char cmd_lint_help[] =
 	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
 	"       cut short (analysed up to there: where and why is printed), or records the\n"
 	"       agents dropped\n"
-	"    0  diagnosed from a complete trace, no finding at --fail-on\n\n"
+	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
+	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
+	"    exposed-gather is then not checked, and lint says so on standard error\n"
+	"    (the exit status is unchanged: the wrap verdict stands on the collectives).\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope lint run.fss\n"
 	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
@@ -152,6 +155,11 @@ int cmd_lint(int argc, char **argv)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
 				"incomplete trace\n",
 			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
+		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
+				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
+				"ranges\n",
+			argv[optind]);
 	rc = lint_exit_status(d.result, d.damage[0] != 0, max, fail_on);
 	if (rc == EXIT_UNDIAGNOSED)
 		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", argv[optind], d.result->undecided_why,

@@ -211,9 +211,15 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 				rule_format_ns((double)e->cause_ns[c], b1, sizeof(b1)));
 		fprintf(out, "\n");
 	}
-	fprintf(out, "breakdown   step %s = compute %s + exposed communication %s + idle %s",
-		rule_format_ns((double)b->step_ns, b1, sizeof(b1)), rule_format_ns((double)b->compute_ns, b2, sizeof(b2)),
-		rule_format_ns((double)b->exposed_comm_ns, b3, sizeof(b3)), rule_format_ns((double)b->idle_ns, b4, sizeof(b4)));
+	if (e->source == ANALYSIS_EXPOSURE_NONE)
+		fprintf(out, "breakdown   step %s; compute, exposed communication and idle not measured",
+			rule_format_ns((double)b->step_ns, b1, sizeof(b1)));
+	else
+		fprintf(out, "breakdown   step %s = compute %s + exposed communication %s + idle %s",
+			rule_format_ns((double)b->step_ns, b1, sizeof(b1)),
+			rule_format_ns((double)b->compute_ns, b2, sizeof(b2)),
+			rule_format_ns((double)b->exposed_comm_ns, b3, sizeof(b3)),
+			rule_format_ns((double)b->idle_ns, b4, sizeof(b4)));
 	if (b->mfu >= 0)
 		fprintf(out, "; MFU %.1f%% (%.3g FLOP/s achieved)\n", 100 * b->mfu, b->achieved_flops);
 	else

@@ -10,6 +10,10 @@
  *   lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T]
  *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
  *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
+ *                  [--no-nvtx]
+ *
+ * --no-nvtx writes no range at all (a job without markers: steps from the
+ * period of the collectives, exposure not measurable).
  *
  * --layers 0 is the whole-model wrap: one unit, the root, holding the root
  * and 4 blocks' parameters.
@@ -30,7 +34,7 @@
 #include <string.h>
 
 struct gen {
-	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps;
+	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
 	uint8_t dtype;
 	uint64_t block_params, root_params;
 };
@@ -151,7 +155,7 @@ static int gen_step(struct source *s, const struct gen *g, int step, uint64_t t0
 		cstart = gend > cend ? gend : cend;
 		cend = cstart + c;
 		prev_start = cstart;
-		if (!rc)
+		if (!rc && g->nvtx)
 			rc = add_range(s, cstart, cend, u == 0 ? STR_ROOT : STR_UNIT + (uint32_t)u, 2);
 	}
 	/* backward, in reverse: gather again when resharded (never the root),
@@ -169,13 +173,13 @@ static int gen_step(struct source *s, const struct gen *g, int step, uint64_t t0
 		}
 		cend = bstart + c;
 		prev_start = bstart;
-		if (!rc)
+		if (!rc && g->nvtx)
 			rc = add_range(s, bstart, cend, u == 0 ? STR_ROOT : STR_UNIT + (uint32_t)u, 2);
 		if (!rc)
 			rc = add_coll(s, g, FSS_OP_REDUCESCATTER, FSS_DTYPE_FLOAT32, unit_params(g, u), cend, cend + 5000);
 		t = cend;
 	}
-	if (!rc)
+	if (!rc && g->nvtx)
 		rc = add_range(s, t, t + 50000, STR_OPTIM, 1);
 	t += 60000;
 	if (!rc && g->nvtx_steps)
@@ -216,9 +220,9 @@ int main(int argc, char **argv)
 		{"steps", required_argument, NULL, 's'},       {"reshard", required_argument, NULL, 'r'},
 		{"prefetch", required_argument, NULL, 'p'},    {"dtype", required_argument, NULL, 'd'},
 		{"block-params", required_argument, NULL, 'b'}, {"root-params", required_argument, NULL, 'R'},
-		{"no-nvtx-steps", no_argument, NULL, 'N'},     {NULL, 0, NULL, 0},
+		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},     {NULL, 0, NULL, 0},
 	};
-	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1,
+	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
 			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
 	const char *out = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
@@ -240,6 +244,7 @@ int main(int argc, char **argv)
 		case 'b': g.block_params = strtoull(optarg, NULL, 0); break;
 		case 'R': g.root_params = strtoull(optarg, NULL, 0); break;
 		case 'N': g.nvtx_steps = 0; break;
+		case 'M': g.nvtx = g.nvtx_steps = 0; break;
 		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
 		}
 	}

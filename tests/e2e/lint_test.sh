@@ -77,6 +77,17 @@ v=$(json_get "$T/period.json" '(d["step_detection"], d["per_step"]["allgathers"]
 [ "$v" = "('period', 97, 6, 8, ['wrap-too-fine'])" ] && pass "period steps: wrap-too-fine on 6 x 8 gathers" ||
 	fail "period steps: $v"
 
+# --- without any NVTX range: exposure cannot be measured, and lint says so --
+"$GEN" --out "$T/bare.fss" --ranks 2 --layers 6 --k 1 --steps 8 --no-nvtx || fail "gen bare"
+expect_rc 0 "lint trace without ranges" "$FSS" lint "$T/bare.fss"
+expect_out "$T/err" "exposure not measured (no GPU intervals and no compute ranges): exposed-gather was not checked" \
+	"no ranges: lint says exposure was not checked"
+expect_no "$T/out" "exposed-gather" "no ranges: no exposed-gather finding"
+"$FSS" report "$T/bare.fss" >"$T/bare.txt" 2>&1
+expect_out "$T/bare.txt" "compute, exposed communication and idle not measured" "no ranges: report's breakdown not claimed"
+"$FSS" lint "$T/block.fss" >/dev/null 2>"$T/err"
+expect_no "$T/err" "exposure not measured" "with ranges: no such line"
+
 # --- whole model, no prefetch, fp32 -------------------------------------------
 expect_rc 1 "lint whole-model trace" "$FSS" lint "$T/model.fss"
 expect_out "$T/out" "error wrap-too-coarse" "model: wrap-too-coarse error"
