@@ -41,7 +41,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	int L = a->options.layers;
 	double layer = L > 0 && P > 0 ? P / L : 0;
 	double bucket = round_up_1sig(layer > 2.0 * (double)b->fetch_elements_max ? layer : 2.0 * (double)b->fetch_elements_max);
-	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], form[160], per_layer[96] = "", reuse[200];
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], b8[32], form[160], per_layer[96] = "", reuse[200];
 
 	if (b->grouped_fetches)
 		snprintf(form, sizeof form,
@@ -80,7 +80,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		rule_format_bytes(median_bytes, b4, sizeof b4),
 		rule_format_count((double)b->gathered_elements_per_step, b5, sizeof b5), reuse,
 		b->reduce_buckets_per_step, rule_format_count(P, b6, sizeof b6), rule_format_count(P, b7, sizeof b7),
-		rule_format_count((double)b->reduce_elements_max, b1, sizeof b1), b->reduce_sizes_matching, per_layer);
+		rule_format_count((double)b->reduce_elements_max, b8, sizeof b8), b->reduce_sizes_matching, per_layer);
 	char *deepspeed = finding_printf(
 		"// the fetches seen hold at most %.3g elements: larger buckets make fewer, larger gathers\n"
 		"\"zero_optimization\": {\n"
