@@ -851,15 +851,57 @@ static int nvtx_expected(char lines[][48], int max, int layers, int steps, int t
 
 static const char *inject_lib;
 
+/* One training-loop configuration of fsdp_ref: its flags, and what the
+ * closed form (fsdp_ref/counts.h) needs to know of them. */
+struct loop_cfg {
+	const char *tag;
+	int n, s, style, k, sync_last, clip, ac, sms, eval, ckpt; /* ranks, shard group, ..., the loop plan */
+	const char *wrap, *reshard, *flags;
+};
+
+static void check_tp_counts(const struct run_log *lg, const struct fsdp_count_config *c, const struct loop_plan *lp,
+			    const char *what);
+
+/* Run c on `tp`-way tensor parallelism (1: none) for `steps` steps and check
+ * every line's counts against the closed form. 0 with *r and *lg filled, or
+ * -1 when the run failed (already reported). */
+static int run_loop_cfg(const struct loop_cfg *c, int tp, int steps, const char *tag, struct run *r,
+			struct run_log *lg)
+{
+	char sg[32] = "", tpf[16] = "";
+	if (c->s)
+		snprintf(sg, sizeof sg, "--shard-group %d", c->s);
+	if (tp > 1)
+		snprintf(tpf, sizeof tpf, "--tp %d", tp);
+	run_trainer(r, tag, "--nranks %d %s " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s", c->n, tpf,
+		    steps, c->wrap, c->reshard, sg, c->flags);
+	if (r->status != 0 || load_log(r->log, c->n, steps, lg) < 0)
+		return -1;
+	struct fsdp_count_config cc = {.wrap = c->wrap,
+				       .layers = SMALL_LAYERS,
+				       .reshard_after_forward = c->reshard,
+				       .world_size = c->n,
+				       .shard_group = c->s,
+				       .style = c->style,
+				       .grad_accum = c->k,
+				       .grad_sync_last = c->sync_last,
+				       .clip_grad = c->clip,
+				       .activation_checkpoint = c->ac,
+				       .tp = tp > 1 ? tp : 0};
+	struct loop_plan lp = {c->sms, c->eval, c->ckpt};
+	if (tp > 1)
+		check_tp_counts(lg, &cc, &lp, r->args);
+	else
+		check_counts_cfg(lg, &cc, &lp, r->args);
+	return 0;
+}
+
+
 static void scenario_loop(void)
 {
 	/* The training-loop setups: counts against the closed form on every
 	 * line, and what must not change the math does not. */
-	static const struct {
-		const char *tag;
-		int n, s, style, k, sync_last, clip, ac, sms, eval, ckpt;
-		const char *wrap, *reshard, *flags;
-	} cfgs[] = {
+	static const struct loop_cfg cfgs[] = {
 	    {"accum4", 2, 0, 0, 4, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 4"},
 	    {"accum4_last", 2, 0, 0, 4, 1, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 4 --grad-sync last"},
 	    {"accum3_clip_hsdp", 4, 2, 0, 3, 0, 1, 0, 0, 0, 0, "linear", "false",
@@ -876,29 +918,13 @@ static void scenario_loop(void)
 	const int steps = 6;
 	double losses[sizeof cfgs / sizeof cfgs[0]][MAX_STEPS];
 	for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+		char tag[48];
 		struct run r;
-		char sg[32] = "", tag[48];
-		if (cfgs[c].s)
-			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
-		snprintf(tag, sizeof tag, "loop_%s", cfgs[c].tag);
-		run_trainer(&r, tag, "--nranks %d " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
-			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].flags);
 		struct run_log lg;
+		snprintf(tag, sizeof tag, "loop_%s", cfgs[c].tag);
 		memset(losses[c], 0, sizeof losses[c]);
-		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
+		if (run_loop_cfg(&cfgs[c], 1, steps, tag, &r, &lg) < 0)
 			continue;
-		struct fsdp_count_config cc = {.wrap = cfgs[c].wrap,
-					       .layers = SMALL_LAYERS,
-					       .reshard_after_forward = cfgs[c].reshard,
-					       .world_size = cfgs[c].n,
-					       .shard_group = cfgs[c].s,
-					       .style = cfgs[c].style,
-					       .grad_accum = cfgs[c].k,
-					       .grad_sync_last = cfgs[c].sync_last,
-					       .clip_grad = cfgs[c].clip,
-					       .activation_checkpoint = cfgs[c].ac};
-		struct loop_plan lp = {cfgs[c].sms, cfgs[c].eval, cfgs[c].ckpt};
-		check_counts_cfg(&lg, &cc, &lp, r.args);
 		losses_of(&lg, losses[c]);
 		printf("%-16s AG %g+%g RS %g AR %g, per micro-batch %g+%g x %g, loss %.6f -> %.6f\n", cfgs[c].tag,
 		       lg.line[0][0].forward_allgathers, lg.line[0][0].backward_allgathers, lg.line[0][0].reduce_scatters,
@@ -1079,53 +1105,32 @@ static void scenario_tp(void)
 	/* counts: N = 2 (one dp rank) and 4 (dp 2), wrap block and linear,
 	 * reshard true and false; then HSDP inside dp, gradient accumulation,
 	 * the training loop's one-off collectives, FSDP1 */
-	static const struct {
-		int n, s, style, k, sync_last, clip, ac, sms, eval, ckpt;
-		const char *wrap, *reshard, *flags;
-	} cfgs[] = {
-	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
-	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
-	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
-	    {2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
-	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
-	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
-	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
-	    {4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
-	    {4, 1, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
-	    {4, 0, 0, 2, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 2"},
-	    {4, 0, 0, 2, 1, 1, 0, 1, 2, 3, "model", "true",
+	static const struct loop_cfg cfgs[] = {
+	    {NULL, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
+	    {NULL, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {NULL, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
+	    {NULL, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
+	    {NULL, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "true", ""},
+	    {NULL, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {NULL, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "block", "false", ""},
+	    {NULL, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "false", ""},
+	    {NULL, 4, 1, 0, 1, 0, 0, 0, 0, 0, 0, "linear", "true", ""},
+	    {NULL, 4, 0, 0, 2, 0, 0, 0, 0, 0, 0, "block", "true", "--grad-accum 2"},
+	    {NULL, 4, 0, 0, 2, 1, 1, 0, 1, 2, 3, "model", "true",
 	     "--grad-accum 2 --grad-sync last --clip-grad 1e20 --sync-module-states --eval-every 2 --checkpoint-every "
 	     "3"},
-	    {4, 1, 1, 1, 0, 0, 1, 0, 0, 0, "group:2", "true", "--style fsdp1 --activation-checkpoint"},
+	    {NULL, 4, 1, 1, 1, 0, 0, 1, 0, 0, 0, "group:2", "true", "--style fsdp1 --activation-checkpoint"},
 	};
 	const int steps = 4, ncfg = sizeof cfgs / sizeof cfgs[0];
 	double first[2][MAX_STEPS];
 	int have_first[2] = {0, 0};
 	for (int c = 0; c < ncfg; c++) {
+		char tag[32];
 		struct run r;
-		char sg[32] = "", tag[32];
-		if (cfgs[c].s)
-			snprintf(sg, sizeof sg, "--shard-group %d", cfgs[c].s);
-		snprintf(tag, sizeof tag, "tp_counts_%d", c);
-		run_trainer(&r, tag,
-			    "--nranks %d --tp 2 " SMALL " --steps %d --wrap %s --reshard-after-forward %s %s %s",
-			    cfgs[c].n, steps, cfgs[c].wrap, cfgs[c].reshard, sg, cfgs[c].flags);
 		struct run_log lg;
-		if (r.status != 0 || load_log(r.log, cfgs[c].n, steps, &lg) < 0)
+		snprintf(tag, sizeof tag, "tp_counts_%d", c);
+		if (run_loop_cfg(&cfgs[c], 2, steps, tag, &r, &lg) < 0)
 			continue;
-		struct fsdp_count_config cc = {.wrap = cfgs[c].wrap,
-					       .layers = SMALL_LAYERS,
-					       .reshard_after_forward = cfgs[c].reshard,
-					       .world_size = cfgs[c].n,
-					       .shard_group = cfgs[c].s,
-					       .style = cfgs[c].style,
-					       .grad_accum = cfgs[c].k,
-					       .grad_sync_last = cfgs[c].sync_last,
-					       .clip_grad = cfgs[c].clip,
-					       .activation_checkpoint = cfgs[c].ac,
-					       .tp = 2};
-		struct loop_plan lp = {cfgs[c].sms, cfgs[c].eval, cfgs[c].ckpt};
-		check_tp_counts(&lg, &cc, &lp, r.args);
 		double loss[MAX_STEPS];
 		losses_of(&lg, loss);
 		printf("%-100s FSDP AG %g+%g RS %g AR %g; tp AG %g RS %g AR %g\n", r.args,
