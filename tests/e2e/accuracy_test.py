@@ -27,6 +27,9 @@ JSON-lines log:
   * exposed AllGather time per step beside the trainer's measured
     gather_wait_ns: printed as a figure (a test asserts on decisions, not on a
     duration); --exposure-tolerance F makes it a check for a recorded run.
+  * every JSON document read (report and lint --json, fsdp_ref's log lines,
+    stream_job's truth) parses strictly (no duplicate key, no NaN), and
+    fsdpscope's are valid against docs/report-schema.json.
 
 Figures reported at the end: verdicts right / total, false errors, undecided
 runs. A sample of the matrix runs under `make test`; the whole product is
@@ -54,6 +57,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lint_schema_check  # noqa: E402  (beside this file)
+
+SCHEMA = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                                     "report-schema.json")))
+
+
+def tool_json(text, what, fails):
+    """One JSON document fsdpscope wrote: parsed strictly (no duplicate key,
+    no NaN) and checked against docs/report-schema.json with the built-in
+    validator. Violations go into fails; None when it does not parse."""
+    try:
+        d = lint_schema_check.strict_loads(text)
+    except ValueError as e:
+        fails.append("%s: not strict JSON: %s" % (what, e))
+        return None
+    for p in lint_schema_check.problems(SCHEMA, d)[:5]:
+        fails.append("%s: against the schema: %s" % (what, p))
+    return d
+
+
+def findings_of(text, what, fails):
+    """rule -> severity of a lint --json document ({} when lint wrote none)."""
+    d = tool_json(text, what, fails) if text else None
+    return {x["rule"]: x["severity"] for x in d["findings"]} if d else {}
 
 
 def spec_of(name, wrap="block", reshard="true", prefetch=1, layers=4, ranks=2, flags="", nvtx=True):
@@ -163,13 +192,15 @@ def stream_full():
 def check_stream(name, fsdpscope, trace, truth_path, tally):
     """A stream_job run against its own truth file."""
     fails = []
-    t = json.load(open(truth_path))
+    t = lint_schema_check.strict_loads(open(truth_path).read())
     rep = run([fsdpscope, "report", "--json", trace])
     if rep.returncode != 0:
         return ["report --json exit %d: %s" % (rep.returncode, rep.stderr.strip())]
-    d = json.loads(rep.stdout)
+    d = tool_json(rep.stdout, "report --json", fails)
+    if d is None:
+        return fails
     lint = run([fsdpscope, "lint", "--json", trace])
-    f = {x["rule"]: x["severity"] for x in json.loads(lint.stdout)["findings"]} if lint.stdout else {}
+    f = findings_of(lint.stdout, "lint --json", fails)
     tally["runs"] += 1
 
     def want(what, got, exp):
@@ -300,7 +331,7 @@ def log_truth(log_path, report=None):
     """Rank 0's per-step figures from fsdp_ref's log, over the steps the report
     analysed (its warm-up left out; step 0 without a report), as the report
     gives them: lower medians."""
-    rows = [json.loads(line) for line in open(log_path) if line.strip()]
+    rows = [lint_schema_check.strict_loads(line) for line in open(log_path) if line.strip()]
     r0 = sorted((r for r in rows if r["rank"] == 0), key=lambda r: r["step"])
     steady = r0[1:] if len(r0) > 1 else r0
     if report is not None and report.get("steps_analyzed"):
@@ -334,17 +365,19 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
     rep = run([fsdpscope, "report", "--json", trace])
     if rep.returncode != 0:
         return ["report --json exit %d: %s" % (rep.returncode, rep.stderr.strip())]
-    d = json.loads(rep.stdout)
+    d = tool_json(rep.stdout, "report --json", fails)
+    if d is None:
+        return fails
     lint = run([fsdpscope, "lint", "--json", trace])
     lint_layers = run([fsdpscope, "lint", "--json", "--layers", str(layers), trace])
-    f = {x["rule"]: x["severity"] for x in json.loads(lint.stdout)["findings"]} if lint.stdout else {}
-    fl = {x["rule"]: x["severity"] for x in json.loads(lint_layers.stdout)["findings"]} if lint_layers.stdout else {}
+    f = findings_of(lint.stdout, "lint --json", fails)
+    fl = findings_of(lint_layers.stdout, "lint --json --layers", fails)
     tally["runs"] += 1
     if flag(s["flags"], "--style") == "zero3":
-        return check_bucketed(s, d, f, log, tally)
+        return fails + check_bucketed(s, d, f, log, tally)
     if d["verdict"] != "diagnosed" or lint.returncode == 3:
         tally["undecided"] += 1
-        return ["not diagnosed (%s): %s" % (d["verdict"], (d.get("undecided") or {}).get("why"))]
+        return fails + ["not diagnosed (%s): %s" % (d["verdict"], (d.get("undecided") or {}).get("why"))]
     if lint.returncode not in (0, 1) or lint_layers.returncode not in (0, 1):
         return ["lint exit %d / %d: %s" % (lint.returncode, lint_layers.returncode, lint.stderr.strip())]
     t = log_truth(log, d)
@@ -420,7 +453,9 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
             if o.returncode != 0:
                 fails.append("--fsdp-comm %s: exit %d: %s" % (by, o.returncode, o.stderr.strip()))
                 continue
-            od = json.loads(o.stdout)
+            od = tool_json(o.stdout, "report --json --fsdp-comm %s" % by, fails)
+            if od is None:
+                continue
             og = od["communicators"][od["fsdp_communicator"]]
             want("--fsdp-comm %s: role given" % by, og["role_given"], True)
             want("--fsdp-comm %s: AllGathers per step" % by, od["per_step"]["allgathers"], ps["allgathers"])
@@ -440,7 +475,7 @@ def check_bucketed(s, d, f, log, tally):
     """DeepSpeed ZeRO-3 style: the verdict is bucketed fetching; counts of
     events and calls, reduce buckets and P are exact; no unit claim, no error."""
     fails = []
-    rows = [json.loads(line) for line in open(log) if line.strip()]
+    rows = [lint_schema_check.strict_loads(line) for line in open(log) if line.strip()]
     r0 = sorted((r for r in rows if r["rank"] == 0), key=lambda r: r["step"])
     first = d.get("warmup_steps", 0)
     steady = r0[first:first + d["steps_analyzed"]] or r0[1:]

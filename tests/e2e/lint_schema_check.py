@@ -6,12 +6,35 @@ Uses the jsonschema package when it is installed (Debian: python3-jsonschema)
 and always also runs the small validator below, which implements the subset
 of JSON Schema 2020-12 the fsdpscope schema uses ($ref to #/$defs, type,
 enum, const, pattern, minimum, required, properties, additionalProperties,
-items, oneOf). Exits 1 with every violation listed when a document fails,
-2 on bad usage.
+items, oneOf). Every document is first parsed strictly: a duplicate key in
+an object, NaN or Infinity, or text after the document is a violation.
+Exits 1 with every violation listed when a document fails, 2 on bad usage.
+
+strict_loads() and problems() are also what tests/e2e/accuracy_test.py runs
+on every JSON document of the accuracy matrix.
 """
 import json
 import re
 import sys
+
+
+def _no_duplicates(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError("duplicate key %r in an object" % k)
+        obj[k] = v
+    return obj
+
+
+def _no_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def strict_loads(text):
+    """Parse one JSON document strictly (RFC 8259): ValueError on a duplicate
+    key, NaN / Infinity, or anything after the document."""
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 
 
 def resolve(root, ref):
@@ -81,6 +104,18 @@ def check(root, schema, value, path, errors):
             check(root, schema["items"], item, "%s[%d]" % (path, i), errors)
 
 
+def problems(schema, doc, jsonschema=None):
+    """Every violation of schema by doc: the built-in validator's, and the
+    jsonschema package's when it is given."""
+    errors = []
+    check(schema, schema, doc, "$", errors)
+    if jsonschema is not None:
+        validator = jsonschema.Draft202012Validator(schema)
+        errors += ["jsonschema: %s: %s" % ("/".join(map(str, e.absolute_path)) or "$", e.message)
+                   for e in validator.iter_errors(doc)]
+    return errors
+
+
 def version():
     try:
         from importlib.metadata import version as v
@@ -102,13 +137,14 @@ def main(argv):
     failed = 0
     for doc_path in argv[2:]:
         with open(doc_path) as f:
-            doc = json.load(f)
-        errors = []
-        check(schema, schema, doc, "$", errors)
-        if jsonschema is not None:
-            validator = jsonschema.Draft202012Validator(schema)
-            errors += ["jsonschema: %s: %s" % ("/".join(map(str, e.absolute_path)) or "$", e.message)
-                       for e in validator.iter_errors(doc)]
+            text = f.read()
+        try:
+            doc = strict_loads(text)
+        except ValueError as e:
+            failed = 1
+            print("%s: INVALID\n  not strict JSON: %s" % (doc_path, e))
+            continue
+        errors = problems(schema, doc, jsonschema)
         if errors:
             failed = 1
             print("%s: INVALID" % doc_path)

@@ -123,11 +123,15 @@ bad = [dict(d, ranks="two"), dict(d, schema="fsdpscope.report/1"), {k: v for k, 
 for i, b in enumerate(bad):
     json.dump(b, open("%s%d.json" % (sys.argv[2], i), "w"))
 PY
-for i in 0 1 2 3 4 5; do
+# not strict JSON: a key twice in one object, NaN
+sed 's/^{/{"ranks": 2, /' "$T/lint-linear.json" >"$T/bad6.json"
+sed 's/"ranks": *2/"ranks": NaN/' "$T/lint-linear.json" >"$T/bad7.json"
+for i in 0 1 2 3 4 5 6 7; do
 	if python3 "$CHECK" "$SCHEMA" "$T/bad$i.json" >"$T/schema.out" 2>&1; then
 		fail "schema check accepted broken document $i"
 	else
-		pass "schema check rejects broken document $i ($(sed -n 3p "$T/schema.out" | cut -c3-80))"
+		why=$(grep -m1 "not strict JSON" "$T/schema.out" || sed -n 3p "$T/schema.out")
+		pass "schema check rejects broken document $i ($(echo "$why" | cut -c3-80))"
 	fi
 done
 # the issue's keys, with values that could be wrong
@@ -173,6 +177,14 @@ expect_rc 3 "not diagnosed, --fail-on error" "$FSS" lint --fail-on error "$T/one
 v=$(json_get "$T/lint-onestep.json" '(d["verdict"], d["undecided"]["reason"], [f["rule"] for f in d["findings"]])')
 [ "$v" = "('undecided', 'no-step', ['not-diagnosed'])" ] && pass "lint --json one step: undecided" ||
 	fail "lint --json one step: $v"
+# the JSON of an undecided, a truncated and an unmeasured run, against the schema
+"$FSS" lint --json "$T/cut-block.fss" >"$T/lint-cut.json" 2>/dev/null
+"$FSS" report --json "$T/bare.fss" >"$T/report-bare.json"
+if python3 "$CHECK" "$SCHEMA" "$T/lint-onestep.json" "$T/lint-cut.json" "$T/report-bare.json" >"$T/schema.out" 2>&1; then
+	pass "undecided, truncated and unmeasured JSON valid against the schema"
+else
+	fail "undecided / truncated / unmeasured JSON"; cat "$T/schema.out"
+fi
 expect_rc 2 "unknown flag" "$FSS" lint --bogus "$T/block.fss"
 expect_rc 2 "unknown threshold" "$FSS" lint --threshold nope=1 "$T/block.fss"
 expect_out "$T/err" "no such threshold" "unknown threshold: said"
