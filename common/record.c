@@ -19,6 +19,8 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_DROPS: return sizeof(struct fss_rec_drops);
 	case FSS_REC_PROCESS_END: return sizeof(struct fss_rec_process_end);
 	case FSS_REC_CORRELATION: return sizeof(struct fss_rec_correlation);
+	case FSS_REC_PROCESS_EXIT: return sizeof(struct fss_rec_process_exit);
+	case FSS_REC_TRACE_END: return sizeof(struct fss_rec_trace_end);
 	default: return 0;
 	}
 }
@@ -47,6 +49,8 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_DROPS] = "drops",
 		[FSS_REC_PROCESS_END] = "process_end",
 		[FSS_REC_CORRELATION] = "correlation",
+		[FSS_REC_PROCESS_EXIT] = "process_exit",
+		[FSS_REC_TRACE_END] = "trace_end",
 	};
 	return NAME_OF(names, type);
 }

@@ -41,6 +41,8 @@ enum fss_record_type {
 	FSS_REC_DROPS = 9,         /* cumulative drop counters of a source */
 	FSS_REC_PROCESS_END = 10,  /* last record of a source that ended cleanly */
 	FSS_REC_CORRELATION = 11,  /* CUPTI tied a GPU launch to a collective */
+	FSS_REC_PROCESS_EXIT = 12, /* how a process ended, as the session that reaped it saw it */
+	FSS_REC_TRACE_END = 13,    /* last record of a trace file its writer closed */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -129,6 +131,8 @@ enum fss_clock_domain {
 #define FSS_STRING_MAX_BYTES 65535u
 /* Rank hint value meaning "not given". */
 #define FSS_RANK_UNKNOWN (-1)
+/* fss_record_head.source of a record that belongs to no process (trace_end). */
+#define FSS_SOURCE_NONE 0xffffffffu
 
 /* Hidden padding would be written to disk as whatever the stack held: make
  * any padding in the record structs a compile error. */
@@ -293,6 +297,25 @@ struct fss_rec_process_end {
 	uint32_t reserved;       /* 0 */
 };
 
+/* How a process ended, written by the session that reaped it (`fsdpscope
+ * run` is the job's subreaper) into that process's source, after the
+ * source's last record. Tells a crash or a kill that process_end cannot. */
+struct fss_rec_process_exit {
+	struct fss_record_head head;
+	uint64_t at_ns;          /* session host time when the process was reaped */
+	uint32_t pid;            /* the process, as in its process_hello */
+	int32_t wait_status;     /* waitpid() status: WIFEXITED / WIFSIGNALED decode it */
+};
+
+/* The last record of a trace file whose writer closed it. A file without one
+ * was cut short, even when it ends on a chunk boundary. head.source is
+ * FSS_SOURCE_NONE: it belongs to no process. */
+struct fss_rec_trace_end {
+	struct fss_record_head head;
+	uint64_t chunks;         /* chunks written before the one holding this record */
+	uint64_t records;        /* records written before this one */
+};
+
 /* CUPTI tied a launch (correlation_id) to a collective (its seq) through an
  * external correlation record. Lets a reader tie gpu_interval records that
  * went out before their correlation arrived (collective_seq 0). */
@@ -328,6 +351,8 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_nvtx_range) && sizeof(struct fss
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_clock_anchor) && sizeof(struct fss_rec_clock_anchor) == 32, "fss_rec_clock_anchor is 32 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_drops) && sizeof(struct fss_rec_drops) == 56, "fss_rec_drops is 56 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_end) && sizeof(struct fss_rec_process_end) == 32, "fss_rec_process_end is 32 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_exit) && sizeof(struct fss_rec_process_exit) == 24, "fss_rec_process_exit is 24 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_trace_end) && sizeof(struct fss_rec_trace_end) == 24, "fss_rec_trace_end is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 
 /*

@@ -110,6 +110,18 @@ static const struct record_field correlation_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_process_exit
+static const struct record_field process_exit_fields[] = {
+	F(T, at_ns, FIELD_U64), F(T, pid, FIELD_U32), F(T, wait_status, FIELD_I32),
+};
+#undef T
+
+#define T struct fss_rec_trace_end
+static const struct record_field trace_end_fields[] = {
+	F(T, chunks, FIELD_U64), F(T, records, FIELD_U64),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -126,6 +138,8 @@ static const struct {
 	[FSS_REC_DROPS] = TABLE(drops_fields),
 	[FSS_REC_PROCESS_END] = TABLE(process_end_fields),
 	[FSS_REC_CORRELATION] = TABLE(correlation_fields),
+	[FSS_REC_PROCESS_EXIT] = TABLE(process_exit_fields),
+	[FSS_REC_TRACE_END] = TABLE(trace_end_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)
