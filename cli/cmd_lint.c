@@ -61,13 +61,16 @@ const char cmd_lint_help[] =
 	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
 	"EXIT STATUS (the first that applies)\n"
 	"    2  bad usage, or TRACE is not a trace or cannot be read\n"
-	"    3  not diagnosed: no training step, no FSDP communicator, or a pattern the\n"
-	"       analysis does not cover (the not-diagnosed finding says which); whatever\n"
+	"    3  not diagnosed: no training step, no FSDP communicator, a pattern the\n"
+	"       analysis does not cover, or no step the trace vouches for (every one lost\n"
+	"       collectives or was cut off; the not-diagnosed finding says which); whatever\n"
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
-	"    1  a finding reached --fail-on\n"
+	"    1  a finding reached --fail-on (in the steps the trace vouches for)\n"
 	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
-	"       cut short (analysed up to there: where and why is printed), or records the\n"
-	"       agents dropped\n"
+	"       cut short (analysed up to there: where and why is printed), a process whose\n"
+	"       records stop without its process_end (its step in progress left out),\n"
+	"       collectives lost (the steps they were lost in left out), or other records\n"
+	"       the agents dropped\n"
 	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
 	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
 	"    exposed-gather is then not checked, and lint says so on standard error\n"
@@ -155,6 +158,7 @@ int cmd_lint(int argc, char **argv)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
 				"incomplete trace\n",
 			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+	lint_print_left_out(stderr, argv[optind], d.result);
 	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
 				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
@@ -168,13 +172,35 @@ int cmd_lint(int argc, char **argv)
 	return rc;
 }
 
+void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a)
+{
+	const struct analysis_trust *t = &a->trust;
+
+	if (t->collectives_lost)
+		fprintf(out, "fsdpscope lint: %s: %llu collective%s lost (gaps in the seq numbers) on %u rank%s: %u step%s "
+			     "left out of the verdict\n",
+			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
+			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
+			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
+	if (a->trace.sources_cut)
+		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
+			t->steps_cut_all == 1 ? "" : "s");
+	if (t->records_unplaced)
+		fprintf(out, "fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
+			     "where they were is not known; exposure, NVTX steps and unit names may be off\n",
+			trace_path, (unsigned long long)t->records_unplaced);
+}
+
 int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on)
 {
 	if (a->verdict == ANALYSIS_UNDECIDED)
 		return EXIT_UNDIAGNOSED;
 	if (max_severity >= (int)fail_on)
 		return EXIT_FINDING;
-	if (damaged || a->trace.truncated || a->trace.dropped_records)
+	if (damaged || a->trace.truncated || a->trace.dropped_records || a->trace.sources_cut ||
+	    a->trust.collectives_lost || a->trust.nvtx_dropped)
 		return EXIT_INCOMPLETE;
 	return EXIT_OK;
 }
@@ -219,6 +245,7 @@ int lint_print_summary(const char *trace_path, FILE *out)
 	}
 	if (d.damage[0])
 		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d.damage);
+	lint_print_left_out(out, trace_path, d.result);
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);
 	max = findings_max_severity(d.findings);

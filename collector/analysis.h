@@ -104,6 +104,7 @@ enum analysis_undecided {
 	ANALYSIS_UNDECIDED_NO_STEP = 3,        /* no repeating training step */
 	ANALYSIS_UNDECIDED_NO_REDUCTION = 4,   /* steps without ReduceScatters: forward and backward cannot be told */
 	ANALYSIS_UNDECIDED_PATTERN = 5,        /* gathers and reduce-scatters that match no pattern the analysis knows */
+	ANALYSIS_UNDECIDED_INCOMPLETE = 6,     /* every step lost collectives or was cut off (struct analysis_trust) */
 	ANALYSIS_UNDECIDED_MAX
 };
 
@@ -390,6 +391,11 @@ struct analysis_rank {
 	uint64_t late_ns_per_step;     /* per step (mean): sum over the collectives it entered last of its
 	                                  lead over the second-to-last rank (what the others waited for it) */
 	uint64_t dropped_records;      /* records the agent could not deliver */
+	uint32_t steps_lost;           /* steps left out: they lost collectives (struct analysis_trust) */
+	uint32_t steps_cut;            /* steps left out: in progress when its records stop */
+	uint64_t collectives_lost;     /* gaps in its collective seq numbers */
+	int32_t cut;                   /* 1: its records stop without its process_end */
+	uint32_t reserved;
 };
 
 /* Spread across ranks. */
@@ -423,7 +429,27 @@ struct analysis_trace_info {
 	uint32_t sources;           /* processes in the trace */
 	int truncated;              /* 1: the file ended inside a chunk (read up to there) */
 	int has_cupti, has_nvtx;
-	uint32_t reserved;
+	uint32_t sources_cut;       /* sources whose records stop without their process_end (cut short, or
+	                               the process died) */
+};
+
+/* What the trace cannot vouch for (docs/report-schema.md, "excluded"). A
+ * step is left out of every figure, the unit analysis and the rules when
+ * its source lost collectives in it or at its edges (a gap in the source's
+ * collective seq numbers), or when it was in progress where its source's
+ * records stop. Records lost that are not collectives leave no gap: only
+ * the drop counters tell of them, for the whole trace. */
+struct analysis_trust {
+	uint32_t steps_lost;        /* the headline rank's steps left out for lost collectives */
+	uint32_t steps_cut;         /* the headline rank's steps left out: cut off */
+	uint32_t ranks_lost;        /* ranks that lost collectives */
+	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end */
+	uint32_t steps_lost_all;    /* steps left out for lost collectives, all ranks */
+	uint32_t steps_cut_all;     /* steps left out as cut off, all ranks */
+	uint64_t collectives_lost;  /* all ranks: seq numbers missing */
+	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* the sources' latest drops records */
+	uint64_t records_unplaced;  /* records dropped beyond the collectives lost: NVTX ranges, GPU
+	                               intervals, ... whose loss shows nowhere */
 };
 
 struct analysis_result {
@@ -473,6 +499,7 @@ struct analysis_result {
 	int32_t fsdp_comm_match;          /* with --fsdp-comm: 1 it named one communicator of the headline rank
 	                                     (the FSDP group now), 0 none, -1 several (give more digits) */
 	uint32_t reserved4;
+	struct analysis_trust trust;      /* steps left out, and why */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */
@@ -491,7 +518,7 @@ const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
  * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
- * "no-reduce-scatter", "unknown-pattern", "none"; "structure" / "none". */
+ * "no-reduce-scatter", "unknown-pattern", "incomplete", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);
 const char *analysis_verdict_name(int verdict);
 const char *analysis_undecided_name(int reason);
