@@ -1394,15 +1394,24 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 			rc = register_events(a, rs, ev, span, 0);
 			break;
 		case STEPS_IRREGULAR:
-			rs->irregular += c->steps;
-			rs->ordinal += c->steps;
+			/* a stretch that lost calls no longer matches the step: it is
+			 * the steps it stands for that lost them */
+			if (trust.why == STEP_LOST) {
+				for (uint32_t k = 0; k < (c->steps ? c->steps : 1); k++)
+					step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
+			} else {
+				rs->irregular += c->steps;
+				rs->ordinal += c->steps;
+			}
 			rs->outside_events += span;
 			rc = register_events(a, rs, ev, span, 0);
 			break;
 		default:
 			rs->trailing++;
-			if (span && !src->ended && rs->steps_cut++ == 0)
-				rs->cut_ordinal = rs->ordinal; /* the step its records stop in */
+			if (span && !src->ended) { /* the step its records stop in */
+				trust.why = STEP_CUT;
+				step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
+			}
 			rs->outside_events += span;
 			rc = register_events(a, rs, ev, span, 0);
 			break;
@@ -1486,8 +1495,11 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 			/* events after the last step range: not a step; without a
 			 * process_end, the step its records stop in */
 			size_t left = tl_array_len(&src->events);
-			if (left && !src->ended && rs->steps_cut++ == 0)
-				rs->cut_ordinal = rs->ordinal;
+			const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
+			if (left && !src->ended) {
+				struct step_trust cut = {.why = STEP_CUT};
+				step_exclude(a, rs, rs->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
+			}
 			rc = check_lost(rs, left, NULL);
 			if (rc == 0)
 				rc = register_events(a, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
