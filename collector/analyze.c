@@ -954,9 +954,6 @@ static int decide_template(analyzer_t *a, struct rank_state *rs)
 
 /* ---- what the trace can vouch for --------------------------------------- */
 
-/* A source numbers its calls from 1 without a gap (docs/format.md): seq
- * numbers missing are calls its agent could not record. */
-
 static int seq_range_cmp(const void *x, const void *y)
 {
 	const struct seq_range *p = x, *q = y;
@@ -971,7 +968,8 @@ struct step_trust {
 
 /*
  * Collectives missing among the source's first n pending events or at their
- * edges: seq numbers from just after the events taken before them
+ * edges. A source numbers its calls from 1 without a gap (docs/format.md):
+ * a number missing is a call its agent could not record. Missing: seq numbers from just after the events taken before them
  * (seq_max) to just before the events after them (or, at the end, the calls
  * process_end counted), held by none of these events nor by the
  * ANALYZE_SEQ_LOOK taken before and pending after; a group whose calls span
@@ -2344,11 +2342,16 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 				     "(not a sharded data-parallel job, or --fsdp-comm names none)");
 		} else if (r->trust.steps_lost_all || r->trust.steps_cut_all) {
 			r->undecided_reason = ANALYSIS_UNDECIDED_INCOMPLETE;
-			undecided(r, "no step the trace vouches for: every one lost collectives (%u steps; %llu of %llu "
-				     "collectives lost) or was cut off (%u)",
-				  r->trust.steps_lost_all, (unsigned long long)r->trust.collectives_lost,
-				  (unsigned long long)(r->trace.collectives + r->trust.collectives_lost),
-				  r->trust.steps_cut_all);
+			char lost[96] = "", cut[64] = "";
+			if (r->trust.steps_lost_all)
+				snprintf(lost, sizeof lost, "%u lost collectives (%llu of %llu missing)",
+					 r->trust.steps_lost_all, (unsigned long long)r->trust.collectives_lost,
+					 (unsigned long long)(r->trace.collectives + r->trust.collectives_lost));
+			if (r->trust.steps_cut_all)
+				snprintf(cut, sizeof cut, "%u %s in progress where the records stop",
+					 r->trust.steps_cut_all, r->trust.steps_cut_all == 1 ? "was" : "were");
+			undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
+				  lost[0] && cut[0] ? " and " : "", cut);
 		} else {
 			r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
 			undecided(r, "no repeating training step among %llu collectives (too few steps recorded, or "
