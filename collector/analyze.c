@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "collector/analyze.h"
 #include "collector/breakdown.h"
@@ -149,6 +150,8 @@ struct rank_state {
 	int unmatched_from_loss; /* a gap was met: later events are not matched across ranks (their
 	                            per-communicator numbers are shifted by the calls lost) */
 	uint64_t seq_end;        /* calls its process_end counted, 0 before one */
+	int reaped;              /* a process_exit arrived: wait_status says how it ended */
+	int32_t wait_status;
 	uint32_t steps_lost, steps_cut;
 	struct lost_example {
 		uint32_t ordinal;
@@ -1103,6 +1106,9 @@ static void trust_record(struct rank_state *rs, const struct fss_record_head *re
 		rs->nvtx_dropped = d->nvtx_dropped;
 	} else if (rec->type == FSS_REC_PROCESS_END) {
 		rs->seq_end = ((const struct fss_rec_process_end *)rec)->collectives;
+	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
+		rs->reaped = 1;
+		rs->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
 	}
 }
 
@@ -1518,7 +1524,7 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 	int rc = timeline_feed(a->tl, rec, &src);
 	if (rc < 0 || !src)
 		return rc;
-	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END) {
+	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
 		struct rank_state *rs = state_for(a, src);
 		if (!rs)
 			return -ENOMEM;
@@ -2166,12 +2172,14 @@ static void fill_trust(const analyzer_t *a, const struct rank_state *h, struct a
 	}
 	x = lowest_rank(a, is_cut);
 	if (x && t->ranks_cut == 1) {
-		char step[64] = "no step was in progress there";
+		char step[64] = "no step was in progress there", how[48] = "the trace was cut short, or the process died";
 		if (x->steps_cut)
 			snprintf(step, sizeof step, "step %u, in progress there, left out", x->cut_ordinal);
-		note(r, "rank %d's records stop without its process_end (the trace was cut short, or the process "
-			"died): %s",
-		     x->src->rank, step);
+		if (x->reaped && WIFSIGNALED(x->wait_status))
+			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(x->wait_status));
+		else if (x->reaped && WIFEXITED(x->wait_status))
+			snprintf(how, sizeof how, "it exited with status %d", WEXITSTATUS(x->wait_status));
+		note(r, "rank %d's records stop without its process_end (%s): %s", x->src->rank, how, step);
 	} else if (x) {
 		note(r, "the records of %u ranks stop without their process_end (the trace was cut short, or they died): "
 			"%u step%s in progress there left out",

@@ -296,7 +296,11 @@ static void source_cut(int nvtx_steps)
 	feed_init(&f);
 	f.stop_source = 1;
 	f.stop_after = n1 - per_step - per_step / 2; /* inside the step before the last */
-	struct analysis_result *r = analyse(path, &f, NULL);
+	/* with NVTX steps, the session that reaped it says it was killed */
+	struct fss_rec_process_exit x;
+	record_init(&x, FSS_REC_PROCESS_EXIT, sizeof x, 1);
+	x.wait_status = 9; /* waitpid(): killed by SIGKILL */
+	struct analysis_result *r = analyse(path, &f, nvtx_steps ? &x.head : NULL);
 	const struct analysis_rank *r1 = rank_of_source(r, 1), *r0 = rank_of_source(r, 0);
 	assert_int_equal(r->trace.sources_cut, 1);
 	assert_int_equal(r->trust.ranks_cut, 1);
@@ -310,6 +314,7 @@ static void source_cut(int nvtx_steps)
 	char want[64];
 	snprintf(want, sizeof want, "rank %d's records stop without its process_end", r1->rank);
 	assert_true(has_note(r, want));
+	assert_int_equal(has_note(r, "(killed by signal 9)"), nvtx_steps);
 	assert_same_verdict(full, r);
 	analysis_result_free(full);
 	analysis_result_free(r);
