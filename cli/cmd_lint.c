@@ -185,11 +185,15 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
 			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
 			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
-	if (a->trace.sources_cut)
+	if (a->trace.sources_cut && t->steps_cut_all)
 		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
 			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
 			t->steps_cut_all == 1 ? "" : "s");
+	else if (a->trace.sources_cut)
+		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			     "cut short, or the process died), before any step was told\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es");
 	if (t->records_unplaced)
 		fprintf(out, "fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
 			     "where they were is not known; exposure, NVTX steps and unit names may be off\n",

@@ -142,9 +142,9 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 			a->trust.ranks_lost, a->trust.ranks_lost == 1 ? "" : "s");
 	if (a->trace.sources_cut)
 		fprintf(out, "left out    %u step%s in progress where the records of %u process%s stop without a "
-			     "process_end (cut short, or died)\n",
+			     "process_end (cut short, or died)%s\n",
 			a->trust.steps_cut_all, a->trust.steps_cut_all == 1 ? "" : "s", a->trace.sources_cut,
-			a->trace.sources_cut == 1 ? "" : "es");
+			a->trace.sources_cut == 1 ? "" : "es", a->trust.steps_cut_all ? "" : ": they stop before a step was told");
 	if (a->verdict == ANALYSIS_UNDECIDED)
 		fprintf(out, "verdict     NOT DIAGNOSED (%s): %s\n", analysis_undecided_name(a->undecided_reason),
 			a->undecided_why);
