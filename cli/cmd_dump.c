@@ -2,6 +2,7 @@
  * cmd_dump.c - fsdpscope dump TRACE: every record as one JSON object a line.
  */
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "cli/json.h"
 
 #include "common/error.h"
@@ -232,7 +233,7 @@ int cmd_dump(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	err = trace_read_file(argv[optind], &ops, &d, err_text, sizeof(err_text));
-	fflush(stdout);
+	output_flush();
 	strtab_free(d.strings);
 	free(d.ranks);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
