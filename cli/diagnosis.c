@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 
 #include "collector/analyze.h"
+#include "collector/ledger.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 
@@ -50,8 +51,8 @@ int optimizer_bytes_parse(const char *text, double *out)
 		*out = 4;
 	else if (strcmp(text, "sgd") == 0 || strcmp(text, "none") == 0)
 		*out = 0;
-	else
-		return rule_parse_number(text, out) ? -EINVAL : 0;
+	else if (rule_parse_number(text, out) || *out > LEDGER_OPTIMIZER_BYTES_MAX)
+		return -EINVAL;
 	return 0;
 }
 
@@ -67,6 +68,43 @@ static int parse_int(const char *text, long lo, long hi, int *out)
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
+}
+
+/* option_expects - what a shared option takes, for the message that
+ * refuses a value. */
+static const char *option_expects(int opt)
+{
+	switch (opt) {
+	case DIAG_OPT_LAYERS:
+		return "a whole number of layers from 1 to 1048576";
+	case DIAG_OPT_RANK:
+		return "a rank: a whole number from 0";
+	case DIAG_OPT_WARMUP:
+		return "a whole number of steps from 0 to 1048576";
+	case DIAG_OPT_PREFETCH:
+		return "a whole number of units from 0 to 64";
+	case DIAG_OPT_PARAM_DTYPE:
+	case DIAG_OPT_GRAD_DTYPE:
+		return "bf16, fp16, fp32, fp8 or fp64";
+	case DIAG_OPT_MASTER_DTYPE:
+		return "bf16, fp16, fp32, fp8, fp64 or none";
+	case DIAG_OPT_OPTIMIZER:
+		return "adam, sgd-momentum, sgd, or bytes of state per parameter from 0 to 64";
+	case DIAG_OPT_GPU_MEM:
+		return "a size from 1 byte to 1e18 bytes (80G, 80GB, 141e9)";
+	case DIAG_OPT_EXPOSED_MIN_NS:
+		return "nanoseconds from 0 to 1e15";
+	case DIAG_OPT_PEAK_FLOPS:
+		return "FLOP/s from 0 to 1e21 (989e12)";
+	case DIAG_OPT_FLOPS_PER_STEP:
+		return "FLOPs from 0 to 1e30";
+	case DIAG_OPT_TOKENS_PER_STEP:
+		return "tokens from 0 to 1e15";
+	case DIAG_OPT_FSDP_COMM:
+		return "a communicator id, dimension or name ('fsdpscope report' lists them)";
+	default:
+		return "see --help";
+	}
 }
 
 static const char *threshold_names(void)
@@ -146,7 +184,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		o->optimizer_bytes = v;
 		return 0;
 	case DIAG_OPT_GPU_MEM:
-		if (rule_parse_number(arg, &v) || v < 1)
+		if (rule_parse_number(arg, &v) || v < 1 || v > LEDGER_GPU_MEM_MAX)
 			goto bad;
 		o->gpu_mem_bytes = (uint64_t)v;
 		return 0;
@@ -165,20 +203,20 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		o->fsdp_comm = arg;
 		return 0;
 	case DIAG_OPT_EXPOSED_MIN_NS:
-		if (rule_parse_number(arg, &v))
+		if (rule_parse_number(arg, &v) || v > DIAG_EXPOSED_MIN_NS_MAX)
 			goto bad;
 		o->exposed_min_ns = (uint64_t)v;
 		return 0;
 	case DIAG_OPT_PEAK_FLOPS:
-		if (rule_parse_number(arg, &o->peak_flops))
+		if (rule_parse_number(arg, &o->peak_flops) || o->peak_flops > DIAG_PEAK_FLOPS_MAX)
 			goto bad;
 		return 0;
 	case DIAG_OPT_FLOPS_PER_STEP:
-		if (rule_parse_number(arg, &o->flops_per_step))
+		if (rule_parse_number(arg, &o->flops_per_step) || o->flops_per_step > DIAG_FLOPS_PER_STEP_MAX)
 			goto bad;
 		return 0;
 	case DIAG_OPT_TOKENS_PER_STEP:
-		if (rule_parse_number(arg, &o->tokens_per_step))
+		if (rule_parse_number(arg, &o->tokens_per_step) || o->tokens_per_step > DIAG_TOKENS_PER_STEP_MAX)
 			goto bad;
 		return 0;
 	default:
@@ -187,8 +225,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 bad:
 	for (const struct option *lo = (const struct option[]){DIAGNOSIS_LONG_OPTIONS, {0}}; lo->name; lo++)
 		if (lo->val == opt)
-			fprintf(stderr, "fsdpscope %s: --%s %s: bad value (see 'fsdpscope %s --help')\n", cmd, lo->name,
-				arg, cmd);
+			fprintf(stderr, "fsdpscope %s: --%s %s: expected %s\n", cmd, lo->name, arg, option_expects(opt));
 	return -1;
 }
 

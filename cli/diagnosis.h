@@ -85,6 +85,7 @@ enum diagnosis_opt {
 	"    --grad-dtype T         dtype of the gradient shard (default bf16)\n" \
 	"    --master-dtype T       dtype of the master weights, or none (default fp32)\n" \
 	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n" \
+	"                           (0 to 64)\n" \
 	"    --gpu-mem SIZE         memory of one GPU, e.g. 80G: the ledger's headroom\n" \
 	"    --peak-flops F         peak FLOP/s of one GPU, e.g. 989e12: MFU\n" \
 	"    --flops-per-step F     model FLOPs of one step, all ranks\n" \
@@ -93,6 +94,13 @@ enum diagnosis_opt {
 	"    --threshold NAME=VALUE set a rule threshold (repeatable; see THRESHOLDS); VALUE takes\n" \
 	"                           %, k/M/G (1000s) and Ki/Mi/Gi (1024s) suffixes\n" \
 	"    --disable RULE         do not run RULE (repeatable)\n"
+
+/* The largest values of the shared numeric flags: every figure computed
+ * from them stays finite and fits its field. */
+#define DIAG_EXPOSED_MIN_NS_MAX 1e15  /* ns: 11 days */
+#define DIAG_PEAK_FLOPS_MAX 1e21      /* FLOP/s of one GPU: a thousand times today's */
+#define DIAG_FLOPS_PER_STEP_MAX 1e30
+#define DIAG_TOKENS_PER_STEP_MAX 1e15
 
 struct diagnosis_flags {
 	struct analysis_options analysis;
@@ -124,7 +132,8 @@ int dtype_bytes_parse(const char *text, double *out);
 /*
  * optimizer_bytes_parse - optimizer state bytes per parameter: "adam" /
  * "adamw" 8 (fp32 m and v), "sgd-momentum" / "momentum" 4, "sgd" / "none"
- * 0, or a plain number of bytes. Returns 0 or -EINVAL.
+ * 0, or a plain number of bytes from 0 to LEDGER_OPTIMIZER_BYTES_MAX.
+ * Returns 0 or -EINVAL.
  */
 int optimizer_bytes_parse(const char *text, double *out);
 

@@ -234,6 +234,45 @@ expect_rc 2 "ledger without --ranks" "$FSS" ledger --params 7e9 --units 32
 expect_rc 2 "ledger bad --params" "$FSS" ledger --params seven --ranks 8 --units 32
 expect_rc 2 "ledger bad dtype" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --param-dtype int4
 expect_rc 2 "ledger stray argument" "$FSS" ledger --params 7e9 --ranks 8 --units 32 extra
+# the extremes: each a clear refusal naming the range, or an exact figure (under
+# UBSan a float-to-integer cast out of range would abort instead)
+for p in 1e30 inf nan -1 0 0.5 1.0001e15; do
+	expect_rc 2 "ledger --params $p refused" "$FSS" ledger --params $p --ranks 8 --units 1
+	expect_out "$T/err" "fsdpscope ledger: --params $p: expected a parameter count from 1 to 1e15" \
+		"ledger --params $p: says the range"
+done
+for o in 1e30 inf nan -8 65; do
+	expect_rc 2 "ledger --optimizer $o refused" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --optimizer $o
+	expect_out "$T/err" "--optimizer $o: expected adam, sgd-momentum, sgd, or bytes of state per parameter from 0 to 64" \
+		"ledger --optimizer $o: says the range"
+done
+for a in "--ranks 1e30" "--ranks 0" "--units 1e30" "--prefetch 1e30" "--gpu-mem 1e30" "--gpu-mem inf" \
+	"--unit-params 1e30" "--param-dtype fp128"; do
+	expect_rc 2 "ledger $a refused" "$FSS" ledger --params 7e9 --ranks 8 --units 32 $a
+	expect_out "$T/err" "${a% *} ${a#* }: expected " "ledger $a: says what it expects"
+done
+expect_rc 2 "ledger --units above --params" "$FSS" ledger --params 100 --ranks 8 --units 101
+expect_out "$T/err" "--units 101: expected a whole number of units from 1 to 10000000, and at most --params" \
+	"ledger --units above --params: says so"
+expect_rc 2 "ledger --unit-params above --params" "$FSS" ledger --params 1e9 --ranks 8 --unit-params 2e9
+expect_out "$T/err" "--unit-params 2e9: expected a parameter count from 1 to --params" \
+	"ledger --unit-params above --params: says so"
+expect_rc 0 "ledger, the largest valid input" "$FSS" ledger --params 1e15 --ranks 1 --units 1 --prefetch 64 \
+	--param-dtype fp64 --grad-dtype fp64 --master-dtype fp64 --optimizer 64 --gpu-mem 1e18 --json
+v=$(json_get "$T/out" '[d["ledger"][k] for k in ("params","persistent_bytes_per_rank","transient_bytes_per_rank","peak_state_bytes_per_rank","headroom_bytes","ddp_persistent_bytes_per_rank")]')
+want="[1000000000000000, 88000000000000000, 520000000000000000, 608000000000000000, 392000000000000000, 88000000000000000]"
+[ "$v" = "$want" ] && pass "ledger largest valid: 88 B x 1e15, 8 B x 1e15 x 65, exact" || fail "ledger largest valid: $v, want $want"
+expect_rc 0 "ledger, the smallest valid input" "$FSS" ledger --params 1 --ranks 10000000 --units 1 --json
+v=$(json_get "$T/out" '(d["ledger"]["params"], d["ledger"]["persistent_bytes_per_rank"], d["ledger"]["transient_bytes_per_rank"])')
+[ "$v" = "(1, 0, 4)" ] && pass "ledger smallest valid: 1 parameter" || fail "ledger smallest valid: $v"
+# the same ledger inputs in report and lint
+for a in "--gpu-mem 1e30" "--optimizer 1e30" "--exposed-min-ns 1e30" "--peak-flops 1e300" \
+	"--tokens-per-step 1e300" "--flops-per-step 1e300"; do
+	expect_rc 2 "report $a refused" "$FSS" report $a "$T/block.fss"
+	expect_out "$T/err" "fsdpscope report: ${a% *} ${a#* }: expected " "report $a: says what it expects"
+done
+expect_rc 2 "lint --gpu-mem 1e30 refused" "$FSS" lint --gpu-mem 1e30 "$T/block.fss"
+expect_out "$T/err" "fsdpscope lint: --gpu-mem 1e30: expected a size from 1 byte to 1e18 bytes" "lint --gpu-mem 1e30: the range"
 
 # --- the summary `fsdpscope run` prints (lint_print_summary) --------------------
 expect_rc 0 "summary of the per-linear trace" "$SUMMARY" "$T/linear.fss"
