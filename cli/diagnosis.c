@@ -133,6 +133,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 	case DIAG_OPT_RANK:
 		if (parse_int(arg, 0, INT_MAX, &o->rank))
 			goto bad;
+		f->rank_given = 1;
 		return 0;
 	case DIAG_OPT_WARMUP:
 		if (parse_int(arg, 0, 1 << 20, &o->warmup_steps))
@@ -237,6 +238,151 @@ static int on_record_skip(void *ctx, const struct fss_record_head *rec)
 	return 0;
 }
 
+/* forward_gathers - AllGather events of one micro-batch's forward on the
+ * FSDP group (of a step when micro-batches are not told), 0 when unknown. */
+static uint32_t forward_gathers(const struct analysis_result *a)
+{
+	if (a->units.forward_units)
+		return a->units.forward_units;
+	if (a->microbatches.forward_allgathers)
+		return a->microbatches.forward_allgathers;
+	return a->per_step.forward_allgathers;
+}
+
+uint32_t diagnosis_layers_max(const struct analysis_result *a)
+{
+	uint32_t forward = forward_gathers(a);
+
+	if (!forward)
+		return 0;
+	return forward > DIAG_LAYERS_COARSE_MAX ? forward : DIAG_LAYERS_COARSE_MAX;
+}
+
+/* find_rank - the per-rank entry of rank r, NULL when the trace has none. */
+static const struct analysis_rank *find_rank(const struct analysis_result *a, int r)
+{
+	for (uint32_t i = 0; i < a->nper_rank; i++)
+		if (a->per_rank[i].rank == r)
+			return &a->per_rank[i];
+	return NULL;
+}
+
+/*
+ * format_ranks - the ranks of a (all, or those with analysed steps when
+ * analysed_only), by rank, runs shortened: "0..3", "0, 2, 5..7". Writes at
+ * most len bytes into buf and returns buf.
+ */
+static char *format_ranks(const struct analysis_result *a, int analysed_only, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t i = 0;
+
+	buf[0] = 0;
+	while (i < a->nper_rank && off < len) {
+		if (analysed_only && !a->per_rank[i].steps_analyzed) {
+			i++;
+			continue;
+		}
+		uint32_t j = i;
+		while (j + 1 < a->nper_rank && a->per_rank[j + 1].rank == a->per_rank[j].rank + 1 &&
+		       (!analysed_only || a->per_rank[j + 1].steps_analyzed))
+			j++;
+		if (j == i)
+			off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", a->per_rank[i].rank);
+		else
+			off += (size_t)snprintf(buf + off, len - off, "%s%d..%d", off ? ", " : "", a->per_rank[i].rank,
+						a->per_rank[j].rank);
+		i = j + 1;
+	}
+	return buf;
+}
+
+/*
+ * check_against_trace - an option that cannot apply to the trace it was
+ * given for is an error, not a report of nothing (an all-zero table, "no
+ * step found", a product of the user's count with what was seen): a rank
+ * the trace does not hold or that has no analysed step, a warm-up that
+ * leaves a rank no step, a layer count far beyond the gathers. Returns 0,
+ * or -EINVAL with why and the valid range in err.
+ */
+static int check_against_trace(const struct diagnosis_flags *f, const struct analysis_result *a, char *err,
+			       size_t errlen)
+{
+	const struct analysis_options *o = &f->analysis;
+	const struct analysis_rank *r = NULL;
+	char ranks[160];
+
+	if (f->rank_given && a->nper_rank) {
+		r = find_rank(a, o->rank);
+		if (!r) {
+			snprintf(err, errlen, "--rank %d: the trace has no rank %d; its ranks are %s", o->rank, o->rank,
+				 format_ranks(a, 0, ranks, sizeof ranks));
+			return -EINVAL;
+		}
+	}
+	if (o->warmup_steps > 0) {
+		/* The skip applies to every rank: it must leave each rank that
+		 * has steps at least one, or that rank drops out of the figures
+		 * (and with all ranks gone, "no step" would blame the trace). */
+		const struct analysis_rank *fewest = NULL;
+		uint32_t most = 0;
+
+		for (uint32_t i = 0; i < a->nper_rank; i++) {
+			const struct analysis_rank *e = &a->per_rank[i];
+
+			if (!e->steps_seen)
+				continue;
+			if (!fewest || e->steps_seen < fewest->steps_seen)
+				fewest = e;
+			if (e->steps_seen > most)
+				most = e->steps_seen;
+		}
+		if (fewest && (uint32_t)o->warmup_steps >= fewest->steps_seen) {
+			char range[32];
+
+			if (fewest->steps_seen == 1)
+				snprintf(range, sizeof range, "0");
+			else
+				snprintf(range, sizeof range, "0..%u", fewest->steps_seen - 1);
+			if (fewest->steps_seen == most)
+				snprintf(err, errlen, "--warmup-steps %d: the trace has %u step%s; --warmup-steps must be %s",
+					 o->warmup_steps, most, most == 1 ? "" : "s", range);
+			else
+				snprintf(err, errlen, "--warmup-steps %d: rank %d has %u step%s (the ranks have %u to %u); "
+						      "--warmup-steps must be %s to leave every rank a step",
+					 o->warmup_steps, fewest->rank, fewest->steps_seen,
+					 fewest->steps_seen == 1 ? "" : "s", fewest->steps_seen, most, range);
+			return -EINVAL;
+		}
+	}
+	if (r && !r->steps_analyzed && a->spread.ranks) {
+		snprintf(err, errlen, "--rank %d: rank %d has no analysed step (%u found, none like the steady state); "
+				      "ranks with analysed steps: %s",
+			 o->rank, o->rank, r->steps_seen, format_ranks(a, 1, ranks, sizeof ranks));
+		return -EINVAL;
+	}
+	if (o->layers > 0) {
+		uint32_t max = diagnosis_layers_max(a);
+
+		if (max && (uint32_t)o->layers > max) {
+			uint32_t forward = forward_gathers(a);
+
+			if (forward < DIAG_LAYERS_COARSE_MAX)
+				snprintf(err, errlen, "--layers %d: the forward of a micro-batch holds %u AllGather%s; "
+						      "more layers than gathers means units that hold several, but no "
+						      "model has more than %u layers: --layers must be 1..%u",
+					 o->layers, forward, forward == 1 ? "" : "s", DIAG_LAYERS_COARSE_MAX, max);
+			else
+				snprintf(err, errlen, "--layers %d: the forward of a micro-batch holds %u AllGathers, at "
+						      "least one per unit, and no model has more than %u layers: --layers "
+						      "must be 1..%u",
+					 o->layers, forward, DIAG_LAYERS_COARSE_MAX, max);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
 		  size_t errlen)
 {
@@ -264,6 +410,10 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 						a->comms[i].id, a->comms[i].dimension, a->comms[i].name[0] ? ", \"" : "",
 						a->comms[i].name, a->comms[i].name[0] ? "\"" : "",
 						analysis_comm_role_name(a->comms[i].role));
+		diagnosis_free(d);
+		return -EINVAL;
+	}
+	if (check_against_trace(f, d->result, err, errlen)) {
 		diagnosis_free(d);
 		return -EINVAL;
 	}

@@ -195,6 +195,46 @@ expect_rc 2 "two traces" "$FSS" lint "$T/block.fss" "$T/block.fss"
 expect_rc 2 "unknown rule" "$FSS" lint --disable nope "$T/block.fss"
 expect_rc 2 "report bad layers" "$FSS" report --layers 0 "$T/block.fss"
 
+# --- an option that cannot apply to this trace: exit 2, why, the valid range ------
+"$GEN" --out "$T/five.fss" --ranks 4 --layers 8 --k 8 --steps 5 || fail "gen five"
+for cmd in lint report; do
+	for n in 100 5; do
+		expect_rc 2 "$cmd --warmup-steps $n on 5 steps" "$FSS" $cmd --warmup-steps $n "$T/five.fss"
+		expect_out "$T/err" "--warmup-steps $n: the trace has 5 steps; --warmup-steps must be 0..4" \
+			"$cmd --warmup-steps $n: the range"
+	done
+	want=0
+	[ $cmd = lint ] && want=1 # the per-Linear wrap's error
+	expect_rc $want "$cmd --warmup-steps 4 on 5 steps: one step left" "$FSS" $cmd --warmup-steps 4 "$T/five.fss"
+	expect_rc 2 "$cmd --rank 7 on 4 ranks" "$FSS" $cmd --rank 7 "$T/five.fss"
+	expect_out "$T/err" "--rank 7: the trace has no rank 7; its ranks are 0..3" "$cmd --rank 7: the ranks present"
+	expect_rc 2 "$cmd --layers 1000000" "$FSS" $cmd --layers 1000000 "$T/five.fss"
+	expect_out "$T/err" "--layers 1000000: the forward of a micro-batch holds 65 AllGathers; more layers than gathers means units that hold several, but no model has more than 1024 layers: --layers must be 1..1024" \
+		"$cmd --layers 1000000: why and the range"
+	expect_rc 2 "$cmd --layers 1025" "$FSS" $cmd --layers 1025 "$T/five.fss"
+done
+expect_rc 1 "lint --rank 3 on 4 ranks" "$FSS" lint --rank 3 "$T/five.fss"
+expect_rc 1 "lint --layers 1024: units holding several layers" "$FSS" lint --layers 1024 "$T/five.fss"
+# a layer count the gathers do not repeat: the evidence stays what the trace shows
+expect_rc 1 "lint --layers 100 per-linear" "$FSS" lint --layers 100 "$T/five.fss"
+expect_out "$T/out" "8 gathers per repeating unit x 8 units = 64 + 1 root per step; per-block wrap would issue 9" \
+	"--layers 100: wrap-too-fine evidence from the trace"
+expect_no "$T/out" "x 100 units" "--layers 100: no product of the user's count with the motif"
+# ranks that found different numbers of steps (cut short mid-step): the
+# warm-up must leave every rank a step
+size=$(stat -c %s "$T/block40.fss")
+head -c $((size * 70 / 100)) "$T/block40.fss" >"$T/cut70.fss"
+"$FSS" report --json "$T/cut70.fss" >"$T/cut70.json" 2>/dev/null
+v=$(json_get "$T/cut70.json" '" ".join("%d:%d" % (r["rank"], r["steps_analyzed"]) for r in d["per_rank"])')
+if [ "$v" = "0:24 1:23" ]; then
+	expect_rc 2 "--warmup-steps 23, ranks with 24 and 23 steps" "$FSS" lint --warmup-steps 23 "$T/cut70.fss"
+	expect_out "$T/err" "--warmup-steps 23: rank 1 has 23 steps (the ranks have 23 to 24); --warmup-steps must be 0..22 to leave every rank a step" \
+		"--warmup-steps per rank: the fewest steps bound it"
+	expect_rc 4 "--warmup-steps 22, ranks with 24 and 23 steps" "$FSS" lint --warmup-steps 22 "$T/cut70.fss"
+else
+	fail "cut70: steps per rank $v, want 0:24 1:23 (the per-rank warm-up check needs ranks that differ)"
+fi
+
 # --- help: every rule and threshold with its default ----------------------------
 expect_rc 0 "lint --help" "$FSS" lint --help
 for r in wrap-too-fine wrap-too-coarse gather-count-mismatch exposed-gather reshard-policy small-collectives \
