@@ -356,9 +356,12 @@ static int check_against_trace(const struct diagnosis_flags *f, const struct ana
 		}
 	}
 	if (r && !r->steps_analyzed && a->spread.ranks) {
-		snprintf(err, errlen, "--rank %d: rank %d has no analysed step (%u found, none like the steady state); "
-				      "ranks with analysed steps: %s",
-			 o->rank, o->rank, r->steps_seen, format_ranks(a, 1, ranks, sizeof ranks));
+		char found[64] = "no step found";
+
+		if (r->steps_seen)
+			snprintf(found, sizeof found, "%u found, none like the steady state", r->steps_seen);
+		snprintf(err, errlen, "--rank %d: rank %d has no analysed step (%s); ranks with analysed steps: %s",
+			 o->rank, o->rank, found, format_ranks(a, 1, ranks, sizeof ranks));
 		return -EINVAL;
 	}
 	if (o->layers > 0) {
