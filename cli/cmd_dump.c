@@ -2,8 +2,8 @@
  * cmd_dump.c - fsdpscope dump TRACE: every record as one JSON object a line.
  */
 #include "cli/commands.h"
-#include "cli/output.h"
 #include "cli/json.h"
+#include "cli/output.h"
 
 #include "common/error.h"
 #include "common/record.h"

@@ -3,9 +3,9 @@
  * that can gate CI. Also the lint summary `fsdpscope run` prints (lint.h).
  */
 #include "cli/commands.h"
-#include "cli/output.h"
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
+#include "cli/output.h"
 
 #include "common/error.h"
 

@@ -2,8 +2,8 @@
  * cmd_report.c - fsdpscope report TRACE: the whole diagnosis of a trace.
  */
 #include "cli/commands.h"
-#include "cli/output.h"
 #include "cli/diagnosis.h"
+#include "cli/output.h"
 
 #include <getopt.h>
 #include <stdio.h>
