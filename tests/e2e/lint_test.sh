@@ -220,6 +220,16 @@ expect_rc 1 "lint --layers 100 per-linear" "$FSS" lint --layers 100 "$T/five.fss
 expect_out "$T/out" "8 gathers per repeating unit x 8 units = 64 + 1 root per step; per-block wrap would issue 9" \
 	"--layers 100: wrap-too-fine evidence from the trace"
 expect_no "$T/out" "x 100 units" "--layers 100: no product of the user's count with the motif"
+# a rank that recorded too little to show a step: not a headline rank
+"$GEN" --out "$T/short.fss" --ranks 2 --layers 4 --k 1 --steps 6 --no-nvtx-steps --last-rank-steps 1 ||
+	fail "gen short"
+for cmd in lint report; do
+	expect_rc 2 "$cmd --rank 1, a rank without a step" "$FSS" $cmd --rank 1 "$T/short.fss"
+	expect_out "$T/err" "--rank 1: rank 1 has no analysed step (no step found); ranks with analysed steps: 0" \
+		"$cmd --rank 1 without a step: says which ranks have one"
+done
+expect_rc 0 "lint --rank 0 beside a rank without a step" "$FSS" lint --rank 0 "$T/short.fss"
+expect_rc 0 "lint --warmup-steps 5: the rank without steps does not bound it" "$FSS" lint --warmup-steps 5 "$T/short.fss"
 # ranks that found different numbers of steps (cut short mid-step): the
 # warm-up must leave every rank a step
 size=$(stat -c %s "$T/block40.fss")
