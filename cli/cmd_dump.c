@@ -3,6 +3,7 @@
  */
 #include "cli/commands.h"
 #include "cli/json.h"
+#include "cli/output.h"
 
 #include "common/error.h"
 #include "common/record.h"
@@ -232,7 +233,7 @@ int cmd_dump(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	err = trace_read_file(argv[optind], &ops, &d, err_text, sizeof(err_text));
-	fflush(stdout);
+	output_flush();
 	strtab_free(d.strings);
 	free(d.ranks);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
+#include "cli/output.h"
 
 #include "common/error.h"
 
@@ -60,7 +61,9 @@ const char cmd_lint_help[] =
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
 	"EXIT STATUS (the first that applies)\n"
-	"    2  bad usage, or TRACE is not a trace or cannot be read\n"
+	"    2  bad usage, an option that cannot apply to TRACE (the message gives the valid\n"
+	"       range), TRACE is not a trace or cannot be read, or the output could not be\n"
+	"       written (a full disk: 'fsdpscope: writing standard output: ...')\n"
 	"    3  not diagnosed: no training step, no FSDP communicator, or a pattern the\n"
 	"       analysis does not cover (the not-diagnosed finding says which); whatever\n"
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
@@ -146,7 +149,7 @@ int cmd_lint(int argc, char **argv)
 		diagnosis_print_tally(stdout, d.findings);
 		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
 	}
-	fflush(stdout);
+	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
 		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed up to there: %s\n", argv[optind],

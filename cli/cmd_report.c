@@ -3,6 +3,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/output.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -36,8 +37,10 @@ const char cmd_report_help[] =
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
 	"EXIT STATUS\n"
-	"    0 the report was printed; 2 bad usage, a trace that cannot be read, or a damaged\n"
-	"    trace (the report of the readable part is printed, then where it stopped).\n\n"
+	"    0 the report was printed; 2 bad usage, an option that cannot apply to TRACE (the\n"
+	"    message gives the valid range), a trace that cannot be read, a damaged trace (the\n"
+	"    report of the readable part is printed, then where it stopped), or a report that\n"
+	"    could not be written (a full disk: 'fsdpscope: writing standard output: ...').\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope report run.fss\n"
 	"    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
@@ -94,7 +97,7 @@ int cmd_report(int argc, char **argv)
 		diagnosis_print_json(stdout, &d, &flags.rules);
 	else
 		diagnosis_print_report(stdout, &d);
-	fflush(stdout);
+	output_flush();
 	rc = EXIT_OK;
 	if (d.damage[0]) {
 		fprintf(stderr, "fsdpscope report: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],

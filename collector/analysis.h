@@ -390,6 +390,9 @@ struct analysis_rank {
 	uint64_t late_ns_per_step;     /* per step (mean): sum over the collectives it entered last of its
 	                                  lead over the second-to-last rank (what the others waited for it) */
 	uint64_t dropped_records;      /* records the agent could not deliver */
+	uint32_t steps_seen;           /* steps found, warm-up (detected or --warmup-steps) and irregular
+	                                  included: what --warmup-steps may skip */
+	uint32_t reserved;
 };
 
 /* Spread across ranks. */

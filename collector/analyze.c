@@ -1928,6 +1928,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 		e->matched_collectives = (uint32_t)st.matched;
 		uint32_t steps = rs->analyzed + rs->warmup + rs->irregular;
 		e->late_ns_per_step = steps ? st.late_ns / steps : st.late_ns;
+		e->steps_seen = steps;
 		e->dropped_records = rs->src->dropped;
 		if (rs->analyzed) {
 			r->spread.ranks++;

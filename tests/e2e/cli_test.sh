@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli_test.sh - the fsdpscope executable as a user meets it: help, version,
-# unknown commands, and dump on whole, truncated and damaged traces.
+# unknown commands, dump on whole, truncated and damaged traces, and output
+# that cannot be written (/dev/full, a full file system).
 # usage: cli_test.sh FSDPSCOPE GEN_SAMPLE_TRACE
 set -u
 FSS=$1 GEN=$2
@@ -73,6 +74,46 @@ check "damaged dumps a prefix" cmp -s "$tmp/b.jsonl" <(head -n "$got" "$tmp/d.js
 echo "hello" >"$tmp/text"
 "$FSS" dump "$tmp/text" >/dev/null 2>"$tmp/e"; check "not a trace exits 2" test $? -eq 2
 check "not a trace says so" grep -q "not an fsdpscope trace" "$tmp/e"
+
+# Standard output that cannot be written: every command says so and fails,
+# whatever it would have exited with (lint on this trace: 3).
+write_fails() { # write_fails NAME CMD... - CMD's stdout into /dev/full
+  local name=$1 rc; shift
+  "$@" >/dev/full 2>"$tmp/e"; rc=$?
+  check "$name into /dev/full exits 2 (got $rc)" test $rc -eq 2
+  check "$name into /dev/full says why" grep -q "^fsdpscope: writing standard output: No space left on device$" "$tmp/e"
+}
+if [ -w /dev/full ]; then
+  write_fails "dump" "$FSS" dump "$tmp/t.fss"
+  write_fails "dump --header" "$FSS" dump --header --type drops "$tmp/t.fss"
+  write_fails "report" "$FSS" report "$tmp/t.fss"
+  write_fails "report --json" "$FSS" report --json "$tmp/t.fss"
+  write_fails "lint" "$FSS" lint "$tmp/t.fss"
+  write_fails "lint --json" "$FSS" lint --json "$tmp/t.fss"
+  write_fails "ledger" "$FSS" ledger --params 7e9 --ranks 8 --units 32
+  write_fails "ledger --json" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --json
+  write_fails "help" "$FSS" help
+  write_fails "CMD --help" "$FSS" dump --help
+  write_fails "version" "$FSS" version
+else
+  echo "SKIP: /dev/full is not writable here: the write-error checks did not run"
+fi
+"$FSS" version >&- 2>"$tmp/e"; rc=$?
+check "version into a closed stdout exits 2 (got $rc)" test $rc -eq 2
+check "closed stdout says why" grep -q "^fsdpscope: writing standard output: Bad file descriptor$" "$tmp/e"
+# A file system that fills up part way: the dump stops at its size, and the
+# command says so instead of exiting 0 on a cut file. Needs root (mount).
+mkdir "$tmp/full"
+big=$("$GEN" "$tmp/big.fss" 3 40 512)
+if mount -t tmpfs -o size=64k fss-cli-test "$tmp/full" 2>"$tmp/e"; then
+  "$FSS" dump "$tmp/big.fss" >"$tmp/full/d.jsonl" 2>"$tmp/e"; rc=$?
+  got=$(stat -c %s "$tmp/full/d.jsonl")
+  umount "$tmp/full"
+  check "dump of $big records into a full 64 KiB tmpfs exits 2 (got $rc, $got bytes written)" test $rc -eq 2
+  check "full tmpfs says why" grep -q "^fsdpscope: writing standard output: No space left on device$" "$tmp/e"
+else
+  echo "SKIP: cannot mount a 64 KiB tmpfs (needs root): $(head -1 "$tmp/e")"
+fi
 
 echo "cli_test: $pass passed, $fail failed"
 test $fail -eq 0
