@@ -2089,7 +2089,8 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (!h->detail)
 		note(r, "per-gather figures were kept for another rank: the gather table has no times");
 	if (r->trace.truncated)
-		note(r, "the trace ends inside a chunk: analysed up to the last complete one");
+		note(r, "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
+			"skipped): analysed what could be read");
 	if (r->trace.dropped_records)
 		note(r, "the agents dropped %llu records: counts may be low",
 		     (unsigned long long)r->trace.dropped_records);
@@ -2125,16 +2126,23 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 	}
 	analyzer_on_step(a, fn, ctx);
 	struct trace_parser_ops ops = {.on_record = on_record};
-	char msg[256] = "";
-	rc = trace_read_file(path, &ops, a, msg, sizeof msg);
-	if (rc == FSS_E_TRUNCATED || (rc == FSS_E_CORRUPT && timeline_sources(a->tl) > 0)) {
+	struct trace_read_info info;
+	rc = trace_read(path, &ops, a, &info);
+	if (info.input != TRACE_INPUT_TRACE) {
+		/* Empty, not a trace, an unreadable header, no records: nothing to
+		 * analyse, and the reader's words say what the file is. */
+		if (rc >= 0)
+			rc = FSS_E_NOT_TRACE;
+	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
+		/* Cut short, not closed by its writer, or damaged stretches
+		 * skipped: analysed, and said to be incomplete. */
 		analyzer_set_truncated(a);
 		rc = 0;
 	}
 	if (rc == 0)
 		rc = analyzer_finish(a, out);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", msg[0] ? msg : fss_strerror(rc));
+		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
 	analyzer_free(a);
 	return rc;
 }

@@ -627,16 +627,16 @@ int trace_parser_finish(trace_parser_t *p)
 	}
 	if (p->end == TRACE_END_MISSING)
 		used = append(p->message, sizeof(p->message), used,
-			      "offset %llu: the trace ends after %llu chunks without its trace_end record: its writer "
+			      "offset %llu: the trace ends after %llu chunk%s without its trace_end record: its writer "
 			      "did not close it (killed, or still writing)",
-			      (unsigned long long)p->good_offset, (unsigned long long)p->chunks);
+			      (unsigned long long)p->good_offset, (unsigned long long)p->chunks, p->chunks == 1 ? "" : "s");
 	if (p->damage.gaps) {
 		used = append(p->message, sizeof(p->message), used, "%s%llu damaged stretch%s skipped (%llu bytes",
 			      used ? "; " : "", (unsigned long long)p->damage.gaps, p->damage.gaps > 1 ? "es" : "",
 			      (unsigned long long)p->damage.bytes);
 		if (p->damage.chunks_missing)
-			used = append(p->message, sizeof(p->message), used, ", %llu chunks lost",
-				      (unsigned long long)p->damage.chunks_missing);
+			used = append(p->message, sizeof(p->message), used, ", %llu chunk%s lost",
+				      (unsigned long long)p->damage.chunks_missing, p->damage.chunks_missing > 1 ? "s" : "");
 		used = append(p->message, sizeof(p->message), used, ")");
 		for (size_t i = 0; i < p->ngaps && i < 3; i++) {
 			const struct trace_gap *g = &p->gaps[i];
@@ -645,6 +645,9 @@ int trace_parser_finish(trace_parser_t *p)
 				      (unsigned long long)g->offset, (unsigned long long)(g->offset + g->bytes));
 			if (g->to_end)
 				used = append(p->message, sizeof(p->message), used, " to the end");
+			else if (g->chunks_missing == 1)
+				used = append(p->message, sizeof(p->message), used, " (chunk %llu lost)",
+					      (unsigned long long)g->first_missing);
 			else if (g->chunks_missing)
 				used = append(p->message, sizeof(p->message), used, " (chunks %llu..%llu lost)",
 					      (unsigned long long)g->first_missing,
@@ -654,8 +657,15 @@ int trace_parser_finish(trace_parser_t *p)
 		if (p->damage.gaps > 3)
 			used = append(p->message, sizeof(p->message), used, "; ...");
 	}
-	if (p->process_records == 0)
+	if (p->process_records == 0) {
+		char end[sizeof(p->message)];
+
 		p->input = TRACE_INPUT_NO_RECORDS;
+		snprintf(end, sizeof(end), "%s", p->message);
+		append(p->message, sizeof(p->message), 0, "a trace with no records: a valid file header and %s%s%s",
+			 p->damage.gaps ? "no readable chunk" : p->chunks ? "only the writer's end marker" : "nothing after it",
+			 end[0] ? "; " : "", end);
+	}
 	if (p->damage.gaps)
 		return FSS_E_CORRUPT;
 	if (p->end == TRACE_END_CUT || p->end == TRACE_END_MISSING)

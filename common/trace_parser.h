@@ -110,8 +110,9 @@ int trace_parser_feed(trace_parser_t *p, const void *data, size_t len);
 int trace_parser_finish(trace_parser_t *p);
 
 /* trace_parser_error - what is wrong and where, e.g. "offset 4120: chunk 3
- * cut short: 1000 of 4120 bytes: the writer stopped mid-write"; with gaps,
- * each of the first few; "" when nothing is. */
+ * truncated: 1000 of 4120 bytes: the writer stopped mid-write"; with gaps,
+ * the first few; for TRACE_INPUT_NO_RECORDS, that it holds none; "" for a
+ * trace read whole. */
 const char *trace_parser_error(const trace_parser_t *p);
 
 /* trace_parser_input / trace_parser_end - see the enums; final after
