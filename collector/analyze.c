@@ -2107,6 +2107,31 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	return analyzer_feed(ctx, rec);
 }
 
+/* How the file ended and what the reader skipped, for the report. */
+static void result_set_read(struct analysis_result *r, const struct trace_read_info *info)
+{
+	static const char *const ends[] = {
+		[TRACE_END_CLEAN] = "clean",
+		[TRACE_END_NOT_MARKED] = "not-marked",
+		[TRACE_END_MISSING] = "not-closed",
+		[TRACE_END_CUT] = "cut",
+	};
+
+	r->trace.end = info->end < sizeof(ends) / sizeof(ends[0]) ? ends[info->end] : NULL;
+	r->trace.gaps_total = info->damage.gaps;
+	r->trace.ngaps = 0;
+	for (size_t i = 0; i < info->ngaps && i < ANALYSIS_GAPS_MAX; i++) {
+		struct analysis_gap *g = &r->trace.gaps[r->trace.ngaps++];
+
+		g->offset = info->gaps[i].offset;
+		g->bytes = info->gaps[i].bytes;
+		g->first_missing = info->gaps[i].first_missing;
+		g->chunks_missing = info->gaps[i].chunks_missing;
+		g->to_end = info->gaps[i].to_end;
+		snprintf(g->why, sizeof(g->why), "%s", info->gaps[i].why);
+	}
+}
+
 int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
 		  size_t errlen)
 {
@@ -2141,6 +2166,8 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 	}
 	if (rc == 0)
 		rc = analyzer_finish(a, out);
+	if (rc == 0)
+		result_set_read(*out, &info);
 	if (rc < 0 && errlen)
 		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
 	analyzer_free(a);

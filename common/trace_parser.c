@@ -765,6 +765,8 @@ int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, 
 	info->chunks = trace_parser_chunks(p);
 	info->records = trace_parser_records(p);
 	trace_parser_damage(p, &info->damage);
+	info->ngaps = p->ngaps;
+	memcpy(info->gaps, p->gaps, p->ngaps * sizeof(p->gaps[0]));
 	if (trace_parser_header(p)) {
 		info->version_major = trace_parser_header(p)->version_major;
 		info->version_minor = trace_parser_header(p)->version_minor;

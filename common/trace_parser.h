@@ -141,6 +141,8 @@ struct trace_read_info {
 	enum trace_end end;
 	uint64_t chunks, records;  /* delivered */
 	struct trace_damage damage;
+	struct trace_gap gaps[TRACE_PARSER_GAPS_KEPT]; /* the first ngaps of damage.gaps */
+	size_t ngaps;
 	uint16_t version_major, version_minor; /* 0.0 without a valid header */
 	uint32_t reserved;
 	char message[512];         /* trace_parser_error's text, or the system error; "" if none */

@@ -209,8 +209,9 @@ head -c "$(chunk_end "$T/block40.fss" 1)" "$T/block40.fss" >"$T/cut-boundary.fss
 expect_rc 4 "lint cut on a chunk boundary: incomplete" "$FSS" lint "$T/cut-boundary.fss"
 expect_out "$T/err" "without its trace_end record" "lint cut on a chunk boundary: says so"
 "$FSS" lint --json "$T/cut-boundary.fss" >"$T/lint-boundary.json" 2>/dev/null
-[ "$(json_get "$T/lint-boundary.json" 'd["trace"]["truncated"]')" = True ] &&
-	pass "lint --json cut on a chunk boundary: truncated" || fail "lint --json cut on a chunk boundary: not truncated"
+v=$(json_get "$T/lint-boundary.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"])')
+[ "$v" = "(True, 'not-closed', 0)" ] && pass "lint --json cut on a chunk boundary: truncated, not closed" ||
+	fail "lint --json cut on a chunk boundary: $v"
 expect_rc 2 "report cut on a chunk boundary" "$FSS" report "$T/cut-boundary.fss"
 expect_out "$T/err" "without its trace_end record" "report cut on a chunk boundary: says so"
 expect_rc 2 "dump cut on a chunk boundary" "$FSS" dump "$T/cut-boundary.fss"
@@ -221,6 +222,15 @@ printf '\x41' | dd of="$T/gap.fss" bs=1 seek=$(($(chunk_end "$T/block40.fss" 1) 
 expect_rc 4 "lint with a damaged chunk: incomplete" "$FSS" lint "$T/gap.fss"
 expect_out "$T/err" "1 damaged stretch skipped" "lint with a damaged chunk: the gap said"
 expect_out "$T/err" "(chunk 2 lost)" "lint with a damaged chunk: which chunk"
+"$FSS" lint --json "$T/gap.fss" >"$T/lint-gap.json" 2>/dev/null
+v=$(json_get "$T/lint-gap.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"], [(g["offset"], g["first_missing_chunk"], g["chunks_missing"], g["to_end"]) for g in d["trace"]["gaps"]])')
+want="(True, 'clean', 1, [($(chunk_end "$T/block40.fss" 1), 2, 1, False)])"
+[ "$v" = "$want" ] && pass "lint --json with a damaged chunk: the gap" || fail "lint --json with a damaged chunk: $v, want $want"
+if python3 "$CHECK" "$SCHEMA" "$T/lint-gap.json" "$T/lint-boundary.json" >"$T/schema.out" 2>&1; then
+	pass "gap and chunk-boundary JSON valid against the schema"
+else
+	fail "gap / chunk-boundary JSON"; cat "$T/schema.out"
+fi
 # no verdict is never clean: exit 3, whatever --fail-on says
 "$GEN" --out "$T/onestep.fss" --ranks 2 --layers 4 --k 1 --steps 1 --no-nvtx-steps || fail "gen onestep"
 expect_rc 3 "one step, no NVTX: not diagnosed" "$FSS" lint "$T/onestep.fss"
