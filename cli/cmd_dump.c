@@ -44,11 +44,13 @@ const char cmd_dump_help[] =
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
 	"                           clock_anchor, drops, process_end, correlation)\n"
-	"    --header               print the file header first, as {\"type\":\"file_header\",...}\n\n"
+	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
+	"                           and the writer's trace_end record (source 4294967295, the\n"
+	"                           file's own) where it lies, last in a closed trace\n\n"
 	"EXIT STATUS\n"
-	"    0 the whole trace was read and its writer closed it; 2 bad usage, a file\n"
-	"    that is not a readable trace or holds no records, a damaged trace, or one\n"
-	"    cut short.\n\n"
+	"    0 the whole trace was read and its writer closed it (also when it holds no\n"
+	"    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+	"    a damaged trace, or one cut short or never closed.\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope dump run.fss | head\n"
 	"    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
@@ -146,6 +148,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 		return -ENOMEM;
 	if (d->type_mask && (rec->type >= 32 || !(d->type_mask & (1u << rec->type))))
 		return 0;
+	if (rec->source == FSS_SOURCE_NONE && !d->want_header && !d->type_mask)
+		return 0; /* the writer's trace_end: the file's framing, shown with --header */
 	fields = record_fields(rec->type, &n);
 	if (!fields) {
 		fprintf(d->out, "{\"type\":\"unknown\",\"type_id\":%u,\"size\":%u,\"source\":%u}\n", rec->type,
@@ -245,6 +249,11 @@ int cmd_dump(int argc, char **argv)
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[optind], fss_strerror(err));
 		return EXIT_USAGE;
+	}
+	if (info.input == TRACE_INPUT_NO_RECORDS && err == 0) {
+		/* Read whole and closed by its writer: empty, not damaged. */
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		return EXIT_OK;
 	}
 	if (info.input != TRACE_INPUT_TRACE) {
 		/* Say what the file is; there was nothing (or no record) to dump. */

@@ -32,15 +32,16 @@ check "bad --type named" grep -q "'nonsense' is not a record type" "$tmp/e"
 "$FSS" dump "$tmp/missing.fss" >/dev/null 2>"$tmp/e"; check "missing file exits 2" test $? -eq 2
 check "missing file named" grep -q "cannot open $tmp/missing.fss" "$tmp/e"
 
-# dump of a whole trace: one valid JSON object per record, every type, and
-# the writer's trace_end last.
-n=$(( $("$GEN" "$tmp/t.fss" 3 4 512) + 1 ))
+# dump of a whole trace: one valid JSON object per record, every type.
+n=$("$GEN" "$tmp/t.fss" 3 4 512)
 "$FSS" dump "$tmp/t.fss" >"$tmp/d.jsonl" 2>"$tmp/e"; rc=$?
 check "dump exits 0" test $rc -eq 0
 check "dump: one line per record ($n)" test "$(wc -l <"$tmp/d.jsonl")" -eq "$n"
 check "dump: every line is JSON" jq -e . "$tmp/d.jsonl" >/dev/null
-check "dump: trace_end last, of no process" jq -e 'select(.type == "trace_end") | .source == 4294967295' \
-  <(tail -n 1 "$tmp/d.jsonl") >/dev/null
+"$FSS" dump --header "$tmp/t.fss" >"$tmp/dh.jsonl"
+check "dump --header: the header, the records, the writer's trace_end last" test "$(wc -l <"$tmp/dh.jsonl")" -eq $((n + 2))
+check "dump --header: trace_end last, of no process" jq -e '.type == "trace_end" and .source == 4294967295' \
+  <(tail -n 1 "$tmp/dh.jsonl") >/dev/null
 for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end correlation; do
   check "dump has $t" grep -q "\"type\":\"$t\"" "$tmp/d.jsonl"
 done
