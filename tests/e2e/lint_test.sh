@@ -203,6 +203,11 @@ for cmd in lint report dump; do
 		expect_no "$T/err" "byte order" "$cmd header flipped at $o: no byte-order advice"
 	done
 done
+# A whole trace: closed by its writer, whose trace_end is no process.
+"$FSS" lint --json "$T/block40.fss" >"$T/lint-whole.json" 2>/dev/null
+v=$(json_get "$T/lint-whole.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps"], d["trace"]["sources"], d["ranks"])')
+[ "$v" = "(False, 'clean', [], 2, 2)" ] && pass "lint --json whole trace: clean end, 2 sources" ||
+	fail "lint --json whole trace: $v"
 # Cut exactly after a chunk: it reads back whole, but without the writer's
 # trace_end it is not complete, and every command says so.
 head -c "$(chunk_end "$T/block40.fss" 1)" "$T/block40.fss" >"$T/cut-boundary.fss"
