@@ -567,7 +567,8 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	s->info = calloc(n ? n : 1, sizeof *s->info);
 	if (!s->ev || !s->info)
 		goto fail;
-	memcpy(s->ev, ev, n * sizeof *ev);
+	if (n)
+		memcpy(s->ev, ev, n * sizeof *ev); /* a step may have no events: ev is NULL then */
 	s->hash = hash_events(ev, n);
 	s->fig[FIG_STEP] = t1 > t0 ? t1 - t0 : 0;
 
