@@ -31,7 +31,7 @@ enum parse_state {
 	WANT_FILE_HEADER,
 	SKIP_HEADER_REST, /* a header larger than this version's: skip the rest */
 	WANT_CHUNK,
-	SCANNING,         /* after damage: looking for the next valid chunk */
+	SCANNING, /* after damage: looking for the next valid chunk */
 	FAILED,
 };
 
@@ -43,16 +43,16 @@ struct trace_parser {
 	int at_eof;
 	enum trace_input input;
 	enum trace_end end;
-	uint64_t pos;          /* file offset of buf[start] */
-	uint64_t good_offset;  /* end of the last complete chunk delivered */
+	uint64_t pos;	      /* file offset of buf[start] */
+	uint64_t good_offset; /* end of the last complete chunk delivered */
 	uint64_t chunks;
 	uint64_t records;
 	uint64_t process_records; /* records other than trace_end */
-	uint64_t next_seq;     /* the sequence number the next chunk should carry */
-	uint64_t skip;         /* header bytes still to skip */
-	uint32_t payload_limit; /* largest payload a chunk of this writer can have */
+	uint64_t next_seq;	  /* the sequence number the next chunk should carry */
+	uint64_t skip;		  /* header bytes still to skip */
+	uint32_t payload_limit;	  /* largest payload a chunk of this writer can have */
 	int have_header;
-	int end_marker;        /* the last record delivered was a trace_end */
+	int end_marker; /* the last record delivered was a trace_end */
 	struct fss_file_header header;
 	unsigned char *buf;
 	size_t start, have, cap;
@@ -163,19 +163,22 @@ static int read_header(trace_parser_t *p)
 	}
 	if (h.byte_order != FSS_BYTE_ORDER_MARK) {
 		p->input = TRACE_INPUT_OTHER_BYTE_ORDER;
-		return fail(p, FSS_E_ENDIAN, "written on a host of the other byte order (mark 0x%08x): this reader "
-					     "reads little-endian traces only",
+		return fail(p, FSS_E_ENDIAN,
+			    "written on a host of the other byte order (mark 0x%08x): this reader "
+			    "reads little-endian traces only",
 			    h.byte_order);
 	}
 	if (h.version_major != FSS_FORMAT_MAJOR) {
 		p->input = TRACE_INPUT_NEWER_VERSION;
-		return fail(p, FSS_E_VERSION, "format version %u.%u, this reader knows %u.x: read it with a newer fsdpscope",
+		return fail(p, FSS_E_VERSION,
+			    "format version %u.%u, this reader knows %u.x: read it with a newer fsdpscope",
 			    h.version_major, h.version_minor, FSS_FORMAT_MAJOR);
 	}
 	if (h.header_size < sizeof(h) || h.header_size > HEADER_MAX_BYTES || h.header_size % 8) {
 		p->input = TRACE_INPUT_HEADER_DAMAGED;
-		return fail(p, FSS_E_CORRUPT, "the file header gives its size as %u bytes, which no writer writes: it "
-					      "cannot be read",
+		return fail(p, FSS_E_CORRUPT,
+			    "the file header gives its size as %u bytes, which no writer writes: it "
+			    "cannot be read",
 			    h.header_size);
 	}
 	p->header = h;
@@ -579,8 +582,9 @@ static int classify_short(trace_parser_t *p)
 	}
 	if (p->pos == 0 && avail == 0) {
 		p->input = TRACE_INPUT_EMPTY;
-		return fail(p, FSS_E_TRUNCATED, "an empty file (0 bytes), not a trace: its writer never wrote the file "
-						"header");
+		return fail(p, FSS_E_TRUNCATED,
+			    "an empty file (0 bytes), not a trace: its writer never wrote the file "
+			    "header");
 	}
 	if (memcmp(p->buf + p->start, FSS_FILE_MAGIC, n) != 0) {
 		p->input = TRACE_INPUT_NOT_TRACE;
@@ -629,14 +633,16 @@ int trace_parser_finish(trace_parser_t *p)
 		used = append(p->message, sizeof(p->message), used,
 			      "offset %llu: the trace ends after %llu chunk%s without its trace_end record: its writer "
 			      "did not close it (killed, or still writing)",
-			      (unsigned long long)p->good_offset, (unsigned long long)p->chunks, p->chunks == 1 ? "" : "s");
+			      (unsigned long long)p->good_offset, (unsigned long long)p->chunks,
+			      p->chunks == 1 ? "" : "s");
 	if (p->damage.gaps) {
 		used = append(p->message, sizeof(p->message), used, "%s%llu damaged stretch%s skipped (%llu bytes",
 			      used ? "; " : "", (unsigned long long)p->damage.gaps, p->damage.gaps > 1 ? "es" : "",
 			      (unsigned long long)p->damage.bytes);
 		if (p->damage.chunks_missing)
 			used = append(p->message, sizeof(p->message), used, ", %llu chunk%s lost",
-				      (unsigned long long)p->damage.chunks_missing, p->damage.chunks_missing > 1 ? "s" : "");
+				      (unsigned long long)p->damage.chunks_missing,
+				      p->damage.chunks_missing > 1 ? "s" : "");
 		used = append(p->message, sizeof(p->message), used, ")");
 		for (size_t i = 0; i < p->ngaps && i < 3; i++) {
 			const struct trace_gap *g = &p->gaps[i];
@@ -663,8 +669,10 @@ int trace_parser_finish(trace_parser_t *p)
 		p->input = TRACE_INPUT_NO_RECORDS;
 		snprintf(end, sizeof(end), "%s", p->message);
 		append(p->message, sizeof(p->message), 0, "a trace with no records: a valid file header and %s%s%s",
-			 p->damage.gaps ? "no readable chunk" : p->chunks ? "only the writer's end marker" : "nothing after it",
-			 end[0] ? "; " : "", end);
+		       p->damage.gaps ? "no readable chunk"
+		       : p->chunks    ? "only the writer's end marker"
+				      : "nothing after it",
+		       end[0] ? "; " : "", end);
 	}
 	if (p->damage.gaps)
 		return FSS_E_CORRUPT;

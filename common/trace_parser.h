@@ -26,14 +26,14 @@ typedef struct trace_parser trace_parser_t;
 /* What the input is, known once the file header has been decided on (at the
  * latest after trace_parser_finish). Only TRACE_INPUT_TRACE has records. */
 enum trace_input {
-	TRACE_INPUT_TRACE,          /* a trace holding records */
-	TRACE_INPUT_EMPTY,          /* no byte at all */
-	TRACE_INPUT_NOT_TRACE,      /* does not start with the FSSTRACE magic */
-	TRACE_INPUT_HEADER_SHORT,   /* ends inside the 64-byte file header */
-	TRACE_INPUT_HEADER_DAMAGED, /* the file header fails its CRC (or holds a size no writer writes) */
+	TRACE_INPUT_TRACE,	      /* a trace holding records */
+	TRACE_INPUT_EMPTY,	      /* no byte at all */
+	TRACE_INPUT_NOT_TRACE,	      /* does not start with the FSSTRACE magic */
+	TRACE_INPUT_HEADER_SHORT,     /* ends inside the 64-byte file header */
+	TRACE_INPUT_HEADER_DAMAGED,   /* the file header fails its CRC (or holds a size no writer writes) */
 	TRACE_INPUT_OTHER_BYTE_ORDER, /* a valid header written on a big-endian host */
-	TRACE_INPUT_NEWER_VERSION,  /* a valid header of a format major this reader does not know */
-	TRACE_INPUT_NO_RECORDS,     /* a valid header and not one record after it */
+	TRACE_INPUT_NEWER_VERSION,    /* a valid header of a format major this reader does not know */
+	TRACE_INPUT_NO_RECORDS,	      /* a valid header and not one record after it */
 };
 
 /* How the input ended, after trace_parser_finish. */
@@ -43,18 +43,18 @@ enum trace_end {
 			       * marker, so whether the writer finished cannot be told */
 	TRACE_END_MISSING,    /* no trace_end after the last chunk read: the writer did not
 			       * close it (killed, still writing, or the end was damaged) */
-	TRACE_END_CUT,        /* inside a chunk: the writer stopped mid-write */
-	TRACE_END_NONE,       /* no valid header: nothing was read */
+	TRACE_END_CUT,	      /* inside a chunk: the writer stopped mid-write */
+	TRACE_END_NONE,	      /* no valid header: nothing was read */
 };
 
 /* One damaged stretch the parser skipped. */
 struct trace_gap {
-	uint64_t offset;         /* first byte not delivered */
-	uint64_t bytes;          /* bytes skipped from there */
-	uint64_t first_missing;  /* sequence number of the first chunk lost */
+	uint64_t offset;	 /* first byte not delivered */
+	uint64_t bytes;		 /* bytes skipped from there */
+	uint64_t first_missing;	 /* sequence number of the first chunk lost */
 	uint64_t chunks_missing; /* chunks lost, from the sequence numbers around the gap */
-	int to_end;              /* 1: runs to the end of the input: chunks_missing cannot be told */
-	char why[124];           /* what was wrong at offset */
+	int to_end;		 /* 1: runs to the end of the input: chunks_missing cannot be told */
+	char why[124];		 /* what was wrong at offset */
 };
 
 /* Gaps kept for callers; any beyond are counted in trace_parser_damage. */
@@ -139,13 +139,13 @@ const struct fss_file_header *trace_parser_header(const trace_parser_t *p);
 struct trace_read_info {
 	enum trace_input input;
 	enum trace_end end;
-	uint64_t chunks, records;  /* delivered */
+	uint64_t chunks, records; /* delivered */
 	struct trace_damage damage;
 	struct trace_gap gaps[TRACE_PARSER_GAPS_KEPT]; /* the first ngaps of damage.gaps */
 	size_t ngaps;
 	uint16_t version_major, version_minor; /* 0.0 without a valid header */
 	uint32_t reserved;
-	char message[512];         /* trace_parser_error's text, or the system error; "" if none */
+	char message[512]; /* trace_parser_error's text, or the system error; "" if none */
 };
 
 /*
@@ -160,7 +160,6 @@ int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, 
  * trace_read_file - trace_read with only the message: on a non-zero return,
  * if errbuf is given, writes what went wrong there.
  */
-int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *ctx, char *errbuf,
-		    size_t errlen);
+int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *ctx, char *errbuf, size_t errlen);
 
 #endif
