@@ -152,7 +152,7 @@ int cmd_lint(int argc, char **argv)
 	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed up to there: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", argv[optind],
 			d.damage);
 	if (d.result->trace.dropped_records)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "

@@ -100,7 +100,9 @@ int cmd_report(int argc, char **argv)
 	output_flush();
 	rc = EXIT_OK;
 	if (d.damage[0]) {
-		fprintf(stderr, "fsdpscope report: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
+				"analysed what could be read: %s\n",
+			argv[optind],
 			d.damage);
 		rc = EXIT_USAGE;
 	}

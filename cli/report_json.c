@@ -478,6 +478,25 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "sources", a->trace.sources);
 	jw_bool(&w, "truncated", a->trace.truncated);
 	jw_str(&w, "damage", d->damage[0] ? d->damage : NULL);
+	jw_str(&w, "end", a->trace.end);
+	jw_u64(&w, "gaps_total", a->trace.gaps_total);
+	jw_open(&w, "gaps", '[');
+	for (uint32_t i = 0; i < a->trace.ngaps; i++) {
+		const struct analysis_gap *g = &a->trace.gaps[i];
+
+		jw_open(&w, NULL, '{');
+		jw_u64(&w, "offset", g->offset);
+		jw_u64(&w, "bytes", g->bytes);
+		jw_u64(&w, "first_missing_chunk", g->first_missing);
+		if (g->to_end)
+			jw_null(&w, "chunks_missing");
+		else
+			jw_u64(&w, "chunks_missing", g->chunks_missing);
+		jw_bool(&w, "to_end", g->to_end);
+		jw_str(&w, "why", g->why);
+		jw_close(&w, '}');
+	}
+	jw_close(&w, ']');
 	jw_bool(&w, "has_cupti", a->trace.has_cupti);
 	jw_bool(&w, "has_nvtx", a->trace.has_nvtx);
 	jw_close(&w, '}');

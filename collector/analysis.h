@@ -416,6 +416,19 @@ struct analysis_sizes {
 	uint64_t reduce_scatter_bytes_min, reduce_scatter_bytes_median, reduce_scatter_bytes_max;
 };
 
+/* A stretch of the trace file the reader skipped as damaged (docs/format.md). */
+struct analysis_gap {
+	uint64_t offset;         /* first byte skipped */
+	uint64_t bytes;          /* bytes skipped */
+	uint64_t first_missing;  /* sequence number of the first chunk lost */
+	uint64_t chunks_missing; /* chunks lost; 0 when to_end (then it cannot be told) */
+	int32_t to_end;          /* 1: the damage runs to the end of the file */
+	uint32_t reserved;
+	char why[120];           /* what was wrong where it starts */
+};
+
+#define ANALYSIS_GAPS_MAX 16
+
 /* What the trace held and how it was read. */
 struct analysis_trace_info {
 	uint64_t records;           /* records read */
@@ -424,9 +437,13 @@ struct analysis_trace_info {
 	uint64_t nvtx_ranges;
 	uint64_t dropped_records;   /* the sources' own drop counters, summed */
 	uint32_t sources;           /* processes in the trace */
-	int truncated;              /* 1: the file ended inside a chunk (read up to there) */
+	int truncated;              /* 1: incomplete: cut, not closed by its writer, or gaps skipped */
 	int has_cupti, has_nvtx;
-	uint32_t reserved;
+	uint32_t ngaps;             /* gaps[] used */
+	const char *end;            /* how the file ended: "clean", "not-marked" (format 1.0),
+				     * "not-closed" (no trace_end), "cut"; NULL when not read from a file */
+	uint64_t gaps_total;        /* gaps skipped, also those beyond gaps[] */
+	struct analysis_gap gaps[ANALYSIS_GAPS_MAX]; /* the first ones, in file order */
 };
 
 struct analysis_result {

@@ -567,7 +567,8 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	s->info = calloc(n ? n : 1, sizeof *s->info);
 	if (!s->ev || !s->info)
 		goto fail;
-	memcpy(s->ev, ev, n * sizeof *ev);
+	if (n)
+		memcpy(s->ev, ev, n * sizeof *ev); /* a step may have no events: ev is NULL then */
 	s->hash = hash_events(ev, n);
 	s->fig[FIG_STEP] = t1 > t0 ? t1 - t0 : 0;
 
@@ -2090,7 +2091,8 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (!h->detail)
 		note(r, "per-gather figures were kept for another rank: the gather table has no times");
 	if (r->trace.truncated)
-		note(r, "the trace ends inside a chunk: analysed up to the last complete one");
+		note(r, "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
+			"skipped): analysed what could be read");
 	if (r->trace.dropped_records)
 		note(r, "the agents dropped %llu records: counts may be low",
 		     (unsigned long long)r->trace.dropped_records);
@@ -2105,6 +2107,31 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 static int on_record(void *ctx, const struct fss_record_head *rec)
 {
 	return analyzer_feed(ctx, rec);
+}
+
+/* How the file ended and what the reader skipped, for the report. */
+static void result_set_read(struct analysis_result *r, const struct trace_read_info *info)
+{
+	static const char *const ends[] = {
+		[TRACE_END_CLEAN] = "clean",
+		[TRACE_END_NOT_MARKED] = "not-marked",
+		[TRACE_END_MISSING] = "not-closed",
+		[TRACE_END_CUT] = "cut",
+	};
+
+	r->trace.end = info->end < sizeof(ends) / sizeof(ends[0]) ? ends[info->end] : NULL;
+	r->trace.gaps_total = info->damage.gaps;
+	r->trace.ngaps = 0;
+	for (size_t i = 0; i < info->ngaps && i < ANALYSIS_GAPS_MAX; i++) {
+		struct analysis_gap *g = &r->trace.gaps[r->trace.ngaps++];
+
+		g->offset = info->gaps[i].offset;
+		g->bytes = info->gaps[i].bytes;
+		g->first_missing = info->gaps[i].first_missing;
+		g->chunks_missing = info->gaps[i].chunks_missing;
+		g->to_end = info->gaps[i].to_end;
+		snprintf(g->why, sizeof(g->why), "%s", info->gaps[i].why);
+	}
 }
 
 int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
@@ -2126,16 +2153,25 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 	}
 	analyzer_on_step(a, fn, ctx);
 	struct trace_parser_ops ops = {.on_record = on_record};
-	char msg[256] = "";
-	rc = trace_read_file(path, &ops, a, msg, sizeof msg);
-	if (rc == FSS_E_TRUNCATED || (rc == FSS_E_CORRUPT && timeline_sources(a->tl) > 0)) {
+	struct trace_read_info info;
+	rc = trace_read(path, &ops, a, &info);
+	if (info.input != TRACE_INPUT_TRACE) {
+		/* Empty, not a trace, an unreadable header, no records: nothing to
+		 * analyse, and the reader's words say what the file is. */
+		if (rc >= 0)
+			rc = FSS_E_NOT_TRACE;
+	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
+		/* Cut short, not closed by its writer, or damaged stretches
+		 * skipped: analysed, and said to be incomplete. */
 		analyzer_set_truncated(a);
 		rc = 0;
 	}
 	if (rc == 0)
 		rc = analyzer_finish(a, out);
+	if (rc == 0)
+		result_set_read(*out, &info);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", msg[0] ? msg : fss_strerror(rc));
+		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
 	analyzer_free(a);
 	return rc;
 }

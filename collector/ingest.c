@@ -217,6 +217,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	uint32_t source;
 	int err;
 
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* an input's trace_end: the output's writer ends it with its own */
 	err = map_source(ing, in, rec->source, &source);
 	if (err)
 		return err;
@@ -292,6 +294,8 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
 		return 0; /* connected and left without a byte: nothing lost */
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
+	if (cut && rc == FSS_E_TRUNCATED && trace_parser_end(in->parser) == TRACE_END_MISSING)
+		rc = 0; /* no trace_end yet because the sender is still there: said so below */
 	if (rc == 0 && !cut)
 		return 0;
 	if (rc && rc == ing->write_error)
@@ -305,6 +309,9 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	else if (rc == -ENOMEM)
 		text_new(&msg, "%s (%s): out of memory; kept %" PRIu64 " records, dropped the rest", in->origin, who,
 			 records);
+	else if (rc == FSS_E_CORRUPT && trace_parser_input(in->parser) == TRACE_INPUT_TRACE)
+		text_new(&msg, "%s (%s): %s; kept all the other chunks: %" PRIu64 " records in %" PRIu64 " chunks",
+			 in->origin, who, trace_parser_error(in->parser), records, trace_parser_chunks(in->parser));
 	else if (rc)
 		text_new(&msg, "%s (%s): %s; kept %" PRIu64 " records in %" PRIu64 " complete chunks, dropped %" PRIu64
 			 " bytes from offset %" PRIu64,

@@ -22,7 +22,7 @@ check "dump help has EXAMPLES" grep -q "^EXAMPLES" "$tmp/h1"
 for c in $("$FSS" help | awk '/^Commands:/{on=1;next} on&&/^  [a-z]/{print $1}'); do
   check "$c --help has EXAMPLES" sh -c "'$FSS' help $c | grep -q '^EXAMPLES'"
 done
-"$FSS" version >"$tmp/v"; check "version" grep -Eq "^fsdpscope [0-9]+\.[0-9]+\.[0-9]+ \(trace format 1\.0\)$" "$tmp/v"
+"$FSS" version >"$tmp/v"; check "version" grep -Eq "^fsdpscope [0-9]+\.[0-9]+\.[0-9]+ \(trace format 1\.1\)$" "$tmp/v"
 "$FSS" frobnicate >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "unknown command exits 2" test $rc -eq 2
 check "unknown command says so" grep -q "'frobnicate' is not a command" "$tmp/e"
@@ -39,6 +39,10 @@ n=$("$GEN" "$tmp/t.fss" 3 4 512)
 check "dump exits 0" test $rc -eq 0
 check "dump: one line per record ($n)" test "$(wc -l <"$tmp/d.jsonl")" -eq "$n"
 check "dump: every line is JSON" jq -e . "$tmp/d.jsonl" >/dev/null
+"$FSS" dump --header "$tmp/t.fss" >"$tmp/dh.jsonl"
+check "dump --header: the header, the records, the writer's trace_end last" test "$(wc -l <"$tmp/dh.jsonl")" -eq $((n + 2))
+check "dump --header: trace_end last, of no process" jq -e '.type == "trace_end" and .source == 4294967295' \
+  <(tail -n 1 "$tmp/dh.jsonl") >/dev/null
 for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end correlation; do
   check "dump has $t" grep -q "\"type\":\"$t\"" "$tmp/d.jsonl"
 done
@@ -49,7 +53,7 @@ check "dump: enums by name" test "$(jq -r 'select(.type=="collective") | .op' "$
 "$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
 check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
 "$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"
-check "--header first" jq -e '.type == "file_header" and .version == "1.0"' "$tmp/hd" >/dev/null
+check "--header first" jq -e '.type == "file_header" and .version == "1.1"' "$tmp/hd" >/dev/null
 
 # A truncated trace: every complete chunk dumped, then where and why.
 size=$(stat -c %s "$tmp/t.fss")
@@ -61,14 +65,28 @@ got=$(wc -l <"$tmp/c.jsonl")
 check "truncated dumps the complete chunks ($got of $n)" test "$got" -gt 0 -a "$got" -lt "$n"
 check "truncated output is a prefix" cmp -s "$tmp/c.jsonl" <(head -n "$got" "$tmp/d.jsonl")
 
-# A damaged byte: chunks before it dumped, the damaged one refused.
+# A damaged byte: the damaged chunk refused, every chunk before and after it
+# dumped, the skipped byte range said.
 cp "$tmp/t.fss" "$tmp/bad.fss"
 printf '\xff' | dd of="$tmp/bad.fss" bs=1 seek=$((size / 2)) conv=notrunc status=none
 "$FSS" dump "$tmp/bad.fss" >"$tmp/b.jsonl" 2>"$tmp/e"; rc=$?
 check "damaged exits 2" test $rc -eq 2
 check "damaged says checksum" grep -q "checksum" "$tmp/e"
+check "damaged says the bytes skipped" grep -Eq "1 damaged stretch skipped .*bytes [0-9]+\.\.[0-9]+ \(chunk [0-9]+ lost\)" "$tmp/e"
 got=$(wc -l <"$tmp/b.jsonl")
-check "damaged dumps a prefix" cmp -s "$tmp/b.jsonl" <(head -n "$got" "$tmp/d.jsonl")
+check "damaged dumps the rest ($got of $n)" test "$got" -gt $((n / 2)) -a "$got" -lt "$n"
+check "damaged dumps every line but the lost chunk's, in order" test \
+  "$(diff "$tmp/d.jsonl" "$tmp/b.jsonl" | grep -c '^>')" -eq 0
+check "damaged dumps past the damage" cmp -s <(tail -n 1 "$tmp/b.jsonl") <(tail -n 1 "$tmp/d.jsonl")
+
+# Cut on a chunk boundary: every record read, but not closed by its writer.
+head -c $(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); print(64 + 24 + struct.unpack_from("<I", d, 68)[0])' "$tmp/t.fss") \
+  "$tmp/t.fss" >"$tmp/boundary.fss"
+"$FSS" dump "$tmp/boundary.fss" >"$tmp/c.jsonl" 2>"$tmp/e"; rc=$?
+check "cut on a chunk boundary exits 2" test $rc -eq 2
+check "cut on a chunk boundary says so" grep -q "without its trace_end record" "$tmp/e"
+check "cut on a chunk boundary: its chunk dumped" test "$(wc -l <"$tmp/c.jsonl")" -gt 0
+
 
 # Not a trace at all.
 echo "hello" >"$tmp/text"

@@ -167,6 +167,75 @@ head -c $((size * 2 / 3)) "$T/block40.fss" >"$T/cut-block.fss"
 expect_rc 4 "truncated trace without a finding" "$FSS" lint "$T/cut-block.fss"
 expect_out "$T/err" "damaged or cut short" "truncated per-block: says damaged"
 expect_rc 2 "report truncated trace" "$FSS" report "$T/cut.fss"
+
+# --- files that are not (readable) traces, and traces cut on a chunk boundary ---
+# chunk_end FILE N - the byte offset just past chunk N (header 64 bytes, chunk
+# header 24 with the payload size at +4)
+chunk_end() {
+	python3 -c 'import struct,sys
+d=open(sys.argv[1],"rb").read(); off=64
+for _ in range(int(sys.argv[2]) + 1): off += 24 + struct.unpack_from("<I", d, off + 4)[0]
+print(off)' "$1" "$2"
+}
+: >"$T/empty.fss"
+head -c 10 "$T/block40.fss" >"$T/ten.fss"
+head -c 64 "$T/block40.fss" >"$T/header-only.fss"
+for o in 9 12; do
+	cp "$T/block40.fss" "$T/flip$o.fss"
+	printf '\x41' | dd of="$T/flip$o.fss" bs=1 seek=$o conv=notrunc status=none
+done
+for cmd in lint report dump; do
+	expect_rc 2 "$cmd empty file" "$FSS" $cmd "$T/empty.fss"
+	expect_out "$T/err" "an empty file (0 bytes), not a trace" "$cmd empty file: says so"
+	expect_no "$T/err" "fsdpscope run" "$cmd empty file: no advice about the run"
+	expect_no "$T/err" "dumped above" "$cmd empty file: nothing claimed dumped"
+	expect_no "$T/out" "headline" "$cmd empty file: no report"
+	expect_rc 2 "$cmd 10-byte file" "$FSS" $cmd "$T/ten.fss"
+	expect_out "$T/err" "cut short inside its file header: 10 of 64 bytes" "$cmd 10-byte file: says so"
+	expect_rc 2 "$cmd not a trace" "$FSS" $cmd "$T/garbage.fss"
+	expect_out "$T/err" "not an fsdpscope trace" "$cmd not a trace: says so"
+	expect_rc 2 "$cmd header only" "$FSS" $cmd "$T/header-only.fss"
+	expect_out "$T/err" "a trace with no records" "$cmd header only: says so"
+	for o in 9 12; do
+		expect_rc 2 "$cmd header flipped at $o" "$FSS" $cmd "$T/flip$o.fss"
+		expect_out "$T/err" "file header is damaged (CRC mismatch" "$cmd header flipped at $o: damaged"
+		expect_no "$T/err" "version" "$cmd header flipped at $o: no version advice"
+		expect_no "$T/err" "byte order" "$cmd header flipped at $o: no byte-order advice"
+	done
+done
+# A whole trace: closed by its writer, whose trace_end is no process.
+"$FSS" lint --json "$T/block40.fss" >"$T/lint-whole.json" 2>/dev/null
+v=$(json_get "$T/lint-whole.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps"], d["trace"]["sources"], d["ranks"])')
+[ "$v" = "(False, 'clean', [], 2, 2)" ] && pass "lint --json whole trace: clean end, 2 sources" ||
+	fail "lint --json whole trace: $v"
+# Cut exactly after a chunk: it reads back whole, but without the writer's
+# trace_end it is not complete, and every command says so.
+head -c "$(chunk_end "$T/block40.fss" 1)" "$T/block40.fss" >"$T/cut-boundary.fss"
+expect_rc 4 "lint cut on a chunk boundary: incomplete" "$FSS" lint "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "lint cut on a chunk boundary: says so"
+"$FSS" lint --json "$T/cut-boundary.fss" >"$T/lint-boundary.json" 2>/dev/null
+v=$(json_get "$T/lint-boundary.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"])')
+[ "$v" = "(True, 'not-closed', 0)" ] && pass "lint --json cut on a chunk boundary: truncated, not closed" ||
+	fail "lint --json cut on a chunk boundary: $v"
+expect_rc 2 "report cut on a chunk boundary" "$FSS" report "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "report cut on a chunk boundary: says so"
+expect_rc 2 "dump cut on a chunk boundary" "$FSS" dump "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "dump cut on a chunk boundary: says so"
+# A damaged chunk in the middle: skipped, every other chunk analysed, the gap said.
+cp "$T/block40.fss" "$T/gap.fss"
+printf '\x41' | dd of="$T/gap.fss" bs=1 seek=$(($(chunk_end "$T/block40.fss" 1) + 100)) conv=notrunc status=none
+expect_rc 4 "lint with a damaged chunk: incomplete" "$FSS" lint "$T/gap.fss"
+expect_out "$T/err" "1 damaged stretch skipped" "lint with a damaged chunk: the gap said"
+expect_out "$T/err" "(chunk 2 lost)" "lint with a damaged chunk: which chunk"
+"$FSS" lint --json "$T/gap.fss" >"$T/lint-gap.json" 2>/dev/null
+v=$(json_get "$T/lint-gap.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"], [(g["offset"], g["first_missing_chunk"], g["chunks_missing"], g["to_end"]) for g in d["trace"]["gaps"]])')
+want="(True, 'clean', 1, [($(chunk_end "$T/block40.fss" 1), 2, 1, False)])"
+[ "$v" = "$want" ] && pass "lint --json with a damaged chunk: the gap" || fail "lint --json with a damaged chunk: $v, want $want"
+if python3 "$CHECK" "$SCHEMA" "$T/lint-gap.json" "$T/lint-boundary.json" >"$T/schema.out" 2>&1; then
+	pass "gap and chunk-boundary JSON valid against the schema"
+else
+	fail "gap / chunk-boundary JSON"; cat "$T/schema.out"
+fi
 # no verdict is never clean: exit 3, whatever --fail-on says
 "$GEN" --out "$T/onestep.fss" --ranks 2 --layers 4 --k 1 --steps 1 --no-nvtx-steps || fail "gen onestep"
 expect_rc 3 "one step, no NVTX: not diagnosed" "$FSS" lint "$T/onestep.fss"
