@@ -883,14 +883,19 @@ static void finish(struct run_state *st)
 {
 	const struct ingest_stats *stats = NULL;
 	char *trace_path = NULL;
-	int err, taken = 0, keep = 0;
+	int err, taken = 0, keep = 0, written;
 
 	drain(st);
 	merge_fallback_files(st);
 	err = st->ingest_failed ? -EIO : ingest_finish(st->ing, &stats);
+	written = !err;
 	if (!err)
 		err = run_session_publish(st->session, st->opt.name, &trace_path, &taken);
 	if (err || !stats) {
+		/* A finished trace that could not be moved holds the files'
+		 * records: they go, so that the next run reads them once. */
+		for (size_t i = 0; written && i < st->nmerged; i++)
+			unlink(st->merged[i]);
 		if (!st->ingest_failed)
 			fprintf(stderr, "fsdpscope run: writing the trace failed: %s\n", fss_strerror(err));
 		fprintf(stderr,

@@ -29,7 +29,10 @@
 
 #define RUN_INFO "run.info"
 #define RUN_SOCKET "sock"
-#define RUN_OUTPUT "run-output.fss"
+/* The session's own traces start so; the agents' files never do. */
+#define RUN_OUTPUT_PREFIX "run-output"
+#define RUN_OUTPUT RUN_OUTPUT_PREFIX ".fss"
+#define RUN_RECOVERED RUN_OUTPUT_PREFIX "-recovered.fss"
 #define RUN_SOCKET_FOLDER_PREFIX "fsdpscope-"
 /* NAME-2.fss ... NAME-<this>.fss before giving up on a free name. */
 #define RUN_PUBLISH_TRIES 10000
@@ -334,7 +337,7 @@ int run_session_set_job(run_session_t *s, pid_t pgid)
  * reads as a trace), not the session's own files. */
 static int is_process_file(const char *name)
 {
-	if (name[0] == '.' || strncmp(name, RUN_OUTPUT, strlen(RUN_OUTPUT)) == 0)
+	if (name[0] == '.' || strncmp(name, RUN_OUTPUT_PREFIX, strlen(RUN_OUTPUT_PREFIX)) == 0)
 		return 0;
 	return ends_with(name, ".fss") || ends_with(name, ".partial");
 }
@@ -692,7 +695,7 @@ int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, s
 	err = list_process_files(l->folder, &files, &n);
 	if (err)
 		return err;
-	output = join(l->folder, "recovered.fss");
+	output = join(l->folder, RUN_RECOVERED);
 	if (asprintf(&name, "recovered-%s", l->id) < 0)
 		name = NULL;
 	if (!output || !name) {
