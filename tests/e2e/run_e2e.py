@@ -488,6 +488,36 @@ def scenario_killed(args):
     r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
     check("left by run" not in r.stderr, f"a leftover reported twice: {r.stderr}")
 
+    # The bound on waiting for descendants: with --wait-descendants 0 the
+    # orphan is named and left running, the folder stays; the next run leaves
+    # it in place while the orphan's job runs, the one after merges it.
+    out = os.path.join(work, "bound")
+    gate = os.path.join(work, "gate-bound")
+    pids = os.path.join(work, "pids-bound")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=gate)
+    # stderr to a file: the orphan, which outlives fsdpscope, would hold a pipe open.
+    with open(os.path.join(work, "bound.err"), "w+") as err:
+        rc = subprocess.run([args.fsdpscope, "run", "--out", out, "--wait-descendants", "0", "--", args.job,
+                             "orphans", "1", "5"], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                            timeout=60).returncode
+        err.seek(0)
+        stderr = err.read()
+    check(rc == 0, f"--wait-descendants 0: exit {rc}: {stderr}")
+    check("1 process still running 0 s after" in stderr, f"--wait-descendants 0: the orphan is not named: {stderr}")
+    kept = run_folders(out)
+    check(len(kept) == 1, f"--wait-descendants 0: the folder was not kept: {os.listdir(out)}")
+    (orphan,) = wait_lines(pids, 1)
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check("is still running" in r.stderr and "left it in place" in r.stderr,
+          f"a leftover whose job runs: {r.stderr}")
+    check(run_folders(out) == kept, f"the running job's folder was touched: {os.listdir(out)}")
+    open(gate, "w").close()
+    pid, status = os.waitpid(orphan, 0)
+    check(os.waitstatus_to_exitcode(status) == 0, f"the orphan ended with {status}")
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check(r.stderr.count("merged what run") == 1, f"once the job ended, its folder was not merged: {r.stderr}")
+    check(len(run_folders(out)) == 0, f"folders left: {os.listdir(out)}")
+
 
 # ------------------------------------------------------------------ security
 

@@ -14,9 +14,10 @@
  *   ranks N K            fork N ranks, each K AllReduce; the parent waits
  *   gated N K GATE       as ranks, but each rank issues K, then waits for
  *                        the file GATE to exist, then issues K more
- * With PIDFILE in the environment (RUN_JOB_PIDS), each rank appends its pid
- * there once its first K calls are done: the tests wait for that file, never
- * for a time. A wrong result exits 1.
+ * With RUN_JOB_PIDS=FILE in the environment, each rank appends its pid there
+ * once its first K calls are done: the tests wait for that file, never for a
+ * time. With RUN_JOB_GATE=FILE, an orphan waits for FILE before it exits. A
+ * wrong result exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -141,6 +142,8 @@ int main(int argc, char **argv)
 				comm = comm_open();
 				allreduce_n(comm, k);
 				note_pid();
+				if (getenv("RUN_JOB_GATE"))
+					wait_file(getenv("RUN_JOB_GATE"));
 				CHECK(ncclCommDestroy(comm));
 				return 0;
 			}
