@@ -38,15 +38,15 @@
 #define RUN_PUBLISH_TRIES 10000
 
 struct run_session {
-	char *dir;         /* absolute DIR */
-	char *folder;      /* DIR/.fsdpscope-run.<id> */
-	char *socket;      /* the socket's path */
-	char *socket_dir;  /* its own folder when not in `folder`, else NULL */
-	char *output;      /* folder/run-output.fss */
-	char *cmd;         /* the job's command line, for run.info */
+	char *dir;	  /* absolute DIR */
+	char *folder;	  /* DIR/.fsdpscope-run.<id> */
+	char *socket;	  /* the socket's path */
+	char *socket_dir; /* its own folder when not in `folder`, else NULL */
+	char *output;	  /* folder/run-output.fss */
+	char *cmd;	  /* the job's command line, for run.info */
 	long long started;
 	pid_t job_pgid;
-	int info_fd;       /* run.info, flock()ed while the session lives */
+	int info_fd; /* run.info, flock()ed while the session lives */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -146,9 +146,8 @@ static int write_info(run_session_t *s)
 	char *text;
 	int n, err = 0;
 
-	n = asprintf(&text,
-		     "fsdpscope-run 1\npid=%ld\nstarted=%lld\njob=%ld\nsocket=%s\ncmd=%s\n",
-		     (long)getpid(), s->started, (long)s->job_pgid, s->socket, s->cmd);
+	n = asprintf(&text, "fsdpscope-run 1\npid=%ld\nstarted=%lld\njob=%ld\nsocket=%s\ncmd=%s\n", (long)getpid(),
+		     s->started, (long)s->job_pgid, s->socket, s->cmd);
 	if (n < 0)
 		return -ENOMEM;
 	if (ftruncate(s->info_fd, 0) < 0 || pwrite(s->info_fd, text, (size_t)n, 0) != n)
@@ -775,14 +774,16 @@ static int note_folder(const char *folder, const char *what, const char *prog, F
 	if (rc < 0)
 		return 0;
 	if (rc == 0) {
-		fprintf(out, "%s: %s is from a run still in progress (or another user's): what it holds is not complete\n",
+		fprintf(out,
+			"%s: %s is from a run still in progress (or another user's): what it holds is not complete\n",
 			prog, what);
 		return 1;
 	}
 	fprintf(out, "%s: %s is from an unfinished run: ", prog, what);
 	run_leftover_describe(&l, out);
-	fprintf(out, "\n%s: records after its last complete chunk are lost; 'fsdpscope run --out %.*s' merges what "
-		     "it left into a trace of its own\n",
+	fprintf(out,
+		"\n%s: records after its last complete chunk are lost; 'fsdpscope run --out %.*s' merges what "
+		"it left into a trace of its own\n",
 		prog, (int)(strrchr(l.folder, '/') - l.folder), l.folder);
 	leftover_clear(&l);
 	return 1;
@@ -813,7 +814,9 @@ int run_unfinished_note(const char *path, const char *prog, FILE *out)
 					fputc('\n', out);
 				}
 				if (n)
-					fprintf(out, "%s: 'fsdpscope run --out %s' merges what %s left into a trace of its own\n",
+					fprintf(out,
+						"%s: 'fsdpscope run --out %s' merges what %s left into a trace of its "
+						"own\n",
 						prog, path, n == 1 ? "that run" : "those runs");
 				said = n > 0;
 				run_leftovers_free(l, n);

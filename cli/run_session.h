@@ -79,18 +79,18 @@ void run_session_close(run_session_t *s, int remove);
 
 /* What a run that died left in DIR. */
 struct run_leftover {
-	char *folder;          /* DIR/.fsdpscope-run.<id> */
-	char *id;              /* <id> */
-	long pid;              /* that run's fsdpscope, 0 when unknown */
-	long job_pgid;         /* its job's process group, 0 when unknown */
-	long long started;     /* when it started (Unix time), 0 when unknown */
-	char *cmd;             /* its job's command line, "" when unknown */
-	char *stale_socket;    /* its socket file, still there, or NULL */
-	char *partial;         /* its unfinished trace, or NULL */
+	char *folder;	    /* DIR/.fsdpscope-run.<id> */
+	char *id;	    /* <id> */
+	long pid;	    /* that run's fsdpscope, 0 when unknown */
+	long job_pgid;	    /* its job's process group, 0 when unknown */
+	long long started;  /* when it started (Unix time), 0 when unknown */
+	char *cmd;	    /* its job's command line, "" when unknown */
+	char *stale_socket; /* its socket file, still there, or NULL */
+	char *partial;	    /* its unfinished trace, or NULL */
 	uint64_t partial_bytes;
-	size_t nfiles;         /* per-process files its agents wrote */
-	int job_running;       /* its job's process group still has processes */
-	int lock_fd;           /* run.info, locked by us while we look at it */
+	size_t nfiles;	 /* per-process files its agents wrote */
+	int job_running; /* its job's process group still has processes */
+	int lock_fd;	 /* run.info, locked by us while we look at it */
 };
 
 /*
