@@ -703,7 +703,9 @@ static int supervise(struct run_state *st, pid_t pid)
 			size_t n = children ? list_children(pids, RUN_NAMED_PIDS) : 0;
 
 			run_leader_gone = 1;
-			if (st->tty >= 0)
+			/* The terminal stays with the job's group while some of it
+			 * lives (^C still reaches what CMD left), else comes back. */
+			if (st->tty >= 0 && kill(-pid, 0) < 0)
 				tcsetpgrp(st->tty, getpgrp());
 			deadline = now_ms() + (int64_t)st->opt.wait_descendants_s * 1000;
 			if (n && st->opt.wait_descendants_s) {
@@ -724,6 +726,8 @@ static int supervise(struct run_state *st, pid_t pid)
 	}
 	run_job_done = 1;
 	run_stop_wait = 0;
+	if (st->tty >= 0)
+		tcsetpgrp(st->tty, getpgrp());
 	return status;
 }
 

@@ -359,6 +359,26 @@ def scenario_descendants(args):
           f"want 1..80 on 2 ranks")
     check_exits(recs, list(seqs), "early-exit")
 
+    # While the run waits for what CMD left, a signal still reaches the job's
+    # group, and how each process ended is said and recorded.
+    out = os.path.join(work, "signalled")
+    pids = os.path.join(work, "pids-signalled")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=os.path.join(work, "never"))
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--", args.job, "orphans", "1", "5"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        (orphan,) = wait_lines(pids, 1)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    check(p.returncode == 0, f"signalled: exit {p.returncode} (CMD's own status is 0): {err}")
+    check(f"pid {orphan} (killed by signal {int(signal.SIGTERM)})" in err, f"signalled: how the orphan ended: {err}")
+    for e in by_type(dump(args, trace_written(err)), "process_exit"):
+        check(e["pid"] == orphan and e["wait_status"] == int(signal.SIGTERM),
+              f"signalled: process_exit {e}, want pid {orphan} killed by SIGTERM")
+
 
 # ---------------------------------------------------------------- shared DIR
 
