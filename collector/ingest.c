@@ -725,7 +725,7 @@ static int write_exits(ingest_t *ing)
 		if (err)
 			return err;
 		note_record(ing, s, &rec.head);
-		ing->stats.exits++;
+		ing->stats.exits_written++;
 	}
 	return 0;
 }

@@ -78,7 +78,7 @@ struct ingest_stats {
 	uint32_t refused;       /* unix connections refused: the peer was not the collector's user */
 	size_t nrefused_named;  /* refused_peers[] entries: the first INGEST_REFUSED_NAMED refused */
 	const struct ingest_refused_peer *refused_peers;
-	uint32_t exits;         /* process_exit records written (ingest_note_exit) */
+	uint32_t exits_written; /* process_exit records written (ingest_note_exit) */
 	uint32_t exits_unmatched; /* exits noted for a pid no source's hello had: not written */
 };
 

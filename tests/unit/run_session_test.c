@@ -128,14 +128,15 @@ static void test_note_exit(void **state)
 	write_process_file(c, 100, 1); /* source 2: pid 100 again (it reconnected) */
 	assert_int_equal(ingest_new(&ing, out, NULL), 0);
 	assert_int_equal(ingest_add_file(ing, a), 0);
-	/* Noted before all of its sources arrived: still goes after them. */
-	assert_int_equal(ingest_note_exit(ing, 100, 9), 0);
+	/* Noted before its source arrived (a file merged later): still
+	 * written, after that source's records. */
+	assert_int_equal(ingest_note_exit(ing, 200, 3 << 8), 0);
 	assert_int_equal(ingest_add_file(ing, b), 0);
 	assert_int_equal(ingest_add_file(ing, c), 0);
-	assert_int_equal(ingest_note_exit(ing, 200, 3 << 8), 0);
+	assert_int_equal(ingest_note_exit(ing, 100, 9), 0);
 	assert_int_equal(ingest_note_exit(ing, 300, 0), 0); /* no source: not written */
 	assert_int_equal(ingest_finish(ing, &st), 0);
-	assert_int_equal(st->exits, 2);
+	assert_int_equal(st->exits_written, 2);
 	assert_int_equal(st->exits_unmatched, 1);
 	assert_int_equal(st->by_type[FSS_REC_PROCESS_EXIT], 2);
 	ingest_free(ing);
