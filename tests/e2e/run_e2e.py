@@ -379,6 +379,32 @@ def scenario_descendants(args):
         check(e["pid"] == orphan and e["wait_status"] == int(signal.SIGTERM),
               f"signalled: process_exit {e}, want pid {orphan} killed by SIGTERM")
 
+    # An orphan that survives the forwarded signal: a second one stops the
+    # wait, and the orphan is named as left running.
+    out = os.path.join(work, "stubborn")
+    pids = os.path.join(work, "pids-stubborn")
+    terms = os.path.join(work, "terms-stubborn")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=os.path.join(work, "never"), RUN_JOB_ON_TERM=terms)
+    errfile = open(os.path.join(work, "stubborn.err"), "w+")  # the orphan outlives the run: no pipe
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--flush-timeout", "0", "--", args.job, "orphans", "1",
+                          "5"], env=env, stdout=subprocess.DEVNULL, stderr=errfile)
+    orphan = None
+    try:
+        (orphan,) = wait_lines(pids, 1)
+        p.send_signal(signal.SIGTERM)
+        wait_for(terms, 60)  # the file exists once the orphan got the forwarded signal
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if orphan:
+            os.kill(orphan, signal.SIGKILL)
+    errfile.seek(0)
+    err = errfile.read()
+    check(p.returncode == 0, f"stubborn: exit {p.returncode}: {err}")
+    check("1 process still running" in err and f"({orphan})" in err, f"stubborn: the orphan is not named: {err}")
+
 
 # ---------------------------------------------------------------- shared DIR
 

@@ -16,11 +16,13 @@
  *                        the file GATE to exist, then issues K more
  * With RUN_JOB_PIDS=FILE in the environment, each rank appends its pid there
  * once its first K calls are done: the tests wait for that file, never for a
- * time. With RUN_JOB_GATE=FILE, an orphan waits for FILE before it exits. A
- * wrong result exits 1.
+ * time. With RUN_JOB_GATE=FILE, an orphan waits for FILE before it exits;
+ * with RUN_JOB_ON_TERM=FILE, it survives SIGTERM, appending a line to FILE
+ * for each one it gets. A wrong result exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +79,22 @@ static void note_pid(void)
 	if (write(fd, line, (size_t)n) != n)
 		exit(1);
 	close(fd);
+}
+
+static const char *on_term_path;
+
+/* SIGTERM noted, not obeyed: open/write/close are async-signal-safe. */
+static void on_term(int sig)
+{
+	int fd = open(on_term_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	(void)sig;
+	if (fd >= 0) {
+		if (write(fd, "term\n", 5) < 0) {
+			/* nothing to do: the test then sees no line */
+		}
+		close(fd);
+	}
 }
 
 static ncclComm_t comm_open(void)
@@ -139,6 +157,9 @@ int main(int argc, char **argv)
 				ncclComm_t comm;
 
 				wait_orphaned(parent);
+				on_term_path = getenv("RUN_JOB_ON_TERM");
+				if (on_term_path)
+					signal(SIGTERM, on_term);
 				comm = comm_open();
 				allreduce_n(comm, k);
 				note_pid();
