@@ -570,7 +570,6 @@ static int exit_code_of(int status)
 	return 1;
 }
 
-
 /* Keep the ingest going for a while; on a write error, say so once. */
 static void pump(struct run_state *st, int timeout_ms)
 {

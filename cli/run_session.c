@@ -551,6 +551,12 @@ static int leftover_open(const char *folder, struct run_leftover *l)
 	l->lock_fd = -1;
 	if (!info)
 		return -ENOMEM;
+	/* Only a private folder of the user's own: DIR may be open to others,
+	 * who could plant a look-alike for the next run to merge. */
+	if (lstat(folder, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		free(info);
+		return 0;
+	}
 	fd = open(info, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	free(info);
 	if (fd < 0)

@@ -269,6 +269,25 @@ static void test_session(void **state)
 	assert_int_equal(n, 0);
 	run_leftovers_free(l, n);
 
+	/* A look-alike folder open to others is never taken for a leftover. */
+	snprintf(file, sizeof(file), "%s/" RUN_FOLDER_PREFIX "planted", dir);
+	assert_int_equal(mkdir(file, 0755), 0);
+	assert_int_equal(chmod(file, 0755), 0);
+	strncat(file, "/run.info", sizeof(file) - strlen(file) - 1);
+	{
+		FILE *f = fopen(file, "w");
+
+		assert_non_null(f);
+		fputs("fsdpscope-run 1\npid=1\n", f);
+		fclose(f);
+	}
+	assert_int_equal(run_leftovers_find(dir, &l, &n), 0);
+	assert_int_equal(n, 0);
+	run_leftovers_free(l, n);
+	assert_int_equal(unlink(file), 0);
+	*strrchr(file, '/') = '\0';
+	assert_int_equal(rmdir(file), 0);
+
 	/* Publishing never replaces: trace.fss, then trace-2.fss. */
 	write_process_file(run_session_output(s), 1, 1);
 	assert_int_equal(run_session_publish(s, "trace", &path, &taken), 0);
