@@ -182,7 +182,7 @@ def scenario_exit(args):
     r = run([fs, "run", "--bogus", "--", "true"])
     check(r.returncode == 2, f"unknown option: exit {r.returncode}")
 
-    # A directory path too long for a socket file: an abstract socket, still
+    # A directory path too long for a socket file: the socket in a private folder of its own, still
     # recorded (needs a job that calls NCCL: fsdp_ref, one rank, one step).
     if args.fsdp_ref:
         deep = os.path.join(work, "d" * 60, "e" * 60)
@@ -190,9 +190,9 @@ def scenario_exit(args):
                  "--layers", "1", "--steps", "1", "--quiet"])
         check(r.returncode == 0, f"long --out: exit {r.returncode}: {r.stderr}")
         check(len(by_type(dump(args, os.path.join(deep, "long.fss")), "process_hello")) == 1,
-              "long --out (abstract socket): the process is not in the trace")
+              "long --out (socket outside DIR): the process is not in the trace")
     else:
-        print("note: fsdp_ref not built: the abstract-socket case (long --out) is not checked")
+        print("note: fsdp_ref not built: the long-DIR case (long --out) is not checked")
 
     # The job's environment: the agent first in LD_PRELOAD (what was there
     # kept), the socket, DIR, the flags; a user's NVTX injection is kept.
