@@ -6,6 +6,7 @@
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
 #include "cli/output.h"
+#include "cli/run_session.h"
 
 #include "common/error.h"
 
@@ -133,6 +134,9 @@ int cmd_lint(int argc, char **argv)
 			}
 		}
 	}
+	/* A trace (or folder) a killed run left: say so before reading it. */
+	if (optind < argc)
+		run_unfinished_note(argv[optind], "fsdpscope lint", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
 		return EXIT_USAGE;
 	if (json) {

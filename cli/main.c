@@ -87,7 +87,8 @@ int main(int argc, char **argv)
 		command_print_list(stderr);
 		return EXIT_USAGE;
 	}
-	if (wants_help(argc - 1, argv + 1)) {
+	/* run reads its own --help: from CMD on, every word is the job's. */
+	if (cmd->run != cmd_run && wants_help(argc - 1, argv + 1)) {
 		fputs(cmd->help, stdout);
 		return finish(EXIT_OK);
 	}
