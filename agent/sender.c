@@ -42,6 +42,10 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/comms.h"
+#include "agent/emit.h"
+#include "agent/sender.h"
+#include "agent/strings.h"
 #include "common/clock.h"
 #include "common/ring.h"
 #include "common/trace_writer.h"
@@ -155,9 +159,7 @@ static void sender_write_drops(ring_t *ring, uint64_t ring_dropped_extra)
 	d.sink_dropped = atomic_load(&agent_counters.sink_dropped);
 	d.cupti_dropped = atomic_load(&agent_counters.cupti_dropped);
 	d.records_written = ring_pushed(ring);
-#ifdef FSS_AGENT_HAVE_NVTX
-	d.nvtx_dropped = nvtx_dropped();
-#endif
+	d.nvtx_dropped = atomic_load(&agent_counters.nvtx_dropped);
 	snd.last_drops_ns = d.at_ns;
 	(void)sender_append(&d);
 }

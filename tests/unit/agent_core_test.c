@@ -28,6 +28,10 @@
 #include <nccl.h>
 
 #include "agent/agent.h"
+#include "agent/emit.h"
+#include "agent/lifecycle.h"
+#include "agent/sender.h"
+#include "agent/strings.h"
 #include "common/record.h"
 #include "common/strtab.h"
 #include "tests/unit/agent_core_trace.h"
