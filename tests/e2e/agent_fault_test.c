@@ -733,6 +733,81 @@ static void test_exit_paths(void **state)
 	}
 }
 
+/* _exit and _Exit (os._exit) skip the exit handlers: the agent's wrappers
+ * flush anyway, so the trace is as complete as after exit(0). */
+static void test_underscore_exit(void **state)
+{
+	(void)state;
+	static const char *const hows[] = {"_exit", "_Exit"};
+
+	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+		char out[256], preload[600], outenv[300], names[4][300], name[64];
+		char *argv[] = {(char *)job_path, "quick", "50", (char *)hows[h], NULL};
+		struct run plain, with;
+		struct trace_summary s;
+
+		snprintf(name, sizeof(name), "quick%s-out", hows[h]);
+		subdir(out, sizeof(out), name);
+		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+		snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+		const char *extra[] = {preload, outenv, NULL};
+		run_plain(&plain, argv);
+		assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+		run_start(&with, argv, extra);
+		run_wait(&with);
+		assert_same_run(&plain, &with);
+		assert_int_equal(list_traces(out, names, 4), 1);
+		assert_null(strstr(names[0], ".partial")); /* closed and renamed */
+		assert_int_equal(summary_read_file(&s, names[0]), 0);
+		assert_int_equal(s.ncolls, 50);
+		for (size_t i = 0; i < s.ncolls; i++)
+			assert_int_equal(s.colls[i].seq, i + 1);
+		assert_true(s.have_drops);
+		assert_int_equal(s.drops.ring_dropped, 0);
+		assert_int_equal(s.drops.sink_dropped, 0);
+		assert_true(s.have_end && s.end_is_last);
+		assert_int_equal(s.end.collectives, 50);
+		assert_int_equal(s.end.exit_code, 0);
+		summary_free(&s);
+	}
+}
+
+/* A vfork child runs on its parent's memory until it execs or calls _exit:
+ * one whose exec failed calls _exit, which must leave the parent's ring,
+ * sender and trace alone. */
+static void test_vfork_failed_exec(void **state)
+{
+	(void)state;
+	char out[256], preload[600], outenv[300], names[4][300];
+	char *argv[] = {(char *)job_path, "vfork", "100", NULL};
+	struct run plain, with;
+	struct trace_summary s;
+
+	subdir(out, sizeof(out), "vfork-out");
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+	const char *extra[] = {preload, outenv, NULL};
+	run_plain(&plain, argv);
+	assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+	run_start(&with, argv, extra);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(list_traces(out, names, 4), 1); /* the child wrote nothing */
+	assert_null(strstr(names[0], ".partial"));
+	assert_int_equal(summary_read_file(&s, names[0]), 0);
+	assert_int_equal(s.hello.pid, (uint32_t)with.pid);
+	assert_int_equal(s.ncolls, 200); /* both halves: the sender outlived the child */
+	for (size_t i = 0; i < s.ncolls; i++)
+		assert_int_equal(s.colls[i].seq, i + 1);
+	assert_int_equal(s.ncomms, 2);
+	assert_int_equal(s.drops.ring_dropped, 0);
+	assert_int_equal(s.drops.sink_dropped, 0);
+	assert_true(s.have_end && s.end_is_last);
+	assert_int_equal(s.end.collectives, 200);
+	assert_int_equal(s.end.exit_code, 0); /* the parent's, not the child's 127 */
+	summary_free(&s);
+}
+
 /* NCCL linked by a module that was dlopen'd RTLD_LOCAL (as torch is
  * imported by Python): the agent's wrappers still find the real library. */
 static void test_nccl_in_local_module(void **state)
@@ -793,6 +868,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_threads),
 	    cmocka_unit_test(test_no_nccl),
 	    cmocka_unit_test(test_exit_paths),
+	    cmocka_unit_test(test_underscore_exit),
+	    cmocka_unit_test(test_vfork_failed_exec),
 	    cmocka_unit_test(test_nccl_in_local_module),
 	};
 
