@@ -105,6 +105,12 @@ static void agent_read_config(void)
 
 	env_copy(AGENT_ENV_SINK, c->sink, sizeof(c->sink));
 	env_copy(AGENT_ENV_OUT, c->out_dir, sizeof(c->out_dir));
+	env_copy("XDG_RUNTIME_DIR", c->runtime_dir, sizeof(c->runtime_dir));
+	if (c->runtime_dir[0] != '/')
+		c->runtime_dir[0] = '\0';
+	env_copy("TMPDIR", c->tmp_dir, sizeof(c->tmp_dir));
+	if (c->tmp_dir[0] != '/')
+		c->tmp_dir[0] = '\0';
 	c->sink_timeout_ms = (int)env_long(AGENT_ENV_SINK_TIMEOUT, 1000, 10, 600000);
 	c->dormant = agent_dormant;
 	c->cupti = !(cupti && strcmp(cupti, "0") == 0);

@@ -134,6 +134,8 @@ void agent_state_reset(void);
 struct agent_config {
 	char sink[256];      /* FSDPSCOPE_SINK, "" when unset */
 	char out_dir[1024];  /* FSDPSCOPE_OUT, "" when unset */
+	char runtime_dir[1024]; /* XDG_RUNTIME_DIR when absolute, else "" (the default file directory) */
+	char tmp_dir[1024];  /* TMPDIR when absolute, else "" */
 	int sink_timeout_ms; /* FSDPSCOPE_SINK_TIMEOUT_MS */
 	int dormant;         /* FSDPSCOPE_DORMANT=1 */
 	int cupti;           /* FSDPSCOPE_CUPTI is not "0" */

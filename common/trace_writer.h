@@ -19,6 +19,8 @@ struct trace_writer_options {
 	uint64_t features;       /* FSS_FEATURE_* bits for the file header */
 	uint32_t chunk_payload;  /* payload bytes per chunk, 0: FSS_CHUNK_DEFAULT_PAYLOAD */
 	int sync_on_close;       /* fsync the file before the rename */
+	int exclusive;           /* create "<path>.partial" mode 0600, O_EXCL | O_NOFOLLOW: -EEXIST when the
+	                          * name exists (a symlink included) instead of truncating what it names */
 };
 
 /*
