@@ -10,7 +10,8 @@
  *   fork          the child has no sender thread: it becomes a new source
  *                 (empty ring, no communicators) and activates again on its
  *                 own first NCCL call, or stays quiet
- *   exit / _exit  CUPTI flush, then sender_stop with a bounded wait; the
+ *   exit, quick_exit, _exit, _Exit
+ *                 CUPTI flush, then sender_stop with a bounded wait; the
  *                 state goes OFF so that NCCL calls from later destructors
  *                 are only forwarded
  */
@@ -42,6 +43,7 @@ static lifecycle_exit_fn lifecycle_real_Exit;  /* the next _Exit */
 
 static void lifecycle_fork_child(void);
 static void lifecycle_on_exit(int status, void *arg);
+static void lifecycle_on_quick_exit(void);
 
 static int lifecycle_initialised(void)
 {
@@ -55,8 +57,14 @@ static int lifecycle_activated(void)
 	 * works; on_exit (glibc) also hands it the exit status for
 	 * process_end. The registration is inherited by fork children, hence
 	 * once. */
-	if (!atomic_exchange(&lifecycle_exit_registered, 1) && on_exit(lifecycle_on_exit, NULL) != 0)
-		agent_debug("on_exit failed: the destructor will flush");
+	if (!atomic_exchange(&lifecycle_exit_registered, 1)) {
+		if (on_exit(lifecycle_on_exit, NULL) != 0)
+			agent_debug("on_exit failed: the destructor will flush");
+		/* quick_exit runs only these handlers, then _exit inside libc
+		 * (not through the interposed one). */
+		if (at_quick_exit(lifecycle_on_quick_exit) != 0)
+			agent_debug("at_quick_exit failed: quick_exit will not flush");
+	}
 	return sender_start();
 }
 
@@ -101,6 +109,12 @@ static void lifecycle_on_exit(int status, void *arg)
 {
 	(void)arg;
 	agent_exit_flush(status);
+}
+
+/* quick_exit's handlers are not told the status: exit_code stays -1. */
+static void lifecycle_on_quick_exit(void)
+{
+	agent_exit_flush(-1);
 }
 
 /* The real _exit / _Exit, or the system call they make when the lookup

@@ -17,7 +17,8 @@
  *   exit CODE        3 AllReduce, then exit(CODE) with the communicator alive
  *   kill K           K AllReduce, then SIGKILL itself
  *   quick K HOW      K AllReduce, then HOW(0) with the communicator alive,
- *                    HOW being _exit or _Exit (what os._exit() does)
+ *                    HOW being _exit or _Exit (what os._exit() does), or
+ *                    quick_exit
  *   vfork K          K AllReduce; a vfork child whose exec fails and that
  *                    calls _exit(127) with the parent's memory; K more
  * Results are checked; a wrong one exits 1. All output is deterministic.
@@ -290,6 +291,8 @@ static int job_quick(long k, const char *how)
 	fflush(stdout); /* _exit does not flush stdio */
 	if (!strcmp(how, "_Exit"))
 		_Exit(0);
+	if (!strcmp(how, "quick_exit"))
+		quick_exit(0);
 	_exit(0);
 }
 
@@ -340,6 +343,6 @@ int main(int argc, char **argv)
 	fprintf(
 	    stderr,
 	    "usage: agent_fault_job sequence N | many N | gated K FILE | fork | threads T K | exit CODE | kill K | "
-	    "quick K _exit|_Exit | vfork K\n");
+	    "quick K _exit|_Exit|quick_exit | vfork K\n");
 	return 2;
 }
