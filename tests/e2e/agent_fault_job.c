@@ -11,7 +11,9 @@
  *   many N           one rank, N AllReduce of one float
  *   gated K FILE     K AllReduce, wait for FILE to exist, K more
  *   fork             10 AllReduce; a child with its own communicator (5
- *                    AllReduce) and a child without NCCL; 10 more
+ *                    AllReduce) that ends with _exit(0), as Python's
+ *                    multiprocessing ends its forked children, and a child
+ *                    without NCCL; 10 more
  *   threads T K      T threads, each with its own communicator: K AllReduce
  *                    and a group of two
  *   exit CODE        3 AllReduce, then exit(CODE) with the communicator alive
@@ -199,7 +201,7 @@ static int job_fork(void)
 		one_rank(&mine);
 		allreduce_n(mine, 5);
 		CHECK(ncclCommDestroy(mine));
-		exit(0);
+		_exit(0);
 	}
 	pid_t without = fork();
 	if (without == 0)

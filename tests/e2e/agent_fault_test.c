@@ -661,6 +661,7 @@ static void test_fork(void **state)
 	assert_int_not_equal(child->comms[0].comm, 0);
 	assert_int_not_equal(child->comms[0].id_hash, parent->comms[0].id_hash);
 	assert_true(parent->have_end && child->have_end);
+	assert_int_equal(child->end.exit_code, 0); /* its _exit(0), flushed by its own sender */
 	summary_free(&s[0]);
 	summary_free(&s[1]);
 }
