@@ -25,7 +25,10 @@
  * go out every second and at the end, then process_end.
  *
  * Producers never wake this thread (that would be a syscall on their hot
- * path): it polls the ring, sleeping 1 to 8 ms while the ring is empty. All
+ * path): it polls the ring, sleeping 1 to 8 ms while the ring is empty. A
+ * stop or flush request (exit, _exit) does wake it, and it wakes the
+ * requester when it is done: the exit paths wait for the work, not for a
+ * sleep to end (futexes: nothing a fork can leave locked). All
  * signals are blocked here, so a SIGPIPE from a vanished collector (a
  * thread-directed signal) stays with this thread instead of killing the job,
  * and the job's signal handlers never run on it.
@@ -38,7 +41,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -73,6 +78,8 @@ struct sender {
 	_Atomic int stop_req;
 	_Atomic uint64_t flush_req;
 	_Atomic uint64_t flush_done;
+	_Atomic uint32_t wake;     /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
+	_Atomic uint32_t progress; /* futex: bumped by the thread when it answered a request or finished */
 
 	/* The sender thread's own. */
 	int kind;	   /* enum sender_sink */
@@ -464,11 +471,19 @@ static size_t sender_drain(ring_t *ring, size_t max)
 	return n;
 }
 
-static void sender_sleep_ms(unsigned ms)
+/* Sleep up to ms while *word still holds seen; a futex wake (or a change
+ * made before the call) ends it early. */
+static void sender_futex_wait(_Atomic uint32_t *word, uint32_t seen, unsigned ms)
 {
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
-	nanosleep(&ts, NULL);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+static void sender_futex_bump(_Atomic uint32_t *word)
+{
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 static void sender_finish(ring_t *ring)
@@ -510,6 +525,7 @@ static void sender_loop(void)
 	else
 		sender_open_first();
 	for (;;) {
+		uint32_t wake_seen = atomic_load(&snd.wake); /* before the requests: a later one ends the sleep */
 		int stop = atomic_load(&snd.stop_req);
 		uint64_t flush_req = atomic_load(&snd.flush_req);
 		uint64_t now;
@@ -530,11 +546,12 @@ static void sender_loop(void)
 			sender_drain(ring, ring_capacity(ring));
 			sender_flush_writer();
 			atomic_store(&snd.flush_done, flush_req);
+			sender_futex_bump(&snd.progress);
 		}
 		if (stop)
 			break;
 		if (n == 0) {
-			sender_sleep_ms(idle_ms);
+			sender_futex_wait(&snd.wake, wake_seen, idle_ms);
 			idle_ms = idle_ms * 2 > SENDER_IDLE_MAX_MS ? SENDER_IDLE_MAX_MS : idle_ms * 2;
 		} else {
 			idle_ms = 1;
@@ -549,6 +566,7 @@ static void *sender_main(void *arg)
 	pthread_setname_np(pthread_self(), "fsdpscope-send");
 	sender_loop();
 	atomic_store_explicit(&snd.finished, 1, memory_order_release);
+	sender_futex_bump(&snd.progress);
 	return NULL;
 }
 
@@ -585,18 +603,24 @@ int sender_running(void)
 	return atomic_load(&snd.running) && !atomic_load(&snd.finished);
 }
 
-/* Wait until done(arg) holds, for at most timeout_ms, polling every
- * millisecond: no condition variable, so nothing a fork can leave locked. */
+/* Wait until done(arg) holds, for at most timeout_ms: woken by the
+ * thread's progress, and looking again every 10 ms whatever happens. */
 static int sender_wait(int (*done)(uint64_t arg), uint64_t arg, int timeout_ms)
 {
 	uint64_t deadline = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 
-	while (!done(arg)) {
-		if (clock_mono_ns() >= deadline)
+	for (;;) {
+		uint32_t seen = atomic_load(&snd.progress);
+		uint64_t now;
+
+		if (done(arg))
+			return 0;
+		now = clock_mono_ns();
+		if (now >= deadline)
 			return -ETIMEDOUT;
-		sender_sleep_ms(1);
+		uint64_t left_ms = (deadline - now + 999999) / 1000000;
+		sender_futex_wait(&snd.progress, seen, left_ms < 10 ? (unsigned)left_ms : 10);
 	}
-	return 0;
 }
 
 static int sender_flushed(uint64_t want)
@@ -615,6 +639,7 @@ void sender_flush(int timeout_ms)
 	if (!sender_running() || pthread_equal(pthread_self(), snd.thread))
 		return;
 	uint64_t want = atomic_fetch_add(&snd.flush_req, 1) + 1;
+	sender_futex_bump(&snd.wake);
 	if (sender_wait(sender_flushed, want, timeout_ms))
 		agent_debug("flush: the sender did not answer within %d ms", timeout_ms);
 }
@@ -624,6 +649,7 @@ void sender_stop(int timeout_ms)
 	if (!atomic_load(&snd.running) || pthread_equal(pthread_self(), snd.thread))
 		return;
 	atomic_store(&snd.stop_req, 1);
+	sender_futex_bump(&snd.wake);
 	if (sender_wait(sender_done, 0, timeout_ms)) {
 		/* Leave it: the process exits around it. */
 		agent_debug("the sender did not finish within %d ms: exiting without it", timeout_ms);
@@ -653,4 +679,6 @@ void sender_after_fork_child(void)
 	atomic_store(&snd.stop_req, 0);
 	atomic_store(&snd.flush_req, 0);
 	atomic_store(&snd.flush_done, 0);
+	atomic_store(&snd.wake, 0);
+	atomic_store(&snd.progress, 0);
 }
