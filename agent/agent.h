@@ -31,20 +31,21 @@
 #include "common/record.h"
 
 /* Environment the agent reads (set by `fsdpscope run`, or by hand). */
-#define AGENT_ENV_SINK "FSDPSCOPE_SINK"       /* collector address (common/wire.h syntax) */
-#define AGENT_ENV_OUT "FSDPSCOPE_OUT"         /* directory for per-process trace files */
+#define AGENT_ENV_SINK "FSDPSCOPE_SINK"	      /* collector address (common/wire.h syntax) */
+#define AGENT_ENV_OUT "FSDPSCOPE_OUT"	      /* directory for per-process trace files */
 #define AGENT_ENV_DORMANT "FSDPSCOPE_DORMANT" /* "1": count only until a collector connects */
 #define AGENT_ENV_RING "FSDPSCOPE_RING_SLOTS" /* ring capacity in records (default 65536) */
 #define AGENT_ENV_DISABLE "FSDPSCOPE_DISABLE" /* "1": load but do nothing at all */
 #define AGENT_ENV_CUPTI "FSDPSCOPE_CUPTI"     /* "0": do not load CUPTI */
 #define AGENT_ENV_DEBUG "FSDPSCOPE_DEBUG"     /* "1": say what the agent does on stderr */
-#define AGENT_ENV_SINK_TIMEOUT "FSDPSCOPE_SINK_TIMEOUT_MS" /* a socket write blocked this long = sink stalled (default 1000) */
+/* a socket write blocked this long = sink stalled (default 1000) */
+#define AGENT_ENV_SINK_TIMEOUT "FSDPSCOPE_SINK_TIMEOUT_MS"
 
 /* Agent states. Producers check one relaxed atomic load. */
 enum agent_state {
-	AGENT_OFF = 0,      /* not initialised, disabled, or turned off after a failure */
-	AGENT_DORMANT = 1,  /* count calls only; no records */
-	AGENT_ON = 2,       /* record everything */
+	AGENT_OFF = 0,	   /* not initialised, disabled, or turned off after a failure */
+	AGENT_DORMANT = 1, /* count calls only; no records */
+	AGENT_ON = 2,	   /* record everything */
 };
 
 extern _Atomic int agent_state_now;
@@ -132,13 +133,13 @@ void agent_state_reset(void);
 /* What agent_activate read from the environment (stable once the sender
  * thread runs; the sender reads it without locks). */
 struct agent_config {
-	char sink[256];      /* FSDPSCOPE_SINK, "" when unset */
-	char out_dir[1024];  /* FSDPSCOPE_OUT, "" when unset */
+	char sink[256];		/* FSDPSCOPE_SINK, "" when unset */
+	char out_dir[1024];	/* FSDPSCOPE_OUT, "" when unset */
 	char runtime_dir[1024]; /* XDG_RUNTIME_DIR when absolute, else "" (the default file directory) */
-	char tmp_dir[1024];  /* TMPDIR when absolute, else "" */
-	int sink_timeout_ms; /* FSDPSCOPE_SINK_TIMEOUT_MS */
-	int dormant;         /* FSDPSCOPE_DORMANT=1 */
-	int cupti;           /* FSDPSCOPE_CUPTI is not "0" */
+	char tmp_dir[1024];	/* TMPDIR when absolute, else "" */
+	int sink_timeout_ms;	/* FSDPSCOPE_SINK_TIMEOUT_MS */
+	int dormant;		/* FSDPSCOPE_DORMANT=1 */
+	int cupti;		/* FSDPSCOPE_CUPTI is not "0" */
 	int rank, local_rank, world_size, slurm_procid, ompi_rank; /* hints for the hello, -1 unset */
 };
 extern struct agent_config agent_config;
@@ -148,9 +149,9 @@ extern struct agent_config agent_config;
  * lifecycle.c (a constant table: valid before any constructor ran).
  */
 struct agent_hooks {
-	int (*initialised)(void); /* agent_init, once: 0, or -errno to turn the agent off */
-	int (*activated)(void);   /* agent_activate, once per process: start the sender; 0 or -errno */
-	void (*gpu_start)(void);  /* start GPU activity (cupti_start) */
+	int (*initialised)(void);	/* agent_init, once: 0, or -errno to turn the agent off */
+	int (*activated)(void);		/* agent_activate, once per process: start the sender; 0 or -errno */
+	void (*gpu_start)(void);	/* start GPU activity (cupti_start) */
 	uint64_t (*gpu_features)(void); /* FSS_FEATURE_CUPTI or _CUPTI_BUSY as CUPTI is now, else 0 */
 };
 extern const struct agent_hooks agent_hooks;

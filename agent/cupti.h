@@ -11,12 +11,12 @@
 #include <stdint.h>
 
 enum agent_cupti_status {
-	AGENT_CUPTI_IDLE = 0,     /* not started yet, or libcuda not loaded yet */
-	AGENT_CUPTI_ON = 1,       /* activity enabled: GPU intervals flow */
+	AGENT_CUPTI_IDLE = 0,	  /* not started yet, or libcuda not loaded yet */
+	AGENT_CUPTI_ON = 1,	  /* activity enabled: GPU intervals flow */
 	AGENT_CUPTI_DISABLED = 2, /* FSDPSCOPE_CUPTI=0 */
-	AGENT_CUPTI_ABSENT = 3,   /* no usable libcupti */
-	AGENT_CUPTI_FAILED = 4,   /* CUPTI refused (no device, old driver, error), or a forked child */
-	AGENT_CUPTI_BUSY = 5,     /* another CUPTI subscriber (nsys, PyTorch profiler) holds CUPTI */
+	AGENT_CUPTI_ABSENT = 3,	  /* no usable libcupti */
+	AGENT_CUPTI_FAILED = 4,	  /* CUPTI refused (no device, old driver, error), or a forked child */
+	AGENT_CUPTI_BUSY = 5,	  /* another CUPTI subscriber (nsys, PyTorch profiler) holds CUPTI */
 };
 
 /*

@@ -37,17 +37,17 @@ uint32_t agent_thread_id(void);
  * by the ring itself (ring_drops).
  */
 struct agent_counters {
-	_Atomic uint64_t collectives;   /* collective calls seen (all states but OFF) */
-	_Atomic uint64_t sink_dropped;  /* records popped but not written (sink failed, or no sink) */
+	_Atomic uint64_t collectives;	/* collective calls seen (all states but OFF) */
+	_Atomic uint64_t sink_dropped;	/* records popped but not written (sink failed, or no sink) */
 	_Atomic uint64_t cupti_dropped; /* CUPTI's own dropped-record count */
-	_Atomic uint64_t nvtx_dropped;  /* NVTX ranges not recorded (stack deeper than 64, table full) */
+	_Atomic uint64_t nvtx_dropped;	/* NVTX ranges not recorded (stack deeper than 64, table full) */
 };
 extern struct agent_counters agent_counters;
 
 /* What agent.c needs to set up and reset the ring. */
-extern size_t agent_ring_slots;    /* capacity asked for (FSDPSCOPE_RING_SLOTS) */
-int agent_ring_exists(void);       /* the ring was created */
-void agent_ring_replace(void);     /* free the ring; the next record makes a new one */
+extern size_t agent_ring_slots;	   /* capacity asked for (FSDPSCOPE_RING_SLOTS) */
+int agent_ring_exists(void);	   /* the ring was created */
+void agent_ring_replace(void);	   /* free the ring; the next record makes a new one */
 void agent_thread_id_forget(void); /* the calling thread's cached id is stale (fork) */
 
 #endif

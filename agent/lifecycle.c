@@ -33,11 +33,11 @@
 #define LIFECYCLE_API __attribute__((visibility("default")))
 
 static _Atomic int lifecycle_exit_registered; /* on_exit handler registered (inherited by fork children) */
-static _Atomic int lifecycle_stopped;         /* the exit flush ran in this process */
+static _Atomic int lifecycle_stopped;	      /* the exit flush ran in this process */
 
 typedef void (*lifecycle_exit_fn)(int);
-static lifecycle_exit_fn lifecycle_real_exit;  /* the next _exit, resolved by the constructor */
-static lifecycle_exit_fn lifecycle_real_Exit;  /* the next _Exit */
+static lifecycle_exit_fn lifecycle_real_exit; /* the next _exit, resolved by the constructor */
+static lifecycle_exit_fn lifecycle_real_Exit; /* the next _Exit */
 
 /* ---- hooks: what the core asks for ----------------------------------------- */
 
