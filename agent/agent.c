@@ -43,7 +43,7 @@ static pthread_once_t agent_once = PTHREAD_ONCE_INIT;
 static _Atomic int agent_inited;       /* agent_init has run (any outcome) */
 static _Atomic int agent_off_for_good; /* FSDPSCOPE_DISABLE, or agent_disable */
 static int agent_debug_on;
-static int agent_dormant;		/* FSDPSCOPE_DORMANT=1 */
+static int agent_dormant; /* FSDPSCOPE_DORMANT=1 */
 _Atomic int agent_cupti_started;
 static _Atomic pid_t agent_pid; /* the process that activated */
 

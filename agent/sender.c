@@ -36,15 +36,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +78,7 @@ struct sender {
 	_Atomic int stop_req;
 	_Atomic uint64_t flush_req;
 	_Atomic uint64_t flush_done;
-	_Atomic uint32_t wake;     /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
+	_Atomic uint32_t wake;	   /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
 	_Atomic uint32_t progress; /* futex: bumped by the thread when it answered a request or finished */
 
 	/* The sender thread's own. */
@@ -310,10 +310,10 @@ static int sender_create_in(const char *dir, const char *host, const struct trac
 	int err = -EEXIST;
 
 	for (int attempt = 0; attempt < SENDER_NAME_TRIES; attempt++) {
-		int n = attempt == 0 ? snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d.fss", dir, host,
-						(int)getpid())
-				     : snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d-%d.fss", dir, host,
-						(int)getpid(), attempt);
+		int n = attempt == 0
+			    ? snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d.fss", dir, host, (int)getpid())
+			    : snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d-%d.fss", dir, host,
+				       (int)getpid(), attempt);
 		if (n < 0 || (size_t)n >= sizeof(snd.path))
 			return -ENAMETOOLONG;
 		if (lstat(snd.path, &st) == 0)
@@ -356,8 +356,9 @@ static int sender_open_file(struct fss_rec_process_hello *hello)
 		err = sender_create_in(dir, host, &opts);
 	if (err) {
 		if (out[0])
-			agent_warn("no trace file: FSDPSCOPE_OUT=%s: %s; %s: %s; the records of this process are dropped", out,
-				   strerror(-out_err), dir, strerror(-err));
+			agent_warn(
+			    "no trace file: FSDPSCOPE_OUT=%s: %s; %s: %s; the records of this process are dropped", out,
+			    strerror(-out_err), dir, strerror(-err));
 		else
 			agent_warn("no trace file: %s: %s; the records of this process are dropped (set FSDPSCOPE_OUT "
 				   "to a writable directory)",

@@ -342,9 +342,8 @@ int main(int argc, char **argv)
 		return job_quick(atol(argv[2]), argv[3]);
 	if (!strcmp(what, "vfork") && argc == 3)
 		return job_vfork(atol(argv[2]));
-	fprintf(
-	    stderr,
-	    "usage: agent_fault_job sequence N | many N | gated K FILE | fork | threads T K | exit CODE | kill K | "
-	    "quick K _exit|_Exit|quick_exit | vfork K\n");
+	fprintf(stderr,
+		"usage: agent_fault_job sequence N | many N | gated K FILE | fork | threads T K | exit CODE | kill K | "
+		"quick K _exit|_Exit|quick_exit | vfork K\n");
 	return 2;
 }
