@@ -45,6 +45,7 @@ static const char *agent_path;
 static const char *job_path;
 static const char *dlopen_path; /* agent_fault_dlopen */
 static const char *module_path; /* agent_fault_module.so */
+static const char *nccl_path;   /* the CPU NCCL stand-in, libnccl.so.2 */
 static char tmpdir[64];
 
 static uint64_t ms_now(void)
@@ -876,6 +877,55 @@ static void test_vfork_failed_exec(void **state)
 	summary_free(&s);
 }
 
+/* Python ending with os._exit(0), as training scripts do to skip a slow
+ * teardown: NCCL through ctypes from the global scope (the preloaded
+ * agent's wrappers, then the stand-in). */
+static const char python_os_exit[] =
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\n"
+    "g = ctypes.CDLL(None)\n"
+    "class UID(ctypes.Structure):\n"
+    "    _fields_ = [('b', ctypes.c_char * 128)]\n"
+    "uid = UID()\n"
+    "assert g.ncclGetUniqueId(ctypes.byref(uid)) == 0\n"
+    "comm = ctypes.c_void_p()\n"
+    "assert g.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0\n"
+    "x, y = ctypes.c_float(1.0), ctypes.c_float(0.0)\n"
+    "for i in range(25):\n"
+    "    assert g.ncclAllReduce(ctypes.byref(x), ctypes.byref(y), ctypes.c_size_t(1), 7, 0, comm, None) == 0\n"
+    "print('python done', flush=True)\n"
+    "os._exit(0)\n";
+
+static void test_python_os_exit(void **state)
+{
+	(void)state;
+	char out[256], preload[600], outenv[300], names[4][300];
+	char *argv[] = {"python3", "-c", (char *)python_os_exit, (char *)nccl_path, NULL};
+	struct run plain, with;
+	struct trace_summary s;
+
+	if (system("python3 -c pass >/dev/null 2>&1") != 0) {
+		print_message("python3 is not installed: the os._exit case is skipped\n");
+		skip();
+	}
+	subdir(out, sizeof(out), "python-out");
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+	const char *extra[] = {preload, outenv, NULL};
+	run_plain(&plain, argv);
+	assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+	run_start(&with, argv, extra);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(list_traces(out, names, 4), 1);
+	assert_null(strstr(names[0], ".partial"));
+	assert_int_equal(summary_read_file(&s, names[0]), 0);
+	assert_int_equal(s.ncolls, 25);
+	assert_true(s.have_end && s.end_is_last);
+	assert_int_equal(s.end.exit_code, 0);
+	summary_free(&s);
+}
+
 /* ---- where files go, and what the agent will not open ------------------------------ */
 
 static void file_host_name(char *host, size_t cap)
@@ -1215,20 +1265,22 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_exit_paths),
 	    cmocka_unit_test(test_underscore_exit),
 	    cmocka_unit_test(test_vfork_failed_exec),
+	    cmocka_unit_test(test_python_os_exit),
 	    cmocka_unit_test(test_default_directory),
 	    cmocka_unit_test(test_out_dir_unusable),
 	    cmocka_unit_test(test_symlink_attack),
 	    cmocka_unit_test(test_nccl_in_local_module),
 	};
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: agent_fault_test AGENT.so JOB interpose|faults DLOPEN_JOB MODULE.so\n");
+	if (argc != 7) {
+		fprintf(stderr, "usage: agent_fault_test AGENT.so JOB interpose|faults DLOPEN_JOB MODULE.so NCCL.so\n");
 		return 2;
 	}
 	agent_path = argv[1];
 	job_path = argv[2];
 	dlopen_path = argv[4];
 	module_path = argv[5];
+	nccl_path = argv[6];
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(argv[3], "interpose"))
 		return cmocka_run_group_tests_name("agent_interpose", interpose, setup, teardown);
