@@ -38,6 +38,10 @@ if(TARGET fsdpscope_agent AND TARGET fss_nccl_cpu AND CMOCKA_FOUND)
       COMMAND agent_fault_test $<TARGET_FILE:fsdpscope_agent> $<TARGET_FILE:agent_fault_job> ${group}
               $<TARGET_FILE:agent_fault_dlopen> $<TARGET_FILE:agent_fault_module> $<TARGET_FILE:fss_nccl_cpu>)
     set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS "e2e;agent")
+    if(FSS_SANITIZE)
+      # The stand-in is instrumented there: an uninstrumented python3 cannot load it.
+      set_tests_properties(${name} PROPERTIES ENVIRONMENT "AGENT_FAULT_SANITIZED=1")
+    endif()
   endforeach()
 elseif(NOT TARGET fsdpscope_agent)
   message(STATUS "fsdpscope: the agent is not built: agent_interpose and agent_fault are skipped")
