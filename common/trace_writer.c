@@ -128,7 +128,10 @@ int trace_writer_open(trace_writer_t **out, const char *path, const struct trace
 		err = -ENOMEM;
 		goto fail;
 	}
-	w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (opts && opts->exclusive)
+		w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	else
+		w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		err = -errno;
 		goto fail;

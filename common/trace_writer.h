@@ -17,6 +17,8 @@
 typedef struct trace_writer trace_writer_t;
 
 struct trace_writer_options {
+	int exclusive;           /* create "<path>.partial" mode 0600, O_EXCL | O_NOFOLLOW: -EEXIST when the
+	                          * name exists (a symlink included) instead of truncating what it names */
 	uint64_t features;       /* FSS_FEATURE_* bits for the file header */
 	uint32_t chunk_payload;  /* payload bytes per chunk, 0: FSS_CHUNK_DEFAULT_PAYLOAD */
 	int sync_on_close;       /* fsync the file before the rename, its folder after */
