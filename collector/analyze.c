@@ -560,6 +560,64 @@ static size_t module_ranges(const struct tl_range **v, size_t n)
 	return k;
 }
 
+/* A unit's range by name and start, to find where a unit runs next. */
+struct name_start {
+	uint32_t name;
+	uint32_t reserved;
+	uint64_t start;
+};
+
+static int name_start_cmp(const void *a, const void *b)
+{
+	const struct name_start *x = a, *y = b;
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* unit_opens_ns of each FSDP gather (overlap.h): the start of the first
+ * range of the unit it gathers (the name of its forward gather) that opens
+ * after it ends. mods[0..nmods) are the step's module ranges. */
+static int unit_opens(const struct tl_event *ev, const struct ev_info *info, size_t n, const struct tl_range **mods,
+		      size_t nmods, struct overlap_collective *coll)
+{
+	struct name_start *v = malloc((nmods ? nmods : 1) * sizeof *v);
+	uint32_t *unit_name = calloc(n ? n : 1, sizeof *unit_name); /* by forward unit index (< n) */
+	if (!v || !unit_name) {
+		free(v);
+		free(unit_name);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nmods; i++)
+		v[i] = (struct name_start){mods[i]->name, 0, mods[i]->start};
+	qsort(v, nmods, sizeof *v, name_start_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (info[i].phase == ANALYSIS_PHASE_FORWARD && info[i].unit >= 0 && (size_t)info[i].unit < n &&
+		    info[i].name && !unit_name[info[i].unit])
+			unit_name[info[i].unit] = info[i].name;
+	for (size_t i = 0; i < n; i++) {
+		if (coll[i].kind != OVERLAP_GATHER || info[i].unit < 0 || (size_t)info[i].unit >= n)
+			continue;
+		uint32_t name = unit_name[info[i].unit];
+		if (!name)
+			continue;
+		struct name_start key = {name, 0, ev[i].exit_ns > coll[i].end_ns ? ev[i].exit_ns : coll[i].end_ns};
+		size_t lo = 0, hi = nmods;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (name_start_cmp(&v[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < nmods && v[lo].name == name)
+			coll[i].unit_opens_ns = v[lo].start;
+	}
+	free(v);
+	free(unit_name);
+	return 0;
+}
+
 /*
  * Summarise the events ev[0..n) of one step spanning [t0, t1): counts,
  * exposure per gather and step figures. Uses the source's pending ranges and
@@ -574,8 +632,8 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	struct step_summary *s = calloc(1, sizeof *s);
 	struct interval *iv = calloc(n ? n : 1, sizeof *iv);
 	struct interval *tmp = calloc(n ? n : 1, sizeof *tmp);
-	struct interval *compute = NULL;
-	size_t ncompute = 0;
+	struct interval *compute = NULL, *units = NULL;
+	size_t ncompute = 0, nunits = 0;
 	struct seq_span *spans = NULL;
 	struct overlap_range *ranges = NULL;
 	struct overlap_collective *coll = NULL;
@@ -692,11 +750,32 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 			s->info[i].timed = ev[i].exit_ns > ev[i].launch_ns;
 		}
 		if (m > 0) {
-			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0)
+			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0 ||
+			    overlap_host_units(ranges, m, &units, &nunits) < 0)
 				goto fail;
 			ncompute = clip(compute, ncompute, t0, t1);
 			s->exposure_source = ANALYSIS_EXPOSURE_HOST;
 		}
+	}
+
+	/* unit names from NVTX, while this rank has none; with host timing in
+	 * every step (where each gathered unit's range opens tells a wait for
+	 * the gather from a stall of another unit's compute) */
+	size_t nnamed = 0;
+	if (!use_gpu || !rs->tinfo || !rs->tinfo[0].reserved) {
+		size_t nr = tl_array_len(&src->ranges);
+		named = malloc((nr ? nr : 1) * sizeof *named);
+		if (!named)
+			goto fail;
+		for (size_t i = 0; i < nr; i++) {
+			const struct tl_range *r = tl_array_at(&src->ranges, i);
+			if (r->is_compute && r->start >= t0 && r->start < t1)
+				named[nnamed++] = r;
+		}
+		qsort(named, nnamed, sizeof *named, range_ptr_cmp);
+		nnamed = module_ranges(named, nnamed);
+		name_forward_gathers(src, ev, s->info, n, named, nnamed);
+		s->has_names = nnamed > 0;
 	}
 
 	if (s->exposure_source != ANALYSIS_EXPOSURE_NONE) {
@@ -744,9 +823,11 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 			else
 				first_bwd = 0;
 		}
+		if (!use_gpu && unit_opens(ev, s->info, n, named, nnamed, coll) < 0)
+			goto fail;
 		uint64_t other_wait = 0;
-		if (overlap_step(compute, ncompute, coll, n, t0, t1 > t0 ? t1 : t0, use_gpu, a->opt.exposed_min_ns, figs,
-				 &other_wait) < 0)
+		if (overlap_step(compute, ncompute, units, nunits, coll, n, t0, t1 > t0 ? t1 : t0, use_gpu,
+				 a->opt.exposed_min_ns, figs, &other_wait) < 0)
 			goto fail;
 		s->fig[FIG_OTHER_WAIT] = other_wait;
 		for (size_t i = 0; i < n; i++) {
@@ -794,22 +875,6 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 		s->fig[FIG_COMPUTE] = interval_total(compute, ncompute);
 	}
 
-	/* unit names from NVTX, while this rank has none */
-	if (!rs->tinfo || !rs->tinfo[0].reserved) {
-		size_t nr = tl_array_len(&src->ranges), m = 0;
-		named = malloc((nr ? nr : 1) * sizeof *named);
-		if (!named)
-			goto fail;
-		for (size_t i = 0; i < nr; i++) {
-			const struct tl_range *r = tl_array_at(&src->ranges, i);
-			if (r->is_compute && r->start >= t0 && r->start < t1)
-				named[m++] = r;
-		}
-		qsort(named, m, sizeof *named, range_ptr_cmp);
-		m = module_ranges(named, m);
-		name_forward_gathers(src, ev, s->info, n, named, m);
-		s->has_names = m > 0;
-	}
 	rc = 0;
 	*out = s;
 	s = NULL;
@@ -818,6 +883,7 @@ fail:
 	free(iv);
 	free(tmp);
 	free(compute);
+	free(units);
 	free(spans);
 	free(ranges);
 	free(coll);

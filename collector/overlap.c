@@ -154,6 +154,35 @@ int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct in
 	return 0;
 }
 
+static int unit_cmp(const void *a, const void *b)
+{
+	const struct interval *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end > y->end ? -1 : 1; /* the outer first */
+	return 0;
+}
+
+int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	if (nranges == 0)
+		return 0;
+	struct interval *v = malloc(nranges * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t nv = 0;
+	for (size_t i = 0; i + 1 < nranges; i++)
+		if (ranges[i + 1].thread == ranges[i].thread && ranges[i + 1].start < ranges[i].end)
+			v[nv++] = (struct interval){ranges[i].start, ranges[i].end};
+	qsort(v, nv, sizeof *v, unit_cmp);
+	*out = v;
+	*nout = nv;
+	return 0;
+}
+
 uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
 {
 	size_t lo = 0, hi = n;
@@ -277,9 +306,32 @@ static int ending_cmp(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* Is the stretch [a, b) inside a unit's range that closes before `opens`,
+ * where the gathered unit's range opens (see overlap_step)? units sorted by
+ * start, nested per thread: of the ranges starting before a, the
+ * latest-starting one that holds the stretch is the innermost. */
+static int inside_other_unit(const struct interval *units, size_t n, uint64_t a, uint64_t b, uint64_t opens)
+{
+	if (opens == 0)
+		return 0;
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (units[mid].start <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0;)
+		if (units[i].end >= b)
+			return opens >= units[i].end;
+	return 0;
+}
+
 /* compute_wait_ns of every gather (see overlap_step). */
-static int assign_waits(const struct interval *compute, size_t ncompute, const struct overlap_collective *c,
-			size_t n, uint64_t t0, uint64_t t1, struct overlap_figures *out, uint64_t *other_wait_ns)
+static int assign_waits(const struct interval *compute, size_t ncompute, const struct interval *units,
+			size_t nunits, const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1,
+			struct overlap_figures *out, uint64_t *other_wait_ns)
 {
 	struct ending *v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
@@ -301,12 +353,12 @@ static int assign_waits(const struct interval *compute, size_t ncompute, const s
 		while (last + 1 < nv && v[last + 1].gap_start == v[k].gap_start)
 			last++;
 		uint64_t len = v[k].gap_end - v[k].gap_start;
+		size_t first = last;
+		while (first > k && c[v[first - 1].i].kind == OVERLAP_GATHER)
+			first--;
 		if (c[v[last].i].kind != OVERLAP_GATHER) {
 			*other_wait_ns += len;
-		} else {
-			size_t first = last;
-			while (first > k && c[v[first - 1].i].kind == OVERLAP_GATHER)
-				first--;
+		} else if (!inside_other_unit(units, nunits, v[k].gap_start, v[k].gap_end, c[v[first].i].unit_opens_ns)) {
 			struct overlap_figures *f = &out[v[first].i];
 			f->compute_wait_ns = len;
 			f->wait_start_ns = v[k].gap_start;
@@ -318,15 +370,15 @@ static int assign_waits(const struct interval *compute, size_t ncompute, const s
 	return 0;
 }
 
-int overlap_step(const struct interval *compute, size_t ncompute, const struct overlap_collective *c, size_t n,
-		 uint64_t t0, uint64_t t1, int device_timing, uint64_t min_exposed_ns, struct overlap_figures *out,
-		 uint64_t *other_wait_ns)
+int overlap_step(const struct interval *compute, size_t ncompute, const struct interval *units, size_t nunits,
+		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
+		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns)
 {
 	memset(out, 0, n * sizeof *out);
 	*other_wait_ns = 0;
 	int rc = sweep_exposed(compute, ncompute, c, n, t0, t1, out);
 	if (rc == 0)
-		rc = assign_waits(compute, ncompute, c, n, t0, t1, out, other_wait_ns);
+		rc = assign_waits(compute, ncompute, units, nunits, c, n, t0, t1, out, other_wait_ns);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {

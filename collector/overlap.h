@@ -83,6 +83,16 @@ struct overlap_range {
  */
 int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout);
 
+/*
+ * overlap_host_units - the ranges of ranges[0..nranges) that hold another
+ * range of their thread (units' and phases' ranges: the parents that
+ * overlap_host_compute leaves out), sorted by start, the outer first on
+ * equal starts, not merged. ranges must be as overlap_host_compute left
+ * them (sorted by thread, start). Writes a malloc'ed array (the caller
+ * frees) into *out and its length into *nout. Returns 0 or -ENOMEM.
+ */
+int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout);
+
 /* A collective that starts within this long of the end of the one before it
  * on the same stream (or communication thread) was queued behind it. */
 #define OVERLAP_QUEUE_SLACK_NS 20000ull
@@ -112,6 +122,8 @@ struct overlap_collective {
 	uint64_t end_ns;
 	uint64_t queue_start_ns; /* where the collectives it queued behind on its stream began running
 	                            (start_ns when it started on an idle stream) */
+	uint64_t unit_opens_ns;  /* gathers, host timing: where the range of the unit it gathers opens next
+	                            after its end (0: not known) */
 	uint8_t kind;            /* enum overlap_kind */
 	uint8_t first_of_phase;  /* gathers: first of the forward or of the backward of its cycle */
 	uint8_t reserved[6];
@@ -152,6 +164,14 @@ struct overlap_figures {
  * wait: it adds to *other_wait_ns. Gradient reductions (background) own no
  * stretch. Stretches are clipped to [t0, t1).
  *
+ * units[0..nunits) (host timing; NULL, 0 when not known) are the ranges of
+ * the units' compute (NVTX ranges that hold others: modules), sorted by
+ * start. Compute waits for a gather right before the unit it gathers runs:
+ * a stretch inside a unit's range that closes before the gathered unit's
+ * range opens (unit_opens_ns) is that other unit's own compute stalled (its
+ * thread descheduled between two of its ops while the gather landed), and
+ * no gather's wait.
+ *
  * The cause of an exposed gather is the first that applies, judged over
  * [queue_start, end): first-of-phase; host-late (device_timing only: entered
  * after the compute before it had ended, its kernel started within
@@ -161,9 +181,9 @@ struct overlap_figures {
  * c[0..n) in issue order; out[0..n) receives the figures. Returns 0 or
  * -ENOMEM.
  */
-int overlap_step(const struct interval *compute, size_t ncompute, const struct overlap_collective *c, size_t n,
-		 uint64_t t0, uint64_t t1, int device_timing, uint64_t min_exposed_ns, struct overlap_figures *out,
-		 uint64_t *other_wait_ns);
+int overlap_step(const struct interval *compute, size_t ncompute, const struct interval *units, size_t nunits,
+		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
+		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns);
 
 /* interval_next_start - the first start at or after t in the merged set, or
  * `none` when no interval starts then. */

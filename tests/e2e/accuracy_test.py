@@ -445,7 +445,7 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
     fl = findings_of(lint_layers.stdout, "lint --json --layers", fails)
     tally["runs"] += 1
     if flag(s["flags"], "--style") == "zero3":
-        return fails + check_bucketed(s, d, f, log, tally)
+        return fails + exposure_invariants(d) + check_bucketed(s, d, f, log, tally)
     if d["verdict"] != "diagnosed" or lint.returncode == 3:
         tally["undecided"] += 1
         return fails + ["not diagnosed (%s): %s" % (d["verdict"], (d.get("undecided") or {}).get("why"))]

@@ -48,7 +48,7 @@ static struct overlap_figures one(uint64_t issue, uint64_t s, uint64_t e, int fi
 				       .kind = OVERLAP_GATHER, .first_of_phase = (uint8_t)first};
 	struct overlap_figures f;
 	uint64_t other;
-	assert_int_equal(overlap_step(compute, 2, &c, 1, 0, 400, device, 1, &f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, &c, 1, 0, 400, device, 1, &f, &other), 0);
 	assert_int_equal(other, 0);
 	assert_int_equal(f.hidden_ns + f.exposed_ns, f.duration_ns);
 	return f;
@@ -103,19 +103,19 @@ static void test_exposure(void **state)
 				       .kind = OVERLAP_GATHER};
 	struct overlap_figures f;
 	uint64_t other;
-	assert_int_equal(overlap_step(compute, 2, &c, 1, 0, 400, 0, 10, &f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, &c, 1, 0, 400, 0, 10, &f, &other), 0);
 	assert_int_equal(f.exposed_ns, 0);
 	assert_int_equal(f.hidden_ns, 6);
 	assert_int_equal(f.cause, ANALYSIS_CAUSE_HIDDEN);
 	/* no compute at all: the whole step is one stretch of waiting */
-	assert_int_equal(overlap_step(NULL, 0, &c, 1, 0, 400, 0, 1, &f, &other), 0);
+	assert_int_equal(overlap_step(NULL, 0, NULL, 0, &c, 1, 0, 400, 0, 1, &f, &other), 0);
 	assert_int_equal(f.exposed_ns, 6);
 	assert_int_equal(f.compute_wait_ns, 400);
 	assert_int_equal(f.cause, ANALYSIS_CAUSE_NO_PREFETCH);
 	/* the step clips both figures: [350, 450) in a step ending at 400 */
 	c = (struct overlap_collective){.issue_ns = 350, .start_ns = 350, .end_ns = 450, .queue_start_ns = 350,
 					.kind = OVERLAP_GATHER};
-	assert_int_equal(overlap_step(compute, 2, &c, 1, 0, 400, 0, 1, &f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, &c, 1, 0, 400, 0, 1, &f, &other), 0);
 	assert_int_equal(f.duration_ns, 100);
 	assert_int_equal(f.exposed_ns, 50);
 	assert_int_equal(f.compute_wait_ns, 0); /* it ended after the step */
@@ -131,7 +131,7 @@ static void test_exposed_once(void **state)
 	};
 	struct overlap_figures f[2];
 	uint64_t other;
-	assert_int_equal(overlap_step(compute, 2, c, 2, 0, 400, 0, 1, f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, c, 2, 0, 400, 0, 1, f, &other), 0);
 	assert_int_equal(f[0].exposed_ns, 40);
 	assert_int_equal(f[1].exposed_ns, 5); /* [140, 145): [120, 140) was the first's */
 	assert_int_equal(f[1].hidden_ns, 20);
@@ -153,7 +153,7 @@ static void test_compute_wait_owner(void **state)
 		{.issue_ns = 90, .start_ns = 90, .end_ns = 120, .queue_start_ns = 90, .kind = OVERLAP_GATHER},
 		{.issue_ns = 120, .start_ns = 120, .end_ns = 148, .queue_start_ns = 120, .kind = OVERLAP_AWAITED},
 	};
-	assert_int_equal(overlap_step(compute, 2, tp, 2, 0, 400, 0, 1, f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, tp, 2, 0, 400, 0, 1, f, &other), 0);
 	assert_int_equal(f[0].compute_wait_ns, 0);
 	assert_int_equal(other, 50);
 	assert_int_equal(f[0].exposed_ns, 20); /* HTA's figure still counts [100, 120) */
@@ -163,7 +163,7 @@ static void test_compute_wait_owner(void **state)
 		{.issue_ns = 90, .start_ns = 90, .end_ns = 120, .queue_start_ns = 90, .kind = OVERLAP_GATHER},
 		{.issue_ns = 120, .start_ns = 120, .end_ns = 148, .queue_start_ns = 120, .kind = OVERLAP_BACKGROUND},
 	};
-	assert_int_equal(overlap_step(compute, 2, rs, 2, 0, 400, 0, 1, f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, rs, 2, 0, 400, 0, 1, f, &other), 0);
 	assert_int_equal(f[0].compute_wait_ns, 50);
 	assert_int_equal(other, 0);
 	/* queued behind a reduction: compute's wait on it holds the queueing
@@ -172,7 +172,7 @@ static void test_compute_wait_owner(void **state)
 		{.issue_ns = 90, .start_ns = 90, .end_ns = 130, .queue_start_ns = 90, .kind = OVERLAP_BACKGROUND},
 		{.issue_ns = 92, .start_ns = 130, .end_ns = 145, .queue_start_ns = 90, .kind = OVERLAP_GATHER},
 	};
-	assert_int_equal(overlap_step(compute, 2, q, 2, 0, 400, 0, 1, f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, q, 2, 0, 400, 0, 1, f, &other), 0);
 	assert_int_equal(f[1].duration_ns, 15);
 	assert_int_equal(f[1].exposed_ns, 15);
 	assert_int_equal(f[1].compute_wait_ns, 50);
@@ -184,10 +184,71 @@ static void test_compute_wait_owner(void **state)
 		{.issue_ns = 110, .start_ns = 110, .end_ns = 140, .queue_start_ns = 110, .kind = OVERLAP_GATHER},
 		{.issue_ns = 160, .start_ns = 160, .end_ns = 170, .queue_start_ns = 160, .kind = OVERLAP_GATHER},
 	};
-	assert_int_equal(overlap_step(compute, 2, last, 3, 0, 400, 0, 1, f, &other), 0);
+	assert_int_equal(overlap_step(compute, 2, NULL, 0, last, 3, 0, 400, 0, 1, f, &other), 0);
 	assert_int_equal(f[1].compute_wait_ns, 50);
 	assert_int_equal(other, 0);
 	assert_int_equal(f[2].compute_wait_ns, 0); /* ended under compute */
+}
+
+/* Host timing: compute waits for a gather right before the unit it gathers
+ * runs. compute: the ops of unit A [0, 100) and [150, 300) inside A's range
+ * [0, 305), then unit B's op [400, 500) inside B's range [390, 510). */
+static void test_wait_between_units(void **state)
+{
+	(void)state;
+	static const struct interval ops[] = {{0, 100}, {150, 300}, {400, 500}};
+	static const struct interval units[] = {{0, 305}, {390, 510}};
+	struct overlap_figures f;
+	uint64_t other;
+	/* B's gather lands at 140 while A's thread is descheduled between two
+	 * of A's ops: A's own compute stalled, nobody waited for the gather */
+	struct overlap_collective landed = {.issue_ns = 50, .start_ns = 50, .end_ns = 140, .queue_start_ns = 50,
+					    .unit_opens_ns = 390, .kind = OVERLAP_GATHER};
+	assert_int_equal(overlap_step(ops, 3, units, 2, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 0);
+	assert_int_equal(f.exposed_ns, 40); /* HTA's figure does not ask why */
+	/* without the units' ranges, or not knowing where B runs, the
+	 * stretch is the gather's */
+	assert_int_equal(overlap_step(ops, 3, NULL, 0, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 50);
+	landed.unit_opens_ns = 0;
+	assert_int_equal(overlap_step(ops, 3, units, 2, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 50);
+	/* A's own gather (a unit with no op ranges of its own inside A, as a
+	 * Linear unit marked without its ops): A's range holds the stretch,
+	 * and the gathered unit opens inside it: a wait */
+	landed.unit_opens_ns = 150;
+	assert_int_equal(overlap_step(ops, 3, units, 2, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 50);
+	/* B's gather lands at 350, between A and B, before B opens: compute
+	 * waited for it from the end of A's last op to B's first */
+	struct overlap_collective between = {.issue_ns = 250, .start_ns = 250, .end_ns = 350, .queue_start_ns = 250,
+					     .unit_opens_ns = 390, .kind = OVERLAP_GATHER};
+	assert_int_equal(overlap_step(ops, 3, units, 2, &between, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 100);
+	assert_int_equal(f.wait_start_ns, 300);
+	assert_int_equal(f.wait_end_ns, 400);
+	/* nested units (a Linear inside its block): a wait inside the block's
+	 * range before the Linear's opens is a wait */
+	static const struct interval nested[] = {{0, 510}, {390, 505}};
+	assert_int_equal(overlap_step(ops, 3, nested, 2, &between, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 100);
+	/* the units' ranges of host timing: the parents, outer first */
+	struct overlap_range r[] = {
+		{0, 1000, 1, 0}, {100, 400, 1, 0}, {110, 200, 1, 0}, {500, 800, 1, 0}, {520, 800, 1, 0}, {50, 60, 2, 0},
+	};
+	struct interval *c, *u;
+	size_t nc, nu;
+	assert_int_equal(overlap_host_compute(r, sizeof r / sizeof r[0], &c, &nc), 0);
+	assert_int_equal(overlap_host_units(r, sizeof r / sizeof r[0], &u, &nu), 0);
+	assert_int_equal(nu, 3);
+	assert_int_equal(u[0].start, 0);
+	assert_int_equal(u[0].end, 1000);
+	assert_int_equal(u[1].start, 100);
+	assert_int_equal(u[2].start, 500);
+	assert_int_equal(u[2].end, 800);
+	free(c);
+	free(u);
 }
 
 /* A small deterministic generator for the invariants test. */
@@ -230,7 +291,7 @@ static void test_invariants(void **state)
 			}
 		}
 		uint64_t other;
-		assert_int_equal(overlap_step(comp, nc, c, n, t0, t1, 0, 0, f, &other), 0);
+		assert_int_equal(overlap_step(comp, nc, NULL, 0, c, n, t0, t1, 0, 0, f, &other), 0);
 		uint64_t exposed = 0, waits = other;
 		for (size_t i = 0; i < n; i++) {
 			if (c[i].kind != OVERLAP_GATHER) {
@@ -330,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_exposure),
 		cmocka_unit_test(test_exposed_once),
 		cmocka_unit_test(test_compute_wait_owner),
+		cmocka_unit_test(test_wait_between_units),
 		cmocka_unit_test(test_invariants),
 		cmocka_unit_test(test_host_compute),
 	};
