@@ -343,7 +343,9 @@ struct analysis_gather {
 	uint64_t compute_wait_ns; /* how long compute stood still waiting for it: the stretch with no compute
 	                             in which it ended, when it is the collective compute waited for there
 	                             (its queueing behind earlier collectives included; may exceed
-	                             duration_ns); fsdp_ref's gather_waits_ns measures the same */
+	                             duration_ns; host timing: not a stretch inside another unit's range
+	                             that closes before this one's opens); fsdp_ref's gather_waits_ns
+	                             measures the same */
 	uint64_t call_ns;      /* host time of its call(s): first enter to last return (ncclGroupEnd's) */
 };
 

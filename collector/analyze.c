@@ -48,8 +48,8 @@ enum rank_mode { MODE_UNDECIDED = 0, MODE_NVTX = 1, MODE_PERIOD = 2 };
 
 /* What one step's gathers did (per event of the step). */
 struct ev_info {
-	uint64_t duration, exposed, hidden, queued; /* FSDP gathers: as struct analysis_gather */
-	uint64_t compute_wait, call;
+	uint64_t duration, exposed, hidden, queued; /* FSDP gathers: as struct analysis_gather's */
+	uint64_t compute_wait, call;                /* duration_ns, exposed_ns, hide_ns, queued_ns, ... */
 	uint32_t name;  /* forward gathers: the unit's NVTX range name (source name id) */
 	uint8_t phase;  /* FSDP gathers: enum analysis_phase, else 0 */
 	uint8_t cause;
