@@ -144,7 +144,7 @@ v=$(json_get "$T/report-block.json" '(d["per_step"]["allgathers"], d["per_step"]
 # --- report text ----------------------------------------------------------------
 expect_rc 0 "report text" "$FSS" report "$T/linear.fss"
 for s in "per step    AllGather 129 (65 forward + 64 backward" "units       8 repeating units x 8 gathers" \
-	"reshard     reshard_after_forward=true" "Memory ledger" "AllGathers of a typical step" "Ranks (2" \
+	"reshard     reshard_after_forward=true" "Memory ledger" "AllGathers of step" "Ranks (2" \
 	"Findings (1 error"; do
 	expect_out "$T/out" "$s" "report text: $s"
 done
