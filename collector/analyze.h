@@ -77,6 +77,8 @@ struct analysis_step_info {
 	int excluded;            /* 0: analysed; 1: left out, its rank lost collectives in it or at its
 	                            edges; 2: left out, in progress where its rank's records stop. A step
 	                            left out has its counts and span, no timing figures */
+	uint64_t compute_wait_ns;       /* as analysis_exposure, for this step */
+	uint64_t other_compute_wait_ns;
 };
 
 /* Called for every step the analysis summarises (before the steady state

@@ -10,6 +10,7 @@
  */
 #include "collector/ingest.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 #include "common/trace_writer.h"
@@ -64,6 +65,14 @@ struct input {
 struct listener {
 	int fd;
 	char *unlink_path; /* unix socket file to remove at the end, or NULL */
+	int check_peer;    /* a unix socket: refuse peers of another user */
+};
+
+/* An exit noted by ingest_note_exit, written at ingest_finish. */
+struct pending_exit {
+	uint64_t at_ns;
+	pid_t pid;
+	int wait_status;
 };
 
 struct ingest {
@@ -79,6 +88,9 @@ struct ingest {
 	struct ingest_source_stats *sources;
 	size_t capsources;
 	char **damage;
+	struct pending_exit *exits;
+	size_t nexits, capexits;
+	struct ingest_refused_peer refused[INGEST_REFUSED_NAMED];
 	struct ingest_stats stats;
 	_Alignas(8) unsigned char record[UINT16_MAX + 1]; /* one record being copied */
 	unsigned char readbuf[64 << 10];
@@ -217,6 +229,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	uint32_t source;
 	int err;
 
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* an input's trace_end: the output's writer ends it with its own */
 	err = map_source(ing, in, rec->source, &source);
 	if (err)
 		return err;
@@ -292,6 +306,8 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
 		return 0; /* connected and left without a byte: nothing lost */
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
+	if (cut && rc == FSS_E_TRUNCATED && trace_parser_end(in->parser) == TRACE_END_MISSING)
+		rc = 0; /* no trace_end yet because the sender is still there: said so below */
 	if (rc == 0 && !cut)
 		return 0;
 	if (rc && rc == ing->write_error)
@@ -305,6 +321,9 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	else if (rc == -ENOMEM)
 		text_new(&msg, "%s (%s): out of memory; kept %" PRIu64 " records, dropped the rest", in->origin, who,
 			 records);
+	else if (rc == FSS_E_CORRUPT && trace_parser_input(in->parser) == TRACE_INPUT_TRACE)
+		text_new(&msg, "%s (%s): %s; kept all the other chunks: %" PRIu64 " records in %" PRIu64 " chunks",
+			 in->origin, who, trace_parser_error(in->parser), records, trace_parser_chunks(in->parser));
 	else if (rc)
 		text_new(&msg, "%s (%s): %s; kept %" PRIu64 " records in %" PRIu64 " complete chunks, dropped %" PRIu64
 			 " bytes from offset %" PRIu64,
@@ -382,6 +401,35 @@ static int connection_read(ingest_t *ing, struct input *in)
 	return progress;
 }
 
+/*
+ * Whether a unix peer may send: only the collector's own user. A peer whose
+ * credentials cannot be read is refused too. Refusals are counted and the
+ * first ones named, for the caller to report.
+ */
+static int peer_allowed(ingest_t *ing, int fd)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int ok;
+
+	memset(&cred, 0, sizeof(cred));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		cred.uid = (uid_t)-1;
+		cred.pid = 0;
+		ok = 0;
+	} else {
+		ok = cred.uid == geteuid();
+	}
+	if (ok)
+		return 1;
+	if (ing->stats.refused < INGEST_REFUSED_NAMED) {
+		ing->refused[ing->stats.refused].uid = (uint32_t)cred.uid;
+		ing->refused[ing->stats.refused].pid = (int32_t)cred.pid;
+	}
+	ing->stats.refused++;
+	return 0;
+}
+
 static int accept_all(ingest_t *ing, struct listener *l)
 {
 	int accepted = 0;
@@ -400,6 +448,10 @@ static int accept_all(ingest_t *ing, struct listener *l)
 			/* EAGAIN: none left. EMFILE and friends: leave the rest in
 			 * the backlog for a later round. */
 			break;
+		}
+		if (l->check_peer && !peer_allowed(ing, fd)) {
+			close(fd);
+			continue;
 		}
 		err = input_new(ing, INPUT_CONNECTION, fd, &in);
 		if (!err) {
@@ -491,6 +543,7 @@ int ingest_listen(ingest_t *ing, const char *address)
 	l = &ing->listeners[ing->nlisteners];
 	l->fd = fd;
 	l->unlink_path = NULL;
+	l->check_peer = addr.family == AF_UNIX;
 	if (addr.family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)&addr.addr;
 
@@ -544,6 +597,20 @@ int ingest_poll(ingest_t *ing, int timeout_ms)
 		progress += rc > 0;
 	}
 	return progress;
+}
+
+int ingest_flush(ingest_t *ing)
+{
+	int err;
+
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->write_error)
+		return ing->write_error;
+	err = trace_writer_flush(ing->out);
+	if (err)
+		ing->write_error = err;
+	return err;
 }
 
 size_t ingest_open_connections(const ingest_t *ing)
@@ -614,6 +681,62 @@ static void listeners_close(ingest_t *ing)
 	}
 }
 
+int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status)
+{
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->nexits == ing->capexits) {
+		size_t cap = ing->capexits ? ing->capexits * 2 : 16;
+		struct pending_exit *e = realloc(ing->exits, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		ing->exits = e;
+		ing->capexits = cap;
+	}
+	ing->exits[ing->nexits].at_ns = clock_mono_ns();
+	ing->exits[ing->nexits].pid = pid;
+	ing->exits[ing->nexits].wait_status = wait_status;
+	ing->nexits++;
+	return 0;
+}
+
+/* Every input has ended: each noted exit goes after its source's records. */
+static int write_exits(ingest_t *ing)
+{
+	for (size_t i = 0; i < ing->nexits; i++) {
+		const struct pending_exit *e = &ing->exits[i];
+		struct fss_rec_process_exit rec;
+		struct ingest_source_stats *s = NULL;
+		int err;
+
+		/* The latest source of that pid: a process that reconnected. */
+		for (size_t j = ing->stats.sources; j-- > 0;) {
+			if (ing->sources[j].has_hello && ing->sources[j].pid == (uint32_t)e->pid) {
+				s = &ing->sources[j];
+				break;
+			}
+		}
+		if (!s) {
+			ing->stats.exits_unmatched++;
+			continue;
+		}
+		memset(&rec, 0, sizeof(rec));
+		rec.head.type = FSS_REC_PROCESS_EXIT;
+		rec.head.size = sizeof(rec);
+		rec.head.source = s->source;
+		rec.at_ns = e->at_ns;
+		rec.pid = (uint32_t)e->pid;
+		rec.wait_status = e->wait_status;
+		err = trace_writer_append(ing->out, &rec);
+		if (err)
+			return err;
+		note_record(ing, s, &rec.head);
+		ing->stats.exits_written++;
+	}
+	return 0;
+}
+
 int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 {
 	int err = 0, flush_err, close_err;
@@ -644,6 +767,8 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	listeners_close(ing);
 	if (ing->write_error && !err)
 		err = ing->write_error;
+	if (!err)
+		err = write_exits(ing);
 	/* Flush first, so that the byte count includes the last chunk. */
 	flush_err = trace_writer_flush(ing->out);
 	ing->stats.records = trace_writer_records(ing->out);
@@ -655,6 +780,9 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	ing->finished = 1;
 	ing->stats.per_source = ing->sources;
 	ing->stats.damage = (const char *const *)ing->damage;
+	ing->stats.refused_peers = ing->refused;
+	ing->stats.nrefused_named = ing->stats.refused < INGEST_REFUSED_NAMED ? ing->stats.refused
+									 : INGEST_REFUSED_NAMED;
 	if (stats)
 		*stats = &ing->stats;
 	return err;
@@ -682,6 +810,7 @@ void ingest_free(ingest_t *ing)
 	for (size_t i = 0; i < ing->stats.ndamaged; i++)
 		free(ing->damage[i]);
 	free(ing->damage);
+	free(ing->exits);
 	free(ing->sources);
 	if (ing->epfd >= 0)
 		close(ing->epfd);

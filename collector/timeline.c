@@ -471,6 +471,8 @@ static int on_gpu(struct tl_source *s, const struct fss_rec_gpu_interval *g)
 int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
 {
 	*touched = NULL;
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* trace_end: the file's, no process's */
 	t->stats.records++;
 	if (rec->type == FSS_REC_STRING)
 		return strtab_add_part(t->strings, (const struct fss_rec_string *)rec) == -ENOMEM ? -ENOMEM : 0;

@@ -10,7 +10,10 @@
  *   lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T]
  *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
  *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
- *                  [--no-nvtx]
+ *                  [--no-nvtx] [--last-rank-steps S]
+ *
+ * --last-rank-steps S: the last rank records only its first S steps (a rank
+ * that stopped early), the others all T.
  *
  * --no-nvtx writes no range at all (a job without markers: steps from the
  * period of the collectives, exposure not measurable).
@@ -35,6 +38,7 @@
 
 struct gen {
 	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
+	int last_rank_steps; /* -1: every rank records every step */
 	uint8_t dtype;
 	uint64_t block_params, root_params;
 };
@@ -220,10 +224,11 @@ int main(int argc, char **argv)
 		{"steps", required_argument, NULL, 's'},       {"reshard", required_argument, NULL, 'r'},
 		{"prefetch", required_argument, NULL, 'p'},    {"dtype", required_argument, NULL, 'd'},
 		{"block-params", required_argument, NULL, 'b'}, {"root-params", required_argument, NULL, 'R'},
-		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},     {NULL, 0, NULL, 0},
+		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},
+		{"last-rank-steps", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
 	};
 	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
-			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
+			.last_rank_steps = -1, .dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
 	const char *out = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
 	trace_writer_t *w;
@@ -245,6 +250,7 @@ int main(int argc, char **argv)
 		case 'R': g.root_params = strtoull(optarg, NULL, 0); break;
 		case 'N': g.nvtx_steps = 0; break;
 		case 'M': g.nvtx = g.nvtx_steps = 0; break;
+		case 'S': g.last_rank_steps = atoi(optarg); break;
 		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
 		}
 	}
@@ -307,6 +313,8 @@ int main(int argc, char **argv)
 		for (int r = 0; r < g.ranks && !rc; r++) {
 			uint64_t e;
 
+			if (r == g.ranks - 1 && g.last_rank_steps >= 0 && s >= g.last_rank_steps)
+				continue;
 			src[r].n = 0;
 			rc = gen_step(&src[r], &g, s, t, &e);
 			end = e > end ? e : end;
