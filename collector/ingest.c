@@ -10,6 +10,7 @@
  */
 #include "collector/ingest.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 #include "common/trace_writer.h"
@@ -59,6 +60,14 @@ struct input {
 	uint64_t bytes_in;       /* bytes received or read */
 	int failed;              /* the parser stopped: the rest is discarded */
 	int fail_rc;
+	int ended;               /* nothing more will come from it: its sources are complete */
+};
+
+/* A process the session reaped, waiting for its source to be complete. */
+struct pending_exit {
+	uint64_t at_ns;
+	uint32_t pid;
+	int32_t wait_status;
 };
 
 struct listener {
@@ -77,7 +86,10 @@ struct ingest {
 	size_t ninputs, capinputs;
 	size_t open_connections;
 	struct ingest_source_stats *sources;
+	struct input **source_input; /* [capsources] the input each output source comes from */
 	size_t capsources;
+	struct pending_exit *exits;  /* noted, not yet written */
+	size_t nexits, capexits;
 	char **damage;
 	struct ingest_stats stats;
 	_Alignas(8) unsigned char record[UINT16_MAX + 1]; /* one record being copied */
@@ -154,10 +166,15 @@ static int map_source(ingest_t *ing, struct input *in, uint32_t in_source, uint3
 	if (ing->stats.sources == ing->capsources) {
 		size_t cap = ing->capsources ? ing->capsources * 2 : 16;
 		struct ingest_source_stats *ns = realloc(ing->sources, cap * sizeof(*ns));
+		struct input **owners;
 
 		if (!ns)
 			return -ENOMEM;
 		ing->sources = ns;
+		owners = realloc(ing->source_input, cap * sizeof(*owners));
+		if (!owners)
+			return -ENOMEM;
+		ing->source_input = owners;
 		ing->capsources = cap;
 	}
 	s = &ing->sources[ing->stats.sources];
@@ -165,6 +182,7 @@ static int map_source(ingest_t *ing, struct input *in, uint32_t in_source, uint3
 	s->source = ing->stats.sources++;
 	s->rank = FSS_RANK_UNKNOWN;
 	s->origin = in->origin;
+	ing->source_input[s->source] = in;
 	in->map[in->nmap].in = in_source;
 	in->map[in->nmap].out = s->source;
 	in->last_map = in->nmap++;
@@ -217,6 +235,10 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	uint32_t source;
 	int err;
 
+	/* An input's own end-of-file mark belongs to no process; the output
+	 * gets its own when it is closed. */
+	if (rec->type == FSS_REC_TRACE_END || rec->source == FSS_SOURCE_NONE)
+		return 0;
 	err = map_source(ing, in, rec->source, &source);
 	if (err)
 		return err;
@@ -235,6 +257,72 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 static const struct trace_parser_ops ingest_parser_ops = {
 	.on_record = on_record,
 };
+
+/* The latest output source whose hello named `pid` and that has no exit
+ * yet, or NULL. */
+static struct ingest_source_stats *source_of_pid(ingest_t *ing, uint32_t pid)
+{
+	for (size_t i = ing->stats.sources; i-- > 0;) {
+		struct ingest_source_stats *s = &ing->sources[i];
+
+		if (s->has_hello && s->pid == pid)
+			return s->has_exit ? NULL : s;
+	}
+	return NULL;
+}
+
+static int exit_write(ingest_t *ing, struct ingest_source_stats *s, const struct pending_exit *e)
+{
+	struct fss_rec_process_exit rec;
+	int err;
+
+	record_init(&rec, FSS_REC_PROCESS_EXIT, sizeof(rec), s->source);
+	rec.at_ns = e->at_ns;
+	rec.pid = e->pid;
+	rec.wait_status = e->wait_status;
+	err = trace_writer_append(ing->out, &rec);
+	if (err) {
+		if (!ing->write_error)
+			ing->write_error = err;
+		return err;
+	}
+	note_record(ing, s, &rec.head);
+	s->has_exit = 1;
+	s->wait_status = e->wait_status;
+	ing->stats.exits_written++;
+	return 0;
+}
+
+/*
+ * Write the remembered exits whose source is complete (its input ended), so
+ * that the exit comes after the source's last record. When `final` (the
+ * ingest is finishing and nothing more will be read), write every one whose
+ * source exists and count the others as unmatched.
+ */
+static int exits_flush(ingest_t *ing, int final)
+{
+	size_t kept = 0, i;
+	int err = 0;
+
+	for (i = 0; i < ing->nexits && !err; i++) {
+		const struct pending_exit *e = &ing->exits[i];
+		struct ingest_source_stats *s = source_of_pid(ing, e->pid);
+
+		if (s && (final || ing->source_input[s->source]->ended)) {
+			err = exit_write(ing, s, e);
+			if (!err)
+				continue;
+		} else if (!s && final) {
+			ing->stats.exits_unmatched++;
+			continue;
+		}
+		ing->exits[kept++] = *e;
+	}
+	for (; i < ing->nexits; i++)
+		ing->exits[kept++] = ing->exits[i];
+	ing->nexits = kept;
+	return err;
+}
 
 static int input_new(ingest_t *ing, enum input_kind kind, int fd, struct input **out)
 {
@@ -289,6 +377,7 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	char *msg;
 	int rc;
 
+	in->ended = 1;
 	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
 		return 0; /* connected and left without a byte: nothing lost */
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
@@ -370,6 +459,8 @@ static int connection_read(ingest_t *ing, struct input *in)
 			int err = input_end(ing, in, 0);
 
 			input_release_parser(in);
+			if (!err)
+				err = exits_flush(ing, 0);
 			if (err)
 				return err;
 			return 1;
@@ -592,7 +683,35 @@ int ingest_add_file(ingest_t *ing, const char *path)
 	if (!err)
 		err = input_end(ing, in, 0);
 	input_release_parser(in);
+	if (!err)
+		err = exits_flush(ing, 0);
 	return err;
+}
+
+int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status)
+{
+	struct pending_exit *e;
+
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->write_error)
+		return ing->write_error;
+	if (pid <= 0)
+		return -EINVAL;
+	if (ing->nexits == ing->capexits) {
+		size_t cap = ing->capexits ? ing->capexits * 2 : 16;
+		struct pending_exit *v = realloc(ing->exits, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ing->exits = v;
+		ing->capexits = cap;
+	}
+	e = &ing->exits[ing->nexits++];
+	e->at_ns = clock_mono_ns();
+	e->pid = (uint32_t)pid;
+	e->wait_status = wait_status;
+	return exits_flush(ing, 0);
 }
 
 static void listeners_close(ingest_t *ing)
@@ -642,6 +761,8 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 		}
 	}
 	listeners_close(ing);
+	if (!err && !ing->write_error)
+		err = exits_flush(ing, 1);
 	if (ing->write_error && !err)
 		err = ing->write_error;
 	/* Flush first, so that the byte count includes the last chunk. */
@@ -683,6 +804,8 @@ void ingest_free(ingest_t *ing)
 		free(ing->damage[i]);
 	free(ing->damage);
 	free(ing->sources);
+	free(ing->source_input);
+	free(ing->exits);
 	if (ing->epfd >= 0)
 		close(ing->epfd);
 	free(ing);

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/record.h"
 
@@ -51,6 +52,8 @@ struct ingest_source_stats {
 	const char *origin;  /* "connection 3 (pid 1234)" or the file's path */
 	uint64_t records;    /* records copied to the output */
 	uint64_t dropped;    /* what the source said it lost: ring + sink + CUPTI, from its last drops record */
+	int has_exit;        /* a process_exit was written into it (ingest_note_exit) */
+	int32_t wait_status; /* that record's waitpid() status, when has_exit */
 };
 
 /* What the ingest did, valid until ingest_free(). */
@@ -65,6 +68,8 @@ struct ingest_stats {
 	const struct ingest_source_stats *per_source; /* [sources], by output source number */
 	size_t ndamaged;        /* inputs that were cut short or damaged */
 	const char *const *damage; /* [ndamaged] one message each: who, where, why, what was kept */
+	uint32_t exits_written;    /* process_exit records written (ingest_note_exit) */
+	uint32_t exits_unmatched;  /* exits noted for a pid no source of the output had */
 };
 
 /*
@@ -113,6 +118,20 @@ size_t ingest_open_connections(const ingest_t *ing);
  * write error.
  */
 int ingest_add_file(ingest_t *ing, const char *path);
+
+/*
+ * ingest_note_exit - the session reaped process `pid` with waitpid() status
+ * `wait_status`: write a process_exit record (at_ns: now) into the output
+ * source whose process_hello named that pid (the latest such source, should
+ * several have), after every record of it. While that source's input is
+ * still open (the dead process's last bytes not yet read) or no source has
+ * named the pid yet (a fallback file merged later), the exit is remembered
+ * and written once the input has ended, or at ingest_finish(). An exit
+ * whose pid no source ever named (a process without the agent) is not
+ * written; the stats count it. Returns 0, -ENOMEM, -EALREADY after
+ * ingest_finish(), or the output's write error.
+ */
+int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status);
 
 /*
  * ingest_finish - end the ingest: stop listening, end every open connection
