@@ -548,7 +548,7 @@ static char *describe(int end, int32_t exit_code, int sig, int has_process_end, 
 		snprintf(buf, len, "ended cleanly");
 		break;
 	case SOURCE_END_EXITED:
-		if (exit_code >= 0 && !has_process_end)
+		if (exit_code == 0 && !has_process_end)
 			snprintf(buf, len, "exited %d without its process_end (its last records may be missing)",
 				 (int)exit_code);
 		else
