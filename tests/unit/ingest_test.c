@@ -120,7 +120,7 @@ static int stream_on_chunk(void *ctx, uint64_t seq, uint32_t records, uint64_t f
  * The stream of fake agent `id` (source 0, like the agent's): a hello with
  * pid AGENT_PID_BASE + id and rank id, its own strings (ids 1..3, which the
  * sample records name), `rounds` records of every other type, a final drops
- * record (ring 5, sink 7, CUPTI 11) and a process_end.
+ * record (ring 5, sink 7, CUPTI 11, NVTX 13) and a process_end.
  */
 static void stream_make(struct stream *s, uint32_t id, uint32_t rounds)
 {
@@ -159,6 +159,7 @@ static void stream_make(struct stream *s, uint32_t id, uint32_t rounds)
 	((struct fss_rec_drops *)buf)->ring_dropped = 5;
 	((struct fss_rec_drops *)buf)->sink_dropped = 7;
 	((struct fss_rec_drops *)buf)->cupti_dropped = 11;
+	((struct fss_rec_drops *)buf)->nvtx_dropped = 13;
 	assert_int_equal(trace_writer_append(w, buf), 0);
 	sample_record(FSS_REC_PROCESS_END, 0, 1, buf);
 	assert_int_equal(trace_writer_append(w, buf), 0);
@@ -453,7 +454,7 @@ static void test_merge_connections(void **state)
 		assert_source_is(&m, src, &agents[id].stream, agents[id].stream.nrecs, id);
 		assert_int_equal(st->per_source[src].pid, AGENT_PID_BASE + id);
 		assert_int_equal(st->per_source[src].rank, (int)id);
-		assert_int_equal(st->per_source[src].dropped, 5 + 7 + 11);
+		assert_int_equal(st->per_source[src].dropped, 5 + 7 + 11 + 13); /* the NVTX drops count too */
 		assert_true(st->per_source[src].ended);
 		assert_int_equal(st->per_source[src].records, agents[id].stream.nrecs);
 		assert_null(find_damage(st, agents[id].pid));
