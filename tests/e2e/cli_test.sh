@@ -72,6 +72,10 @@ check "dump --sources: the records, then one line per process" test "$(wc -l <"$
 check "dump --sources: strict JSON" strict_lines "$tmp/s.jsonl"
 check "dump --sources: ranks and ends" test "$(tail -3 "$tmp/s.jsonl" | jq -r '"\(.type) \(.source) \(.rank) \(.rank_from)"' | tr '\n' ' ')" = \
   "source 0 0 RANK source 1 1 RANK source 2 2 RANK "
+# From a pipe: read once, every record still printed, strict.
+cat "$tmp/t.fss" | "$FSS" dump /dev/stdin >"$tmp/p.jsonl"
+check "dump from a pipe: one line per record" test "$(wc -l <"$tmp/p.jsonl")" -eq "$n"
+check "dump from a pipe: strict JSON" strict_lines "$tmp/p.jsonl"
 "$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
 check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
 "$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"

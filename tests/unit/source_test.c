@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "collector/source.h"
+#include "collector/timeline.h"
 #include "common/record.h"
 
 #include <signal.h>
@@ -431,6 +432,61 @@ static void test_ends(void **state)
 	sources_free(t);
 }
 
+/* The timeline reads its sources through the layer: a step range whose
+ * name arrives after it still counts, and the rank is the communicator's. */
+static void test_timeline_through_layer(void **state)
+{
+	timeline_t *tl = timeline_new("fsdp_ref:step *", "fsdp_ref:*");
+	struct tl_source *src = NULL;
+	struct fss_rec_nvtx_range r;
+	struct fss_rec_process_hello h;
+	struct fss_rec_string str;
+	struct fss_rec_comm c;
+
+	(void)state;
+	assert_non_null(tl);
+	record_init(&h, FSS_REC_PROCESS_HELLO, sizeof(h), 0);
+	h.rank = h.slurm_procid = h.ompi_rank = -1;
+	assert_int_equal(timeline_feed(tl, &h.head, &src), 0);
+	assert_non_null(src);
+	assert_int_equal(src->rank, -1);
+	record_init(&c, FSS_REC_COMM, sizeof(c), 0);
+	c.comm = 0x10;
+	c.id_hash = 0x99;
+	c.nranks = 4;
+	c.rank = 3;
+	c.event = FSS_COMM_INIT;
+	assert_int_equal(timeline_feed(tl, &c.head, &src), 0);
+	assert_int_equal(src->rank, 3);
+	assert_int_equal(src->world_size, 4);
+	assert_int_equal(src->ncomms, 1);
+	assert_int_equal(src->comms[0].id_hash, 0x99);
+	record_init(&r, FSS_REC_NVTX_RANGE, sizeof(r), 0);
+	r.start_ns = 100;
+	r.end_ns = 200;
+	r.domain = 1;
+	r.name = 2;
+	r.kind = FSS_NVTX_PUSH_POP;
+	assert_int_equal(timeline_feed(tl, &r.head, &src), 0);
+	assert_int_equal(tl_array_len(&src->ranges), 0);
+	record_init(&str, FSS_REC_STRING, sizeof(str), 0);
+	str.id = 1;
+	str.total_len = 8;
+	memcpy(str.text, "fsdp_ref", 8);
+	assert_int_equal(timeline_feed(tl, &str.head, &src), 0);
+	str.id = 2;
+	str.total_len = 6;
+	memset(str.text, 0, sizeof(str.text));
+	memcpy(str.text, "step 1", 6);
+	assert_int_equal(timeline_feed(tl, &str.head, &src), 0);
+	src = timeline_source(tl, 0);
+	assert_int_equal(tl_array_len(&src->ranges), 1);
+	assert_true(((struct tl_range *)tl_array_at(&src->ranges, 0))->is_step);
+	assert_int_equal(src->step_ranges, 1);
+	assert_string_equal(src->step_name, "step 1");
+	timeline_free(tl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -441,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_drops_summed),
 		cmocka_unit_test(test_sequence_gaps),
 		cmocka_unit_test(test_ends),
+		cmocka_unit_test(test_timeline_through_layer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
