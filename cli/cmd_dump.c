@@ -230,8 +230,6 @@ static void print_sources(const struct dump *d)
 	for (size_t i = 0; i < sources_count(d->layer); i++) {
 		const struct source *s = sources_at(d->layer, i);
 		const char *abbrev = source_signal(s) ? sigabbrev_np(source_signal(s)) : NULL;
-		char end_text[128];
-
 		fprintf(d->out, "{\"type\":\"source\",\"source\":%" PRIu32 ",\"rank\":%" PRId32 ",\"rank_from\":\"%s\"",
 			s->id, s->rank, source_rank_from_name(s->rank_from));
 		fprintf(d->out, ",\"world_size\":%" PRId32 ",\"pid\":%" PRIu32, s->world_size, s->pid);
@@ -245,7 +243,6 @@ static void print_sources(const struct dump *d)
 		print_text(d->out, "signal_name", abbrev ? abbrev : NULL);
 		fprintf(d->out, ",\"process_end\":%s,\"process_exit\":%s", s->has_process_end ? "true" : "false",
 			s->has_exit ? "true" : "false");
-		print_text(d->out, "end_text", source_end_describe(s, end_text, sizeof(end_text)));
 		fprintf(d->out, ",\"first_ns\":%" PRIu64 ",\"last_ns\":%" PRIu64, s->first_ns, s->last_ns);
 		fprintf(d->out,
 			",\"drops\":{\"ring\":%" PRIu64 ",\"sink\":%" PRIu64 ",\"cupti\":%" PRIu64 ",\"nvtx\":%" PRIu64

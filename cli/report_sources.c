@@ -6,6 +6,8 @@
 #include "rules/rules.h"
 
 #include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,6 +23,33 @@ uint32_t report_sources_troubled(const struct analysis_result *a)
 	for (uint32_t i = 0; i < a->nsources; i++)
 		n += report_source_troubled(&a->sources[i]) != 0;
 	return n;
+}
+
+/* The end in words: "ended cleanly", "exited 1", "exited 0 without its
+ * process_end ...", "killed by signal 9 (SIGKILL)", "cut off: no process_end". */
+static char *end_words(const struct source_summary *s, char *buf, size_t len)
+{
+	const char *abbrev;
+
+	switch (s->end) {
+	case SOURCE_END_CLEAN:
+		snprintf(buf, len, "ended cleanly");
+		break;
+	case SOURCE_END_EXITED:
+		if (s->exit_code == 0 && !s->has_process_end)
+			snprintf(buf, len, "exited 0 without its process_end (its last records may be missing)");
+		else
+			snprintf(buf, len, "exited %d", (int)s->exit_code);
+		break;
+	case SOURCE_END_SIGNALED:
+		abbrev = sigabbrev_np(s->signal);
+		snprintf(buf, len, "killed by signal %d (SIG%s)", (int)s->signal, abbrev ? abbrev : "?");
+		break;
+	default:
+		snprintf(buf, len, "cut off: no process_end");
+		break;
+	}
+	return buf;
 }
 
 /* "rank 1, pid 1001, host node-b" (what is known of it). */
@@ -69,7 +98,7 @@ void report_sources_troubles(FILE *out, const struct analysis_result *a, const c
 		if (!report_source_troubled(s))
 			continue;
 		who(s, name, sizeof(name));
-		source_summary_describe(s, end, sizeof(end));
+		end_words(s, end, sizeof(end));
 		if (s->end != SOURCE_END_CLEAN)
 			last_record(s, last, sizeof(last));
 		fprintf(out, "%s  %s: %s%s", indent, name, end, last);

@@ -6,7 +6,6 @@
 #include "common/strtab.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,43 +538,6 @@ const char *source_rank_from_name(enum source_rank_from from)
 		break;
 	}
 	return "unknown";
-}
-
-static char *describe(int end, int32_t exit_code, int sig, int has_process_end, char *buf, size_t len)
-{
-	switch (end) {
-	case SOURCE_END_CLEAN:
-		snprintf(buf, len, "ended cleanly");
-		break;
-	case SOURCE_END_EXITED:
-		if (exit_code == 0 && !has_process_end)
-			snprintf(buf, len, "exited %d without its process_end (its last records may be missing)",
-				 (int)exit_code);
-		else
-			snprintf(buf, len, "exited %d", (int)exit_code);
-		break;
-	case SOURCE_END_SIGNALED: {
-		const char *abbrev = sigabbrev_np(sig);
-
-		snprintf(buf, len, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?");
-		break;
-	}
-	default:
-		snprintf(buf, len, "cut off: no process_end");
-		break;
-	}
-	return buf;
-}
-
-char *source_end_describe(const struct source *src, char *buf, size_t len)
-{
-	return describe(source_end_of(src), source_exit_code(src), source_signal(src), src->has_process_end, buf,
-			len);
-}
-
-char *source_summary_describe(const struct source_summary *sum, char *buf, size_t len)
-{
-	return describe(sum->end, sum->exit_code, sum->signal, sum->has_process_end, buf, len);
 }
 
 static void copy_text(char *dst, const char *s)

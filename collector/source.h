@@ -216,21 +216,10 @@ struct source_summary {
  */
 int sources_summarize(const sources_t *s, struct source_summary **out, size_t *n);
 
-/* source_summary_describe - source_end_describe() for a summary. */
-char *source_summary_describe(const struct source_summary *sum, char *buf, size_t len);
-
 /* Names for dump, reports and JSON; never NULL.
  * "cut-off", "clean", "exited", "signaled"; "communicator", "RANK",
  * "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "unknown". */
 const char *source_end_name(enum source_end end);
 const char *source_rank_from_name(enum source_rank_from from);
-
-/*
- * source_end_describe - the end in words, as lint and report print it:
- * "ended cleanly", "exited 1", "exited 0 without its process_end",
- * "killed by signal 9 (SIGKILL)", "cut off: no process_end". Writes at most
- * len bytes (NUL included) and returns buf.
- */
-char *source_end_describe(const struct source *src, char *buf, size_t len);
 
 #endif
