@@ -779,8 +779,11 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	ing->finished = 1;
 	/* NVTX ranges still waiting for their names will not get them */
 	sources_finish(ing->layer);
-	for (uint32_t i = 0; i < ing->stats.sources; i++)
+	for (uint32_t i = 0; i < ing->stats.sources; i++) {
 		stats_sync(ing, &ing->sources[i]);
+		if (ing->sources[i].view)
+			ing->stats.collectives_missing += source_collectives_missing(ing->sources[i].view);
+	}
 	ing->stats.per_source = ing->sources;
 	ing->stats.damage = (const char *const *)ing->damage;
 	if (stats)

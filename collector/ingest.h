@@ -67,6 +67,8 @@ struct ingest_stats {
 	uint64_t bytes;         /* bytes of the output trace */
 	uint64_t by_type[FSS_REC_TYPE_MAX]; /* records written, per known type */
 	uint64_t dropped;       /* sum of the sources' dropped counts */
+	uint64_t collectives_missing; /* sum of the sources' collectives missing from their sequence
+	                                 numbers (source_collectives_missing): calls made, not recorded */
 	const struct ingest_source_stats *per_source; /* [sources], by output source number */
 	size_t ndamaged;        /* inputs that were cut short or damaged */
 	const char *const *damage; /* [ndamaged] one message each: who, where, why, what was kept */

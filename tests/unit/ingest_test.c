@@ -745,6 +745,16 @@ static void test_note_exit(void **state)
 	assert_int_equal(st->exits_written, 3);
 	assert_int_equal(st->exits_unmatched, 1);
 	assert_int_equal(st->by_type[FSS_REC_PROCESS_EXIT], 3);
+	/* each source's end, as the per-source layer read it */
+	{
+		uint64_t missing = 0;
+
+		for (uint32_t i = 0; i < st->sources; i++) {
+			assert_non_null(st->per_source[i].view);
+			missing += source_collectives_missing(st->per_source[i].view);
+		}
+		assert_int_equal(st->collectives_missing, missing);
+	}
 
 	merged_read(&m, out);
 	assert_int_equal(m.nsources, 3);
@@ -755,9 +765,13 @@ static void test_note_exit(void **state)
 	assert_int_equal(last_exit(&m, src)->wait_status, 1 << 8);
 	assert_true(st->per_source[src].has_exit);
 	assert_int_equal(st->per_source[src].wait_status, 1 << 8);
+	assert_int_equal(source_end_of(st->per_source[src].view), SOURCE_END_EXITED);
+	assert_int_equal(source_exit_code(st->per_source[src].view), 1);
 	src = merged_source_of(&m, 9);
 	assert_int_equal(m.n[src], agents[1].stream.chunk_records[3] + 1);
 	assert_int_equal(last_exit(&m, src)->wait_status, reap.status[1]);
+	assert_int_equal(source_end_of(st->per_source[src].view), SOURCE_END_SIGNALED);
+	assert_int_equal(source_signal(st->per_source[src].view), SIGKILL);
 	src = merged_source_of(&m, 6);
 	assert_int_equal(m.n[src], file_stream.nrecs + 1);
 	assert_int_equal(last_exit(&m, src)->pid, AGENT_PID_BASE + 6);
