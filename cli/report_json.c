@@ -427,7 +427,10 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 
 		jw_open(w, NULL, '{');
 		jw_u64(w, "source", s->source);
-		jw_i64(w, "rank", s->rank);
+		if (s->rank >= 0)
+			jw_i64(w, "rank", s->rank);
+		else
+			jw_null(w, "rank");
 		if (s->rank_from == SOURCE_RANK_UNKNOWN)
 			jw_null(w, "rank_from");
 		else
@@ -445,7 +448,10 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 		else
 			jw_null(w, "signal");
 		jw_bool(w, "process_end", s->has_process_end);
-		jw_u64(w, "last_record_ns", s->last_ns);
+		if (s->last_ns)
+			jw_u64(w, "last_record_ns", s->last_ns);
+		else
+			jw_null(w, "last_record_ns");
 		jw_u64(w, "records", s->records);
 		jw_u64(w, "collectives", s->collectives);
 		jw_u64(w, "collectives_missing", s->collectives_missing);
