@@ -502,6 +502,7 @@ int source_signal(const struct source *src)
 
 uint64_t source_collectives_missing(const struct source *src)
 {
+	/* the public view is the first member of the layer's state */
 	const struct source_state *st = (const struct source_state *)src;
 	uint64_t made = src->max_seq > src->end_collectives ? src->max_seq : src->end_collectives;
 

@@ -184,7 +184,7 @@ int source_signal(const struct source *src);
 
 /* source_collectives_missing - collective calls the source made that are
  * not in the trace: gaps in its sequence numbers, and those process_end
- * counted beyond the last one seen. */
+ * counted beyond the last one seen. src is one a sources_t handed out. */
 uint64_t source_collectives_missing(const struct source *src);
 
 /* What a result keeps of a source once the trace is read: self-contained
