@@ -452,6 +452,9 @@ static int layer_on_record(void *ctx, struct source *src, const struct fss_recor
 	if (!s)
 		return -ENOMEM;
 	t->touched = s;
+	if (s->view && rec->type != FSS_REC_PROCESS_HELLO && rec->type != FSS_REC_COMM &&
+	    rec->type != FSS_REC_CLOCK_ANCHOR && rec->type != FSS_REC_DROPS && rec->type != FSS_REC_NVTX_RANGE)
+		goto timeline_part; /* nothing the analysis reads of the source changed */
 	/* the facts the analysis reads, as the layer decided them */
 	s->view = src;
 	s->pid = src->pid;
@@ -465,6 +468,7 @@ static int layer_on_record(void *ctx, struct source *src, const struct fss_recor
 	s->cupti_offset = src->cupti_offset;
 	s->have_cupti_anchor = src->have_cupti_anchor;
 	s->dropped = src->dropped;
+timeline_part:
 	switch (rec->type) {
 	case FSS_REC_COLLECTIVE:
 		t->stats.collectives++;
