@@ -1,21 +1,15 @@
 /*
- * agent.c - process state of libfsdpscope-agent.so: init (constructor),
- * environment, activation on the first NCCL call, the process hello, fork,
- * exit, and turning itself off.
+ * agent.c - the agent's state (agent.h): init, environment, activation on
+ * the first NCCL call, the process hello, resetting to a new source, and
+ * turning itself off.
  *
- * Life of a process with the agent preloaded (docs/agent.md):
- *   constructor   agent_init: read FSDPSCOPE_DISABLE / DEBUG / DORMANT /
- *                 RING_SLOTS; state ON or DORMANT. Nothing allocated, no
- *                 thread, no file: `true` or a shell script pays a few getenv.
- *   first NCCL    agent_activate: read the rest of the environment, start
- *                 CUPTI (state ON) and the sender thread, register the exit
- *                 flush.
- *   fork          the child has no sender thread: it becomes a new source
- *                 (empty ring, no communicators) and activates again on its
- *                 own first NCCL call, or stays quiet.
- *   exit          CUPTI flush, then sender_stop with a bounded wait; the
- *                 state goes OFF so that NCCL calls from later destructors
- *                 are only forwarded.
+ *   init          read FSDPSCOPE_DISABLE / DEBUG / DORMANT / RING_SLOTS;
+ *                 state ON or DORMANT. Nothing allocated, no thread, no
+ *                 file: `true` or a shell script pays a few getenv.
+ *   activation    read the rest of the environment, create the ring, then
+ *                 agent_hooks.activated (lifecycle.c) starts CUPTI and the
+ *                 sender thread.
+ * What happens at fork and exit is lifecycle.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +22,11 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/comms.h"
+#include "agent/emit.h"
+#include "agent/strings.h"
 #include "common/clock.h"
+#include "common/ring.h"
 
 #ifndef FSS_AGENT_VERSION_MAJOR
 #define FSS_AGENT_VERSION_MAJOR 0
@@ -36,9 +34,6 @@
 #ifndef FSS_AGENT_VERSION_MINOR
 #define FSS_AGENT_VERSION_MINOR 1
 #endif
-
-/* How long the exit path waits for the sender to write what is left. */
-#define AGENT_EXIT_WAIT_MS 2000
 
 _Atomic int agent_state_now = AGENT_OFF;
 _Atomic int agent_activated;
@@ -48,11 +43,9 @@ static pthread_once_t agent_once = PTHREAD_ONCE_INIT;
 static _Atomic int agent_inited;       /* agent_init has run (any outcome) */
 static _Atomic int agent_off_for_good; /* FSDPSCOPE_DISABLE, or agent_disable */
 static int agent_debug_on;
-static int agent_dormant;		/* FSDPSCOPE_DORMANT=1 */
-static _Atomic int agent_cupti_started; /* cupti_start was called in this process */
-static _Atomic int agent_exit_registered;
-static _Atomic int agent_stopped; /* the exit flush ran */
-static pid_t agent_pid;		  /* the process that activated */
+static int agent_dormant; /* FSDPSCOPE_DORMANT=1 */
+_Atomic int agent_cupti_started;
+static _Atomic pid_t agent_pid; /* the process that activated */
 
 /* ---- environment -------------------------------------------------------- */
 
@@ -112,6 +105,12 @@ static void agent_read_config(void)
 
 	env_copy(AGENT_ENV_SINK, c->sink, sizeof(c->sink));
 	env_copy(AGENT_ENV_OUT, c->out_dir, sizeof(c->out_dir));
+	env_copy("XDG_RUNTIME_DIR", c->runtime_dir, sizeof(c->runtime_dir));
+	if (c->runtime_dir[0] != '/')
+		c->runtime_dir[0] = '\0';
+	env_copy("TMPDIR", c->tmp_dir, sizeof(c->tmp_dir));
+	if (c->tmp_dir[0] != '/')
+		c->tmp_dir[0] = '\0';
 	c->sink_timeout_ms = (int)env_long(AGENT_ENV_SINK_TIMEOUT, 1000, 10, 600000);
 	c->dormant = agent_dormant;
 	c->cupti = !(cupti && strcmp(cupti, "0") == 0);
@@ -124,18 +123,13 @@ static void agent_read_config(void)
 
 /* ---- messages ------------------------------------------------------------ */
 
-void agent_debug(const char *fmt, ...)
+static void agent_say(const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
 	int n, saved = errno;
 
-	if (!agent_debug_on)
-		return;
 	n = snprintf(buf, sizeof(buf), "fsdpscope-agent[%d]: ", (int)getpid());
-	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
@@ -145,9 +139,27 @@ void agent_debug(const char *fmt, ...)
 	errno = saved;
 }
 
-/* ---- state ---------------------------------------------------------------- */
+void agent_debug(const char *fmt, ...)
+{
+	va_list ap;
 
-static void agent_fork_child(void);
+	if (!agent_debug_on)
+		return;
+	va_start(ap, fmt);
+	agent_say(fmt, ap);
+	va_end(ap);
+}
+
+void agent_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_say(fmt, ap);
+	va_end(ap);
+}
+
+/* ---- state ---------------------------------------------------------------- */
 
 static void agent_init_once(void)
 {
@@ -158,9 +170,9 @@ static void agent_init_once(void)
 		atomic_store(&agent_inited, 1);
 		return;
 	}
-	if (pthread_atfork(NULL, NULL, agent_fork_child) != 0) {
+	if (agent_hooks.initialised() != 0) {
 		atomic_store(&agent_inited, 1);
-		agent_disable("pthread_atfork failed: not safe across fork");
+		agent_disable("cannot register the fork handler: not safe across fork");
 		return;
 	}
 	atomic_store(&agent_state_now, agent_dormant ? AGENT_DORMANT : AGENT_ON);
@@ -171,6 +183,11 @@ void agent_init(void)
 {
 	if (!atomic_load_explicit(&agent_inited, memory_order_acquire))
 		pthread_once(&agent_once, agent_init_once);
+}
+
+int agent_disabled_for_good(void)
+{
+	return atomic_load(&agent_off_for_good);
 }
 
 void agent_disable(const char *why)
@@ -188,29 +205,10 @@ void agent_cupti_maybe_start(void)
 	if (!agent_config.cupti)
 		return;
 	atomic_store(&agent_cupti_started, 1);
-	cupti_start();
+	agent_hooks.gpu_start();
 }
 
 _Atomic int agent_exit_status = -1;
-
-static void agent_at_exit(void)
-{
-	if (!atomic_load(&agent_activated) || agent_pid != getpid())
-		return;
-	if (atomic_exchange(&agent_stopped, 1))
-		return;
-	if (atomic_load(&agent_cupti_started))
-		cupti_flush(); /* CUPTI's last buffers go into the ring before the final drain */
-	sender_stop(AGENT_EXIT_WAIT_MS);
-	atomic_store(&agent_state_now, AGENT_OFF);
-}
-
-static void agent_on_exit(int status, void *arg)
-{
-	(void)arg;
-	atomic_store(&agent_exit_status, status & 0xff); /* what the parent's wait sees */
-	agent_at_exit();
-}
 
 void agent_activate(void)
 {
@@ -223,18 +221,11 @@ void agent_activate(void)
 		return;
 	if (!atomic_compare_exchange_strong(&agent_activated, &expected, 1))
 		return; /* another thread is doing it */
-	agent_pid = getpid();
+	atomic_store(&agent_pid, getpid());
 	agent_read_config();
 	agent_debug("active: sink %s, out %s, %s", agent_config.sink[0] ? agent_config.sink : "(none)",
 		    agent_config.out_dir[0] ? agent_config.out_dir : "(default)",
 		    agent_config.dormant ? "dormant" : "recording");
-	/* An exit handler rather than only a destructor: it runs before the
-	 * libraries' destructors (libcudart's among them), while CUPTI still
-	 * works; on_exit (glibc) also hands it the exit status for
-	 * process_end. The registration is inherited by fork children, hence
-	 * once. */
-	if (!atomic_exchange(&agent_exit_registered, 1) && on_exit(agent_on_exit, NULL) != 0)
-		agent_debug("on_exit failed: the destructor will flush");
 	/* The ring exists before the sender does: the sender never allocates
 	 * (a fork while it did would leave the allocation to a child that has
 	 * no thread to finish it). */
@@ -242,8 +233,15 @@ void agent_activate(void)
 		return; /* off: agent_ring said why */
 	if (atomic_load(&agent_state_now) == AGENT_ON)
 		agent_cupti_maybe_start();
-	if (sender_start() < 0)
+	if (agent_hooks.activated() < 0)
 		agent_disable("cannot start the sender thread");
+}
+
+int agent_active_here(void)
+{
+	/* getpid is a system call (glibc caches no pid): a vfork child sees
+	 * its own pid while agent_pid is its parent's. */
+	return atomic_load(&agent_activated) && atomic_load(&agent_pid) == getpid();
 }
 
 /* ---- hello ------------------------------------------------------------------ */
@@ -290,66 +288,26 @@ void agent_hello_build(struct fss_rec_process_hello *h)
 	h->agent_version = (uint16_t)(FSS_AGENT_VERSION_MAJOR << 8 | FSS_AGENT_VERSION_MINOR);
 	clock_anchor(&h->mono_ns, &h->realtime_ns);
 	h->features = FSS_FEATURE_NCCL;
-	int cupti = cupti_status();
-	if (cupti == AGENT_CUPTI_ON)
-		h->features |= FSS_FEATURE_CUPTI;
-	else if (cupti == AGENT_CUPTI_BUSY)
-		h->features |= FSS_FEATURE_CUPTI_BUSY; /* another subscriber holds CUPTI */
+	h->features |= agent_hooks.gpu_features();
 #ifdef FSS_AGENT_HAVE_NVTX
 	h->features |= FSS_FEATURE_NVTX;
 #endif
 }
 
-/* ---- fork and reset ---------------------------------------------------------- */
+/* ---- a new source ------------------------------------------------------------ */
 
-void agent_reset_source(void)
+void agent_state_reset(void)
 {
-	agent_thread_id_forget();
 	if (atomic_load(&agent_off_for_good))
 		return;
-	sender_after_fork_child();
 	agent_ring_replace();
 	agent_strings_after_fork();
 	agent_comms_reset();
 	atomic_store(&agent_counters.collectives, 0);
 	atomic_store(&agent_counters.sink_dropped, 0);
 	atomic_store(&agent_counters.cupti_dropped, 0);
+	atomic_store(&agent_counters.nvtx_dropped, 0);
 	agent_read_early_env();
-	atomic_store(&agent_stopped, 0);
 	atomic_store(&agent_activated, 0);
 	atomic_store(&agent_state_now, agent_dormant ? AGENT_DORMANT : AGENT_ON);
-}
-
-/* pthread_atfork child handler: runs in the child's one thread. A process
- * that never recorded anything has nothing to forget but its thread id (a
- * shell forks a lot: keep this cheap). */
-static void agent_fork_child(void)
-{
-#ifdef FSS_AGENT_HAVE_NVTX
-	/* Another thread of the parent may have held nvtx.c's registration lock
-	 * or owned NVTX stacks at the fork: the child must not inherit them. */
-	nvtx_after_fork_child();
-#endif
-	if (!atomic_load(&agent_activated) && !agent_ring_exists()) {
-		agent_thread_id_forget();
-		return;
-	}
-	/* CUDA (hence CUPTI) does not work in a fork child of a CUDA process. */
-	if (atomic_load(&agent_cupti_started))
-		cupti_after_fork_child();
-	agent_reset_source();
-}
-
-/* ---- constructor and destructor ------------------------------------------------ */
-
-__attribute__((constructor)) static void agent_constructor(void)
-{
-	agent_init();
-}
-
-/* If atexit could not be used (or the process left through a path that
- * skips atexit handlers but not destructors), flush here. */
-__attribute__((destructor)) static void agent_destructor(void)
-{
-	agent_at_exit();
 }

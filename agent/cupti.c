@@ -43,7 +43,10 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/cupti.h"
 #include "agent/cupti_api.h"
+#include "agent/emit.h"
+#include "agent/strings.h"
 #include "common/clock.h"
 #include "common/record.h"
 

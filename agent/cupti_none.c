@@ -1,12 +1,12 @@
 /*
- * cupti_none.c - the CUPTI entry points of agent.h for an agent built
+ * cupti_none.c - the CUPTI entry points of cupti.h for an agent built
  * without the CUPTI headers: the agent records NCCL calls and NVTX ranges,
  * no GPU activity. (agent/cupti.c is the real one; CMake picks one.)
  */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/agent.h"
+#include "agent/cupti.h"
 
 void cupti_start(void) {}
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/emit.h"
 #include "common/ring.h"
 
 struct agent_counters agent_counters;

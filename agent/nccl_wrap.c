@@ -34,10 +34,10 @@
  * that collective has group_id 0, else to its whole group (every collective
  * record with the same group_id).
  *
- * Communicators: a small lock-free table maps each live ncclComm_t to its
- * fss_rec_comm (id_hash, nranks, rank, ...), so that a split can derive its
- * child's id_hash from the parent's and a new sink can be told about every
- * live communicator (agent_comms_replay).
+ * Communicators: each live ncclComm_t goes into the communicator table
+ * (comms.c) with its fss_rec_comm, so that a split can derive its child's
+ * id_hash from the parent's and a new sink can be told about every live
+ * communicator.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -51,6 +51,11 @@
 #include <nccl.h>
 
 #include "agent/agent.h"
+#include "agent/comms.h"
+#include "agent/cupti.h"
+#include "agent/emit.h"
+#include "agent/nccl_wrap.h"
+#include "agent/strings.h"
 #include "common/clock.h"
 #include "common/record.h"
 #include "common/ring.h"
@@ -480,157 +485,6 @@ WRAP_API ncclResult_t ncclGroupEnd(void)
 	return res;
 }
 
-/* ---- the communicator table ------------------------------------------------------ */
-
-#define COMMS_SLOTS 1024u /* power of two */
-#define COMMS_KEY_EMPTY 0u
-#define COMMS_KEY_DEAD 1u /* removed; probes go on past it */
-#define COMMS_READ_TRIES 1000
-
-#define COMMS_NOT_IN_RING UINT64_MAX
-
-struct comms_slot {
-	_Atomic uint64_t key;	  /* the ncclComm_t value, or EMPTY / DEAD */
-	_Atomic uint32_t version; /* seqlock: odd while rec is being written */
-	_Atomic uint32_t splits;  /* ncclCommSplit calls on this communicator so far */
-	struct fss_rec_comm rec;  /* its init / split record */
-	uint64_t ring_before;	  /* ring_pushed() before rec went into the ring, or COMMS_NOT_IN_RING */
-};
-
-static struct comms_slot comms_table[COMMS_SLOTS];
-static _Atomic int comms_used; /* the table was written: a fork child must clear it */
-
-static uint32_t comms_home(uint64_t handle)
-{
-	return (uint32_t)((handle * 0x9e3779b97f4a7c15ull) >> 40) & (COMMS_SLOTS - 1);
-}
-
-static struct comms_slot *comms_find(uint64_t handle)
-{
-	uint32_t home = comms_home(handle);
-
-	for (uint32_t i = 0; i < COMMS_SLOTS; i++) {
-		struct comms_slot *s = &comms_table[(home + i) & (COMMS_SLOTS - 1)];
-		uint64_t key = atomic_load_explicit(&s->key, memory_order_acquire);
-
-		if (key == handle)
-			return s;
-		if (key == COMMS_KEY_EMPTY)
-			return NULL;
-	}
-	return NULL;
-}
-
-static void comms_write(struct comms_slot *s, const struct fss_rec_comm *rec, uint64_t ring_before)
-{
-	uint32_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-
-	atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	memcpy(&s->rec, rec, sizeof(*rec));
-	s->ring_before = ring_before;
-	atomic_store_explicit(&s->version, v + 2, memory_order_release);
-}
-
-/* 0 with *out (and *ring_before) copied, or -EAGAIN when a writer kept it
- * busy. */
-static int comms_read(struct comms_slot *s, struct fss_rec_comm *out, uint64_t *ring_before)
-{
-	for (int tries = 0; tries < COMMS_READ_TRIES; tries++) {
-		uint32_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
-		if (v1 & 1)
-			continue;
-		memcpy(out, &s->rec, sizeof(*out));
-		uint64_t before = s->ring_before;
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&s->version, memory_order_relaxed) == v1) {
-			if (ring_before)
-				*ring_before = before;
-			return 0;
-		}
-	}
-	return -EAGAIN;
-}
-
-/* Remember a communicator (a handle seen again replaces its old entry: a
- * communicator freed without ncclCommDestroy). Full table: not remembered,
- * its splits get id_hash 0 and a new sink is not told about it. */
-static void comms_put(const struct fss_rec_comm *rec, uint64_t ring_before)
-{
-	uint64_t handle = rec->comm;
-	struct comms_slot *s = comms_find(handle);
-	uint32_t home = comms_home(handle);
-
-	atomic_store_explicit(&comms_used, 1, memory_order_relaxed);
-	for (uint32_t i = 0; !s && i < COMMS_SLOTS; i++) {
-		struct comms_slot *t = &comms_table[(home + i) & (COMMS_SLOTS - 1)];
-		uint64_t key = atomic_load_explicit(&t->key, memory_order_acquire);
-
-		while ((key == COMMS_KEY_EMPTY || key == COMMS_KEY_DEAD) &&
-		       !atomic_compare_exchange_weak_explicit(&t->key, &key, handle, memory_order_acq_rel,
-							      memory_order_acquire)) {
-		}
-		if (key == COMMS_KEY_EMPTY || key == COMMS_KEY_DEAD)
-			s = t;
-	}
-	if (!s) {
-		agent_debug("communicator table full: comm %#llx not remembered", (unsigned long long)handle);
-		return;
-	}
-	atomic_store_explicit(&s->splits, 0, memory_order_relaxed);
-	comms_write(s, rec, ring_before);
-}
-
-/* Take a communicator out; 0 with its record in *out, or -ENOENT. */
-static int comms_take(uint64_t handle, struct fss_rec_comm *out)
-{
-	struct comms_slot *s = comms_find(handle);
-	int err;
-
-	if (!s)
-		return -ENOENT;
-	err = comms_read(s, out, NULL);
-	uint64_t key = handle;
-	atomic_compare_exchange_strong_explicit(&s->key, &key, COMMS_KEY_DEAD, memory_order_acq_rel,
-						memory_order_relaxed);
-	return err ? -ENOENT : 0;
-}
-
-/* A communicator whose record is still in the ring (not popped yet) reaches
- * the new sink that way: replaying it too would define it twice. Its ring
- * position is at least ring_before, so popped <= ring_before means it is
- * still there; otherwise (popped, or never pushed: dormant, full ring) it
- * is replayed. Called by the sender, the ring's one consumer: ring_popped
- * is exact there. */
-void agent_comms_replay(void (*emit)(void *ctx, const void *record), void *ctx)
-{
-	ring_t *ring = agent_ring();
-	uint64_t popped = ring ? ring_popped(ring) : 0;
-	struct fss_rec_comm rec;
-	uint64_t ring_before;
-
-	if (!atomic_load_explicit(&comms_used, memory_order_relaxed))
-		return;
-	for (uint32_t i = 0; i < COMMS_SLOTS; i++) {
-		struct comms_slot *s = &comms_table[i];
-		uint64_t key = atomic_load_explicit(&s->key, memory_order_acquire);
-
-		if (key < 2 || comms_read(s, &rec, &ring_before) != 0 || rec.comm != key)
-			continue;
-		if (ring_before != COMMS_NOT_IN_RING && popped <= ring_before)
-			continue;
-		emit(ctx, &rec);
-	}
-}
-
-void agent_comms_reset(void)
-{
-	if (!atomic_load_explicit(&comms_used, memory_order_relaxed))
-		return;
-	memset(comms_table, 0, sizeof(comms_table)); /* one thread: the fork child or a test */
-	atomic_store_explicit(&comms_used, 0, memory_order_relaxed);
-}
-
 /* ---- communicator life cycle ------------------------------------------------------ */
 
 struct comm_call {
@@ -796,12 +650,10 @@ WRAP_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
 	/* Every rank of the parent calls ncclCommSplit the same number of times
 	 * (it is collective), so (parent id_hash, color, number of the split)
 	 * is the same on all ranks of the child. */
-	uint64_t id_hash = 0;
-	struct comms_slot *parent = comms_find((uint64_t)(uintptr_t)comm);
+	uint64_t id_hash = 0, split_no;
 	struct fss_rec_comm prec;
-	if (parent && comms_read(parent, &prec, NULL) == 0) {
+	if (comms_next_split((uint64_t)(uintptr_t)comm, &prec, &split_no) == 0) {
 		unsigned char k[20];
-		uint64_t split_no = atomic_fetch_add_explicit(&parent->splits, 1, memory_order_relaxed);
 		int32_t col = color;
 
 		memcpy(k, &prec.id_hash, 8);

@@ -42,6 +42,10 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "agent/agent.h"
+#include "agent/emit.h"
+#include "agent/nccl_wrap.h"
+#include "agent/nvtx.h"
+#include "agent/strings.h"
 #include "common/clock.h"
 #include "common/record.h"
 
@@ -138,7 +142,6 @@ static __thread uint32_t tls_orphans __attribute__((tls_model("initial-exec")));
 
 static struct nvtx_open open_ranges[NVTX_OPEN_SLOTS];
 static _Atomic uint64_t next_range_id = 1;
-static _Atomic uint64_t dropped_ranges;
 
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nvtx_domain domains[NVTX_DOMAINS_MAX];
@@ -159,11 +162,6 @@ void nvtx_after_fork_child(void)
 
 		atomic_fetch_or(&stacks_taken[i / 64], 1ull << (i % 64));
 	}
-}
-
-uint64_t nvtx_dropped(void)
-{
-	return atomic_load_explicit(&dropped_ranges, memory_order_relaxed);
 }
 
 /* ---- names ------------------------------------------------------------- */
@@ -466,7 +464,7 @@ static int push(const void *handle, uint32_t domain, uint32_t name, uint32_t cat
 
 	if (!st) {
 		tls_orphans++;
-		atomic_fetch_add_explicit(&dropped_ranges, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&agent_counters.nvtx_dropped, 1, memory_order_relaxed);
 		return (int)tls_orphans - 1;
 	}
 	/* NVTX keeps one stack per domain and thread: this range's depth
@@ -478,7 +476,7 @@ static int push(const void *handle, uint32_t domain, uint32_t name, uint32_t cat
 		}
 	if (st->overflow || st->depth == NVTX_STACK_MAX) {
 		st->overflow++;
-		atomic_fetch_add_explicit(&dropped_ranges, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&agent_counters.nvtx_dropped, 1, memory_order_relaxed);
 		return (int)(tls_orphans + st->depth + st->overflow) - 1;
 	}
 	f = &st->frames[st->depth++];
@@ -584,7 +582,7 @@ static nvtxRangeId_t start(uint32_t domain, uint32_t name, uint32_t category, ui
 	}
 	/* Too many ranges open (or left open): this one is not recorded; its
 	 * id is still unique, and its end finds nothing. */
-	atomic_fetch_add_explicit(&dropped_ranges, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&agent_counters.nvtx_dropped, 1, memory_order_relaxed);
 	return id;
 }
 

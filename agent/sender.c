@@ -7,11 +7,14 @@
  *           FSDPSCOPE_SINK_TIMEOUT_MS (SO_SNDTIMEO): a collector that stops
  *           reading costs the job nothing but the records that pile up in the
  *           ring meanwhile (dropped and counted there).
- *   file    $FSDPSCOPE_OUT/fsdpscope-<host>-<pid>.fss (default directory: the
- *           current one, /tmp when that is not writable), written as
- *           ".partial" and renamed at exit. Used when FSDPSCOPE_SINK is unset,
- *           when no collector answers at start, and for the rest of the run
- *           when the collector goes away mid-run.
+ *   file    <dir>/fsdpscope-<host>-<pid>.fss, dir being FSDPSCOPE_OUT, else
+ *           a private per-user directory ($XDG_RUNTIME_DIR/fsdpscope or
+ *           $TMPDIR/fsdpscope-<uid>), never the job's current one; created
+ *           as ".partial" (O_EXCL | O_NOFOLLOW, mode 0600) and renamed at
+ *           exit. Used when FSDPSCOPE_SINK is unset, when no collector
+ *           answers at start, and for the rest of the run when the
+ *           collector goes away mid-run. No file at all: the ring is still
+ *           drained, every record counted in sink_dropped.
  *   dormant FSDPSCOPE_DORMANT=1: no file; try the socket every 500 ms; on
  *           connect the state goes ON, when the collector goes away back to
  *           DORMANT.
@@ -22,7 +25,10 @@
  * go out every second and at the end, then process_end.
  *
  * Producers never wake this thread (that would be a syscall on their hot
- * path): it polls the ring, sleeping 1 to 8 ms while the ring is empty. All
+ * path): it polls the ring, sleeping 1 to 8 ms while the ring is empty. A
+ * stop or flush request (exit, _exit) does wake it, and it wakes the
+ * requester when it is done: the exit paths wait for the work, not for a
+ * sleep to end (futexes: nothing a fork can leave locked). All
  * signals are blocked here, so a SIGPIPE from a vanished collector (a
  * thread-directed signal) stays with this thread instead of killing the job,
  * and the job's signal handlers never run on it.
@@ -30,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -37,11 +44,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/comms.h"
+#include "agent/emit.h"
+#include "agent/sender.h"
+#include "agent/strings.h"
 #include "common/clock.h"
 #include "common/ring.h"
 #include "common/trace_writer.h"
@@ -66,6 +78,8 @@ struct sender {
 	_Atomic int stop_req;
 	_Atomic uint64_t flush_req;
 	_Atomic uint64_t flush_done;
+	_Atomic uint32_t wake;	   /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
+	_Atomic uint32_t progress; /* futex: bumped by the thread when it answered a request or finished */
 
 	/* The sender thread's own. */
 	int kind;	   /* enum sender_sink */
@@ -155,9 +169,7 @@ static void sender_write_drops(ring_t *ring, uint64_t ring_dropped_extra)
 	d.sink_dropped = atomic_load(&agent_counters.sink_dropped);
 	d.cupti_dropped = atomic_load(&agent_counters.cupti_dropped);
 	d.records_written = ring_pushed(ring);
-#ifdef FSS_AGENT_HAVE_NVTX
-	d.nvtx_dropped = nvtx_dropped();
-#endif
+	d.nvtx_dropped = atomic_load(&agent_counters.nvtx_dropped);
 	snd.last_drops_ns = d.at_ns;
 	(void)sender_append(&d);
 }
@@ -225,27 +237,104 @@ static int sender_connect(int timeout_ms, struct fss_rec_process_hello *hello)
 	return 0;
 }
 
-static int sender_dir_usable(const char *dir)
+/* ---- where per-process files go --------------------------------------------------- */
+
+#define SENDER_NAME_TRIES 16 /* fsdpscope-<host>-<pid>.fss, then -1 ... -15 when a name is taken */
+
+/*
+ * A directory only this user can write into: made 0700 when missing (with
+ * create), not a symlink, owned by the effective user, nothing granted to
+ * group or others. 0, or -ENOTDIR / -EPERM (someone else's, or too open),
+ * or the error of mkdir / lstat.
+ */
+static int sender_private_dir(const char *path, int create)
 {
-	return access(dir, W_OK | X_OK) == 0;
+	struct stat st;
+
+	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (lstat(path, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (st.st_uid != geteuid() || (st.st_mode & 077))
+		return -EPERM;
+	return 0;
 }
 
+/* The default directory when FSDPSCOPE_OUT is not set (docs/agent.md):
+ * $XDG_RUNTIME_DIR/fsdpscope when that runtime directory is the user's
+ * own, else $TMPDIR/fsdpscope-<uid> (/tmp without TMPDIR), each checked by
+ * sender_private_dir. Never the job's current directory. */
+static int sender_default_dir(char *out, size_t cap)
+{
+	const char *runtime = agent_config.runtime_dir;
+	const char *tmp = agent_config.tmp_dir[0] ? agent_config.tmp_dir : "/tmp";
+	int n;
+
+	if (runtime[0] && sender_private_dir(runtime, 0) == 0) {
+		n = snprintf(out, cap, "%s/fsdpscope", runtime);
+		if (n > 0 && (size_t)n < cap && sender_private_dir(out, 1) == 0)
+			return 0;
+	}
+	n = snprintf(out, cap, "%s/fsdpscope-%u", tmp, (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= cap)
+		return -ENAMETOOLONG;
+	return sender_private_dir(out, 1);
+}
+
+/* FSDPSCOPE_OUT: the user's choice, so it may be shared (a group
+ * directory): made 0700 when missing; it must be a writable directory. */
+static int sender_out_dir(const char *dir)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (access(dir, W_OK | X_OK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Create this process's file in dir. Never opens an existing name: the
+ * writer creates "<name>.partial" with O_EXCL | O_NOFOLLOW, and a name
+ * whose final file exists (a finished trace of an earlier process with the
+ * same pid) is passed over for the next suffix. */
+static int sender_create_in(const char *dir, const char *host, const struct trace_writer_options *opts)
+{
+	struct stat st;
+	int err = -EEXIST;
+
+	for (int attempt = 0; attempt < SENDER_NAME_TRIES; attempt++) {
+		int n = attempt == 0
+			    ? snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d.fss", dir, host, (int)getpid())
+			    : snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d-%d.fss", dir, host,
+				       (int)getpid(), attempt);
+		if (n < 0 || (size_t)n >= sizeof(snd.path))
+			return -ENAMETOOLONG;
+		if (lstat(snd.path, &st) == 0)
+			continue;
+		err = trace_writer_open(&snd.w, snd.path, opts);
+		if (err != -EEXIST)
+			return err;
+	}
+	return err;
+}
+
+/* The file sink: in FSDPSCOPE_OUT when set and usable, else in the default
+ * directory. When no file can be made the caller goes on without a sink:
+ * every record is counted in sink_dropped, and one line on stderr says so. */
 static int sender_open_file(struct fss_rec_process_hello *hello)
 {
-	const char *dirs[3];
-	size_t ndirs = 0;
-	char host[256];
+	const char *out = agent_config.out_dir;
+	char host[256], dir[PATH_MAX];
 	struct trace_writer_options opts = {0};
-	int err = -ENOENT;
+	int out_err = 0, err;
 
-	if (agent_config.out_dir[0]) {
-		if (mkdir(agent_config.out_dir, 0777) < 0 && errno != EEXIST)
-			agent_debug("cannot create %s: %s", agent_config.out_dir, strerror(errno));
-		dirs[ndirs++] = agent_config.out_dir;
-	} else {
-		dirs[ndirs++] = ".";
-	}
-	dirs[ndirs++] = "/tmp";
 	if (gethostname(host, sizeof(host)) != 0)
 		strcpy(host, "host");
 	host[sizeof(host) - 1] = '\0';
@@ -254,25 +343,35 @@ static int sender_open_file(struct fss_rec_process_hello *hello)
 			*p = '_';
 	agent_hello_build(hello);
 	opts.features = hello->features;
-	for (size_t i = 0; i < ndirs; i++) {
-		if (!sender_dir_usable(dirs[i])) {
-			agent_debug("%s is not writable", dirs[i]);
-			continue;
-		}
-		int n = snprintf(snd.path, sizeof(snd.path), "%s/fsdpscope-%s-%d.fss", dirs[i], host, (int)getpid());
-		if (n < 0 || (size_t)n >= sizeof(snd.path)) {
-			err = -ENAMETOOLONG;
-			continue;
-		}
-		err = trace_writer_open(&snd.w, snd.path, &opts);
-		if (err == 0) {
-			snd.kind = SINK_FILE;
-			agent_debug("writing %s", snd.path);
-			return 0;
-		}
-		agent_debug("cannot write %s: %s", snd.path, strerror(-err));
+	opts.exclusive = 1;
+	if (out[0]) {
+		out_err = sender_out_dir(out);
+		if (!out_err)
+			out_err = sender_create_in(out, host, &opts);
+		if (!out_err)
+			goto opened;
 	}
-	return err;
+	err = sender_default_dir(dir, sizeof(dir));
+	if (!err)
+		err = sender_create_in(dir, host, &opts);
+	if (err) {
+		if (out[0])
+			agent_warn(
+			    "no trace file: FSDPSCOPE_OUT=%s: %s; %s: %s; the records of this process are dropped", out,
+			    strerror(-out_err), dir, strerror(-err));
+		else
+			agent_warn("no trace file: %s: %s; the records of this process are dropped (set FSDPSCOPE_OUT "
+				   "to a writable directory)",
+				   dir, strerror(-err));
+		return err;
+	}
+	if (out[0])
+		agent_warn("cannot write into FSDPSCOPE_OUT=%s (%s): writing %s instead", out, strerror(-out_err),
+			   snd.path);
+opened:
+	snd.kind = SINK_FILE;
+	agent_debug("writing %s", snd.path);
+	return 0;
 }
 
 /* Non-dormant start: the collector if it answers, else a file. */
@@ -290,11 +389,9 @@ static void sender_open_first(void)
 		}
 		agent_debug("no collector at %s (%s): writing a file instead", agent_config.sink, strerror(-err));
 	}
-	if (sender_open_file(&hello) == 0) {
+	if (sender_open_file(&hello) == 0)
 		sender_begin(&hello);
-		return;
-	}
-	agent_disable("no sink: no collector answered and no trace file could be created");
+	/* else no sink: the loop drains the ring and counts every record lost */
 }
 
 /* Dormant: one connection attempt; on success the agent starts recording. */
@@ -344,12 +441,11 @@ static void sender_sink_failed(int err, uint64_t lost)
 			atomic_compare_exchange_strong(&agent_state_now, &expected, AGENT_DORMANT);
 			return;
 		}
-		if (sender_open_file(&hello) == 0) {
+		if (sender_open_file(&hello) == 0)
 			sender_begin(&hello);
-			return;
-		}
+		return; /* else no sink: records from here on are counted lost */
 	}
-	agent_disable("the trace sink failed and no trace file could be written");
+	agent_disable("the trace file failed");
 }
 
 /* ---- the thread ------------------------------------------------------------------ */
@@ -376,11 +472,19 @@ static size_t sender_drain(ring_t *ring, size_t max)
 	return n;
 }
 
-static void sender_sleep_ms(unsigned ms)
+/* Sleep up to ms while *word still holds seen; a futex wake (or a change
+ * made before the call) ends it early. */
+static void sender_futex_wait(_Atomic uint32_t *word, uint32_t seen, unsigned ms)
 {
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
-	nanosleep(&ts, NULL);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+static void sender_futex_bump(_Atomic uint32_t *word)
+{
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 static void sender_finish(ring_t *ring)
@@ -422,6 +526,7 @@ static void sender_loop(void)
 	else
 		sender_open_first();
 	for (;;) {
+		uint32_t wake_seen = atomic_load(&snd.wake); /* before the requests: a later one ends the sleep */
 		int stop = atomic_load(&snd.stop_req);
 		uint64_t flush_req = atomic_load(&snd.flush_req);
 		uint64_t now;
@@ -442,11 +547,12 @@ static void sender_loop(void)
 			sender_drain(ring, ring_capacity(ring));
 			sender_flush_writer();
 			atomic_store(&snd.flush_done, flush_req);
+			sender_futex_bump(&snd.progress);
 		}
 		if (stop)
 			break;
 		if (n == 0) {
-			sender_sleep_ms(idle_ms);
+			sender_futex_wait(&snd.wake, wake_seen, idle_ms);
 			idle_ms = idle_ms * 2 > SENDER_IDLE_MAX_MS ? SENDER_IDLE_MAX_MS : idle_ms * 2;
 		} else {
 			idle_ms = 1;
@@ -461,6 +567,7 @@ static void *sender_main(void *arg)
 	pthread_setname_np(pthread_self(), "fsdpscope-send");
 	sender_loop();
 	atomic_store_explicit(&snd.finished, 1, memory_order_release);
+	sender_futex_bump(&snd.progress);
 	return NULL;
 }
 
@@ -497,18 +604,24 @@ int sender_running(void)
 	return atomic_load(&snd.running) && !atomic_load(&snd.finished);
 }
 
-/* Wait until done(arg) holds, for at most timeout_ms, polling every
- * millisecond: no condition variable, so nothing a fork can leave locked. */
+/* Wait until done(arg) holds, for at most timeout_ms: woken by the
+ * thread's progress, and looking again every 10 ms whatever happens. */
 static int sender_wait(int (*done)(uint64_t arg), uint64_t arg, int timeout_ms)
 {
 	uint64_t deadline = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 
-	while (!done(arg)) {
-		if (clock_mono_ns() >= deadline)
+	for (;;) {
+		uint32_t seen = atomic_load(&snd.progress);
+		uint64_t now;
+
+		if (done(arg))
+			return 0;
+		now = clock_mono_ns();
+		if (now >= deadline)
 			return -ETIMEDOUT;
-		sender_sleep_ms(1);
+		uint64_t left_ms = (deadline - now + 999999) / 1000000;
+		sender_futex_wait(&snd.progress, seen, left_ms < 10 ? (unsigned)left_ms : 10);
 	}
-	return 0;
 }
 
 static int sender_flushed(uint64_t want)
@@ -527,6 +640,7 @@ void sender_flush(int timeout_ms)
 	if (!sender_running() || pthread_equal(pthread_self(), snd.thread))
 		return;
 	uint64_t want = atomic_fetch_add(&snd.flush_req, 1) + 1;
+	sender_futex_bump(&snd.wake);
 	if (sender_wait(sender_flushed, want, timeout_ms))
 		agent_debug("flush: the sender did not answer within %d ms", timeout_ms);
 }
@@ -536,6 +650,7 @@ void sender_stop(int timeout_ms)
 	if (!atomic_load(&snd.running) || pthread_equal(pthread_self(), snd.thread))
 		return;
 	atomic_store(&snd.stop_req, 1);
+	sender_futex_bump(&snd.wake);
 	if (sender_wait(sender_done, 0, timeout_ms)) {
 		/* Leave it: the process exits around it. */
 		agent_debug("the sender did not finish within %d ms: exiting without it", timeout_ms);
@@ -565,4 +680,6 @@ void sender_after_fork_child(void)
 	atomic_store(&snd.stop_req, 0);
 	atomic_store(&snd.flush_req, 0);
 	atomic_store(&snd.flush_done, 0);
+	atomic_store(&snd.wake, 0);
+	atomic_store(&snd.progress, 0);
 }

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/emit.h"
+#include "agent/strings.h"
 #include "common/record.h"
 
 #define STRINGS_SLOTS 16384u	       /* power of two */

@@ -3,6 +3,7 @@
  */
 #include "cli/commands.h"
 #include "cli/json.h"
+#include "cli/output.h"
 
 #include "collector/source.h"
 #include "common/error.h"
@@ -47,20 +48,29 @@ const char cmd_dump_help[] =
 	"    \"comm_rank\".\n\n"
 	"    Records of types this version does not know are printed as\n"
 	"    {\"type\":\"unknown\",\"type_id\":N,\"size\":S,...} and otherwise skipped.\n\n"
-	"    A damaged or truncated trace is dumped up to its last complete chunk;\n"
-	"    then dump says on stderr where and why it stopped, and exits 2.\n\n"
+	"    A damaged trace is dumped chunk by chunk around the damage: every chunk\n"
+	"    whose checksum holds is printed, and dump says on stderr which byte\n"
+	"    ranges (and chunks) it skipped and why, and exits 2. So does a trace cut\n"
+	"    short or never closed by its writer (no trace_end record at its end):\n"
+	"    what it holds is printed first. A file that is empty, not a trace, or\n"
+	"    whose header is cut short or damaged is named as such, and nothing is\n"
+	"    printed.\n\n"
 	"OPTIONS\n"
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
 	"                           clock_anchor, drops, process_end, correlation,\n"
-	"                           process_exit, trace_end)\n"
-	"    --header               print the file header first, as {\"type\":\"file_header\",...}\n"
+	"                           process_exit)\n"
+	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
+	"                           and the writer's trace_end record (source 4294967295, the\n"
+	"                           file's own) where it lies, last in a closed trace\n"
 	"    --sources              after the records, one {\"type\":\"source\",...} line per\n"
 	"                           process: its rank and where it came from, pid, host,\n"
 	"                           command, how it ended (\"end\": clean, exited, signaled,\n"
 	"                           cut-off), drops, collectives seen and missing\n\n"
 	"EXIT STATUS\n"
-	"    0 the whole trace was read; 2 bad usage, unreadable or damaged trace.\n\n"
+	"    0 the whole trace was read and its writer closed it (also when it holds no\n"
+	"    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+	"    a damaged trace, or one cut short or never closed.\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope dump run.fss | head\n"
 	"    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
@@ -161,6 +171,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	}
 	if (d->type_mask && (rec->type >= 32 || !(d->type_mask & (1u << rec->type))))
 		return 0;
+	if (rec->source == FSS_SOURCE_NONE && !d->want_header && !d->type_mask)
+		return 0; /* the writer's trace_end: the file's framing, shown with --header */
 	fields = record_fields(rec->type, &n);
 	if (!fields) {
 		fprintf(d->out, "{\"type\":\"unknown\",\"type_id\":%u,\"size\":%u,\"source\":%u}\n", rec->type,
@@ -261,7 +273,7 @@ int cmd_dump(int argc, char **argv)
 	};
 	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
-	char err_text[320];
+	struct trace_read_info info = {0};
 	int opt, err;
 
 	optind = 1;
@@ -301,32 +313,49 @@ int cmd_dump(int argc, char **argv)
 	}
 	err = 0;
 	if (!d.one_pass) {
-		/* A damaged file stops both passes at the same chunk: the second
-		 * pass says so. */
+		/* The first pass only learns; the second prints and says what the
+		 * file was (a damaged one stops both at the same places). */
 		d.learning = 1;
-		err = trace_read_file(argv[optind], &ops, &d, err_text, sizeof(err_text));
+		err = trace_read(argv[optind], &ops, &d, NULL);
 		d.learning = 0;
 		sources_finish(d.layer);
-		if (err == FSS_E_TRUNCATED || err == FSS_E_CORRUPT)
+		if (err != -ENOMEM)
 			err = 0;
 	}
 	if (!err)
-		err = trace_read_file(argv[optind], &ops, &d, err_text, sizeof(err_text));
+		err = trace_read(argv[optind], &ops, &d, &info);
+	else
+		snprintf(info.message, sizeof(info.message), "%s", fss_strerror(err));
 	if (d.one_pass)
 		sources_finish(d.layer);
-	if (d.want_sources && err != -ENOENT && err != -EACCES && err != -EISDIR)
+	if (d.want_sources && err != -ENOENT && err != -EACCES && err != -EISDIR && err != -ENOMEM)
 		print_sources(&d);
-	fflush(stdout);
+	output_flush();
 	sources_free(d.layer);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[optind], fss_strerror(err));
 		return EXIT_USAGE;
 	}
-	if (err) {
-		fprintf(stderr, "fsdpscope dump: %s: %s: %s\n", argv[optind], fss_strerror(err), err_text);
-		if (err == FSS_E_TRUNCATED || err == FSS_E_CORRUPT)
-			fprintf(stderr, "fsdpscope dump: every complete chunk before that point was dumped above\n");
+	if (info.input == TRACE_INPUT_NO_RECORDS && err == 0) {
+		/* Read whole and closed by its writer: empty, not damaged. */
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		return EXIT_OK;
+	}
+	if (info.input != TRACE_INPUT_TRACE) {
+		/* Say what the file is; there was nothing (or no record) to dump. */
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
 		return EXIT_USAGE;
 	}
+	if (err) {
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		if (err == FSS_E_TRUNCATED || err == FSS_E_CORRUPT)
+			fprintf(stderr, "fsdpscope dump: the %llu chunks that could be read were dumped above\n",
+				(unsigned long long)info.chunks);
+		return EXIT_USAGE;
+	}
+	if (info.end == TRACE_END_NOT_MARKED)
+		fprintf(stderr, "fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
+				"cannot be told\n",
+			argv[optind], info.version_major, info.version_minor);
 	return EXIT_OK;
 }

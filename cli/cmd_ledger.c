@@ -35,8 +35,8 @@ const char cmd_ledger_help[] =
 	"    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
 	"    with P, N and U measured from the gathers.\n\n"
 	"OPTIONS\n"
-	"    --params P             parameters of the model (7e9, 7B, 7G all work)\n"
-	"    --ranks N              ranks the parameters are sharded over\n"
+	"    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
+	"    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
 	"    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
 	"    --unit-params U        parameters of the largest unit (overrides P / K)\n"
 	"    --prefetch F           units gathered ahead of the one computing (default 1)\n"
@@ -45,9 +45,11 @@ const char cmd_ledger_help[] =
 	"    --grad-dtype T         gradient shard dtype (default bf16)\n"
 	"    --master-dtype T       master weights: fp32 (default) or none\n"
 	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
+	"                           (0 to 64)\n"
 	"    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
 	"EXIT STATUS\n"
-	"    0 printed; 2 bad usage.\n\n"
+	"    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
+	"    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
 	"EXAMPLES\n"
 	"    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
 	"    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
@@ -172,6 +174,59 @@ static int parse_params(const char *text, double *out)
 	return rule_parse_number(text, out);
 }
 
+/* What each option takes, for the message that refuses a value. */
+static const char *expected(int opt)
+{
+	switch (opt) {
+	case OPT_PARAMS:
+		return "a parameter count from 1 to 1e15 (7e9, 7B, 7G)";
+	case OPT_RANKS:
+		return "a whole number of ranks from 1 to 10000000";
+	case OPT_UNITS:
+		return "a whole number of units from 1 to 10000000, and at most --params";
+	case OPT_UNIT_PARAMS:
+		return "a parameter count from 1 to --params";
+	case OPT_PREFETCH:
+		return "a whole number of units from 0 to 64";
+	case OPT_GPU_MEM:
+		return "a size from 1 byte to 1e18 bytes (80G, 80GB, 141e9)";
+	case OPT_PARAM_DTYPE:
+	case OPT_GRAD_DTYPE:
+		return "bf16, fp16, fp32, fp8 or fp64";
+	case OPT_MASTER_DTYPE:
+		return "bf16, fp16, fp32, fp8, fp64 or none";
+	case OPT_OPTIMIZER:
+		return "adam, sgd-momentum, sgd, or bytes of state per parameter from 0 to 64";
+	default:
+		return "see 'fsdpscope ledger --help'";
+	}
+}
+
+/* The option that sets each input ledger_check names. */
+static int option_of(enum ledger_field f)
+{
+	switch (f) {
+	case LEDGER_PARAMS: return OPT_PARAMS;
+	case LEDGER_RANKS: return OPT_RANKS;
+	case LEDGER_UNITS: return OPT_UNITS;
+	case LEDGER_LARGEST_UNIT: return OPT_UNIT_PARAMS;
+	case LEDGER_PREFETCH: return OPT_PREFETCH;
+	case LEDGER_PARAM_BYTES: return OPT_PARAM_DTYPE;
+	case LEDGER_GRAD_BYTES: return OPT_GRAD_DTYPE;
+	case LEDGER_MASTER_BYTES: return OPT_MASTER_DTYPE;
+	case LEDGER_OPTIMIZER_BYTES: return OPT_OPTIMIZER;
+	case LEDGER_GPU_MEM: return OPT_GPU_MEM;
+	case LEDGER_OK: break;
+	}
+	return 0;
+}
+
+/* whole - v is a whole number in [lo, hi] (false for NaN). */
+static int whole(double v, double lo, double hi)
+{
+	return v >= lo && v <= hi && v == floor(v);
+}
+
 int cmd_ledger(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -189,8 +244,11 @@ int cmd_ledger(int argc, char **argv)
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
+	/* the text each option was given, for the messages */
+	const char *given[OPT_HELP - OPT_PARAMS + 1] = {0};
 	struct ledger_input in;
 	struct analysis_ledger out;
+	enum ledger_field field;
 	double v, ranks = 0, units = 0;
 	int opt, json = 0, bad;
 
@@ -199,25 +257,28 @@ int cmd_ledger(int argc, char **argv)
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		bad = 0;
+		if (opt >= OPT_PARAMS && opt <= OPT_HELP)
+			given[opt - OPT_PARAMS] = optarg;
 		switch (opt) {
 		case OPT_PARAMS:
-			bad = parse_params(optarg, &in.params) || in.params < 1;
+			bad = parse_params(optarg, &in.params) || !(in.params >= 1 && in.params <= LEDGER_PARAMS_MAX);
 			break;
 		case OPT_RANKS:
-			bad = rule_parse_number(optarg, &ranks) || ranks < 1 || ranks > 1e7 || ranks != floor(ranks);
+			bad = rule_parse_number(optarg, &ranks) || !whole(ranks, 1, LEDGER_RANKS_MAX);
 			break;
 		case OPT_UNITS:
-			bad = rule_parse_number(optarg, &units) || units < 1 || units > 1e7 || units != floor(units);
+			bad = rule_parse_number(optarg, &units) || !whole(units, 1, 1e7);
 			break;
 		case OPT_UNIT_PARAMS:
-			bad = parse_params(optarg, &in.largest_unit_params) || in.largest_unit_params < 1;
+			bad = parse_params(optarg, &in.largest_unit_params) ||
+			      !(in.largest_unit_params >= 1 && in.largest_unit_params <= LEDGER_PARAMS_MAX);
 			break;
 		case OPT_PREFETCH:
-			bad = rule_parse_number(optarg, &v) || v > 64 || v != floor(v);
+			bad = rule_parse_number(optarg, &v) || !whole(v, 0, LEDGER_PREFETCH_MAX);
 			in.prefetch = bad ? 0 : (int)v;
 			break;
 		case OPT_GPU_MEM:
-			bad = rule_parse_number(optarg, &v) || v < 1 || v > 1e18;
+			bad = rule_parse_number(optarg, &v) || !(v >= 1 && v <= LEDGER_GPU_MEM_MAX);
 			in.gpu_mem_bytes = bad ? 0 : (uint64_t)v;
 			break;
 		case OPT_PARAM_DTYPE:
@@ -243,16 +304,8 @@ int cmd_ledger(int argc, char **argv)
 				argv[optind - 1]);
 			return EXIT_USAGE;
 		}
-		if (bad) {
-			const char *name = "?";
-
-			for (const struct option *o = options; o->name; o++)
-				if (o->val == opt)
-					name = o->name;
-			fprintf(stderr, "fsdpscope ledger: --%s %s: bad value (see 'fsdpscope ledger --help')\n", name,
-				optarg ? optarg : "");
-			return EXIT_USAGE;
-		}
+		if (bad)
+			goto refuse;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fsdpscope ledger: unexpected argument '%s' (see 'fsdpscope ledger --help')\n",
@@ -264,17 +317,23 @@ int cmd_ledger(int argc, char **argv)
 				"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
 		return EXIT_USAGE;
 	}
-	if (in.largest_unit_params > in.params) {
-		fprintf(stderr, "fsdpscope ledger: --unit-params %.0f is more than --params %.0f\n", in.largest_unit_params,
-			in.params);
-		return EXIT_USAGE;
-	}
 	in.ranks = (uint32_t)ranks;
 	in.units = (uint32_t)units;
+	field = ledger_check(&in);
+	if (field != LEDGER_OK) {
+		opt = option_of(field);
+		goto refuse;
+	}
 	ledger_compute(&in, &out);
 	if (json)
 		diagnosis_print_ledger_json(stdout, &out);
 	else
 		print_text(&out, in.units);
 	return EXIT_OK;
+refuse:
+	for (const struct option *o = options; o->name; o++)
+		if (o->val == opt)
+			fprintf(stderr, "fsdpscope ledger: --%s %s: expected %s\n", o->name,
+				given[opt - OPT_PARAMS] ? given[opt - OPT_PARAMS] : "", expected(opt));
+	return EXIT_USAGE;
 }

@@ -5,7 +5,9 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
+#include "cli/output.h"
 #include "cli/report_sources.h"
+#include "cli/run_session.h"
 
 #include "common/error.h"
 
@@ -61,7 +63,9 @@ const char cmd_lint_help[] =
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
 	"EXIT STATUS (the first that applies)\n"
-	"    2  bad usage, or TRACE is not a trace or cannot be read\n"
+	"    2  bad usage, an option that cannot apply to TRACE (the message gives the valid\n"
+	"       range), TRACE is not a trace or cannot be read, or the output could not be\n"
+	"       written (a full disk: 'fsdpscope: writing standard output: ...')\n"
 	"    3  not diagnosed: no training step, no FSDP communicator, or a pattern the\n"
 	"       analysis does not cover (the not-diagnosed finding says which); whatever\n"
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
@@ -133,6 +137,9 @@ int cmd_lint(int argc, char **argv)
 			}
 		}
 	}
+	/* A trace (or folder) a killed run left: say so before reading it. */
+	if (optind < argc)
+		run_unfinished_note(argv[optind], "fsdpscope lint", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
 		return EXIT_USAGE;
 	if (json) {
@@ -153,10 +160,10 @@ int cmd_lint(int argc, char **argv)
 		diagnosis_print_tally(stdout, d.findings);
 		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
 	}
-	fflush(stdout);
+	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed up to there: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", argv[optind],
 			d.damage);
 	if (d.result->trace.dropped_records)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "

@@ -3,6 +3,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/output.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -23,11 +24,14 @@ const char cmd_report_help[] =
 	"      - repeating units: root gathers plus k gathers repeated L times, with the\n"
 	"        NVTX module names when the job marks them;\n"
 	"      - reshard_after_forward of the non-root units, read from the backward gathers;\n"
-	"      - exposure: per AllGather, the time no compute ran under it, with its cause,\n"
+	"      - exposure: per AllGather, exposed (its own time with no compute under it,\n"
+	"        as PyTorch's trace analysis counts it) and compute wait (how long compute\n"
+	"        waited for it, queueing behind other collectives included), with its\n"
+	"        cause; every figure of one representative step, so that they add up;\n"
 	"        from GPU kernel intervals (CUPTI) or else host timing;\n"
 	"      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
 	"        (1 + prefetch), wire bytes per step against DDP);\n"
-	"      - the step breakdown (compute, exposed communication, idle) and MFU;\n"
+	"      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
 	"      - per-rank figures and the spread across ranks;\n"
 	"      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
 	"        signal, cut off), its drops and collectives missing from its sequence;\n"
@@ -38,8 +42,10 @@ const char cmd_report_help[] =
 	DIAGNOSIS_OPTIONS_HELP "\n"
 	"    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
 	"EXIT STATUS\n"
-	"    0 the report was printed; 2 bad usage, a trace that cannot be read, or a damaged\n"
-	"    trace (the report of the readable part is printed, then where it stopped).\n\n"
+	"    0 the report was printed; 2 bad usage, an option that cannot apply to TRACE (the\n"
+	"    message gives the valid range), a trace that cannot be read, a damaged trace (the\n"
+	"    report of the readable part is printed, then where it stopped), or a report that\n"
+	"    could not be written (a full disk: 'fsdpscope: writing standard output: ...').\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope report run.fss\n"
 	"    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
@@ -96,10 +102,12 @@ int cmd_report(int argc, char **argv)
 		diagnosis_print_json(stdout, &d, &flags.rules);
 	else
 		diagnosis_print_report(stdout, &d);
-	fflush(stdout);
+	output_flush();
 	rc = EXIT_OK;
 	if (d.damage[0]) {
-		fprintf(stderr, "fsdpscope report: %s: damaged trace, analysed up to the damage: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
+				"analysed what could be read: %s\n",
+			argv[optind],
 			d.damage);
 		rc = EXIT_USAGE;
 	}

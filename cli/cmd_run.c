@@ -3,13 +3,19 @@
  * agent in its environment, ingest what its processes send, write one trace.
  *
  * One thread: the embedded ingest's epoll loop doubles as the wait for the
- * child (SIGCHLD interrupts it). The child runs in its own process group so
+ * job (SIGCHLD interrupts it). fsdpscope is the job's subreaper, so every
+ * process the job starts stays its descendant, however early its parent
+ * exits: the run ends when the last of them is reaped (or the wait's bound
+ * runs out), not when CMD does. The child runs in its own process group so
  * that a forwarded SIGINT / SIGTERM reaches every process of the job
- * (launchers, forked ranks); on a terminal the group also gets the terminal,
- * as a shell would do, so ^C and ^Z go to the job and not to fsdpscope.
+ * (launchers, forked ranks), and so that the job outlives an fsdpscope that
+ * is killed; on a terminal the group also gets the terminal, as a shell
+ * would do, so ^C and ^Z go to the job and not to fsdpscope. The folder
+ * side (private folder, lock, final name, leftovers) is cli/run_session.c.
  */
 #include "cli/commands.h"
 #include "cli/lint.h"
+#include "cli/run_session.h"
 
 #include "collector/ingest.h"
 #include "common/clock.h"
@@ -27,8 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -38,6 +44,13 @@
 #define RUN_DEFAULT_DIR "fsdpscope-out"
 #define RUN_DEFAULT_NAME "trace"
 #define RUN_DEFAULT_FLUSH_S 5
+#define RUN_DEFAULT_WAIT_DESCENDANTS_S 3600
+#define RUN_MAX_WAIT_S (30 * 86400)
+/* How often the unfinished trace is flushed to disk: what a killed run
+ * loses of what it had received. */
+#define RUN_FLUSH_EVERY_MS 1000
+/* Processes named in a message; more are counted. */
+#define RUN_NAMED_PIDS 8
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
 #define RUN_EXIT_SETUP EXIT_USAGE
 
@@ -46,52 +59,79 @@ const char cmd_run_help[] =
 	"    fsdpscope run - run a training job with the agent and record one trace\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
-	"                  [--flush-timeout SEC] -- CMD [ARGS...]\n\n"
+	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--] CMD [ARGS...]\n\n"
 	"DESCRIPTION\n"
 	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
 	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
 	"    every process it starts - launchers such as torchrun, srun or mpirun, and\n"
 	"    the ranks they fork - record their NCCL collectives, NVTX ranges and, on a\n"
 	"    GPU, CUPTI kernel intervals. Each process connects to the socket on its own;\n"
-	"    a process that cannot reach it writes a per-process trace file into DIR\n"
-	"    instead. When CMD exits, fsdpscope waits for the processes' final flushes\n"
-	"    (at most --flush-timeout), merges any per-process files, and writes one\n"
-	"    trace, DIR/NAME.fss, with one source per process.\n\n"
+	"    a process that cannot reach it writes a per-process trace file into the\n"
+	"    run's private folder instead. fsdpscope is the job's subreaper: processes\n"
+	"    that outlive CMD stay in the run, and when CMD exits fsdpscope waits for\n"
+	"    them (at most --wait-descendants), then for the processes' final flushes\n"
+	"    (at most --flush-timeout), merges the per-process files, and writes one\n"
+	"    trace, DIR/NAME.fss, with one source per process and a process_exit record\n"
+	"    (how it ended) for every process it reaped.\n\n"
+	"    CMD begins at '--' or at the first word that is not an option: from there\n"
+	"    on every argument is CMD's, '--help' included.\n\n"
+	"    A trace is never replaced: when DIR/NAME.fss exists (an earlier run, or\n"
+	"    another run into the same DIR), the trace is written to NAME-2.fss (-3,\n"
+	"    ...) and fsdpscope says so. Each run has its own folder in DIR,\n"
+	"    DIR/" RUN_FOLDER_PREFIX "ID (mode 0700), so that runs sharing DIR merge only\n"
+	"    their own processes' files. What a run that was killed left there (its\n"
+	"    socket, unfinished trace, per-process files) is named by the next run in\n"
+	"    DIR and merged into DIR/recovered-ID.fss (left in place, and said, while\n"
+	"    that run's job is still running).\n\n"
+	"    Only processes of the user running fsdpscope may send records: the socket\n"
+	"    and its folder are the user's alone (0600 / 0700 whatever the umask), and\n"
+	"    every connection's peer user is checked; others are refused and reported.\n\n"
 	"    CMD's standard input, output and error are left alone; fsdpscope writes\n"
 	"    its own lines to standard error only: where the trace is, a one-line\n"
 	"    summary (processes, collectives, NVTX ranges, GPU intervals, records the\n"
-	"    agents dropped) and, when an input was cut short or damaged, which process,\n"
-	"    at what offset and why (its complete chunks are kept).\n\n"
+	"    agents dropped), the processes that outlived CMD and, when an input was\n"
+	"    cut short or damaged, which process, at what offset and why (its complete\n"
+	"    chunks are kept).\n\n"
 	"    SIGINT, SIGTERM and SIGHUP sent to fsdpscope are forwarded to CMD's process\n"
-	"    group; a second one while fsdpscope waits for the final flushes stops the\n"
-	"    wait. On a terminal, CMD's group is given the terminal, so ^C and ^Z act on\n"
-	"    the job as they would without fsdpscope.\n\n"
+	"    group, also while fsdpscope waits for the processes CMD left; a second one\n"
+	"    then stops that wait, and one after the job ended stops the wait for the\n"
+	"    final flushes. On a terminal, CMD's group is given the terminal, so ^C and\n"
+	"    ^Z act on the job as they would without fsdpscope. The job does not die\n"
+	"    with fsdpscope: killed (SIGKILL, out of memory), fsdpscope leaves the job\n"
+	"    running, and its agents go on in per-process files.\n\n"
 	"    The environment CMD gets (children and launchers inherit it):\n"
 	"      LD_PRELOAD             the agent, before any existing entries (after an\n"
 	"                             ASan runtime already listed there, which must be first)\n"
 	"      NVTX_INJECTION64_PATH  the agent, unless already set (then kept, with a\n"
 	"                             warning: NVTX ranges are then not recorded)\n"
-	"      FSDPSCOPE_SINK         the socket address (unix:DIR/.fsdpscope-run.PID.sock,\n"
-	"                             or an abstract unix:@... name when that path is too long)\n"
-	"      FSDPSCOPE_OUT          DIR, for per-process trace files\n"
+	"      FSDPSCOPE_SINK         the socket, unix:DIR/" RUN_FOLDER_PREFIX "ID/sock (or\n"
+	"                             unix:/tmp/fsdpscope-XXXXXX/sock, in $XDG_RUNTIME_DIR\n"
+	"                             when set, when that path is too long for a socket)\n"
+	"      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
 	"      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
 	"OPTIONS\n"
 	"    --out DIR            directory for the trace (created; default ./" RUN_DEFAULT_DIR ")\n"
-	"    --name NAME          trace file name, DIR/NAME.fss (default " RUN_DEFAULT_NAME "); an\n"
-	"                         existing file of that name is replaced\n"
+	"    --name NAME          trace file name, DIR/NAME.fss (default " RUN_DEFAULT_NAME "); a\n"
+	"                         file of that name is never replaced (see above)\n"
 	"    --dormant            start the agents dormant: they count calls but record\n"
 	"                         nothing until a collector asks for data\n"
 	"    --no-cupti           do not load CUPTI in the job (no GPU intervals)\n"
-	"    --flush-timeout SEC  after CMD exits, wait at most SEC seconds for processes\n"
-	"                         still connected, e.g. ones CMD left running (default 5)\n"
-	"    Put '--' before CMD, so that CMD's own options are not read as fsdpscope's.\n\n"
+	"    --wait-descendants SEC\n"
+	"                         after CMD exits, wait at most SEC seconds for the\n"
+	"                         processes it left running (forked ranks, daemons);\n"
+	"                         0: do not wait (default 3600). Those still running\n"
+	"                         then are named, and go on in per-process files that\n"
+	"                         the next run in DIR merges\n"
+	"    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
+	"                         connected to send their last records (default 5)\n"
+	"    -h, --help           this text (only before CMD)\n\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
-	"    DIR/NAME.fss.runPID.partial  the trace while it is being written (PID is\n"
-	"                          fsdpscope's); renamed to NAME.fss when complete\n"
-	"    DIR/*.fss, *.partial  per-process files of agents that found no collector;\n"
-	"                          merged into NAME.fss and removed (files that were in\n"
-	"                          DIR before the run are left alone)\n\n"
+	"    DIR/" RUN_FOLDER_PREFIX "ID/  the run's private folder (ID: fsdpscope's pid and a\n"
+	"                          random suffix), removed at the end: run.info (who, when,\n"
+	"                          what; locked while the run lives), sock, run-output.fss.partial\n"
+	"                          (the trace being written), the agents' per-process files\n"
+	"    DIR/recovered-ID.fss  what a killed run ID left, merged by the next run\n\n"
 	"    The agent is looked up in this order: $FSDPSCOPE_AGENT; next to the\n"
 	"    executable's build tree, EXE_DIR/../agent/" RUN_AGENT_NAME "; the install\n"
 	"    location, EXE_DIR/../lib/fsdpscope/" RUN_AGENT_NAME ".\n\n"
@@ -111,23 +151,31 @@ const char cmd_run_help[] =
 	"EXAMPLES\n"
 	"    fsdpscope run -- fsdp_ref --backend cpu --nranks 4 --layers 8 --wrap linear --steps 5\n"
 	"    fsdpscope run --out runs/exp1 --name step-time -- torchrun --nproc-per-node 8 train.py\n"
-	"    fsdpscope run --no-cupti -- python train.py --config small.yaml\n"
+	"    fsdpscope run --no-cupti python train.py --config small.yaml --help\n"
 	"    fsdpscope dump --type collective fsdpscope-out/trace.fss | head\n";
 
 /* Signal state shared with the handlers. */
 static volatile sig_atomic_t run_child_pgid;  /* > 0 once the job's group exists */
-static volatile sig_atomic_t run_child_gone;  /* the job's leader has exited */
-static volatile sig_atomic_t run_stop_drain;  /* a signal after the job ended: stop waiting */
+static volatile sig_atomic_t run_leader_gone; /* CMD has exited (its descendants may not have) */
+static volatile sig_atomic_t run_job_done;    /* CMD and every descendant reaped, or given up on */
+static volatile sig_atomic_t run_signals_after_leader; /* signals received once CMD was gone */
+static volatile sig_atomic_t run_stop_wait;   /* stop waiting for descendants / final flushes */
 
-/* Forward to the job's process group; after the job ended, stop waiting. */
+/*
+ * Forward to the job's process group while any of it may live. Once CMD is
+ * gone, the second signal stops the wait for its descendants; once the whole
+ * job is gone, the first stops the wait for the final flushes.
+ */
 static void run_on_signal(int sig)
 {
 	int saved = errno;
 
-	if (run_child_pgid > 0 && !run_child_gone)
+	if (run_child_pgid > 0 && !run_job_done)
 		kill(-(pid_t)run_child_pgid, sig);
-	else
-		run_stop_drain = 1;
+	if (run_job_done)
+		run_stop_wait = 1;
+	else if (run_leader_gone && ++run_signals_after_leader >= 2)
+		run_stop_wait = 1;
 	errno = saved;
 }
 
@@ -142,76 +190,36 @@ struct run_options {
 	const char *name;
 	int dormant;
 	int no_cupti;
+	int help;
 	int flush_timeout_s;
+	int wait_descendants_s;
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
-/* A file that was in DIR before the run: not one of this run's processes. */
-struct run_old_file {
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime;
+/* A process reaped after CMD had exited. */
+struct run_late {
+	pid_t pid;
+	int status;
 };
 
 struct run_state {
 	struct run_options opt;
-	char *dir;          /* absolute */
-	char *trace_path;   /* DIR/NAME.fss */
-	char *work_path;    /* DIR/NAME.fss.runPID: written there, renamed to trace_path when complete */
+	run_session_t *session;
 	char *sink;         /* FSDPSCOPE_SINK value */
 	char *agent;        /* absolute path of the agent */
 	char *ld_preload;   /* LD_PRELOAD value for the job */
 	int keep_nvtx_injection; /* NVTX_INJECTION64_PATH was set by the user */
-	struct run_old_file *old;
-	size_t nold;
 	char **merged;      /* per-process files merged */
 	size_t nmerged;
 	ingest_t *ing;
 	int ingest_failed;
 	int tty;            /* terminal fd handed to the job, or -1 */
+	int64_t last_flush_ms;
+	struct run_late *late; /* reaped after CMD exited, in order */
+	size_t nlate;
+	size_t left_running; /* descendants still alive when the wait gave up */
+	pid_t left_pids[RUN_NAMED_PIDS];
 };
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* mkdir -p. Returns 0 or -errno. */
-static int mkdir_p(const char *path)
-{
-	char *copy = strdup(path);
-	int err = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	for (char *p = copy + 1;; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-
-			*p = '\0';
-			if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
-				err = -errno;
-				break;
-			}
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	if (!err) {
-		struct stat st;
-
-		if (stat(path, &st) < 0)
-			err = -errno;
-		else if (!S_ISDIR(st.st_mode))
-			err = -ENOTDIR;
-	}
-	free(copy);
-	return err;
-}
 
 /* The agent: $FSDPSCOPE_AGENT, the build tree, the install tree. */
 static int find_agent(struct run_state *st)
@@ -283,139 +291,29 @@ static int build_ld_preload(struct run_state *st)
 	return 0;
 }
 
-static int is_trace_file_name(const char *name)
+
+/* "exit 0" / "killed by signal 9" for a wait status. */
+static void describe_status(int status, char *buf, size_t len)
 {
-	return name[0] != '.' && (ends_with(name, ".fss") || ends_with(name, ".partial"));
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exit %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "status 0x%x", (unsigned)status);
 }
 
-/* Remember the trace files DIR holds before the run. */
-static int snapshot_old_files(struct run_state *st)
+static int parse_seconds(const char *opt, const char *arg, int *out)
 {
-	DIR *d = opendir(st->dir);
-	struct dirent *e;
-	int err = 0;
+	char *end;
+	long v = strtol(arg, &end, 10);
 
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		struct stat sb;
-		struct run_old_file *o;
-
-		if (!is_trace_file_name(e->d_name) || fstatat(dirfd(d), e->d_name, &sb, 0) < 0 || !S_ISREG(sb.st_mode))
-			continue;
-		o = realloc(st->old, (st->nold + 1) * sizeof(*o));
-		if (!o) {
-			err = -ENOMEM;
-			break;
-		}
-		st->old = o;
-		o[st->nold].dev = sb.st_dev;
-		o[st->nold].ino = sb.st_ino;
-		o[st->nold].size = sb.st_size;
-		o[st->nold].mtime = sb.st_mtim;
-		st->nold++;
+	if (*end || end == arg || v < 0 || v > RUN_MAX_WAIT_S) {
+		fprintf(stderr, "fsdpscope run: %s: '%s' is not a number of seconds (0..%d)\n", opt, arg,
+			RUN_MAX_WAIT_S);
+		return FSS_E_USAGE;
 	}
-	closedir(d);
-	return err;
-}
-
-static int is_old_file(const struct run_state *st, const struct stat *sb)
-{
-	for (size_t i = 0; i < st->nold; i++) {
-		const struct run_old_file *o = &st->old[i];
-
-		if (o->dev == sb->st_dev && o->ino == sb->st_ino && o->size == sb->st_size &&
-		    o->mtime.tv_sec == sb->st_mtim.tv_sec && o->mtime.tv_nsec == sb->st_mtim.tv_nsec)
-			return 1;
-	}
-	return 0;
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Merge the per-process files this run's agents left in DIR. */
-static void merge_fallback_files(struct run_state *st)
-{
-	const char *work = strrchr(st->work_path, '/') + 1;
-	size_t worklen = strlen(work);
-	DIR *d = opendir(st->dir);
-	struct dirent *e;
-	char **names = NULL;
-	size_t n = 0;
-
-	if (!d) {
-		fprintf(stderr, "fsdpscope run: cannot read %s for per-process files: %s\n", st->dir, strerror(errno));
-		return;
-	}
-	while ((e = readdir(d))) {
-		struct stat sb;
-		char **nn;
-
-		if (!is_trace_file_name(e->d_name))
-			continue;
-		/* Our own output while we write it. */
-		if (strncmp(e->d_name, work, worklen) == 0 && strcmp(e->d_name + worklen, ".partial") == 0)
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &sb, 0) < 0 || !S_ISREG(sb.st_mode) || is_old_file(st, &sb))
-			continue;
-		nn = realloc(names, (n + 1) * sizeof(*nn));
-		if (!nn || asprintf(&nn[n], "%s/%s", st->dir, e->d_name) < 0) {
-			names = nn ? nn : names;
-			fprintf(stderr, "fsdpscope run: out of memory listing %s\n", st->dir);
-			break;
-		}
-		names = nn;
-		n++;
-	}
-	closedir(d);
-	/* Sorted, so the sources of a run number the same way every time. */
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_names);
-	for (size_t i = 0; i < n; i++) {
-		int err = st->ingest_failed ? -EIO : ingest_add_file(st->ing, names[i]);
-
-		if (err) {
-			if (!st->ingest_failed)
-				fprintf(stderr, "fsdpscope run: %s: not merged: %s\n", names[i], fss_strerror(err));
-			free(names[i]);
-			continue;
-		}
-		st->merged = realloc(st->merged, (st->nmerged + 1) * sizeof(*st->merged));
-		if (!st->merged) {
-			st->nmerged = 0;
-			free(names[i]);
-			continue;
-		}
-		st->merged[st->nmerged++] = names[i];
-	}
-	free(names);
-}
-
-/* The socket: a file in DIR when the path fits sockaddr_un, else an
- * abstract name (which needs no file but is bound to the network namespace). */
-static int choose_sink(struct run_state *st)
-{
-	struct sockaddr_un sun;
-	struct timespec ts;
-	int n;
-
-	n = asprintf(&st->sink, "unix:%s/.fsdpscope-run.%d.sock", st->dir, (int)getpid());
-	if (n < 0) {
-		st->sink = NULL;
-		return -ENOMEM;
-	}
-	if ((size_t)n - 5 < sizeof(sun.sun_path))
-		return 0;
-	free(st->sink);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	n = asprintf(&st->sink, "unix:@fsdpscope-run.%d.%lx", (int)getpid(), (unsigned long)ts.tv_nsec);
-	if (n < 0) {
-		st->sink = NULL;
-		return -ENOMEM;
-	}
+	*out = (int)v;
 	return 0;
 }
 
@@ -427,6 +325,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		{"dormant", no_argument, NULL, 'D'},
 		{"no-cupti", no_argument, NULL, 'C'},
 		{"flush-timeout", required_argument, NULL, 'F'},
+		{"wait-descendants", required_argument, NULL, 'W'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -435,10 +335,11 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	o->dir = RUN_DEFAULT_DIR;
 	o->name = RUN_DEFAULT_NAME;
 	o->flush_timeout_s = RUN_DEFAULT_FLUSH_S;
+	o->wait_descendants_s = RUN_DEFAULT_WAIT_DESCENDANTS_S;
 	optind = 1;
 	opterr = 0;
-	/* "+": stop at CMD, so that its options stay its own. */
-	while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+	/* "+": stop at CMD, so that its options (--help too) stay its own. */
+	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
 		switch (opt) {
 		case 'o':
 			o->dir = optarg;
@@ -452,18 +353,17 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		case 'C':
 			o->no_cupti = 1;
 			break;
-		case 'F': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-
-			if (*end || end == optarg || v < 0 || v > 86400) {
-				fprintf(stderr, "fsdpscope run: --flush-timeout: '%s' is not a number of seconds (0..86400)\n",
-					optarg);
+		case 'h':
+			o->help = 1;
+			return 0;
+		case 'F':
+			if (parse_seconds("--flush-timeout", optarg, &o->flush_timeout_s))
 				return FSS_E_USAGE;
-			}
-			o->flush_timeout_s = (int)v;
 			break;
-		}
+		case 'W':
+			if (parse_seconds("--wait-descendants", optarg, &o->wait_descendants_s))
+				return FSS_E_USAGE;
+			break;
 		default:
 			fprintf(stderr, "fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
 				argv[optind - 1]);
@@ -487,49 +387,82 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	return 0;
 }
 
+/*
+ * What runs that died left in DIR: name it, and merge it into a trace of
+ * its own, unless its job still runs and writes there.
+ */
+static void handle_leftovers(const struct run_state *st)
+{
+	const char *dir = run_session_dir(st->session);
+	struct run_leftover *l;
+	size_t n;
+	int err = run_leftovers_find(dir, &l, &n);
+
+	if (err) {
+		fprintf(stderr, "fsdpscope run: warning: cannot look for what earlier runs left in %s: %s\n", dir,
+			fss_strerror(err));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ingest_stats rs;
+		char *path = NULL;
+
+		fputs("fsdpscope run: found ", stderr);
+		run_leftover_describe(&l[i], stderr);
+		fputc('\n', stderr);
+		if (l[i].job_running) {
+			fprintf(stderr,
+				"fsdpscope run: left it in place: its job still writes there; run again in %s once that job "
+				"has ended to merge it\n",
+				dir);
+			continue;
+		}
+		err = run_leftover_recover(&l[i], dir, &path, &rs);
+		if (err) {
+			fprintf(stderr, "fsdpscope run: could not merge what run %s left (%s); left it in place\n", l[i].id,
+				fss_strerror(err));
+			continue;
+		}
+		fprintf(stderr,
+			"fsdpscope run: merged what run %s left into %s: %" PRIu32 " source%s, %" PRIu64
+			" collectives, %" PRIu64 " records%s\n",
+			l[i].id, path, rs.sources, rs.sources == 1 ? "" : "s", rs.by_type[FSS_REC_COLLECTIVE], rs.records,
+			rs.ndamaged ? " (its unfinished parts were cut where they ended)" : "");
+		free(path);
+	}
+	run_leftovers_free(l, n);
+}
+
 static int setup(struct run_state *st)
 {
-	const char *suffix;
+	char what[PATH_MAX + 64];
 	int err;
 
 	err = find_agent(st);
 	if (err)
 		return err;
-	err = mkdir_p(st->opt.dir);
+	err = build_ld_preload(st);
 	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot create %s: %s\n", st->opt.dir, strerror(-err));
+		fprintf(stderr, "fsdpscope run: out of memory\n");
 		return err;
 	}
-	st->dir = realpath(st->opt.dir, NULL);
-	if (!st->dir) {
-		err = -errno;
-		fprintf(stderr, "fsdpscope run: %s: %s\n", st->opt.dir, strerror(errno));
+	err = run_session_new(&st->session, st->opt.dir, st->opt.argv, what, sizeof(what));
+	if (err) {
+		fprintf(stderr, "fsdpscope run: cannot create %s: %s\n", what, fss_strerror(err));
 		return err;
 	}
-	suffix = ends_with(st->opt.name, ".fss") ? "" : ".fss";
-	if (asprintf(&st->trace_path, "%s/%s%s", st->dir, st->opt.name, suffix) < 0) {
-		st->trace_path = NULL;
+	handle_leftovers(st);
+	if (asprintf(&st->sink, "unix:%s", run_session_socket(st->session)) < 0) {
+		st->sink = NULL;
 		return -ENOMEM;
 	}
-	if (asprintf(&st->work_path, "%s.run%d", st->trace_path, (int)getpid()) < 0) {
-		st->work_path = NULL;
-		return -ENOMEM;
-	}
-	err = snapshot_old_files(st);
-	if (!err)
-		err = build_ld_preload(st);
-	if (!err)
-		err = choose_sink(st);
+	err = ingest_new(&st->ing, run_session_output(st->session), NULL);
 	if (err) {
-		fprintf(stderr, "fsdpscope run: %s: %s\n", st->dir, strerror(-err));
+		fprintf(stderr, "fsdpscope run: cannot create %s.partial: %s\n", run_session_output(st->session),
+			fss_strerror(err));
 		return err;
 	}
-	err = ingest_new(&st->ing, st->work_path, NULL);
-	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot create %s.partial: %s\n", st->work_path, fss_strerror(err));
-		return err;
-	}
-	err = ingest_listen(st->ing, st->sink);
+	err = run_session_listen(st->session, st->ing);
 	if (err) {
 		fprintf(stderr, "fsdpscope run: cannot listen on %s: %s\n", st->sink, fss_strerror(err));
 		return err;
@@ -555,7 +488,7 @@ static void child_environment(const struct run_state *st)
 	if (!st->keep_nvtx_injection)
 		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
 	setenv("FSDPSCOPE_SINK", st->sink, 1);
-	setenv("FSDPSCOPE_OUT", st->dir, 1);
+	setenv("FSDPSCOPE_OUT", run_session_folder(st->session), 1);
 	if (st->opt.dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
 	if (st->opt.no_cupti)
@@ -604,25 +537,6 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Keep the ingest going for a while; on a write error, say so once. */
-static void pump(struct run_state *st, int timeout_ms)
-{
-	int rc;
-
-	if (st->ingest_failed) {
-		/* Nothing to read into: just wait (the agents drop and count). */
-		if (timeout_ms > 0)
-			poll(NULL, 0, timeout_ms);
-		return;
-	}
-	rc = ingest_poll(st->ing, timeout_ms);
-	if (rc < 0) {
-		st->ingest_failed = 1;
-		fprintf(stderr, "fsdpscope run: writing %s.partial failed: %s; the job goes on unrecorded\n",
-			st->work_path, fss_strerror(rc));
-	}
-}
-
 /* The job was stopped (^Z): stop with it, as a shell job, then resume it. */
 static void follow_stop(struct run_state *st, pid_t pid)
 {
@@ -631,54 +545,6 @@ static void follow_stop(struct run_state *st, pid_t pid)
 	/* Continued (fg): give the terminal back and continue the job. */
 	tcsetpgrp(st->tty, pid);
 	kill(-pid, SIGCONT);
-}
-
-/* Run the job to its end while ingesting; returns its wait status. */
-static int supervise(struct run_state *st, pid_t pid)
-{
-	int status = 0;
-
-	for (;;) {
-		pid_t w;
-
-		pump(st, 100);
-		w = waitpid(pid, &status, WNOHANG | (st->tty >= 0 ? WUNTRACED : 0));
-		if (w == pid) {
-			if (WIFSTOPPED(status)) {
-				follow_stop(st, pid);
-				continue;
-			}
-			break;
-		}
-		if (w < 0 && errno != EINTR) {
-			status = 0;
-			break;
-		}
-	}
-	run_child_gone = 1;
-	if (st->tty >= 0)
-		tcsetpgrp(st->tty, getpgrp());
-	return status;
-}
-
-/* After the job: wait (bounded) for the agents' final flushes. */
-static void drain(struct run_state *st)
-{
-	int64_t deadline = now_ms() + (int64_t)st->opt.flush_timeout_s * 1000;
-
-	pump(st, 0); /* accept what is waiting in the backlog */
-	while (!st->ingest_failed && !run_stop_drain && ingest_open_connections(st->ing) > 0) {
-		int64_t left = deadline - now_ms();
-
-		if (left <= 0) {
-			fprintf(stderr,
-				"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
-				"trace without them (see --flush-timeout)\n",
-				ingest_open_connections(st->ing), st->opt.flush_timeout_s);
-			break;
-		}
-		pump(st, left < 100 ? (int)left : 100);
-	}
 }
 
 /*
@@ -695,7 +561,282 @@ static void run_trace_ready(const char *trace_path, const struct ingest_stats *s
 	lint_print_summary(trace_path, stderr);
 }
 
-static void print_summary(const struct run_state *st, const struct ingest_stats *s)
+static int exit_code_of(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+/* Keep the ingest going for a while; on a write error, say so once. */
+static void pump(struct run_state *st, int timeout_ms)
+{
+	int rc;
+
+	if (st->ingest_failed) {
+		/* Nothing to read into: just wait (the agents drop and count). */
+		if (timeout_ms > 0)
+			poll(NULL, 0, timeout_ms);
+		return;
+	}
+	rc = ingest_poll(st->ing, timeout_ms);
+	/* On disk at least once a second: what a killed run loses. */
+	if (rc >= 0 && now_ms() - st->last_flush_ms >= RUN_FLUSH_EVERY_MS) {
+		rc = ingest_flush(st->ing);
+		st->last_flush_ms = now_ms();
+	}
+	if (rc < 0) {
+		st->ingest_failed = 1;
+		fprintf(stderr, "fsdpscope run: writing %s.partial failed: %s; the job goes on unrecorded\n",
+			run_session_output(st->session), fss_strerror(rc));
+	}
+}
+
+/*
+ * Reap every child that has ended (fsdpscope is the job's subreaper: the
+ * orphans of the job are its children too), noting each one's status in
+ * the trace. Returns whether children remain.
+ */
+static int reap(struct run_state *st, pid_t leader, int *leader_status, int *leader_done)
+{
+	for (;;) {
+		int status;
+		pid_t w = waitpid(-1, &status, WNOHANG | (st->tty >= 0 ? WUNTRACED : 0));
+
+		if (w == 0)
+			return 1;
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return 0; /* ECHILD: none left */
+		}
+		if (WIFSTOPPED(status)) {
+			if (w == leader && !*leader_done)
+				follow_stop(st, leader);
+			continue;
+		}
+		if (!st->ingest_failed && ingest_note_exit(st->ing, w, status) < 0)
+			fprintf(stderr, "fsdpscope run: out of memory noting how pid %d ended\n", (int)w);
+		if (w == leader) {
+			*leader_status = status;
+			*leader_done = 1;
+		} else if (*leader_done) {
+			struct run_late *l = realloc(st->late, (st->nlate + 1) * sizeof(*l));
+
+			if (l) {
+				st->late = l;
+				l[st->nlate].pid = w;
+				l[st->nlate].status = status;
+				st->nlate++;
+			}
+		}
+	}
+}
+
+/* fsdpscope's children now: the processes of the job still alive. */
+static size_t list_children(pid_t *pids, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t n = 0;
+	pid_t self = getpid();
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char path[300], buf[512], *paren;
+		long ppid;
+		int fd;
+		ssize_t len;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold anything, even ")". */
+		paren = strrchr(buf, ')');
+		if (!paren || sscanf(paren + 1, " %*c %ld", &ppid) != 1 || ppid != self)
+			continue;
+		if (n < max)
+			pids[n] = (pid_t)strtol(e->d_name, NULL, 10);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void print_pids(const pid_t *pids, size_t n, size_t named)
+{
+	for (size_t i = 0; i < n && i < named; i++)
+		fprintf(stderr, "%s%d", i ? ", " : "", (int)pids[i]);
+	if (n > named)
+		fprintf(stderr, " and %zu more", n - named);
+}
+
+/*
+ * Run the job to its end while ingesting: CMD, then every process it left
+ * running, for at most --wait-descendants once CMD has gone. Returns CMD's
+ * wait status.
+ */
+static int supervise(struct run_state *st, pid_t pid)
+{
+	int status = 0, leader_done = 0;
+	int64_t deadline = 0;
+
+	for (;;) {
+		int children;
+
+		pump(st, 100);
+		children = reap(st, pid, &status, &leader_done);
+		if (leader_done && !run_leader_gone) {
+			pid_t pids[RUN_NAMED_PIDS];
+			size_t n = children ? list_children(pids, RUN_NAMED_PIDS) : 0;
+
+			run_leader_gone = 1;
+			/* The terminal stays with the job's group while some of it
+			 * lives (^C still reaches what CMD left), else comes back. */
+			if (st->tty >= 0 && kill(-pid, 0) < 0)
+				tcsetpgrp(st->tty, getpgrp());
+			deadline = now_ms() + (int64_t)st->opt.wait_descendants_s * 1000;
+			if (n && st->opt.wait_descendants_s) {
+				fprintf(stderr, "fsdpscope run: %s exited; waiting for the %zu process%s it left running (",
+					st->opt.argv[0], n, n == 1 ? "" : "es");
+				print_pids(pids, n, RUN_NAMED_PIDS);
+				fprintf(stderr, "), at most %d s (--wait-descendants)\n", st->opt.wait_descendants_s);
+			}
+		}
+		if (!leader_done)
+			continue;
+		if (!children)
+			break;
+		if (now_ms() >= deadline || run_stop_wait) {
+			st->left_running = list_children(st->left_pids, RUN_NAMED_PIDS);
+			break;
+		}
+	}
+	run_job_done = 1;
+	run_stop_wait = 0;
+	if (st->tty >= 0)
+		tcsetpgrp(st->tty, getpgrp());
+	return status;
+}
+
+/* After the job: wait (bounded) for the agents' final flushes. */
+static void drain(struct run_state *st)
+{
+	int64_t deadline = now_ms() + (int64_t)st->opt.flush_timeout_s * 1000;
+
+	pump(st, 0); /* accept what is waiting in the backlog */
+	while (!st->ingest_failed && !run_stop_wait && ingest_open_connections(st->ing) > 0) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0) {
+			fprintf(stderr,
+				"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
+				"trace without them (see --flush-timeout)\n",
+				ingest_open_connections(st->ing), st->opt.flush_timeout_s);
+			break;
+		}
+		pump(st, left < 100 ? (int)left : 100);
+	}
+}
+
+/* Merge the per-process files this run's agents left in its folder. */
+static void merge_fallback_files(struct run_state *st)
+{
+	char **names;
+	size_t n;
+	int err = run_session_files(st->session, &names, &n);
+
+	if (err) {
+		fprintf(stderr, "fsdpscope run: cannot read %s for per-process files: %s\n",
+			run_session_folder(st->session), fss_strerror(err));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char **merged;
+
+		err = st->ingest_failed ? -EIO : ingest_add_file(st->ing, names[i]);
+		if (err) {
+			if (!st->ingest_failed)
+				fprintf(stderr, "fsdpscope run: %s: not merged: %s\n", names[i], fss_strerror(err));
+			free(names[i]);
+			continue;
+		}
+		merged = realloc(st->merged, (st->nmerged + 1) * sizeof(*merged));
+		if (!merged) {
+			free(names[i]);
+			continue;
+		}
+		st->merged = merged;
+		st->merged[st->nmerged++] = names[i];
+	}
+	free(names);
+}
+
+static int pid_is_late(const struct run_state *st, uint32_t pid)
+{
+	for (size_t i = 0; i < st->nlate; i++)
+		if ((uint32_t)st->late[i].pid == pid)
+			return 1;
+	return 0;
+}
+
+/* The processes that outlived CMD, those still running, refused peers. */
+static void print_job_notes(const struct run_state *st, const struct ingest_stats *s)
+{
+	if (st->nlate) {
+		uint32_t reported = 0;
+
+		for (uint32_t i = 0; i < s->sources; i++)
+			reported += s->per_source[i].has_hello && pid_is_late(st, s->per_source[i].pid);
+		fprintf(stderr, "fsdpscope run: %zu process%s outlived %s and %s waited for: ", st->nlate,
+			st->nlate == 1 ? "" : "es", st->opt.argv[0], st->nlate == 1 ? "was" : "were");
+		for (size_t i = 0; i < st->nlate && i < RUN_NAMED_PIDS; i++) {
+			char how[48];
+
+			describe_status(st->late[i].status, how, sizeof(how));
+			fprintf(stderr, "%spid %d (%s)", i ? ", " : "", (int)st->late[i].pid, how);
+		}
+		if (st->nlate > RUN_NAMED_PIDS)
+			fprintf(stderr, " and %zu more", st->nlate - RUN_NAMED_PIDS);
+		fprintf(stderr, "; %" PRIu32 " of them reported to the trace\n", reported);
+	}
+	if (st->left_running) {
+		fprintf(stderr, "fsdpscope run: warning: %zu process%s still running %d s after %s exited (", st->left_running,
+			st->left_running == 1 ? "" : "es", st->opt.wait_descendants_s, st->opt.argv[0]);
+		print_pids(st->left_pids, st->left_running, RUN_NAMED_PIDS);
+		fprintf(stderr,
+			"): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
+			"next 'fsdpscope run --out %s' merges\n",
+			run_session_folder(st->session), st->opt.dir);
+	}
+	if (s->refused) {
+		fprintf(stderr, "fsdpscope run: warning: refused %" PRIu32 " connection%s from other users (", s->refused,
+			s->refused == 1 ? "" : "s");
+		for (size_t i = 0; i < s->nrefused_named; i++) {
+			if (s->refused_peers[i].uid == UINT32_MAX)
+				fprintf(stderr, "%suser unknown, pid %" PRId32, i ? "; " : "", s->refused_peers[i].pid);
+			else
+				fprintf(stderr, "%suid %" PRIu32 ", pid %" PRId32, i ? "; " : "", s->refused_peers[i].uid,
+					s->refused_peers[i].pid);
+		}
+		if (s->refused > s->nrefused_named)
+			fprintf(stderr, "; and %zu more", (size_t)s->refused - s->nrefused_named);
+		fprintf(stderr, "): only this user's processes may send records; none of theirs is in the trace\n");
+	}
+}
+
+static void print_summary(const struct run_state *st, const char *trace_path, const struct ingest_stats *s)
 {
 	uint32_t processes = 0, unclean = 0;
 
@@ -707,10 +848,11 @@ static void print_summary(const struct run_state *st, const struct ingest_stats 
 		processes++;
 		unclean += !s->per_source[i].ended;
 	}
+	print_job_notes(st, s);
 	if (st->nmerged)
 		fprintf(stderr, "fsdpscope run: merged %zu per-process file(s) from %s (removed)\n", st->nmerged,
-			st->dir);
-	fprintf(stderr, "fsdpscope run: trace written to %s\n", st->trace_path);
+			run_session_folder(st->session));
+	fprintf(stderr, "fsdpscope run: trace written to %s\n", trace_path);
 	fprintf(stderr,
 		"fsdpscope run: %" PRIu32 " process%s, %" PRIu64 " collectives, %" PRIu64 " NVTX ranges, %" PRIu64
 		" GPU intervals, %" PRIu64 " records dropped",
@@ -726,28 +868,64 @@ static void print_summary(const struct run_state *st, const struct ingest_stats 
 			"(a static or setuid program, or one that clears LD_PRELOAD)\n");
 }
 
-static void run_state_free(struct run_state *st)
+static void run_state_free(struct run_state *st, int remove_folder)
 {
 	ingest_free(st->ing);
-	free(st->dir);
-	free(st->trace_path);
-	free(st->work_path);
+	run_session_close(st->session, remove_folder);
 	free(st->sink);
 	free(st->agent);
 	free(st->ld_preload);
-	free(st->old);
 	for (size_t i = 0; i < st->nmerged; i++)
 		free(st->merged[i]);
 	free(st->merged);
+	free(st->late);
 }
 
-static int exit_code_of(int status)
+/* The job has ended: merge, write, move the trace into place, report. */
+static void finish(struct run_state *st)
 {
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 1;
+	const struct ingest_stats *stats = NULL;
+	char *trace_path = NULL;
+	int err, taken = 0, keep = 0, written;
+
+	drain(st);
+	merge_fallback_files(st);
+	err = st->ingest_failed ? -EIO : ingest_finish(st->ing, &stats);
+	written = !err;
+	if (!err)
+		err = run_session_publish(st->session, st->opt.name, &trace_path, &taken);
+	if (err || !stats) {
+		/* A finished trace that could not be moved holds the files'
+		 * records: they go, so that the next run reads them once. */
+		for (size_t i = 0; written && i < st->nmerged; i++)
+			unlink(st->merged[i]);
+		if (!st->ingest_failed)
+			fprintf(stderr, "fsdpscope run: writing the trace failed: %s\n", fss_strerror(err));
+		fprintf(stderr,
+			"fsdpscope run: what was recorded is left in %s; the next 'fsdpscope run --out %s' merges it\n",
+			run_session_folder(st->session), st->opt.dir);
+		keep = 1;
+	} else {
+		/* The files' records are in the trace now: remove them, so that
+		 * nothing reads them twice. */
+		for (size_t i = 0; i < st->nmerged; i++)
+			unlink(st->merged[i]);
+		if (taken)
+			fprintf(stderr,
+				"fsdpscope run: %s/%s%s already exists (not this run's): left it as it is, and wrote this "
+				"run's trace under a new name\n",
+				run_session_dir(st->session), st->opt.name,
+				strlen(st->opt.name) > 4 && !strcmp(st->opt.name + strlen(st->opt.name) - 4, ".fss") ? ""
+															 : ".fss");
+		print_summary(st, trace_path, stats);
+		run_trace_ready(trace_path, stats);
+	}
+	/* Processes still running write on into the folder: it stays, for the
+	 * next run to merge. */
+	if (st->left_running)
+		keep = 1;
+	free(trace_path);
+	run_state_free(st, !keep);
 }
 
 int cmd_run(int argc, char **argv)
@@ -755,8 +933,7 @@ int cmd_run(int argc, char **argv)
 	struct run_state st;
 	struct sigaction sa, old_ttou;
 	sigset_t block, oldmask;
-	const struct ingest_stats *stats = NULL;
-	int errpipe[2], exec_errno = 0, status, code, err;
+	int errpipe[2], exec_errno = 0, status, code;
 	pid_t pid;
 	ssize_t n;
 
@@ -764,13 +941,23 @@ int cmd_run(int argc, char **argv)
 	st.tty = -1;
 	if (parse_options(argc, argv, &st.opt))
 		return EXIT_USAGE;
+	if (st.opt.help) {
+		fputs(cmd_run_help, stdout);
+		return EXIT_OK;
+	}
 	if (setup(&st)) {
-		run_state_free(&st);
+		run_state_free(&st, 1);
 		return RUN_EXIT_SETUP;
 	}
+	/* Processes the job leaves behind become fsdpscope's children, not
+	 * init's: they can be waited for and their ends recorded. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fprintf(stderr, "fsdpscope run: warning: cannot become the job's subreaper (%s): processes that outlive "
+				"%s will not be waited for\n",
+			strerror(errno), st.opt.argv[0]);
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		fprintf(stderr, "fsdpscope run: pipe: %s\n", strerror(errno));
-		run_state_free(&st);
+		run_state_free(&st, 1);
 		return RUN_EXIT_SETUP;
 	}
 	/* A terminal we own goes to the job while it runs, as a shell does. */
@@ -797,7 +984,7 @@ int cmd_run(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		close(errpipe[0]);
 		close(errpipe[1]);
-		run_state_free(&st);
+		run_state_free(&st, 1);
 		return RUN_EXIT_SETUP;
 	}
 	setpgid(pid, pid); /* also in the child: whichever runs first */
@@ -814,6 +1001,10 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGCHLD, &sa, NULL);
 	run_child_pgid = pid;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	if (run_session_set_job(st.session, pid) < 0)
+		fprintf(stderr, "fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
+				"folder later cannot tell whether its job still runs\n",
+			run_session_folder(st.session));
 
 	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
 	close(errpipe[1]);
@@ -825,31 +1016,13 @@ int cmd_run(int argc, char **argv)
 	status = supervise(&st, pid);
 	code = exit_code_of(status);
 	if (n == (ssize_t)sizeof(exec_errno)) {
-		/* Nothing ran, nothing to trace: no trace file either (and a
-		 * previous one of the same name stays). */
+		/* Nothing ran, nothing to trace: no trace file either. */
 		exec_error_message(st.opt.argv[0], exec_errno);
 		ingest_finish(st.ing, NULL);
-		unlink(st.work_path);
-		run_state_free(&st);
+		unlink(run_session_output(st.session));
+		run_state_free(&st, 1);
 		return code;
 	}
-	drain(&st);
-	merge_fallback_files(&st);
-	err = st.ingest_failed ? -EIO : ingest_finish(st.ing, &stats);
-	if (!err && rename(st.work_path, st.trace_path) < 0)
-		err = -errno;
-	if (err || !stats) {
-		if (!st.ingest_failed)
-			fprintf(stderr, "fsdpscope run: writing %s failed: %s (what was written is in %s or %s.partial)\n",
-				st.trace_path, fss_strerror(err), st.work_path, st.work_path);
-	} else {
-		/* The files' records are in the trace now: remove them, so that
-		 * nothing reads them twice. */
-		for (size_t i = 0; i < st.nmerged; i++)
-			unlink(st.merged[i]);
-		print_summary(&st, stats);
-		run_trace_ready(st.trace_path, stats);
-	}
-	run_state_free(&st);
+	finish(&st);
 	return code;
 }

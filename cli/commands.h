@@ -19,7 +19,8 @@ struct command {
 enum {
 	EXIT_OK = 0,
 	EXIT_FINDING = 1,     /* lint: a finding reached --fail-on */
-	EXIT_USAGE = 2,       /* bad flags or input: not a trace, unreadable, an option that cannot apply */
+	EXIT_USAGE = 2,       /* bad flags or input: not a trace, unreadable, an option that cannot apply;
+	                         or standard output could not be written (cli/main.c checks it once) */
 	EXIT_UNDIAGNOSED = 3, /* lint: no verdict reached (no step, no FSDP group, an unknown pattern) */
 	EXIT_INCOMPLETE = 4,  /* lint: diagnosed from a trace that is damaged or cut short, or lost
 	                         records: no finding reached --fail-on in what was read */

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 
 #include "collector/analyze.h"
+#include "collector/ledger.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 
@@ -50,8 +51,8 @@ int optimizer_bytes_parse(const char *text, double *out)
 		*out = 4;
 	else if (strcmp(text, "sgd") == 0 || strcmp(text, "none") == 0)
 		*out = 0;
-	else
-		return rule_parse_number(text, out) ? -EINVAL : 0;
+	else if (rule_parse_number(text, out) || *out > LEDGER_OPTIMIZER_BYTES_MAX)
+		return -EINVAL;
 	return 0;
 }
 
@@ -67,6 +68,43 @@ static int parse_int(const char *text, long lo, long hi, int *out)
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
+}
+
+/* option_expects - what a shared option takes, for the message that
+ * refuses a value. */
+static const char *option_expects(int opt)
+{
+	switch (opt) {
+	case DIAG_OPT_LAYERS:
+		return "a whole number of layers from 1 to 1048576";
+	case DIAG_OPT_RANK:
+		return "a rank: a whole number from 0";
+	case DIAG_OPT_WARMUP:
+		return "a whole number of steps from 0 to 1048576";
+	case DIAG_OPT_PREFETCH:
+		return "a whole number of units from 0 to 64";
+	case DIAG_OPT_PARAM_DTYPE:
+	case DIAG_OPT_GRAD_DTYPE:
+		return "bf16, fp16, fp32, fp8 or fp64";
+	case DIAG_OPT_MASTER_DTYPE:
+		return "bf16, fp16, fp32, fp8, fp64 or none";
+	case DIAG_OPT_OPTIMIZER:
+		return "adam, sgd-momentum, sgd, or bytes of state per parameter from 0 to 64";
+	case DIAG_OPT_GPU_MEM:
+		return "a size from 1 byte to 1e18 bytes (80G, 80GB, 141e9)";
+	case DIAG_OPT_EXPOSED_MIN_NS:
+		return "nanoseconds from 0 to 1e15";
+	case DIAG_OPT_PEAK_FLOPS:
+		return "FLOP/s from 0 to 1e21 (989e12)";
+	case DIAG_OPT_FLOPS_PER_STEP:
+		return "FLOPs from 0 to 1e30";
+	case DIAG_OPT_TOKENS_PER_STEP:
+		return "tokens from 0 to 1e15";
+	case DIAG_OPT_FSDP_COMM:
+		return "a communicator id, dimension or name ('fsdpscope report' lists them)";
+	default:
+		return "see --help";
+	}
 }
 
 static const char *threshold_names(void)
@@ -95,6 +133,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 	case DIAG_OPT_RANK:
 		if (parse_int(arg, 0, INT_MAX, &o->rank))
 			goto bad;
+		f->rank_given = 1;
 		return 0;
 	case DIAG_OPT_WARMUP:
 		if (parse_int(arg, 0, 1 << 20, &o->warmup_steps))
@@ -146,7 +185,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		o->optimizer_bytes = v;
 		return 0;
 	case DIAG_OPT_GPU_MEM:
-		if (rule_parse_number(arg, &v) || v < 1)
+		if (rule_parse_number(arg, &v) || v < 1 || v > LEDGER_GPU_MEM_MAX)
 			goto bad;
 		o->gpu_mem_bytes = (uint64_t)v;
 		return 0;
@@ -165,20 +204,20 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		o->fsdp_comm = arg;
 		return 0;
 	case DIAG_OPT_EXPOSED_MIN_NS:
-		if (rule_parse_number(arg, &v))
+		if (rule_parse_number(arg, &v) || v > DIAG_EXPOSED_MIN_NS_MAX)
 			goto bad;
 		o->exposed_min_ns = (uint64_t)v;
 		return 0;
 	case DIAG_OPT_PEAK_FLOPS:
-		if (rule_parse_number(arg, &o->peak_flops))
+		if (rule_parse_number(arg, &o->peak_flops) || o->peak_flops > DIAG_PEAK_FLOPS_MAX)
 			goto bad;
 		return 0;
 	case DIAG_OPT_FLOPS_PER_STEP:
-		if (rule_parse_number(arg, &o->flops_per_step))
+		if (rule_parse_number(arg, &o->flops_per_step) || o->flops_per_step > DIAG_FLOPS_PER_STEP_MAX)
 			goto bad;
 		return 0;
 	case DIAG_OPT_TOKENS_PER_STEP:
-		if (rule_parse_number(arg, &o->tokens_per_step))
+		if (rule_parse_number(arg, &o->tokens_per_step) || o->tokens_per_step > DIAG_TOKENS_PER_STEP_MAX)
 			goto bad;
 		return 0;
 	default:
@@ -187,8 +226,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 bad:
 	for (const struct option *lo = (const struct option[]){DIAGNOSIS_LONG_OPTIONS, {0}}; lo->name; lo++)
 		if (lo->val == opt)
-			fprintf(stderr, "fsdpscope %s: --%s %s: bad value (see 'fsdpscope %s --help')\n", cmd, lo->name,
-				arg, cmd);
+			fprintf(stderr, "fsdpscope %s: --%s %s: expected %s\n", cmd, lo->name, arg, option_expects(opt));
 	return -1;
 }
 
@@ -197,6 +235,154 @@ static int on_record_skip(void *ctx, const struct fss_record_head *rec)
 {
 	(void)ctx;
 	(void)rec;
+	return 0;
+}
+
+/* forward_gathers - AllGather events of one micro-batch's forward on the
+ * FSDP group (of a step when micro-batches are not told), 0 when unknown. */
+static uint32_t forward_gathers(const struct analysis_result *a)
+{
+	if (a->units.forward_units)
+		return a->units.forward_units;
+	if (a->microbatches.forward_allgathers)
+		return a->microbatches.forward_allgathers;
+	return a->per_step.forward_allgathers;
+}
+
+uint32_t diagnosis_layers_max(const struct analysis_result *a)
+{
+	uint32_t forward = forward_gathers(a);
+
+	if (!forward)
+		return 0;
+	return forward > DIAG_LAYERS_COARSE_MAX ? forward : DIAG_LAYERS_COARSE_MAX;
+}
+
+/* find_rank - the per-rank entry of rank r, NULL when the trace has none. */
+static const struct analysis_rank *find_rank(const struct analysis_result *a, int r)
+{
+	for (uint32_t i = 0; i < a->nper_rank; i++)
+		if (a->per_rank[i].rank == r)
+			return &a->per_rank[i];
+	return NULL;
+}
+
+/*
+ * format_ranks - the ranks of a (all, or those with analysed steps when
+ * analysed_only), by rank, runs shortened: "0..3", "0, 2, 5..7". Writes at
+ * most len bytes into buf and returns buf.
+ */
+static char *format_ranks(const struct analysis_result *a, int analysed_only, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t i = 0;
+
+	buf[0] = 0;
+	while (i < a->nper_rank && off < len) {
+		if (analysed_only && !a->per_rank[i].steps_analyzed) {
+			i++;
+			continue;
+		}
+		uint32_t j = i;
+		while (j + 1 < a->nper_rank && a->per_rank[j + 1].rank == a->per_rank[j].rank + 1 &&
+		       (!analysed_only || a->per_rank[j + 1].steps_analyzed))
+			j++;
+		if (j == i)
+			off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", a->per_rank[i].rank);
+		else
+			off += (size_t)snprintf(buf + off, len - off, "%s%d..%d", off ? ", " : "", a->per_rank[i].rank,
+						a->per_rank[j].rank);
+		i = j + 1;
+	}
+	return buf;
+}
+
+/*
+ * check_against_trace - an option that cannot apply to the trace it was
+ * given for is an error, not a report of nothing (an all-zero table, "no
+ * step found", a product of the user's count with what was seen): a rank
+ * the trace does not hold or that has no analysed step, a warm-up that
+ * leaves a rank no step, a layer count far beyond the gathers. Returns 0,
+ * or -EINVAL with why and the valid range in err.
+ */
+static int check_against_trace(const struct diagnosis_flags *f, const struct analysis_result *a, char *err,
+			       size_t errlen)
+{
+	const struct analysis_options *o = &f->analysis;
+	const struct analysis_rank *r = NULL;
+	char ranks[160];
+
+	if (f->rank_given && a->nper_rank) {
+		r = find_rank(a, o->rank);
+		if (!r) {
+			snprintf(err, errlen, "--rank %d: the trace has no rank %d; its ranks are %s", o->rank, o->rank,
+				 format_ranks(a, 0, ranks, sizeof ranks));
+			return -EINVAL;
+		}
+	}
+	if (o->warmup_steps > 0) {
+		/* The skip applies to every rank: it must leave each rank that
+		 * has steps at least one, or that rank drops out of the figures
+		 * (and with all ranks gone, "no step" would blame the trace). */
+		const struct analysis_rank *fewest = NULL;
+		uint32_t most = 0;
+
+		for (uint32_t i = 0; i < a->nper_rank; i++) {
+			const struct analysis_rank *e = &a->per_rank[i];
+
+			if (!e->steps_seen)
+				continue;
+			if (!fewest || e->steps_seen < fewest->steps_seen)
+				fewest = e;
+			if (e->steps_seen > most)
+				most = e->steps_seen;
+		}
+		if (fewest && (uint32_t)o->warmup_steps >= fewest->steps_seen) {
+			char range[32];
+
+			if (fewest->steps_seen == 1)
+				snprintf(range, sizeof range, "0");
+			else
+				snprintf(range, sizeof range, "0..%u", fewest->steps_seen - 1);
+			if (fewest->steps_seen == most)
+				snprintf(err, errlen, "--warmup-steps %d: the trace has %u step%s; --warmup-steps must be %s",
+					 o->warmup_steps, most, most == 1 ? "" : "s", range);
+			else
+				snprintf(err, errlen, "--warmup-steps %d: rank %d has %u step%s (the ranks have %u to %u); "
+						      "--warmup-steps must be %s to leave every rank a step",
+					 o->warmup_steps, fewest->rank, fewest->steps_seen,
+					 fewest->steps_seen == 1 ? "" : "s", fewest->steps_seen, most, range);
+			return -EINVAL;
+		}
+	}
+	if (r && !r->steps_analyzed && a->spread.ranks) {
+		char found[64] = "no step found";
+
+		if (r->steps_seen)
+			snprintf(found, sizeof found, "%u found, none like the steady state", r->steps_seen);
+		snprintf(err, errlen, "--rank %d: rank %d has no analysed step (%s); ranks with analysed steps: %s",
+			 o->rank, o->rank, found, format_ranks(a, 1, ranks, sizeof ranks));
+		return -EINVAL;
+	}
+	if (o->layers > 0) {
+		uint32_t max = diagnosis_layers_max(a);
+
+		if (max && (uint32_t)o->layers > max) {
+			uint32_t forward = forward_gathers(a);
+
+			if (forward < DIAG_LAYERS_COARSE_MAX)
+				snprintf(err, errlen, "--layers %d: the forward of a micro-batch holds %u AllGather%s; "
+						      "more layers than gathers means units that hold several, but no "
+						      "model has more than %u layers: --layers must be 1..%u",
+					 o->layers, forward, forward == 1 ? "" : "s", DIAG_LAYERS_COARSE_MAX, max);
+			else
+				snprintf(err, errlen, "--layers %d: the forward of a micro-batch holds %u AllGathers, at "
+						      "least one per unit, and no model has more than %u layers: --layers "
+						      "must be 1..%u",
+					 o->layers, forward, DIAG_LAYERS_COARSE_MAX, max);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }
 
@@ -227,6 +413,10 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 						a->comms[i].id, a->comms[i].dimension, a->comms[i].name[0] ? ", \"" : "",
 						a->comms[i].name, a->comms[i].name[0] ? "\"" : "",
 						analysis_comm_role_name(a->comms[i].role));
+		diagnosis_free(d);
+		return -EINVAL;
+	}
+	if (check_against_trace(f, d->result, err, errlen)) {
 		diagnosis_free(d);
 		return -EINVAL;
 	}

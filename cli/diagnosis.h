@@ -65,9 +65,12 @@ enum diagnosis_opt {
 #define DIAGNOSIS_OPTIONS_HELP \
 	"  Analysis\n" \
 	"    --layers L             the model has L repeating units (transformer blocks): overrides the\n" \
-	"                           inference, and enables the gather-count-mismatch rule\n" \
-	"    --rank R               rank whose figures are the headline ones (default: the lowest)\n" \
-	"    --warmup-steps N       steps to skip at the start (default: detected)\n" \
+	"                           inference, and enables the gather-count-mismatch rule; at most\n" \
+	"                           the forward AllGathers of a micro-batch, or 1024 when fewer\n" \
+	"    --rank R               rank whose figures are the headline ones (default: the lowest);\n" \
+	"                           a rank of the trace that has an analysed step\n" \
+	"    --warmup-steps N       steps to skip at the start (default: detected); fewer than the\n" \
+	"                           steps of the rank that has fewest\n" \
 	"    --step-ranges PATS     NVTX ranges that mark a step, domain:name globs, comma separated\n" \
 	"                           (default \"" ANALYSIS_DEFAULT_STEP_RANGES "\")\n" \
 	"    --compute-ranges PATS  NVTX ranges that count as compute in host timing; a leading '-'\n" \
@@ -85,6 +88,7 @@ enum diagnosis_opt {
 	"    --grad-dtype T         dtype of the gradient shard (default bf16)\n" \
 	"    --master-dtype T       dtype of the master weights, or none (default fp32)\n" \
 	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n" \
+	"                           (0 to 64)\n" \
 	"    --gpu-mem SIZE         memory of one GPU, e.g. 80G: the ledger's headroom\n" \
 	"    --peak-flops F         peak FLOP/s of one GPU, e.g. 989e12: MFU\n" \
 	"    --flops-per-step F     model FLOPs of one step, all ranks\n" \
@@ -94,9 +98,22 @@ enum diagnosis_opt {
 	"                           %, k/M/G (1000s) and Ki/Mi/Gi (1024s) suffixes\n" \
 	"    --disable RULE         do not run RULE (repeatable)\n"
 
+/* The largest values of the shared numeric flags: every figure computed
+ * from them stays finite and fits its field. */
+#define DIAG_EXPOSED_MIN_NS_MAX 1e15  /* ns: 11 days */
+#define DIAG_PEAK_FLOPS_MAX 1e21      /* FLOP/s of one GPU: a thousand times today's */
+#define DIAG_FLOPS_PER_STEP_MAX 1e30
+#define DIAG_TOKENS_PER_STEP_MAX 1e15
+
+/* --layers may exceed the forward gathers (units holding several layers, or
+ * the whole model in one) up to this many layers: the deepest models
+ * trained have about a thousand. */
+#define DIAG_LAYERS_COARSE_MAX 1024
+
 struct diagnosis_flags {
 	struct analysis_options analysis;
 	struct rule_config rules;
+	int rank_given; /* --rank was given (the analysis' default is rank 0, silently replaced) */
 };
 
 /* diagnosis_print_summary - one line, no newline: what was analysed and the
@@ -124,7 +141,8 @@ int dtype_bytes_parse(const char *text, double *out);
 /*
  * optimizer_bytes_parse - optimizer state bytes per parameter: "adam" /
  * "adamw" 8 (fp32 m and v), "sgd-momentum" / "momentum" 4, "sgd" / "none"
- * 0, or a plain number of bytes. Returns 0 or -EINVAL.
+ * 0, or a plain number of bytes from 0 to LEDGER_OPTIMIZER_BYTES_MAX.
+ * Returns 0 or -EINVAL.
  */
 int optimizer_bytes_parse(const char *text, double *out);
 
@@ -141,7 +159,10 @@ struct diagnosis {
  * On success (0) *d holds the result and the findings (diagnosis_free);
  * a trace damaged part way is analysed up to the damage and d->damage says
  * where. On failure returns a negative errno / FSS_E_* and writes the
- * reason (what and where) into err.
+ * reason (what and where) into err; -EINVAL when an option cannot apply to
+ * this trace (--fsdp-comm naming no communicator, --rank a rank it does not
+ * hold or one without a step, --warmup-steps as many as a rank has,
+ * --layers beyond diagnosis_layers_max): err then gives the valid range.
  */
 int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
 		  size_t errlen);
@@ -155,6 +176,15 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
  */
 int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d);
+
+/*
+ * diagnosis_layers_max - the largest --layers that can describe the trace a
+ * was analysed from: its forward gathers per micro-batch F (a model of F
+ * layers wrapped per layer, or fewer, wrapped finer), or more layers than F
+ * when units hold several, up to DIAG_LAYERS_COARSE_MAX; 0 when the trace
+ * shows no forward gather (no verdict: nothing to check against).
+ */
+uint32_t diagnosis_layers_max(const struct analysis_result *a);
 
 /* diagnosis_free - release what diagnosis_run made (idempotent). */
 void diagnosis_free(struct diagnosis *d);

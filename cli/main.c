@@ -2,6 +2,7 @@
  * main.c - the fsdpscope executable: a table of subcommands.
  */
 #include "cli/commands.h"
+#include "cli/output.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,21 @@ void command_print_list(FILE *f)
 	fprintf(f, "Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+/*
+ * finish - standard output checked once for every command (cli/output.h):
+ * rc when all that was written reached it, else EXIT_USAGE, said on stderr,
+ * so that a full disk is never output cut short behind a success.
+ */
+static int finish(int rc)
+{
+	int err = output_close();
+
+	if (!err)
+		return rc;
+	fprintf(stderr, "fsdpscope: writing standard output: %s\n", strerror(err));
+	return EXIT_USAGE;
 }
 
 static void usage(FILE *f)
@@ -61,19 +77,20 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
-		return EXIT_OK;
+		return finish(EXIT_OK);
 	}
 	if (strcmp(argv[1], "--version") == 0)
-		return cmd_version(1, &argv[1]);
+		return finish(cmd_version(1, &argv[1]));
 	cmd = command_find(argv[1]);
 	if (!cmd) {
 		fprintf(stderr, "fsdpscope: '%s' is not a command.\n\n", argv[1]);
 		command_print_list(stderr);
 		return EXIT_USAGE;
 	}
-	if (wants_help(argc - 1, argv + 1)) {
+	/* run reads its own --help: from CMD on, every word is the job's. */
+	if (cmd->run != cmd_run && wants_help(argc - 1, argv + 1)) {
 		fputs(cmd->help, stdout);
-		return EXIT_OK;
+		return finish(EXIT_OK);
 	}
-	return cmd->run(argc - 1, argv + 1);
+	return finish(cmd->run(argc - 1, argv + 1));
 }

@@ -279,6 +279,10 @@ static void write_exposure(struct jw *w, const struct analysis_result *a)
 
 	jw_open(w, "exposure", '{');
 	jw_str(w, "source", analysis_exposure_source_name(e->source));
+	if (a->steps_analyzed)
+		jw_u64(w, "step", e->step);
+	else
+		jw_null(w, "step");
 	jw_u64(w, "allgather_ns_per_step", e->allgather_ns_per_step);
 	jw_u64(w, "exposed_allgather_ns_per_step", e->exposed_allgather_ns_per_step);
 	jw_ratio(w, "exposed_fraction", e->exposed_fraction);
@@ -289,11 +293,16 @@ static void write_exposure(struct jw *w, const struct analysis_result *a)
 	jw_u64(w, "allreduce_ns_per_step", e->allreduce_ns_per_step);
 	jw_u64(w, "exposed_allreduce_ns_per_step", e->exposed_allreduce_ns_per_step);
 	jw_u64(w, "exposed_gathers", e->exposed_gathers);
+	jw_u64(w, "compute_wait_ns_per_step", e->compute_wait_ns_per_step);
+	jw_u64(w, "forward_compute_wait_ns_per_step", e->forward_compute_wait_ns_per_step);
+	jw_u64(w, "backward_compute_wait_ns_per_step", e->backward_compute_wait_ns_per_step);
+	jw_u64(w, "other_compute_wait_ns_per_step", e->other_compute_wait_ns_per_step);
 	jw_open(w, "causes", '{');
 	for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
 		jw_open(w, analysis_cause_name(c), '{');
 		jw_u64(w, "gathers", e->cause_gathers[c]);
 		jw_u64(w, "ns", e->cause_ns[c]);
+		jw_u64(w, "compute_wait_ns", e->cause_compute_wait_ns[c]);
 		jw_close(w, '}');
 	}
 	jw_close(w, '}');
@@ -324,6 +333,9 @@ static void write_exposure(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "duration_ns", g->duration_ns);
 		jw_u64(w, "exposed_ns", g->exposed_ns);
 		jw_u64(w, "hide_ns", g->hide_ns);
+		jw_u64(w, "compute_wait_ns", g->compute_wait_ns);
+		jw_u64(w, "queued_ns", g->queued_ns);
+		jw_u64(w, "call_ns", g->call_ns);
 		jw_str(w, "cause", analysis_cause_name(g->cause));
 		if (g->slowest_rank >= 0)
 			jw_i64(w, "slowest_rank", g->slowest_rank);
@@ -408,6 +420,7 @@ static void write_per_rank(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "step_ns", r->step_ns);
 		jw_u64(w, "allgather_ns_per_step", r->allgather_ns);
 		jw_u64(w, "exposed_allgather_ns_per_step", r->exposed_allgather_ns);
+		jw_u64(w, "compute_wait_ns_per_step", r->compute_wait_ns);
 		jw_u64(w, "compute_ns_per_step", r->compute_ns);
 		jw_u64(w, "last_arrivals", r->last_arrivals);
 		jw_u64(w, "matched_collectives", r->matched_collectives);
@@ -528,6 +541,25 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "sources", a->trace.sources);
 	jw_bool(&w, "truncated", a->trace.truncated);
 	jw_str(&w, "damage", d->damage[0] ? d->damage : NULL);
+	jw_str(&w, "end", a->trace.end);
+	jw_u64(&w, "gaps_total", a->trace.gaps_total);
+	jw_open(&w, "gaps", '[');
+	for (uint32_t i = 0; i < a->trace.ngaps; i++) {
+		const struct analysis_gap *g = &a->trace.gaps[i];
+
+		jw_open(&w, NULL, '{');
+		jw_u64(&w, "offset", g->offset);
+		jw_u64(&w, "bytes", g->bytes);
+		jw_u64(&w, "first_missing_chunk", g->first_missing);
+		if (g->to_end)
+			jw_null(&w, "chunks_missing");
+		else
+			jw_u64(&w, "chunks_missing", g->chunks_missing);
+		jw_bool(&w, "to_end", g->to_end);
+		jw_str(&w, "why", g->why);
+		jw_close(&w, '}');
+	}
+	jw_close(&w, ']');
 	jw_bool(&w, "has_cupti", a->trace.has_cupti);
 	jw_bool(&w, "has_nvtx", a->trace.has_nvtx);
 	jw_close(&w, '}');

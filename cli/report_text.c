@@ -194,29 +194,39 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 	if (e->source == ANALYSIS_EXPOSURE_NONE) {
 		fprintf(out, "exposure    not measured (no GPU intervals and no compute ranges in the trace)\n");
 	} else {
-		fprintf(out, "exposure    from %s timing: AllGather %s per step, exposed %s", analysis_exposure_source_name(e->source),
-			rule_format_ns((double)e->allgather_ns_per_step, b1, sizeof(b1)),
+		fprintf(out, "exposure    from %s timing, of step %u (the representative step: its compute wait is the median; "
+			     "the gathers table and the breakdown are the same step's)\n",
+			analysis_exposure_source_name(e->source), e->step);
+		fprintf(out, "            AllGather %s, exposed %s", rule_format_ns((double)e->allgather_ns_per_step, b1, sizeof(b1)),
 			rule_format_ns((double)e->exposed_allgather_ns_per_step, b2, sizeof(b2)));
 		if (e->exposed_fraction >= 0)
 			fprintf(out, " (%.1f%%)", 100 * e->exposed_fraction);
-		fprintf(out, "; forward %s, backward %s\n", rule_format_ns((double)e->forward_exposed_ns_per_step, b1, sizeof(b1)),
+		fprintf(out, " (its own time minus compute, as HTA): forward %s, backward %s\n",
+			rule_format_ns((double)e->forward_exposed_ns_per_step, b1, sizeof(b1)),
 			rule_format_ns((double)e->backward_exposed_ns_per_step, b2, sizeof(b2)));
-		fprintf(out, "            ReduceScatter %s (exposed %s), AllReduce %s (exposed %s) per step\n",
+		fprintf(out, "            compute waited %s on gathers (their queueing behind other collectives included): "
+			     "forward %s, backward %s; %s on other collectives\n",
+			rule_format_ns((double)e->compute_wait_ns_per_step, b1, sizeof(b1)),
+			rule_format_ns((double)e->forward_compute_wait_ns_per_step, b2, sizeof(b2)),
+			rule_format_ns((double)e->backward_compute_wait_ns_per_step, b3, sizeof(b3)),
+			rule_format_ns((double)e->other_compute_wait_ns_per_step, b4, sizeof(b4)));
+		fprintf(out, "            ReduceScatter %s (exposed %s), AllReduce %s (exposed %s)\n",
 			rule_format_ns((double)e->reduce_scatter_ns_per_step, b1, sizeof(b1)),
 			rule_format_ns((double)e->exposed_reduce_scatter_ns_per_step, b2, sizeof(b2)),
 			rule_format_ns((double)e->allreduce_ns_per_step, b3, sizeof(b3)),
 			rule_format_ns((double)e->exposed_allreduce_ns_per_step, b4, sizeof(b4)));
-		fprintf(out, "            causes (gathers, exposed ns per step):");
-		for (int c = 1; c < ANALYSIS_CAUSE_MAX; c++)
-			fprintf(out, "%s %s %u %s", c > 1 ? "," : "", analysis_cause_name(c), e->cause_gathers[c],
-				rule_format_ns((double)e->cause_ns[c], b1, sizeof(b1)));
+		fprintf(out, "            causes (gathers, exposed, compute wait):");
+		for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++)
+			fprintf(out, "%s %s %u %s %s", c > 0 ? "," : "", analysis_cause_name(c), e->cause_gathers[c],
+				rule_format_ns((double)e->cause_ns[c], b1, sizeof(b1)),
+				rule_format_ns((double)e->cause_compute_wait_ns[c], b2, sizeof(b2)));
 		fprintf(out, "\n");
 	}
 	if (e->source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(out, "breakdown   step %s; compute, exposed communication and idle not measured",
 			rule_format_ns((double)b->step_ns, b1, sizeof(b1)));
 	else
-		fprintf(out, "breakdown   step %s = compute %s + exposed communication %s + idle %s",
+		fprintf(out, "breakdown   step %u: %s = compute %s + exposed communication %s + idle %s", e->step,
 			rule_format_ns((double)b->step_ns, b1, sizeof(b1)),
 			rule_format_ns((double)b->compute_ns, b2, sizeof(b2)),
 			rule_format_ns((double)b->exposed_comm_ns, b3, sizeof(b3)),
@@ -276,13 +286,18 @@ static void print_ledger(FILE *out, const struct analysis_ledger *l)
 
 static void print_gathers(FILE *out, const struct analysis_result *a)
 {
-	char b1[32], b2[32], b3[32], b4[32], b5[32];
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], b8[32];
+	uint64_t sum[5] = {0, 0, 0, 0, 0};
 
 	if (a->ngathers == 0)
 		return;
-	fprintf(out, "\nAllGathers of a typical step (issue order; times are medians over the steps)\n");
-	fprintf(out, "  %4s %3s %-8s %5s %6s %-24s %-8s %5s %10s %10s %9s %9s %9s %s\n", "#", "mb", "phase", "unit",
-		"repeat", "name", "dtype", "ranks", "bytes/rank", "gathered", "time", "exposed", "compute", "cause");
+	fprintf(out, "\nAllGathers of step %u, the representative step (issue order; time: its own interval, exposed: of "
+		     "it with no compute, hidden: the rest,\n  wait: compute's wait on it, queueing included; the total "
+		     "row sums the rows: the exposure figures above)\n",
+		a->exposure.step);
+	fprintf(out, "  %4s %3s %-8s %5s %6s %-24s %-8s %5s %10s %10s %9s %9s %9s %9s %9s %9s %s\n", "#", "mb", "phase", "unit",
+		"repeat", "name", "dtype", "ranks", "bytes/rank", "gathered", "time", "exposed", "hidden", "wait", "queued",
+		"call", "cause");
 	for (uint32_t i = 0; i < a->ngathers; i++) {
 		const struct analysis_gather *g = &a->gathers[i];
 		char mbuf[16];
@@ -291,39 +306,49 @@ static void print_gathers(FILE *out, const struct analysis_result *a)
 			snprintf(mbuf, sizeof mbuf, "%d", g->microbatch);
 		else
 			snprintf(mbuf, sizeof mbuf, "-");
-		fprintf(out, "  %4u %3s %-8s %5d %6d %-24.24s %-8s %5d %10s %10s %9s %9s %9s %s%s\n", g->index, mbuf,
-			g->phase ? analysis_phase_name(g->phase) : "-", g->unit, g->repeat, g->name[0] ? g->name : "-",
+		fprintf(out, "  %4u %3s %-8s %5d %6d %-24.24s %-8s %5d %10s %10s %9s %9s %9s %9s %9s %9s %s%s\n", g->index,
+			mbuf, g->phase ? analysis_phase_name(g->phase) : "-", g->unit, g->repeat, g->name[0] ? g->name : "-",
 			record_dtype_name(g->dtype), g->nranks, rule_format_bytes((double)g->bytes, b1, sizeof(b1)),
 			rule_format_bytes((double)g->bytes * (g->nranks > 0 ? g->nranks : 1), b2, sizeof(b2)),
 			rule_format_ns((double)g->duration_ns, b3, sizeof(b3)), rule_format_ns((double)g->exposed_ns, b4, sizeof(b4)),
-			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), analysis_cause_name(g->cause),
-			g->recompute ? " (recompute)" : "");
+			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), rule_format_ns((double)g->compute_wait_ns, b6, sizeof(b6)),
+			rule_format_ns((double)g->queued_ns, b7, sizeof(b7)), rule_format_ns((double)g->call_ns, b8, sizeof(b8)),
+			analysis_cause_name(g->cause), g->recompute ? " (recompute)" : "");
+		sum[0] += g->duration_ns;
+		sum[1] += g->exposed_ns;
+		sum[2] += g->hide_ns;
+		sum[3] += g->compute_wait_ns;
+		sum[4] += g->queued_ns;
 	}
+	fprintf(out, "  %-92s %9s %9s %9s %9s %9s\n", "total", rule_format_ns((double)sum[0], b3, sizeof(b3)),
+		rule_format_ns((double)sum[1], b4, sizeof(b4)), rule_format_ns((double)sum[2], b5, sizeof(b5)),
+		rule_format_ns((double)sum[3], b6, sizeof(b6)), rule_format_ns((double)sum[4], b7, sizeof(b7)));
 }
 
 static void print_ranks(FILE *out, const struct analysis_result *a)
 {
 	const struct analysis_spread *sp = &a->spread;
-	char b1[32], b2[32], b3[32], b4[32], b5[32];
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
 
-	fprintf(out, "\nRanks (%u with analysed steps)", sp->ranks);
+	fprintf(out, "\nRanks (%u with analysed steps; AG time, exposed and wait: each rank's representative step)", sp->ranks);
 	if (sp->slowest_rank >= 0)
 		fprintf(out, ": rank %d entered collectives last most often (%.0f%%); arrival spread %s per step, "
 			     "largest %s",
 			sp->slowest_rank, 100 * sp->slowest_rank_fraction,
 			rule_format_ns((double)sp->skew_ns_per_step, b1, sizeof(b1)),
 			rule_format_ns((double)sp->max_skew_ns, b2, sizeof(b2)));
-	fprintf(out, "\n  %4s %6s %7s %6s %9s %9s %9s %9s %11s %9s %7s\n", "rank", "pid", "steps", "AG", "step", "AG time",
-		"exposed", "compute", "last/match", "late", "dropped");
+	fprintf(out, "\n  %4s %6s %7s %6s %9s %9s %9s %9s %9s %11s %9s %7s\n", "rank", "pid", "steps", "AG", "step", "AG time",
+		"exposed", "wait", "compute", "last/match", "late", "dropped");
 	for (uint32_t i = 0; i < a->nper_rank; i++) {
 		const struct analysis_rank *r = &a->per_rank[i];
 		char lm[32];
 
 		snprintf(lm, sizeof(lm), "%u/%u", r->last_arrivals, r->matched_collectives);
-		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %11s %9s %7" PRIu64 "\n", r->rank, r->pid,
+		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %9s %11s %9s %7" PRIu64 "\n", r->rank, r->pid,
 			r->steps_analyzed, r->per_step.allgathers, rule_format_ns((double)r->step_ns, b1, sizeof(b1)),
 			rule_format_ns((double)r->allgather_ns, b2, sizeof(b2)),
 			rule_format_ns((double)r->exposed_allgather_ns, b3, sizeof(b3)),
+			rule_format_ns((double)r->compute_wait_ns, b6, sizeof(b6)),
 			rule_format_ns((double)r->compute_ns, b4, sizeof(b4)), lm,
 			rule_format_ns((double)r->late_ns_per_step, b5, sizeof(b5)), r->dropped_records);
 	}

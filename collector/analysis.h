@@ -237,25 +237,41 @@ struct analysis_reshard_info {
 	                                      head kept as torchtitan keeps them; 0 otherwise */
 };
 
-/* Exposure of the AllGathers (per step, medians). */
+/* Exposure of the AllGathers: the figures of one representative step (the
+ * analysed step whose compute_wait_ns_per_step is the lower median, `step`),
+ * so that they add up: every per-step total is the sum of the gathers
+ * table's rows (the same step), the causes sum to the totals, and the
+ * breakdown is the same step's. Two figures per gather, named apart:
+ *  - exposed: its own interval (kernel with CUPTI, call with host timing)
+ *    minus the union of compute, each instant counted for one gather: the
+ *    comm/compute overlap of PyTorch's trace analysis (HTA);
+ *  - compute wait: how long compute stood still waiting for it, the time it
+ *    queued behind other collectives included: what fsdp_ref's gather_wait
+ *    measures (the ground-truth comparison uses this one). */
 struct analysis_exposure {
 	enum analysis_exposure_source source;
 	uint32_t reserved;
-	uint64_t allgather_ns_per_step;         /* merged AllGather time, each gather from the start of the
-	                                           collectives it queued behind on its stream (see
-	                                           analysis_gather.queued_ns) to its end */
-	uint64_t exposed_allgather_ns_per_step; /* of it, with no compute on the device: the time compute
-	                                           waited on gathers */
+	uint64_t allgather_ns_per_step;         /* the gathers' own time: sum of analysis_gather.duration_ns */
+	uint64_t exposed_allgather_ns_per_step; /* of it, with no compute under it: sum of exposed_ns */
 	double exposed_fraction;                /* exposed / allgather, ANALYSIS_UNKNOWN when 0 / 0 */
-	uint64_t forward_exposed_ns_per_step;
+	uint64_t forward_exposed_ns_per_step;   /* exposed, by phase (forward + backward = exposed) */
 	uint64_t backward_exposed_ns_per_step;
 	uint64_t reduce_scatter_ns_per_step;    /* merged ReduceScatter time */
 	uint64_t exposed_reduce_scatter_ns_per_step;
 	uint64_t allreduce_ns_per_step;
 	uint64_t exposed_allreduce_ns_per_step;
-	uint32_t exposed_gathers;               /* gather events per step with a cause other than hidden */
-	uint32_t cause_gathers[ANALYSIS_CAUSE_MAX]; /* gather events per step by cause */
-	uint64_t cause_ns[ANALYSIS_CAUSE_MAX];      /* exposed ns per step by cause */
+	uint32_t exposed_gathers;               /* gather events of the step with a cause other than hidden */
+	uint32_t cause_gathers[ANALYSIS_CAUSE_MAX]; /* gather events of the step by cause */
+	uint64_t cause_ns[ANALYSIS_CAUSE_MAX];      /* exposed ns by cause (sum: exposed_allgather_ns_per_step) */
+	uint64_t compute_wait_ns_per_step;      /* compute's wait on gathers: sum of analysis_gather.compute_wait_ns */
+	uint64_t forward_compute_wait_ns_per_step;  /* by phase */
+	uint64_t backward_compute_wait_ns_per_step;
+	uint64_t other_compute_wait_ns_per_step;    /* compute's wait on other collectives it waits for at once
+	                                               (tensor-parallel activations, the loss): not in the above */
+	uint64_t cause_compute_wait_ns[ANALYSIS_CAUSE_MAX]; /* compute wait by cause (sum: compute_wait_ns_per_step) */
+	uint32_t step;                          /* ordinal of the representative step (steps of the headline rank
+	                                           before it, warm-up included: fsdp_ref's step number) */
+	uint32_t reserved2;
 };
 
 /* The memory ledger (planning calculator and trace alike). Bytes per rank. */
@@ -281,7 +297,8 @@ struct analysis_ledger {
 	uint64_t whole_model_transient_bytes;   /* the transient row if the whole model were one unit */
 };
 
-/* Step time breakdown (per step, medians). compute + exposed_comm + idle = step. */
+/* Step time breakdown of the representative step (analysis_exposure.step).
+ * compute + exposed_comm + idle = step. */
 struct analysis_breakdown {
 	uint64_t step_ns;
 	uint64_t compute_ns;         /* union of compute intervals */
@@ -297,7 +314,8 @@ struct analysis_gather {
 	uint32_t index;        /* position among the step's AllGather events, from 0 */
 	uint8_t phase;         /* enum analysis_phase */
 	uint8_t dtype;         /* enum fss_dtype of its (first) call */
-	uint8_t cause;         /* enum analysis_cause, the most frequent over the steps */
+	uint8_t cause;         /* enum analysis_cause in the representative step: hidden exactly when
+	                          exposed_ns is 0 */
 	uint8_t reserved;
 	int32_t unit;          /* forward unit it gathers (0 = first forward gather); -1 unmatched */
 	int32_t repeat;        /* which copy of the motif (0..L-1); -1 outside the repeat */
@@ -306,20 +324,31 @@ struct analysis_gather {
 	uint32_t calls;        /* ncclAllGather calls in the event (> 1: grouped) */
 	uint64_t bytes;        /* send bytes per rank (count x dtype size), summed over calls */
 	uint64_t elements;     /* gathered elements (count x nranks), summed over calls */
-	uint64_t duration_ns;  /* median interval (kernel with CUPTI, call with host timing) */
-	uint64_t exposed_ns;   /* median exposed part of [start - queued_ns, end) */
-	uint64_t hide_ns;      /* median compute under it (what it could hide behind) */
+	uint64_t duration_ns;  /* its own interval (kernel with CUPTI, call with host timing); this and the
+	                          figures below are of the representative step (analysis_exposure.step) */
+	uint64_t exposed_ns;   /* of duration_ns, the part with no compute under it (HTA's definition;
+	                          instants two gathers share count for the earlier); 0 under
+	                          options.exposed_min_ns; <= duration_ns */
+	uint64_t hide_ns;      /* duration_ns - exposed_ns: compute ran under it */
 	int32_t slowest_rank;  /* the rank that entered last most often (majority vote); -1 with one rank */
 	uint32_t reserved2;
 	uint64_t skew_ns;      /* median of (last rank's enter - first rank's enter) */
 	char name[ANALYSIS_NAME_MAX]; /* module name from NVTX ("layers.3"), "" when unknown */
-	uint64_t queued_ns;    /* median time it waited behind other collectives on its stream (one
-	                          communication thread, or one CUDA stream) before it started; its
-	                          exposure counts that wait, so exposed_ns may exceed duration_ns */
+	uint64_t queued_ns;    /* how long before its start the collectives ahead of it on its stream (one
+	                          communication thread, or one CUDA stream) had been running back to back
+	                          (each starting within 20 us of the one before it ending), back to the
+	                          previous FSDP gather at most: the queue it waited in */
 	int32_t microbatch;    /* forward / backward cycle of the step it belongs to (from 0); -1 unknown */
 	uint8_t recompute;     /* 1: a second backward gather of its unit in the cycle (activation
 	                          checkpointing re-gathers it for the recomputation) */
 	uint8_t reserved3[3];
+	uint64_t compute_wait_ns; /* how long compute stood still waiting for it: the stretch with no compute
+	                             in which it ended, when it is the collective compute waited for there
+	                             (its queueing behind earlier collectives included; may exceed
+	                             duration_ns; host timing: not a stretch inside another unit's range
+	                             that closes before this one's opens); fsdp_ref's gather_waits_ns
+	                             measures the same */
+	uint64_t call_ns;      /* host time of its call(s): first enter to last return (ncclGroupEnd's) */
 };
 
 /* Per-communicator view, one entry per communicator of the headline rank
@@ -392,6 +421,11 @@ struct analysis_rank {
 	uint64_t late_ns_per_step;     /* per step (mean): sum over the collectives it entered last of its
 	                                  lead over the second-to-last rank (what the others waited for it) */
 	uint64_t dropped_records;      /* records the agent could not deliver */
+	uint32_t steps_seen;           /* steps found, warm-up (detected or --warmup-steps) and irregular
+	                                  included: what --warmup-steps may skip */
+	uint32_t reserved;
+	uint64_t compute_wait_ns;      /* compute's wait on gathers per step; this and allgather_ns and
+	                                  exposed_allgather_ns are the rank's representative step's */
 };
 
 /* Spread across ranks. */
@@ -415,6 +449,19 @@ struct analysis_sizes {
 	uint64_t reduce_scatter_bytes_min, reduce_scatter_bytes_median, reduce_scatter_bytes_max;
 };
 
+/* A stretch of the trace file the reader skipped as damaged (docs/format.md). */
+struct analysis_gap {
+	uint64_t offset;         /* first byte skipped */
+	uint64_t bytes;          /* bytes skipped */
+	uint64_t first_missing;  /* sequence number of the first chunk lost */
+	uint64_t chunks_missing; /* chunks lost; 0 when to_end (then it cannot be told) */
+	int32_t to_end;          /* 1: the damage runs to the end of the file */
+	uint32_t reserved;
+	char why[120];           /* what was wrong where it starts */
+};
+
+#define ANALYSIS_GAPS_MAX 16
+
 /* What the trace held and how it was read. */
 struct analysis_trace_info {
 	uint64_t records;           /* records read */
@@ -423,9 +470,13 @@ struct analysis_trace_info {
 	uint64_t nvtx_ranges;
 	uint64_t dropped_records;   /* the sources' own drop counters, summed */
 	uint32_t sources;           /* processes in the trace */
-	int truncated;              /* 1: the file ended inside a chunk (read up to there) */
+	int truncated;              /* 1: incomplete: cut, not closed by its writer, or gaps skipped */
 	int has_cupti, has_nvtx;
-	uint32_t reserved;
+	uint32_t ngaps;             /* gaps[] used */
+	const char *end;            /* how the file ended: "clean", "not-marked" (format 1.0),
+				     * "not-closed" (no trace_end), "cut"; NULL when not read from a file */
+	uint64_t gaps_total;        /* gaps skipped, also those beyond gaps[] */
+	struct analysis_gap gaps[ANALYSIS_GAPS_MAX]; /* the first ones, in file order */
 };
 
 struct analysis_result {

@@ -48,7 +48,8 @@ enum rank_mode { MODE_UNDECIDED = 0, MODE_NVTX = 1, MODE_PERIOD = 2 };
 
 /* What one step's gathers did (per event of the step). */
 struct ev_info {
-	uint64_t duration, exposed, hidden, queued;
+	uint64_t duration, exposed, hidden, queued; /* FSDP gathers: as struct analysis_gather's */
+	uint64_t compute_wait, call;                /* duration_ns, exposed_ns, hide_ns, queued_ns, ... */
 	uint32_t name;  /* forward gathers: the unit's NVTX range name (source name id) */
 	uint8_t phase;  /* FSDP gathers: enum analysis_phase, else 0 */
 	uint8_t cause;
@@ -77,8 +78,13 @@ enum step_figure {
 	FIG_COMM_EXPOSED,
 	FIG_EXPOSED_GATHERS,
 	FIG_CAUSE_N,                           /* + cause */
-	FIG_CAUSE_NS = FIG_CAUSE_N + ANALYSIS_CAUSE_MAX, /* + cause */
-	FIG_MAX = FIG_CAUSE_NS + ANALYSIS_CAUSE_MAX
+	FIG_CAUSE_NS = FIG_CAUSE_N + ANALYSIS_CAUSE_MAX, /* + cause: exposed */
+	FIG_CAUSE_WAIT = FIG_CAUSE_NS + ANALYSIS_CAUSE_MAX, /* + cause: compute wait */
+	FIG_AG_WAIT = FIG_CAUSE_WAIT + ANALYSIS_CAUSE_MAX,
+	FIG_FWD_WAIT,
+	FIG_BWD_WAIT,
+	FIG_OTHER_WAIT, /* compute waits that belong to collectives other than the gathers */
+	FIG_MAX
 };
 
 struct step_summary {
@@ -90,6 +96,28 @@ struct step_summary {
 	uint64_t fig[FIG_MAX];
 	int exposure_source;    /* enum analysis_exposure_source */
 	int has_names;
+	uint32_t ordinal;       /* as analysis_step_info's */
+	uint32_t reserved;
+};
+
+/* One gather in one step, as the step sample keeps it. */
+struct gather_fig {
+	uint64_t duration, exposed, compute_wait, queued, call;
+	uint8_t cause, timed;
+	uint8_t reserved[6];
+};
+
+/* A bounded uniform sample of a rank's analysed steps (algorithm R with a
+ * fixed seed, as median.h, so a report is reproducible): the step figures
+ * of each, and with detail the figures of each of its gathers. The
+ * representative step, whose figures the exposure section and the gathers
+ * table report together, is chosen among them. */
+#define STEP_SAMPLE_SLOTS MEDIAN_SLOTS
+struct step_sample {
+	uint64_t seen, rng;
+	uint32_t ordinal[STEP_SAMPLE_SLOTS];
+	uint64_t fig[STEP_SAMPLE_SLOTS][FIG_MAX];
+	struct gather_fig *gathers; /* [STEP_SAMPLE_SLOTS][nev] when detail */
 };
 
 struct rank_state {
@@ -121,9 +149,8 @@ struct rank_state {
 	size_t nev;
 	struct tl_event *tev;    /* [nev] */
 	struct ev_info *tinfo;   /* [nev]: phase, names */
-	int detail;              /* per-gather medians kept (headline candidate) */
-	struct median *m_dur, *m_exp, *m_hid, *m_que; /* [nev] when detail */
-	uint32_t (*cause_n)[ANALYSIS_CAUSE_MAX]; /* [nev] when detail */
+	int detail;              /* per-gather figures kept (headline candidate) */
+	struct step_sample sample;
 	struct median fig[FIG_MAX];
 	int exposure_source;
 
@@ -334,11 +361,7 @@ static void rank_state_free(struct rank_state *rs)
 		summary_free(rs->early[i]);
 	free(rs->tev);
 	free(rs->tinfo);
-	free(rs->m_dur);
-	free(rs->m_exp);
-	free(rs->m_hid);
-	free(rs->m_que);
-	free(rs->cause_n);
+	free(rs->sample.gathers);
 	free(rs);
 }
 
@@ -407,18 +430,19 @@ static int u64_cmp(const void *x, const void *y)
 	return p < q ? -1 : p > q;
 }
 
-/* The first of the sorted starts[0..n) that is >= t, else `none`. */
-static uint64_t next_start(const uint64_t *starts, size_t n, uint64_t t, uint64_t none)
+/* What a collective is to compute (overlap.h): the FSDP group's parameter
+ * gathers; its gradient reductions and the replicas' all-reduces, which
+ * compute does not wait for mid-step; the rest (activation collectives, the
+ * loss and norm all-reduces, point-to-point), which it waits for at once. */
+static enum overlap_kind collective_kind(const struct tl_event *e, const struct ev_info *in)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (starts[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && starts[lo] < none ? starts[lo] : none;
+	if (!in->timed)
+		return OVERLAP_BACKGROUND;
+	if (in->fsdp && e->op == FSS_OP_ALLGATHER)
+		return OVERLAP_GATHER;
+	if ((in->fsdp && e->op == FSS_OP_REDUCESCATTER) || e->role == ANALYSIS_ROLE_REPLICATE)
+		return OVERLAP_BACKGROUND;
+	return OVERLAP_AWAITED;
 }
 
 struct seq_span {
@@ -537,6 +561,64 @@ static size_t module_ranges(const struct tl_range **v, size_t n)
 	return k;
 }
 
+/* A unit's range by name and start, to find where a unit runs next. */
+struct name_start {
+	uint32_t name;
+	uint32_t reserved;
+	uint64_t start;
+};
+
+static int name_start_cmp(const void *a, const void *b)
+{
+	const struct name_start *x = a, *y = b;
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* unit_opens_ns of each FSDP gather (overlap.h): the start of the first
+ * range of the unit it gathers (the name of its forward gather) that opens
+ * after it ends. mods[0..nmods) are the step's module ranges. */
+static int unit_opens(const struct tl_event *ev, const struct ev_info *info, size_t n, const struct tl_range **mods,
+		      size_t nmods, struct overlap_collective *coll)
+{
+	struct name_start *v = malloc((nmods ? nmods : 1) * sizeof *v);
+	uint32_t *unit_name = calloc(n ? n : 1, sizeof *unit_name); /* by forward unit index (< n) */
+	if (!v || !unit_name) {
+		free(v);
+		free(unit_name);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nmods; i++)
+		v[i] = (struct name_start){mods[i]->name, 0, mods[i]->start};
+	qsort(v, nmods, sizeof *v, name_start_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (info[i].phase == ANALYSIS_PHASE_FORWARD && info[i].unit >= 0 && (size_t)info[i].unit < n &&
+		    info[i].name && !unit_name[info[i].unit])
+			unit_name[info[i].unit] = info[i].name;
+	for (size_t i = 0; i < n; i++) {
+		if (coll[i].kind != OVERLAP_GATHER || info[i].unit < 0 || (size_t)info[i].unit >= n)
+			continue;
+		uint32_t name = unit_name[info[i].unit];
+		if (!name)
+			continue;
+		struct name_start key = {name, 0, ev[i].exit_ns > coll[i].end_ns ? ev[i].exit_ns : coll[i].end_ns};
+		size_t lo = 0, hi = nmods;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (name_start_cmp(&v[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < nmods && v[lo].name == name)
+			coll[i].unit_opens_ns = v[lo].start;
+	}
+	free(v);
+	free(unit_name);
+	return 0;
+}
+
 /*
  * Summarise the events ev[0..n) of one step spanning [t0, t1): counts,
  * exposure per gather and step figures. Uses the source's pending ranges and
@@ -551,24 +633,24 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 	struct step_summary *s = calloc(1, sizeof *s);
 	struct interval *iv = calloc(n ? n : 1, sizeof *iv);
 	struct interval *tmp = calloc(n ? n : 1, sizeof *tmp);
-	struct interval *qv = calloc(n ? n : 1, sizeof *qv);
-	struct interval *compute = NULL;
-	size_t ncompute = 0;
+	struct interval *compute = NULL, *units = NULL;
+	size_t ncompute = 0, nunits = 0;
 	struct seq_span *spans = NULL;
 	struct overlap_range *ranges = NULL;
-	uint64_t *starts = NULL; /* compute range starts, sorted (host timing) */
-	size_t nstarts = 0;
+	struct overlap_collective *coll = NULL;
+	struct overlap_figures *figs = NULL;
 	const struct tl_range **named = NULL;
 	struct phases_event *pe = NULL;
 	struct phases_gather *pg = NULL;
-	if (!s || !iv || !tmp || !qv)
+	if (!s || !iv || !tmp)
 		goto fail;
 	s->nev = n;
 	s->ev = malloc((n ? n : 1) * sizeof *s->ev);
 	s->info = calloc(n ? n : 1, sizeof *s->info);
 	if (!s->ev || !s->info)
 		goto fail;
-	memcpy(s->ev, ev, n * sizeof *ev);
+	if (n)
+		memcpy(s->ev, ev, n * sizeof *ev); /* a step may have no events: ev is NULL then */
 	s->hash = hash_events(ev, n);
 	s->fig[FIG_STEP] = t1 > t0 ? t1 - t0 : 0;
 
@@ -660,143 +742,141 @@ static int summarise(analyzer_t *a, struct rank_state *rs, const struct tl_event
 		ranges = malloc((nr ? nr : 1) * sizeof *ranges);
 		if (!ranges)
 			goto fail;
-		starts = malloc((nr ? nr : 1) * sizeof *starts);
-		if (!starts)
-			goto fail;
 		for (size_t i = 0; i < nr; i++) {
 			const struct tl_range *r = tl_array_at(&src->ranges, i);
-			if (r->is_compute && r->end > t0 && r->start < t1) {
+			if (r->is_compute && r->end > t0 && r->start < t1)
 				ranges[m++] = (struct overlap_range){r->start, r->end, r->thread, 0};
-				starts[nstarts++] = r->start;
-			}
 		}
-		qsort(starts, nstarts, sizeof *starts, u64_cmp);
 		for (size_t i = 0; i < n; i++) {
 			iv[i] = (struct interval){ev[i].launch_ns, ev[i].exit_ns};
 			s->info[i].timed = ev[i].exit_ns > ev[i].launch_ns;
 		}
 		if (m > 0) {
-			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0)
+			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0 ||
+			    overlap_host_units(ranges, m, &units, &nunits) < 0)
 				goto fail;
 			ncompute = clip(compute, ncompute, t0, t1);
 			s->exposure_source = ANALYSIS_EXPOSURE_HOST;
 		}
 	}
 
-	if (s->exposure_source != ANALYSIS_EXPOSURE_NONE) {
-		/* A gather queued behind other collectives on its stream (or the
-		 * communication thread) kept compute waiting from the moment the
-		 * queue ahead of it started: its waiting interval begins there
-		 * (back to the previous gather, which owns the time before). */
-		for (size_t i = 0; i < n; i++) {
-			qv[i] = iv[i];
-			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].fsdp || !s->info[i].timed)
-				continue;
-			for (size_t j = i; j-- > 0;) {
-				int same = use_gpu ? ev[j].stream == ev[i].stream : ev[j].thread == ev[i].thread;
-				if (!same || !s->info[j].timed)
-					continue;
-				if ((ev[j].op == FSS_OP_ALLGATHER && s->info[j].fsdp) ||
-				    iv[j].end + OVERLAP_QUEUE_SLACK_NS < qv[i].start ||
-				    iv[j].start >= qv[i].start)
-					break;
-				qv[i].start = iv[j].start;
-			}
-			/* Host timing: a gather that starts while no compute runs was
-			 * waited for since compute stopped (the communication thread
-			 * picked it up late). */
-			if (!use_gpu && interval_covered(compute, ncompute, qv[i].start, qv[i].start + 1) == 0) {
-				uint64_t stopped = interval_last_end_before(compute, ncompute, qv[i].start);
-				if (stopped < t0)
-					stopped = t0;
-				if (stopped < qv[i].start)
-					qv[i].start = stopped;
-			}
-		}
-		/* Each instant of waiting belongs to one gather: the earliest pending
-		 * (gathers are issued in order), so later ones count from where the
-		 * one before stopped. With host timing a gather that ends while no
-		 * compute runs keeps compute waiting until it resumes. */
-		int first_fwd = 1, first_bwd = 1;
-		int32_t cycle = -1;
-		uint64_t attributed = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (ev[i].op != FSS_OP_ALLGATHER || !s->info[i].fsdp || !s->info[i].timed)
-				continue;
-			if (s->info[i].cycle != cycle) { /* each micro-batch has its own first gathers */
-				cycle = s->info[i].cycle;
-				first_fwd = first_bwd = 1;
-			}
-			int fwd = s->info[i].phase != ANALYSIS_PHASE_BACKWARD;
-			struct overlap_gather g = {
-				.issue_ns = ev[i].launch_ns,
-				.start_ns = qv[i].start,
-				.end_ns = qv[i].end,
-				.from_ns = attributed,
-				.first_of_phase = fwd ? first_fwd : first_bwd,
-				.device_timing = use_gpu,
-				.until_resume = !use_gpu,
-				.until_ns = next_start(starts, nstarts, qv[i].end, t1),
-			};
-			if (fwd)
-				first_fwd = 0;
-			else
-				first_bwd = 0;
-			struct overlap_exposure x = overlap_gather_exposure(compute, ncompute, &g, a->opt.exposed_min_ns);
-			qv[i].end = x.wait_end_ns; /* the waiting interval, for the step figures */
-			if (x.wait_end_ns > attributed)
-				attributed = x.wait_end_ns;
-			s->info[i].duration = iv[i].end - iv[i].start;
-			s->info[i].queued = iv[i].start - qv[i].start;
-			s->info[i].exposed = x.cause == ANALYSIS_CAUSE_HIDDEN ? 0 : x.exposed_ns;
-			s->info[i].hidden = x.hidden_ns;
-			s->info[i].cause = (uint8_t)x.cause;
-			s->fig[fwd ? FIG_FWD_EXPOSED : FIG_BWD_EXPOSED] += s->info[i].exposed;
-			s->fig[FIG_CAUSE_N + x.cause]++;
-			s->fig[FIG_CAUSE_NS + x.cause] += s->info[i].exposed;
-			if (x.cause != ANALYSIS_CAUSE_HIDDEN)
-				s->fig[FIG_EXPOSED_GATHERS]++;
-		}
-		/* per class: merged time, and merged time with no compute (gathers:
-		 * over their waiting intervals) */
-		static const struct {
-			enum iv_class cls;
-			int all, exposed, queued;
-		} classes[] = {
-			{IV_FSDP_ALLGATHER, FIG_AG, FIG_AG_EXPOSED, 1},
-			{IV_FSDP_REDUCESCATTER, FIG_RS, FIG_RS_EXPOSED, 0},
-			{IV_DP_ALLREDUCE, FIG_AR, FIG_AR_EXPOSED, 0},
-			{IV_ALL, -1, FIG_COMM_EXPOSED, 0},
-		};
-		for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
-			size_t m = op_intervals(ev, s->info, n, classes[c].cls, classes[c].queued ? qv : iv, tmp);
-			m = clip(tmp, m, t0, t1 > t0 ? t1 : t0);
-			uint64_t total = interval_total(tmp, m);
-			uint64_t hidden = interval_intersect_total(tmp, m, compute, ncompute);
-			if (classes[c].all >= 0)
-				s->fig[classes[c].all] = total;
-			if (classes[c].exposed >= 0)
-				s->fig[classes[c].exposed] = total - hidden;
-		}
-		s->fig[FIG_COMPUTE] = interval_total(compute, ncompute);
-	}
-
-	/* unit names from NVTX, while this rank has none */
-	if (!rs->tinfo || !rs->tinfo[0].reserved) {
-		size_t nr = tl_array_len(&src->ranges), m = 0;
+	/* unit names from NVTX, while this rank has none; with host timing in
+	 * every step (where each gathered unit's range opens tells a wait for
+	 * the gather from a stall of another unit's compute) */
+	size_t nnamed = 0;
+	if (!use_gpu || !rs->tinfo || !rs->tinfo[0].reserved) {
+		size_t nr = tl_array_len(&src->ranges);
 		named = malloc((nr ? nr : 1) * sizeof *named);
 		if (!named)
 			goto fail;
 		for (size_t i = 0; i < nr; i++) {
 			const struct tl_range *r = tl_array_at(&src->ranges, i);
 			if (r->is_compute && r->start >= t0 && r->start < t1)
-				named[m++] = r;
+				named[nnamed++] = r;
 		}
-		qsort(named, m, sizeof *named, range_ptr_cmp);
-		m = module_ranges(named, m);
-		name_forward_gathers(src, ev, s->info, n, named, m);
-		s->has_names = m > 0;
+		qsort(named, nnamed, sizeof *named, range_ptr_cmp);
+		nnamed = module_ranges(named, nnamed);
+		name_forward_gathers(src, ev, s->info, n, named, nnamed);
+		s->has_names = nnamed > 0;
 	}
+
+	if (s->exposure_source != ANALYSIS_EXPOSURE_NONE) {
+		coll = calloc(n ? n : 1, sizeof *coll);
+		figs = malloc((n ? n : 1) * sizeof *figs);
+		if (!coll || !figs)
+			goto fail;
+		/* A gather queued behind other collectives on its stream (or the
+		 * communication thread) waited from the moment the queue ahead of
+		 * it started running (back to the previous gather at most). */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t queue_start = iv[i].start;
+			if (ev[i].op == FSS_OP_ALLGATHER && s->info[i].fsdp && s->info[i].timed) {
+				for (size_t j = i; j-- > 0;) {
+					int same = use_gpu ? ev[j].stream == ev[i].stream : ev[j].thread == ev[i].thread;
+					if (!same || !s->info[j].timed)
+						continue;
+					if ((ev[j].op == FSS_OP_ALLGATHER && s->info[j].fsdp) ||
+					    iv[j].end + OVERLAP_QUEUE_SLACK_NS < queue_start || iv[j].start >= queue_start)
+						break;
+					queue_start = iv[j].start;
+				}
+			}
+			coll[i] = (struct overlap_collective){
+				.issue_ns = ev[i].launch_ns,
+				.start_ns = iv[i].start,
+				.end_ns = iv[i].end,
+				.queue_start_ns = queue_start,
+				.kind = (uint8_t)collective_kind(&ev[i], &s->info[i]),
+			};
+		}
+		int first_fwd = 1, first_bwd = 1;
+		int32_t cycle = -1;
+		for (size_t i = 0; i < n; i++) {
+			if (coll[i].kind != OVERLAP_GATHER)
+				continue;
+			if (s->info[i].cycle != cycle) { /* each micro-batch has its own first gathers */
+				cycle = s->info[i].cycle;
+				first_fwd = first_bwd = 1;
+			}
+			int fwd = s->info[i].phase != ANALYSIS_PHASE_BACKWARD;
+			coll[i].first_of_phase = (uint8_t)(fwd ? first_fwd : first_bwd);
+			if (fwd)
+				first_fwd = 0;
+			else
+				first_bwd = 0;
+		}
+		if (!use_gpu && unit_opens(ev, s->info, n, named, nnamed, coll) < 0)
+			goto fail;
+		uint64_t other_wait = 0;
+		if (overlap_step(compute, ncompute, units, nunits, coll, n, t0, t1 > t0 ? t1 : t0, use_gpu,
+				 a->opt.exposed_min_ns, figs, &other_wait) < 0)
+			goto fail;
+		s->fig[FIG_OTHER_WAIT] = other_wait;
+		for (size_t i = 0; i < n; i++) {
+			if (coll[i].kind != OVERLAP_GATHER)
+				continue;
+			const struct overlap_figures *x = &figs[i];
+			struct ev_info *in = &s->info[i];
+			int fwd = in->phase != ANALYSIS_PHASE_BACKWARD;
+			in->duration = x->duration_ns;
+			in->exposed = x->exposed_ns;
+			in->hidden = x->hidden_ns;
+			in->compute_wait = x->compute_wait_ns;
+			in->queued = iv[i].start - coll[i].queue_start_ns;
+			in->call = ev[i].exit_ns > ev[i].enter_ns ? ev[i].exit_ns - ev[i].enter_ns : 0;
+			in->cause = (uint8_t)x->cause;
+			s->fig[FIG_AG] += x->duration_ns;
+			s->fig[FIG_AG_EXPOSED] += x->exposed_ns;
+			s->fig[FIG_AG_WAIT] += x->compute_wait_ns;
+			s->fig[fwd ? FIG_FWD_EXPOSED : FIG_BWD_EXPOSED] += x->exposed_ns;
+			s->fig[fwd ? FIG_FWD_WAIT : FIG_BWD_WAIT] += x->compute_wait_ns;
+			s->fig[FIG_CAUSE_N + x->cause]++;
+			s->fig[FIG_CAUSE_NS + x->cause] += x->exposed_ns;
+			s->fig[FIG_CAUSE_WAIT + x->cause] += x->compute_wait_ns;
+			if (x->cause != ANALYSIS_CAUSE_HIDDEN)
+				s->fig[FIG_EXPOSED_GATHERS]++;
+		}
+		/* the other classes: merged time, and merged time with no compute */
+		static const struct {
+			enum iv_class cls;
+			int all, exposed;
+		} classes[] = {
+			{IV_FSDP_REDUCESCATTER, FIG_RS, FIG_RS_EXPOSED},
+			{IV_DP_ALLREDUCE, FIG_AR, FIG_AR_EXPOSED},
+			{IV_ALL, -1, FIG_COMM_EXPOSED},
+		};
+		for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+			size_t m = op_intervals(ev, s->info, n, classes[c].cls, iv, tmp);
+			m = clip(tmp, m, t0, t1 > t0 ? t1 : t0);
+			uint64_t total = interval_total(tmp, m);
+			uint64_t hidden = interval_intersect_total(tmp, m, compute, ncompute);
+			if (classes[c].all >= 0)
+				s->fig[classes[c].all] = total;
+			s->fig[classes[c].exposed] = total - hidden;
+		}
+		s->fig[FIG_COMPUTE] = interval_total(compute, ncompute);
+	}
+
 	rc = 0;
 	*out = s;
 	s = NULL;
@@ -804,15 +884,60 @@ fail:
 	summary_free(s);
 	free(iv);
 	free(tmp);
-	free(qv);
 	free(compute);
+	free(units);
 	free(spans);
 	free(ranges);
-	free(starts);
+	free(coll);
+	free(figs);
 	free(named);
 	free(pe);
 	free(pg);
 	return rc;
+}
+
+/* The slot of the sample the next step goes into, or -1 when it is left
+ * out (median.h's algorithm, so the sample is reproducible). */
+static int sample_slot(struct step_sample *m)
+{
+	if (m->seen == 0)
+		m->rng = 0x9e3779b97f4a7c15ull;
+	if (m->seen < STEP_SAMPLE_SLOTS)
+		return (int)m->seen++;
+	m->seen++;
+	uint64_t x = m->rng;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	m->rng = x;
+	uint64_t j = x % m->seen;
+	return j < STEP_SAMPLE_SLOTS ? (int)j : -1;
+}
+
+/* The representative step: among the sampled steps, the one whose compute
+ * wait on gathers (the figure fsdp_ref's gather_wait measures) is the lower
+ * median, the earliest on ties. Returns its slot, -1 when none. */
+static int representative_slot(const struct step_sample *m)
+{
+	unsigned n = m->seen < STEP_SAMPLE_SLOTS ? (unsigned)m->seen : STEP_SAMPLE_SLOTS;
+	if (n == 0)
+		return -1;
+	unsigned order[STEP_SAMPLE_SLOTS];
+	for (unsigned i = 0; i < n; i++)
+		order[i] = i;
+	/* insertion sort by (wait, ordinal): at most STEP_SAMPLE_SLOTS slots */
+	for (unsigned i = 1; i < n; i++) {
+		unsigned v = order[i], j = i;
+		for (; j > 0; j--) {
+			unsigned u = order[j - 1];
+			uint64_t wu = m->fig[u][FIG_AG_WAIT], wv = m->fig[v][FIG_AG_WAIT];
+			if (wu < wv || (wu == wv && m->ordinal[u] <= m->ordinal[v]))
+				break;
+			order[j] = u;
+		}
+		order[j] = v;
+	}
+	return (int)order[(n - 1) / 2];
 }
 
 /* Is this rank one whose per-gather figures may be reported? */
@@ -841,12 +966,8 @@ static int aggregate(analyzer_t *a, struct rank_state *rs, struct step_summary *
 		rs->phases = s->phases;
 		rs->detail = wants_detail(a, rs);
 		if (rs->detail) {
-			rs->m_dur = calloc(n, sizeof *rs->m_dur);
-			rs->m_exp = calloc(n, sizeof *rs->m_exp);
-			rs->m_hid = calloc(n, sizeof *rs->m_hid);
-			rs->m_que = calloc(n, sizeof *rs->m_que);
-			rs->cause_n = calloc(n, sizeof *rs->cause_n);
-			if (!rs->m_dur || !rs->m_exp || !rs->m_hid || !rs->m_que || !rs->cause_n)
+			rs->sample.gathers = calloc(STEP_SAMPLE_SLOTS * n, sizeof *rs->sample.gathers);
+			if (!rs->sample.gathers)
 				return -ENOMEM;
 		}
 	}
@@ -860,15 +981,21 @@ static int aggregate(analyzer_t *a, struct rank_state *rs, struct step_summary *
 	}
 	if (s->exposure_source && !rs->exposure_source)
 		rs->exposure_source = s->exposure_source;
-	if (rs->detail) {
-		for (size_t i = 0; i < s->nev; i++) {
-			if (s->ev[i].op != FSS_OP_ALLGATHER || !s->info[i].timed || !s->exposure_source)
-				continue;
-			median_add(&rs->m_dur[i], s->info[i].duration);
-			median_add(&rs->m_exp[i], s->info[i].exposed);
-			median_add(&rs->m_hid[i], s->info[i].hidden);
-			median_add(&rs->m_que[i], s->info[i].queued);
-			rs->cause_n[i][s->info[i].cause]++;
+	int slot = sample_slot(&rs->sample);
+	if (slot >= 0) {
+		rs->sample.ordinal[slot] = s->ordinal;
+		memcpy(rs->sample.fig[slot], s->fig, sizeof s->fig);
+		for (size_t i = 0; rs->detail && i < s->nev; i++) {
+			const struct ev_info *in = &s->info[i];
+			rs->sample.gathers[(size_t)slot * s->nev + i] = (struct gather_fig){
+				.duration = in->duration,
+				.exposed = in->exposed,
+				.compute_wait = in->compute_wait,
+				.queued = in->queued,
+				.call = in->call,
+				.cause = in->cause,
+				.timed = (uint8_t)(in->timed && s->exposure_source),
+			};
 		}
 	}
 	for (int f = 0; f < FIG_MAX; f++) {
@@ -984,6 +1111,7 @@ static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_
 	int rc = summarise(a, rs, ev, n, t0, t1, &s);
 	if (rc < 0)
 		return rc;
+	s->ordinal = ordinal;
 	if (a->on_step) {
 		uint32_t nag = 0;
 		for (size_t i = 0; i < n; i++)
@@ -1000,6 +1128,8 @@ static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_
 			.events = (uint32_t)n,
 			.allgathers = nag,
 			.exposure_source = s->exposure_source,
+			.compute_wait_ns = s->fig[FIG_AG_WAIT],
+			.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT],
 		};
 		a->on_step(a->on_step_ctx, &si);
 	}
@@ -1585,8 +1715,10 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && nf == 1)
 		note(r, "one FSDP unit (the root, never resharded): reshard_after_forward cannot be told");
 
-	/* gathers table: every FSDP gather of the step, every cycle */
+	/* gathers table: every FSDP gather of the step, every cycle; the
+	 * figures of the representative step */
 	size_t gi = 0;
+	int slot = representative_slot(&h->sample);
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
 			continue;
@@ -1609,18 +1741,15 @@ static int fill_structure(const analyzer_t *a, const struct rank_state *h, struc
 		}
 		if (unit >= 0)
 			snprintf(g->name, sizeof g->name, "%s", timeline_name(h->src, ti[fidx[unit]].name));
-		if (h->detail) {
-			g->duration_ns = median_get(&h->m_dur[i]);
-			g->exposed_ns = median_get(&h->m_exp[i]);
-			g->hide_ns = median_get(&h->m_hid[i]);
-			g->queued_ns = median_get(&h->m_que[i]);
-			uint32_t best = 0;
-			for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
-				if (h->cause_n[i][c] > best) {
-					best = h->cause_n[i][c];
-					g->cause = (uint8_t)c;
-				}
-			}
+		if (h->detail && slot >= 0 && h->sample.gathers[(size_t)slot * n + i].timed) {
+			const struct gather_fig *gf = &h->sample.gathers[(size_t)slot * n + i];
+			g->duration_ns = gf->duration;
+			g->exposed_ns = gf->exposed;
+			g->hide_ns = gf->duration - gf->exposed;
+			g->compute_wait_ns = gf->compute_wait;
+			g->queued_ns = gf->queued;
+			g->call_ns = gf->call;
+			g->cause = gf->cause;
 		}
 		struct ranks_index_stats ri = ranks_index(a->ranks, (int32_t)gi);
 		g->slowest_rank = ri.slowest_rank;
@@ -1705,25 +1834,38 @@ out:
 	return rc;
 }
 
+/* The exposure section: every figure of the headline rank's representative
+ * step, so that they add up (the gathers table is the same step's). */
 static void fill_exposure(const struct rank_state *h, struct analysis_result *r)
 {
 	struct analysis_exposure *x = &r->exposure;
 	x->source = h->exposure_source;
-	x->allgather_ns_per_step = median_get(&h->fig[FIG_AG]);
-	x->exposed_allgather_ns_per_step = median_get(&h->fig[FIG_AG_EXPOSED]);
+	x->exposed_fraction = ANALYSIS_UNKNOWN;
+	int slot = representative_slot(&h->sample);
+	if (slot < 0)
+		return;
+	const uint64_t *f = h->sample.fig[slot];
+	x->step = h->sample.ordinal[slot];
+	x->allgather_ns_per_step = f[FIG_AG];
+	x->exposed_allgather_ns_per_step = f[FIG_AG_EXPOSED];
 	x->exposed_fraction = x->allgather_ns_per_step
 				      ? (double)x->exposed_allgather_ns_per_step / (double)x->allgather_ns_per_step
 				      : ANALYSIS_UNKNOWN;
-	x->forward_exposed_ns_per_step = median_get(&h->fig[FIG_FWD_EXPOSED]);
-	x->backward_exposed_ns_per_step = median_get(&h->fig[FIG_BWD_EXPOSED]);
-	x->reduce_scatter_ns_per_step = median_get(&h->fig[FIG_RS]);
-	x->exposed_reduce_scatter_ns_per_step = median_get(&h->fig[FIG_RS_EXPOSED]);
-	x->allreduce_ns_per_step = median_get(&h->fig[FIG_AR]);
-	x->exposed_allreduce_ns_per_step = median_get(&h->fig[FIG_AR_EXPOSED]);
-	x->exposed_gathers = (uint32_t)median_get(&h->fig[FIG_EXPOSED_GATHERS]);
+	x->forward_exposed_ns_per_step = f[FIG_FWD_EXPOSED];
+	x->backward_exposed_ns_per_step = f[FIG_BWD_EXPOSED];
+	x->reduce_scatter_ns_per_step = f[FIG_RS];
+	x->exposed_reduce_scatter_ns_per_step = f[FIG_RS_EXPOSED];
+	x->allreduce_ns_per_step = f[FIG_AR];
+	x->exposed_allreduce_ns_per_step = f[FIG_AR_EXPOSED];
+	x->exposed_gathers = (uint32_t)f[FIG_EXPOSED_GATHERS];
+	x->compute_wait_ns_per_step = f[FIG_AG_WAIT];
+	x->forward_compute_wait_ns_per_step = f[FIG_FWD_WAIT];
+	x->backward_compute_wait_ns_per_step = f[FIG_BWD_WAIT];
+	x->other_compute_wait_ns_per_step = f[FIG_OTHER_WAIT];
 	for (int c = 0; c < ANALYSIS_CAUSE_MAX; c++) {
-		x->cause_gathers[c] = (uint32_t)median_get(&h->fig[FIG_CAUSE_N + c]);
-		x->cause_ns[c] = median_get(&h->fig[FIG_CAUSE_NS + c]);
+		x->cause_gathers[c] = (uint32_t)f[FIG_CAUSE_N + c];
+		x->cause_ns[c] = f[FIG_CAUSE_NS + c];
+		x->cause_compute_wait_ns[c] = f[FIG_CAUSE_WAIT + c];
 	}
 }
 
@@ -1934,14 +2076,19 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 		if (rs->tev)
 			count_events(rs->tev, rs->tinfo, rs->nev, &e->per_step);
 		e->step_ns = median_get(&rs->fig[FIG_STEP]);
-		e->allgather_ns = median_get(&rs->fig[FIG_AG]);
-		e->exposed_allgather_ns = median_get(&rs->fig[FIG_AG_EXPOSED]);
+		int rep = representative_slot(&rs->sample);
+		if (rep >= 0) { /* the rank's representative step, as the exposure section */
+			e->allgather_ns = rs->sample.fig[rep][FIG_AG];
+			e->exposed_allgather_ns = rs->sample.fig[rep][FIG_AG_EXPOSED];
+			e->compute_wait_ns = rs->sample.fig[rep][FIG_AG_WAIT];
+		}
 		e->compute_ns = median_get(&rs->fig[FIG_COMPUTE]);
 		struct ranks_rank_stats st = ranks_rank(a->ranks, rs->src->rank);
 		e->last_arrivals = (uint32_t)st.last_arrivals;
 		e->matched_collectives = (uint32_t)st.matched;
 		uint32_t steps = rs->analyzed + rs->warmup + rs->irregular;
 		e->late_ns_per_step = steps ? st.late_ns / steps : st.late_ns;
+		e->steps_seen = steps;
 		e->dropped_records = rs->src->dropped;
 		if (rs->analyzed) {
 			r->spread.ranks++;
@@ -2092,9 +2239,12 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 			break;
 		}
 	fill_exposure(h, r);
-	breakdown_compute(r->step_ns, median_get(&h->fig[FIG_COMPUTE]), median_get(&h->fig[FIG_COMM_EXPOSED]),
-			  r->ledger.params, r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt,
-			  &r->breakdown);
+	/* the breakdown of the same step, so that its exposed communication
+	 * holds the AllGathers' */
+	int rep = representative_slot(&h->sample);
+	const uint64_t *rf = rep >= 0 ? h->sample.fig[rep] : h->sample.fig[0];
+	breakdown_compute(rep >= 0 ? rf[FIG_STEP] : r->step_ns, rf[FIG_COMPUTE], rf[FIG_COMM_EXPOSED], r->ledger.params,
+			  r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt, &r->breakdown);
 	if (r->exposure.source == ANALYSIS_EXPOSURE_HOST)
 		note(r, "exposure from host timing: exact where collective calls block until done (the CPU "
 			"stand-in NCCL); with real NCCL use CUPTI");
@@ -2103,7 +2253,8 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (!h->detail)
 		note(r, "per-gather figures were kept for another rank: the gather table has no times");
 	if (r->trace.truncated)
-		note(r, "the trace ends inside a chunk: analysed up to the last complete one");
+		note(r, "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
+			"skipped): analysed what could be read");
 	if (r->trace.dropped_records)
 		note(r, "the agents dropped %llu records: counts may be low",
 		     (unsigned long long)r->trace.dropped_records);
@@ -2118,6 +2269,31 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 static int on_record(void *ctx, const struct fss_record_head *rec)
 {
 	return analyzer_feed(ctx, rec);
+}
+
+/* How the file ended and what the reader skipped, for the report. */
+static void result_set_read(struct analysis_result *r, const struct trace_read_info *info)
+{
+	static const char *const ends[] = {
+		[TRACE_END_CLEAN] = "clean",
+		[TRACE_END_NOT_MARKED] = "not-marked",
+		[TRACE_END_MISSING] = "not-closed",
+		[TRACE_END_CUT] = "cut",
+	};
+
+	r->trace.end = info->end < sizeof(ends) / sizeof(ends[0]) ? ends[info->end] : NULL;
+	r->trace.gaps_total = info->damage.gaps;
+	r->trace.ngaps = 0;
+	for (size_t i = 0; i < info->ngaps && i < ANALYSIS_GAPS_MAX; i++) {
+		struct analysis_gap *g = &r->trace.gaps[r->trace.ngaps++];
+
+		g->offset = info->gaps[i].offset;
+		g->bytes = info->gaps[i].bytes;
+		g->first_missing = info->gaps[i].first_missing;
+		g->chunks_missing = info->gaps[i].chunks_missing;
+		g->to_end = info->gaps[i].to_end;
+		snprintf(g->why, sizeof(g->why), "%s", info->gaps[i].why);
+	}
 }
 
 int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
@@ -2139,16 +2315,25 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 	}
 	analyzer_on_step(a, fn, ctx);
 	struct trace_parser_ops ops = {.on_record = on_record};
-	char msg[256] = "";
-	rc = trace_read_file(path, &ops, a, msg, sizeof msg);
-	if (rc == FSS_E_TRUNCATED || (rc == FSS_E_CORRUPT && timeline_sources(a->tl) > 0)) {
+	struct trace_read_info info;
+	rc = trace_read(path, &ops, a, &info);
+	if (info.input != TRACE_INPUT_TRACE) {
+		/* Empty, not a trace, an unreadable header, no records: nothing to
+		 * analyse, and the reader's words say what the file is. */
+		if (rc >= 0)
+			rc = FSS_E_NOT_TRACE;
+	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
+		/* Cut short, not closed by its writer, or damaged stretches
+		 * skipped: analysed, and said to be incomplete. */
 		analyzer_set_truncated(a);
 		rc = 0;
 	}
 	if (rc == 0)
 		rc = analyzer_finish(a, out);
+	if (rc == 0)
+		result_set_read(*out, &info);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", msg[0] ? msg : fss_strerror(rc));
+		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
 	analyzer_free(a);
 	return rc;
 }

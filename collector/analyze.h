@@ -75,6 +75,8 @@ struct analysis_step_info {
 	uint32_t allgathers;
 	int exposure_source;     /* enum analysis_exposure_source */
 	int reserved;
+	uint64_t compute_wait_ns;       /* as analysis_exposure, for this step */
+	uint64_t other_compute_wait_ns;
 };
 
 /* Called for every step the analysis summarises (before the steady state

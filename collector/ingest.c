@@ -62,19 +62,19 @@ struct input {
 	uint64_t bytes_in;       /* bytes received or read */
 	int failed;              /* the parser stopped: the rest is discarded */
 	int fail_rc;
-	int ended;               /* nothing more will come from it: its sources are complete */
-};
-
-/* A process the session reaped, waiting for its source to be complete. */
-struct pending_exit {
-	uint64_t at_ns;
-	uint32_t pid;
-	int32_t wait_status;
 };
 
 struct listener {
 	int fd;
 	char *unlink_path; /* unix socket file to remove at the end, or NULL */
+	int check_peer;    /* a unix socket: refuse peers of another user */
+};
+
+/* An exit noted by ingest_note_exit, written at ingest_finish. */
+struct pending_exit {
+	uint64_t at_ns;
+	pid_t pid;
+	int wait_status;
 };
 
 struct ingest {
@@ -89,11 +89,11 @@ struct ingest {
 	size_t open_connections;
 	sources_t *layer;            /* the output's sources, as every reader sees them */
 	struct ingest_source_stats *sources;
-	struct input **source_input; /* [capsources] the input each output source comes from */
 	size_t capsources;
-	struct pending_exit *exits;  /* noted, not yet written */
-	size_t nexits, capexits;
 	char **damage;
+	struct pending_exit *exits;
+	size_t nexits, capexits;
+	struct ingest_refused_peer refused[INGEST_REFUSED_NAMED];
 	struct ingest_stats stats;
 	_Alignas(8) unsigned char record[UINT16_MAX + 1]; /* one record being copied */
 	unsigned char readbuf[64 << 10];
@@ -169,15 +169,10 @@ static int map_source(ingest_t *ing, struct input *in, uint32_t in_source, uint3
 	if (ing->stats.sources == ing->capsources) {
 		size_t cap = ing->capsources ? ing->capsources * 2 : 16;
 		struct ingest_source_stats *ns = realloc(ing->sources, cap * sizeof(*ns));
-		struct input **owners;
 
 		if (!ns)
 			return -ENOMEM;
 		ing->sources = ns;
-		owners = realloc(ing->source_input, cap * sizeof(*owners));
-		if (!owners)
-			return -ENOMEM;
-		ing->source_input = owners;
 		ing->capsources = cap;
 	}
 	s = &ing->sources[ing->stats.sources];
@@ -185,7 +180,6 @@ static int map_source(ingest_t *ing, struct input *in, uint32_t in_source, uint3
 	s->source = ing->stats.sources++;
 	s->rank = FSS_RANK_UNKNOWN;
 	s->origin = in->origin;
-	ing->source_input[s->source] = in;
 	in->map[in->nmap].in = in_source;
 	in->map[in->nmap].out = s->source;
 	in->last_map = in->nmap++;
@@ -233,10 +227,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	uint32_t source;
 	int err;
 
-	/* An input's own end-of-file mark belongs to no process; the output
-	 * gets its own when it is closed. */
-	if (rec->type == FSS_REC_TRACE_END || rec->source == FSS_SOURCE_NONE)
-		return 0;
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* an input's trace_end: the output's writer ends it with its own */
 	err = map_source(ing, in, rec->source, &source);
 	if (err)
 		return err;
@@ -254,71 +246,6 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 static const struct trace_parser_ops ingest_parser_ops = {
 	.on_record = on_record,
 };
-
-/* The latest output source whose hello named `pid` and that has no exit
- * yet, or NULL. */
-static struct ingest_source_stats *source_of_pid(ingest_t *ing, uint32_t pid)
-{
-	for (size_t i = ing->stats.sources; i-- > 0;) {
-		struct ingest_source_stats *s = &ing->sources[i];
-
-		if (s->has_hello && s->pid == pid)
-			return s->has_exit ? NULL : s;
-	}
-	return NULL;
-}
-
-static int exit_write(ingest_t *ing, struct ingest_source_stats *s, const struct pending_exit *e)
-{
-	struct fss_rec_process_exit rec;
-	int err;
-
-	record_init(&rec, FSS_REC_PROCESS_EXIT, sizeof(rec), s->source);
-	rec.at_ns = e->at_ns;
-	rec.pid = e->pid;
-	rec.wait_status = e->wait_status;
-	err = trace_writer_append(ing->out, &rec);
-	if (err) {
-		if (!ing->write_error)
-			ing->write_error = err;
-		return err;
-	}
-	s->has_exit = 1;
-	s->wait_status = e->wait_status;
-	ing->stats.exits_written++;
-	return note_record(ing, s, &rec.head);
-}
-
-/*
- * Write the remembered exits whose source is complete (its input ended), so
- * that the exit comes after the source's last record. When `final` (the
- * ingest is finishing and nothing more will be read), write every one whose
- * source exists and count the others as unmatched.
- */
-static int exits_flush(ingest_t *ing, int final)
-{
-	size_t kept = 0, i;
-	int err = 0;
-
-	for (i = 0; i < ing->nexits && !err; i++) {
-		const struct pending_exit *e = &ing->exits[i];
-		struct ingest_source_stats *s = source_of_pid(ing, e->pid);
-
-		if (s && (final || ing->source_input[s->source]->ended)) {
-			err = exit_write(ing, s, e);
-			if (!err)
-				continue;
-		} else if (!s && final) {
-			ing->stats.exits_unmatched++;
-			continue;
-		}
-		ing->exits[kept++] = *e;
-	}
-	for (; i < ing->nexits; i++)
-		ing->exits[kept++] = ing->exits[i];
-	ing->nexits = kept;
-	return err;
-}
 
 static int input_new(ingest_t *ing, enum input_kind kind, int fd, struct input **out)
 {
@@ -373,10 +300,11 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	char *msg;
 	int rc;
 
-	in->ended = 1;
 	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
 		return 0; /* connected and left without a byte: nothing lost */
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
+	if (cut && rc == FSS_E_TRUNCATED && trace_parser_end(in->parser) == TRACE_END_MISSING)
+		rc = 0; /* no trace_end yet because the sender is still there: said so below */
 	if (rc == 0 && !cut)
 		return 0;
 	if (rc && rc == ing->write_error)
@@ -390,6 +318,9 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	else if (rc == -ENOMEM)
 		text_new(&msg, "%s (%s): out of memory; kept %" PRIu64 " records, dropped the rest", in->origin, who,
 			 records);
+	else if (rc == FSS_E_CORRUPT && trace_parser_input(in->parser) == TRACE_INPUT_TRACE)
+		text_new(&msg, "%s (%s): %s; kept all the other chunks: %" PRIu64 " records in %" PRIu64 " chunks",
+			 in->origin, who, trace_parser_error(in->parser), records, trace_parser_chunks(in->parser));
 	else if (rc)
 		text_new(&msg, "%s (%s): %s; kept %" PRIu64 " records in %" PRIu64 " complete chunks, dropped %" PRIu64
 			 " bytes from offset %" PRIu64,
@@ -455,8 +386,6 @@ static int connection_read(ingest_t *ing, struct input *in)
 			int err = input_end(ing, in, 0);
 
 			input_release_parser(in);
-			if (!err)
-				err = exits_flush(ing, 0);
 			if (err)
 				return err;
 			return 1;
@@ -467,6 +396,35 @@ static int connection_read(ingest_t *ing, struct input *in)
 			return ing->write_error;
 	}
 	return progress;
+}
+
+/*
+ * Whether a unix peer may send: only the collector's own user. A peer whose
+ * credentials cannot be read is refused too. Refusals are counted and the
+ * first ones named, for the caller to report.
+ */
+static int peer_allowed(ingest_t *ing, int fd)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int ok;
+
+	memset(&cred, 0, sizeof(cred));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		cred.uid = (uid_t)-1;
+		cred.pid = 0;
+		ok = 0;
+	} else {
+		ok = cred.uid == geteuid();
+	}
+	if (ok)
+		return 1;
+	if (ing->stats.refused < INGEST_REFUSED_NAMED) {
+		ing->refused[ing->stats.refused].uid = (uint32_t)cred.uid;
+		ing->refused[ing->stats.refused].pid = (int32_t)cred.pid;
+	}
+	ing->stats.refused++;
+	return 0;
 }
 
 static int accept_all(ingest_t *ing, struct listener *l)
@@ -487,6 +445,10 @@ static int accept_all(ingest_t *ing, struct listener *l)
 			/* EAGAIN: none left. EMFILE and friends: leave the rest in
 			 * the backlog for a later round. */
 			break;
+		}
+		if (l->check_peer && !peer_allowed(ing, fd)) {
+			close(fd);
+			continue;
 		}
 		err = input_new(ing, INPUT_CONNECTION, fd, &in);
 		if (!err) {
@@ -585,6 +547,7 @@ int ingest_listen(ingest_t *ing, const char *address)
 	l = &ing->listeners[ing->nlisteners];
 	l->fd = fd;
 	l->unlink_path = NULL;
+	l->check_peer = addr.family == AF_UNIX;
 	if (addr.family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)&addr.addr;
 
@@ -640,6 +603,20 @@ int ingest_poll(ingest_t *ing, int timeout_ms)
 	return progress;
 }
 
+int ingest_flush(ingest_t *ing)
+{
+	int err;
+
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->write_error)
+		return ing->write_error;
+	err = trace_writer_flush(ing->out);
+	if (err)
+		ing->write_error = err;
+	return err;
+}
+
 size_t ingest_open_connections(const ingest_t *ing)
 {
 	return ing->open_connections;
@@ -686,35 +663,7 @@ int ingest_add_file(ingest_t *ing, const char *path)
 	if (!err)
 		err = input_end(ing, in, 0);
 	input_release_parser(in);
-	if (!err)
-		err = exits_flush(ing, 0);
 	return err;
-}
-
-int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status)
-{
-	struct pending_exit *e;
-
-	if (ing->finished)
-		return -EALREADY;
-	if (ing->write_error)
-		return ing->write_error;
-	if (pid <= 0)
-		return -EINVAL;
-	if (ing->nexits == ing->capexits) {
-		size_t cap = ing->capexits ? ing->capexits * 2 : 16;
-		struct pending_exit *v = realloc(ing->exits, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		ing->exits = v;
-		ing->capexits = cap;
-	}
-	e = &ing->exits[ing->nexits++];
-	e->at_ns = clock_mono_ns();
-	e->pid = (uint32_t)pid;
-	e->wait_status = wait_status;
-	return exits_flush(ing, 0);
 }
 
 static void listeners_close(ingest_t *ing)
@@ -734,6 +683,64 @@ static void listeners_close(ingest_t *ing)
 		free(l->unlink_path);
 		l->unlink_path = NULL;
 	}
+}
+
+int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status)
+{
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->nexits == ing->capexits) {
+		size_t cap = ing->capexits ? ing->capexits * 2 : 16;
+		struct pending_exit *e = realloc(ing->exits, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		ing->exits = e;
+		ing->capexits = cap;
+	}
+	ing->exits[ing->nexits].at_ns = clock_mono_ns();
+	ing->exits[ing->nexits].pid = pid;
+	ing->exits[ing->nexits].wait_status = wait_status;
+	ing->nexits++;
+	return 0;
+}
+
+/* Every input has ended: each noted exit goes after its source's records. */
+static int write_exits(ingest_t *ing)
+{
+	for (size_t i = 0; i < ing->nexits; i++) {
+		const struct pending_exit *e = &ing->exits[i];
+		struct fss_rec_process_exit rec;
+		struct ingest_source_stats *s = NULL;
+		int err;
+
+		/* The latest source of that pid: a process that reconnected. */
+		for (size_t j = ing->stats.sources; j-- > 0;) {
+			if (ing->sources[j].has_hello && ing->sources[j].pid == (uint32_t)e->pid) {
+				s = &ing->sources[j];
+				break;
+			}
+		}
+		if (!s) {
+			ing->stats.exits_unmatched++;
+			continue;
+		}
+		memset(&rec, 0, sizeof(rec));
+		rec.head.type = FSS_REC_PROCESS_EXIT;
+		rec.head.size = sizeof(rec);
+		rec.head.source = s->source;
+		rec.at_ns = e->at_ns;
+		rec.pid = (uint32_t)e->pid;
+		rec.wait_status = e->wait_status;
+		err = trace_writer_append(ing->out, &rec);
+		if (err)
+			return err;
+		ing->stats.exits_written++;
+		err = note_record(ing, s, &rec.head);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
@@ -764,10 +771,10 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 		}
 	}
 	listeners_close(ing);
-	if (!err && !ing->write_error)
-		err = exits_flush(ing, 1);
 	if (ing->write_error && !err)
 		err = ing->write_error;
+	if (!err)
+		err = write_exits(ing);
 	/* Flush first, so that the byte count includes the last chunk. */
 	flush_err = trace_writer_flush(ing->out);
 	ing->stats.records = trace_writer_records(ing->out);
@@ -786,6 +793,9 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	}
 	ing->stats.per_source = ing->sources;
 	ing->stats.damage = (const char *const *)ing->damage;
+	ing->stats.refused_peers = ing->refused;
+	ing->stats.nrefused_named = ing->stats.refused < INGEST_REFUSED_NAMED ? ing->stats.refused
+									 : INGEST_REFUSED_NAMED;
 	if (stats)
 		*stats = &ing->stats;
 	return err;
@@ -813,9 +823,8 @@ void ingest_free(ingest_t *ing)
 	for (size_t i = 0; i < ing->stats.ndamaged; i++)
 		free(ing->damage[i]);
 	free(ing->damage);
-	free(ing->sources);
-	free(ing->source_input);
 	free(ing->exits);
+	free(ing->sources);
 	sources_free(ing->layer);
 	if (ing->epfd >= 0)
 		close(ing->epfd);

@@ -29,8 +29,8 @@
 #define FSS_COLLECTOR_INGEST_H
 
 #include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
+#include <stdint.h>
 
 #include "collector/source.h"
 #include "common/record.h"
@@ -54,9 +54,16 @@ struct ingest_source_stats {
 	uint64_t records;    /* records copied to the output */
 	uint64_t dropped;    /* what the source lost: ring + sink + CUPTI + NVTX (collector/source.h) */
 	const struct source *view; /* everything the layer knows of it (its end, drops, missing collectives) */
-	int has_exit;        /* a process_exit was written into it (ingest_note_exit) */
-	int32_t wait_status; /* that record's waitpid() status, when has_exit */
 };
+
+/* A connection refused because its peer runs as another user. */
+struct ingest_refused_peer {
+	uint32_t uid; /* the peer's user id (SO_PEERCRED), UINT32_MAX when it could not be read */
+	int32_t pid;  /* the peer's process id, 0 when unknown */
+};
+
+/* Refused peers the stats name; more are only counted. */
+#define INGEST_REFUSED_NAMED 16
 
 /* What the ingest did, valid until ingest_free(). */
 struct ingest_stats {
@@ -67,13 +74,16 @@ struct ingest_stats {
 	uint64_t bytes;         /* bytes of the output trace */
 	uint64_t by_type[FSS_REC_TYPE_MAX]; /* records written, per known type */
 	uint64_t dropped;       /* sum of the sources' dropped counts */
-	uint64_t collectives_missing; /* sum of the sources' collectives missing from their sequence
-	                                 numbers (source_collectives_missing): calls made, not recorded */
 	const struct ingest_source_stats *per_source; /* [sources], by output source number */
 	size_t ndamaged;        /* inputs that were cut short or damaged */
 	const char *const *damage; /* [ndamaged] one message each: who, where, why, what was kept */
-	uint32_t exits_written;    /* process_exit records written (ingest_note_exit) */
-	uint32_t exits_unmatched;  /* exits noted for a pid no source of the output had */
+	uint32_t refused;       /* unix connections refused: the peer was not the collector's user */
+	size_t nrefused_named;  /* refused_peers[] entries: the first INGEST_REFUSED_NAMED refused */
+	const struct ingest_refused_peer *refused_peers;
+	uint32_t exits_written; /* process_exit records written (ingest_note_exit) */
+	uint32_t exits_unmatched; /* exits noted for a pid no source's hello had: not written */
+	uint64_t collectives_missing; /* sum of the sources' collectives missing from their sequence
+	                                 numbers (source_collectives_missing): calls made, not recorded */
 };
 
 /*
@@ -95,8 +105,11 @@ void ingest_free(ingest_t *ing);
  * ingest_listen - accept agent connections on `address` (common/wire.h
  * syntax: unix:/path, unix:@name, tcp:127.0.0.1:port). May be called more
  * than once. A unix socket file created here is removed by ingest_finish()
- * and ingest_free(). Returns 0, -EINVAL for a bad address, or the negative
- * errno of socket / bind / listen.
+ * and ingest_free(). On a unix socket every peer's user id is checked
+ * (SO_PEERCRED): a peer that is not the collector's effective user is
+ * refused (closed unread) and counted in the stats; TCP carries no peer
+ * identity and is not checked. Returns 0, -EINVAL for a bad address, or the
+ * negative errno of socket / bind / listen.
  */
 int ingest_listen(ingest_t *ing, const char *address);
 
@@ -109,6 +122,12 @@ int ingest_listen(ingest_t *ing, const char *address);
  * itself failed (writing the output, epoll); bad input is never an error.
  */
 int ingest_poll(ingest_t *ing, int timeout_ms);
+
+/*
+ * ingest_flush - write the output's pending chunk now, so that what was
+ * received is on disk should the caller die. Returns 0 or the write error.
+ */
+int ingest_flush(ingest_t *ing);
 
 /* ingest_open_connections - connections accepted and not yet closed. */
 size_t ingest_open_connections(const ingest_t *ing);
@@ -124,16 +143,12 @@ size_t ingest_open_connections(const ingest_t *ing);
 int ingest_add_file(ingest_t *ing, const char *path);
 
 /*
- * ingest_note_exit - the session reaped process `pid` with waitpid() status
- * `wait_status`: write a process_exit record (at_ns: now) into the output
- * source whose process_hello named that pid (the latest such source, should
- * several have), after every record of it. While that source's input is
- * still open (the dead process's last bytes not yet read) or no source has
- * named the pid yet (a fallback file merged later), the exit is remembered
- * and written once the input has ended, or at ingest_finish(). An exit
- * whose pid no source ever named (a process without the agent) is not
- * written; the stats count it. Returns 0, -ENOMEM, -EALREADY after
- * ingest_finish(), or the output's write error.
+ * ingest_note_exit - how process `pid` ended (its waitpid() status, seen by
+ * the caller that reaped it): a process_exit record for the output source
+ * whose process_hello has that pid (the latest such source), written after
+ * every record of that source, at ingest_finish(), when all inputs have
+ * ended. An exit whose pid no source has by then is counted
+ * (exits_unmatched) and not written. Returns 0 or -ENOMEM.
  */
 int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status);
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collector/analysis.h"
 #include "collector/overlap.h"
@@ -153,6 +154,35 @@ int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct in
 	return 0;
 }
 
+static int unit_cmp(const void *a, const void *b)
+{
+	const struct interval *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end > y->end ? -1 : 1; /* the outer first */
+	return 0;
+}
+
+int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	if (nranges == 0)
+		return 0;
+	struct interval *v = malloc(nranges * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t nv = 0;
+	for (size_t i = 0; i + 1 < nranges; i++)
+		if (ranges[i + 1].thread == ranges[i].thread && ranges[i + 1].start < ranges[i].end)
+			v[nv++] = (struct interval){ranges[i].start, ranges[i].end};
+	qsort(v, nv, sizeof *v, unit_cmp);
+	*out = v;
+	*nout = nv;
+	return 0;
+}
+
 uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
 {
 	size_t lo = 0, hi = n;
@@ -166,43 +196,200 @@ uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uin
 	return lo < n ? v[lo].start : none;
 }
 
-struct overlap_exposure overlap_gather_exposure(const struct interval *compute, size_t ncompute,
-						const struct overlap_gather *g, uint64_t min_exposed_ns)
+/* The cause of an exposed gather, judged over [queue start, end) (see
+ * overlap_step). */
+static int gather_cause(const struct interval *compute, size_t ncompute, const struct overlap_collective *g,
+			int device_timing)
 {
-	struct overlap_exposure x = {0};
-	if (g->end_ns <= g->start_ns)
-		return x;
-	x.duration_ns = g->end_ns - g->start_ns;
-	x.wait_end_ns = g->end_ns;
-	if (g->until_resume && g->until_ns > g->end_ns &&
-	    interval_covered(compute, ncompute, g->end_ns - 1, g->end_ns) == 0)
-		x.wait_end_ns = g->until_ns;
-	uint64_t from = g->from_ns > g->start_ns ? g->from_ns : g->start_ns;
-	if (x.wait_end_ns > from) {
-		x.hidden_ns = interval_covered(compute, ncompute, from, x.wait_end_ns);
-		x.exposed_ns = x.wait_end_ns - from - x.hidden_ns;
-	}
-	if (x.exposed_ns < min_exposed_ns || x.exposed_ns == 0) {
-		x.cause = ANALYSIS_CAUSE_HIDDEN;
-		return x;
-	}
+	uint64_t from = g->queue_start_ns < g->start_ns ? g->queue_start_ns : g->start_ns;
 	/* Prefetched or not: a gather issued ahead of need has the compute
-	 * before it running under it; one issued only when the compute needed
-	 * it has (almost) none: at most the few hook ranges around its issue.
-	 * A prefetched gather that is still exposed outlasted its compute. */
-	int started_after_compute = x.hidden_ns * OVERLAP_PREFETCHED_DIVISOR < x.duration_ns;
+	 * before it running under it (or under the queue ahead of it); one
+	 * issued only when the compute needed it has (almost) none: at most the
+	 * few hook ranges around its issue. A prefetched gather that is still
+	 * exposed outlasted its compute. */
+	uint64_t hidden = interval_covered(compute, ncompute, from, g->end_ns);
+	int started_after_compute = hidden * OVERLAP_PREFETCHED_DIVISOR < g->end_ns - from;
 	/* Host late (device timing only): the kernel ran as soon as the host
 	 * called, and the host called only after the device's compute had
 	 * drained: the host was behind, not the link. */
-	uint64_t before = interval_last_end_before(compute, ncompute, g->start_ns);
+	uint64_t before = interval_last_end_before(compute, ncompute, from);
 	if (g->first_of_phase)
-		x.cause = ANALYSIS_CAUSE_FIRST_OF_PHASE;
-	else if (g->device_timing && g->issue_ns >= before && g->start_ns >= g->issue_ns &&
-		 g->start_ns - g->issue_ns <= OVERLAP_LAUNCH_SLACK_NS && started_after_compute)
-		x.cause = ANALYSIS_CAUSE_HOST_LATE;
-	else if (started_after_compute)
-		x.cause = ANALYSIS_CAUSE_NO_PREFETCH;
-	else
-		x.cause = ANALYSIS_CAUSE_BANDWIDTH_BOUND;
-	return x;
+		return ANALYSIS_CAUSE_FIRST_OF_PHASE;
+	if (device_timing && g->issue_ns >= before && g->start_ns >= g->issue_ns &&
+	    g->start_ns - g->issue_ns <= OVERLAP_LAUNCH_SLACK_NS && started_after_compute)
+		return ANALYSIS_CAUSE_HOST_LATE;
+	if (started_after_compute)
+		return ANALYSIS_CAUSE_NO_PREFETCH;
+	return ANALYSIS_CAUSE_BANDWIDTH_BOUND;
+}
+
+/* An end or start of a gather's interval, for the sweep over them. */
+struct edge {
+	uint64_t t;
+	uint32_t i;
+	uint32_t open;
+};
+
+static int edge_cmp(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	if (x->open != y->open)
+		return x->open < y->open ? -1 : 1; /* closes first */
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* exposed_ns of every gather: each instant with no compute goes to the
+ * earliest-issued gather covering it. active[] holds the gathers covering
+ * the sweep point, lowest index first. */
+static int sweep_exposed(const struct interval *compute, size_t ncompute, const struct overlap_collective *c,
+			 size_t n, uint64_t t0, uint64_t t1, struct overlap_figures *out)
+{
+	struct edge *e = malloc((n ? 2 * n : 1) * sizeof *e);
+	uint32_t *active = malloc((n ? n : 1) * sizeof *active);
+	if (!e || !active) {
+		free(e);
+		free(active);
+		return -ENOMEM;
+	}
+	size_t ne = 0, na = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s = c[i].start_ns > t0 ? c[i].start_ns : t0;
+		uint64_t x = c[i].end_ns < t1 ? c[i].end_ns : t1;
+		if (c[i].kind != OVERLAP_GATHER || x <= s)
+			continue;
+		e[ne++] = (struct edge){s, (uint32_t)i, 1};
+		e[ne++] = (struct edge){x, (uint32_t)i, 0};
+	}
+	qsort(e, ne, sizeof *e, edge_cmp);
+	uint64_t prev = 0;
+	for (size_t k = 0; k < ne; k++) {
+		if (na > 0 && e[k].t > prev) {
+			uint64_t len = e[k].t - prev;
+			out[active[0]].exposed_ns += len - interval_covered(compute, ncompute, prev, e[k].t);
+		}
+		prev = e[k].t;
+		size_t at = 0;
+		while (at < na && active[at] < e[k].i)
+			at++;
+		if (e[k].open) {
+			for (size_t m = na; m > at; m--)
+				active[m] = active[m - 1];
+			active[at] = e[k].i;
+			na++;
+		} else if (at < na && active[at] == e[k].i) {
+			for (size_t m = at; m + 1 < na; m++)
+				active[m] = active[m + 1];
+			na--;
+		}
+	}
+	free(e);
+	free(active);
+	return 0;
+}
+
+/* A collective that ended while no compute ran, and that stretch. */
+struct ending {
+	uint64_t gap_start, gap_end, end;
+	uint32_t i;
+	uint32_t reserved;
+};
+
+static int ending_cmp(const void *a, const void *b)
+{
+	const struct ending *x = a, *y = b;
+	if (x->gap_start != y->gap_start)
+		return x->gap_start < y->gap_start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Is the stretch [a, b) inside a unit's range that closes before `opens`,
+ * where the gathered unit's range opens (see overlap_step)? units sorted by
+ * start, nested per thread: of the ranges starting before a, the
+ * latest-starting one that holds the stretch is the innermost. */
+static int inside_other_unit(const struct interval *units, size_t n, uint64_t a, uint64_t b, uint64_t opens)
+{
+	if (opens == 0)
+		return 0;
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (units[mid].start <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0;)
+		if (units[i].end >= b)
+			return opens >= units[i].end;
+	return 0;
+}
+
+/* compute_wait_ns of every gather (see overlap_step). */
+static int assign_waits(const struct interval *compute, size_t ncompute, const struct interval *units,
+			size_t nunits, const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1,
+			struct overlap_figures *out, uint64_t *other_wait_ns)
+{
+	struct ending *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t nv = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e = c[i].end_ns;
+		if (c[i].kind == OVERLAP_BACKGROUND || e <= c[i].start_ns || e <= t0 || e > t1)
+			continue;
+		if (interval_covered(compute, ncompute, e - 1, e) > 0)
+			continue; /* ended while compute ran: nobody waited */
+		uint64_t gs = interval_last_end_before(compute, ncompute, e);
+		uint64_t ge = interval_next_start(compute, ncompute, e, t1);
+		v[nv++] = (struct ending){gs > t0 ? gs : t0, ge < t1 ? ge : t1, e, (uint32_t)i, 0};
+	}
+	qsort(v, nv, sizeof *v, ending_cmp);
+	for (size_t k = 0; k < nv;) {
+		size_t last = k;
+		while (last + 1 < nv && v[last + 1].gap_start == v[k].gap_start)
+			last++;
+		uint64_t len = v[k].gap_end - v[k].gap_start;
+		size_t first = last;
+		while (first > k && c[v[first - 1].i].kind == OVERLAP_GATHER)
+			first--;
+		if (c[v[last].i].kind != OVERLAP_GATHER) {
+			*other_wait_ns += len;
+		} else if (!inside_other_unit(units, nunits, v[k].gap_start, v[k].gap_end, c[v[first].i].unit_opens_ns)) {
+			struct overlap_figures *f = &out[v[first].i];
+			f->compute_wait_ns = len;
+			f->wait_start_ns = v[k].gap_start;
+			f->wait_end_ns = v[k].gap_end;
+		}
+		k = last + 1;
+	}
+	free(v);
+	return 0;
+}
+
+int overlap_step(const struct interval *compute, size_t ncompute, const struct interval *units, size_t nunits,
+		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
+		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns)
+{
+	memset(out, 0, n * sizeof *out);
+	*other_wait_ns = 0;
+	int rc = sweep_exposed(compute, ncompute, c, n, t0, t1, out);
+	if (rc == 0)
+		rc = assign_waits(compute, ncompute, units, nunits, c, n, t0, t1, out, other_wait_ns);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		struct overlap_figures *f = &out[i];
+		if (c[i].kind != OVERLAP_GATHER || c[i].end_ns <= c[i].start_ns)
+			continue;
+		f->duration_ns = c[i].end_ns - c[i].start_ns;
+		if (f->exposed_ns < min_exposed_ns)
+			f->exposed_ns = 0;
+		f->hidden_ns = f->duration_ns - f->exposed_ns;
+		f->cause = f->exposed_ns ? gather_cause(compute, ncompute, &c[i], device_timing) : ANALYSIS_CAUSE_HIDDEN;
+	}
+	return 0;
 }

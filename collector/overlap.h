@@ -5,7 +5,9 @@
  * tooling: merge the intervals of each class, then exposed communication =
  * communication time not covered by compute. Here it is measured per
  * AllGather: exposed ns = its interval minus the union of compute intervals
- * of the same device (rank) during it.
+ * of the same device (rank) during it. Beside it, per AllGather, the compute
+ * wait: how long compute stood still waiting for that gather, the time the
+ * gather spent queued behind other collectives included (overlap_step).
  *
  * With CUPTI the compute intervals are the rank's compute kernels. Without
  * it they come from host NVTX ranges (overlap_host_compute): the time the
@@ -81,31 +83,15 @@ struct overlap_range {
  */
 int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout);
 
-/* One gather, for its exposure and cause. */
-struct overlap_gather {
-	uint64_t issue_ns;   /* host enter of the call (same time base as start) */
-	uint64_t start_ns;   /* interval start (kernel start with CUPTI, host enter otherwise; earlier
-	                        when it queued behind other collectives) */
-	uint64_t end_ns;     /* interval end */
-	uint64_t from_ns;    /* count exposure from max(start_ns, from_ns): time before belongs to an
-	                        earlier gather (0: from the start) */
-	int first_of_phase;  /* first gather of the forward or of the backward */
-	int device_timing;   /* 1: interval from CUPTI (host-late can be told apart) */
-	int until_resume;    /* host timing: a gather that ends while no compute runs kept compute
-	                        waiting until the thread resumed (it wakes up late on a busy host):
-	                        count up to until_ns */
-	uint64_t until_ns;   /* where the waiting thread resumed: the first compute range that
-	                        opened after end_ns (the unit that needed the gather) */
-};
-
-/* The result for one gather. */
-struct overlap_exposure {
-	uint64_t duration_ns; /* end - start */
-	uint64_t hidden_ns;   /* compute within [from, wait_end) */
-	uint64_t exposed_ns;  /* no compute within [from, wait_end) */
-	uint64_t wait_end_ns; /* end_ns, or where compute resumed (until_resume) */
-	int cause;            /* enum analysis_cause */
-};
+/*
+ * overlap_host_units - the ranges of ranges[0..nranges) that hold another
+ * range of their thread (units' and phases' ranges: the parents that
+ * overlap_host_compute leaves out), sorted by start, the outer first on
+ * equal starts, not merged. ranges must be as overlap_host_compute left
+ * them (sorted by thread, start). Writes a malloc'ed array (the caller
+ * frees) into *out and its length into *nout. Returns 0 or -ENOMEM.
+ */
+int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout);
 
 /* A collective that starts within this long of the end of the one before it
  * on the same stream (or communication thread) was queued behind it. */
@@ -116,22 +102,88 @@ struct overlap_exposure {
 #define OVERLAP_LAUNCH_SLACK_NS 50000ull
 
 /* An exposed gather with compute under at least 1/OVERLAP_PREFETCHED_DIVISOR
- * of its time was issued ahead of need (prefetched) and outlasted that
- * compute: bandwidth-bound. Less than that: issued when the compute needed
- * it, no prefetch. */
+ * of its time (counted from the start of the queue ahead of it) was issued
+ * ahead of need (prefetched) and outlasted that compute: bandwidth-bound.
+ * Less than that: issued when the compute needed it, no prefetch. */
 #define OVERLAP_PREFETCHED_DIVISOR 10u
 
+/* What a collective of a step is to compute. */
+enum overlap_kind {
+	OVERLAP_BACKGROUND = 0, /* compute does not wait for it mid-step (gradient reductions), or no timing */
+	OVERLAP_GATHER = 1,     /* an FSDP parameter gather: the one kind with figures */
+	OVERLAP_AWAITED = 2,    /* compute waits for it as soon as it is issued (activation collectives,
+	                           the loss and norm all-reduces, point-to-point) */
+};
+
+/* One collective of a step, in issue order. */
+struct overlap_collective {
+	uint64_t issue_ns;       /* host enter of the call (same time base as start) */
+	uint64_t start_ns;       /* its own interval: kernel with CUPTI, host call otherwise */
+	uint64_t end_ns;
+	uint64_t queue_start_ns; /* where the collectives it queued behind on its stream began running
+	                            (start_ns when it started on an idle stream) */
+	uint64_t unit_opens_ns;  /* gathers, host timing: where the range of the unit it gathers opens next
+	                            after its end (0: not known) */
+	uint8_t kind;            /* enum overlap_kind */
+	uint8_t first_of_phase;  /* gathers: first of the forward or of the backward of its cycle */
+	uint8_t reserved[6];
+};
+
+/* The figures of one gather (zero for the other kinds). */
+struct overlap_figures {
+	uint64_t duration_ns;     /* end - start */
+	uint64_t exposed_ns;      /* the part of [start, end) inside the step with no compute under it and
+	                             not already counted for an earlier gather; 0 under min_exposed_ns */
+	uint64_t hidden_ns;       /* duration - exposed */
+	uint64_t compute_wait_ns; /* the stretch with no compute in which it ended, when compute waited
+	                             for it there (see overlap_step) */
+	uint64_t wait_start_ns;   /* that stretch, [wait_start, wait_end); both 0 without a wait */
+	uint64_t wait_end_ns;
+	int cause;                /* enum analysis_cause: hidden exactly when exposed_ns is 0 */
+	int reserved;
+};
+
 /*
- * overlap_gather_exposure - exposure and cause of one gather against the
- * merged compute set: the time in [max(start, from), wait_end) with no
- * compute. Exposure under min_exposed_ns is "hidden". The cause is the
- * first that applies: first-of-phase; host-late (device timing only:
- * entered after the compute before it had ended, kernel started within
- * OVERLAP_LAUNCH_SLACK_NS); no-prefetch (started after the compute before
- * it had ended); bandwidth-bound (started while compute ran).
+ * overlap_step - the figures of every gather of one step [t0, t1) against
+ * the merged compute set of the rank.
+ *
+ * exposed (the comm/compute overlap of PyTorch's trace analysis, HTA): each
+ * instant of the step covered by some gather and by no compute counts once,
+ * for the earliest-issued gather covering it; gathers on one stream never
+ * overlap, so it is simply each gather's interval minus compute. The sum
+ * over the gathers is the AllGather time with no compute under it.
+ *
+ * compute wait (what the compute thread or stream lost to the gather,
+ * queueing behind earlier collectives included; fsdp_ref's gather_wait): a
+ * stretch with no compute in which collectives ended belongs to the one
+ * compute waited for: the last awaited collective to end in it, where a run
+ * of gathers ending last gives it to the first of the run (compute needs
+ * gathers in issue order; the ones after it were prefetched). A stretch
+ * given to an awaited collective that is not a gather (a tensor-parallel
+ * activation gather queued behind an FSDP gather, say) is no gather's
+ * wait: it adds to *other_wait_ns. Gradient reductions (background) own no
+ * stretch. Stretches are clipped to [t0, t1).
+ *
+ * units[0..nunits) (host timing; NULL, 0 when not known) are the ranges of
+ * the units' compute (NVTX ranges that hold others: modules), sorted by
+ * start. Compute waits for a gather right before the unit it gathers runs:
+ * a stretch inside a unit's range that closes before the gathered unit's
+ * range opens (unit_opens_ns) is that other unit's own compute stalled (its
+ * thread descheduled between two of its ops while the gather landed), and
+ * no gather's wait.
+ *
+ * The cause of an exposed gather is the first that applies, judged over
+ * [queue_start, end): first-of-phase; host-late (device_timing only: entered
+ * after the compute before it had ended, its kernel started within
+ * OVERLAP_LAUNCH_SLACK_NS); no-prefetch (compute under less than
+ * 1/OVERLAP_PREFETCHED_DIVISOR of it); bandwidth-bound.
+ *
+ * c[0..n) in issue order; out[0..n) receives the figures. Returns 0 or
+ * -ENOMEM.
  */
-struct overlap_exposure overlap_gather_exposure(const struct interval *compute, size_t ncompute,
-						const struct overlap_gather *g, uint64_t min_exposed_ns);
+int overlap_step(const struct interval *compute, size_t ncompute, const struct interval *units, size_t nunits,
+		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
+		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns);
 
 /* interval_next_start - the first start at or after t in the merged set, or
  * `none` when no interval starts then. */

@@ -519,6 +519,9 @@ static const struct source_ops timeline_layer_ops = {
 
 int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
 {
+	*touched = NULL;
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* trace_end: the file's, no process's */
 	t->stats.records++;
 	t->touched = NULL;
 	int rc = sources_feed(t->layer, rec);

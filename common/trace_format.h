@@ -8,8 +8,10 @@
  *
  * Each chunk carries a CRC32C over its header (less the crc field) and its
  * payload. A writer emits a chunk with one write(), so a writer killed at any
- * instant leaves a file whose complete chunks all read back; a reader stops
- * at the first incomplete or damaged chunk and says where.
+ * instant leaves a file whose complete chunks all read back; from format 1.1
+ * a writer that closes its trace ends it with a trace_end record, so a reader
+ * tells a finished trace from one cut on a chunk boundary. A reader skips a
+ * damaged stretch to the next valid chunk and says where and why.
  *
  * Described for users in docs/format.md.
  */
@@ -22,7 +24,7 @@
 #define FSS_FILE_MAGIC "FSSTRACE"     /* 8 bytes, no NUL */
 #define FSS_BYTE_ORDER_MARK 0x01020304u /* reads 0x04030201 on the other byte order */
 #define FSS_FORMAT_MAJOR 1           /* readers refuse other majors */
-#define FSS_FORMAT_MINOR 0           /* readers accept any minor of their major */
+#define FSS_FORMAT_MINOR 1           /* readers accept any minor of their major; 1: trace_end ends a closed file */
 #define FSS_CHUNK_MAGIC 0x4b4e4843u  /* "CHNK" */
 #define FSS_CHUNK_MAX_PAYLOAD (16u << 20) /* larger chunk: damaged */
 #define FSS_CHUNK_DEFAULT_PAYLOAD (64u << 10)

@@ -1,5 +1,13 @@
 /*
  * trace_parser.c - incremental, validating trace decoder.
+ *
+ * The bytes not yet decided on sit in one buffer, buf[start..have), whose
+ * first byte is at file offset `pos`. Each state says how many bytes it needs
+ * there; feed() appends no more than that, so in the normal course the buffer
+ * holds one chunk. After damage the parser scans the buffer byte by byte for
+ * a chunk magic and tries each candidate in full (header, CRC, sequence
+ * number) before it believes it; a candidate needs at most one chunk of the
+ * writer's largest size, so the scan is bounded the same way.
  */
 #include "common/trace_parser.h"
 
@@ -14,10 +22,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Bytes a scan asks for at a time while no chunk magic is in sight. */
+#define SCAN_WINDOW 4096u
+/* The largest file header a reader accepts (later minors may grow it). */
+#define HEADER_MAX_BYTES 4096u
+
 enum parse_state {
 	WANT_FILE_HEADER,
-	WANT_CHUNK_HEADER,
-	WANT_PAYLOAD,
+	SKIP_HEADER_REST, /* a header larger than this version's: skip the rest */
+	WANT_CHUNK,
+	SCANNING, /* after damage: looking for the next valid chunk */
 	FAILED,
 };
 
@@ -26,17 +40,32 @@ struct trace_parser {
 	void *ctx;
 	enum parse_state state;
 	int error;
-	uint64_t offset;      /* bytes consumed so far */
-	uint64_t good_offset; /* end of the last complete chunk */
+	int at_eof;
+	enum trace_input input;
+	enum trace_end end;
+	uint64_t pos;	      /* file offset of buf[start] */
+	uint64_t good_offset; /* end of the last complete chunk delivered */
 	uint64_t chunks;
 	uint64_t records;
+	uint64_t process_records; /* records other than trace_end */
+	uint64_t next_seq;	  /* the sequence number the next chunk should carry */
+	uint64_t skip;		  /* header bytes still to skip */
+	uint32_t payload_limit;	  /* largest payload a chunk of this writer can have */
+	int have_header;
+	int end_marker; /* the last record delivered was a trace_end */
 	struct fss_file_header header;
-	struct fss_chunk_header chunk;
-	unsigned char *buf;   /* header or payload being assembled */
-	size_t have;          /* bytes of it assembled */
-	size_t want;          /* bytes it needs */
-	size_t cap;
-	char message[256];
+	unsigned char *buf;
+	size_t start, have, cap;
+	/* The gap being scanned across; a cut at the end of the input opens one
+	 * tentatively (cut = 1): if no valid chunk follows, it was a cut. */
+	int gap_open;
+	int gap_is_cut;
+	struct trace_gap gap;
+	uint64_t cut_have, cut_want;
+	struct trace_gap gaps[TRACE_PARSER_GAPS_KEPT];
+	size_t ngaps;
+	struct trace_damage damage;
+	char message[768];
 };
 
 trace_parser_t *trace_parser_new(const struct trace_parser_ops *ops, void *ctx)
@@ -47,15 +76,16 @@ trace_parser_t *trace_parser_new(const struct trace_parser_ops *ops, void *ctx)
 		return NULL;
 	p->ops = *ops;
 	p->ctx = ctx;
-	p->cap = FSS_CHUNK_DEFAULT_PAYLOAD;
+	p->cap = FSS_CHUNK_DEFAULT_PAYLOAD + sizeof(struct fss_chunk_header);
 	p->buf = malloc(p->cap);
 	if (!p->buf) {
 		free(p);
 		return NULL;
 	}
 	p->state = WANT_FILE_HEADER;
-	/* First read up to and including header_size, then the whole header. */
-	p->want = offsetof(struct fss_file_header, flags);
+	p->input = TRACE_INPUT_TRACE;
+	p->end = TRACE_END_NONE;
+	p->payload_limit = FSS_CHUNK_MAX_PAYLOAD;
 	return p;
 }
 
@@ -79,10 +109,26 @@ __attribute__((format(printf, 3, 4))) static int fail(trace_parser_t *p, int err
 	return err;
 }
 
-static int grow(trace_parser_t *p, size_t need)
+static void consume(trace_parser_t *p, size_t n)
+{
+	p->start += n;
+	p->pos += n;
+	if (p->start == p->have)
+		p->start = p->have = 0;
+}
+
+/* Room for `need` bytes from buf[start]: slide them to the front, grow. */
+static int reserve(trace_parser_t *p, size_t need)
 {
 	unsigned char *nb;
 
+	if (p->start + need <= p->cap)
+		return 0;
+	if (p->start) {
+		memmove(p->buf, p->buf + p->start, p->have - p->start);
+		p->have -= p->start;
+		p->start = 0;
+	}
 	if (need <= p->cap)
 		return 0;
 	nb = realloc(p->buf, need);
@@ -93,43 +139,62 @@ static int grow(trace_parser_t *p, size_t need)
 	return 0;
 }
 
-/* The first 24 bytes are in: check magic, byte order, version, size. */
-static int check_header_prefix(trace_parser_t *p)
-{
-	struct fss_file_header h;
-	size_t size;
+/* ---- the file header ----------------------------------------------------- */
 
-	memset(&h, 0, sizeof(h));
-	memcpy(&h, p->buf, p->have);
-	if (memcmp(h.magic, FSS_FILE_MAGIC, sizeof(h.magic)) != 0)
-		return fail(p, FSS_E_NOT_TRACE, "offset 0: no FSSTRACE magic: not an fsdpscope trace");
-	if (h.byte_order != FSS_BYTE_ORDER_MARK)
-		return fail(p, FSS_E_ENDIAN, "offset 8: byte-order mark 0x%08x: written on a host of the other byte order",
-			    h.byte_order);
-	if (h.version_major != FSS_FORMAT_MAJOR)
-		return fail(p, FSS_E_VERSION, "offset 12: format version %u.%u, this reader knows %u.x: use a newer fsdpscope",
-			    h.version_major, h.version_minor, FSS_FORMAT_MAJOR);
-	size = h.header_size;
-	if (size < sizeof(struct fss_file_header) || size > 4096 || size % 8)
-		return fail(p, FSS_E_CORRUPT, "offset 16: header size %zu is not valid", size);
-	p->want = size;
-	return grow(p, size);
-}
-
-static int finish_header(trace_parser_t *p)
+/* All 64 bytes are in: the CRC first, so that no field of a damaged header
+ * is believed (a flipped version byte is damage, not a newer format). */
+static int read_header(trace_parser_t *p)
 {
 	struct fss_file_header h;
 	uint32_t crc;
 
-	memcpy(&h, p->buf, sizeof(h));
-	crc = crc32c(0, p->buf, offsetof(struct fss_file_header, crc));
-	if (crc != h.crc)
-		return fail(p, FSS_E_CORRUPT, "offset 0: file header checksum 0x%08x, expected 0x%08x", h.crc, crc);
+	memcpy(&h, p->buf + p->start, sizeof(h));
+	if (memcmp(h.magic, FSS_FILE_MAGIC, sizeof(h.magic)) != 0) {
+		p->input = TRACE_INPUT_NOT_TRACE;
+		return fail(p, FSS_E_NOT_TRACE, "not an fsdpscope trace: it does not start with the FSSTRACE magic");
+	}
+	crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
+	if (crc != h.crc) {
+		p->input = TRACE_INPUT_HEADER_DAMAGED;
+		return fail(p, FSS_E_CORRUPT,
+			    "the file header is damaged (CRC mismatch: stored 0x%08x, computed 0x%08x): none of its "
+			    "fields can be trusted, so no record can be read",
+			    h.crc, crc);
+	}
+	if (h.byte_order != FSS_BYTE_ORDER_MARK) {
+		p->input = TRACE_INPUT_OTHER_BYTE_ORDER;
+		return fail(p, FSS_E_ENDIAN,
+			    "written on a host of the other byte order (mark 0x%08x): this reader "
+			    "reads little-endian traces only",
+			    h.byte_order);
+	}
+	if (h.version_major != FSS_FORMAT_MAJOR) {
+		p->input = TRACE_INPUT_NEWER_VERSION;
+		return fail(p, FSS_E_VERSION,
+			    "format version %u.%u, this reader knows %u.x: read it with a newer fsdpscope",
+			    h.version_major, h.version_minor, FSS_FORMAT_MAJOR);
+	}
+	if (h.header_size < sizeof(h) || h.header_size > HEADER_MAX_BYTES || h.header_size % 8) {
+		p->input = TRACE_INPUT_HEADER_DAMAGED;
+		return fail(p, FSS_E_CORRUPT,
+			    "the file header gives its size as %u bytes, which no writer writes: it "
+			    "cannot be read",
+			    h.header_size);
+	}
 	p->header = h;
-	p->good_offset = p->offset;
-	p->state = WANT_CHUNK_HEADER;
-	p->have = 0;
-	p->want = sizeof(struct fss_chunk_header);
+	if (h.chunk_payload_max >= sizeof(struct fss_record_head) && h.chunk_payload_max <= FSS_CHUNK_MAX_PAYLOAD)
+		p->payload_limit = h.chunk_payload_max;
+	p->skip = h.header_size - sizeof(h);
+	consume(p, sizeof(h));
+	p->state = SKIP_HEADER_REST;
+	return 0;
+}
+
+static int header_done(trace_parser_t *p)
+{
+	p->have_header = 1;
+	p->good_offset = p->pos;
+	p->state = WANT_CHUNK;
 	if (p->ops.on_header) {
 		int rc = p->ops.on_header(p->ctx, &p->header);
 
@@ -139,163 +204,508 @@ static int finish_header(trace_parser_t *p)
 	return 0;
 }
 
-static int check_chunk_header(trace_parser_t *p)
-{
-	uint64_t at = p->offset - sizeof(struct fss_chunk_header);
+/* ---- gaps ------------------------------------------------------------------ */
 
-	memcpy(&p->chunk, p->buf, sizeof(p->chunk));
-	if (p->chunk.magic != FSS_CHUNK_MAGIC)
-		return fail(p, FSS_E_CORRUPT, "offset %llu: chunk %llu: bad chunk magic 0x%08x",
-			    (unsigned long long)at, (unsigned long long)p->chunks, p->chunk.magic);
-	if (p->chunk.payload_bytes > FSS_CHUNK_MAX_PAYLOAD || p->chunk.payload_bytes % 8)
-		return fail(p, FSS_E_CORRUPT, "offset %llu: chunk %llu: payload size %u is not valid",
-			    (unsigned long long)at, (unsigned long long)p->chunks, p->chunk.payload_bytes);
-	if (p->chunk.seq != p->chunks)
-		return fail(p, FSS_E_CORRUPT, "offset %llu: chunk %llu: sequence number %llu out of order",
-			    (unsigned long long)at, (unsigned long long)p->chunks, (unsigned long long)p->chunk.seq);
-	p->state = WANT_PAYLOAD;
-	p->have = 0;
-	p->want = p->chunk.payload_bytes;
-	return grow(p, p->want);
+__attribute__((format(printf, 2, 3))) static void gap_open(trace_parser_t *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->gap_open)
+		return;
+	p->gap_open = 1;
+	p->gap_is_cut = 0;
+	memset(&p->gap, 0, sizeof(p->gap));
+	p->gap.offset = p->pos;
+	p->gap.first_missing = p->next_seq;
+	va_start(ap, fmt);
+	vsnprintf(p->gap.why, sizeof(p->gap.why), fmt, ap);
+	va_end(ap);
 }
 
-/* Deliver the records of a verified chunk. */
-static int deliver_chunk(trace_parser_t *p)
+/* The gap ends at the current position, before a chunk numbered seq (or at
+ * the end of the input when to_end). */
+static int gap_close(trace_parser_t *p, uint64_t seq, int to_end)
 {
-	struct fss_chunk_header ch = p->chunk;
-	uint64_t at = p->offset - ch.payload_bytes - sizeof(ch);
-	uint32_t crc, expect = ch.crc;
-	size_t pos = 0;
-	uint32_t n = 0;
+	p->gap_open = 0;
+	p->gap.bytes = p->pos - p->gap.offset;
+	p->gap.to_end = to_end;
+	p->gap.chunks_missing = to_end ? 0 : seq - p->gap.first_missing;
+	p->damage.gaps++;
+	p->damage.bytes += p->gap.bytes;
+	p->damage.chunks_missing += p->gap.chunks_missing;
+	if (p->ngaps < TRACE_PARSER_GAPS_KEPT)
+		p->gaps[p->ngaps++] = p->gap;
+	if (p->ops.on_gap) {
+		int rc = p->ops.on_gap(p->ctx, &p->gap);
+
+		if (rc)
+			return fail(p, rc, "stopped by the reader at the gap at offset %llu",
+				    (unsigned long long)p->gap.offset);
+	}
+	return 0;
+}
+
+/* ---- chunks ---------------------------------------------------------------- */
+
+/* The 24-byte chunk header at buf[start]: 0 if it can be a chunk here. */
+static int chunk_header_check(const trace_parser_t *p, struct fss_chunk_header *ch, char *why, size_t len)
+{
+	memcpy(ch, p->buf + p->start, sizeof(*ch));
+	if (ch->magic != FSS_CHUNK_MAGIC) {
+		snprintf(why, len, "no chunk header (magic 0x%08x)", ch->magic);
+		return -1;
+	}
+	if (ch->payload_bytes > p->payload_limit || ch->payload_bytes % 8) {
+		snprintf(why, len, "chunk payload size %u is not valid (the writer's chunks hold at most %u)",
+			 ch->payload_bytes, p->payload_limit);
+		return -1;
+	}
+	if (ch->records > ch->payload_bytes / sizeof(struct fss_record_head)) {
+		snprintf(why, len, "chunk record count %u does not fit in %u bytes", ch->records, ch->payload_bytes);
+		return -1;
+	}
+	if (ch->seq < p->next_seq) {
+		snprintf(why, len, "chunk sequence number %llu, expected %llu or later", (unsigned long long)ch->seq,
+			 (unsigned long long)p->next_seq);
+		return -1;
+	}
+	return 0;
+}
+
+/* The whole chunk is at buf[start]: its CRC and its records tiling it. */
+static int chunk_body_check(const trace_parser_t *p, const struct fss_chunk_header *ch, char *why, size_t len)
+{
+	struct fss_chunk_header zeroed = *ch;
+	const unsigned char *payload = p->buf + p->start + sizeof(*ch);
+	uint32_t crc, n = 0;
+	size_t at = 0;
+
+	zeroed.crc = 0;
+	crc = crc32c(crc32c(0, &zeroed, sizeof(zeroed)), payload, ch->payload_bytes);
+	if (crc != ch->crc) {
+		snprintf(why, len, "chunk %llu: checksum 0x%08x, expected 0x%08x", (unsigned long long)ch->seq, ch->crc,
+			 crc);
+		return -1;
+	}
+	while (at < ch->payload_bytes) {
+		struct fss_record_head head;
+
+		if (ch->payload_bytes - at < sizeof(head))
+			break;
+		memcpy(&head, payload + at, sizeof(head));
+		if (head.size < sizeof(head) || head.size % 8 || head.size > ch->payload_bytes - at)
+			break;
+		at += head.size;
+		n++;
+	}
+	if (at != ch->payload_bytes || n != ch->records) {
+		snprintf(why, len, "chunk %llu: records do not tile the payload (%u of %u declared)",
+			 (unsigned long long)ch->seq, n, ch->records);
+		return -1;
+	}
+	return 0;
+}
+
+/* The writer's own trace_end, in the chunk it says it is in: a record of that
+ * type from a process (a test's sample, a merge gone wrong) is no end. */
+static int is_trace_end(const struct fss_record_head *rec, uint64_t seq)
+{
+	struct fss_rec_trace_end end;
+
+	if (rec->type != FSS_REC_TRACE_END || rec->source != FSS_SOURCE_NONE || rec->size < sizeof(end))
+		return 0;
+	memcpy(&end, rec, sizeof(end));
+	return end.chunks == seq;
+}
+
+/* Deliver the records of a verified chunk at buf[start]. */
+static int deliver_chunk(trace_parser_t *p, const struct fss_chunk_header *ch)
+{
+	const unsigned char *payload;
+	size_t at;
+	int rc;
 	/* Scratch for zero-extending records shorter than this version's struct. */
 	_Alignas(8) unsigned char scratch[FSS_RECORD_MAX_BYTES];
 
-	ch.crc = 0;
-	crc = crc32c(crc32c(0, &ch, sizeof(ch)), p->buf, ch.payload_bytes);
-	if (crc != expect)
-		return fail(p, FSS_E_CORRUPT, "offset %llu: chunk %llu: checksum 0x%08x, expected 0x%08x",
-			    (unsigned long long)at, (unsigned long long)p->chunks, expect, crc);
-	/* Walk the records once to validate before delivering any. */
-	while (pos < ch.payload_bytes) {
-		struct fss_record_head head;
-
-		if (ch.payload_bytes - pos < sizeof(head))
-			break;
-		memcpy(&head, p->buf + pos, sizeof(head));
-		if (head.size < sizeof(head) || head.size % 8 || head.size > ch.payload_bytes - pos)
-			break;
-		pos += head.size;
-		n++;
+	if (p->gap_open) {
+		rc = gap_close(p, ch->seq, 0);
+		if (rc)
+			return rc;
+	} else if (ch->seq > p->next_seq) {
+		gap_open(p, "chunk sequence numbers jump from %llu to %llu", (unsigned long long)p->next_seq,
+			 (unsigned long long)ch->seq);
+		rc = gap_close(p, ch->seq, 0);
+		if (rc)
+			return rc;
 	}
-	if (pos != ch.payload_bytes || n != ch.records)
-		return fail(p, FSS_E_CORRUPT, "offset %llu: chunk %llu: records do not tile the payload (%u of %u declared)",
-			    (unsigned long long)at, (unsigned long long)p->chunks, n, ch.records);
-	for (pos = 0; pos < ch.payload_bytes;) {
-		const struct fss_record_head *rec = (const void *)(p->buf + pos);
+	/* A scan may have left the chunk at any byte: records are read in
+	 * place as structs, so they must lie 8-aligned. */
+	if (p->start % 8) {
+		memmove(p->buf, p->buf + p->start, p->have - p->start);
+		p->have -= p->start;
+		p->start = 0;
+	}
+	payload = p->buf + p->start + sizeof(*ch);
+	for (at = 0; at < ch->payload_bytes;) {
+		const struct fss_record_head *rec = (const void *)(payload + at);
 		size_t known = record_known_size(rec->type);
-		int rc;
 
+		at += rec->size;
+		p->records++;
+		p->end_marker = is_trace_end(rec, ch->seq);
+		if (!p->end_marker)
+			p->process_records++;
 		if (known > rec->size) {
 			memset(scratch, 0, sizeof(scratch));
 			memcpy(scratch, rec, rec->size);
 			rec = (const void *)scratch;
 		}
-		pos += ((const struct fss_record_head *)(p->buf + pos))->size;
-		p->records++;
 		rc = p->ops.on_record ? p->ops.on_record(p->ctx, rec) : 0;
 		if (rc)
-			return fail(p, rc, "stopped by the reader in chunk %llu", (unsigned long long)p->chunks);
+			return fail(p, rc, "stopped by the reader in chunk %llu", (unsigned long long)ch->seq);
 	}
 	p->chunks++;
-	p->good_offset = p->offset;
+	p->next_seq = ch->seq + 1;
+	consume(p, sizeof(*ch) + ch->payload_bytes);
+	p->good_offset = p->pos;
 	if (p->ops.on_chunk) {
-		int rc = p->ops.on_chunk(p->ctx, ch.seq, ch.records, p->offset);
-
+		rc = p->ops.on_chunk(p->ctx, ch->seq, ch->records, p->pos);
 		if (rc)
-			return fail(p, rc, "stopped by the reader after chunk %llu", (unsigned long long)ch.seq);
+			return fail(p, rc, "stopped by the reader after chunk %llu", (unsigned long long)ch->seq);
 	}
-	p->state = WANT_CHUNK_HEADER;
-	p->have = 0;
-	p->want = sizeof(struct fss_chunk_header);
 	return 0;
 }
 
-/* A complete unit (header prefix, header, chunk header or payload) is in. */
-static int step(trace_parser_t *p)
+/* Where a chunk should start there is none, or it is damaged: scan on from
+ * the next byte. */
+static void damaged_here(trace_parser_t *p, const char *why)
 {
-	switch (p->state) {
-	case WANT_FILE_HEADER:
-		if (p->want < sizeof(struct fss_file_header) && p->have == p->want) {
-			int err = check_header_prefix(p);
+	gap_open(p, "offset %llu: %s", (unsigned long long)p->pos, why);
+	consume(p, 1);
+	p->state = SCANNING;
+}
 
-			if (err)
-				return err;
-			return 0; /* now wants the whole header */
+/* The input ended inside what would be chunk next_seq: a cut, unless a
+ * valid chunk turns up in the bytes after it (then its header was damaged). */
+static void cut_here(trace_parser_t *p, size_t have, size_t want)
+{
+	gap_open(p, "offset %llu: chunk %llu: its header announces more bytes than there are before the next chunk",
+		 (unsigned long long)p->pos, (unsigned long long)p->next_seq);
+	p->gap_is_cut = 1;
+	p->cut_have = have;
+	p->cut_want = want;
+	consume(p, 1);
+	p->state = SCANNING;
+}
+
+static size_t find_magic(const unsigned char *at, size_t avail)
+{
+	const uint32_t magic = FSS_CHUNK_MAGIC;
+
+	for (size_t i = 0; i + sizeof(magic) <= avail; i++)
+		if (memcmp(at + i, &magic, sizeof(magic)) == 0)
+			return i;
+	return avail;
+}
+
+/*
+ * Run the states on the bytes in the buffer until one needs more: then
+ * *need is the number of bytes it wants from buf[start] (more than there
+ * are). At the end of the input (at_eof) every state finishes with what
+ * there is instead, and this returns with the buffer used up.
+ */
+static int process(trace_parser_t *p, size_t *need)
+{
+	for (;;) {
+		size_t avail = p->have - p->start;
+		struct fss_chunk_header ch;
+		char why[100];
+		size_t total, i;
+		int rc;
+
+		*need = 0;
+		switch (p->state) {
+		case WANT_FILE_HEADER:
+			if (avail < sizeof(struct fss_file_header)) {
+				*need = sizeof(struct fss_file_header);
+				return 0;
+			}
+			rc = read_header(p);
+			if (rc)
+				return rc;
+			continue;
+		case SKIP_HEADER_REST:
+			i = avail < p->skip ? avail : (size_t)p->skip;
+			consume(p, i);
+			p->skip -= i;
+			if (p->skip) {
+				*need = p->skip < SCAN_WINDOW ? (size_t)p->skip : SCAN_WINDOW;
+				return 0;
+			}
+			rc = header_done(p);
+			if (rc)
+				return rc;
+			continue;
+		case WANT_CHUNK:
+			if (avail < sizeof(ch)) {
+				if (p->at_eof && avail) {
+					cut_here(p, avail, sizeof(ch));
+					continue;
+				}
+				*need = sizeof(ch);
+				return 0;
+			}
+			if (chunk_header_check(p, &ch, why, sizeof(why))) {
+				damaged_here(p, why);
+				continue;
+			}
+			total = sizeof(ch) + ch.payload_bytes;
+			if (avail < total) {
+				if (p->at_eof) {
+					cut_here(p, avail, total);
+					continue;
+				}
+				*need = total;
+				return 0;
+			}
+			if (chunk_body_check(p, &ch, why, sizeof(why))) {
+				damaged_here(p, why);
+				continue;
+			}
+			rc = deliver_chunk(p, &ch);
+			if (rc)
+				return rc;
+			continue;
+		case SCANNING:
+			i = find_magic(p->buf + p->start, avail);
+			if (i == avail) {
+				if (p->at_eof) {
+					consume(p, avail);
+					return 0;
+				}
+				consume(p, avail > 3 ? avail - 3 : 0);
+				*need = SCAN_WINDOW;
+				return 0;
+			}
+			consume(p, i);
+			avail -= i;
+			if (avail < sizeof(ch)) {
+				if (p->at_eof) {
+					consume(p, avail);
+					return 0;
+				}
+				*need = sizeof(ch);
+				return 0;
+			}
+			if (chunk_header_check(p, &ch, why, sizeof(why))) {
+				consume(p, 1);
+				continue;
+			}
+			total = sizeof(ch) + ch.payload_bytes;
+			if (avail < total) {
+				if (p->at_eof) {
+					consume(p, 1);
+					continue;
+				}
+				*need = total;
+				return 0;
+			}
+			if (chunk_body_check(p, &ch, why, sizeof(why))) {
+				consume(p, 1);
+				continue;
+			}
+			/* A chunk that holds: it is delivered from the normal state. */
+			p->gap_is_cut = 0;
+			p->state = WANT_CHUNK;
+			continue;
+		case FAILED:
+			return p->error;
 		}
-		return finish_header(p);
-	case WANT_CHUNK_HEADER:
-		return check_chunk_header(p);
-	case WANT_PAYLOAD:
-		return deliver_chunk(p);
-	case FAILED:
-		break;
 	}
-	return p->error;
 }
 
 int trace_parser_feed(trace_parser_t *p, const void *data, size_t len)
 {
 	const unsigned char *in = data;
 
-	while (p->state != FAILED) {
-		size_t take = p->want - p->have;
+	if (p->state == FAILED)
+		return p->error;
+	for (;;) {
+		size_t need, avail, take;
+		int rc = process(p, &need);
 
-		if (take > len)
-			take = len;
+		if (rc)
+			return rc;
+		if (len == 0)
+			return 0;
+		avail = p->have - p->start;
+		if (need <= avail)
+			return 0; /* fed after finish: nothing more to do */
+		take = need - avail < len ? need - avail : len;
+		rc = reserve(p, avail + take);
+		if (rc)
+			return rc;
 		memcpy(p->buf + p->have, in, take);
 		p->have += take;
-		p->offset += take;
 		in += take;
 		len -= take;
-		if (p->have < p->want)
-			return 0; /* needs more input; len is 0 here */
-		int err = step(p);
-
-		if (err)
-			return err;
-		/* A zero-payload chunk is complete at once. */
-		if (len == 0 && !(p->state == WANT_PAYLOAD && p->want == 0))
-			return 0;
 	}
-	return p->error;
+}
+
+/* ---- the end ----------------------------------------------------------------- */
+
+static size_t append(char *buf, size_t size, size_t used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static size_t append(char *buf, size_t size, size_t used, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (used >= size)
+		return used;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + used, size - used, fmt, ap);
+	va_end(ap);
+	return n < 0 ? used : used + (size_t)n;
+}
+
+/* The file ended before a valid header was complete: what is it? */
+static int classify_short(trace_parser_t *p)
+{
+	size_t avail = p->have - p->start;
+	size_t n = avail < sizeof(FSS_FILE_MAGIC) - 1 ? avail : sizeof(FSS_FILE_MAGIC) - 1;
+
+	if (p->state == SKIP_HEADER_REST) {
+		p->input = TRACE_INPUT_HEADER_SHORT;
+		return fail(p, FSS_E_TRUNCATED, "a trace cut short inside its file header: %llu of %u bytes",
+			    (unsigned long long)p->pos, p->header.header_size);
+	}
+	if (p->pos == 0 && avail == 0) {
+		p->input = TRACE_INPUT_EMPTY;
+		return fail(p, FSS_E_TRUNCATED,
+			    "an empty file (0 bytes), not a trace: its writer never wrote the file "
+			    "header");
+	}
+	if (memcmp(p->buf + p->start, FSS_FILE_MAGIC, n) != 0) {
+		p->input = TRACE_INPUT_NOT_TRACE;
+		return fail(p, FSS_E_NOT_TRACE, "not an fsdpscope trace: it does not start with the FSSTRACE magic");
+	}
+	p->input = TRACE_INPUT_HEADER_SHORT;
+	return fail(p, FSS_E_TRUNCATED, "a trace cut short inside its file header: %zu of %zu bytes", avail,
+		    sizeof(struct fss_file_header));
 }
 
 int trace_parser_finish(trace_parser_t *p)
 {
+	size_t need, used = 0;
+	int rc;
+
 	if (p->state == FAILED)
 		return p->error;
-	if (p->state == WANT_FILE_HEADER) {
-		size_t n = p->have < 8 ? p->have : 8;
-
-		if (p->offset == 0)
-			return fail(p, FSS_E_TRUNCATED, "offset 0: empty: the writer died before writing the file header");
-		if (memcmp(p->buf, FSS_FILE_MAGIC, n) != 0)
-			return fail(p, FSS_E_NOT_TRACE, "offset 0: no FSSTRACE magic: not an fsdpscope trace");
-		return fail(p, FSS_E_TRUNCATED, "offset %llu: file header truncated", (unsigned long long)p->offset);
+	p->at_eof = 1;
+	rc = process(p, &need);
+	if (rc)
+		return rc;
+	if (p->state == WANT_FILE_HEADER || p->state == SKIP_HEADER_REST)
+		return classify_short(p);
+	p->message[0] = '\0';
+	if (p->gap_open && p->gap_is_cut) {
+		p->gap_open = 0;
+		p->end = TRACE_END_CUT;
+		used = append(p->message, sizeof(p->message), used,
+			      "offset %llu: chunk %llu truncated: %llu of %llu bytes: the writer stopped mid-write",
+			      (unsigned long long)p->gap.offset, (unsigned long long)p->gap.first_missing,
+			      (unsigned long long)p->cut_have, (unsigned long long)p->cut_want);
+	} else {
+		if (p->gap_open) {
+			rc = gap_close(p, 0, 1);
+			if (rc)
+				return rc;
+		}
+		if (p->end_marker)
+			p->end = TRACE_END_CLEAN;
+		else if (p->header.version_minor == 0)
+			p->end = TRACE_END_NOT_MARKED;
+		else
+			p->end = TRACE_END_MISSING;
 	}
-	if (p->state == WANT_CHUNK_HEADER && p->have == 0)
-		return 0;
-	if (p->state == WANT_CHUNK_HEADER)
-		return fail(p, FSS_E_TRUNCATED, "offset %llu: chunk %llu truncated: %zu of %zu header bytes",
-			    (unsigned long long)p->good_offset, (unsigned long long)p->chunks, p->have,
-			    sizeof(struct fss_chunk_header));
-	return fail(p, FSS_E_TRUNCATED, "offset %llu: chunk %llu truncated: %zu of %zu payload bytes",
-		    (unsigned long long)p->good_offset, (unsigned long long)p->chunks, p->have, p->want);
+	if (p->end == TRACE_END_MISSING)
+		used = append(p->message, sizeof(p->message), used,
+			      "offset %llu: the trace ends after %llu chunk%s without its trace_end record: its writer "
+			      "did not close it (killed, or still writing)",
+			      (unsigned long long)p->good_offset, (unsigned long long)p->chunks,
+			      p->chunks == 1 ? "" : "s");
+	if (p->damage.gaps) {
+		used = append(p->message, sizeof(p->message), used, "%s%llu damaged stretch%s skipped (%llu bytes",
+			      used ? "; " : "", (unsigned long long)p->damage.gaps, p->damage.gaps > 1 ? "es" : "",
+			      (unsigned long long)p->damage.bytes);
+		if (p->damage.chunks_missing)
+			used = append(p->message, sizeof(p->message), used, ", %llu chunk%s lost",
+				      (unsigned long long)p->damage.chunks_missing,
+				      p->damage.chunks_missing > 1 ? "s" : "");
+		used = append(p->message, sizeof(p->message), used, ")");
+		for (size_t i = 0; i < p->ngaps && i < 3; i++) {
+			const struct trace_gap *g = &p->gaps[i];
+
+			used = append(p->message, sizeof(p->message), used, "%s bytes %llu..%llu", i ? ";" : ":",
+				      (unsigned long long)g->offset, (unsigned long long)(g->offset + g->bytes));
+			if (g->to_end)
+				used = append(p->message, sizeof(p->message), used, " to the end");
+			else if (g->chunks_missing == 1)
+				used = append(p->message, sizeof(p->message), used, " (chunk %llu lost)",
+					      (unsigned long long)g->first_missing);
+			else if (g->chunks_missing)
+				used = append(p->message, sizeof(p->message), used, " (chunks %llu..%llu lost)",
+					      (unsigned long long)g->first_missing,
+					      (unsigned long long)(g->first_missing + g->chunks_missing - 1));
+			used = append(p->message, sizeof(p->message), used, ", %s", g->why);
+		}
+		if (p->damage.gaps > 3)
+			used = append(p->message, sizeof(p->message), used, "; ...");
+	}
+	if (p->process_records == 0) {
+		char end[sizeof(p->message)];
+
+		p->input = TRACE_INPUT_NO_RECORDS;
+		snprintf(end, sizeof(end), "%s", p->message);
+		append(p->message, sizeof(p->message), 0, "a trace with no records: a valid file header and %s%s%s",
+		       p->damage.gaps ? "no readable chunk"
+		       : p->chunks    ? "only the writer's end marker"
+				      : "nothing after it",
+		       end[0] ? "; " : "", end);
+	}
+	if (p->damage.gaps)
+		return FSS_E_CORRUPT;
+	if (p->end == TRACE_END_CUT || p->end == TRACE_END_MISSING)
+		return FSS_E_TRUNCATED;
+	return 0;
 }
 
 const char *trace_parser_error(const trace_parser_t *p)
 {
 	return p->message;
+}
+
+enum trace_input trace_parser_input(const trace_parser_t *p)
+{
+	return p->input;
+}
+
+enum trace_end trace_parser_end(const trace_parser_t *p)
+{
+	return p->end;
+}
+
+size_t trace_parser_gaps(const trace_parser_t *p, const struct trace_gap **gaps)
+{
+	*gaps = p->gaps;
+	return p->ngaps;
+}
+
+int trace_parser_damage(const trace_parser_t *p, struct trace_damage *out)
+{
+	*out = p->damage;
+	return p->damage.gaps != 0;
 }
 
 uint64_t trace_parser_good_offset(const trace_parser_t *p)
@@ -315,27 +725,30 @@ uint64_t trace_parser_records(const trace_parser_t *p)
 
 const struct fss_file_header *trace_parser_header(const trace_parser_t *p)
 {
-	return p->state == WANT_FILE_HEADER ? NULL : &p->header;
+	return p->have_header ? &p->header : NULL;
 }
 
-int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *ctx, char *errbuf, size_t errlen)
+int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, struct trace_read_info *info)
 {
 	unsigned char block[64 << 10];
+	struct trace_read_info scratch;
 	trace_parser_t *p;
 	int fd, err = 0;
 
-	if (errbuf && errlen)
-		errbuf[0] = '\0';
+	if (!info)
+		info = &scratch;
+	memset(info, 0, sizeof(*info));
+	info->end = TRACE_END_NONE;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		if (errbuf)
-			snprintf(errbuf, errlen, "%s", strerror(-err));
+		snprintf(info->message, sizeof(info->message), "%s", strerror(-err));
 		return err;
 	}
 	p = trace_parser_new(ops, ctx);
 	if (!p) {
 		close(fd);
+		snprintf(info->message, sizeof(info->message), "out of memory");
 		return -ENOMEM;
 	}
 	for (;;) {
@@ -345,9 +758,6 @@ int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *
 			if (errno == EINTR)
 				continue;
 			err = -errno;
-			if (errbuf)
-				snprintf(errbuf, errlen, "read failed at offset %llu: %s",
-					 (unsigned long long)trace_parser_good_offset(p), strerror(-err));
 			break;
 		}
 		if (n == 0) {
@@ -358,9 +768,33 @@ int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *
 		if (err)
 			break;
 	}
-	if (err && errbuf && trace_parser_error(p)[0])
-		snprintf(errbuf, errlen, "%s", trace_parser_error(p));
+	info->input = trace_parser_input(p);
+	info->end = trace_parser_end(p);
+	info->chunks = trace_parser_chunks(p);
+	info->records = trace_parser_records(p);
+	trace_parser_damage(p, &info->damage);
+	info->ngaps = p->ngaps;
+	memcpy(info->gaps, p->gaps, p->ngaps * sizeof(p->gaps[0]));
+	if (trace_parser_header(p)) {
+		info->version_major = trace_parser_header(p)->version_major;
+		info->version_minor = trace_parser_header(p)->version_minor;
+	}
+	if (trace_parser_error(p)[0])
+		snprintf(info->message, sizeof(info->message), "%s", trace_parser_error(p));
+	else if (err)
+		snprintf(info->message, sizeof(info->message), "read failed after offset %llu: %s",
+			 (unsigned long long)trace_parser_good_offset(p), strerror(-err));
 	trace_parser_free(p);
 	close(fd);
+	return err;
+}
+
+int trace_read_file(const char *path, const struct trace_parser_ops *ops, void *ctx, char *errbuf, size_t errlen)
+{
+	struct trace_read_info info;
+	int err = trace_read(path, ops, ctx, &info);
+
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", err ? info.message : "");
 	return err;
 }

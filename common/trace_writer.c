@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +128,10 @@ int trace_writer_open(trace_writer_t **out, const char *path, const struct trace
 		err = -ENOMEM;
 		goto fail;
 	}
-	w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (opts && opts->exclusive)
+		w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	else
+		w->fd = open(w->partial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		err = -errno;
 		goto fail;
@@ -248,20 +252,64 @@ int trace_writer_string(trace_writer_t *w, uint32_t source, uint32_t id, const c
 	return 0;
 }
 
+/* The trace_end record, last in the last chunk: the one sign a reader has
+ * that the writer got to close the trace. */
+static int append_trace_end(trace_writer_t *w)
+{
+	struct fss_rec_trace_end end;
+	int err;
+
+	if (w->chunk_used + sizeof(end) > w->chunk_capacity) {
+		err = trace_writer_flush(w);
+		if (err)
+			return err;
+	}
+	record_init(&end, FSS_REC_TRACE_END, sizeof(end), FSS_SOURCE_NONE);
+	end.chunks = w->chunk_seq;
+	end.records = w->records;
+	return trace_writer_append(w, &end);
+}
+
+/* fsync the folder holding path, so that a rename into it survives a crash. */
+static int sync_folder(const char *path)
+{
+	char *copy = strdup(path);
+	int fd, err = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		err = -errno;
+	else if (fsync(fd) < 0)
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return err;
+}
+
 int trace_writer_close(trace_writer_t *w)
 {
 	int err;
 
 	if (!w)
 		return 0;
-	err = trace_writer_flush(w);
+	err = w->error ? w->error : append_trace_end(w);
+	if (!err)
+		err = trace_writer_flush(w);
 	if (w->owns_fd) {
+		/* The file's bytes reach the disk before its name does, and the
+		 * name before close returns: after a crash the trace is either
+		 * there whole or still .partial. */
 		if (!err && w->sync_on_close && fsync(w->fd) < 0)
 			err = -errno;
 		if (close(w->fd) < 0 && !err)
 			err = -errno;
 		if (!err && rename(w->partial_path, w->path) < 0)
 			err = -errno;
+		if (!err && w->sync_on_close)
+			err = sync_folder(w->path);
 	}
 	writer_release(w);
 	return err;

@@ -4,8 +4,9 @@
  * Records are buffered into a chunk and each chunk goes out with one write,
  * so a writer killed at any instant leaves every complete chunk readable.
  * Files are written to "<path>.partial" and renamed to <path> by
- * trace_writer_close(); a killed writer leaves the .partial file, which
- * trace readers accept.
+ * trace_writer_close(), which ends the trace with a trace_end record; a
+ * killed writer leaves the .partial file without one, which trace readers
+ * read and report as not closed.
  */
 #ifndef FSS_COMMON_TRACE_WRITER_H
 #define FSS_COMMON_TRACE_WRITER_H
@@ -16,9 +17,11 @@
 typedef struct trace_writer trace_writer_t;
 
 struct trace_writer_options {
+	int exclusive;           /* create "<path>.partial" mode 0600, O_EXCL | O_NOFOLLOW: -EEXIST when the
+	                          * name exists (a symlink included) instead of truncating what it names */
 	uint64_t features;       /* FSS_FEATURE_* bits for the file header */
 	uint32_t chunk_payload;  /* payload bytes per chunk, 0: FSS_CHUNK_DEFAULT_PAYLOAD */
-	int sync_on_close;       /* fsync the file before the rename */
+	int sync_on_close;       /* fsync the file before the rename, its folder after */
 };
 
 /*
@@ -54,9 +57,11 @@ int trace_writer_string(trace_writer_t *w, uint32_t source, uint32_t id, const c
 int trace_writer_flush(trace_writer_t *w);
 
 /*
- * trace_writer_close - flush, (fsync), close and rename "<path>.partial" to
- * <path>; for an fd writer, flush only. Frees w in every case. Returns the
- * first error the writer met, or 0.
+ * trace_writer_close - append the trace_end record, flush, and for a file:
+ * (fsync), close, rename "<path>.partial" to <path>, (fsync the folder),
+ * the steps in parentheses when sync_on_close; an fd writer is only
+ * flushed. Frees w in every case. Returns the first error the writer met,
+ * or 0.
  */
 int trace_writer_close(trace_writer_t *w);
 

@@ -1,6 +1,8 @@
 /*
  * exposed_gather.c - rule exposed-gather: AllGather time with no compute
- * under it, above a threshold, with the causes the analysis assigned.
+ * under it (HTA's exposed figure), above a threshold, with the causes the
+ * analysis assigned and, beside it, how long compute waited on the gathers.
+ * Every figure is of the analysis' representative step (analysis.h).
  *
  * The fix depends on the cause, so the fix texts list one remedy per cause
  * present, the cause that cost the most first.
@@ -91,7 +93,8 @@ static int causes_by_ns(const struct analysis_exposure *e, int order[ANALYSIS_CA
 	return n;
 }
 
-/* top_gathers - up to 3 gathers with the most exposed ns, as text lines. */
+/* top_gathers - up to 3 gathers with the most exposed ns, as text lines,
+ * each with its figures of the representative step. */
 static void top_gathers(const struct analysis_result *a, FILE *f)
 {
 	uint32_t picked[3];
@@ -117,13 +120,13 @@ static void top_gathers(const struct analysis_result *a, FILE *f)
 	}
 	for (int j = 0; j < n; j++) {
 		const struct analysis_gather *g = &a->gathers[picked[j]];
-		char d[32], x[32], h[32];
+		char d[32], x[32], h[32], w[32], q[32];
 
-		fprintf(f, "\ngather #%u (%s%s%s): %s exposed of %s, %s of compute under it, cause %s", g->index,
-			analysis_phase_name(g->phase), g->name[0] ? ", " : "", g->name,
-			rule_format_ns((double)g->exposed_ns, x, sizeof(x)),
-			rule_format_ns((double)g->duration_ns, d, sizeof(d)),
-			rule_format_ns((double)g->hide_ns, h, sizeof(h)), analysis_cause_name(g->cause));
+		fprintf(f, "\ngather #%u (%s%s%s): %s, exposed %s, hidden %s; compute waited %s on it (queued %s); cause %s",
+			g->index, analysis_phase_name(g->phase), g->name[0] ? ", " : "", g->name,
+			rule_format_ns((double)g->duration_ns, d, sizeof(d)), rule_format_ns((double)g->exposed_ns, x, sizeof(x)),
+			rule_format_ns((double)g->hide_ns, h, sizeof(h)), rule_format_ns((double)g->compute_wait_ns, w, sizeof(w)),
+			rule_format_ns((double)g->queued_ns, q, sizeof(q)), analysis_cause_name(g->cause));
 	}
 }
 
@@ -132,8 +135,9 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 {
 	const struct analysis_exposure *e = &a->exposure;
 	double frac = e->exposed_fraction, step_frac;
+	uint64_t step_ns;
 	int order[ANALYSIS_CAUSE_MAX], ncauses;
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	char *message = NULL, *evidence = NULL, *fix[3] = {NULL, NULL, NULL};
 	size_t len;
 	FILE *f;
@@ -143,7 +147,9 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		return 0;
 	if (frac < rule_threshold(c, RULE_T_EXPOSED_FRACTION))
 		return 0;
-	step_frac = a->step_ns > 0 ? (double)e->exposed_allgather_ns_per_step / (double)a->step_ns : -1;
+	/* the breakdown is the representative step's, as the exposure figures */
+	step_ns = a->breakdown.step_ns ? a->breakdown.step_ns : a->step_ns;
+	step_frac = step_ns > 0 ? (double)e->exposed_allgather_ns_per_step / (double)step_ns : -1;
 	if (step_frac >= 0 && step_frac < rule_threshold(c, RULE_T_EXPOSED_STEP_FRACTION))
 		return 0;
 	ncauses = causes_by_ns(e, order);
@@ -152,28 +158,32 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		snprintf(b2, sizeof(b2), ", %.0f%% of the step", 100 * step_frac);
 	else
 		b2[0] = 0;
-	message = finding_printf("%.0f%% of AllGather time is exposed (%s per step%s): no compute runs under it%s%s",
+	message = finding_printf("%.0f%% of AllGather time is exposed (%s in a typical step%s): no compute runs under "
+				 "it%s%s",
 				 100 * frac, rule_format_ns((double)e->exposed_allgather_ns_per_step, b1, sizeof(b1)), b2,
 				 ncauses ? "; mostly " : "", ncauses ? analysis_cause_name(order[0]) : "");
 
 	f = open_memstream(&evidence, &len);
 	if (!f)
 		goto nomem;
-	fprintf(f, "exposed AllGather: %s of %s per step (%.0f%%), measured from %s timing",
+	fprintf(f, "step %u (the representative step), from %s timing", e->step, analysis_exposure_source_name(e->source));
+	if (step_ns > 0)
+		fprintf(f, ": %s", rule_format_ns((double)step_ns, b3, sizeof(b3)));
+	fprintf(f, "\nexposed AllGather (its own time minus compute, as HTA): %s of %s (%.0f%%); forward %s, backward %s; "
+		   "%u of %u gathers exposed",
 		rule_format_ns((double)e->exposed_allgather_ns_per_step, b1, sizeof(b1)),
 		rule_format_ns((double)e->allgather_ns_per_step, b2, sizeof(b2)), 100 * frac,
-		analysis_exposure_source_name(e->source));
-	if (a->step_ns > 0)
-		fprintf(f, "; step %s", rule_format_ns((double)a->step_ns, b3, sizeof(b3)));
-	fprintf(f, "\nforward %s, backward %s exposed per step; %u of %u gathers exposed",
-		rule_format_ns((double)e->forward_exposed_ns_per_step, b1, sizeof(b1)),
-		rule_format_ns((double)e->backward_exposed_ns_per_step, b2, sizeof(b2)), e->exposed_gathers,
+		rule_format_ns((double)e->forward_exposed_ns_per_step, b3, sizeof(b3)),
+		rule_format_ns((double)e->backward_exposed_ns_per_step, b4, sizeof(b4)), e->exposed_gathers,
 		a->per_step.allgathers);
+	fprintf(f, "\ncompute wait on the gathers (queueing behind other collectives included): %s",
+		rule_format_ns((double)e->compute_wait_ns_per_step, b1, sizeof(b1)));
 	if (ncauses) {
-		fprintf(f, "\ncauses:");
+		fprintf(f, "\ncauses (exposed, compute wait):");
 		for (int i = 0; i < ncauses; i++)
-			fprintf(f, "%s %s %u gather(s) %s", i ? "," : "", analysis_cause_name(order[i]),
-				e->cause_gathers[order[i]], rule_format_ns((double)e->cause_ns[order[i]], b1, sizeof(b1)));
+			fprintf(f, "%s %s %u gather(s) %s, %s", i ? ";" : "", analysis_cause_name(order[i]),
+				e->cause_gathers[order[i]], rule_format_ns((double)e->cause_ns[order[i]], b1, sizeof(b1)),
+				rule_format_ns((double)e->cause_compute_wait_ns[order[i]], b2, sizeof(b2)));
 	}
 	top_gathers(a, f);
 	if (fclose(f))
@@ -216,6 +226,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	finding_metric(fd, "exposed_fraction", frac);
 	finding_metric(fd, "exposed_allgather_ns_per_step", (double)e->exposed_allgather_ns_per_step);
 	finding_metric(fd, "allgather_ns_per_step", (double)e->allgather_ns_per_step);
+	finding_metric(fd, "compute_wait_ns_per_step", (double)e->compute_wait_ns_per_step);
 	if (step_frac >= 0)
 		finding_metric(fd, "exposed_step_fraction", step_frac);
 	for (int i = 1; i < ANALYSIS_CAUSE_MAX; i++) {
@@ -246,7 +257,10 @@ const struct rule rule_exposed_gather = {
 		"earlier); a gather issued only when its unit is needed lacks prefetch; a gather longer than "
 		"the compute it overlaps is bandwidth-bound (move fewer bytes, keep it inside the node, or do "
 		"more compute per gather); a gather issued late because the host was behind needs less host "
-		"overhead. Measured as in PyTorch's trace analysis: gather time minus the union of compute.",
+		"overhead. Exposed is measured as in PyTorch's trace analysis (HTA): each gather's own time minus "
+		"the union of compute. Beside it, compute wait is how long compute stood still waiting for a "
+		"gather, the time it queued behind other collectives (reduce-scatters) included: what the step "
+		"loses to it. All figures are of one representative step, so that they add up.",
 	.max_severity = RULE_WARNING,
 	.check = check,
 };

@@ -44,6 +44,11 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed, *root_text;
 	struct finding *f;
 
+	/* A --layers count the forward gathers hold no repeat of: k is the
+	 * motif that was seen, so L must be its copies too; k x the user's
+	 * count would claim gathers the trace never had. */
+	if (u->layers_given && u->layers_match == 0 && u->inferred_repeating_units)
+		L = u->inferred_repeating_units;
 	if (!rule_diagnosed(a) || k == 0 || L == 0)
 		return 0;
 	if ((double)k < rule_threshold(c, RULE_T_FINE_GATHERS_PER_UNIT))

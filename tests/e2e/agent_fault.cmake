@@ -3,7 +3,10 @@
 #                    trace with its fields, over a socket and in files
 #   agent_fault      the fault matrix: sink killed, sink that never reads,
 #                    fork, 8 threads, no NCCL (true, sh, python3), exit paths,
-#                    NCCL only in a module dlopen'd RTLD_LOCAL
+#                    NCCL only in a module dlopen'd RTLD_LOCAL, _exit,
+#                    vfork, Python's os._exit (python3 driving the stand-in
+#                    through ctypes), where files go and symlinks planted
+#                    by nobody (as root)
 # In the sanitizer build the agent library itself is not instrumented (see
 # agent/CMakeLists.txt) while the jobs are: these tests run there too.
 if(TARGET fsdpscope_agent AND TARGET fss_nccl_cpu AND CMOCKA_FOUND)
@@ -33,8 +36,12 @@ if(TARGET fsdpscope_agent AND TARGET fss_nccl_cpu AND CMOCKA_FOUND)
     endif()
     add_test(NAME ${name}
       COMMAND agent_fault_test $<TARGET_FILE:fsdpscope_agent> $<TARGET_FILE:agent_fault_job> ${group}
-              $<TARGET_FILE:agent_fault_dlopen> $<TARGET_FILE:agent_fault_module>)
+              $<TARGET_FILE:agent_fault_dlopen> $<TARGET_FILE:agent_fault_module> $<TARGET_FILE:fss_nccl_cpu>)
     set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS "e2e;agent")
+    if(FSS_SANITIZE)
+      # The stand-in is instrumented there: an uninstrumented python3 cannot load it.
+      set_tests_properties(${name} PROPERTIES ENVIRONMENT "AGENT_FAULT_SANITIZED=1")
+    endif()
   endforeach()
 elseif(NOT TARGET fsdpscope_agent)
   message(STATUS "fsdpscope: the agent is not built: agent_interpose and agent_fault are skipped")

@@ -11,11 +11,18 @@
  *   many N           one rank, N AllReduce of one float
  *   gated K FILE     K AllReduce, wait for FILE to exist, K more
  *   fork             10 AllReduce; a child with its own communicator (5
- *                    AllReduce) and a child without NCCL; 10 more
+ *                    AllReduce) that ends with _exit(0), as Python's
+ *                    multiprocessing ends its forked children, and a child
+ *                    without NCCL; 10 more
  *   threads T K      T threads, each with its own communicator: K AllReduce
  *                    and a group of two
  *   exit CODE        3 AllReduce, then exit(CODE) with the communicator alive
  *   kill K           K AllReduce, then SIGKILL itself
+ *   quick K HOW      K AllReduce, then HOW(0) with the communicator alive,
+ *                    HOW being _exit or _Exit (what os._exit() does), or
+ *                    quick_exit
+ *   vfork K          K AllReduce; a vfork child whose exec fails and that
+ *                    calls _exit(127) with the parent's memory; K more
  * Results are checked; a wrong one exits 1. All output is deterministic.
  */
 #include <errno.h>
@@ -194,7 +201,7 @@ static int job_fork(void)
 		one_rank(&mine);
 		allreduce_n(mine, 5);
 		CHECK(ncclCommDestroy(mine));
-		exit(0);
+		_exit(0);
 	}
 	pid_t without = fork();
 	if (without == 0)
@@ -276,6 +283,43 @@ static int job_kill(long k)
 	return 0;
 }
 
+static int job_quick(long k, const char *how)
+{
+	ncclComm_t comm;
+
+	one_rank(&comm);
+	allreduce_n(comm, k);
+	printf("quick %ld %s\n", k, how);
+	fflush(stdout); /* _exit does not flush stdio */
+	if (!strcmp(how, "_Exit"))
+		_Exit(0);
+	if (!strcmp(how, "quick_exit"))
+		quick_exit(0);
+	_exit(0);
+}
+
+static int job_vfork(long k)
+{
+	ncclComm_t comm;
+	int status;
+
+	one_rank(&comm);
+	double sum = allreduce_n(comm, k);
+	fflush(stdout);
+	pid_t child = vfork();
+	if (child == 0) {
+		/* Only exec and _exit are allowed here: the memory is the parent's. */
+		execl("/nonexistent/fsdpscope-no-such-program", "fsdpscope-no-such-program", (char *)NULL);
+		_exit(127);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 127)
+		return 2;
+	sum += allreduce_n(comm, k);
+	CHECK(ncclCommDestroy(comm));
+	printf("vfork %ld sum %.1f child 127\n", k, sum);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -294,8 +338,12 @@ int main(int argc, char **argv)
 		return job_exit(atoi(argv[2]));
 	if (!strcmp(what, "kill") && argc == 3)
 		return job_kill(atol(argv[2]));
-	fprintf(
-	    stderr,
-	    "usage: agent_fault_job sequence N | many N | gated K FILE | fork | threads T K | exit CODE | kill K\n");
+	if (!strcmp(what, "quick") && argc == 4)
+		return job_quick(atol(argv[2]), argv[3]);
+	if (!strcmp(what, "vfork") && argc == 3)
+		return job_vfork(atol(argv[2]));
+	fprintf(stderr,
+		"usage: agent_fault_job sequence N | many N | gated K FILE | fork | threads T K | exit CODE | kill K | "
+		"quick K _exit|_Exit|quick_exit | vfork K\n");
 	return 2;
 }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -35,6 +36,7 @@
 
 #include <cmocka.h>
 
+#include "common/error.h"
 #include "common/record.h"
 #include "tests/unit/agent_core_trace.h"
 
@@ -44,6 +46,7 @@ static const char *agent_path;
 static const char *job_path;
 static const char *dlopen_path; /* agent_fault_dlopen */
 static const char *module_path; /* agent_fault_module.so */
+static const char *nccl_path;   /* the CPU NCCL stand-in, libnccl.so.2 */
 static char tmpdir[64];
 
 static uint64_t ms_now(void)
@@ -67,10 +70,13 @@ struct run {
 	char out[16384];
 	size_t outlen;
 	char out_path[256];
+	char err_path[256]; /* run_start_held only */
 };
 
-/* The environment of a job: ours without anything agent-related, the
- * stand-in made fast, then `extra` (NAME=VALUE strings, NULL-terminated). */
+/* The environment of a job: ours without anything agent-related (nor
+ * TMPDIR and XDG_RUNTIME_DIR, which choose the agent's default directory),
+ * the stand-in made fast, then `extra` (NAME=VALUE strings,
+ * NULL-terminated). */
 static char **job_env(const char *const *extra)
 {
 	size_t n = 0, k = 0;
@@ -84,7 +90,8 @@ static char **job_env(const char *const *extra)
 	for (size_t i = 0; i < n; i++) {
 		if (!strncmp(environ[i], "FSDPSCOPE_", 10) || !strncmp(environ[i], "LD_PRELOAD=", 11) ||
 		    !strncmp(environ[i], "NVTX_INJECTION64_PATH=", 22) || !strncmp(environ[i], "ASAN_OPTIONS=", 13) ||
-		    !strncmp(environ[i], "FSDP_REF_LINK_LATENCY_US=", 25))
+		    !strncmp(environ[i], "FSDP_REF_LINK_LATENCY_US=", 25) || !strncmp(environ[i], "TMPDIR=", 7) ||
+		    !strncmp(environ[i], "XDG_RUNTIME_DIR=", 16))
 			continue;
 		env[k++] = environ[i];
 	}
@@ -117,6 +124,67 @@ static void run_start(struct run *r, char *const argv[], const char *const *extr
 	assert_int_equal(posix_spawnp(&r->pid, argv[0], &fa, NULL, argv, env), 0);
 	posix_spawn_file_actions_destroy(&fa);
 	free(env);
+}
+
+/*
+ * Start the job held before its exec, so that its pid (the pid in the
+ * agent's file names) is known before it runs: the caller plants what it
+ * wants, then run_release(). stderr goes to r->err_path; cwd, when not
+ * NULL, is the job's current directory.
+ */
+static void run_start_held(struct run *r, char *const argv[], const char *const *extra, const char *cwd,
+			   int *release_fd)
+{
+	static int held;
+	char **env = job_env(extra);
+	int gate[2];
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->out_path, sizeof(r->out_path), "%s/held-stdout.%d", tmpdir, held);
+	snprintf(r->err_path, sizeof(r->err_path), "%s/held-stderr.%d", tmpdir, held++);
+	int out = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int err = open(r->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(out >= 0 && err >= 0);
+	assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
+	r->pid = fork();
+	assert_true(r->pid >= 0);
+	if (r->pid == 0) {
+		char c;
+		if (read(gate[0], &c, 1) != 1 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || (cwd && chdir(cwd) < 0))
+			_exit(126);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	close(gate[0]);
+	close(out);
+	close(err);
+	free(env);
+	*release_fd = gate[1];
+}
+
+static void run_release(int release_fd)
+{
+	assert_int_equal(write(release_fd, "go", 1), 1);
+	close(release_fd);
+}
+
+/* What the job wrote on stderr (run_start_held), into buf. */
+static void run_read_stderr(const struct run *r, char *buf, size_t cap)
+{
+	int fd = open(r->err_path, O_RDONLY);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, buf, cap - 1);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	close(fd);
+}
+
+static int count_lines(const char *text)
+{
+	int n = 0;
+	for (; *text; text++)
+		n += *text == '\n';
+	return n;
 }
 
 static void run_collect_output(struct run *r)
@@ -595,6 +663,7 @@ static void test_fork(void **state)
 	assert_int_not_equal(child->comms[0].comm, 0);
 	assert_int_not_equal(child->comms[0].id_hash, parent->comms[0].id_hash);
 	assert_true(parent->have_end && child->have_end);
+	assert_int_equal(child->end.exit_code, 0); /* its _exit(0), flushed by its own sender */
 	summary_free(&s[0]);
 	summary_free(&s[1]);
 }
@@ -724,13 +793,421 @@ static void test_exit_paths(void **state)
 	assert_true(n <= 1);
 	if (n == 1) {
 		assert_non_null(strstr(names[0], ".partial"));	      /* never renamed */
-		assert_int_equal(summary_read_file(&s, names[0]), 0); /* ends on a chunk boundary */
+		/* Complete chunks, but no trace_end: the reader says it was not closed. */
+		assert_int_equal(summary_read_file(&s, names[0]), FSS_E_TRUNCATED);
 		assert_false(s.have_end);
 		assert_true(s.ncolls <= 200);
 		summary_free(&s);
 	} else {
 		print_message("the job was killed before its sender opened a file\n");
 	}
+}
+
+/* _exit and _Exit (os._exit) skip the exit handlers, quick_exit runs only
+ * its own: the agent flushes anyway, so the trace is as complete as after
+ * exit(0) (quick_exit's handlers are not told the status). */
+static void test_underscore_exit(void **state)
+{
+	(void)state;
+	static const char *const hows[] = {"_exit", "_Exit", "quick_exit"};
+
+	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++) {
+		char out[256], preload[600], outenv[300], names[4][300], name[64];
+		char *argv[] = {(char *)job_path, "quick", "50", (char *)hows[h], NULL};
+		struct run plain, with;
+		struct trace_summary s;
+
+		snprintf(name, sizeof(name), "quick%s-out", hows[h]);
+		subdir(out, sizeof(out), name);
+		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+		snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+		const char *extra[] = {preload, outenv, NULL};
+		run_plain(&plain, argv);
+		assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+		run_start(&with, argv, extra);
+		run_wait(&with);
+		assert_same_run(&plain, &with);
+		assert_int_equal(list_traces(out, names, 4), 1);
+		assert_null(strstr(names[0], ".partial")); /* closed and renamed */
+		assert_int_equal(summary_read_file(&s, names[0]), 0);
+		assert_int_equal(s.ncolls, 50);
+		for (size_t i = 0; i < s.ncolls; i++)
+			assert_int_equal(s.colls[i].seq, i + 1);
+		assert_true(s.have_drops);
+		assert_int_equal(s.drops.ring_dropped, 0);
+		assert_int_equal(s.drops.sink_dropped, 0);
+		assert_true(s.have_end && s.end_is_last);
+		assert_int_equal(s.end.collectives, 50);
+		assert_int_equal(s.end.exit_code, strcmp(hows[h], "quick_exit") ? 0 : -1);
+		summary_free(&s);
+	}
+}
+
+/* A vfork child runs on its parent's memory until it execs or calls _exit:
+ * one whose exec failed calls _exit, which must leave the parent's ring,
+ * sender and trace alone. */
+static void test_vfork_failed_exec(void **state)
+{
+	(void)state;
+	char out[256], preload[600], outenv[300], names[4][300];
+	char *argv[] = {(char *)job_path, "vfork", "100", NULL};
+	struct run plain, with;
+	struct trace_summary s;
+
+	subdir(out, sizeof(out), "vfork-out");
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+	const char *extra[] = {preload, outenv, NULL};
+	run_plain(&plain, argv);
+	assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+	run_start(&with, argv, extra);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(list_traces(out, names, 4), 1); /* the child wrote nothing */
+	assert_null(strstr(names[0], ".partial"));
+	assert_int_equal(summary_read_file(&s, names[0]), 0);
+	assert_int_equal(s.hello.pid, (uint32_t)with.pid);
+	assert_int_equal(s.ncolls, 200); /* both halves: the sender outlived the child */
+	for (size_t i = 0; i < s.ncolls; i++)
+		assert_int_equal(s.colls[i].seq, i + 1);
+	assert_int_equal(s.ncomms, 2);
+	assert_int_equal(s.drops.ring_dropped, 0);
+	assert_int_equal(s.drops.sink_dropped, 0);
+	assert_true(s.have_end && s.end_is_last);
+	assert_int_equal(s.end.collectives, 200);
+	assert_int_equal(s.end.exit_code, 0); /* the parent's, not the child's 127 */
+	summary_free(&s);
+}
+
+/* Python ending with os._exit(0), as training scripts do to skip a slow
+ * teardown: NCCL through ctypes from the global scope (the preloaded
+ * agent's wrappers, then the stand-in). */
+static const char python_os_exit[] =
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\n"
+    "g = ctypes.CDLL(None)\n"
+    "class UID(ctypes.Structure):\n"
+    "    _fields_ = [('b', ctypes.c_char * 128)]\n"
+    "uid = UID()\n"
+    "assert g.ncclGetUniqueId(ctypes.byref(uid)) == 0\n"
+    "comm = ctypes.c_void_p()\n"
+    "assert g.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0\n"
+    "x, y = ctypes.c_float(1.0), ctypes.c_float(0.0)\n"
+    "for i in range(25):\n"
+    "    assert g.ncclAllReduce(ctypes.byref(x), ctypes.byref(y), ctypes.c_size_t(1), 7, 0, comm, None) == 0\n"
+    "print('python done', flush=True)\n"
+    "os._exit(0)\n";
+
+static void test_python_os_exit(void **state)
+{
+	(void)state;
+	char out[256], preload[600], outenv[300], names[4][300];
+	char *argv[] = {"python3", "-c", (char *)python_os_exit, (char *)nccl_path, NULL};
+	struct run plain, with;
+	struct trace_summary s;
+
+	if (system("python3 -c pass >/dev/null 2>&1") != 0) {
+		print_message("python3 is not installed: the os._exit case is skipped\n");
+		skip();
+	}
+	if (getenv("AGENT_FAULT_SANITIZED")) {
+		print_message("sanitizer build: python3 cannot load the instrumented stand-in, the os._exit case is "
+			      "skipped\n");
+		skip();
+	}
+	subdir(out, sizeof(out), "python-out");
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
+	const char *extra[] = {preload, outenv, NULL};
+	run_plain(&plain, argv);
+	assert_true(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0);
+	run_start(&with, argv, extra);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(list_traces(out, names, 4), 1);
+	assert_null(strstr(names[0], ".partial"));
+	assert_int_equal(summary_read_file(&s, names[0]), 0);
+	assert_int_equal(s.ncolls, 25);
+	assert_true(s.have_end && s.end_is_last);
+	assert_int_equal(s.end.exit_code, 0);
+	summary_free(&s);
+}
+
+/* ---- where files go, and what the agent will not open ------------------------------ */
+
+static void file_host_name(char *host, size_t cap)
+{
+	assert_int_equal(gethostname(host, cap), 0);
+	host[cap - 1] = '\0';
+}
+
+static void make_dir(const char *path, mode_t mode)
+{
+	assert_int_equal(mkdir(path, mode), 0);
+	assert_int_equal(chmod(path, mode), 0); /* whatever the umask */
+}
+
+static void assert_private_trace(const char *dir, const char *name_suffix, pid_t pid, size_t ncolls)
+{
+	char names[4][300], want[64];
+	struct stat st;
+	struct trace_summary s;
+
+	assert_int_equal(lstat(dir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(list_traces(dir, names, 4), 1);
+	snprintf(want, sizeof(want), "-%d%s", (int)pid, name_suffix);
+	assert_non_null(strstr(names[0], want));
+	assert_int_equal(lstat(names[0], &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(summary_read_file(&s, names[0]), 0);
+	assert_int_equal(s.ncolls, ncolls);
+	assert_true(s.have_end);
+	summary_free(&s);
+}
+
+/* No FSDPSCOPE_OUT: the file goes to a private per-user directory
+ * ($XDG_RUNTIME_DIR/fsdpscope, else $TMPDIR/fsdpscope-<uid>), never into
+ * the job's current directory. */
+static void test_default_directory(void **state)
+{
+	(void)state;
+	char cwd[256], shared[256], runtime[256], tmpenv[300], xdgenv[300], mine[300], preload[600];
+	char *argv[] = {(char *)job_path, "many", "20", NULL};
+	struct run plain, with;
+	int release;
+
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	subdir(cwd, sizeof(cwd), "default-cwd");
+	make_dir(cwd, 0755);
+	subdir(shared, sizeof(shared), "default-tmp");
+	make_dir(shared, 01777);
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", shared);
+	run_plain(&plain, argv);
+
+	/* TMPDIR, no runtime directory */
+	const char *extra[] = {preload, tmpenv, NULL};
+	run_start_held(&with, argv, extra, cwd, &release);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(count_traces(cwd), 0);
+	snprintf(mine, sizeof(mine), "%s/fsdpscope-%u", shared, (unsigned)geteuid());
+	assert_private_trace(mine, ".fss", with.pid, 20);
+
+	/* XDG_RUNTIME_DIR wins when it is the user's own */
+	subdir(runtime, sizeof(runtime), "default-run");
+	make_dir(runtime, 0700);
+	snprintf(xdgenv, sizeof(xdgenv), "XDG_RUNTIME_DIR=%s", runtime);
+	const char *extra_xdg[] = {preload, tmpenv, xdgenv, NULL};
+	run_start_held(&with, argv, extra_xdg, cwd, &release);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(count_traces(cwd), 0);
+	snprintf(mine, sizeof(mine), "%s/fsdpscope", runtime);
+	assert_private_trace(mine, ".fss", with.pid, 20);
+}
+
+/* FSDPSCOPE_OUT that cannot be a directory: the file goes to the default
+ * directory, and one line on stderr says where; when that cannot be made
+ * either, no file at all, one line, and the job is unchanged. */
+static void test_out_dir_unusable(void **state)
+{
+	(void)state;
+	char afile[256], outenv[300], shared[256], tmpenv[300], mine[300], preload[600], err[4096];
+	char *argv[] = {(char *)job_path, "many", "20", NULL};
+	struct run plain, with;
+	int release;
+
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	subdir(afile, sizeof(afile), "not-a-directory");
+	int fd = open(afile, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s/out", afile); /* ENOTDIR, even for root */
+	subdir(shared, sizeof(shared), "unusable-tmp");
+	make_dir(shared, 01777);
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", shared);
+	run_plain(&plain, argv);
+
+	const char *extra[] = {preload, outenv, tmpenv, NULL};
+	run_start_held(&with, argv, extra, tmpdir, &release);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	snprintf(mine, sizeof(mine), "%s/fsdpscope-%u", shared, (unsigned)geteuid());
+	assert_private_trace(mine, ".fss", with.pid, 20);
+	run_read_stderr(&with, err, sizeof(err));
+	assert_int_equal(count_lines(err), 1);
+	assert_non_null(strstr(err, "FSDPSCOPE_OUT"));
+	assert_non_null(strstr(err, mine));
+
+	/* nowhere to write: TMPDIR is a file too */
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", afile);
+	const char *nowhere[] = {preload, outenv, tmpenv, NULL};
+	run_start_held(&with, argv, nowhere, tmpdir, &release);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_int_equal(count_traces(tmpdir), 0);
+	run_read_stderr(&with, err, sizeof(err));
+	assert_int_equal(count_lines(err), 1);
+	assert_non_null(strstr(err, "dropped"));
+}
+
+/* Run fn(arg) in a child that has become nobody. */
+static void as_nobody(void (*fn)(const char *const *args), const char *const *args)
+{
+	struct passwd *pw = getpwnam("nobody");
+	int status;
+
+	assert_non_null(pw);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+			_exit(3);
+		fn(args);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* args: pairs of (target, link), then NULL; a target "dir:" + path makes
+ * that directory first (nobody's own). */
+static void plant_links(const char *const *args)
+{
+	for (size_t i = 0; args[i]; i += 2) {
+		const char *target = args[i];
+		if (!strncmp(target, "dir:", 4)) {
+			target += 4;
+			if (mkdir(target, 0777) != 0)
+				_exit(4);
+		}
+		if (symlink(target, args[i + 1]) != 0)
+			_exit(5);
+	}
+}
+
+static void assert_file_is(const char *path, const char *text)
+{
+	char buf[256];
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	assert_string_equal(buf, text);
+}
+
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n == 0;
+}
+
+/*
+ * The attack: a job run as root whose current directory is not writable,
+ * with `nobody` having planted symlinks to a root-owned 0600 file at the
+ * agent's old fallback name (/tmp/fsdpscope-<host>-<pid>.fss.partial), at
+ * the per-user directory's name in the shared temporary directory, and at
+ * the file's name in a shared FSDPSCOPE_OUT. None may be followed: the
+ * file keeps its contents, nobody's directory stays empty, the job is
+ * unchanged.
+ */
+static void test_symlink_attack(void **state)
+{
+	(void)state;
+	char host[200], victim[256], shared[256], tmpenv[300], outenv[300], preload[600];
+	char old_link[600], dir_link[300], nobody_dir[300], out_link[600], names[4][300];
+	char *argv[] = {(char *)job_path, "many", "20", NULL};
+	struct run plain, with;
+	struct trace_summary s;
+	int release;
+
+	if (geteuid() != 0) {
+		print_message("not root: the symlink attack (root's file, nobody's links) is skipped\n");
+		skip();
+	}
+	file_host_name(host, sizeof(host));
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
+	assert_int_equal(chmod(tmpdir, 0711), 0); /* nobody may reach the shared directory below */
+	subdir(victim, sizeof(victim), "root-only");
+	int fd = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "precious\n", 9), 9);
+	close(fd);
+	subdir(shared, sizeof(shared), "attack-tmp");
+	make_dir(shared, 01777);
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", shared);
+	run_plain(&plain, argv);
+
+	/* 1: no FSDPSCOPE_OUT, current directory not writable */
+	const char *extra[] = {preload, tmpenv, NULL};
+	run_start_held(&with, argv, extra, "/proc", &release);
+	snprintf(old_link, sizeof(old_link), "/tmp/fsdpscope-%s-%d.fss.partial", host, (int)with.pid);
+	snprintf(dir_link, sizeof(dir_link), "%s/fsdpscope-%u", shared, (unsigned)geteuid());
+	snprintf(nobody_dir, sizeof(nobody_dir), "%s/nobody-owns-this", shared);
+	char dir_target[320];
+	snprintf(dir_target, sizeof(dir_target), "dir:%s", nobody_dir);
+	const char *links[] = {victim, old_link, dir_target, dir_link, NULL};
+	as_nobody(plant_links, links);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_file_is(victim, "precious\n");
+	assert_true(dir_is_empty(nobody_dir));
+	struct stat st;
+	assert_int_equal(lstat(old_link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode)); /* still nobody's link, never replaced */
+	unlink(old_link);
+
+	/* 2: FSDPSCOPE_OUT is a shared directory with nobody's link at the name */
+	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", shared);
+	const char *extra_out[] = {preload, outenv, NULL};
+	run_start_held(&with, argv, extra_out, "/proc", &release);
+	snprintf(out_link, sizeof(out_link), "%s/fsdpscope-%s-%d.fss.partial", shared, host, (int)with.pid);
+	const char *links_out[] = {victim, out_link, NULL};
+	as_nobody(plant_links, links_out);
+	run_release(release);
+	run_wait(&with);
+	assert_same_run(&plain, &with);
+	assert_file_is(victim, "precious\n");
+	assert_int_equal(lstat(out_link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	unlink(out_link);
+	/* the trace went to the next name, complete and private */
+	int n = list_traces(shared, names, 4);
+	int found = 0;
+	for (int i = 0; i < n; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "-%d-1.fss", (int)with.pid);
+		if (!strstr(names[i], want))
+			continue;
+		found = 1;
+		assert_int_equal(lstat(names[i], &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		assert_int_equal(st.st_mode & 0777, 0600);
+		assert_int_equal(summary_read_file(&s, names[i]), 0);
+		assert_int_equal(s.ncolls, 20);
+		assert_true(s.have_end);
+		summary_free(&s);
+	}
+	assert_true(found);
+	assert_int_equal(chmod(tmpdir, 0700), 0);
 }
 
 /* NCCL linked by a module that was dlopen'd RTLD_LOCAL (as torch is
@@ -793,17 +1270,24 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_threads),
 	    cmocka_unit_test(test_no_nccl),
 	    cmocka_unit_test(test_exit_paths),
+	    cmocka_unit_test(test_underscore_exit),
+	    cmocka_unit_test(test_vfork_failed_exec),
+	    cmocka_unit_test(test_python_os_exit),
+	    cmocka_unit_test(test_default_directory),
+	    cmocka_unit_test(test_out_dir_unusable),
+	    cmocka_unit_test(test_symlink_attack),
 	    cmocka_unit_test(test_nccl_in_local_module),
 	};
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: agent_fault_test AGENT.so JOB interpose|faults DLOPEN_JOB MODULE.so\n");
+	if (argc != 7) {
+		fprintf(stderr, "usage: agent_fault_test AGENT.so JOB interpose|faults DLOPEN_JOB MODULE.so NCCL.so\n");
 		return 2;
 	}
 	agent_path = argv[1];
 	job_path = argv[2];
 	dlopen_path = argv[4];
 	module_path = argv[5];
+	nccl_path = argv[6];
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(argv[3], "interpose"))
 		return cmocka_run_group_tests_name("agent_interpose", interpose, setup, teardown);

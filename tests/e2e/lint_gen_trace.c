@@ -10,7 +10,10 @@
  *   lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T]
  *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
  *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
- *                  [--no-nvtx]
+ *                  [--no-nvtx] [--last-rank-steps S]
+ *
+ * --last-rank-steps S: the last rank records only its first S steps (a rank
+ * that stopped early), the others all T.
  *
  * --no-nvtx writes no range at all (a job without markers: steps from the
  * period of the collectives, exposure not measurable).
@@ -44,6 +47,7 @@
 struct gen {
 	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
 	int rank_hint, kill_rank, cut_rank, lose_rank, lose_calls;
+	int last_rank_steps; /* -1: every rank records every step */
 	uint8_t dtype;
 	uint64_t block_params, root_params;
 };
@@ -232,10 +236,10 @@ int main(int argc, char **argv)
 		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},
 		{"no-rank-hint", no_argument, NULL, 'H'},       {"kill", required_argument, NULL, 'K'},
 		{"cut", required_argument, NULL, 'C'},          {"lose", required_argument, NULL, 'L'},
-		{NULL, 0, NULL, 0},
+		{"last-rank-steps", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
 	};
 	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
-			.rank_hint = 1, .kill_rank = -1, .cut_rank = -1, .lose_rank = -1,
+			.rank_hint = 1, .kill_rank = -1, .cut_rank = -1, .lose_rank = -1, .last_rank_steps = -1,
 			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
 	const char *out = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
@@ -267,6 +271,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'S': g.last_rank_steps = atoi(optarg); break;
 		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
 		}
 	}
@@ -329,6 +334,8 @@ int main(int argc, char **argv)
 		for (int r = 0; r < g.ranks && !rc; r++) {
 			uint64_t e;
 
+			if (r == g.ranks - 1 && g.last_rank_steps >= 0 && s >= g.last_rank_steps)
+				continue;
 			if ((r == g.kill_rank || r == g.cut_rank) && s >= g.steps / 2)
 				continue; /* this rank is gone */
 			if (r == g.lose_rank && s == 1)

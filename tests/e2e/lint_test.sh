@@ -144,7 +144,7 @@ v=$(json_get "$T/report-block.json" '(d["per_step"]["allgathers"], d["per_step"]
 # --- report text ----------------------------------------------------------------
 expect_rc 0 "report text" "$FSS" report "$T/linear.fss"
 for s in "per step    AllGather 129 (65 forward + 64 backward" "units       8 repeating units x 8 gathers" \
-	"reshard     reshard_after_forward=true" "Memory ledger" "AllGathers of a typical step" "Ranks (2" \
+	"reshard     reshard_after_forward=true" "Memory ledger" "AllGathers of step" "Ranks (2" \
 	"Findings (1 error"; do
 	expect_out "$T/out" "$s" "report text: $s"
 done
@@ -167,6 +167,75 @@ head -c $((size * 2 / 3)) "$T/block40.fss" >"$T/cut-block.fss"
 expect_rc 4 "truncated trace without a finding" "$FSS" lint "$T/cut-block.fss"
 expect_out "$T/err" "damaged or cut short" "truncated per-block: says damaged"
 expect_rc 2 "report truncated trace" "$FSS" report "$T/cut.fss"
+
+# --- files that are not (readable) traces, and traces cut on a chunk boundary ---
+# chunk_end FILE N - the byte offset just past chunk N (header 64 bytes, chunk
+# header 24 with the payload size at +4)
+chunk_end() {
+	python3 -c 'import struct,sys
+d=open(sys.argv[1],"rb").read(); off=64
+for _ in range(int(sys.argv[2]) + 1): off += 24 + struct.unpack_from("<I", d, off + 4)[0]
+print(off)' "$1" "$2"
+}
+: >"$T/empty.fss"
+head -c 10 "$T/block40.fss" >"$T/ten.fss"
+head -c 64 "$T/block40.fss" >"$T/header-only.fss"
+for o in 9 12; do
+	cp "$T/block40.fss" "$T/flip$o.fss"
+	printf '\x41' | dd of="$T/flip$o.fss" bs=1 seek=$o conv=notrunc status=none
+done
+for cmd in lint report dump; do
+	expect_rc 2 "$cmd empty file" "$FSS" $cmd "$T/empty.fss"
+	expect_out "$T/err" "an empty file (0 bytes), not a trace" "$cmd empty file: says so"
+	expect_no "$T/err" "fsdpscope run" "$cmd empty file: no advice about the run"
+	expect_no "$T/err" "dumped above" "$cmd empty file: nothing claimed dumped"
+	expect_no "$T/out" "headline" "$cmd empty file: no report"
+	expect_rc 2 "$cmd 10-byte file" "$FSS" $cmd "$T/ten.fss"
+	expect_out "$T/err" "cut short inside its file header: 10 of 64 bytes" "$cmd 10-byte file: says so"
+	expect_rc 2 "$cmd not a trace" "$FSS" $cmd "$T/garbage.fss"
+	expect_out "$T/err" "not an fsdpscope trace" "$cmd not a trace: says so"
+	expect_rc 2 "$cmd header only" "$FSS" $cmd "$T/header-only.fss"
+	expect_out "$T/err" "a trace with no records" "$cmd header only: says so"
+	for o in 9 12; do
+		expect_rc 2 "$cmd header flipped at $o" "$FSS" $cmd "$T/flip$o.fss"
+		expect_out "$T/err" "file header is damaged (CRC mismatch" "$cmd header flipped at $o: damaged"
+		expect_no "$T/err" "version" "$cmd header flipped at $o: no version advice"
+		expect_no "$T/err" "byte order" "$cmd header flipped at $o: no byte-order advice"
+	done
+done
+# A whole trace: closed by its writer, whose trace_end is no process.
+"$FSS" lint --json "$T/block40.fss" >"$T/lint-whole.json" 2>/dev/null
+v=$(json_get "$T/lint-whole.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps"], d["trace"]["sources"], d["ranks"])')
+[ "$v" = "(False, 'clean', [], 2, 2)" ] && pass "lint --json whole trace: clean end, 2 sources" ||
+	fail "lint --json whole trace: $v"
+# Cut exactly after a chunk: it reads back whole, but without the writer's
+# trace_end it is not complete, and every command says so.
+head -c "$(chunk_end "$T/block40.fss" 1)" "$T/block40.fss" >"$T/cut-boundary.fss"
+expect_rc 4 "lint cut on a chunk boundary: incomplete" "$FSS" lint "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "lint cut on a chunk boundary: says so"
+"$FSS" lint --json "$T/cut-boundary.fss" >"$T/lint-boundary.json" 2>/dev/null
+v=$(json_get "$T/lint-boundary.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"])')
+[ "$v" = "(True, 'not-closed', 0)" ] && pass "lint --json cut on a chunk boundary: truncated, not closed" ||
+	fail "lint --json cut on a chunk boundary: $v"
+expect_rc 2 "report cut on a chunk boundary" "$FSS" report "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "report cut on a chunk boundary: says so"
+expect_rc 2 "dump cut on a chunk boundary" "$FSS" dump "$T/cut-boundary.fss"
+expect_out "$T/err" "without its trace_end record" "dump cut on a chunk boundary: says so"
+# A damaged chunk in the middle: skipped, every other chunk analysed, the gap said.
+cp "$T/block40.fss" "$T/gap.fss"
+printf '\x41' | dd of="$T/gap.fss" bs=1 seek=$(($(chunk_end "$T/block40.fss" 1) + 100)) conv=notrunc status=none
+expect_rc 4 "lint with a damaged chunk: incomplete" "$FSS" lint "$T/gap.fss"
+expect_out "$T/err" "1 damaged stretch skipped" "lint with a damaged chunk: the gap said"
+expect_out "$T/err" "(chunk 2 lost)" "lint with a damaged chunk: which chunk"
+"$FSS" lint --json "$T/gap.fss" >"$T/lint-gap.json" 2>/dev/null
+v=$(json_get "$T/lint-gap.json" '(d["trace"]["truncated"], d["trace"]["end"], d["trace"]["gaps_total"], [(g["offset"], g["first_missing_chunk"], g["chunks_missing"], g["to_end"]) for g in d["trace"]["gaps"]])')
+want="(True, 'clean', 1, [($(chunk_end "$T/block40.fss" 1), 2, 1, False)])"
+[ "$v" = "$want" ] && pass "lint --json with a damaged chunk: the gap" || fail "lint --json with a damaged chunk: $v, want $want"
+if python3 "$CHECK" "$SCHEMA" "$T/lint-gap.json" "$T/lint-boundary.json" >"$T/schema.out" 2>&1; then
+	pass "gap and chunk-boundary JSON valid against the schema"
+else
+	fail "gap / chunk-boundary JSON"; cat "$T/schema.out"
+fi
 # no verdict is never clean: exit 3, whatever --fail-on says
 "$GEN" --out "$T/onestep.fss" --ranks 2 --layers 4 --k 1 --steps 1 --no-nvtx-steps || fail "gen onestep"
 expect_rc 3 "one step, no NVTX: not diagnosed" "$FSS" lint "$T/onestep.fss"
@@ -194,6 +263,56 @@ expect_rc 2 "no trace" "$FSS" lint
 expect_rc 2 "two traces" "$FSS" lint "$T/block.fss" "$T/block.fss"
 expect_rc 2 "unknown rule" "$FSS" lint --disable nope "$T/block.fss"
 expect_rc 2 "report bad layers" "$FSS" report --layers 0 "$T/block.fss"
+
+# --- an option that cannot apply to this trace: exit 2, why, the valid range ------
+"$GEN" --out "$T/five.fss" --ranks 4 --layers 8 --k 8 --steps 5 || fail "gen five"
+for cmd in lint report; do
+	for n in 100 5; do
+		expect_rc 2 "$cmd --warmup-steps $n on 5 steps" "$FSS" $cmd --warmup-steps $n "$T/five.fss"
+		expect_out "$T/err" "--warmup-steps $n: the trace has 5 steps; --warmup-steps must be 0..4" \
+			"$cmd --warmup-steps $n: the range"
+	done
+	want=0
+	[ $cmd = lint ] && want=1 # the per-Linear wrap's error
+	expect_rc $want "$cmd --warmup-steps 4 on 5 steps: one step left" "$FSS" $cmd --warmup-steps 4 "$T/five.fss"
+	expect_rc 2 "$cmd --rank 7 on 4 ranks" "$FSS" $cmd --rank 7 "$T/five.fss"
+	expect_out "$T/err" "--rank 7: the trace has no rank 7; its ranks are 0..3" "$cmd --rank 7: the ranks present"
+	expect_rc 2 "$cmd --layers 1000000" "$FSS" $cmd --layers 1000000 "$T/five.fss"
+	expect_out "$T/err" "--layers 1000000: the forward of a micro-batch holds 65 AllGathers; more layers than gathers means units that hold several, but no model has more than 1024 layers: --layers must be 1..1024" \
+		"$cmd --layers 1000000: why and the range"
+	expect_rc 2 "$cmd --layers 1025" "$FSS" $cmd --layers 1025 "$T/five.fss"
+done
+expect_rc 1 "lint --rank 3 on 4 ranks" "$FSS" lint --rank 3 "$T/five.fss"
+expect_rc 1 "lint --layers 1024: units holding several layers" "$FSS" lint --layers 1024 "$T/five.fss"
+# a layer count the gathers do not repeat: the evidence stays what the trace shows
+expect_rc 1 "lint --layers 100 per-linear" "$FSS" lint --layers 100 "$T/five.fss"
+expect_out "$T/out" "8 gathers per repeating unit x 8 units = 64 + 1 root per step; per-block wrap would issue 9" \
+	"--layers 100: wrap-too-fine evidence from the trace"
+expect_no "$T/out" "x 100 units" "--layers 100: no product of the user's count with the motif"
+# a rank that recorded too little to show a step: not a headline rank
+"$GEN" --out "$T/short.fss" --ranks 2 --layers 4 --k 1 --steps 6 --no-nvtx-steps --last-rank-steps 1 ||
+	fail "gen short"
+for cmd in lint report; do
+	expect_rc 2 "$cmd --rank 1, a rank without a step" "$FSS" $cmd --rank 1 "$T/short.fss"
+	expect_out "$T/err" "--rank 1: rank 1 has no analysed step (no step found); ranks with analysed steps: 0" \
+		"$cmd --rank 1 without a step: says which ranks have one"
+done
+expect_rc 0 "lint --rank 0 beside a rank without a step" "$FSS" lint --rank 0 "$T/short.fss"
+expect_rc 0 "lint --warmup-steps 5: the rank without steps does not bound it" "$FSS" lint --warmup-steps 5 "$T/short.fss"
+# ranks that found different numbers of steps (cut short mid-step): the
+# warm-up must leave every rank a step
+size=$(stat -c %s "$T/block40.fss")
+head -c $((size * 70 / 100)) "$T/block40.fss" >"$T/cut70.fss"
+"$FSS" report --json "$T/cut70.fss" >"$T/cut70.json" 2>/dev/null
+v=$(json_get "$T/cut70.json" '" ".join("%d:%d" % (r["rank"], r["steps_analyzed"]) for r in d["per_rank"])')
+if [ "$v" = "0:24 1:23" ]; then
+	expect_rc 2 "--warmup-steps 23, ranks with 24 and 23 steps" "$FSS" lint --warmup-steps 23 "$T/cut70.fss"
+	expect_out "$T/err" "--warmup-steps 23: rank 1 has 23 steps (the ranks have 23 to 24); --warmup-steps must be 0..22 to leave every rank a step" \
+		"--warmup-steps per rank: the fewest steps bound it"
+	expect_rc 4 "--warmup-steps 22, ranks with 24 and 23 steps" "$FSS" lint --warmup-steps 22 "$T/cut70.fss"
+else
+	fail "cut70: steps per rank $v, want 0:24 1:23 (the per-rank warm-up check needs ranks that differ)"
+fi
 
 # --- help: every rule and threshold with its default ----------------------------
 expect_rc 0 "lint --help" "$FSS" lint --help
@@ -234,6 +353,45 @@ expect_rc 2 "ledger without --ranks" "$FSS" ledger --params 7e9 --units 32
 expect_rc 2 "ledger bad --params" "$FSS" ledger --params seven --ranks 8 --units 32
 expect_rc 2 "ledger bad dtype" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --param-dtype int4
 expect_rc 2 "ledger stray argument" "$FSS" ledger --params 7e9 --ranks 8 --units 32 extra
+# the extremes: each a clear refusal naming the range, or an exact figure (under
+# UBSan a float-to-integer cast out of range would abort instead)
+for p in 1e30 inf nan -1 0 0.5 1.0001e15; do
+	expect_rc 2 "ledger --params $p refused" "$FSS" ledger --params $p --ranks 8 --units 1
+	expect_out "$T/err" "fsdpscope ledger: --params $p: expected a parameter count from 1 to 1e15" \
+		"ledger --params $p: says the range"
+done
+for o in 1e30 inf nan -8 65; do
+	expect_rc 2 "ledger --optimizer $o refused" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --optimizer $o
+	expect_out "$T/err" "--optimizer $o: expected adam, sgd-momentum, sgd, or bytes of state per parameter from 0 to 64" \
+		"ledger --optimizer $o: says the range"
+done
+for a in "--ranks 1e30" "--ranks 0" "--units 1e30" "--prefetch 1e30" "--gpu-mem 1e30" "--gpu-mem inf" \
+	"--unit-params 1e30" "--param-dtype fp128"; do
+	expect_rc 2 "ledger $a refused" "$FSS" ledger --params 7e9 --ranks 8 --units 32 $a
+	expect_out "$T/err" "${a% *} ${a#* }: expected " "ledger $a: says what it expects"
+done
+expect_rc 2 "ledger --units above --params" "$FSS" ledger --params 100 --ranks 8 --units 101
+expect_out "$T/err" "--units 101: expected a whole number of units from 1 to 10000000, and at most --params" \
+	"ledger --units above --params: says so"
+expect_rc 2 "ledger --unit-params above --params" "$FSS" ledger --params 1e9 --ranks 8 --unit-params 2e9
+expect_out "$T/err" "--unit-params 2e9: expected a parameter count from 1 to --params" \
+	"ledger --unit-params above --params: says so"
+expect_rc 0 "ledger, the largest valid input" "$FSS" ledger --params 1e15 --ranks 1 --units 1 --prefetch 64 \
+	--param-dtype fp64 --grad-dtype fp64 --master-dtype fp64 --optimizer 64 --gpu-mem 1e18 --json
+v=$(json_get "$T/out" '[d["ledger"][k] for k in ("params","persistent_bytes_per_rank","transient_bytes_per_rank","peak_state_bytes_per_rank","headroom_bytes","ddp_persistent_bytes_per_rank")]')
+want="[1000000000000000, 88000000000000000, 520000000000000000, 608000000000000000, 392000000000000000, 88000000000000000]"
+[ "$v" = "$want" ] && pass "ledger largest valid: 88 B x 1e15, 8 B x 1e15 x 65, exact" || fail "ledger largest valid: $v, want $want"
+expect_rc 0 "ledger, the smallest valid input" "$FSS" ledger --params 1 --ranks 10000000 --units 1 --json
+v=$(json_get "$T/out" '(d["ledger"]["params"], d["ledger"]["persistent_bytes_per_rank"], d["ledger"]["transient_bytes_per_rank"])')
+[ "$v" = "(1, 0, 4)" ] && pass "ledger smallest valid: 1 parameter" || fail "ledger smallest valid: $v"
+# the same ledger inputs in report and lint
+for a in "--gpu-mem 1e30" "--optimizer 1e30" "--exposed-min-ns 1e30" "--peak-flops 1e300" \
+	"--tokens-per-step 1e300" "--flops-per-step 1e300"; do
+	expect_rc 2 "report $a refused" "$FSS" report $a "$T/block.fss"
+	expect_out "$T/err" "fsdpscope report: ${a% *} ${a#* }: expected " "report $a: says what it expects"
+done
+expect_rc 2 "lint --gpu-mem 1e30 refused" "$FSS" lint --gpu-mem 1e30 "$T/block.fss"
+expect_out "$T/err" "fsdpscope lint: --gpu-mem 1e30: expected a size from 1 byte to 1e18 bytes" "lint --gpu-mem 1e30: the range"
 
 # --- the summary `fsdpscope run` prints (lint_print_summary) --------------------
 expect_rc 0 "summary of the per-linear trace" "$SUMMARY" "$T/linear.fss"

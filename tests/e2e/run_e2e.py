@@ -2,13 +2,22 @@
 """End-to-end tests of `fsdpscope run` with the real agent (tests/e2e/run.cmake).
 
 usage: run_e2e.py SCENARIO --fsdpscope F --agent A --work DIR
-                  [--gen fss_gen_sample_trace] [--fsdp-ref fsdp_ref] [--sanitized]
+                  [--gen fss_gen_sample_trace] [--fsdp-ref fsdp_ref] [--job run_job] [--sanitized]
 
 Scenarios:
   exit      exit codes and output pass through: true, exit 3, killed by a
             signal, a missing command, stdout untouched, no agent, --help
   signal    SIGTERM / SIGINT sent to fsdpscope reach the job's process group
   fallback  a per-process trace file the job leaves in $FSDPSCOPE_OUT is merged
+  descendants  processes that outlive CMD (orphans before their first NCCL
+            call, ranks that go on after the launcher exits) are waited for,
+            merged, and their exits recorded (needs --job, run_job)
+  shared_dir two runs into one DIR: each trace holds its own job's processes
+            only, no trace is replaced (a new name, said)
+  killed    fsdpscope run killed with SIGKILL: the job survives; lint and the
+            next run name what was left, which the next run merges
+  security  umask 000 still gives a 0700 folder and a 0600 socket; a long DIR
+            gets a private socket folder; user nobody is refused (root only)
   fsdp_ref:N:LAYERS:WRAP:STEPS
             fsdp_ref (CPU backend) under fsdpscope run: every collective its
             --log reports is in the trace with matching op, bytes, order and
@@ -55,6 +64,46 @@ def dump(args, trace):
 
 def by_type(records, t):
     return [r for r in records if r["type"] == t]
+
+
+def run_folders(out):
+    return [f for f in os.listdir(out) if f.startswith(".fsdpscope-run.")]
+
+
+def trace_written(stderr):
+    """The trace a run says it wrote."""
+    lines = [l for l in stderr.splitlines() if l.startswith("fsdpscope run: trace written to ")]
+    check(len(lines) == 1, f"not one 'trace written to' line: {stderr}")
+    return lines[0][len("fsdpscope run: trace written to "):]
+
+
+def need_job(args):
+    if not args.job:
+        print("SKIP: run_job is not built (needs the NCCL stand-in, fss_nccl_cpu)")
+        sys.exit(SKIP)
+    skip_if_agent_cannot_load(args, [args.job, "ranks", "0", "0"])
+
+
+def collectives_by_pid(recs):
+    """pid -> sorted list of collective seq numbers, over all its sources."""
+    pid_of = {h["source"]: h["pid"] for h in by_type(recs, "process_hello")}
+    out = {}
+    for c in by_type(recs, "collective"):
+        out.setdefault(pid_of[c["source"]], []).append(c["seq"])
+    return {p: sorted(v) for p, v in out.items()}
+
+
+def wait_lines(path, n, seconds=60):
+    """Until `path` holds n lines (pids a job wrote); returns them."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if os.path.exists(path):
+            lines = open(path).read().split()
+            if len(lines) >= n:
+                return [int(x) for x in lines]
+        if time.monotonic() > deadline:
+            raise Fail(f"{path} did not reach {n} lines in {seconds} s")
+        time.sleep(0.02)
 
 
 def agent_loads(args, program):
@@ -112,8 +161,7 @@ def scenario_exit(args):
     check(r.returncode == 127, f"missing command exited {r.returncode}, want 127")
     check("fsdpscope-no-such-command: command not found" in r.stderr, f"no clear message: {r.stderr}")
     check(os.stat(trace).st_mtime_ns == before, "a failed exec replaced the previous trace")
-    check(not [f for f in os.listdir(out) if f.startswith("trace.fss.run")],
-          f"work files left behind: {os.listdir(out)}")
+    check(not run_folders(out), f"work files left behind: {os.listdir(out)}")
     # Not executable: 126.
     noexec = os.path.join(work, "noexec.sh")
     with open(noexec, "w") as f:
@@ -134,7 +182,7 @@ def scenario_exit(args):
     r = run([fs, "run", "--bogus", "--", "true"])
     check(r.returncode == 2, f"unknown option: exit {r.returncode}")
 
-    # A directory path too long for a socket file: an abstract socket, still
+    # A directory path too long for a socket file: the socket in a private folder of its own, still
     # recorded (needs a job that calls NCCL: fsdp_ref, one rank, one step).
     if args.fsdp_ref:
         deep = os.path.join(work, "d" * 60, "e" * 60)
@@ -142,9 +190,9 @@ def scenario_exit(args):
                  "--layers", "1", "--steps", "1", "--quiet"])
         check(r.returncode == 0, f"long --out: exit {r.returncode}: {r.stderr}")
         check(len(by_type(dump(args, os.path.join(deep, "long.fss")), "process_hello")) == 1,
-              "long --out (abstract socket): the process is not in the trace")
+              "long --out (socket outside DIR): the process is not in the trace")
     else:
-        print("note: fsdp_ref not built: the abstract-socket case (long --out) is not checked")
+        print("note: fsdp_ref not built: the long-DIR case (long --out) is not checked")
 
     # The job's environment: the agent first in LD_PRELOAD (what was there
     # kept), the socket, DIR, the flags; a user's NVTX injection is kept.
@@ -158,9 +206,10 @@ def scenario_exit(args):
     check(got[0] == f"{os.path.realpath(args.agent)}:libc.so.6", f"LD_PRELOAD {got[0]!r}")
     check(got[1] == "/elsewhere/inject.so", f"NVTX_INJECTION64_PATH {got[1]!r}: the user's was not kept")
     check("NVTX_INJECTION64_PATH is already set" in r.stderr, f"no warning about NVTX injection: {r.stderr}")
-    check(got[2].startswith(f"unix:{real_out}/.fsdpscope-run."), f"FSDPSCOPE_SINK {got[2]!r}")
-    check(got[3:] == [real_out, "1", "0"], f"FSDPSCOPE_OUT / DORMANT / CUPTI: {got[3:]}")
-    check(not [f for f in os.listdir(out) if f.endswith(".sock")], "the socket file was left in DIR")
+    check(got[3].startswith(f"{real_out}/.fsdpscope-run."), f"FSDPSCOPE_OUT {got[3]!r}: not a private folder in DIR")
+    check(got[2] == f"unix:{got[3]}/sock", f"FSDPSCOPE_SINK {got[2]!r}: not in the run's folder {got[3]}")
+    check(got[4:] == ["1", "0"], f"FSDPSCOPE_DORMANT / CUPTI: {got[4:]}")
+    check(not os.path.exists(got[3]), "the run's private folder was left in DIR")
     r = run([fs, "run", "--out", out, "--", "sh", "-c", 'printf "%s\\n" "$NVTX_INJECTION64_PATH"'])
     check(r.stdout.strip() == os.path.realpath(args.agent), f"NVTX_INJECTION64_PATH {r.stdout!r}")
 
@@ -170,6 +219,13 @@ def scenario_exit(args):
     check(h1.returncode == 0 and h1.stdout == h2.stdout, "help run and run --help differ")
     for section in ("SYNOPSIS", "EXAMPLES", "OVERHEAD", "EXIT STATUS"):
         check(section in h1.stdout, f"help run has no {section}")
+    h3 = run([fs, "run", "--out", out, "--help", "--", "true"])
+    check(h3.returncode == 0 and h3.stdout == h1.stdout, "run --out DIR --help is not the help")
+    # Once CMD begins, --help and -h are the job's, with or without '--'.
+    r = run([fs, "run", "--out", out, "echo", "hi", "--help"])
+    check(r.returncode == 0 and r.stdout == "hi --help\n", f"run echo hi --help: {r.returncode} {r.stdout!r}")
+    r = run([fs, "run", "--out", out, "--", "sh", "-c", 'echo "$@"', "sh", "-h", "--help"])
+    check(r.returncode == 0 and r.stdout == "-h --help\n", f"run -- sh -c ... -h --help: {r.stdout!r}")
 
 
 # ------------------------------------------------------------------- signals
@@ -255,6 +311,337 @@ def scenario_fallback(args):
     logged = sum(l[k] for l in map(json.loads, open(log)) for k in ("allgathers", "reduce_scatters", "allreduces"))
     traced = len(by_type(recs, "collective"))
     check(traced == logged, f"fsdp_ref without a sink: {traced} collectives in the trace, the log says {logged}")
+
+
+# --------------------------------------------------------------- descendants
+
+def check_exits(recs, pids, what):
+    """One process_exit per pid, exit status 0, after the source's other records."""
+    exits = by_type(recs, "process_exit")
+    got = sorted(e["pid"] for e in exits)
+    check(got == sorted(pids), f"{what}: process_exit for pids {got}, want {sorted(pids)}")
+    for e in exits:
+        check(e["wait_status"] == 0, f"{what}: pid {e['pid']} ended with wait status {e['wait_status']}, want 0")
+        mine = [r for r in recs if r["source"] == e["source"]]
+        check(mine[-1] == e, f"{what}: pid {e['pid']}'s process_exit is not its source's last record")
+
+
+def scenario_descendants(args):
+    need_job(args)
+    work = fresh(os.path.join(args.work, "descendants"))
+
+    # The parent exits before its children's first NCCL call: the run waits
+    # for the children, its subreaper's own.
+    out = os.path.join(work, "orphans")
+    r = run([args.fsdpscope, "run", "--out", out, "--", args.job, "orphans", "3", "20"])
+    check(r.returncode == 0, f"orphans: exit {r.returncode}: {r.stderr}")
+    check("no process reported" not in r.stderr, f"orphans: the children were lost: {r.stderr}")
+    check("3 processes outlived" in r.stderr and "3 of them reported to the trace" in r.stderr,
+          f"orphans: no line about the processes that outlived CMD: {r.stderr}")
+    check(os.listdir(out) == ["trace.fss"], f"orphans: files left in DIR: {os.listdir(out)}")
+    recs = dump(args, os.path.join(out, "trace.fss"))
+    seqs = collectives_by_pid(recs)
+    check(len(seqs) == 3 and all(v == list(range(1, 21)) for v in seqs.values()),
+          f"orphans: collectives per process {seqs}, want 3 processes with seq 1..20")
+    check_exits(recs, list(seqs), "orphans")
+
+    # Ranks that go on after the launcher exited: collectives 54-80 of every
+    # rank are in the trace, merged, nothing left in DIR.
+    out = os.path.join(work, "early-exit")
+    r = run([args.fsdpscope, "run", "--out", out, "--", args.job, "early-exit", "2", "53", "27"])
+    check(r.returncode == 0, f"early-exit: exit {r.returncode}: {r.stderr}")
+    check("still connected" not in r.stderr, f"early-exit: the trace was closed on live ranks: {r.stderr}")
+    check(os.listdir(out) == ["trace.fss"], f"early-exit: files left in DIR: {os.listdir(out)}")
+    recs = dump(args, os.path.join(out, "trace.fss"))
+    seqs = collectives_by_pid(recs)
+    check(len(seqs) == 2 and all(v == list(range(1, 81)) for v in seqs.values()),
+          f"early-exit: collective seqs per rank {{pid: [...]}} = { {p: (v[:2], v[-2:], len(v)) for p, v in seqs.items()} }, "
+          f"want 1..80 on 2 ranks")
+    check_exits(recs, list(seqs), "early-exit")
+
+    # While the run waits for what CMD left, a signal still reaches the job's
+    # group, and how each process ended is said and recorded.
+    out = os.path.join(work, "signalled")
+    pids = os.path.join(work, "pids-signalled")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=os.path.join(work, "never"))
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--", args.job, "orphans", "1", "5"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        (orphan,) = wait_lines(pids, 1)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    check(p.returncode == 0, f"signalled: exit {p.returncode} (CMD's own status is 0): {err}")
+    check(f"pid {orphan} (killed by signal {int(signal.SIGTERM)})" in err, f"signalled: how the orphan ended: {err}")
+    for e in by_type(dump(args, trace_written(err)), "process_exit"):
+        check(e["pid"] == orphan and e["wait_status"] == int(signal.SIGTERM),
+              f"signalled: process_exit {e}, want pid {orphan} killed by SIGTERM")
+
+    # An orphan that survives the forwarded signal: a second one stops the
+    # wait, and the orphan is named as left running.
+    out = os.path.join(work, "stubborn")
+    pids = os.path.join(work, "pids-stubborn")
+    terms = os.path.join(work, "terms-stubborn")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=os.path.join(work, "never"), RUN_JOB_ON_TERM=terms)
+    errfile = open(os.path.join(work, "stubborn.err"), "w+")  # the orphan outlives the run: no pipe
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--flush-timeout", "0", "--", args.job, "orphans", "1",
+                          "5"], env=env, stdout=subprocess.DEVNULL, stderr=errfile)
+    orphan = None
+    try:
+        (orphan,) = wait_lines(pids, 1)
+        p.send_signal(signal.SIGTERM)
+        wait_for(terms, 60)  # the file exists once the orphan got the forwarded signal
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if orphan:
+            os.kill(orphan, signal.SIGKILL)
+    errfile.seek(0)
+    err = errfile.read()
+    check(p.returncode == 0, f"stubborn: exit {p.returncode}: {err}")
+    check("1 process still running" in err and f"({orphan})" in err, f"stubborn: the orphan is not named: {err}")
+
+
+# ---------------------------------------------------------------- shared DIR
+
+def scenario_shared_dir(args):
+    need_job(args)
+    work = fresh(os.path.join(args.work, "shared_dir"))
+    out = os.path.join(work, "out")
+    jobs = {"a": (2, 7), "b": (3, 11)}
+    procs = {}
+    for name, (n, k) in jobs.items():
+        env = dict(os.environ, RUN_JOB_PIDS=os.path.join(work, f"pids-{name}"))
+        procs[name] = subprocess.Popen(
+            [args.fsdpscope, "run", "--out", out, "--", args.job, "gated", str(n), str(k),
+             os.path.join(work, f"gate-{name}")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = {name: wait_lines(os.path.join(work, f"pids-{name}"), n) for name, (n, _) in jobs.items()}
+        # a's job ends and its run finishes while b's is still running.
+        open(os.path.join(work, "gate-a"), "w").close()
+        _, err_a = procs["a"].communicate(timeout=60)
+        check(procs["a"].returncode == 0, f"run a: exit {procs['a'].returncode}: {err_a}")
+        check(procs["b"].poll() is None, "run b ended before its gate was opened")
+        open(os.path.join(work, "gate-b"), "w").close()
+        _, err_b = procs["b"].communicate(timeout=60)
+        check(procs["b"].returncode == 0, f"run b: exit {procs['b'].returncode}: {err_b}")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    traces = {"a": trace_written(err_a), "b": trace_written(err_b)}
+    check(traces["a"] != traces["b"], f"both runs wrote {traces['a']}")
+    check(sorted(os.path.basename(t) for t in traces.values()) == ["trace-2.fss", "trace.fss"],
+          f"trace names {traces}")
+    renamed = "b" if traces["b"].endswith("trace-2.fss") else "a"
+    check("already exists" in (err_b if renamed == "b" else err_a), "the renamed run did not say why")
+    for name, (n, k) in jobs.items():
+        seqs = collectives_by_pid(dump(args, traces[name]))
+        check(sorted(seqs) == sorted(pids[name]), f"run {name}: processes {sorted(seqs)}, its job's are {pids[name]}")
+        check(all(v == list(range(1, 2 * k + 1)) for v in seqs.values()),
+              f"run {name}: collectives per process {seqs}, want 1..{2 * k}")
+    check(not run_folders(out), f"run folders left: {os.listdir(out)}")
+
+    # A later run never replaces a trace: a new name, said on stderr.
+    before = {t: open(t, "rb").read() for t in traces.values()}
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check(r.returncode == 0, f"third run: exit {r.returncode}: {r.stderr}")
+    check(trace_written(r.stderr) == os.path.join(os.path.realpath(out), "trace-3.fss"),
+          f"third run: {r.stderr}")
+    check("trace.fss already exists" in r.stderr, f"third run did not say the name was taken: {r.stderr}")
+    check(all(open(t, "rb").read() == b for t, b in before.items()), "a trace was changed by a later run")
+
+
+# -------------------------------------------------------------------- killed
+
+def become_subreaper():
+    """Orphans of the killed run become this process's children, so that the
+    test can wait for the job with waitpid rather than by polling."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def scenario_killed(args):
+    need_job(args)
+    if not become_subreaper():
+        print("SKIP: prctl(PR_SET_CHILD_SUBREAPER) failed: the orphaned job cannot be waited for")
+        sys.exit(SKIP)
+    work = fresh(os.path.join(args.work, "killed"))
+    out = os.path.join(work, "out")
+    gate = os.path.join(work, "gate")
+    env = dict(os.environ, RUN_JOB_PIDS=os.path.join(work, "pids"))
+    # No pipes: the job, which outlives fsdpscope, would hold them open.
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--", args.job, "gated", "1", "10", gate],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        (rank,) = wait_lines(os.path.join(work, "pids"), 1)
+        folders = run_folders(out)
+        check(len(folders) == 1, f"run folders while running: {folders}")
+        folder = os.path.join(out, folders[0])
+    finally:
+        p.kill()
+    p.wait(timeout=30)
+    check(p.returncode == -signal.SIGKILL, f"fsdpscope run was not killed: {p.returncode}")
+    # The job outlives its observer, and its agent goes on in a file of its own.
+    os.kill(rank, 0)
+    deadline = time.monotonic() + 30
+    while not [f for f in os.listdir(folder) if f.startswith("fsdpscope-")]:
+        check(time.monotonic() < deadline, f"the rank's agent did not fail over to a file: {os.listdir(folder)}")
+        time.sleep(0.02)
+    open(gate, "w").close()
+    statuses = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        statuses[pid] = status
+    # The job's parent waits for its rank and exits 0 only when it ended well.
+    check(len(statuses) == 1 and all(os.waitstatus_to_exitcode(s) == 0 for s in statuses.values()),
+          f"the job did not finish cleanly after fsdpscope was killed: {statuses}")
+    check(os.path.exists(os.path.join(folder, "sock")), "no stale socket left by the killed run")
+    check(os.path.exists(os.path.join(folder, "run-output.fss.partial")), "no unfinished trace left")
+
+    # lint names what it found: on DIR, and on the unfinished trace.
+    r = run([args.fsdpscope, "lint", out])
+    for what in ("which did not finish", "stale socket", "unfinished trace", "1 unmerged per-process file",
+                 f"fsdpscope run --out {out}"):
+        check(what in r.stderr, f"lint DIR: no '{what}': {r.stderr}")
+    r = run([args.fsdpscope, "lint", os.path.join(folder, "run-output.fss.partial")])
+    check("is from an unfinished run" in r.stderr, f"lint on the .partial: {r.stderr}")
+
+    # The next run names it and merges it into a trace of its own.
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check(r.returncode == 0, f"next run: exit {r.returncode}: {r.stderr}")
+    run_id = folders[0][len(".fsdpscope-run."):]
+    check(f"left by run {run_id}" in r.stderr and "stale socket" in r.stderr, f"next run: {r.stderr}")
+    recovered = os.path.join(os.path.realpath(out), f"recovered-{run_id}.fss")
+    check(f"merged what run {run_id} left into {recovered}" in r.stderr, f"next run: {r.stderr}")
+    check(not run_folders(out), f"the killed run's folder is still there: {os.listdir(out)}")
+    recs = dump(args, recovered)
+    seqs = collectives_by_pid(recs).get(rank, [])
+    check(len(seqs) == len(set(seqs)), f"recovered: a collective twice: {seqs}")
+    check(set(range(11, 21)) <= set(seqs) <= set(range(1, 21)),
+          f"recovered: the rank's collectives {seqs}, want 11..20 (recorded after the kill) and no others than 1..20")
+    # And the next run after that finds nothing left.
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check("left by run" not in r.stderr, f"a leftover reported twice: {r.stderr}")
+
+    # The bound on waiting for descendants: with --wait-descendants 0 the
+    # orphan is named and left running, the folder stays; the next run leaves
+    # it in place while the orphan's job runs, the one after merges it.
+    out = os.path.join(work, "bound")
+    gate = os.path.join(work, "gate-bound")
+    pids = os.path.join(work, "pids-bound")
+    env = dict(os.environ, RUN_JOB_PIDS=pids, RUN_JOB_GATE=gate)
+    # stderr to a file: the orphan, which outlives fsdpscope, would hold a pipe open.
+    with open(os.path.join(work, "bound.err"), "w+") as err:
+        rc = subprocess.run([args.fsdpscope, "run", "--out", out, "--wait-descendants", "0", "--", args.job,
+                             "orphans", "1", "5"], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                            timeout=60).returncode
+        err.seek(0)
+        stderr = err.read()
+    check(rc == 0, f"--wait-descendants 0: exit {rc}: {stderr}")
+    check("1 process still running 0 s after" in stderr, f"--wait-descendants 0: the orphan is not named: {stderr}")
+    kept = run_folders(out)
+    check(len(kept) == 1, f"--wait-descendants 0: the folder was not kept: {os.listdir(out)}")
+    (orphan,) = wait_lines(pids, 1)
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check("is still running" in r.stderr and "left it in place" in r.stderr,
+          f"a leftover whose job runs: {r.stderr}")
+    check(run_folders(out) == kept, f"the running job's folder was touched: {os.listdir(out)}")
+    open(gate, "w").close()
+    pid, status = os.waitpid(orphan, 0)
+    check(os.waitstatus_to_exitcode(status) == 0, f"the orphan ended with {status}")
+    r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
+    check(r.stderr.count("merged what run") == 1, f"once the job ended, its folder was not merged: {r.stderr}")
+    check(len(run_folders(out)) == 0, f"folders left: {os.listdir(out)}")
+
+
+# ------------------------------------------------------------------ security
+
+INJECT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(f"connect: {e.__class__.__name__}")
+    sys.exit(0)
+try:
+    s.sendall(sys.stdin.buffer.read())
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+    print("sent")
+except OSError as e:
+    print(f"send: {e.__class__.__name__}")
+"""
+
+
+def scenario_security(args):
+    skip_if_agent_cannot_load(args, ["sh", "-c", "true"])
+    work = fresh(os.path.join(args.work, "security"))
+    modes = 'o="$FSDPSCOPE_OUT"; s="${FSDPSCOPE_SINK#unix:}"; ' \
+            'stat -c %a "$o"; stat -c %a "$s"; stat -c %a "$(dirname "$s")"; echo "$s"'
+    # Whatever the umask: the folder 0700, the socket 0600; and with a DIR
+    # too long for a socket path, a private folder elsewhere, not an
+    # abstract name anyone can connect to.
+    for name, out in (("short", os.path.join(work, "out")),
+                      ("long", os.path.join(work, "d" * 60, "e" * 60))):
+        r = subprocess.run([args.fsdpscope, "run", "--out", out, "--", "sh", "-c", modes], capture_output=True,
+                           text=True, timeout=60, preexec_fn=lambda: os.umask(0))
+        check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr}")
+        folder_mode, sock_mode, sock_dir_mode, sock = r.stdout.split()
+        check((folder_mode, sock_mode, sock_dir_mode) == ("700", "600", "700"),
+              f"{name} DIR, umask 000: folder {folder_mode}, socket {sock_mode}, socket's folder {sock_dir_mode}")
+        check(sock.startswith("/"), f"{name}: the socket is not a file: {sock}")
+        check(not os.path.exists(os.path.dirname(sock)), f"{name}: the socket's folder was left: {sock}")
+        if name == "long":
+            check(not sock.startswith(os.path.realpath(out)), f"long DIR: socket {sock} does not fit")
+
+    if os.geteuid() != 0:
+        print("SKIP: injecting as another user needs root (to become nobody): the modes were checked, "
+              "the peer check was not")
+        sys.exit(SKIP)
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        print("SKIP: setpriv (util-linux) is missing: the peer check as another user was not run")
+        sys.exit(SKIP)
+    sample = os.path.join(work, "fake.fss")
+    check(run([args.gen, sample, "1", "500"]).returncode == 0, "fss_gen_sample_trace failed")
+    fake = len(by_type(dump(args, sample), "collective"))
+    check(fake > 0, "the fake trace holds no collective")
+    inject = os.path.join(work, "inject.py")
+    with open(inject, "w") as f:
+        f.write(INJECT)
+    os.chmod(work, 0o755)
+    os.chmod(inject, 0o644)
+    as_nobody = f'{setpriv} --reuid=65534 --regid=65534 --clear-groups {sys.executable} {inject}'
+    # As the modes are: nobody cannot even reach the socket.
+    out = os.path.join(work, "inject")
+    job = f's="${{FSDPSCOPE_SINK#unix:}}"; {as_nobody} "$s" < {sample}'
+    r = run([args.fsdpscope, "run", "--out", out, "--", "sh", "-c", job])
+    check(r.returncode == 0 and r.stdout.strip() == "connect: PermissionError",
+          f"nobody reached the socket: {r.stdout!r} {r.stderr}")
+    # With the modes loosened (by the job itself), the uid check refuses it.
+    job = f'o="$FSDPSCOPE_OUT"; s="${{FSDPSCOPE_SINK#unix:}}"; chmod 0777 "$o"; chmod 0666 "$s"; ' \
+          f'{as_nobody} "$s" < {sample}'
+    r = run([args.fsdpscope, "run", "--out", out, "--", "sh", "-c", job])
+    check(r.returncode == 0, f"loosened modes: exit {r.returncode}: {r.stderr}")
+    check(r.stdout.strip() != "connect: PermissionError", f"nobody could not connect: {r.stdout!r}")
+    recs = dump(args, trace_written(r.stderr))
+    check(not by_type(recs, "process_hello") and not by_type(recs, "collective"),
+          f"records of nobody's connection are in the trace: {len(by_type(recs, 'collective'))} collectives "
+          f"(it sent {fake})")
+    check("refused 1 connection from other users (uid 65534, pid " in r.stderr,
+          f"the refused connection is not reported: {r.stderr}")
 
 
 # ------------------------------------------------------------------ fsdp_ref
@@ -407,6 +794,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--gen")
     ap.add_argument("--fsdp-ref")
+    ap.add_argument("--job")
     ap.add_argument("--sanitized", action="store_true")
     args = ap.parse_args()
     # The agent run uses is the one under test, whatever the caller's environment says.
@@ -421,6 +809,14 @@ def main():
             scenario_signal(args)
         elif args.scenario == "fallback":
             scenario_fallback(args)
+        elif args.scenario == "descendants":
+            scenario_descendants(args)
+        elif args.scenario == "shared_dir":
+            scenario_shared_dir(args)
+        elif args.scenario == "killed":
+            scenario_killed(args)
+        elif args.scenario == "security":
+            scenario_security(args)
         elif args.scenario.startswith("fsdp_ref:"):
             scenario_fsdp_ref(args, args.scenario)
         else:

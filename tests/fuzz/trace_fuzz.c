@@ -4,9 +4,13 @@
  * The input is fed to a trace parser in pieces whose sizes come from the
  * input's first byte, and every record delivered goes through what `dump`
  * does with it (field table walk, string assembly), so the fuzzer reaches
- * the header checks, chunk assembly, record validation and the string table.
+ * the header checks, chunk assembly, the scan past damage, record
+ * validation and the string table. What the parser says about the input at
+ * the end is checked against itself (gaps within the input, counts that add
+ * up): a contradiction traps.
  */
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "common/record.h"
 #include "common/record_fields.h"
 #include "common/strtab.h"
@@ -42,6 +46,51 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	return sink == 0x123456789abcdefull; /* never, but keeps the reads */
 }
 
+struct fuzz_ctx {
+	strtab_t *strings;
+	size_t input_len;
+	uint64_t gaps;
+	uint64_t gap_bytes;
+};
+
+static int on_gap(void *ctx, const struct trace_gap *gap)
+{
+	struct fuzz_ctx *c = ctx;
+
+	if (gap->why[0] == '\0' || gap->offset + gap->bytes > c->input_len)
+		__builtin_trap();
+	c->gaps++;
+	c->gap_bytes += gap->bytes;
+	return 0;
+}
+
+static int on_record_ctx(void *ctx, const struct fss_record_head *rec)
+{
+	return on_record(((struct fuzz_ctx *)ctx)->strings, rec);
+}
+
+/* After finish: the parser's account of the input agrees with itself. */
+static void check_outcome(const trace_parser_t *p, const struct fuzz_ctx *c, int rc)
+{
+	const struct trace_gap *gaps;
+	struct trace_damage damage;
+	size_t kept = trace_parser_gaps(p, &gaps);
+	int damaged = trace_parser_damage(p, &damage);
+
+	if (damage.gaps != c->gaps || damage.bytes != c->gap_bytes || kept > damage.gaps ||
+	    kept > TRACE_PARSER_GAPS_KEPT || damaged != (damage.gaps != 0))
+		__builtin_trap();
+	if (trace_parser_good_offset(p) > c->input_len || damage.bytes > c->input_len)
+		__builtin_trap();
+	if (rc == 0 && (damaged || trace_parser_end(p) == TRACE_END_CUT || trace_parser_end(p) == TRACE_END_MISSING))
+		__builtin_trap();
+	if (rc == FSS_E_CORRUPT && trace_parser_input(p) == TRACE_INPUT_TRACE && !damaged)
+		__builtin_trap();
+	if (trace_parser_input(p) != TRACE_INPUT_TRACE && trace_parser_input(p) != TRACE_INPUT_NO_RECORDS &&
+	    trace_parser_records(p) != 0)
+		__builtin_trap();
+}
+
 /*
  * Mutations almost never keep a CRC32C right, so on half of the inputs the
  * checksums of the header and of every chunk whose size fits are recomputed
@@ -75,9 +124,10 @@ static void fix_checksums(uint8_t *d, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 {
 	uint8_t *data = malloc(size ? size : 1);
-	struct trace_parser_ops ops = {.on_record = on_record};
+	struct trace_parser_ops ops = {.on_record = on_record_ctx, .on_gap = on_gap};
 	strtab_t *strings = strtab_new();
-	trace_parser_t *p = trace_parser_new(&ops, strings);
+	struct fuzz_ctx ctx = {.strings = strings, .input_len = size ? size - 1 : 0};
+	trace_parser_t *p = trace_parser_new(&ops, &ctx);
 	size_t piece, off = 1;
 	int err = 0;
 
@@ -93,8 +143,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 		err = trace_parser_feed(p, data + off, n);
 		off += n;
 	}
-	if (!err)
-		trace_parser_finish(p);
+	if (!err) {
+		err = trace_parser_finish(p);
+		check_outcome(p, &ctx, err);
+	}
 	(void)trace_parser_error(p);
 out:
 	free(data);

@@ -28,6 +28,10 @@
 #include <nccl.h>
 
 #include "agent/agent.h"
+#include "agent/emit.h"
+#include "agent/lifecycle.h"
+#include "agent/sender.h"
+#include "agent/strings.h"
 #include "common/record.h"
 #include "common/strtab.h"
 #include "tests/unit/agent_core_trace.h"
@@ -688,6 +692,35 @@ static void test_off_forwards_only(void **state)
 	summary_free(&s);
 }
 
+/* Every drop counter reaches the final drops record through the same
+ * counters, whichever producer counted it: NVTX's too, even in an agent
+ * built without nvtx.c. */
+static void test_drops_record_counters(void **state)
+{
+	(void)state;
+	char out[256], path[600];
+	struct trace_summary s;
+
+	subdir(out, sizeof(out), "drops");
+	fresh_source(NULL, out, NULL, NULL);
+	agent_activate();
+	emit_collectives(1, 3);
+	atomic_fetch_add(&agent_counters.nvtx_dropped, 7);
+	atomic_fetch_add(&agent_counters.cupti_dropped, 5);
+	sender_stop(5000);
+	trace_path(path, sizeof(path), out, (int)getpid());
+	assert_int_equal(summary_read_file(&s, path), 0);
+	assert_true(s.have_drops);
+	assert_int_equal(s.drops.nvtx_dropped, 7);
+	assert_int_equal(s.drops.cupti_dropped, 5);
+	assert_int_equal(s.drops.ring_dropped, 0);
+	assert_int_equal(s.ncolls, 3);
+	summary_free(&s);
+	/* a new source counts from 0 */
+	fresh_source(NULL, out, NULL, NULL);
+	assert_int_equal(atomic_load(&agent_counters.nvtx_dropped), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -719,6 +752,7 @@ int main(void)
 	    cmocka_unit_test(test_dormant_connects_and_reconnects),
 	    cmocka_unit_test(test_wrappers),
 	    cmocka_unit_test(test_off_forwards_only),
+	    cmocka_unit_test(test_drops_record_counters),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,6 +42,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 {
 	struct trace_summary *s = ctx;
 
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* the trace writer's trace_end: the file's, not the agent's */
 	if (s->records == 0)
 		s->first_is_hello = rec->type == FSS_REC_PROCESS_HELLO;
 	s->records++;

@@ -27,6 +27,9 @@
 #include <cmocka.h>
 
 #include "agent/agent.h"
+#include "agent/cupti.h"
+#include "agent/emit.h"
+#include "agent/strings.h"
 #include "agent/cupti_api.h"
 #include "common/record.h"
 

@@ -1,7 +1,9 @@
 /*
  * analysis_ledger_test.c - the memory ledger against the background
  * article's worked example (7B parameters, 8 GPUs of 80 GB, 32 blocks,
- * Adam, bf16 / fp32 master) and the breakdown / MFU arithmetic.
+ * Adam, bf16 / fp32 master), its input ranges and its extremes (defined,
+ * saturated figures for any input: run under UBSan, a cast out of range
+ * aborts), and the breakdown / MFU arithmetic.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -66,6 +68,145 @@ static void test_variants(void **state)
 	assert_int_equal(l.persistent_bytes_per_rank, 12000000000ull);
 }
 
+/* ledger_check: each input at the edges of its range, and NaN / infinities. */
+static void test_check_ranges(void **state)
+{
+	(void)state;
+	struct ledger_input ok, in;
+	ledger_input_defaults(&ok);
+	ok.params = 7e9;
+	ok.ranks = 8;
+	ok.units = 32;
+	assert_int_equal(ledger_check(&ok), LEDGER_OK);
+	const double bad_params[] = {1e30, INFINITY, -INFINITY, NAN, -1, 0, 0.5, 1.0001e15};
+	for (size_t i = 0; i < sizeof bad_params / sizeof bad_params[0]; i++) {
+		in = ok;
+		in.params = bad_params[i];
+		in.units = 0;
+		assert_int_equal(ledger_check(&in), LEDGER_PARAMS);
+	}
+	in = ok;
+	in.params = LEDGER_PARAMS_MAX;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	in.params = 1;
+	in.units = 0;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	const double bad_optimizer[] = {1e30, INFINITY, NAN, -1, 64.5};
+	for (size_t i = 0; i < sizeof bad_optimizer / sizeof bad_optimizer[0]; i++) {
+		in = ok;
+		in.optimizer_bytes = bad_optimizer[i];
+		assert_int_equal(ledger_check(&in), LEDGER_OPTIMIZER_BYTES);
+	}
+	in = ok;
+	in.optimizer_bytes = LEDGER_OPTIMIZER_BYTES_MAX;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	in.optimizer_bytes = 0;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	const double bad_element[] = {0, 16, NAN, INFINITY, -2};
+	for (size_t i = 0; i < sizeof bad_element / sizeof bad_element[0]; i++) {
+		in = ok;
+		in.param_bytes = bad_element[i];
+		assert_int_equal(ledger_check(&in), LEDGER_PARAM_BYTES);
+		in = ok;
+		in.grad_bytes = bad_element[i];
+		assert_int_equal(ledger_check(&in), LEDGER_GRAD_BYTES);
+		in = ok;
+		in.master_bytes = bad_element[i];
+		assert_int_equal(ledger_check(&in), bad_element[i] == 0 ? LEDGER_OK : LEDGER_MASTER_BYTES);
+	}
+	in = ok;
+	in.ranks = LEDGER_RANKS_MAX + 1;
+	assert_int_equal(ledger_check(&in), LEDGER_RANKS);
+	in = ok;
+	in.params = 100;
+	in.units = 101;
+	assert_int_equal(ledger_check(&in), LEDGER_UNITS);
+	in.units = 100;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	in.largest_unit_params = 101;
+	assert_int_equal(ledger_check(&in), LEDGER_LARGEST_UNIT);
+	in.largest_unit_params = NAN;
+	assert_int_equal(ledger_check(&in), LEDGER_LARGEST_UNIT);
+	in = ok;
+	in.prefetch = -1;
+	assert_int_equal(ledger_check(&in), LEDGER_PREFETCH);
+	in.prefetch = LEDGER_PREFETCH_MAX + 1;
+	assert_int_equal(ledger_check(&in), LEDGER_PREFETCH);
+	in = ok;
+	in.gpu_mem_bytes = 2000000000000000000ull;
+	assert_int_equal(ledger_check(&in), LEDGER_GPU_MEM);
+}
+
+/* The largest inputs ledger_check accepts: exact figures, none saturated. */
+static void test_largest_valid(void **state)
+{
+	(void)state;
+	struct ledger_input in;
+	struct analysis_ledger l;
+	ledger_input_defaults(&in);
+	in.params = LEDGER_PARAMS_MAX;
+	in.ranks = 1;
+	in.units = 1;
+	in.prefetch = LEDGER_PREFETCH_MAX;
+	in.param_bytes = in.grad_bytes = in.master_bytes = LEDGER_ELEMENT_BYTES_MAX;
+	in.optimizer_bytes = LEDGER_OPTIMIZER_BYTES_MAX;
+	in.gpu_mem_bytes = (uint64_t)LEDGER_GPU_MEM_MAX;
+	assert_int_equal(ledger_check(&in), LEDGER_OK);
+	ledger_compute(&in, &l);
+	assert_int_equal(l.params, 1000000000000000ull);
+	assert_int_equal(l.persistent_bytes_per_rank, 88000000000000000ull);   /* 88 B x P */
+	assert_int_equal(l.transient_bytes_per_rank, 520000000000000000ull);   /* 8 B x P x 65 */
+	assert_int_equal(l.peak_state_bytes_per_rank, 608000000000000000ull);
+	assert_int_equal(l.headroom_bytes, 392000000000000000ll);
+	assert_int_equal(l.model_wire_bytes_per_step, 24000000000000000ull);
+	assert_int_equal(l.ddp_persistent_bytes_per_rank, 88000000000000000ull);
+}
+
+/* Out of range, the figures saturate (a cast would be undefined). */
+static void test_extremes_saturate(void **state)
+{
+	(void)state;
+	struct ledger_input in;
+	struct analysis_ledger l;
+	ledger_input_defaults(&in);
+	in.params = 1e30;
+	in.ranks = 8;
+	in.units = 32;
+	in.gpu_mem_bytes = 80000000000ull;
+	ledger_compute(&in, &l);
+	assert_int_equal(l.params, UINT64_MAX);
+	assert_int_equal(l.persistent_bytes_per_rank, UINT64_MAX);
+	assert_int_equal(l.transient_bytes_per_rank, UINT64_MAX);
+	assert_int_equal(l.peak_state_bytes_per_rank, UINT64_MAX);
+	assert_true(l.headroom_bytes == INT64_MIN);
+	assert_int_equal(l.ddp_persistent_bytes_per_rank, UINT64_MAX);
+	in.params = INFINITY;
+	ledger_compute(&in, &l);
+	assert_int_equal(l.persistent_bytes_per_rank, UINT64_MAX);
+	in.params = NAN;
+	ledger_compute(&in, &l);
+	assert_int_equal(l.params, 0);
+	assert_int_equal(l.persistent_bytes_per_rank, 0);
+	assert_int_equal(l.largest_unit_params, 0);
+	in.params = 7e9;
+	in.optimizer_bytes = 1e30;
+	ledger_compute(&in, &l);
+	assert_int_equal(l.persistent_bytes_per_rank, UINT64_MAX);
+	assert_int_equal(l.transient_bytes_per_rank, 875000000ull);
+	in.optimizer_bytes = -1e30;
+	ledger_compute(&in, &l);
+	assert_int_equal(l.persistent_bytes_per_rank, 0);
+	/* a GPU larger than INT64_MAX bytes: the headroom saturates high */
+	in.optimizer_bytes = 8;
+	in.gpu_mem_bytes = UINT64_MAX;
+	ledger_compute(&in, &l);
+	assert_true(l.headroom_bytes == INT64_MAX);
+	in.gpu_mem_bytes = 1;
+	in.params = 1e19; /* peak state far beyond the GPU, within uint64_t for none of it */
+	ledger_compute(&in, &l);
+	assert_true(l.headroom_bytes == INT64_MIN);
+}
+
 static void test_breakdown(void **state)
 {
 	(void)state;
@@ -96,6 +237,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_worked_example),
 		cmocka_unit_test(test_variants),
+		cmocka_unit_test(test_check_ranges),
+		cmocka_unit_test(test_largest_valid),
+		cmocka_unit_test(test_extremes_saturate),
 		cmocka_unit_test(test_breakdown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

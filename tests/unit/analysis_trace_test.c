@@ -38,21 +38,6 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t median_of(const uint64_t *v, int from, int to)
-{
-	uint64_t tmp[SYNTH_MAX_STEPS];
-	int n = to - from;
-	memcpy(tmp, v + from, (size_t)n * sizeof *v);
-	qsort(tmp, (size_t)n, sizeof *tmp, u64_cmp);
-	return tmp[(n - 1) / 2];
-}
-
 /* Write a trace for c and analyse it; the result is the caller's. */
 static struct analysis_result *run(const struct synth_config *c, const struct analysis_options *o,
 				   struct synth_truth *t)
@@ -112,7 +97,8 @@ static void check(const struct synth_config *c, const struct analysis_result *r,
 	assert_string_equal(policy(r), want);
 	assert_int_equal(r->ngathers, t->allgathers);
 	assert_int_equal(r->ledger.params, t->total_params);
-	/* exposure: within 5% of the step time of the simulated gather waits.
+	/* compute wait, the figure the simulated gather waits are, of the
+	 * representative step: within 5% of the step time of that step's waits.
 	 * Host timing counts only leaf ranges as compute (see
 	 * overlap_host_compute): when every op has its range (op_ranges, as
 	 * fsdp_ref marks them) what is left outside them is the waiting and the
@@ -120,10 +106,12 @@ static void check(const struct synth_config *c, const struct analysis_result *r,
 	 * marked, a parent's own compute counts as waiting while a gather is in
 	 * flight: it may over-count by at most that unmarked compute. */
 	if (c->nvtx_compute || c->cupti) {
-		uint64_t truth = median_of(t->gather_wait_ns, warmup, c->steps);
-		uint64_t step = median_of(t->step_ns, warmup, c->steps);
-		uint64_t bias = c->cupti ? 0 : median_of(t->unmarked_ns, warmup, c->steps);
-		uint64_t got = r->exposure.exposed_allgather_ns_per_step;
+		const struct analysis_exposure *e = &r->exposure;
+		assert_true(e->step >= (uint32_t)warmup && e->step < (uint32_t)c->steps);
+		uint64_t truth = t->gather_wait_ns[e->step];
+		uint64_t step = t->step_ns[e->step];
+		uint64_t bias = c->cupti ? 0 : t->unmarked_ns[e->step];
+		uint64_t got = e->compute_wait_ns_per_step;
 		int ok = got * 20 + step >= truth * 20 && got * 20 <= (truth + bias) * 20 + step;
 		if (!c->cupti && c->op_ranges) {
 			assert_int_equal(bias, 0);
@@ -131,17 +119,44 @@ static void check(const struct synth_config *c, const struct analysis_result *r,
 		}
 		if (!ok)
 			fprintf(stderr,
-				"%s L%d reshard %d prefetch %d ranks %d: exposed %llu, waited %llu (+%llu unmarked), "
+				"%s L%d reshard %d prefetch %d ranks %d: compute wait %llu, waited %llu (+%llu unmarked), "
 				"step %llu\n",
 				c->wrap, c->layers, c->reshard, c->prefetch, c->ranks, (unsigned long long)got,
 				(unsigned long long)truth, (unsigned long long)bias, (unsigned long long)step);
 		assert_true(ok);
-		/* the gathers' shares add up to the step's figure */
-		uint64_t parts = r->exposure.forward_exposed_ns_per_step + r->exposure.backward_exposed_ns_per_step;
-		uint64_t d = parts > got ? parts - got : got - parts;
-		assert_true(d * 50 <= step);
-		assert_int_equal(r->exposure.source, c->cupti ? ANALYSIS_EXPOSURE_CUPTI : ANALYSIS_EXPOSURE_HOST);
-		assert_true(r->exposure.exposed_allgather_ns_per_step <= r->exposure.allgather_ns_per_step);
+		assert_int_equal(e->source, c->cupti ? ANALYSIS_EXPOSURE_CUPTI : ANALYSIS_EXPOSURE_HOST);
+		/* the figures add up exactly: phases, causes and the gathers table
+		 * sum to the step's totals, each gather's parts to its time */
+		assert_int_equal(e->forward_exposed_ns_per_step + e->backward_exposed_ns_per_step,
+				 e->exposed_allgather_ns_per_step);
+		assert_int_equal(e->forward_compute_wait_ns_per_step + e->backward_compute_wait_ns_per_step, got);
+		uint64_t cause_ns = 0, cause_wait = 0, cause_n = 0;
+		for (int k = 0; k < ANALYSIS_CAUSE_MAX; k++) {
+			cause_ns += e->cause_ns[k];
+			cause_wait += e->cause_compute_wait_ns[k];
+			cause_n += e->cause_gathers[k];
+		}
+		assert_int_equal(cause_ns, e->exposed_allgather_ns_per_step);
+		assert_int_equal(cause_wait, got);
+		assert_int_equal(cause_n, r->ngathers);
+		assert_int_equal(r->ngathers - e->cause_gathers[ANALYSIS_CAUSE_HIDDEN], e->exposed_gathers);
+		uint64_t dur = 0, exp = 0, wait = 0;
+		for (uint32_t i = 0; i < r->ngathers; i++) {
+			const struct analysis_gather *g = &r->gathers[i];
+			assert_true(g->exposed_ns <= g->duration_ns);
+			assert_int_equal(g->hide_ns + g->exposed_ns, g->duration_ns);
+			assert_int_equal(g->cause == ANALYSIS_CAUSE_HIDDEN, g->exposed_ns == 0);
+			dur += g->duration_ns;
+			exp += g->exposed_ns;
+			wait += g->compute_wait_ns;
+		}
+		assert_int_equal(dur, e->allgather_ns_per_step);
+		assert_int_equal(exp, e->exposed_allgather_ns_per_step);
+		assert_int_equal(wait, got);
+		assert_true(e->exposed_allgather_ns_per_step <= e->allgather_ns_per_step);
+		assert_true(e->exposed_allgather_ns_per_step <= r->breakdown.exposed_comm_ns);
+		assert_int_equal(r->breakdown.compute_ns + r->breakdown.exposed_comm_ns + r->breakdown.idle_ns,
+				 r->breakdown.step_ns);
 	}
 }
 
@@ -259,14 +274,14 @@ static void test_unit_ranges_only(void **state)
 			struct analysis_result *r = run(&c, NULL, &t);
 			check(&c, r, &t, 0);
 			assert_true(t.unmarked_ns[c.steps - 1] > 0);
-			int64_t coarse = (int64_t)r->exposure.exposed_allgather_ns_per_step -
-					 (int64_t)median_of(t.gather_wait_ns, 0, c.steps);
+			int64_t coarse = (int64_t)r->exposure.compute_wait_ns_per_step -
+					 (int64_t)t.gather_wait_ns[r->exposure.step];
 			analysis_result_free(r);
 			c.op_ranges = 1;
 			r = run(&c, NULL, &t);
 			check(&c, r, &t, 0);
-			int64_t fine = (int64_t)r->exposure.exposed_allgather_ns_per_step -
-				       (int64_t)median_of(t.gather_wait_ns, 0, c.steps);
+			int64_t fine = (int64_t)r->exposure.compute_wait_ns_per_step -
+				       (int64_t)t.gather_wait_ns[r->exposure.step];
 			fprintf(stderr, "# %s prefetch %d: over-count %lld ns with unit ranges only, %lld with op ranges\n",
 				c.wrap, prefetch, (long long)coarse, (long long)fine);
 			assert_true(coarse >= 0 && fine >= 0 && fine <= coarse);

@@ -3,6 +3,8 @@ fss_unit_test(NAME record_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/record_t
   LIBS fss_test_support fss_common)
 fss_unit_test(NAME trace_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/trace_test.c
   LIBS fss_test_support fss_common)
+fss_unit_test(NAME trace_writer_sync_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/trace_writer_sync_test.c
+  LIBS fss_test_support fss_common)
 if(TARGET record_test)
   target_compile_definitions(record_test PRIVATE FSS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()

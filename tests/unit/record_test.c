@@ -71,6 +71,8 @@ static int collect_record(void *ctx, const struct fss_record_head *rec)
 {
 	struct collect *c = ctx;
 
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* the writer's, not one of the records written */
 	if (c->len + rec->size > c->cap) {
 		c->cap = (c->len + rec->size) * 2;
 		c->bytes = realloc(c->bytes, c->cap);

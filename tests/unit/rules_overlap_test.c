@@ -14,30 +14,53 @@
 #include "tests/unit/rules_fixture.h"
 
 /* expose - make the fixture's backward gathers exposed: `ns` per step with
- * `cause`, plus the first forward gather exposed for 0.5 ms. */
+ * `cause`, plus the first forward gather exposed for 0.5 ms; compute waits
+ * on each as long as it is exposed, and 0.2 ms more on the first (it queued
+ * behind the step's last collective). */
 static void expose(struct analysis_result *a, uint64_t ns, int cause)
 {
 	struct analysis_exposure *e = &a->exposure;
 
 	memset(e->cause_gathers, 0, sizeof(e->cause_gathers));
 	memset(e->cause_ns, 0, sizeof(e->cause_ns));
+	memset(e->cause_compute_wait_ns, 0, sizeof(e->cause_compute_wait_ns));
 	e->cause_gathers[ANALYSIS_CAUSE_FIRST_OF_PHASE] = 1;
 	e->cause_ns[ANALYSIS_CAUSE_FIRST_OF_PHASE] = 500000;
+	e->cause_compute_wait_ns[ANALYSIS_CAUSE_FIRST_OF_PHASE] = 700000;
 	e->cause_gathers[cause] = a->per_step.backward_allgathers;
 	e->cause_ns[cause] = ns;
+	e->cause_compute_wait_ns[cause] = ns;
+	e->cause_gathers[ANALYSIS_CAUSE_HIDDEN] = a->ngathers - 1 - a->per_step.backward_allgathers;
+	e->compute_wait_ns_per_step = ns + 700000;
+	e->step = 3;
 	e->exposed_allgather_ns_per_step = ns + 500000;
 	e->forward_exposed_ns_per_step = 500000;
 	e->backward_exposed_ns_per_step = ns;
 	e->exposed_gathers = 1 + a->per_step.backward_allgathers;
-	e->exposed_fraction = (double)e->exposed_allgather_ns_per_step / (double)e->allgather_ns_per_step;
 	a->step_ns = 30000000; /* 1.5 ms exposed of 30 ms: 5 % of the step */
+	a->breakdown.step_ns = a->step_ns;
 	a->gathers[0].exposed_ns = 500000;
+	a->gathers[0].compute_wait_ns = 700000;
+	a->gathers[0].queued_ns = 200000;
 	a->gathers[0].cause = ANALYSIS_CAUSE_FIRST_OF_PHASE;
 	for (uint32_t i = 0; i < a->ngathers; i++)
 		if (a->gathers[i].phase == ANALYSIS_PHASE_BACKWARD) {
 			a->gathers[i].exposed_ns = ns / a->per_step.backward_allgathers;
+			a->gathers[i].compute_wait_ns = a->gathers[i].exposed_ns;
 			a->gathers[i].cause = (uint8_t)cause;
 		}
+	/* as the analysis makes them: exposed within each gather's time, the
+	 * total the sum of the rows */
+	e->allgather_ns_per_step = 0;
+	for (uint32_t i = 0; i < a->ngathers; i++) {
+		struct analysis_gather *g = &a->gathers[i];
+
+		if (g->duration_ns < g->exposed_ns)
+			g->duration_ns = g->exposed_ns;
+		g->hide_ns = g->duration_ns - g->exposed_ns;
+		e->allgather_ns_per_step += g->duration_ns;
+	}
+	e->exposed_fraction = (double)e->exposed_allgather_ns_per_step / (double)e->allgather_ns_per_step;
 }
 
 static void test_exposed_absent_when_hidden(void **state)
@@ -60,16 +83,23 @@ static void test_exposed_no_prefetch_is_a_warning_with_causes(void **state)
 	const struct finding *f;
 
 	(void)state;
-	/* 17 gathers of 100 us = 1.7 ms per step; 1.5 ms exposed */
+	/* 17 gathers: the first 500 us, 8 of 125 us, 8 of 100 us = 2.3 ms per
+	 * step; 1.5 ms exposed */
 	expose(a, 1000000, ANALYSIS_CAUSE_NO_PREFETCH);
 	list = fixture_run(&rule_exposed_gather, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_WARNING);
-	assert_non_null(strstr(f->message, "88% of AllGather time is exposed (1.50 ms per step, 5% of the step)"));
+	assert_non_null(strstr(f->message, "65% of AllGather time is exposed (1.50 ms in a typical step, 5% of the step)"));
 	assert_non_null(strstr(f->message, "mostly no-prefetch"));
-	assert_non_null(strstr(f->evidence, "causes: no-prefetch 8 gather(s) 1.00 ms, first-of-phase 1 gather(s) 500 us"));
-	assert_non_null(strstr(f->evidence, "gather #0 (forward, model): 500 us exposed"));
+	/* both figures, named apart, of the same step; the causes add up */
+	assert_non_null(strstr(f->evidence, "step 3 (the representative step), from host timing: 30.0 ms"));
+	assert_non_null(strstr(f->evidence, "exposed AllGather (its own time minus compute, as HTA): 1.50 ms of 2.30 ms (65%)"));
+	assert_non_null(strstr(f->evidence, "compute wait on the gathers (queueing behind other collectives included): 1.70 ms"));
+	assert_non_null(strstr(f->evidence, "causes (exposed, compute wait): no-prefetch 8 gather(s) 1.00 ms, 1.00 ms; "
+					    "first-of-phase 1 gather(s) 500 us, 700 us"));
+	assert_non_null(strstr(f->evidence, "gather #0 (forward, model): 500 us, exposed 500 us, hidden 0 ns"));
+	assert_non_null(strstr(f->evidence, "compute waited 700 us on it (queued 200 us); cause first-of-phase"));
 	/* the costliest cause's remedy first */
 	assert_non_null(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch"));
 	assert_true(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch") < strstr(f->fix_fsdp2, "unshard"));

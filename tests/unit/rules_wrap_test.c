@@ -81,6 +81,35 @@ static void test_fine_needs_a_repeat_or_layers(void **state)
 	fixture_free(a);
 }
 
+/* A --layers count the gathers hold no repeat of: the evidence is what the
+ * trace shows (8 x 8 + 1), never k times the user's count (8 x 1000000). */
+static void test_fine_evidence_from_the_trace_when_layers_do_not_match(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	m.k = 8;
+	a = fixture_new(&m);
+	a->units.layers_given = 1;
+	a->units.layers_match = 0;
+	a->units.inferred_repeating_units = a->units.repeating_units;
+	a->units.inferred_gathers_per_unit = a->units.gathers_per_unit;
+	a->units.repeating_units = 1000000;
+	a->options.layers = 1000000;
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_non_null(strstr(f->evidence, "8 gathers per repeating unit x 8 units = 64 + 1 root per step; "
+					    "per-block wrap would issue 9"));
+	assert_null(strstr(f->evidence, "1000000"));
+	assert_true(fixture_metric(f, "repeating_units") == 8);
+	findings_free(list);
+	fixture_free(a);
+}
+
 /* --- wrap-too-coarse ---------------------------------------------------- */
 
 /* The whole model as one unit: one forward gather with every parameter. */
@@ -312,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_fine_per_linear_is_an_error),
 		cmocka_unit_test(test_fine_absent_when_per_block),
 		cmocka_unit_test(test_fine_needs_a_repeat_or_layers),
+		cmocka_unit_test(test_fine_evidence_from_the_trace_when_layers_do_not_match),
 		cmocka_unit_test(test_coarse_whole_model_is_an_error),
 		cmocka_unit_test(test_coarse_absent_when_per_block),
 		cmocka_unit_test(test_coarse_big_root_is_a_warning_about_the_root),

@@ -80,8 +80,8 @@ static void *send_trace(void *arg)
 
 static int count(void *ctx, const struct fss_record_head *rec)
 {
-	(void)rec;
-	(*(uint64_t *)ctx)++;
+	if (rec->source != FSS_SOURCE_NONE)
+		(*(uint64_t *)ctx)++;
 	return 0;
 }
 

@@ -1,0 +1,30 @@
+/*
+ * sender.h - the agent's one thread (sender.c): drains the ring into the
+ * sink (a collector socket or a per-process trace file), writes the hello,
+ * the replays, the drops records and the process_end.
+ */
+#ifndef FSS_AGENT_SENDER_H
+#define FSS_AGENT_SENDER_H
+
+/* sender_start - start the thread if it is not running; 0 or -errno. */
+int sender_start(void);
+
+/* sender_running - non-zero while the sender thread of this process runs. */
+int sender_running(void);
+
+/* sender_flush - drain the ring to the sink and flush it; waits at most
+ * timeout_ms for the sender to say it did. */
+void sender_flush(int timeout_ms);
+
+/*
+ * sender_stop - final drain, drops record and process_end, sink closed (a
+ * file renamed from .partial); waits at most timeout_ms, then returns
+ * whether or not the thread finished (the process exits around it).
+ */
+void sender_stop(int timeout_ms);
+
+/* sender_after_fork_child - the child has no sender thread: forget it, and
+ * close the child's copy of the parent's socket. */
+void sender_after_fork_child(void);
+
+#endif
