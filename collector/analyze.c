@@ -196,6 +196,7 @@ void analysis_result_free(struct analysis_result *r)
 		return;
 	free(r->gathers);
 	free(r->per_rank);
+	free(r->sources);
 	free(r);
 }
 
@@ -1974,6 +1975,15 @@ static void fill_comms(const analyzer_t *a, const struct rank_state *v, struct a
 	}
 }
 
+/* Every process of the trace as the per-source layer saw it: how it ended. */
+static int result_sources(const analyzer_t *a, struct analysis_result *r)
+{
+	size_t n = 0;
+	int rc = sources_summarize(timeline_layer(a->tl), &r->sources, &n);
+	r->nsources = (uint32_t)n;
+	return rc;
+}
+
 int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 {
 	*out = NULL;
@@ -2012,6 +2022,10 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	r->trace.truncated = a->truncated;
 	r->trace.has_cupti = ts.gpu_intervals > 0;
 	r->trace.has_nvtx = ts.nvtx_ranges > 0;
+	if (result_sources(a, r) < 0) {
+		analysis_result_free(r);
+		return -ENOMEM;
+	}
 
 	/* ranks with collectives */
 	size_t nranked = 0;
