@@ -31,6 +31,7 @@
 #include "collector/steps.h"
 #include "collector/timeline.h"
 #include "collector/units.h"
+#include "common/arith.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 
@@ -2030,7 +2031,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	/* ranks with collectives */
 	size_t nranked = 0;
 	for (size_t i = 0; i < a->nrs; i++) {
-		r->trace.dropped_records += a->rs[i]->src->dropped;
+		r->trace.dropped_records = u64_add_sat(r->trace.dropped_records, a->rs[i]->src->dropped);
 		if (a->rs[i]->src->collectives)
 			nranked++;
 		if (a->rs[i]->src->world_size > r->world_size)

@@ -12,6 +12,7 @@
 
 #include "collector/source.h"
 
+#include "common/arith.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
@@ -199,8 +200,10 @@ static void stats_sync(ingest_t *ing, struct ingest_source_stats *s)
 	s->pid = v->pid;
 	s->rank = v->rank;
 	s->ended = v->has_process_end;
-	ing->stats.dropped = ing->stats.dropped - s->dropped + v->dropped;
 	s->dropped = v->dropped;
+	ing->stats.dropped = 0;
+	for (uint32_t i = 0; i < ing->stats.sources; i++)
+		ing->stats.dropped = u64_add_sat(ing->stats.dropped, ing->sources[i].dropped);
 }
 
 /* A record written to the output (`rec` as written, renumbered): the

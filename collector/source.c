@@ -3,6 +3,8 @@
  */
 #include "collector/source.h"
 
+#include "common/arith.h"
+
 #include "common/strtab.h"
 
 #include <errno.h>
@@ -286,7 +288,11 @@ static void drops_sum(struct source *src)
 {
 	const struct source_drops *d = &src->drops;
 
-	src->dropped = d->ring + d->sink + d->cupti + d->nvtx + d->nvtx_unnamed;
+	const uint64_t parts[] = {d->ring, d->sink, d->cupti, d->nvtx, d->nvtx_unnamed};
+
+	src->dropped = 0;
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		src->dropped = u64_add_sat(src->dropped, parts[i]);
 }
 
 /* The strings of a range, NULL when one has not arrived. */

@@ -346,6 +346,12 @@ static void test_drops_summed(void **state)
 	assert_int_equal(s->drops.ring, 11);
 	assert_int_equal(s->drops.nvtx, 4);
 	assert_int_equal(s->dropped, 20);
+	/* Counters near the top (a damaged or hostile trace) saturate: a sum that wrapped would read as a few
+	 * records lost. */
+	d.ring_dropped = UINT64_MAX - 1;
+	d.sink_dropped = 5;
+	feed(t, &d);
+	assert_true(s->dropped == UINT64_MAX);
 	sources_free(t);
 }
 
