@@ -5,33 +5,47 @@
 #include "cli/json.h"
 #include "cli/output.h"
 
+#include "collector/source.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/record_fields.h"
-#include "common/strtab.h"
 #include "common/trace_parser.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char cmd_dump_help[] =
 	"NAME\n"
 	"    fsdpscope dump - print every record of a trace as JSON lines\n\n"
 	"SYNOPSIS\n"
-	"    fsdpscope dump [--type NAME[,NAME...]] [--header] TRACE\n\n"
+	"    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE\n\n"
 	"DESCRIPTION\n"
 	"    Reads TRACE (a file written by 'fsdpscope run' or by an agent's file sink,\n"
 	"    including a '.partial' file left by a writer that died) and prints each\n"
 	"    record as one JSON object per line, in file order, the way 'perf script'\n"
 	"    shows a perf.data file. Every object has \"type\", \"source\" (the process it\n"
-	"    came from) and \"rank\" (the RANK hint of that process, -1 if unknown), then\n"
-	"    every field of the record by the names of docs/format.md. Enums are shown\n"
-	"    by name, handles as hex strings, and string ids resolved: a field \"name\"\n"
+	"    came from) and \"rank\" (that process's rank, -1 if unknown), then every\n"
+	"    field of the record by the names of docs/format.md. Enums are shown by\n"
+	"    name, handles as hex strings, and string ids resolved: a field \"name\"\n"
 	"    holding string id 5 prints as \"name\":\"layers.3\",\"name_id\":5.\n\n"
+	"    The trace is read twice: first to learn what each process is, then to\n"
+	"    print. So every line of a process carries the rank it is known by in the\n"
+	"    whole trace (its rank in its largest communicator, else RANK, else\n"
+	"    SLURM_PROCID, else OMPI_COMM_WORLD_RANK), its hello included, even though\n"
+	"    the communicator comes later; and strings defined after the record that\n"
+	"    names them (a hello's host and command) are resolved. A TRACE that is not\n"
+	"    a regular file (a pipe) is read once: ranks and strings are those known\n"
+	"    when the line is printed (null for a string not defined yet).\n\n"
+	"    Two record fields are renamed so that no line has a key twice: the\n"
+	"    hello's rank (the RANK variable) prints as \"env_rank\", and a\n"
+	"    communicator record's rank (the process's rank in that communicator) as\n"
+	"    \"comm_rank\".\n\n"
 	"    Records of types this version does not know are printed as\n"
 	"    {\"type\":\"unknown\",\"type_id\":N,\"size\":S,...} and otherwise skipped.\n\n"
 	"    A damaged trace is dumped chunk by chunk around the damage: every chunk\n"
@@ -44,10 +58,15 @@ const char cmd_dump_help[] =
 	"OPTIONS\n"
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
-	"                           clock_anchor, drops, process_end, correlation)\n"
+	"                           clock_anchor, drops, process_end, correlation,\n"
+	"                           process_exit)\n"
 	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
 	"                           and the writer's trace_end record (source 4294967295, the\n"
-	"                           file's own) where it lies, last in a closed trace\n\n"
+	"                           file's own) where it lies, last in a closed trace\n"
+	"    --sources              after the records, one {\"type\":\"source\",...} line per\n"
+	"                           process: its rank and where it came from, pid, host,\n"
+	"                           command, how it ended (\"end\": clean, exited, signaled,\n"
+	"                           cut-off), drops, collectives seen and missing\n\n"
 	"EXIT STATUS\n"
 	"    0 the whole trace was read and its writer closed it (also when it holds no\n"
 	"    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
@@ -55,47 +74,46 @@ const char cmd_dump_help[] =
 	"EXAMPLES\n"
 	"    fsdpscope dump run.fss | head\n"
 	"    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
-	"    fsdpscope dump --header rank3.fss.partial\n";
+	"    fsdpscope dump --header rank3.fss.partial\n"
+	"    fsdpscope dump --sources --type process_hello run.fss\n";
 
 struct dump {
-	strtab_t *strings;
-	int32_t *ranks; /* rank hint per source */
-	size_t nsources;
+	sources_t *layer;   /* what each process is: ranks, strings, ends */
+	int learning;       /* the first of two passes: feed the layer, print nothing */
+	int one_pass;       /* not a regular file: feed and print as records come */
 	unsigned type_mask; /* bit per record type; 0 = all */
 	int want_header;
+	int want_sources;
 	FILE *out;
 };
 
 static int32_t rank_of(const struct dump *d, uint32_t source)
 {
-	return source < d->nsources ? d->ranks[source] : FSS_RANK_UNKNOWN;
+	const struct source *s = sources_find(d->layer, source);
+
+	return s ? s->rank : FSS_RANK_UNKNOWN;
 }
 
-static int remember_hello(struct dump *d, const struct fss_rec_process_hello *h)
+/* The key a field prints under: the envelope has "type", "source" and
+ * "rank", so a record field of one of those names is renamed. */
+static const char *field_key(uint16_t type, const struct record_field *f, char *buf, size_t len)
 {
-	uint32_t source = h->head.source;
-	int32_t rank = h->rank;
-
-	if (source >= d->nsources) {
-		size_t n = (size_t)source + 1;
-		int32_t *r = realloc(d->ranks, n * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		for (size_t i = d->nsources; i < n; i++)
-			r[i] = FSS_RANK_UNKNOWN;
-		d->ranks = r;
-		d->nsources = n;
+	if (strcmp(f->name, "rank") == 0 && type == FSS_REC_PROCESS_HELLO)
+		return "env_rank";
+	if (strcmp(f->name, "rank") == 0 && type == FSS_REC_COMM)
+		return "comm_rank";
+	if (strcmp(f->name, "rank") == 0 || strcmp(f->name, "source") == 0 || strcmp(f->name, "type") == 0) {
+		snprintf(buf, len, "record_%s", f->name);
+		return buf;
 	}
-	if (rank < 0)
-		rank = h->slurm_procid >= 0 ? h->slurm_procid : h->ompi_rank;
-	d->ranks[source] = rank;
-	return 0;
+	return f->name;
 }
 
 static void print_field(struct dump *d, const struct fss_record_head *rec, const struct record_field *f)
 {
 	uint64_t v = record_field_uint(rec, f);
+	char key_buf[64];
+	const char *key = field_key(rec->type, f, key_buf, sizeof(key_buf));
 	const char *s;
 
 	switch (f->kind) {
@@ -107,32 +125,32 @@ static void print_field(struct dump *d, const struct fss_record_head *rec, const
 
 		if (len > FSS_STRING_PART_BYTES)
 			len = FSS_STRING_PART_BYTES;
-		fprintf(d->out, ",\"%s\":", f->name);
+		fprintf(d->out, ",\"%s\":", key);
 		json_string(d->out, part->text, len);
 		return;
 	}
 	case FIELD_STRING_ID:
-		s = strtab_get(d->strings, rec->source, (uint32_t)v);
-		fprintf(d->out, ",\"%s\":", f->name);
+		s = sources_string(d->layer, rec->source, (uint32_t)v);
+		fprintf(d->out, ",\"%s\":", key);
 		if (s)
 			json_string(d->out, s, strlen(s));
 		else
 			fputs("null", d->out);
-		fprintf(d->out, ",\"%s_id\":%" PRIu64, f->name, v);
+		fprintf(d->out, ",\"%s_id\":%" PRIu64, key, v);
 		return;
 	case FIELD_ENUM8:
 	case FIELD_ENUM16:
 	case FIELD_ENUM32:
-		fprintf(d->out, ",\"%s\":\"%s\"", f->name, f->enum_name((unsigned)v));
+		fprintf(d->out, ",\"%s\":\"%s\"", key, f->enum_name((unsigned)v));
 		return;
 	case FIELD_HEX64:
-		fprintf(d->out, ",\"%s\":\"0x%" PRIx64 "\"", f->name, v);
+		fprintf(d->out, ",\"%s\":\"0x%" PRIx64 "\"", key, v);
 		return;
 	case FIELD_I32:
-		fprintf(d->out, ",\"%s\":%" PRId64, f->name, (int64_t)v);
+		fprintf(d->out, ",\"%s\":%" PRId64, key, (int64_t)v);
 		return;
 	default:
-		fprintf(d->out, ",\"%s\":%" PRIu64, f->name, v);
+		fprintf(d->out, ",\"%s\":%" PRIu64, key, v);
 		return;
 	}
 }
@@ -143,10 +161,14 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	const struct record_field *fields;
 	size_t n;
 
-	if (rec->type == FSS_REC_STRING && strtab_add_part(d->strings, (const void *)rec) == -ENOMEM)
-		return -ENOMEM;
-	if (rec->type == FSS_REC_PROCESS_HELLO && remember_hello(d, (const void *)rec))
-		return -ENOMEM;
+	if (d->learning || d->one_pass) {
+		int err = sources_feed(d->layer, rec);
+
+		if (err)
+			return err;
+		if (d->learning)
+			return 0;
+	}
 	if (d->type_mask && (rec->type >= 32 || !(d->type_mask & (1u << rec->type))))
 		return 0;
 	if (rec->source == FSS_SOURCE_NONE && !d->want_header && !d->type_mask)
@@ -169,7 +191,7 @@ static int on_header(void *ctx, const struct fss_file_header *h)
 {
 	struct dump *d = ctx;
 
-	if (!d->want_header)
+	if (!d->want_header || d->learning)
 		return 0;
 	fprintf(d->out,
 		"{\"type\":\"file_header\",\"version\":\"%u.%u\",\"header_size\":%u,\"flags\":%u,"
@@ -205,16 +227,53 @@ static int parse_types(const char *list, unsigned *mask)
 	return err;
 }
 
+static void print_text(FILE *out, const char *key, const char *s)
+{
+	fprintf(out, ",\"%s\":", key);
+	if (s)
+		json_string(out, s, strlen(s));
+	else
+		fputs("null", out);
+}
+
+/* One line per process: what the layer learnt of it over the whole trace. */
+static void print_sources(const struct dump *d)
+{
+	for (size_t i = 0; i < sources_count(d->layer); i++) {
+		const struct source *s = sources_at(d->layer, i);
+		const char *abbrev = source_signal(s) ? sigabbrev_np(source_signal(s)) : NULL;
+		fprintf(d->out, "{\"type\":\"source\",\"source\":%" PRIu32 ",\"rank\":%" PRId32 ",\"rank_from\":\"%s\"",
+			s->id, s->rank, source_rank_from_name(s->rank_from));
+		fprintf(d->out, ",\"world_size\":%" PRId32 ",\"pid\":%" PRIu32, s->world_size, s->pid);
+		print_text(d->out, "host", sources_string(d->layer, s->id, s->host));
+		print_text(d->out, "command", sources_string(d->layer, s->id, s->command));
+		fprintf(d->out, ",\"records\":%" PRIu64 ",\"communicators\":%zu,\"collectives\":%" PRIu64
+				",\"collectives_missing\":%" PRIu64,
+			s->records, s->ncomms, s->collectives, source_collectives_missing(s));
+		fprintf(d->out, ",\"end\":\"%s\",\"exit_code\":%" PRId32 ",\"signal\":%d",
+			source_end_name(source_end_of(s)), source_exit_code(s), source_signal(s));
+		print_text(d->out, "signal_name", abbrev ? abbrev : NULL);
+		fprintf(d->out, ",\"process_end\":%s,\"process_exit\":%s", s->has_process_end ? "true" : "false",
+			s->has_exit ? "true" : "false");
+		fprintf(d->out, ",\"first_ns\":%" PRIu64 ",\"last_ns\":%" PRIu64, s->first_ns, s->last_ns);
+		fprintf(d->out,
+			",\"drops\":{\"ring\":%" PRIu64 ",\"sink\":%" PRIu64 ",\"cupti\":%" PRIu64 ",\"nvtx\":%" PRIu64
+			",\"nvtx_unnamed\":%" PRIu64 "},\"dropped\":%" PRIu64 "}\n",
+			s->drops.ring, s->drops.sink, s->drops.cupti, s->drops.nvtx, s->drops.nvtx_unnamed, s->dropped);
+	}
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{"type", required_argument, NULL, 't'},
 		{"header", no_argument, NULL, 'H'},
+		{"sources", no_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
-	struct trace_read_info info;
+	struct trace_read_info info = {0};
 	int opt, err;
 
 	optind = 1;
@@ -228,6 +287,9 @@ int cmd_dump(int argc, char **argv)
 		case 'H':
 			d.want_header = 1;
 			break;
+		case 'S':
+			d.want_sources = 1;
+			break;
 		default:
 			fprintf(stderr, "fsdpscope dump: unknown option '%s' (see 'fsdpscope help dump')\n",
 				argv[optind - 1]);
@@ -238,15 +300,38 @@ int cmd_dump(int argc, char **argv)
 		fprintf(stderr, "fsdpscope dump: give one trace file (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;
 	}
-	d.strings = strtab_new();
-	if (!d.strings) {
+	d.layer = sources_new(NULL, NULL);
+	if (!d.layer) {
 		fprintf(stderr, "fsdpscope dump: out of memory\n");
 		return EXIT_USAGE;
 	}
-	err = trace_read(argv[optind], &ops, &d, &info);
+	{
+		struct stat st;
+
+		/* A pipe can be read only once: print as the records come. */
+		d.one_pass = stat(argv[optind], &st) == 0 && !S_ISREG(st.st_mode);
+	}
+	err = 0;
+	if (!d.one_pass) {
+		/* The first pass only learns; the second prints and says what the
+		 * file was (a damaged one stops both at the same places). */
+		d.learning = 1;
+		err = trace_read(argv[optind], &ops, &d, NULL);
+		d.learning = 0;
+		sources_finish(d.layer);
+		if (err != -ENOMEM)
+			err = 0;
+	}
+	if (!err)
+		err = trace_read(argv[optind], &ops, &d, &info);
+	else
+		snprintf(info.message, sizeof(info.message), "%s", fss_strerror(err));
+	if (d.one_pass)
+		sources_finish(d.layer);
+	if (d.want_sources && err != -ENOENT && err != -EACCES && err != -EISDIR && err != -ENOMEM)
+		print_sources(&d);
 	output_flush();
-	strtab_free(d.strings);
-	free(d.ranks);
+	sources_free(d.layer);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[optind], fss_strerror(err));
 		return EXIT_USAGE;

@@ -6,6 +6,7 @@
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
 #include "cli/output.h"
+#include "cli/report_sources.h"
 #include "cli/run_session.h"
 
 #include "common/error.h"
@@ -74,10 +75,12 @@ const char cmd_lint_help[] =
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
 	"    1  a finding reached --fail-on (in the steps the trace vouches for)\n"
 	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
-	"       cut short (analysed up to there: where and why is printed), a process whose\n"
-	"       records stop without its process_end (its step in progress left out),\n"
-	"       collectives lost (the steps they were lost in left out), or other records\n"
-	"       the agents dropped\n"
+	"       cut short (analysed up to there: where and why is printed), records the\n"
+	"       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
+	"       exited non-zero, cut off without its process_end) or whose collectives are\n"
+	"       missing: lint prints one line for each such process; the step in progress\n"
+	"       where a process's records stop, and the steps that lost collectives, are\n"
+	"       left out of the verdict\n"
 	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
 	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
 	"    exposed-gather is then not checked, and lint says so on standard error\n"
@@ -155,7 +158,11 @@ int cmd_lint(int argc, char **argv)
 			diagnosis_print_summary(stdout, d.result);
 			printf("\n");
 		}
-		printf("%sfsdpscope lint: ", findings_count(d.findings) ? "\n" : "");
+		if (report_sources_troubled(d.result)) {
+			printf("\n");
+			report_sources_troubles(stdout, d.result, "");
+		}
+		printf("%sfsdpscope lint: ", findings_count(d.findings) || report_sources_troubled(d.result) ? "\n" : "");
 		diagnosis_print_tally(stdout, d.findings);
 		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
 	}
@@ -168,6 +175,11 @@ int cmd_lint(int argc, char **argv)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
 				"incomplete trace\n",
 			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+	if (report_sources_troubled(d.result))
+		fprintf(stderr, "fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
+				"the verdict is drawn from an incomplete trace\n",
+			argv[optind], report_sources_troubled(d.result), d.result->nsources,
+			json ? "the report's \"sources\"" : "listed above");
 	lint_print_left_out(stderr, argv[optind], d.result);
 	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
@@ -213,8 +225,8 @@ int lint_exit_status(const struct analysis_result *a, int damaged, int max_sever
 		return EXIT_UNDIAGNOSED;
 	if (max_severity >= (int)fail_on)
 		return EXIT_FINDING;
-	if (damaged || a->trace.truncated || a->trace.dropped_records || a->trace.sources_cut ||
-	    a->trust.collectives_lost || a->trust.nvtx_dropped)
+	if (damaged || a->trace.truncated || a->trace.dropped_records || report_sources_troubled(a) ||
+	    a->trace.sources_cut || a->trust.collectives_lost || a->trust.nvtx_dropped)
 		return EXIT_INCOMPLETE;
 	return EXIT_OK;
 }
@@ -259,6 +271,10 @@ int lint_print_summary(const char *trace_path, FILE *out)
 	}
 	if (d.damage[0])
 		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d.damage);
+	if (report_sources_troubled(d.result)) {
+		fprintf(out, "\n");
+		report_sources_troubles(out, d.result, "");
+	}
 	lint_print_left_out(out, trace_path, d.result);
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);

@@ -33,6 +33,8 @@ const char cmd_report_help[] =
 	"        (1 + prefetch), wire bytes per step against DDP);\n"
 	"      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
 	"      - per-rank figures and the spread across ranks;\n"
+	"      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
+	"        signal, cut off), its drops and collectives missing from its sequence;\n"
 	"      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
 	"    No figure comes from a step the trace cannot vouch for: a step in which (or at\n"
 	"    whose edge) a rank lost collectives, seen as gaps in its collective seq numbers,\n"

@@ -858,6 +858,11 @@ static void print_summary(const struct run_state *st, const char *trace_path, co
 		" GPU intervals, %" PRIu64 " records dropped",
 		processes, processes == 1 ? "" : "es", s->by_type[FSS_REC_COLLECTIVE], s->by_type[FSS_REC_NVTX_RANGE],
 		s->by_type[FSS_REC_GPU_INTERVAL], s->dropped);
+	/* Calls a process made but that never reached the trace (a crash or a kill lost its ring) show only as
+	 * gaps in its sequence numbers; the drop counters cannot count them. */
+	if (s->collectives_missing)
+		fprintf(stderr, ", %" PRIu64 " collective%s missing (gaps in the processes' call numbers)",
+			s->collectives_missing, s->collectives_missing == 1 ? "" : "s");
 	if (unclean)
 		fprintf(stderr, " (%" PRIu32 " process%s without a clean exit)", unclean, unclean == 1 ? "" : "es");
 	fputc('\n', stderr);

@@ -456,6 +456,56 @@ static void write_excluded(struct jw *w, const struct analysis_trust *t)
 	jw_close(w, '}');
 }
 
+/* Every process of the trace: its rank, how it ended, what it lost. */
+static void write_sources(struct jw *w, const struct analysis_result *a)
+{
+	jw_open(w, "sources", '[');
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		const struct source_summary *s = &a->sources[i];
+
+		jw_open(w, NULL, '{');
+		jw_u64(w, "source", s->source);
+		if (s->rank >= 0)
+			jw_i64(w, "rank", s->rank);
+		else
+			jw_null(w, "rank");
+		if (s->rank_from == SOURCE_RANK_UNKNOWN)
+			jw_null(w, "rank_from");
+		else
+			jw_name(w, "rank_from", source_rank_from_name((enum source_rank_from)s->rank_from));
+		jw_u64(w, "pid", s->pid);
+		jw_name(w, "host", s->host);
+		jw_name(w, "command", s->command);
+		jw_name(w, "end", source_end_name((enum source_end)s->end));
+		if (s->exit_code >= 0)
+			jw_i64(w, "exit_code", s->exit_code);
+		else
+			jw_null(w, "exit_code");
+		if (s->signal)
+			jw_i64(w, "signal", s->signal);
+		else
+			jw_null(w, "signal");
+		jw_bool(w, "process_end", s->has_process_end);
+		if (s->last_ns)
+			jw_u64(w, "last_record_ns", s->last_ns);
+		else
+			jw_null(w, "last_record_ns");
+		jw_u64(w, "records", s->records);
+		jw_u64(w, "collectives", s->collectives);
+		jw_u64(w, "collectives_missing", s->collectives_missing);
+		jw_open(w, "drops", '{');
+		jw_u64(w, "ring", s->drops.ring);
+		jw_u64(w, "sink", s->drops.sink);
+		jw_u64(w, "cupti", s->drops.cupti);
+		jw_u64(w, "nvtx", s->drops.nvtx);
+		jw_u64(w, "nvtx_unnamed", s->drops.nvtx_unnamed);
+		jw_close(w, '}');
+		jw_u64(w, "dropped", s->dropped);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
 static void write_options(struct jw *w, const struct analysis_options *o, const struct rule_config *rules)
 {
 	size_t n;
@@ -621,6 +671,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "info", sev[RULE_INFO]);
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
+	write_sources(&w, a);
 	write_options(&w, &a->options, rules);
 	jw_open(&w, "notes", '[');
 	for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)

@@ -3,6 +3,7 @@
  * findings' blocks (lint, report, the summary after `fsdpscope run`).
  */
 #include "cli/diagnosis.h"
+#include "cli/report_sources.h"
 
 #include "common/record.h"
 
@@ -404,6 +405,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);
 	print_ranks(out, a);
+	report_sources_table(out, a);
 	if (a->nnotes) {
 		fprintf(out, "\nNotes\n");
 		for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)

@@ -16,4 +16,4 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/units.c
 )
 target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
-target_link_libraries(fss_analysis PUBLIC fss_common)
+target_link_libraries(fss_analysis PUBLIC fss_collector fss_common)

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/source.h"
+
 /* The report schema these structs fill. */
 #define ANALYSIS_SCHEMA "fsdpscope.report/2"
 /* Module names and range names are cut to this many bytes (NUL included). */
@@ -552,6 +554,10 @@ struct analysis_result {
 	int32_t fsdp_comm_match;          /* with --fsdp-comm: 1 it named one communicator of the headline rank
 	                                     (the FSDP group now), 0 none, -1 several (give more digits) */
 	uint32_t reserved4;
+	uint32_t nsources;
+	uint32_t reserved5;
+	struct source_summary *sources;   /* [nsources] every process of the trace, in arrival order: rank,
+	                                     how it ended, drops, collectives seen and missing (collector/source.h) */
 	struct analysis_trust trust;      /* steps left out, and why */
 };
 

@@ -32,6 +32,7 @@
 #include "collector/steps.h"
 #include "collector/timeline.h"
 #include "collector/units.h"
+#include "common/arith.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 
@@ -176,6 +177,8 @@ struct rank_state {
 	unsigned nrecent, recent_at;
 	int unmatched_from_loss; /* a gap was met: later events are not matched across ranks (their
 	                            per-communicator numbers are shifted by the calls lost) */
+	int has_end;             /* its process_end arrived: its records are whole (a process_exit alone
+	                            says it was reaped, not that its agent wrote everything) */
 	uint64_t seq_end;        /* calls its process_end counted, 0 before one */
 	int reaped;              /* a process_exit arrived: wait_status says how it ended */
 	int32_t wait_status;
@@ -234,6 +237,7 @@ void analysis_result_free(struct analysis_result *r)
 		return;
 	free(r->gathers);
 	free(r->per_rank);
+	free(r->sources);
 	free(r);
 }
 
@@ -1142,7 +1146,7 @@ static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo,
 			lost += top - e->seq_first + 1 - e->calls;
 		}
 	}
-	if (nl == 0 && src->ended && rs->seq_end)
+	if (nl == 0 && rs->has_end && rs->seq_end)
 		next = rs->seq_end + 1;
 	uint64_t from = rs->seq_max + 1 < first ? rs->seq_max + 1 : first;
 	uint64_t to = next > last + 1 ? next - 1 : last;
@@ -1232,6 +1236,7 @@ static void trust_record(struct rank_state *rs, const struct fss_record_head *re
 		rs->cupti_dropped = d->cupti_dropped;
 		rs->nvtx_dropped = d->nvtx_dropped;
 	} else if (rec->type == FSS_REC_PROCESS_END) {
+		rs->has_end = 1;
 		rs->seq_end = ((const struct fss_rec_process_end *)rec)->collectives;
 	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
 		rs->reaped = 1;
@@ -1251,7 +1256,7 @@ static uint64_t source_lost(const struct rank_state *rs)
 		if (e->seq_last > top)
 			top = e->seq_last;
 	}
-	if (src->ended && rs->seq_end > top)
+	if (rs->has_end && rs->seq_end > top)
 		top = rs->seq_end;
 	return top > calls ? top - calls : 0;
 }
@@ -1514,7 +1519,7 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 		switch (c->kind) {
 		case STEPS_REGULAR:
 			/* no event after it, no process_end: the trace stops in or right after it */
-			if (trust.why == STEP_CLEAN && !next_known && !src->ended)
+			if (trust.why == STEP_CLEAN && !next_known && !rs->has_end)
 				trust.why = STEP_CUT;
 			rc = register_events(a, rs, ev, span, wants_detail(a, rs));
 			if (rc == 0)
@@ -1542,7 +1547,7 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 			break;
 		default:
 			rs->trailing++;
-			if (span && !src->ended) { /* the step its records stop in */
+			if (span && !rs->has_end) { /* the step its records stop in */
 				trust.why = STEP_CUT;
 				step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
 			}
@@ -1630,7 +1635,7 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 			 * process_end, the step its records stop in */
 			size_t left = tl_array_len(&src->events);
 			const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
-			if (left && !src->ended) {
+			if (left && !rs->has_end) {
 				struct step_trust cut = {.why = STEP_CUT};
 				step_exclude(a, rs, rs->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
 			}
@@ -2263,7 +2268,7 @@ static int has_lost_step(const struct rank_state *rs)
 
 static int is_cut(const struct rank_state *rs)
 {
-	return !rs->src->ended;
+	return !rs->has_end;
 }
 
 /* What the trace cannot vouch for, and the notes that say so. They come
@@ -2277,14 +2282,14 @@ static void fill_trust(const analyzer_t *a, const struct rank_state *h, struct a
 		t->sink_dropped += rs->sink_dropped;
 		t->cupti_dropped += rs->cupti_dropped;
 		t->nvtx_dropped += rs->nvtx_dropped;
-		if (!rs->src->ended)
+		if (!rs->has_end)
 			r->trace.sources_cut++;
 		if (!rs->src->collectives)
 			continue;
 		uint64_t lost = source_lost(rs);
 		t->collectives_lost += lost;
 		t->ranks_lost += lost > 0;
-		t->ranks_cut += !rs->src->ended;
+		t->ranks_cut += !rs->has_end;
 		t->steps_lost_all += rs->steps_lost;
 		t->steps_cut_all += rs->steps_cut;
 	}
@@ -2335,6 +2340,15 @@ static void fill_trust(const analyzer_t *a, const struct rank_state *h, struct a
 		     (unsigned long long)t->records_unplaced);
 }
 
+/* Every process of the trace as the per-source layer saw it: how it ended. */
+static int result_sources(const analyzer_t *a, struct analysis_result *r)
+{
+	size_t n = 0;
+	int rc = sources_summarize(timeline_layer(a->tl), &r->sources, &n);
+	r->nsources = (uint32_t)n;
+	return rc;
+}
+
 int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 {
 	*out = NULL;
@@ -2347,7 +2361,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 		if (!state_for(a, timeline_source(a->tl, i)))
 			rc = -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < a->nrs; i++) {
-		if (!a->rs[i]->src->ended && a->rs[i]->cutter)
+		if (!a->rs[i]->has_end && a->rs[i]->cutter)
 			steps_cutter_set_open_end(a->rs[i]->cutter);
 		rc = service(a, a->rs[i], 1);
 	}
@@ -2376,11 +2390,15 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	r->trace.truncated = a->truncated;
 	r->trace.has_cupti = ts.gpu_intervals > 0;
 	r->trace.has_nvtx = ts.nvtx_ranges > 0;
+	if (result_sources(a, r) < 0) {
+		analysis_result_free(r);
+		return -ENOMEM;
+	}
 
 	/* ranks with collectives */
 	size_t nranked = 0;
 	for (size_t i = 0; i < a->nrs; i++) {
-		r->trace.dropped_records += a->rs[i]->src->dropped;
+		r->trace.dropped_records = u64_add_sat(r->trace.dropped_records, a->rs[i]->src->dropped);
 		if (a->rs[i]->src->collectives)
 			nranked++;
 		if (a->rs[i]->src->world_size > r->world_size)
@@ -2443,7 +2461,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 		e->steps_lost = rs->steps_lost;
 		e->steps_cut = rs->steps_cut;
 		e->collectives_lost = source_lost(rs);
-		e->cut = !rs->src->ended;
+		e->cut = !rs->has_end;
 		if (rs->analyzed) {
 			r->spread.ranks++;
 			if (e->step_ns < step_min)

@@ -10,6 +10,9 @@
  */
 #include "collector/ingest.h"
 
+#include "collector/source.h"
+
+#include "common/arith.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
@@ -85,6 +88,7 @@ struct ingest {
 	struct input **inputs;   /* every input ever seen, in arrival order */
 	size_t ninputs, capinputs;
 	size_t open_connections;
+	sources_t *layer;            /* the output's sources, as every reader sees them */
 	struct ingest_source_stats *sources;
 	size_t capsources;
 	char **damage;
@@ -184,38 +188,35 @@ static int map_source(ingest_t *ing, struct input *in, uint32_t in_source, uint3
 	return 0;
 }
 
-/* What the merged trace tells about a source, for the stats. */
-static void note_record(ingest_t *ing, struct ingest_source_stats *s, const struct fss_record_head *rec)
+/* The stats' copy of what the layer knows about a source. */
+static void stats_sync(ingest_t *ing, struct ingest_source_stats *s)
 {
+	const struct source *v = sources_find(ing->layer, s->source);
+
+	if (!v)
+		return;
+	s->view = v;
+	s->has_hello = v->has_hello;
+	s->pid = v->pid;
+	s->rank = v->rank;
+	s->ended = v->has_process_end;
+	s->dropped = v->dropped;
+	ing->stats.dropped = 0;
+	for (uint32_t i = 0; i < ing->stats.sources; i++)
+		ing->stats.dropped = u64_add_sat(ing->stats.dropped, ing->sources[i].dropped);
+}
+
+/* A record written to the output (`rec` as written, renumbered): the
+ * layer takes it in, the stats follow. */
+static int note_record(ingest_t *ing, struct ingest_source_stats *s, const struct fss_record_head *rec)
+{
+	int err = sources_feed(ing->layer, rec);
+
 	if (rec->type < FSS_REC_TYPE_MAX)
 		ing->stats.by_type[rec->type]++;
 	s->records++;
-	switch (rec->type) {
-	case FSS_REC_PROCESS_HELLO: {
-		const struct fss_rec_process_hello *h = (const void *)rec;
-
-		s->has_hello = 1;
-		s->pid = h->pid;
-		s->rank = h->rank >= 0 ? h->rank : h->slurm_procid >= 0 ? h->slurm_procid : h->ompi_rank;
-		if (s->rank < 0)
-			s->rank = FSS_RANK_UNKNOWN;
-		break;
-	}
-	case FSS_REC_DROPS: {
-		/* Cumulative counters: the last record of a source has its total. */
-		const struct fss_rec_drops *d = (const void *)rec;
-		uint64_t now = d->ring_dropped + d->sink_dropped + d->cupti_dropped;
-
-		ing->stats.dropped = ing->stats.dropped - s->dropped + now;
-		s->dropped = now;
-		break;
-	}
-	case FSS_REC_PROCESS_END:
-		s->ended = 1;
-		break;
-	default:
-		break;
-	}
+	stats_sync(ing, s);
+	return err;
 }
 
 /* Parser callback: copy one verified record to the output, renumbered. The
@@ -242,8 +243,7 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 			ing->write_error = err;
 		return err;
 	}
-	note_record(ing, &ing->sources[source], rec);
-	return 0;
+	return note_record(ing, &ing->sources[source], copy);
 }
 
 static const struct trace_parser_ops ingest_parser_ops = {
@@ -495,9 +495,15 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing = calloc(1, sizeof(*ing));
 	if (!ing)
 		return -ENOMEM;
+	ing->layer = sources_new(NULL, NULL);
+	if (!ing->layer) {
+		free(ing);
+		return -ENOMEM;
+	}
 	ing->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ing->epfd < 0) {
 		err = -errno;
+		sources_free(ing->layer);
 		free(ing);
 		return err;
 	}
@@ -508,6 +514,7 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	err = trace_writer_open(&ing->out, output_path, &wopts);
 	if (err) {
 		close(ing->epfd);
+		sources_free(ing->layer);
 		free(ing);
 		return err;
 	}
@@ -731,8 +738,10 @@ static int write_exits(ingest_t *ing)
 		err = trace_writer_append(ing->out, &rec);
 		if (err)
 			return err;
-		note_record(ing, s, &rec.head);
 		ing->stats.exits_written++;
+		err = note_record(ing, s, &rec.head);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -778,6 +787,13 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	if (!err)
 		err = flush_err ? flush_err : close_err;
 	ing->finished = 1;
+	/* NVTX ranges still waiting for their names will not get them */
+	sources_finish(ing->layer);
+	for (uint32_t i = 0; i < ing->stats.sources; i++) {
+		stats_sync(ing, &ing->sources[i]);
+		if (ing->sources[i].view)
+			ing->stats.collectives_missing += source_collectives_missing(ing->sources[i].view);
+	}
 	ing->stats.per_source = ing->sources;
 	ing->stats.damage = (const char *const *)ing->damage;
 	ing->stats.refused_peers = ing->refused;
@@ -812,6 +828,7 @@ void ingest_free(ingest_t *ing)
 	free(ing->damage);
 	free(ing->exits);
 	free(ing->sources);
+	sources_free(ing->layer);
 	if (ing->epfd >= 0)
 		close(ing->epfd);
 	free(ing);

@@ -32,6 +32,7 @@
 #include <sys/types.h>
 #include <stdint.h>
 
+#include "collector/source.h"
 #include "common/record.h"
 
 typedef struct ingest ingest_t;
@@ -46,12 +47,13 @@ struct ingest_options {
 struct ingest_source_stats {
 	uint32_t source;     /* its number in the output trace */
 	uint32_t pid;        /* from its process_hello, 0 before one arrived */
-	int32_t rank;        /* rank hint of the hello (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK), else -1 */
+	int32_t rank;        /* the per-source layer's rank (collector/source.h), else -1 */
 	int has_hello;       /* a process_hello arrived */
 	int ended;           /* a process_end arrived (the process exited cleanly) */
 	const char *origin;  /* "connection 3 (pid 1234)" or the file's path */
 	uint64_t records;    /* records copied to the output */
-	uint64_t dropped;    /* what the source said it lost: ring + sink + CUPTI, from its last drops record */
+	uint64_t dropped;    /* what the source lost: ring + sink + CUPTI + NVTX (collector/source.h) */
+	const struct source *view; /* everything the layer knows of it (its end, drops, missing collectives) */
 };
 
 /* A connection refused because its peer runs as another user. */
@@ -80,6 +82,8 @@ struct ingest_stats {
 	const struct ingest_refused_peer *refused_peers;
 	uint32_t exits_written; /* process_exit records written (ingest_note_exit) */
 	uint32_t exits_unmatched; /* exits noted for a pid no source's hello had: not written */
+	uint64_t collectives_missing; /* sum of the sources' collectives missing from their sequence
+	                                 numbers (source_collectives_missing): calls made, not recorded */
 };
 
 /*

@@ -7,17 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/source.h"
 #include "collector/steps.h"
 #include "collector/timeline.h"
-#include "common/strtab.h"
 
 struct timeline {
-	strtab_t *strings;
+	sources_t *layer;
 	const char *step_ranges;
 	const char *compute_ranges;
 	struct tl_source **sources; /* arrival order */
 	size_t nsources, sources_cap;
 	struct tl_source *last;     /* the source of the previous record: records come in runs */
+	struct tl_source *touched;  /* the source of the record being fed, NULL */
 	struct timeline_stats stats;
 };
 
@@ -126,8 +127,13 @@ static uint32_t name_intern(struct tl_source *src, const char *s)
 
 const char *timeline_string(const timeline_t *t, uint32_t source, uint32_t id)
 {
-	const char *s = id ? strtab_get(t->strings, source, id) : NULL;
+	const char *s = sources_string(t->layer, source, id);
 	return s ? s : "";
+}
+
+const sources_t *timeline_layer(const timeline_t *t)
+{
+	return t->layer;
 }
 
 const char *timeline_name(const struct tl_source *s, uint32_t name)
@@ -227,13 +233,15 @@ static void source_free(struct tl_source *s)
 	free(s);
 }
 
+static const struct source_ops timeline_layer_ops;
+
 timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges)
 {
 	timeline_t *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
-	t->strings = strtab_new();
-	if (!t->strings) {
+	t->layer = sources_new(&timeline_layer_ops, t);
+	if (!t->layer) {
 		free(t);
 		return NULL;
 	}
@@ -249,7 +257,7 @@ void timeline_free(timeline_t *t)
 	for (size_t i = 0; i < t->nsources; i++)
 		source_free(t->sources[i]);
 	free(t->sources);
-	strtab_free(t->strings);
+	sources_free(t->layer);
 	free(t);
 }
 
@@ -268,20 +276,6 @@ void timeline_stats(const timeline_t *t, struct timeline_stats *out)
 	*out = t->stats;
 }
 
-static void source_update_rank(struct tl_source *s)
-{
-	int32_t best = -1;
-	for (size_t i = 0; i < s->ncomms; i++) {
-		if (s->comms[i].nranks > best) {
-			best = s->comms[i].nranks;
-			s->rank = s->comms[i].rank;
-			s->world_size = s->comms[i].nranks;
-		}
-	}
-	if (best < 0)
-		s->rank = s->hello_rank;
-}
-
 static struct tl_comm *comm_find(struct tl_source *s, uint64_t handle)
 {
 	for (size_t i = s->ncomms; i-- > 0;)
@@ -290,51 +284,36 @@ static struct tl_comm *comm_find(struct tl_source *s, uint64_t handle)
 	return NULL;
 }
 
-static int on_comm(struct tl_source *s, const struct fss_rec_comm *c)
+/* The layer's communicator `index` of src, mirrored with its call count. */
+static int comm_mirror(struct tl_source *s, const struct source *src, size_t index)
 {
-	if (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT)
-		return 0;
-	struct tl_comm *m = c->comm ? comm_find(s, c->comm) : NULL;
-	if (m && m->id_hash == c->id_hash)
-		return 0; /* a replay (the agent sends its communicators again on a new sink) */
-	/* Every rank of the parent makes the same splits in the same order, a
-	 * rank left out of the new group (no color, no communicator) included:
-	 * count them all, so that later splits agree on their number. */
-	struct tl_comm *parent = c->event == FSS_COMM_SPLIT && c->parent_comm ? comm_find(s, c->parent_comm) : NULL;
-	uint64_t dimension = c->id_hash;
-	if (parent) {
-		/* splitmix64's finaliser: neighbouring split numbers differ in every
-		 * digit, so that a few leading hex digits name one (--fsdp-comm) */
-		uint64_t x = parent->dimension ^ (0x9e3779b97f4a7c15ull * (parent->splits++ + 1));
-		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-		dimension = x ^ (x >> 31);
-	}
-	/* a communicator that cannot be (damaged record) is ignored */
-	if (c->result != 0 || c->comm == 0 || c->nranks <= 0 || c->nranks > (1 << 24) || c->rank < 0 ||
-	    c->rank >= c->nranks)
-		return 0;
-	if (!m) {
-		if (s->ncomms == s->comms_cap) {
+	const struct source_comm *c = &src->comms[index];
+	if (index >= s->ncomms) {
+		if (index >= s->comms_cap) {
 			size_t cap = s->comms_cap ? 2 * s->comms_cap : 8;
+			while (cap <= index)
+				cap *= 2;
 			struct tl_comm *v = realloc(s->comms, cap * sizeof *v);
 			if (!v)
 				return -ENOMEM;
 			s->comms = v;
 			s->comms_cap = cap;
 		}
-		m = &s->comms[s->ncomms++];
+		s->ncomms = index + 1;
 	}
-	*m = (struct tl_comm){.handle = c->comm,
-			      .id_hash = c->id_hash,
-			      .nranks = c->nranks,
-			      .rank = c->rank,
-			      .device = c->device,
-			      .dimension = dimension,
-			      .parent = c->event == FSS_COMM_SPLIT ? c->parent_comm : 0,
-			      .name = c->name,
-			      .color = c->event == FSS_COMM_SPLIT ? c->color : -1};
-	source_update_rank(s);
+	s->comms[index] = (struct tl_comm){.handle = c->handle,
+					   .id_hash = c->id_hash,
+					   .nranks = c->nranks,
+					   .rank = c->rank,
+					   .device = c->device,
+					   .dimension = c->dimension,
+					   .parent = c->parent,
+					   .splits = c->splits,
+					   .name = c->name,
+					   .color = c->color};
+	/* a split counts on its parent: keep the parents' counters in step */
+	for (size_t i = 0; i < s->ncomms && i < src->ncomms; i++)
+		s->comms[i].splits = src->comms[i].splits;
 	return 0;
 }
 
@@ -420,14 +399,9 @@ static int on_group(struct tl_source *s, const struct fss_rec_group *g)
 	return event_close(s, o);
 }
 
-static int on_range(timeline_t *t, struct tl_source *s, const struct fss_rec_nvtx_range *r)
+static int on_range(timeline_t *t, struct tl_source *s, const struct fss_rec_nvtx_range *r, const char *domain,
+		    const char *name)
 {
-	if (r->end_ns > s->last_ns)
-		s->last_ns = r->end_ns;
-	const char *name = strtab_get(t->strings, s->id, r->name);
-	const char *domain = r->domain ? strtab_get(t->strings, s->id, r->domain) : "";
-	if (!name || !domain)
-		return 0;
 	int is_step = timeline_pattern_match(t->step_ranges, domain, name);
 	int is_compute = !is_step && timeline_pattern_match(t->compute_ranges, domain, name);
 	if (!is_step && !is_compute)
@@ -468,33 +442,34 @@ static int on_gpu(struct tl_source *s, const struct fss_rec_gpu_interval *g)
 	return 0;
 }
 
-int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
+/* The layer has taken in a record: the timeline's part of it. */
+static int layer_on_record(void *ctx, struct source *src, const struct fss_record_head *rec)
 {
-	*touched = NULL;
-	if (rec->source == FSS_SOURCE_NONE)
-		return 0; /* trace_end: the file's, no process's */
-	t->stats.records++;
-	if (rec->type == FSS_REC_STRING)
-		return strtab_add_part(t->strings, (const struct fss_rec_string *)rec) == -ENOMEM ? -ENOMEM : 0;
-	if (rec->type >= FSS_REC_TYPE_MAX || rec->type == 0)
+	timeline_t *t = ctx;
+	if (!src || rec->type == FSS_REC_STRING || rec->type >= FSS_REC_TYPE_MAX || rec->type == 0)
 		return 0;
 	struct tl_source *s = source_get(t, rec->source);
 	if (!s)
 		return -ENOMEM;
-	*touched = s;
+	t->touched = s;
+	if (s->view && rec->type != FSS_REC_PROCESS_HELLO && rec->type != FSS_REC_COMM &&
+	    rec->type != FSS_REC_CLOCK_ANCHOR && rec->type != FSS_REC_DROPS && rec->type != FSS_REC_NVTX_RANGE)
+		goto timeline_part; /* nothing the analysis reads of the source changed */
+	/* the facts the analysis reads, as the layer decided them */
+	s->view = src;
+	s->pid = src->pid;
+	s->hello_rank = src->hint_rank >= 0 ? src->hint_rank
+			: src->hint_slurm_procid >= 0 ? src->hint_slurm_procid
+						       : src->hint_ompi_rank;
+	s->rank = src->rank;
+	s->world_size = src->world_size;
+	s->features = src->features;
+	s->realtime_offset = src->realtime_offset;
+	s->cupti_offset = src->cupti_offset;
+	s->have_cupti_anchor = src->have_cupti_anchor;
+	s->dropped = src->dropped;
+timeline_part:
 	switch (rec->type) {
-	case FSS_REC_PROCESS_HELLO: {
-		const struct fss_rec_process_hello *h = (const void *)rec;
-		s->pid = h->pid;
-		s->hello_rank = h->rank;
-		s->features = h->features;
-		s->realtime_offset = (int64_t)(h->realtime_ns - h->mono_ns);
-		if (s->ncomms == 0)
-			s->rank = h->rank;
-		return 0;
-	}
-	case FSS_REC_COMM:
-		return on_comm(s, (const void *)rec);
 	case FSS_REC_COLLECTIVE:
 		t->stats.collectives++;
 		return on_collective(s, (const void *)rec);
@@ -505,21 +480,11 @@ int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_so
 		return on_gpu(s, (const void *)rec);
 	case FSS_REC_NVTX_RANGE:
 		t->stats.nvtx_ranges++;
-		return on_range(t, s, (const void *)rec);
-	case FSS_REC_CLOCK_ANCHOR: {
-		const struct fss_rec_clock_anchor *a = (const void *)rec;
-		if (a->domain == FSS_CLOCK_CUPTI) {
-			s->cupti_offset = (int64_t)(a->mono_ns - a->other_ns);
-			s->have_cupti_anchor = 1;
-		}
-		return 0;
-	}
-	case FSS_REC_DROPS: {
-		const struct fss_rec_drops *d = (const void *)rec;
-		s->dropped = d->ring_dropped + d->sink_dropped + d->cupti_dropped;
-		return 0;
-	}
+		if (((const struct fss_rec_nvtx_range *)rec)->end_ns > s->last_ns)
+			s->last_ns = ((const struct fss_rec_nvtx_range *)rec)->end_ns;
+		return 0; /* the range itself comes through layer_on_nvtx_range once named */
 	case FSS_REC_PROCESS_END:
+	case FSS_REC_PROCESS_EXIT:
 		s->ended = 1;
 		return event_close(s, &s->open);
 	default:
@@ -527,8 +492,48 @@ int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_so
 	}
 }
 
+static int layer_on_nvtx_range(void *ctx, struct source *src, const struct fss_rec_nvtx_range *r,
+			       const char *domain, const char *name)
+{
+	timeline_t *t = ctx;
+	struct tl_source *s = source_get(t, src->id);
+	if (!s)
+		return -ENOMEM;
+	return on_range(t, s, r, domain, name);
+}
+
+static int layer_on_comm(void *ctx, struct source *src, size_t index)
+{
+	timeline_t *t = ctx;
+	struct tl_source *s = source_get(t, src->id);
+	if (!s)
+		return -ENOMEM;
+	return comm_mirror(s, src, index);
+}
+
+static const struct source_ops timeline_layer_ops = {
+	.on_record = layer_on_record,
+	.on_nvtx_range = layer_on_nvtx_range,
+	.on_comm = layer_on_comm,
+};
+
+int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
+{
+	*touched = NULL;
+	if (rec->source == FSS_SOURCE_NONE)
+		return 0; /* trace_end: the file's, no process's */
+	t->stats.records++;
+	t->touched = NULL;
+	int rc = sources_feed(t->layer, rec);
+	*touched = t->touched;
+	return rc == -ENOMEM ? -ENOMEM : 0;
+}
+
 int timeline_flush_groups(timeline_t *t)
 {
+	sources_finish(t->layer);
+	for (size_t i = 0; i < t->nsources; i++)
+		t->sources[i]->dropped = t->sources[i]->view ? t->sources[i]->view->dropped : 0;
 	for (size_t i = 0; i < t->nsources; i++) {
 		int rc = event_close(t->sources[i], &t->sources[i]->open);
 		if (rc < 0)

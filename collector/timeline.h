@@ -10,6 +10,10 @@
  * need: the analysis (analyze.c) takes the oldest items once it has used
  * them, so memory follows the steps in flight, not the length of the run.
  *
+ * What a source is (its hello, strings, clocks, communicators, rank,
+ * drops, end) comes from the per-source layer (collector/source.h) the
+ * timeline feeds; struct tl_source repeats the facts the analysis reads.
+ *
  * Internal to the collector: the structs are visible so that the analysis
  * can read the pending arrays directly.
  */
@@ -19,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/source.h"
 #include "common/record.h"
 
 /* A growable array of fixed-size items with a moving front: items are
@@ -109,15 +114,16 @@ struct tl_comm {
 struct tl_source {
 	uint32_t id;            /* trace source id */
 	uint32_t pid;
-	int32_t hello_rank;     /* RANK from the hello, -1 */
-	int32_t rank;           /* rank in its largest communicator, else hello_rank, else -1 */
+	int32_t hello_rank;     /* the hello's rank hint (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK), -1 */
+	int32_t rank;           /* the layer's rank: in its largest communicator, else hello_rank, else -1 */
 	int32_t world_size;     /* ranks of its largest communicator */
 	uint64_t features;
 	int64_t realtime_offset; /* realtime - monotonic from the hello: places ranks on one clock */
 	int64_t cupti_offset;    /* monotonic - CUPTI time, from the latest anchor */
 	int have_cupti_anchor;
-	uint64_t dropped;        /* latest drops record: ring + sink + cupti */
-	int ended;               /* process_end seen */
+	uint64_t dropped;        /* every drop counter of the source summed (ring, sink, CUPTI, NVTX) */
+	int ended;               /* process_end or process_exit seen: nothing more will come */
+	const struct source *view; /* the layer's source: everything else known about it */
 
 	struct tl_comm *comms;
 	size_t ncomms, comms_cap;
@@ -170,6 +176,10 @@ struct tl_source *timeline_source(const timeline_t *t, size_t i);
 /* timeline_string - string `id` of source `source` ("" when unknown or not
  * complete). */
 const char *timeline_string(const timeline_t *t, uint32_t source, uint32_t id);
+
+/* timeline_layer - the per-source layer the timeline feeds (the strings,
+ * ends and drops of every source). */
+const sources_t *timeline_layer(const timeline_t *t);
 
 /* timeline_name - a compute range's name by index; "" for 0 / unknown. */
 const char *timeline_name(const struct tl_source *s, uint32_t name);

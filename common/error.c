@@ -11,7 +11,7 @@ const char *fss_strerror(int err)
 	case 0: return "success";
 	case FSS_E_NOT_TRACE: return "not an fsdpscope trace";
 	case FSS_E_VERSION: return "unsupported trace format version";
-	case FSS_E_TRUNCATED: return "trace ends inside a chunk (the writer stopped mid-write)";
+	case FSS_E_TRUNCATED: return "trace was not closed by its writer (it ends inside a chunk, or without its trace_end record)";
 	case FSS_E_CORRUPT: return "trace is damaged (checksum or structure mismatch)";
 	case FSS_E_ENDIAN: return "trace was written on a host of the other byte order";
 	case FSS_E_USAGE: return "bad usage";

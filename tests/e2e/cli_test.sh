@@ -50,6 +50,37 @@ check "dump: ranks from hello" test "$(jq -r 'select(.type=="collective") | .ran
 check "dump: strings resolved" test "$(jq -r 'select(.type=="nvtx_range") | .name' "$tmp/d.jsonl" | grep -c -E '^(layers\.3\.mlp\.up|fsdp_ref|[a-z]{300})$')" -eq \
   "$(jq -r 'select(.type=="nvtx_range") | .name' "$tmp/d.jsonl" | wc -l)"
 check "dump: enums by name" test "$(jq -r 'select(.type=="collective") | .op' "$tmp/d.jsonl" | grep -vc -E '^(AllGather|ReduceScatter)$')" -eq 0
+# Strictly: no key twice in a line (the envelope's "rank" and a record's own
+# rank field once clashed), no NaN; the parser the schema check uses.
+strict_lines() { # strict_lines FILE - every line one strict JSON document
+  python3 - "$1" "$(dirname "${BASH_SOURCE[0]}")" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from lint_schema_check import strict_loads
+for i, line in enumerate(open(sys.argv[1]), 1):
+    try:
+        strict_loads(line)
+    except ValueError as e:
+        sys.exit("line %d: %s: %s" % (i, e, line[:200]))
+PY
+}
+check "dump: every line is strict JSON" strict_lines "$tmp/d.jsonl"
+# The hello names its host and command before their strings are defined.
+check "dump: hello host resolved" test "$(jq -r 'select(.type=="process_hello") | .host' "$tmp/d.jsonl" | grep -c '^null$')" -eq 0
+check "dump: hello command resolved" test "$(jq -r 'select(.type=="process_hello") | .command' "$tmp/d.jsonl" | grep -c '^null$')" -eq 0
+check "dump: the hello's RANK as env_rank" test "$(jq -r 'select(.type=="process_hello") | .env_rank' "$tmp/d.jsonl" | tr '\n' ' ')" = "0 1 2 "
+check "dump: a comm's own rank as comm_rank" test "$(jq -r 'select(.type=="comm") | has("comm_rank")' "$tmp/d.jsonl" | sort -u)" = "true"
+# --sources: one line per process after the records, strict too.
+"$FSS" dump --sources "$tmp/t.fss" >"$tmp/s.jsonl"; rc=$?
+check "dump --sources exits 0" test $rc -eq 0
+check "dump --sources: the records, then one line per process" test "$(wc -l <"$tmp/s.jsonl")" -eq $((n + 3))
+check "dump --sources: strict JSON" strict_lines "$tmp/s.jsonl"
+check "dump --sources: ranks and ends" test "$(tail -3 "$tmp/s.jsonl" | jq -r '"\(.type) \(.source) \(.rank) \(.rank_from)"' | tr '\n' ' ')" = \
+  "source 0 0 RANK source 1 1 RANK source 2 2 RANK "
+# From a pipe: read once, every record still printed, strict.
+cat "$tmp/t.fss" | "$FSS" dump /dev/stdin >"$tmp/p.jsonl"
+check "dump from a pipe: one line per record" test "$(wc -l <"$tmp/p.jsonl")" -eq "$n"
+check "dump from a pipe: strict JSON" strict_lines "$tmp/p.jsonl"
 "$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
 check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
 "$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"

@@ -18,6 +18,14 @@
  * --no-nvtx writes no range at all (a job without markers: steps from the
  * period of the collectives, exposure not measurable).
  *
+ * How ranks end, for the per-source reports: --no-rank-hint writes hellos
+ * without RANK (the rank is known from the communicator only); --kill R
+ * stops rank R's records after half the steps and ends it with a
+ * process_exit of SIGKILL and no process_end, as `fsdpscope run` records a
+ * killed rank; --cut R stops rank R there with no end at all; --lose R:N
+ * makes rank R's sequence numbers skip N calls at its second step (records
+ * the agent lost).
+ *
  * --layers 0 is the whole-model wrap: one unit, the root, holding the root
  * and 4 blocks' parameters.
  *
@@ -38,6 +46,7 @@
 
 struct gen {
 	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
+	int rank_hint, kill_rank, cut_rank, lose_rank, lose_calls;
 	int last_rank_steps; /* -1: every rank records every step */
 	uint8_t dtype;
 	uint64_t block_params, root_params;
@@ -225,10 +234,13 @@ int main(int argc, char **argv)
 		{"prefetch", required_argument, NULL, 'p'},    {"dtype", required_argument, NULL, 'd'},
 		{"block-params", required_argument, NULL, 'b'}, {"root-params", required_argument, NULL, 'R'},
 		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},
+		{"no-rank-hint", no_argument, NULL, 'H'},       {"kill", required_argument, NULL, 'K'},
+		{"cut", required_argument, NULL, 'C'},          {"lose", required_argument, NULL, 'L'},
 		{"last-rank-steps", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
 	};
 	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
-			.last_rank_steps = -1, .dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
+			.rank_hint = 1, .kill_rank = -1, .cut_rank = -1, .lose_rank = -1, .last_rank_steps = -1,
+			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
 	const char *out = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
 	trace_writer_t *w;
@@ -250,6 +262,15 @@ int main(int argc, char **argv)
 		case 'R': g.root_params = strtoull(optarg, NULL, 0); break;
 		case 'N': g.nvtx_steps = 0; break;
 		case 'M': g.nvtx = g.nvtx_steps = 0; break;
+		case 'H': g.rank_hint = 0; break;
+		case 'K': g.kill_rank = atoi(optarg); break;
+		case 'C': g.cut_rank = atoi(optarg); break;
+		case 'L':
+			if (sscanf(optarg, "%d:%d", &g.lose_rank, &g.lose_calls) != 2) {
+				fprintf(stderr, "lint_gen_trace: --lose RANK:CALLS\n");
+				return 2;
+			}
+			break;
 		case 'S': g.last_rank_steps = atoi(optarg); break;
 		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
 		}
@@ -276,8 +297,8 @@ int main(int argc, char **argv)
 		record_init(&h, FSS_REC_PROCESS_HELLO, sizeof(h), (uint32_t)r);
 		h.pid = 1000 + (uint32_t)r;
 		h.ppid = 999;
-		h.rank = r;
-		h.local_rank = r;
+		h.rank = g.rank_hint ? r : -1;
+		h.local_rank = g.rank_hint ? r : -1;
 		h.world_size = g.ranks;
 		h.slurm_procid = -1;
 		h.ompi_rank = -1;
@@ -315,6 +336,10 @@ int main(int argc, char **argv)
 
 			if (r == g.ranks - 1 && g.last_rank_steps >= 0 && s >= g.last_rank_steps)
 				continue;
+			if ((r == g.kill_rank || r == g.cut_rank) && s >= g.steps / 2)
+				continue; /* this rank is gone */
+			if (r == g.lose_rank && s == 1)
+				src[r].seq += (uint64_t)g.lose_calls;
 			src[r].n = 0;
 			rc = gen_step(&src[r], &g, s, t, &e);
 			end = e > end ? e : end;
@@ -326,7 +351,18 @@ int main(int argc, char **argv)
 	}
 	for (int r = 0; r < g.ranks && !rc; r++) {
 		struct fss_rec_process_end e;
+		struct fss_rec_process_exit x;
 
+		if (r == g.cut_rank)
+			continue;
+		if (r == g.kill_rank) {
+			record_init(&x, FSS_REC_PROCESS_EXIT, sizeof(x), (uint32_t)r);
+			x.at_ns = t;
+			x.pid = 1000 + (uint32_t)r;
+			x.wait_status = 9; /* waitpid() status of a process killed by SIGKILL */
+			rc = trace_writer_append(w, &x);
+			continue;
+		}
 		record_init(&e, FSS_REC_PROCESS_END, sizeof(e), (uint32_t)r);
 		e.at_ns = t;
 		e.collectives = src[r].seq;

@@ -76,7 +76,8 @@ int sample_trace_write(trace_writer_t *w, uint32_t sources, uint32_t rounds, uin
 	for (uint32_t r = 0; r < rounds; r++)
 		for (uint32_t s = 0; s < sources; s++)
 			for (uint16_t t = FSS_REC_COMM; t < FSS_REC_TYPE_MAX; t++) {
-				if (t == FSS_REC_STRING || !sample_record(t, s, r * 31 + t, buf))
+				/* trace_end belongs to no source: the writer ends a file with it */
+				if (t == FSS_REC_STRING || t == FSS_REC_TRACE_END || !sample_record(t, s, r * 31 + t, buf))
 					continue;
 				if ((err = trace_writer_append(w, buf)))
 					return err;

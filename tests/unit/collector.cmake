@@ -1,2 +1,4 @@
 # collector/: the ingest (agent connections and fallback files merged into one trace).
 fss_unit_test(NAME ingest_test SOURCES unit/ingest_test.c LIBS fss_collector fss_test_support TIMEOUT 60)
+# collector/source: the per-source layer (rank, strings, NVTX names, drops, sequence gaps, ends).
+fss_unit_test(NAME source_test SOURCES unit/source_test.c LIBS fss_analysis fss_collector TIMEOUT 60)

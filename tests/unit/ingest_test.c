@@ -122,7 +122,7 @@ static int stream_on_chunk(void *ctx, uint64_t seq, uint32_t records, uint64_t f
  * The stream of fake agent `id` (source 0, like the agent's): a hello with
  * pid AGENT_PID_BASE + id and rank id, its own strings (ids 1..3, which the
  * sample records name), `rounds` records of every other type, a final drops
- * record (ring 5, sink 7, CUPTI 11) and a process_end.
+ * record (ring 5, sink 7, CUPTI 11, NVTX 13) and a process_end.
  */
 static void stream_make(struct stream *s, uint32_t id, uint32_t rounds)
 {
@@ -161,6 +161,7 @@ static void stream_make(struct stream *s, uint32_t id, uint32_t rounds)
 	((struct fss_rec_drops *)buf)->ring_dropped = 5;
 	((struct fss_rec_drops *)buf)->sink_dropped = 7;
 	((struct fss_rec_drops *)buf)->cupti_dropped = 11;
+	((struct fss_rec_drops *)buf)->nvtx_dropped = 13;
 	assert_int_equal(trace_writer_append(w, buf), 0);
 	sample_record(FSS_REC_PROCESS_END, 0, 1, buf);
 	assert_int_equal(trace_writer_append(w, buf), 0);
@@ -457,7 +458,7 @@ static void test_merge_connections(void **state)
 		assert_source_is(&m, src, &agents[id].stream, agents[id].stream.nrecs, id);
 		assert_int_equal(st->per_source[src].pid, AGENT_PID_BASE + id);
 		assert_int_equal(st->per_source[src].rank, (int)id);
-		assert_int_equal(st->per_source[src].dropped, 5 + 7 + 11);
+		assert_int_equal(st->per_source[src].dropped, 5 + 7 + 11 + 13); /* the NVTX drops count too */
 		assert_true(st->per_source[src].ended);
 		assert_int_equal(st->per_source[src].records, agents[id].stream.nrecs);
 		assert_null(find_damage(st, agents[id].pid));
@@ -690,6 +691,109 @@ static void test_bad_inputs(void **state)
 	assert_null(ing);
 }
 
+/* The last record of source `src`, which must be a process_exit. */
+static const struct fss_rec_process_exit *last_exit(const struct merged *m, int src)
+{
+	const struct fss_rec_process_exit *e;
+
+	assert_true(src >= 0);
+	assert_true(m->len[src] >= sizeof(*e));
+	e = (const void *)(m->recs[src] + m->len[src] - sizeof(*e));
+	assert_int_equal(e->head.type, FSS_REC_PROCESS_EXIT);
+	assert_int_equal(e->head.size, sizeof(*e));
+	return e;
+}
+
+/* ingest_note_exit: an exit noted while the process's connection is still
+ * open, one noted after it ended (a real SIGKILL status), one noted before
+ * its fallback file is merged, and one for a pid no source names. Each that
+ * has a source lands after every record of that source, once. */
+static void test_note_exit(void **state)
+{
+	struct agent agents[2] = {
+		{.kind = AGENT_WHOLE, .id = 8},
+		{.kind = AGENT_DIES, .id = 9},
+	};
+	struct reap reap = {.agents = agents, .n = 2};
+	const struct ingest_stats *st;
+	struct stream file_stream;
+	struct merged m;
+	char address[128], out[128], file[128];
+	size_t two = 2;
+	ingest_t *ing;
+	FILE *f;
+	int src;
+
+	(void)state;
+	snprintf(address, sizeof(address), "unix:%s/exit.sock", tmpdir);
+	snprintf(out, sizeof(out), "%s/exit.fss", tmpdir);
+	snprintf(file, sizeof(file), "%s/rank6-exit.fss", tmpdir);
+	for (size_t i = 0; i < 2; i++)
+		stream_make(&agents[i].stream, agents[i].id, 20);
+	stream_make(&file_stream, 6, 20);
+	f = fopen(file, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(file_stream.bytes, 1, file_stream.len, f), file_stream.len);
+	fclose(f);
+
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_listen(ing, address), 0);
+	for (size_t i = 0; i < 2; i++)
+		agent_start(&agents[i], address);
+	poll_until(ing, open_at_least, &two);
+	/* Agent 8 has sent at most its first chunks: the exit must wait. */
+	assert_int_equal(ingest_note_exit(ing, (pid_t)(AGENT_PID_BASE + 8), 1 << 8), 0);
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(write(agents[i].go[1], "g", 1), 1);
+	poll_until(ing, all_gone, &reap);
+	assert_true(WIFSIGNALED(reap.status[1]) && WTERMSIG(reap.status[1]) == SIGKILL);
+	assert_int_equal(ingest_note_exit(ing, (pid_t)(AGENT_PID_BASE + 9), reap.status[1]), 0);
+	assert_int_equal(ingest_note_exit(ing, (pid_t)(AGENT_PID_BASE + 6), 0), 0);
+	assert_int_equal(ingest_note_exit(ing, 4242, 9), 0);
+	assert_int_equal(ingest_add_file(ing, file), 0);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(ingest_note_exit(ing, 4243, 9), -EALREADY);
+	assert_int_equal(st->exits_written, 3);
+	assert_int_equal(st->exits_unmatched, 1);
+	assert_int_equal(st->by_type[FSS_REC_PROCESS_EXIT], 3);
+	/* each source's end, as the per-source layer read it */
+	{
+		uint64_t missing = 0;
+
+		for (uint32_t i = 0; i < st->sources; i++) {
+			assert_non_null(st->per_source[i].view);
+			missing += source_collectives_missing(st->per_source[i].view);
+		}
+		assert_int_equal(st->collectives_missing, missing);
+	}
+
+	merged_read(&m, out);
+	assert_int_equal(m.nsources, 3);
+	src = merged_source_of(&m, 8);
+	assert_int_equal(m.n[src], agents[0].stream.nrecs + 1);
+	assert_memory_equal(m.recs[src], agents[0].stream.recs, agents[0].stream.recs_len);
+	assert_int_equal(last_exit(&m, src)->pid, AGENT_PID_BASE + 8);
+	assert_int_equal(last_exit(&m, src)->wait_status, 1 << 8);
+	assert_int_equal(source_end_of(st->per_source[src].view), SOURCE_END_EXITED);
+	assert_int_equal(source_exit_code(st->per_source[src].view), 1);
+	src = merged_source_of(&m, 9);
+	assert_int_equal(m.n[src], agents[1].stream.chunk_records[3] + 1);
+	assert_int_equal(last_exit(&m, src)->wait_status, reap.status[1]);
+	assert_int_equal(source_end_of(st->per_source[src].view), SOURCE_END_SIGNALED);
+	assert_int_equal(source_signal(st->per_source[src].view), SIGKILL);
+	src = merged_source_of(&m, 6);
+	assert_int_equal(m.n[src], file_stream.nrecs + 1);
+	assert_int_equal(last_exit(&m, src)->pid, AGENT_PID_BASE + 6);
+	assert_int_equal(last_exit(&m, src)->wait_status, 0);
+	merged_free(&m);
+	ingest_free(ing);
+	for (size_t i = 0; i < 2; i++) {
+		close(agents[i].go[1]);
+		stream_free(&agents[i].stream);
+	}
+	stream_free(&file_stream);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -697,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_reconnect_and_cut),
 		cmocka_unit_test(test_merge_files),
 		cmocka_unit_test(test_bad_inputs),
+		cmocka_unit_test(test_note_exit),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

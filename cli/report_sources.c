@@ -1,0 +1,132 @@
+/*
+ * report_sources.c - how each process of a trace ended, in words.
+ */
+#include "cli/report_sources.h"
+
+#include "rules/rules.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int report_source_troubled(const struct source_summary *s)
+{
+	return s->end != SOURCE_END_CLEAN || s->collectives_missing > 0;
+}
+
+uint32_t report_sources_troubled(const struct analysis_result *a)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->nsources; i++)
+		n += report_source_troubled(&a->sources[i]) != 0;
+	return n;
+}
+
+/* The end in words: "ended cleanly", "exited 1", "exited 0 without its
+ * process_end ...", "killed by signal 9 (SIGKILL)", "cut off: no process_end". */
+static char *end_words(const struct source_summary *s, char *buf, size_t len)
+{
+	const char *abbrev;
+
+	switch (s->end) {
+	case SOURCE_END_CLEAN:
+		snprintf(buf, len, "ended cleanly");
+		break;
+	case SOURCE_END_EXITED:
+		if (s->exit_code == 0 && !s->has_process_end)
+			snprintf(buf, len, "exited 0 without its process_end (its last records may be missing)");
+		else
+			snprintf(buf, len, "exited %d", (int)s->exit_code);
+		break;
+	case SOURCE_END_SIGNALED:
+		abbrev = sigabbrev_np(s->signal);
+		snprintf(buf, len, "killed by signal %d (SIG%s)", (int)s->signal, abbrev ? abbrev : "?");
+		break;
+	default:
+		snprintf(buf, len, "cut off: no process_end");
+		break;
+	}
+	return buf;
+}
+
+/* "rank 1, pid 1001, host node-b" (what is known of it). */
+static void who(const struct source_summary *s, char *buf, size_t len)
+{
+	int n = s->rank >= 0 ? snprintf(buf, len, "rank %d, pid %u", (int)s->rank, s->pid)
+			     : snprintf(buf, len, "source %u (rank unknown), pid %u", s->source, s->pid);
+
+	if (n > 0 && (size_t)n < len && s->host[0])
+		snprintf(buf + n, len - (size_t)n, ", host %s", s->host);
+}
+
+/* " last record at 2026-12-01 11:40:02.123 UTC (2.1 s after its first)" */
+static void last_record(const struct source_summary *s, char *buf, size_t len)
+{
+	char when[48] = "", span[32];
+	struct tm tm;
+	time_t sec;
+
+	buf[0] = '\0';
+	if (!s->last_ns)
+		return;
+	sec = (time_t)(s->last_realtime_ns / 1000000000ull);
+	if (s->last_realtime_ns && gmtime_r(&sec, &tm)) {
+		size_t n = strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+
+		snprintf(when + n, sizeof(when) - n, ".%03u UTC",
+			 (unsigned)(s->last_realtime_ns % 1000000000ull / 1000000ull));
+	}
+	rule_format_ns((double)(s->last_ns - s->first_ns), span, sizeof(span));
+	if (when[0])
+		snprintf(buf, len, ", last record at %s (%s after its first)", when, span);
+	else
+		snprintf(buf, len, ", last record %s after its first", span);
+}
+
+void report_sources_troubles(FILE *out, const struct analysis_result *a, const char *indent)
+{
+	if (!report_sources_troubled(a))
+		return;
+	fprintf(out, "%sprocesses that did not end cleanly or lost collectives:\n", indent);
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		const struct source_summary *s = &a->sources[i];
+		char name[160], end[128], last[128] = "";
+
+		if (!report_source_troubled(s))
+			continue;
+		who(s, name, sizeof(name));
+		end_words(s, end, sizeof(end));
+		if (s->end != SOURCE_END_CLEAN)
+			last_record(s, last, sizeof(last));
+		fprintf(out, "%s  %s: %s%s", indent, name, end, last);
+		if (s->collectives_missing)
+			fprintf(out, "; %" PRIu64 " of its collectives missing (gaps in its sequence numbers)",
+				s->collectives_missing);
+		fputc('\n', out);
+	}
+}
+
+void report_sources_table(FILE *out, const struct analysis_result *a)
+{
+	fprintf(out, "\nProcesses (%u)\n", a->nsources);
+	fprintf(out, "  %4s %7s %-16s %-9s %9s %11s %7s %7s\n", "rank", "pid", "host", "end", "records", "collectives",
+		"missing", "dropped");
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		const struct source_summary *s = &a->sources[i];
+		char end[32];
+
+		if (s->end == SOURCE_END_SIGNALED)
+			snprintf(end, sizeof(end), "signal %d", (int)s->signal);
+		else if (s->end == SOURCE_END_EXITED)
+			snprintf(end, sizeof(end), "exit %d", (int)s->exit_code);
+		else
+			snprintf(end, sizeof(end), "%s", source_end_name((enum source_end)s->end));
+		fprintf(out, "  %4d %7u %-16.16s %-9s %9" PRIu64 " %11" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n", (int)s->rank,
+			s->pid, s->host[0] ? s->host : "-", end, s->records, s->collectives, s->collectives_missing,
+			s->dropped);
+	}
+	report_sources_troubles(out, a, "  ");
+}
