@@ -28,7 +28,10 @@ const char cmd_lint_help[] =
 	"    one block per finding: severity, rule id and title, what is wrong, the\n"
 	"    evidence (numbers from the trace), why it matters, and the fix as code for\n"
 	"    PyTorch FSDP2, and for FSDP1 and DeepSpeed ZeRO-3 where it differs.\n"
-	"    Figures are medians over the analysed steps of the headline rank.\n\n"
+	"    Figures are medians over the analysed steps of the headline rank; steps the\n"
+	"    trace cannot vouch for (a rank lost collectives in them, or its records stop\n"
+	"    in them without a process_end) are left out, and lint says so on standard\n"
+	"    error.\n\n"
 	"    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
 	"    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
 	"    micro-batch and per step (docs/patterns.md).\n\n"
@@ -66,15 +69,18 @@ const char cmd_lint_help[] =
 	"    2  bad usage, an option that cannot apply to TRACE (the message gives the valid\n"
 	"       range), TRACE is not a trace or cannot be read, or the output could not be\n"
 	"       written (a full disk: 'fsdpscope: writing standard output: ...')\n"
-	"    3  not diagnosed: no training step, no FSDP communicator, or a pattern the\n"
-	"       analysis does not cover (the not-diagnosed finding says which); whatever\n"
+	"    3  not diagnosed: no training step, no FSDP communicator, a pattern the\n"
+	"       analysis does not cover, or no step the trace vouches for (every one lost\n"
+	"       collectives or was cut off; the not-diagnosed finding says which); whatever\n"
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
-	"    1  a finding reached --fail-on\n"
+	"    1  a finding reached --fail-on (in the steps the trace vouches for)\n"
 	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
 	"       cut short (analysed up to there: where and why is printed), records the\n"
 	"       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
 	"       exited non-zero, cut off without its process_end) or whose collectives are\n"
-	"       missing: lint prints one line for each such process\n"
+	"       missing: lint prints one line for each such process; the step in progress\n"
+	"       where a process's records stop, and the steps that lost collectives, are\n"
+	"       left out of the verdict\n"
 	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
 	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
 	"    exposed-gather is then not checked, and lint says so on standard error\n"
@@ -174,6 +180,7 @@ int cmd_lint(int argc, char **argv)
 				"the verdict is drawn from an incomplete trace\n",
 			argv[optind], report_sources_troubled(d.result), d.result->nsources,
 			json ? "the report's \"sources\"" : "listed above");
+	lint_print_left_out(stderr, argv[optind], d.result);
 	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
 				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
@@ -187,13 +194,39 @@ int cmd_lint(int argc, char **argv)
 	return rc;
 }
 
+void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a)
+{
+	const struct analysis_trust *t = &a->trust;
+
+	if (t->collectives_lost)
+		fprintf(out, "fsdpscope lint: %s: %llu collective%s lost (gaps in the seq numbers) on %u rank%s: %u step%s "
+			     "left out of the verdict\n",
+			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
+			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
+			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
+	if (a->trace.sources_cut && t->steps_cut_all)
+		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
+			t->steps_cut_all == 1 ? "" : "s");
+	else if (a->trace.sources_cut)
+		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			     "cut short, or the process died), before any step was told\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es");
+	if (t->records_unplaced)
+		fprintf(out, "fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
+			     "where they were is not known; exposure, NVTX steps and unit names may be off\n",
+			trace_path, (unsigned long long)t->records_unplaced);
+}
+
 int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on)
 {
 	if (a->verdict == ANALYSIS_UNDECIDED)
 		return EXIT_UNDIAGNOSED;
 	if (max_severity >= (int)fail_on)
 		return EXIT_FINDING;
-	if (damaged || a->trace.truncated || a->trace.dropped_records || report_sources_troubled(a))
+	if (damaged || a->trace.truncated || a->trace.dropped_records || report_sources_troubled(a) ||
+	    a->trace.sources_cut || a->trust.collectives_lost || a->trust.nvtx_dropped)
 		return EXIT_INCOMPLETE;
 	return EXIT_OK;
 }
@@ -242,6 +275,7 @@ int lint_print_summary(const char *trace_path, FILE *out)
 		fprintf(out, "\n");
 		report_sources_troubles(out, d.result, "");
 	}
+	lint_print_left_out(out, trace_path, d.result);
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);
 	max = findings_max_severity(d.findings);

@@ -19,6 +19,14 @@
 int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on);
 
 /*
+ * lint_print_left_out - say on out, one line each, what the verdict of a
+ * left out and why: collectives lost (the steps they were lost in), the
+ * processes whose records stop without a process_end (the step each was
+ * in), dropped records whose place is not known. Nothing when a is whole.
+ */
+void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a);
+
+/*
  * lint_print_summary - analyse the finished trace at trace_path with the
  * default options and thresholds, and print the findings to out: a tally
  * line, then each error and warning with its evidence and its FSDP2 fix,

@@ -426,9 +426,34 @@ static void write_per_rank(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "matched_collectives", r->matched_collectives);
 		jw_u64(w, "late_ns_per_step", r->late_ns_per_step);
 		jw_u64(w, "dropped_records", r->dropped_records);
+		jw_u64(w, "steps_lost", r->steps_lost);
+		jw_u64(w, "steps_cut", r->steps_cut);
+		jw_u64(w, "collectives_lost", r->collectives_lost);
+		jw_bool(w, "cut", r->cut);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
+}
+
+/* The steps the verdict leaves out, and why (docs/report-schema.md, "excluded"). */
+static void write_excluded(struct jw *w, const struct analysis_trust *t)
+{
+	jw_open(w, "excluded", '{');
+	jw_u64(w, "steps_lost", t->steps_lost);
+	jw_u64(w, "steps_cut", t->steps_cut);
+	jw_u64(w, "steps_lost_all_ranks", t->steps_lost_all);
+	jw_u64(w, "steps_cut_all_ranks", t->steps_cut_all);
+	jw_u64(w, "ranks_lost", t->ranks_lost);
+	jw_u64(w, "ranks_cut", t->ranks_cut);
+	jw_u64(w, "collectives_lost", t->collectives_lost);
+	jw_open(w, "dropped", '{');
+	jw_u64(w, "ring", t->ring_dropped);
+	jw_u64(w, "sink", t->sink_dropped);
+	jw_u64(w, "cupti", t->cupti_dropped);
+	jw_u64(w, "nvtx", t->nvtx_dropped);
+	jw_close(w, '}');
+	jw_u64(w, "records_unplaced", t->records_unplaced);
+	jw_close(w, '}');
 }
 
 /* Every process of the trace: its rank, how it ended, what it lost. */
@@ -540,6 +565,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "dropped_records", a->trace.dropped_records);
 	jw_u64(&w, "sources", a->trace.sources);
 	jw_bool(&w, "truncated", a->trace.truncated);
+	jw_u64(&w, "sources_cut", a->trace.sources_cut);
 	jw_str(&w, "damage", d->damage[0] ? d->damage : NULL);
 	jw_str(&w, "end", a->trace.end);
 	jw_u64(&w, "gaps_total", a->trace.gaps_total);
@@ -579,6 +605,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "steps_seen", a->steps_seen);
 	jw_u64(&w, "warmup_steps", a->warmup_steps);
 	jw_u64(&w, "irregular_steps", a->irregular_steps);
+	write_excluded(&w, &a->trust);
 	jw_u64(&w, "step_period", a->step_period);
 	jw_str(&w, "step_detection", analysis_step_detection_name(a->step_detection));
 	jw_name(&w, "step_range_name", a->step_range_name);

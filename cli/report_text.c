@@ -137,6 +137,15 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 		a->steps_analyzed, a->steps_seen, a->warmup_steps, a->irregular_steps,
 		analysis_step_detection_name(a->step_detection), a->step_range_name[0] ? " (e.g. \"" : "",
 		a->step_range_name, a->step_range_name[0] ? "\")" : "", rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
+	if (a->trust.collectives_lost)
+		fprintf(out, "left out    %u step%s (all ranks) that lost collectives: %" PRIu64 " missing on %u rank%s\n",
+			a->trust.steps_lost_all, a->trust.steps_lost_all == 1 ? "" : "s", a->trust.collectives_lost,
+			a->trust.ranks_lost, a->trust.ranks_lost == 1 ? "" : "s");
+	if (a->trace.sources_cut)
+		fprintf(out, "left out    %u step%s in progress where the records of %u process%s stop without a "
+			     "process_end (cut short, or died)%s\n",
+			a->trust.steps_cut_all, a->trust.steps_cut_all == 1 ? "" : "s", a->trace.sources_cut,
+			a->trace.sources_cut == 1 ? "" : "es", a->trust.steps_cut_all ? "" : ": they stop before a step was told");
 	if (a->verdict == ANALYSIS_UNDECIDED)
 		fprintf(out, "verdict     NOT DIAGNOSED (%s): %s\n", analysis_undecided_name(a->undecided_reason),
 			a->undecided_why);
@@ -325,6 +334,24 @@ static void print_gathers(FILE *out, const struct analysis_result *a)
 		rule_format_ns((double)sum[3], b6, sizeof(b6)), rule_format_ns((double)sum[4], b7, sizeof(b7)));
 }
 
+/* A rank's steps the verdict left out, for its row: "-" when none. */
+static void report_left_out(const struct analysis_rank *r, char *buf, size_t len)
+{
+	int n = 0;
+
+	buf[0] = 0;
+	if (r->steps_lost)
+		n += snprintf(buf + n, len - (size_t)n, "%u step%s lost collectives (%" PRIu64 " missing)",
+			      r->steps_lost, r->steps_lost == 1 ? "" : "s", r->collectives_lost);
+	else if (r->collectives_lost)
+		n += snprintf(buf + n, len - (size_t)n, "%" PRIu64 " collectives missing", r->collectives_lost);
+	if (r->cut && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "%s%s", n ? "; " : "",
+			 r->steps_cut ? "1 cut off (no process_end)" : "no process_end");
+	if (!buf[0])
+		snprintf(buf, len, "-");
+}
+
 static void print_ranks(FILE *out, const struct analysis_result *a)
 {
 	const struct analysis_spread *sp = &a->spread;
@@ -337,20 +364,27 @@ static void print_ranks(FILE *out, const struct analysis_result *a)
 			sp->slowest_rank, 100 * sp->slowest_rank_fraction,
 			rule_format_ns((double)sp->skew_ns_per_step, b1, sizeof(b1)),
 			rule_format_ns((double)sp->max_skew_ns, b2, sizeof(b2)));
-	fprintf(out, "\n  %4s %6s %7s %6s %9s %9s %9s %9s %9s %11s %9s %7s\n", "rank", "pid", "steps", "AG", "step", "AG time",
-		"exposed", "wait", "compute", "last/match", "late", "dropped");
+	fprintf(out, "\n  %4s %6s %7s %6s %9s %9s %9s %9s %9s %11s %9s %7s  %s\n", "rank", "pid", "steps", "AG", "step",
+		"AG time", "exposed", "wait", "compute", "last/match", "late", "dropped", "left out");
 	for (uint32_t i = 0; i < a->nper_rank; i++) {
 		const struct analysis_rank *r = &a->per_rank[i];
-		char lm[32];
+		char lm[32], left[96];
 
 		snprintf(lm, sizeof(lm), "%u/%u", r->last_arrivals, r->matched_collectives);
-		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %9s %11s %9s %7" PRIu64 "\n", r->rank, r->pid,
+		report_left_out(r, left, sizeof(left));
+		if (r->steps_analyzed == 0 && (r->steps_lost || r->steps_cut)) {
+			/* no figure: every step it has was left out, none measured zero */
+			fprintf(out, "  %4d %6u %7u %6s %9s %9s %9s %9s %9s %11s %9s %7" PRIu64 "  %s\n", r->rank, r->pid,
+				0u, "-", "-", "-", "-", "-", "-", lm, "-", r->dropped_records, left);
+			continue;
+		}
+		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %9s %11s %9s %7" PRIu64 "  %s\n", r->rank, r->pid,
 			r->steps_analyzed, r->per_step.allgathers, rule_format_ns((double)r->step_ns, b1, sizeof(b1)),
 			rule_format_ns((double)r->allgather_ns, b2, sizeof(b2)),
 			rule_format_ns((double)r->exposed_allgather_ns, b3, sizeof(b3)),
 			rule_format_ns((double)r->compute_wait_ns, b6, sizeof(b6)),
 			rule_format_ns((double)r->compute_ns, b4, sizeof(b4)), lm,
-			rule_format_ns((double)r->late_ns_per_step, b5, sizeof(b5)), r->dropped_records);
+			rule_format_ns((double)r->late_ns_per_step, b5, sizeof(b5)), r->dropped_records, left);
 	}
 }
 

@@ -106,6 +106,7 @@ enum analysis_undecided {
 	ANALYSIS_UNDECIDED_NO_STEP = 3,        /* no repeating training step */
 	ANALYSIS_UNDECIDED_NO_REDUCTION = 4,   /* steps without ReduceScatters: forward and backward cannot be told */
 	ANALYSIS_UNDECIDED_PATTERN = 5,        /* gathers and reduce-scatters that match no pattern the analysis knows */
+	ANALYSIS_UNDECIDED_INCOMPLETE = 6,     /* every step lost collectives or was cut off (struct analysis_trust) */
 	ANALYSIS_UNDECIDED_MAX
 };
 
@@ -426,6 +427,11 @@ struct analysis_rank {
 	uint32_t reserved;
 	uint64_t compute_wait_ns;      /* compute's wait on gathers per step; this and allgather_ns and
 	                                  exposed_allgather_ns are the rank's representative step's */
+	uint32_t steps_lost;           /* steps left out: they lost collectives (struct analysis_trust) */
+	uint32_t steps_cut;            /* steps left out: in progress when its records stop */
+	uint64_t collectives_lost;     /* gaps in its collective seq numbers */
+	int32_t cut;                   /* 1: its records stop without its process_end */
+	uint32_t reserved2;
 };
 
 /* Spread across ranks. */
@@ -477,6 +483,28 @@ struct analysis_trace_info {
 				     * "not-closed" (no trace_end), "cut"; NULL when not read from a file */
 	uint64_t gaps_total;        /* gaps skipped, also those beyond gaps[] */
 	struct analysis_gap gaps[ANALYSIS_GAPS_MAX]; /* the first ones, in file order */
+	uint32_t sources_cut;       /* sources whose records stop without their process_end (cut short, or
+	                               the process died) */
+	uint32_t reserved;
+};
+
+/* What the trace cannot vouch for (docs/report-schema.md, "excluded"). A
+ * step is left out of every figure, the unit analysis and the rules when
+ * its source lost collectives in it or at its edges (a gap in the source's
+ * collective seq numbers), or when it was in progress where its source's
+ * records stop. Records lost that are not collectives leave no gap: only
+ * the drop counters tell of them, for the whole trace. */
+struct analysis_trust {
+	uint32_t steps_lost;        /* the headline rank's steps left out for lost collectives */
+	uint32_t steps_cut;         /* the headline rank's steps left out: cut off */
+	uint32_t ranks_lost;        /* ranks that lost collectives */
+	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end */
+	uint32_t steps_lost_all;    /* steps left out for lost collectives, all ranks */
+	uint32_t steps_cut_all;     /* steps left out as cut off, all ranks */
+	uint64_t collectives_lost;  /* all ranks: seq numbers missing */
+	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* the sources' latest drops records */
+	uint64_t records_unplaced;  /* records dropped beyond the collectives lost: NVTX ranges, GPU
+	                               intervals, ... whose loss shows nowhere */
 };
 
 struct analysis_result {
@@ -530,6 +558,7 @@ struct analysis_result {
 	uint32_t reserved5;
 	struct source_summary *sources;   /* [nsources] every process of the trace, in arrival order: rank,
 	                                     how it ended, drops, collectives seen and missing (collector/source.h) */
+	struct analysis_trust trust;      /* steps left out, and why */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */
@@ -548,7 +577,7 @@ const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
  * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
- * "no-reduce-scatter", "unknown-pattern", "none"; "structure" / "none". */
+ * "no-reduce-scatter", "unknown-pattern", "incomplete", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);
 const char *analysis_verdict_name(int verdict);
 const char *analysis_undecided_name(int reason);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "collector/analyze.h"
 #include "collector/breakdown.h"
@@ -45,7 +46,17 @@
 /* Steps that may wait for late GPU intervals before they are analysed anyway. */
 #define ANALYZE_MAX_WAITING_STEPS 16
 
+/* Calls may reach the trace a little out of seq order (one thread's call
+ * entered before another's that was recorded ahead of it): a stretch is
+ * checked for lost calls against this many events on either side of it. */
+#define ANALYZE_SEQ_LOOK 64
+
 enum rank_mode { MODE_UNDECIDED = 0, MODE_NVTX = 1, MODE_PERIOD = 2 };
+
+/* Seq numbers of a collective event's calls. */
+struct seq_range {
+	uint64_t lo, hi;
+};
 
 /* What one step's gathers did (per event of the step). */
 struct ev_info {
@@ -158,6 +169,35 @@ struct rank_state {
 	uint32_t analyzed, warmup, irregular, trailing;
 	uint64_t outside_events;
 	uint32_t ordinal; /* steps seen so far */
+
+	/* what the trace can vouch for (struct analysis_trust) */
+	uint64_t seq_max;        /* highest collective seq among the events taken */
+	uint64_t calls_taken;    /* collective calls among them */
+	struct seq_range recent[ANALYZE_SEQ_LOOK]; /* seq numbers of the latest events taken */
+	unsigned nrecent, recent_at;
+	int unmatched_from_loss; /* a gap was met: later events are not matched across ranks (their
+	                            per-communicator numbers are shifted by the calls lost) */
+	int has_end;             /* its process_end arrived: its records are whole (a process_exit alone
+	                            says it was reaped, not that its agent wrote everything) */
+	uint64_t seq_end;        /* calls its process_end counted, 0 before one */
+	int reaped;              /* a process_exit arrived: wait_status says how it ended */
+	int32_t wait_status;
+	uint32_t steps_lost, steps_cut;
+	struct lost_example {
+		uint32_t ordinal;
+		uint64_t count, seq_lo, seq_hi;
+	} lost_first;            /* the first step left out for lost collectives (count 0: none) */
+	uint32_t cut_ordinal;    /* the step left out as cut off (steps_cut > 0) */
+	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* its latest drops record */
+	int nvtx_event_wait;     /* the oldest NVTX step waits for the event after it (its edge) */
+	uint64_t nvtx_events_seen; /* source events when it began to wait */
+};
+
+/* Why a step is left out (analysis_step_info.excluded). */
+enum step_exclusion {
+	STEP_CLEAN = 0,
+	STEP_LOST = 1, /* its source lost collectives in it or at its edges */
+	STEP_CUT = 2,  /* in progress where its source's records stop */
 };
 
 struct analyzer {
@@ -257,6 +297,7 @@ const char *analysis_undecided_name(int reason)
 	    [ANALYSIS_UNDECIDED_NO_STEP] = "no-step",
 	    [ANALYSIS_UNDECIDED_NO_REDUCTION] = "no-reduce-scatter",
 	    [ANALYSIS_UNDECIDED_PATTERN] = "unknown-pattern",
+	    [ANALYSIS_UNDECIDED_INCOMPLETE] = "incomplete",
 	};
 	return reason >= 0 && reason < ANALYSIS_UNDECIDED_MAX ? names[reason] : "none";
 }
@@ -1045,11 +1086,188 @@ static int decide_template(analyzer_t *a, struct rank_state *rs)
 	return rc;
 }
 
+/* ---- what the trace can vouch for --------------------------------------- */
+
+static int seq_range_cmp(const void *x, const void *y)
+{
+	const struct seq_range *p = x, *q = y;
+	return p->lo < q->lo ? -1 : p->lo > q->lo;
+}
+
+/* How far a step can be trusted, as candidate_step takes it. */
+struct step_trust {
+	enum step_exclusion why;
+	struct lost_example lost; /* STEP_LOST: what is missing */
+};
+
+/*
+ * Collectives missing among the source's first n pending events or at their
+ * edges. A source numbers its calls from 1 without a gap (docs/format.md):
+ * a number missing is a call its agent could not record. Missing: seq numbers from just after the events taken before them
+ * (seq_max) to just before the events after them (or, at the end, the calls
+ * process_end counted), held by none of these events nor by the
+ * ANALYZE_SEQ_LOOK taken before and pending after; a group whose calls span
+ * more numbers than it holds lost the difference. Seq numbers do not say on
+ * which side of a boundary a call was lost: a gap at an edge counts for the
+ * stretches on both sides. The first and last missing numbers in *lo, *hi.
+ * Returns -ENOMEM, else the count.
+ */
+static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo, uint64_t *hi)
+{
+	const struct tl_source *src = rs->src;
+	*lo = *hi = 0;
+	if (n == 0)
+		return 0;
+	size_t ne = tl_array_len(&src->events), nl = ne - n < ANALYZE_SEQ_LOOK ? ne - n : ANALYZE_SEQ_LOOK;
+	struct seq_range *v = malloc((rs->nrecent + n + nl) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	uint64_t first = UINT64_MAX, last = 0, next = 0, lost = 0;
+	for (unsigned i = 0; i < rs->nrecent; i++)
+		v[k++] = rs->recent[i];
+	for (size_t i = 0; i < n + nl; i++) {
+		const struct tl_event *e = tl_array_at(&src->events, i);
+		uint64_t top = e->seq_last >= e->seq_first ? e->seq_last : e->seq_first;
+		v[k++] = (struct seq_range){e->seq_first, top};
+		if (i >= n) {
+			if (next == 0 || e->seq_first < next)
+				next = e->seq_first;
+			continue;
+		}
+		if (e->seq_first < first)
+			first = e->seq_first;
+		if (top > last)
+			last = top;
+		if (top - e->seq_first + 1 > e->calls) {
+			if (!lost)
+				*lo = e->seq_first;
+			*hi = top;
+			lost += top - e->seq_first + 1 - e->calls;
+		}
+	}
+	if (nl == 0 && rs->has_end && rs->seq_end)
+		next = rs->seq_end + 1;
+	uint64_t from = rs->seq_max + 1 < first ? rs->seq_max + 1 : first;
+	uint64_t to = next > last + 1 ? next - 1 : last;
+	qsort(v, k, sizeof *v, seq_range_cmp);
+	uint64_t at = from;
+	for (size_t i = 0; i < k && at <= to; i++) {
+		if (v[i].hi < at)
+			continue;
+		if (v[i].lo > at) {
+			uint64_t end = v[i].lo <= to ? v[i].lo - 1 : to;
+			if (!lost || at < *lo)
+				*lo = at;
+			if (end > *hi)
+				*hi = end;
+			lost += end - at + 1;
+		}
+		at = v[i].hi + 1;
+	}
+	if (at <= to) {
+		if (!lost || at < *lo)
+			*lo = at;
+		if (to > *hi)
+			*hi = to;
+		lost += to - at + 1;
+	}
+	free(v);
+	return (int64_t)lost;
+}
+
+/* Check the source's first n pending events (a step, or a stretch outside
+ * the steps when t is NULL) for lost collectives. A rank that lost some is
+ * matched across ranks no further: its later calls' numbers on their
+ * communicator are shifted by the calls lost. Returns 0 or -ENOMEM. */
+static int check_lost(struct rank_state *rs, size_t n, struct step_trust *t)
+{
+	uint64_t lo, hi;
+	int64_t lost = stretch_lost(rs, n, &lo, &hi);
+	if (lost < 0)
+		return (int)lost;
+	if (lost)
+		rs->unmatched_from_loss = 1;
+	if (t) {
+		t->why = lost ? STEP_LOST : STEP_CLEAN;
+		t->lost = (struct lost_example){rs->ordinal, (uint64_t)lost, lo, hi};
+	}
+	return 0;
+}
+
+/* Count a step left out (after the warm-up it would have been skipped as). */
+static void step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal, const struct step_trust *t,
+			 const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
+{
+	if (t->why == STEP_LOST) {
+		if (rs->steps_lost++ == 0) {
+			rs->lost_first = t->lost;
+			rs->lost_first.ordinal = ordinal;
+		}
+	} else {
+		if (rs->steps_cut++ == 0)
+			rs->cut_ordinal = ordinal;
+	}
+	if (!a->on_step)
+		return;
+	uint32_t nag = 0;
+	for (size_t i = 0; i < n; i++)
+		nag += ev[i].op == FSS_OP_ALLGATHER;
+	struct analysis_step_info si = {
+		.rank = rs->src->rank,
+		.ordinal = ordinal,
+		.start_ns = t0,
+		.step_ns = t1 > t0 ? t1 - t0 : 0,
+		.events = (uint32_t)n,
+		.allgathers = nag,
+		.excluded = (int)t->why,
+	};
+	a->on_step(a->on_step_ctx, &si);
+}
+
+/* A source's drops and process_end records: what it says it lost, and how
+ * many calls it made. */
+static void trust_record(struct rank_state *rs, const struct fss_record_head *rec)
+{
+	if (rec->type == FSS_REC_DROPS) {
+		const struct fss_rec_drops *d = (const void *)rec;
+		rs->ring_dropped = d->ring_dropped;
+		rs->sink_dropped = d->sink_dropped;
+		rs->cupti_dropped = d->cupti_dropped;
+		rs->nvtx_dropped = d->nvtx_dropped;
+	} else if (rec->type == FSS_REC_PROCESS_END) {
+		rs->has_end = 1;
+		rs->seq_end = ((const struct fss_rec_process_end *)rec)->collectives;
+	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
+		rs->reaped = 1;
+		rs->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
+	}
+}
+
+/* Collectives a source lost: the seq numbers its events (taken, and any
+ * still pending) and its process_end account for, less the calls it has. */
+static uint64_t source_lost(const struct rank_state *rs)
+{
+	uint64_t top = rs->seq_max, calls = rs->calls_taken;
+	const struct tl_source *src = rs->src;
+	for (size_t i = 0; i < tl_array_len(&src->events); i++) {
+		const struct tl_event *e = tl_array_at(&src->events, i);
+		calls += e->calls;
+		if (e->seq_last > top)
+			top = e->seq_last;
+	}
+	if (rs->has_end && rs->seq_end > top)
+		top = rs->seq_end;
+	return top > calls ? top - calls : 0;
+}
+
 /* Register a step's events with the cross-rank matcher. */
 static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n,
 			   int with_index)
 {
 	int32_t gi = 0;
+	if (rs->unmatched_from_loss)
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
 		if (ev[i].op == FSS_OP_ALLGATHER && comm_role_is_fsdp(ev[i].role)) {
@@ -1068,6 +1286,16 @@ static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl
 /* Drop the first k events of the source (they have been used). */
 static void take_events(struct rank_state *rs, size_t k)
 {
+	for (size_t i = 0; i < k; i++) {
+		const struct tl_event *e = tl_array_at(&rs->src->events, i);
+		rs->calls_taken += e->calls;
+		if (e->seq_last > rs->seq_max)
+			rs->seq_max = e->seq_last;
+		rs->recent[rs->recent_at] = (struct seq_range){e->seq_first, e->seq_last};
+		rs->recent_at = (rs->recent_at + 1) % ANALYZE_SEQ_LOOK;
+		if (rs->nrecent < ANALYZE_SEQ_LOOK)
+			rs->nrecent++;
+	}
 	tl_array_take(&rs->src->events, k);
 	rs->src->events_base += k;
 }
@@ -1100,12 +1328,16 @@ static void release_before(struct tl_source *src, uint64_t t, int keep_steps)
 /* A candidate steady-state step of a rank: summarise, then aggregate or
  * buffer it (NVTX) or count it. */
 static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n, uint64_t t0,
-			  uint64_t t1)
+			  uint64_t t1, const struct step_trust *trust)
 {
 	uint32_t ordinal = rs->ordinal++;
 	if (rs->skip_left > 0) {
 		rs->skip_left--;
 		rs->warmup++;
+		return 0;
+	}
+	if (trust->why != STEP_CLEAN) {
+		step_exclude(a, rs, ordinal, trust, ev, n, t0, t1);
 		return 0;
 	}
 	struct step_summary *s;
@@ -1170,11 +1402,14 @@ static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
 	/* Nothing new to look at (the scan below reads every pending range):
 	 * no step range since the last look, and the GPU intervals the oldest
 	 * step waited for have not come. */
-	if (!final && src->step_ranges == rs->nvtx_seen &&
+	uint64_t have = src->events_base + tl_array_len(&src->events);
+	int new_event = rs->nvtx_event_wait && have > rs->nvtx_events_seen;
+	if (!final && src->step_ranges == rs->nvtx_seen && !new_event &&
 	    (rs->nvtx_gpu_wait == 0 || !gpu_ready(a, src, rs->nvtx_gpu_wait)))
 		return 0;
 	rs->nvtx_seen = src->step_ranges;
 	rs->nvtx_gpu_wait = 0;
+	rs->nvtx_event_wait = 0;
 	for (;;) {
 		/* the oldest step range not analysed, and how many wait */
 		struct tl_range step = {0};
@@ -1202,18 +1437,27 @@ static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
 		while (before + in < ne &&
 		       ((struct tl_event *)tl_array_at(&src->events, before + in))->enter_ns < step.end)
 			in++;
-		int rc = 0;
-		if (before) {
+		/* the event after the step shows whether calls were lost at its end */
+		if (!final && before + in == ne && !src->ended && waiting == 1) {
+			rs->nvtx_event_wait = 1;
+			rs->nvtx_events_seen = have;
+			return 0;
+		}
+		int rc = check_lost(rs, before, NULL);
+		if (before && rc == 0) {
 			rc = register_events(a, rs, tl_array_at(&src->events, 0), before, 0);
 			rs->outside_events += before;
 			take_events(rs, before);
 		}
 		const struct tl_event *ev = in ? tl_array_at(&src->events, 0) : NULL;
 		int is_headline = wants_detail(a, rs);
+		struct step_trust trust;
+		if (rc == 0)
+			rc = check_lost(rs, in, &trust);
 		if (rc == 0)
 			rc = register_events(a, rs, ev, in, is_headline);
 		if (rc == 0)
-			rc = candidate_step(a, rs, ev, in, step.start, step.end);
+			rc = candidate_step(a, rs, ev, in, step.start, step.end, &trust);
 		if (rc < 0)
 			return rc;
 		take_events(rs, in);
@@ -1268,12 +1512,18 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 		}
 		if (!final && !gpu_ready(a, src, t1))
 			return 0;
-		int rc = 0;
+		struct step_trust trust;
+		int rc = check_lost(rs, span, &trust);
+		if (rc < 0)
+			return rc;
 		switch (c->kind) {
 		case STEPS_REGULAR:
+			/* no event after it, no process_end: the trace stops in or right after it */
+			if (trust.why == STEP_CLEAN && !next_known && !rs->has_end)
+				trust.why = STEP_CUT;
 			rc = register_events(a, rs, ev, span, wants_detail(a, rs));
 			if (rc == 0)
-				rc = candidate_step(a, rs, ev, span, t0, t1);
+				rc = candidate_step(a, rs, ev, span, t0, t1, &trust);
 			break;
 		case STEPS_WARMUP:
 			rs->warmup += c->steps;
@@ -1283,13 +1533,24 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 			rc = register_events(a, rs, ev, span, 0);
 			break;
 		case STEPS_IRREGULAR:
-			rs->irregular += c->steps;
-			rs->ordinal += c->steps;
+			/* a stretch that lost calls no longer matches the step: it is
+			 * the steps it stands for that lost them */
+			if (trust.why == STEP_LOST) {
+				for (uint32_t k = 0; k < (c->steps ? c->steps : 1); k++)
+					step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
+			} else {
+				rs->irregular += c->steps;
+				rs->ordinal += c->steps;
+			}
 			rs->outside_events += span;
 			rc = register_events(a, rs, ev, span, 0);
 			break;
 		default:
 			rs->trailing++;
+			if (span && !rs->has_end) { /* the step its records stop in */
+				trust.why = STEP_CUT;
+				step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
+			}
 			rs->outside_events += span;
 			rc = register_events(a, rs, ev, span, 0);
 			break;
@@ -1370,9 +1631,17 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 		if (rc < 0)
 			return rc;
 		if (final) {
-			/* events after the last step range: not a step */
+			/* events after the last step range: not a step; without a
+			 * process_end, the step its records stop in */
 			size_t left = tl_array_len(&src->events);
-			rc = register_events(a, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
+			const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
+			if (left && !rs->has_end) {
+				struct step_trust cut = {.why = STEP_CUT};
+				step_exclude(a, rs, rs->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
+			}
+			rc = check_lost(rs, left, NULL);
+			if (rc == 0)
+				rc = register_events(a, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
 			rs->outside_events += left;
 			take_events(rs, left);
 			if (rc == 0 && !rs->decided)
@@ -1390,6 +1659,12 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 	int rc = timeline_feed(a->tl, rec, &src);
 	if (rc < 0 || !src)
 		return rc;
+	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
+		struct rank_state *rs = state_for(a, src);
+		if (!rs)
+			return -ENOMEM;
+		trust_record(rs, rec);
+	}
 	/* events complete at collective and group records; steps at ranges */
 	if (rec->type != FSS_REC_COLLECTIVE && rec->type != FSS_REC_GROUP && rec->type != FSS_REC_NVTX_RANGE &&
 	    rec->type != FSS_REC_GPU_INTERVAL && rec->type != FSS_REC_PROCESS_END)
@@ -1976,6 +2251,95 @@ static void fill_comms(const analyzer_t *a, const struct rank_state *v, struct a
 	}
 }
 
+/* The rank a trust note names: the lowest with what `has` looks for. */
+static const struct rank_state *lowest_rank(const analyzer_t *a, int (*has)(const struct rank_state *))
+{
+	const struct rank_state *best = NULL;
+	for (size_t i = 0; i < a->nrs; i++)
+		if (a->rs[i]->src->collectives && has(a->rs[i]) && (!best || a->rs[i]->src->rank < best->src->rank))
+			best = a->rs[i];
+	return best;
+}
+
+static int has_lost_step(const struct rank_state *rs)
+{
+	return rs->steps_lost > 0;
+}
+
+static int is_cut(const struct rank_state *rs)
+{
+	return !rs->has_end;
+}
+
+/* What the trace cannot vouch for, and the notes that say so. They come
+ * before the other notes: a verdict is read with them. */
+static void fill_trust(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r)
+{
+	struct analysis_trust *t = &r->trust;
+	for (size_t i = 0; i < a->nrs; i++) {
+		const struct rank_state *rs = a->rs[i];
+		t->ring_dropped += rs->ring_dropped;
+		t->sink_dropped += rs->sink_dropped;
+		t->cupti_dropped += rs->cupti_dropped;
+		t->nvtx_dropped += rs->nvtx_dropped;
+		if (!rs->has_end)
+			r->trace.sources_cut++;
+		if (!rs->src->collectives)
+			continue;
+		uint64_t lost = source_lost(rs);
+		t->collectives_lost += lost;
+		t->ranks_lost += lost > 0;
+		t->ranks_cut += !rs->has_end;
+		t->steps_lost_all += rs->steps_lost;
+		t->steps_cut_all += rs->steps_cut;
+	}
+	if (h) {
+		t->steps_lost = h->steps_lost;
+		t->steps_cut = h->steps_cut;
+	}
+	uint64_t dropped = t->ring_dropped + t->sink_dropped + t->cupti_dropped + t->nvtx_dropped;
+	t->records_unplaced = dropped > t->collectives_lost ? dropped - t->collectives_lost : 0;
+
+	const struct rank_state *x = lowest_rank(a, has_lost_step);
+	if (x) {
+		const struct lost_example *e = &x->lost_first;
+		char seqs[64];
+		if (e->seq_hi - e->seq_lo + 1 == e->count)
+			snprintf(seqs, sizeof seqs, "seq %llu-%llu", (unsigned long long)e->seq_lo,
+				 (unsigned long long)e->seq_hi);
+		else
+			snprintf(seqs, sizeof seqs, "between seq %llu and %llu", (unsigned long long)e->seq_lo,
+				 (unsigned long long)e->seq_hi);
+		note(r, "step %u on rank %d lost %llu collective%s (%s): left out; %u step%s on %u rank%s left out so",
+		     e->ordinal, x->src->rank, (unsigned long long)e->count, e->count == 1 ? "" : "s", seqs,
+		     t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s", t->ranks_lost, t->ranks_lost == 1 ? "" : "s");
+	} else if (t->collectives_lost) {
+		note(r, "%llu collectives lost outside the steps (gaps in the seq numbers): no step left out",
+		     (unsigned long long)t->collectives_lost);
+	}
+	x = lowest_rank(a, is_cut);
+	if (x && t->ranks_cut == 1) {
+		char step[64] = "no step was in progress there", how[48] = "the trace was cut short, or the process died";
+		if (x->steps_cut)
+			snprintf(step, sizeof step, "step %u, in progress there, left out", x->cut_ordinal);
+		if (x->reaped && WIFSIGNALED(x->wait_status))
+			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(x->wait_status));
+		else if (x->reaped && WIFEXITED(x->wait_status))
+			snprintf(how, sizeof how, "it exited with status %d", WEXITSTATUS(x->wait_status));
+		note(r, "rank %d's records stop without its process_end (%s): %s", x->src->rank, how, step);
+	} else if (x) {
+		note(r, "the records of %u ranks stop without their process_end (the trace was cut short, or they died): "
+			"%u step%s in progress there left out",
+		     t->ranks_cut, t->steps_cut_all, t->steps_cut_all == 1 ? "" : "s");
+	}
+	if (t->records_unplaced)
+		note(r, "%llu records dropped (ring %llu, sink %llu, CUPTI %llu, NVTX %llu), %llu not collectives: "
+			"exposure, NVTX steps and unit names may be off",
+		     (unsigned long long)dropped, (unsigned long long)t->ring_dropped, (unsigned long long)t->sink_dropped,
+		     (unsigned long long)t->cupti_dropped, (unsigned long long)t->nvtx_dropped,
+		     (unsigned long long)t->records_unplaced);
+}
+
 /* Every process of the trace as the per-source layer saw it: how it ended. */
 static int result_sources(const analyzer_t *a, struct analysis_result *r)
 {
@@ -1996,8 +2360,11 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	for (size_t i = 0; rc == 0 && i < timeline_sources(a->tl); i++)
 		if (!state_for(a, timeline_source(a->tl, i)))
 			rc = -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < a->nrs; i++)
+	for (size_t i = 0; rc == 0 && i < a->nrs; i++) {
+		if (!a->rs[i]->has_end && a->rs[i]->cutter)
+			steps_cutter_set_open_end(a->rs[i]->cutter);
 		rc = service(a, a->rs[i], 1);
+	}
 	if (rc < 0)
 		return rc;
 
@@ -2091,6 +2458,10 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 		e->late_ns_per_step = steps ? st.late_ns / steps : st.late_ns;
 		e->steps_seen = steps;
 		e->dropped_records = rs->src->dropped;
+		e->steps_lost = rs->steps_lost;
+		e->steps_cut = rs->steps_cut;
+		e->collectives_lost = source_lost(rs);
+		e->cut = !rs->has_end;
 		if (rs->analyzed) {
 			r->spread.ranks++;
 			if (e->step_ns < step_min)
@@ -2118,6 +2489,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	r->spread.max_skew_ns = tot.max_skew_ns;
 	if (tot.matched && r->spread.slowest_rank >= 0)
 		r->spread.slowest_rank_fraction = (double)best_last / (double)tot.matched;
+	fill_trust(a, h, r);
 
 	/* the communicators, from the headline rank (or, without steps, the
 	 * lowest rank that has collectives) */
@@ -2141,6 +2513,18 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 			r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
 			undecided(r, "no communicator carries both AllGathers and ReduceScatters: no FSDP shard group "
 				     "(not a sharded data-parallel job, or --fsdp-comm names none)");
+		} else if (r->trust.steps_lost_all || r->trust.steps_cut_all) {
+			r->undecided_reason = ANALYSIS_UNDECIDED_INCOMPLETE;
+			char lost[96] = "", cut[64] = "";
+			if (r->trust.steps_lost_all)
+				snprintf(lost, sizeof lost, "%u lost collectives (%llu of %llu missing)",
+					 r->trust.steps_lost_all, (unsigned long long)r->trust.collectives_lost,
+					 (unsigned long long)(r->trace.collectives + r->trust.collectives_lost));
+			if (r->trust.steps_cut_all)
+				snprintf(cut, sizeof cut, "%u %s in progress where the records stop",
+					 r->trust.steps_cut_all, r->trust.steps_cut_all == 1 ? "was" : "were");
+			undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
+				  lost[0] && cut[0] ? " and " : "", cut);
 		} else {
 			r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
 			undecided(r, "no repeating training step among %llu collectives (too few steps recorded, or "
@@ -2155,7 +2539,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	r->steps_analyzed = h->analyzed;
 	r->warmup_steps = h->warmup;
 	r->irregular_steps = h->irregular;
-	r->steps_seen = h->analyzed + h->warmup + h->irregular;
+	r->steps_seen = h->analyzed + h->warmup + h->irregular + h->steps_lost + h->steps_cut;
 	r->step_period = (uint32_t)h->nev;
 	r->step_ns = median_get(&h->fig[FIG_STEP]);
 	if (h->mode == MODE_NVTX)
@@ -2256,9 +2640,6 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	if (r->trace.truncated)
 		note(r, "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
 			"skipped): analysed what could be read");
-	if (r->trace.dropped_records)
-		note(r, "the agents dropped %llu records: counts may be low",
-		     (unsigned long long)r->trace.dropped_records);
 	if (tot.unmatched && r->ranks > 1)
 		note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
 	*out = r;

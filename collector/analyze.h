@@ -74,13 +74,16 @@ struct analysis_step_info {
 	uint32_t events;         /* collective events in the step */
 	uint32_t allgathers;
 	int exposure_source;     /* enum analysis_exposure_source */
-	int reserved;
+	int excluded;            /* 0: analysed; 1: left out, its rank lost collectives in it or at its
+	                            edges; 2: left out, in progress where its rank's records stop. A step
+	                            left out has its counts and span, no timing figures */
 	uint64_t compute_wait_ns;       /* as analysis_exposure, for this step */
 	uint64_t other_compute_wait_ns;
 };
 
 /* Called for every step the analysis summarises (before the steady state
- * is chosen: warm-up and irregular NVTX steps come too). */
+ * is chosen: warm-up and irregular NVTX steps come too), and for every step
+ * it leaves out (excluded != 0). */
 typedef void (*analysis_step_fn)(void *ctx, const struct analysis_step_info *step);
 
 /* analyzer_on_step - set (or clear, fn NULL) the step callback. */

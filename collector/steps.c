@@ -284,6 +284,7 @@ struct steps_cutter {
 	uint32_t rare_mult;/* in a stretch counts the training steps the stretch holds */
 	int warmup_due;    /* a warm-up cut [warm_first, cur) is due */
 	uint64_t warm_first;
+	int open_end;      /* the events stop where the trace was cut: `final` is no whole run */
 };
 
 steps_cutter_t *steps_cutter_new(size_t max_window)
@@ -309,6 +310,11 @@ void steps_cutter_free(steps_cutter_t *c)
 size_t steps_cutter_pending(const steps_cutter_t *c)
 {
 	return c->n;
+}
+
+void steps_cutter_set_open_end(steps_cutter_t *c)
+{
+	c->open_end = 1;
 }
 
 size_t steps_cutter_period(const steps_cutter_t *c)
@@ -380,13 +386,27 @@ static uint32_t cutter_steps_in(const steps_cutter_t *c, size_t at, uint64_t len
 	return (uint32_t)((k + c->rare_mult / 2) / c->rare_mult);
 }
 
+/* Does a step of ops[0..p) reduce gradients (a ReduceScatter or an
+ * AllReduce)? Every training step does; the first forward's gathers, all
+ * that a trace cut early may hold, repeat without one. */
+static int period_reduces(const uint8_t *ops, size_t p)
+{
+	for (size_t i = 0; i < p; i++)
+		if (ops[i] == FSS_OP_REDUCESCATTER || ops[i] == FSS_OP_ALLREDUCE)
+			return 1;
+	return 0;
+}
+
 static int cutter_detect(steps_cutter_t *c, int final)
 {
 	int window_full = c->n >= c->max_window;
 	if (!final && !window_full && c->n < c->next_try)
 		return 0;
 	struct steps_period sp;
-	if (steps_find_period(c->sig, c->ops, c->n, final || window_full, &sp)) {
+	int found = steps_find_period(c->sig, c->ops, c->n, (final && !c->open_end) || window_full, &sp);
+	if (found && final && c->open_end && !period_reduces(c->ops + sp.first, sp.period))
+		found = 0;
+	if (found) {
 		c->period = sp.period;
 		c->tmpl = malloc(sp.period * sizeof *c->tmpl);
 		if (!c->tmpl)

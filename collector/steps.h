@@ -107,6 +107,17 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut);
  * not cut yet). */
 size_t steps_cutter_pending(const steps_cutter_t *c);
 
+/*
+ * steps_cutter_set_open_end - the events stop because the trace was cut
+ * short (their source has no process_end), not because the run ended: a
+ * `final` search then asks for as many repeats as one over a window that
+ * is not the whole run (periods up to n / 6), since two look-alike
+ * stretches at the start of a run (set-up, the first forward's blocks) are
+ * no proof of a step; and the step must reduce gradients (hold a
+ * ReduceScatter or an AllReduce), as every training step does.
+ */
+void steps_cutter_set_open_end(steps_cutter_t *c);
+
 /* steps_cutter_period - the period once found (0 before). */
 size_t steps_cutter_period(const steps_cutter_t *c);
 

@@ -81,3 +81,18 @@ char *rule_unit_container(const char *unit_name, char *buf, size_t len)
 		snprintf(buf, len, "model.%.*s", (int)(cut - p), p);
 	return buf;
 }
+
+char *rule_left_out(const struct analysis_result *a, char *buf, size_t len)
+{
+	uint32_t left = a->trust.steps_lost + a->trust.steps_cut;
+
+	if (len == 0)
+		return buf;
+	buf[0] = 0;
+	if (left)
+		snprintf(buf, len, "\nfrom the %u step%s the trace vouches for on rank %d; %u left out (%u for lost collectives, "
+			 "%u cut off)",
+			 a->steps_analyzed, a->steps_analyzed == 1 ? "" : "s", a->headline_rank, left, a->trust.steps_lost,
+			 a->trust.steps_cut);
+	return buf;
+}

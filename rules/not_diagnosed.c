@@ -24,6 +24,9 @@ static const char *what_to_do(enum analysis_undecided reason)
 	case ANALYSIS_UNDECIDED_NO_STEP:
 		return "record more steps (at least three alike after the first), or mark steps with NVTX ranges "
 		       "and pass --step-ranges";
+	case ANALYSIS_UNDECIDED_INCOMPLETE:
+		return "record again with a larger ring (FSDPSCOPE_RING_SLOTS) if collectives were lost, and let the "
+		       "job end (or record more steps) if its records stop early";
 	case ANALYSIS_UNDECIDED_NO_REDUCTION:
 		return "record training steps (not only evaluation), or name the FSDP communicator with --fsdp-comm";
 	default:

@@ -58,12 +58,13 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 					 100 * step_frac);
 	evidence = finding_printf("arrival spread (last rank's enter - first rank's enter) summed over a step: %s "
 				  "(%.1f%% of the %s step); largest for one collective: %s%s\n"
-				  "step time per rank: %s .. %s",
+				  "step time per rank: %s .. %s%s",
 				  rule_format_ns((double)sp->skew_ns_per_step, b1, sizeof(b1)), 100 * step_frac,
 				  rule_format_ns((double)a->step_ns, b2, sizeof(b2)),
 				  rule_format_ns((double)sp->max_skew_ns, b3, sizeof(b3)), who,
 				  rule_format_ns((double)sp->step_ns_min, b4, sizeof(b4)),
-				  rule_format_ns((double)sp->step_ns_max, b6, sizeof(b6)));
+				  rule_format_ns((double)sp->step_ns_max, b6, sizeof(b6)),
+				  a->trust.ranks_lost ? "\nmatched across ranks up to each rank's first lost collective" : "");
 	/* Not an FSDP setting: the same advice for every framework. */
 	fsdp2 = finding_printf(
 		"# Find what differs on the slow rank; the wrap is not the cause.\n"

@@ -174,6 +174,14 @@ char *rule_format_ns(double ns, char *buf, size_t len);         /* "4.2 ms", "31
 char *rule_format_count(double n, char *buf, size_t len);       /* "7.00B" / "218.8M" / "4096" (parameters) */
 
 /*
+ * rule_left_out - an evidence line (with its leading newline) saying how
+ * many steps the figures are from when the analysis left some out (struct
+ * analysis_trust: lost collectives, cut off); "" when it left none. Returns
+ * buf.
+ */
+char *rule_left_out(const struct analysis_result *a, char *buf, size_t len);
+
+/*
  * rule_unit_container - the Python expression of the module list that holds
  * the repeating units, for the fix code: "model.layers" from an NVTX unit
  * name "layers.3" or "layers.*" (the name up to its last ".<index>"),

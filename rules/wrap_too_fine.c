@@ -40,7 +40,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	uint32_t k = u->gathers_per_unit, L = u->repeating_units, root = u->root_gathers;
 	uint32_t per_block_forward, per_block_backward, backward_blocks, mb;
 	double block_bytes, piece_bytes;
-	char container[96], b1[32], b2[32], b3[32], b4[32], ds_bucket[48], exposed[16] = "";
+	char container[96], b1[32], b2[32], b3[32], b4[32], ds_bucket[48], exposed[16] = "", left_out[128];
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed, *root_text;
 	struct finding *f;
 
@@ -96,14 +96,15 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		"%u gathers per repeating unit x %u units = %u%s per %s; per-block wrap would issue %u\n"
 		"AllGathers per step: %u (%u forward + %u backward); per-block wrap: %u (%u + %u)\n"
 		"one unit's %u gathers move %s in pieces of at most %s; one gather per unit would move %s at once\n"
-		"AllGather time per step: %s%s%s%s",
+		"AllGather time per step: %s%s%s%s%s",
 		k, L, k * L, root_text, rule_per(a), per_block_forward, a->per_step.allgathers,
 		a->per_step.forward_allgathers, a->per_step.backward_allgathers,
 		mb * (per_block_forward + per_block_backward), mb * per_block_forward, mb * per_block_backward, k,
 		rule_format_bytes(block_bytes, b1, sizeof(b1)), rule_format_bytes(piece_bytes, b2, sizeof(b2)),
 		rule_format_bytes(block_bytes, b3, sizeof(b3)),
 		rule_format_ns((double)a->exposure.allgather_ns_per_step, b4, sizeof(b4)),
-		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed, others);
+		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed, others,
+		rule_left_out(a, left_out, sizeof(left_out)));
 	free(others);
 	free(root_text);
 	fsdp2 = finding_printf(

@@ -236,6 +236,41 @@ if python3 "$CHECK" "$SCHEMA" "$T/lint-gap.json" "$T/lint-boundary.json" >"$T/sc
 else
 	fail "gap / chunk-boundary JSON"; cat "$T/schema.out"
 fi
+
+# cut at a chunk boundary: the processes' records stop without their
+# process_end: the step each was in is left out, and the verdict of the rest
+# is from an incomplete trace (4), never clean (0)
+chunk_ends() { # chunk_ends FILE - the byte offsets where its chunks end, one a line
+	python3 -c 'import sys
+d = open(sys.argv[1], "rb").read(); o = 64
+while o + 24 <= len(d):
+    o += 24 + int.from_bytes(d[o + 4:o + 8], "little"); print(o)' "$1"
+}
+mid=$(chunk_ends "$T/block40.fss" | awk '{ v[NR] = $1 } END { print v[int(NR / 2)] }')
+head -c "$mid" "$T/block40.fss" >"$T/cut-chunk.fss"
+expect_rc 4 "cut at a chunk boundary, no finding" "$FSS" lint "$T/cut-chunk.fss"
+expect_out "$T/err" "stop without a process_end" "cut at a chunk boundary: says the records stop"
+expect_out "$T/err" "left out of the verdict" "cut at a chunk boundary: says what is left out"
+"$FSS" lint --json "$T/cut-chunk.fss" >"$T/lint-cut-chunk.json" 2>/dev/null
+v=$(json_get "$T/lint-cut-chunk.json" '(d["verdict"], d["trace"]["truncated"], d["trace"]["sources_cut"], d["excluded"]["ranks_cut"], [p["cut"] for p in d["per_rank"]])')
+[ "$v" = "('diagnosed', True, 2, 2, [True, True])" ] && pass "cut at a chunk boundary: JSON says who is cut" ||
+	fail "cut at a chunk boundary: $v"
+"$FSS" report "$T/cut-chunk.fss" >"$T/report-cut" 2>&1
+expect_out "$T/report-cut" "without a process_end" "report of a cut trace: says the records stop"
+# the per-Linear trace cut at every chunk boundary: its verdict (wrap-too-fine,
+# exit 1) or none (exit 3), never another
+bad=0
+for at in $(chunk_ends "$T/linear.fss" | sed '$d'); do
+	head -c "$at" "$T/linear.fss" >"$T/cut-at.fss"
+	"$FSS" lint --json "$T/cut-at.fss" >"$T/cut-at.json" 2>/dev/null
+	rc=$?
+	v=$(json_get "$T/cut-at.json" '(d["verdict"], d["units"]["gathers_per_unit"] if d["verdict"] == "diagnosed" else 8, "wrap-too-fine" in [f["rule"] for f in d["findings"]] or d["verdict"] != "diagnosed")')
+	case "$rc $v" in
+	"1 ('diagnosed', 8, True)" | "3 ('undecided', 8, True)") ;;
+	*) bad=1; fail "per-linear cut at $at: exit $rc, $v" ;;
+	esac
+done
+[ "$bad" = 0 ] && pass "per-linear cut at every chunk boundary: its verdict or none"
 # no verdict is never clean: exit 3, whatever --fail-on says
 "$GEN" --out "$T/onestep.fss" --ranks 2 --layers 4 --k 1 --steps 1 --no-nvtx-steps || fail "gen onestep"
 expect_rc 3 "one step, no NVTX: not diagnosed" "$FSS" lint "$T/onestep.fss"
@@ -249,7 +284,8 @@ v=$(json_get "$T/lint-onestep.json" '(d["verdict"], d["undecided"]["reason"], [f
 # the JSON of an undecided, a truncated and an unmeasured run, against the schema
 "$FSS" lint --json "$T/cut-block.fss" >"$T/lint-cut.json" 2>/dev/null
 "$FSS" report --json "$T/bare.fss" >"$T/report-bare.json"
-if python3 "$CHECK" "$SCHEMA" "$T/lint-onestep.json" "$T/lint-cut.json" "$T/report-bare.json" >"$T/schema.out" 2>&1; then
+if python3 "$CHECK" "$SCHEMA" "$T/lint-onestep.json" "$T/lint-cut.json" "$T/report-bare.json" "$T/lint-cut-chunk.json" \
+	>"$T/schema.out" 2>&1; then
 	pass "undecided, truncated and unmeasured JSON valid against the schema"
 else
 	fail "undecided / truncated / unmeasured JSON"; cat "$T/schema.out"

@@ -22,6 +22,14 @@ Scenarios:
             fsdp_ref (CPU backend) under fsdpscope run: every collective its
             --log reports is in the trace with matching op, bytes, order and
             rank; NVTX step / phase / module ranges present; no duplicates.
+  drops     fsdp_ref --wrap linear with a 16-slot ring: lint never calls the
+            trace clean, names the drops, counts the collectives lost as the
+            trace's seq gaps show them, and either finds wrap-too-fine in the
+            steps that lost none or says it could not diagnose (exit 3)
+  cut       a multi-chunk fsdp_ref --wrap linear trace cut at every chunk
+            boundary (and at byte 65600), and the .partial of a run killed
+            with SIGKILL: lint gives the whole trace's verdict or none, never
+            another, says that records stop without a process_end, never exits 0
 
 Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
 """
@@ -786,6 +794,174 @@ def scenario_fsdp_ref(args, spec):
           f"{len(by_type(recs, 'nvtx_range'))} NVTX ranges, {len(hellos)} processes: all match the log")
 
 
+def lint_json(args, trace, *extra):
+    """`fsdpscope lint --json` of trace: (exit status, document, stderr)."""
+    r = run([args.fsdpscope, "lint", "--json", *extra, trace], timeout=120)
+    check(r.returncode != 2, f"lint {trace} exited 2: {r.stderr}")
+    return r.returncode, json.loads(r.stdout, object_pairs_hook=strict_object), r.stderr
+
+
+def strict_object(pairs):
+    keys = [k for k, _ in pairs]
+    check(len(keys) == len(set(keys)), f"duplicate keys in lint --json: {keys}")
+    return dict(pairs)
+
+
+def rules_at(doc, *severities):
+    return {f["rule"] for f in doc["findings"] if f["severity"] in severities}
+
+
+# A small model: the stream of collectives and ranges is what matters, and
+# sanitized builds on a busy machine compute slowly.
+SMALL_MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "8", "--batch", "2"]
+
+
+def run_fsdp_ref(args, out, n, layers, steps, env=None):
+    cmd = [args.fsdpscope, "run", "--out", out, "--", args.fsdp_ref, "--backend", "cpu",
+           "--nranks", str(n), "--layers", str(layers), "--wrap", "linear", "--steps", str(steps), *SMALL_MODEL]
+    r = run(cmd, env=env, timeout=120)
+    check(r.returncode == 0, f"fsdp_ref under fsdpscope run exited {r.returncode}: {r.stderr}")
+    return os.path.join(out, "trace.fss")
+
+
+def seq_lost(recs):
+    """Collectives each source lost: seq numbers its collective records and
+    its process_end account for, less the records it has."""
+    top, have = {}, {}
+    for c in by_type(recs, "collective"):
+        top[c["source"]] = max(top.get(c["source"], 0), c["seq"])
+        have[c["source"]] = have.get(c["source"], 0) + 1
+    for e in by_type(recs, "process_end"):
+        top[e["source"]] = max(top.get(e["source"], 0), e["collectives"])
+    return {s: top[s] - have.get(s, 0) for s in top}
+
+
+def scenario_drops(args):
+    skip_if_agent_cannot_load(args, [args.fsdp_ref, "--help"])
+    work = fresh(os.path.join(args.work, "drops"))
+    env = dict(os.environ, FSDPSCOPE_RING_SLOTS="16")
+    trace = run_fsdp_ref(args, os.path.join(work, "out"), 2, 4, 6, env=env)
+    recs = dump(args, trace)
+    latest = {}
+    for d in by_type(recs, "drops"):
+        latest[d["source"]] = d
+    dropped = sum(d["ring_dropped"] + d["sink_dropped"] + d["cupti_dropped"] for d in latest.values())
+    lost = seq_lost(recs)
+    rc, doc, err = lint_json(args, trace)
+    ex = doc["excluded"]
+    # The decision given the drops this run recorded (how many a 16-slot
+    # ring loses depends on scheduling).
+    check(rc != 0, f"lint exited 0 on a trace with {dropped} records dropped")
+    check(doc["trace"]["dropped_records"] >= dropped, f"dropped {doc['trace']['dropped_records']}, dump says {dropped}")
+    dropped = doc["trace"]["dropped_records"]  # NVTX ranges included
+    check(ex["collectives_lost"] == sum(lost.values()),
+          f"collectives lost {ex['collectives_lost']}, the seq gaps show {lost}")
+    for p in doc["per_rank"]:
+        check(p["collectives_lost"] == lost.get(p["source"], 0), f"rank {p['rank']}: {p} vs {lost}")
+    check(ex["steps_lost_all_ranks"] == sum(p["steps_lost"] for p in doc["per_rank"]), f"excluded {ex}")
+    if dropped:
+        check(f"dropped {dropped} records" in err, f"lint does not name the drops: {err}")
+    if ex["collectives_lost"]:
+        check(ex["steps_lost_all_ranks"] > 0, f"collectives lost, no step left out: {ex}")
+        check("left out of the verdict" in err, f"lint does not say steps were left out: {err}")
+        check(any("lost" in n for n in doc["notes"]), f"no note of the lost collectives: {doc['notes']}")
+    if doc["verdict"] == "diagnosed":
+        check(doc["steps_analyzed"] > 0, "diagnosed from no step")
+        check("wrap-too-fine" in rules_at(doc, "error"), f"diagnosed, no wrap-too-fine: {rules_at(doc, 'error')}")
+        check(doc["units"]["gathers_per_unit"] == 8, f"gathers per unit {doc['units']['gathers_per_unit']}")
+        check(rc == 1, f"wrap-too-fine found, exit {rc}")
+    else:
+        check(rc == 3, f"not diagnosed, exit {rc}")
+        check(doc["undecided"]["reason"] in ("incomplete", "no-step"), f"undecided: {doc['undecided']}")
+        check(sum(p["steps_analyzed"] for p in doc["per_rank"]) == 0 or doc["undecided"]["reason"] != "incomplete",
+              f"incomplete, yet steps were analysed: {doc['per_rank']}")
+    print(f"drops: {dropped} records dropped, {ex['collectives_lost']} collectives lost, "
+          f"{ex['steps_lost_all_ranks']} steps left out: {doc['verdict']}, exit {rc}")
+
+
+def chunk_ends(data):
+    """Byte offsets where each chunk of a trace ends (docs/format.md)."""
+    ends, off = [], 64
+    while off + 24 <= len(data):
+        off += 24 + int.from_bytes(data[off + 4:off + 8], "little")
+        ends.append(off)
+    return ends
+
+
+def check_cut_verdict(full, rc, doc, err, what):
+    """The verdict of a cut trace: the whole trace's, or none; never 0."""
+    check(rc != 0, f"{what}: lint exited 0")
+    if doc["verdict"] == "undecided":
+        check(rc == 3, f"{what}: not diagnosed, exit {rc}")
+        return "undecided"
+    check(doc["verdict"] == full["verdict"], f"{what}: verdict {doc['verdict']}")
+    for key in ("reshard_after_forward",):
+        check(doc[key] == full[key], f"{what}: {key} {doc[key]}, the whole trace's {full[key]}")
+    check(doc["units"]["gathers_per_unit"] == full["units"]["gathers_per_unit"],
+          f"{what}: gathers per unit {doc['units']['gathers_per_unit']}")
+    check(doc["per_step"]["allgathers"] == full["per_step"]["allgathers"],
+          f"{what}: {doc['per_step']['allgathers']} gathers per step")
+    check("wrap-too-fine" in rules_at(doc, "error"), f"{what}: no wrap-too-fine")
+    check(rc == 1, f"{what}: wrap-too-fine, exit {rc}")
+    return "diagnosed"
+
+
+def scenario_cut(args):
+    skip_if_agent_cannot_load(args, [args.fsdp_ref, "--help"])
+    work = fresh(os.path.join(args.work, "cut"))
+    trace = run_fsdp_ref(args, os.path.join(work, "out"), 2, 4, 6)
+    rc, full, _ = lint_json(args, trace)
+    check(full["verdict"] == "diagnosed" and rc == 1, f"the whole trace: {full['verdict']}, exit {rc}")
+    check(full["trace"]["sources_cut"] == 0, f"the whole trace has sources cut: {full['trace']}")
+    data = open(trace, "rb").read()
+    ends = chunk_ends(data)
+    check(len(ends) >= 4, f"{len(ends)} chunks: not a multi-chunk trace")
+    seen = {"diagnosed": 0, "undecided": 0}
+    cut = os.path.join(work, "cut.fss")
+    for at in sorted(set(ends[:-1] + [65600])):
+        with open(cut, "wb") as f:
+            f.write(data[:at])
+        r = run([args.fsdpscope, "lint", cut], timeout=120)
+        if r.returncode == 2 and "a trace with no records" in r.stderr:
+            continue  # cut inside the first chunk: nothing to analyse, and lint says so
+        rc, doc, err = lint_json(args, cut)
+        seen[check_cut_verdict(full, rc, doc, err, f"cut at {at}")] += 1
+        # every process's records stop early, or (a cut just before the
+        # writer's trace_end) the file is not closed: lint says which
+        check(doc["trace"]["truncated"], f"cut at {at}: not truncated: {doc['trace']}")
+        if doc["trace"]["sources_cut"]:
+            check("without a process_end" in err, f"cut at {at}: lint does not say the records stop: {err}")
+        else:
+            check("without its trace_end" in err, f"cut at {at}: lint does not say the file is not closed: {err}")
+    check(seen["diagnosed"] > 0, f"no cut point left enough to diagnose: {seen}")
+
+    # The .partial of a run killed with SIGKILL, job and all.
+    out = os.path.join(work, "killed")
+    os.makedirs(out)
+    cmd = [args.fsdpscope, "run", "--out", out, "--", args.fsdp_ref, "--backend", "cpu",
+           "--nranks", "2", "--layers", "4", "--wrap", "linear", "--steps", "100000", *SMALL_MODEL]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    partial = None
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and partial is None:
+            for folder, _, names in os.walk(out):  # in the run's private folder
+                for name in names:
+                    path = os.path.join(folder, name)
+                    if name.endswith(".partial") and os.path.getsize(path) > 3 * 65536:
+                        partial = path
+            time.sleep(0.05)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    check(partial is not None, f"no .partial grew past {3 * 65536} bytes: {list(os.walk(out))}")
+    rc, doc, err = lint_json(args, partial)
+    check_cut_verdict(full, rc, doc, err, "the .partial of a killed run")
+    check(doc["trace"]["sources_cut"] == doc["trace"]["sources"] > 0,
+          f"the killed run's processes are not all cut: {doc['trace']}")
+    print(f"cut: {len(ends) - 1} chunk boundaries: {seen}; killed run: {doc['verdict']}, exit {rc}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -817,6 +993,11 @@ def main():
             scenario_killed(args)
         elif args.scenario == "security":
             scenario_security(args)
+        elif args.scenario in ("drops", "cut"):
+            if not args.fsdp_ref:
+                print(f"SKIP: {args.scenario}: fsdp_ref is not built")
+                return SKIP
+            globals()["scenario_" + args.scenario](args)
         elif args.scenario.startswith("fsdp_ref:"):
             scenario_fsdp_ref(args, args.scenario)
         else:

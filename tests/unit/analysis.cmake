@@ -1,12 +1,14 @@
 # Unit tests of the analysis (collector/analysis.cmake): steps, units,
 # exposure, ledger, reshard, and whole synthetic traces.
 if(TARGET fss_analysis)
-  foreach(t steps units overlap ledger reshard trace phases roles)
+  foreach(t steps units overlap ledger reshard trace phases roles trust)
     fss_unit_test(NAME analysis_${t}_test
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_${t}_test.c
       LIBS fss_analysis fss_common TIMEOUT 180)
   endforeach()
-  if(TARGET analysis_trace_test)
-    target_sources(analysis_trace_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c)
-  endif()
+  foreach(t trace trust)
+    if(TARGET analysis_${t}_test)
+      target_sources(analysis_${t}_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c)
+    endif()
+  endforeach()
 endif()
