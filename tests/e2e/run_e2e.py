@@ -476,6 +476,16 @@ def become_subreaper():
     return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def job_pgid_of(out):
+    """The job's process group, from the run.info of the run folder under out (None when not written yet)."""
+    for folder, _, names in os.walk(out):
+        if "run.info" in names:
+            for line in open(os.path.join(folder, "run.info")):
+                if line.startswith("job=") and int(line[4:]) > 0:
+                    return int(line[4:])
+    return None
+
+
 def scenario_killed(args):
     need_job(args)
     if not become_subreaper():
@@ -952,9 +962,21 @@ def scenario_cut(args):
                         partial = path
             time.sleep(0.05)
     finally:
+        # run's own group first, then the job's: the job lives in a group of its own (it must outlive a
+        # killed observer), named in the run folder's run.info; a job left running would run its
+        # 100000 steps on after the test.
+        job = job_pgid_of(out)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        if job is None:
+            job = job_pgid_of(out)
+        if job:
+            try:
+                os.killpg(job, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     check(partial is not None, f"no .partial grew past {3 * 65536} bytes: {list(os.walk(out))}")
+    check(job is not None, f"the killed run named no job group in its run.info: {list(os.walk(out))}")
     rc, doc, err = lint_json(args, partial)
     check_cut_verdict(full, rc, doc, err, "the .partial of a killed run")
     check(doc["trace"]["sources_cut"] == doc["trace"]["sources"] > 0,
