@@ -307,10 +307,15 @@ static int ending_cmp(const void *a, const void *b)
 }
 
 /* Is the stretch [a, b) inside a unit's range that closes before `opens`,
- * where the gathered unit's range opens (see overlap_step)? units sorted by
- * start, nested per thread: of the ranges starting before a, the
- * latest-starting one that holds the stretch is the innermost. */
-static int inside_other_unit(const struct interval *units, size_t n, uint64_t a, uint64_t b, uint64_t opens)
+ * where the gathered unit's range opens, with no compute between the two
+ * (see overlap_step)? That is a thread descheduled inside one unit while the
+ * next unit's gather landed. Compute between them (an activation-checkpoint
+ * backward runs other units' work before the gathered unit's next range of
+ * that name) means the stretch was a real wait. units sorted by start,
+ * nested per thread: of the ranges starting before a, the latest-starting
+ * one that holds the stretch is the innermost. */
+static int inside_other_unit(const struct interval *compute, size_t ncompute, const struct interval *units, size_t n,
+			     uint64_t a, uint64_t b, uint64_t opens)
 {
 	if (opens == 0)
 		return 0;
@@ -324,7 +329,8 @@ static int inside_other_unit(const struct interval *units, size_t n, uint64_t a,
 	}
 	for (size_t i = lo; i-- > 0;)
 		if (units[i].end >= b)
-			return opens >= units[i].end;
+			return opens >= units[i].end &&
+			       interval_next_start(compute, ncompute, units[i].end, UINT64_MAX) >= opens;
 	return 0;
 }
 
@@ -358,7 +364,7 @@ static int assign_waits(const struct interval *compute, size_t ncompute, const s
 			first--;
 		if (c[v[last].i].kind != OVERLAP_GATHER) {
 			*other_wait_ns += len;
-		} else if (!inside_other_unit(units, nunits, v[k].gap_start, v[k].gap_end, c[v[first].i].unit_opens_ns)) {
+		} else if (!inside_other_unit(compute, ncompute, units, nunits, v[k].gap_start, v[k].gap_end, c[v[first].i].unit_opens_ns)) {
 			struct overlap_figures *f = &out[v[first].i];
 			f->compute_wait_ns = len;
 			f->wait_start_ns = v[k].gap_start;

@@ -168,9 +168,9 @@ struct overlap_figures {
  * the units' compute (NVTX ranges that hold others: modules), sorted by
  * start. Compute waits for a gather right before the unit it gathers runs:
  * a stretch inside a unit's range that closes before the gathered unit's
- * range opens (unit_opens_ns) is that other unit's own compute stalled (its
- * thread descheduled between two of its ops while the gather landed), and
- * no gather's wait.
+ * range opens (unit_opens_ns), with no compute between the two, is that
+ * other unit's own compute stalled (its thread descheduled between two of
+ * its ops while the gather landed), and no gather's wait.
  *
  * The cause of an exposed gather is the first that applies, judged over
  * [queue_start, end): first-of-phase; host-late (device_timing only: entered

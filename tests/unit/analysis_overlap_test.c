@@ -214,6 +214,13 @@ static void test_wait_between_units(void **state)
 	landed.unit_opens_ns = 0;
 	assert_int_equal(overlap_step(ops, 3, units, 2, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
 	assert_int_equal(f.compute_wait_ns, 50);
+	/* the gathered unit's next range of that name opens only after other
+	 * compute has run (B's op at 400; activation-checkpoint backward runs
+	 * other units before the one gathered): the thread was not
+	 * descheduled between A and the gathered unit, compute waited */
+	landed.unit_opens_ns = 900;
+	assert_int_equal(overlap_step(ops, 3, units, 2, &landed, 1, 0, 600, 0, 1, &f, &other), 0);
+	assert_int_equal(f.compute_wait_ns, 50);
 	/* A's own gather (a unit with no op ranges of its own inside A, as a
 	 * Linear unit marked without its ops): A's range holds the stretch,
 	 * and the gathered unit opens inside it: a wait */
