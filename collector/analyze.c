@@ -1195,6 +1195,22 @@ static int check_lost(struct rank_state *rs, size_t n, struct step_trust *t)
 	return 0;
 }
 
+/* What the step callback is told of every step, analysed or left out. */
+static struct analysis_step_info step_info(const struct rank_state *rs, uint32_t ordinal, const struct tl_event *ev,
+					   size_t n, uint64_t t0)
+{
+	uint32_t nag = 0;
+	for (size_t i = 0; i < n; i++)
+		nag += ev[i].op == FSS_OP_ALLGATHER;
+	return (struct analysis_step_info){
+		.rank = rs->src->rank,
+		.ordinal = ordinal,
+		.start_ns = t0,
+		.events = (uint32_t)n,
+		.allgathers = nag,
+	};
+}
+
 /* Count a step left out (after the warm-up it would have been skipped as). */
 static void step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal, const struct step_trust *t,
 			 const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
@@ -1210,18 +1226,9 @@ static void step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal,
 	}
 	if (!a->on_step)
 		return;
-	uint32_t nag = 0;
-	for (size_t i = 0; i < n; i++)
-		nag += ev[i].op == FSS_OP_ALLGATHER;
-	struct analysis_step_info si = {
-		.rank = rs->src->rank,
-		.ordinal = ordinal,
-		.start_ns = t0,
-		.step_ns = t1 > t0 ? t1 - t0 : 0,
-		.events = (uint32_t)n,
-		.allgathers = nag,
-		.excluded = (int)t->why,
-	};
+	struct analysis_step_info si = step_info(rs, ordinal, ev, n, t0);
+	si.step_ns = t1 > t0 ? t1 - t0 : 0;
+	si.excluded = (int)t->why;
 	a->on_step(a->on_step_ctx, &si);
 }
 
@@ -1346,24 +1353,15 @@ static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_
 		return rc;
 	s->ordinal = ordinal;
 	if (a->on_step) {
-		uint32_t nag = 0;
-		for (size_t i = 0; i < n; i++)
-			nag += ev[i].op == FSS_OP_ALLGATHER;
-		struct analysis_step_info si = {
-			.rank = rs->src->rank,
-			.ordinal = ordinal,
-			.start_ns = t0,
-			.step_ns = s->fig[FIG_STEP],
-			.allgather_ns = s->fig[FIG_AG],
-			.exposed_allgather_ns = s->fig[FIG_AG_EXPOSED],
-			.compute_ns = s->fig[FIG_COMPUTE],
-			.exposed_comm_ns = s->fig[FIG_COMM_EXPOSED],
-			.events = (uint32_t)n,
-			.allgathers = nag,
-			.exposure_source = s->exposure_source,
-			.compute_wait_ns = s->fig[FIG_AG_WAIT],
-			.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT],
-		};
+		struct analysis_step_info si = step_info(rs, ordinal, ev, n, t0);
+		si.step_ns = s->fig[FIG_STEP];
+		si.allgather_ns = s->fig[FIG_AG];
+		si.exposed_allgather_ns = s->fig[FIG_AG_EXPOSED];
+		si.compute_ns = s->fig[FIG_COMPUTE];
+		si.exposed_comm_ns = s->fig[FIG_COMM_EXPOSED];
+		si.exposure_source = s->exposure_source;
+		si.compute_wait_ns = s->fig[FIG_AG_WAIT];
+		si.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT];
 		a->on_step(a->on_step_ctx, &si);
 	}
 	if (rs->mode == MODE_PERIOD) {
