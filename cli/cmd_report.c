@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/output.h"
+#include "cli/run_session.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -102,6 +103,9 @@ int cmd_report(int argc, char **argv)
 			}
 		}
 	}
+	/* A trace (or folder) a killed run left: say so before reading it. */
+	if (optind < argc)
+		run_unfinished_note(argv[optind], "fsdpscope report", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "report", &flags, &d))
 		return EXIT_USAGE;
 	if (json)

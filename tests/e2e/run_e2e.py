@@ -532,8 +532,9 @@ def scenario_killed(args):
     for what in ("which did not finish", "stale socket", "unfinished trace", "1 unmerged per-process file",
                  f"fsdpscope run --out {out}"):
         check(what in r.stderr, f"lint DIR: no '{what}': {r.stderr}")
-    r = run([args.fsdpscope, "lint", os.path.join(folder, "run-output.fss.partial")])
-    check("is from an unfinished run" in r.stderr, f"lint on the .partial: {r.stderr}")
+    for reader in ("lint", "report"):
+        r = run([args.fsdpscope, reader, os.path.join(folder, "run-output.fss.partial")])
+        check("is from an unfinished run" in r.stderr, f"{reader} on the .partial: {r.stderr}")
 
     # The next run names it and merges it into a trace of its own.
     r = run([args.fsdpscope, "run", "--out", out, "--", "true"])
