@@ -12,29 +12,7 @@ CHECK=$4
 SUMMARY=$5
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok:   $*"; }
-# expect_rc WANT DESC CMD... - run CMD, compare its exit status.
-expect_rc() {
-	local want=$1 desc=$2 rc
-	shift 2
-	"$@" >"$T/out" 2>"$T/err"
-	rc=$?
-	if [ "$rc" -eq "$want" ]; then pass "$desc (exit $rc)"; else
-		fail "$desc: exit $rc, want $want"; sed 's/^/    | /' "$T/out" "$T/err" | head -40
-	fi
-}
-expect_out() { # expect_out FILE TEXT DESC
-	if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/    | /' "$1" | head -60; fi
-}
-expect_no() { # expect_no FILE TEXT DESC
-	if grep -qF -- "$2" "$1"; then fail "$3: '$2' found"; grep -F -- "$2" "$1" | head -5; else pass "$3"; fi
-}
-json_get() { # json_get FILE PY_EXPR - print a value of the JSON document d
-	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
+. "$(dirname "$0")/expect.sh"
 
 # --- traces ---------------------------------------------------------------
 "$GEN" --out "$T/block.fss" --ranks 2 --layers 8 --k 1 --steps 6 || fail "gen block"

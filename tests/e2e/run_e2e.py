@@ -1002,25 +1002,17 @@ def main():
                 "NVTX_INJECTION64_PATH"):
         os.environ.pop(var, None)
     try:
-        if args.scenario == "exit":
-            scenario_exit(args)
-        elif args.scenario == "signal":
-            scenario_signal(args)
-        elif args.scenario == "fallback":
-            scenario_fallback(args)
-        elif args.scenario == "descendants":
-            scenario_descendants(args)
-        elif args.scenario == "shared_dir":
-            scenario_shared_dir(args)
-        elif args.scenario == "killed":
-            scenario_killed(args)
-        elif args.scenario == "security":
-            scenario_security(args)
-        elif args.scenario in ("drops", "cut"):
+        plain = {"exit": scenario_exit, "signal": scenario_signal, "fallback": scenario_fallback,
+                 "descendants": scenario_descendants, "shared_dir": scenario_shared_dir,
+                 "killed": scenario_killed, "security": scenario_security}
+        needs_fsdp_ref = {"drops": scenario_drops, "cut": scenario_cut}
+        if args.scenario in plain:
+            plain[args.scenario](args)
+        elif args.scenario in needs_fsdp_ref:
             if not args.fsdp_ref:
                 print(f"SKIP: {args.scenario}: fsdp_ref is not built")
                 return SKIP
-            globals()["scenario_" + args.scenario](args)
+            needs_fsdp_ref[args.scenario](args)
         elif args.scenario.startswith("fsdp_ref:"):
             scenario_fsdp_ref(args, args.scenario)
         else:
