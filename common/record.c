@@ -21,6 +21,7 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_CORRELATION: return sizeof(struct fss_rec_correlation);
 	case FSS_REC_PROCESS_EXIT: return sizeof(struct fss_rec_process_exit);
 	case FSS_REC_TRACE_END: return sizeof(struct fss_rec_trace_end);
+	case FSS_REC_SINK: return sizeof(struct fss_rec_sink);
 	default: return 0;
 	}
 }
@@ -51,6 +52,7 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_CORRELATION] = "correlation",
 		[FSS_REC_PROCESS_EXIT] = "process_exit",
 		[FSS_REC_TRACE_END] = "trace_end",
+		[FSS_REC_SINK] = "sink",
 	};
 	return NAME_OF(names, type);
 }

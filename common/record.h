@@ -43,6 +43,8 @@ enum fss_record_type {
 	FSS_REC_CORRELATION = 11,  /* CUPTI tied a GPU launch to a collective */
 	FSS_REC_PROCESS_EXIT = 12, /* how a process ended, as the session that reaped it saw it */
 	FSS_REC_TRACE_END = 13,    /* last record of a trace file its writer closed */
+	FSS_REC_SINK = 14,         /* second record of every sink an agent opens: which, and what it continues */
+	/* 15: reserved for the collector's per-step summary (--keep summary) */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -316,6 +318,34 @@ struct fss_rec_trace_end {
 	uint64_t records;        /* records written before this one */
 };
 
+/* How an agent's sinks follow one another (docs/format.md, "Sinks and
+ * resumption"). Every sink an agent opens (a connection, a file) starts
+ * with its process_hello, then this record, then `preamble` records that
+ * re-state the process (strings, communicators, a clock anchor), then
+ * `repeat_count` records copied from the sink it continues (prev_serial):
+ * records [repeat_first, repeat_first + repeat_count) of that sink, the
+ * ones its collector had not acknowledged, or, when it was a file the
+ * collector never read, all of it. A reader that already holds records of
+ * the earlier sink keeps the first copy of each record (by its index in
+ * that sink) and the process stays one source. */
+enum fss_sink_kind {
+	FSS_SINK_SOCKET = 1,
+	FSS_SINK_FILE = 2,
+};
+
+struct fss_rec_sink {
+	struct fss_record_head head;
+	uint64_t process_id;   /* random, drawn once per process: the same in all its sinks */
+	uint32_t serial;       /* this sink's number within the process, from 1 */
+	uint16_t kind;         /* enum fss_sink_kind */
+	uint16_t preamble;     /* records after this one that only re-state the process */
+	uint32_t prev_serial;  /* the sink this one continues, 0 for the first */
+	uint16_t prev_kind;    /* its kind, 0 for none */
+	uint16_t reserved;     /* 0 */
+	uint64_t repeat_first; /* index in sink prev_serial (its hello is 0) of the first record copied here */
+	uint64_t repeat_count; /* records copied, right after the preamble */
+};
+
 /* CUPTI tied a launch (correlation_id) to a collective (its seq) through an
  * external correlation record. Lets a reader tie gpu_interval records that
  * went out before their correlation arrived (collective_seq 0). */
@@ -353,6 +383,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_drops) && sizeof(struct fss_rec_
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_end) && sizeof(struct fss_rec_process_end) == 32, "fss_rec_process_end is 32 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_exit) && sizeof(struct fss_rec_process_exit) == 24, "fss_rec_process_exit is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_trace_end) && sizeof(struct fss_rec_trace_end) == 24, "fss_rec_trace_end is 24 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sink) && sizeof(struct fss_rec_sink) == 48, "fss_rec_sink is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 
 /*

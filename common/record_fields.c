@@ -122,6 +122,14 @@ static const struct record_field trace_end_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_sink
+static const struct record_field sink_fields[] = {
+	F(T, process_id, FIELD_U64), F(T, serial, FIELD_U32),       F(T, kind, FIELD_U16),
+	F(T, preamble, FIELD_U16),   F(T, prev_serial, FIELD_U32),  F(T, prev_kind, FIELD_U16), F(T, reserved, FIELD_RESERVED),
+	F(T, repeat_first, FIELD_U64), F(T, repeat_count, FIELD_U64),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -140,6 +148,7 @@ static const struct {
 	[FSS_REC_CORRELATION] = TABLE(correlation_fields),
 	[FSS_REC_PROCESS_EXIT] = TABLE(process_exit_fields),
 	[FSS_REC_TRACE_END] = TABLE(trace_end_fields),
+	[FSS_REC_SINK] = TABLE(sink_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)

@@ -14,6 +14,7 @@
 #ifndef FSS_COMMON_WIRE_H
 #define FSS_COMMON_WIRE_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -44,5 +45,23 @@ int wire_listen(const struct wire_address *addr, int *fd);
  * negative errno (-ECONNREFUSED, -ENOENT, -ETIMEDOUT, ...).
  */
 int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd);
+
+/*
+ * The return channel. On a socket the collector writes back, now and then,
+ * how much of the agent's stream is safe in its trace: an agent keeps a
+ * copy of every chunk it sent until an ack covers it, and repeats the rest
+ * in its next sink (fss_rec_sink) when the connection fails. An ack is
+ * sent only after the records are in the collector's trace file (written,
+ * not only buffered), so a collector killed at any instant has every
+ * acknowledged record on disk.
+ */
+#define WIRE_ACK_MAGIC 0x4b434153u /* "SACK" as little-endian bytes */
+
+struct wire_ack {
+	uint32_t magic;  /* WIRE_ACK_MAGIC */
+	uint32_t reserved; /* 0 */
+	uint64_t chunks; /* chunks of the stream (seq 0 .. chunks-1) that are in the trace */
+	uint64_t records; /* records of the stream (hello is record 0) in the trace: the same point */
+};
 
 #endif
