@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,8 +100,19 @@ int wire_address_parse(const char *text, struct wire_address *out)
 	snprintf(out->text, sizeof(out->text), "%s", text);
 	if (strncmp(text, "unix:", 5) == 0)
 		return parse_unix(text + 5, out);
-	if (strncmp(text, "tcp:", 4) == 0)
-		return parse_tcp(text + 4, out);
+	if (strncmp(text, "tcp:", 4) == 0) {
+		char hostport[sizeof(out->text)];
+		const char *key = strstr(text, ",key=");
+
+		snprintf(hostport, sizeof(hostport), "%s", text + 4);
+		if (key) {
+			hostport[key - (text + 4)] = '\0';
+			if (key[5] != '/' || strlen(key + 5) >= sizeof(out->key_path))
+				return -EINVAL;
+			snprintf(out->key_path, sizeof(out->key_path), "%s", key + 5);
+		}
+		return parse_tcp(hostport, out);
+	}
 	if (text[0] == '/')
 		return parse_unix(text, out);
 	return -EINVAL;
@@ -178,4 +190,99 @@ int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd)
 fail:
 	close(s);
 	return err;
+}
+
+/* ---- connection keys ---------------------------------------------------------- */
+
+static const char hex_digits[] = "0123456789abcdef";
+
+int wire_key_create(const char *path, unsigned char key[WIRE_KEY_BYTES])
+{
+	char text[2 * WIRE_KEY_BYTES + 1];
+	size_t got = 0;
+	int fd, err = 0;
+
+	while (got < WIRE_KEY_BYTES) {
+		ssize_t r = getrandom(key + got, WIRE_KEY_BYTES - got, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)r;
+	}
+	for (size_t i = 0; i < WIRE_KEY_BYTES; i++) {
+		text[2 * i] = hex_digits[key[i] >> 4];
+		text[2 * i + 1] = hex_digits[key[i] & 15];
+	}
+	text[2 * WIRE_KEY_BYTES] = '\n';
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) < 0 || write(fd, text, sizeof(text)) != (ssize_t)sizeof(text))
+		err = errno ? -errno : -EIO;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (err)
+		unlink(path);
+	return err;
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int wire_key_load(const char *path, unsigned char key[WIRE_KEY_BYTES])
+{
+	char text[2 * WIRE_KEY_BYTES + 2];
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ELOOP ? -EPERM : -errno;
+	if (fstat(fd, &st) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(fd);
+		return -EPERM;
+	}
+	n = read(fd, text, sizeof(text));
+	close(fd);
+	if (n < 2 * WIRE_KEY_BYTES)
+		return -EINVAL;
+	for (size_t i = 0; i < WIRE_KEY_BYTES; i++) {
+		int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		key[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+void wire_key_hello(const unsigned char key[WIRE_KEY_BYTES], unsigned char out[WIRE_KEY_HELLO_BYTES])
+{
+	memcpy(out, WIRE_KEY_MAGIC, 8);
+	memcpy(out + 8, key, WIRE_KEY_BYTES);
+}
+
+int wire_key_check(const unsigned char key[WIRE_KEY_BYTES], const unsigned char got[WIRE_KEY_HELLO_BYTES])
+{
+	unsigned char want[WIRE_KEY_HELLO_BYTES];
+	unsigned diff = 0;
+
+	wire_key_hello(key, want);
+	for (size_t i = 0; i < WIRE_KEY_HELLO_BYTES; i++)
+		diff |= (unsigned)(want[i] ^ got[i]);
+	return diff == 0;
 }

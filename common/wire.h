@@ -10,6 +10,14 @@
  *   unix:@name               a unix socket in the abstract namespace
  *   tcp:127.0.0.1:7070       a TCP address (IPv4 literal or [::1]:port)
  *   /path/to/socket          short for unix:/path/to/socket
+ *   tcp:127.0.0.1:7070,key=/path/to/key
+ *                            a TCP address and the file holding its key
+ *
+ * TCP carries no peer identity (unix sockets have SO_PEERCRED), so a
+ * collector's TCP listener requires a key: 32 random bytes in a file only
+ * its user can read (mode 0600, hex). A connecting agent sends
+ * WIRE_KEY_MAGIC and the key before its stream; the collector cuts a
+ * connection whose first 40 bytes are not exactly those.
  */
 #ifndef FSS_COMMON_WIRE_H
 #define FSS_COMMON_WIRE_H
@@ -23,6 +31,7 @@ struct wire_address {
 	socklen_t len;
 	int family;     /* AF_UNIX, AF_INET or AF_INET6 */
 	char text[256]; /* the address as given, for messages */
+	char key_path[256]; /* tcp only: the file holding the connection key (",key=PATH"), "" for none */
 };
 
 /*
@@ -45,6 +54,30 @@ int wire_listen(const struct wire_address *addr, int *fd);
  * negative errno (-ECONNREFUSED, -ENOENT, -ETIMEDOUT, ...).
  */
 int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd);
+
+#define WIRE_KEY_BYTES 32
+#define WIRE_KEY_MAGIC "FSSKEY01" /* 8 bytes, no NUL */
+#define WIRE_KEY_HELLO_BYTES (8 + WIRE_KEY_BYTES)
+
+/*
+ * wire_key_create - draw a new key and write it to `path` as 64 hex digits
+ * and a newline: a new file (O_EXCL, O_NOFOLLOW), mode 0600. 0 or -errno.
+ */
+int wire_key_create(const char *path, unsigned char key[WIRE_KEY_BYTES]);
+
+/*
+ * wire_key_load - read the key at `path`. Refused (-EPERM) unless it is a
+ * regular file (not a link) owned by the effective user with no group or
+ * other permission; -EINVAL when it holds no key. 0 or -errno.
+ */
+int wire_key_load(const char *path, unsigned char key[WIRE_KEY_BYTES]);
+
+/* wire_key_hello - the WIRE_KEY_HELLO_BYTES an agent sends first. */
+void wire_key_hello(const unsigned char key[WIRE_KEY_BYTES], unsigned char out[WIRE_KEY_HELLO_BYTES]);
+
+/* wire_key_check - 1 when `got` (WIRE_KEY_HELLO_BYTES) is the hello of
+ * `key`, else 0; compares in constant time. */
+int wire_key_check(const unsigned char key[WIRE_KEY_BYTES], const unsigned char got[WIRE_KEY_HELLO_BYTES]);
 
 /*
  * The return channel. On a socket the collector writes back, now and then,

@@ -17,8 +17,10 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_address_forms(void **state)
@@ -147,6 +149,42 @@ static void test_connect_to_nobody(void **state)
 	assert_int_equal(fd, -1);
 }
 
+static void test_key_address_and_file(void **state)
+{
+	char dir[] = "/tmp/fss_wire_key_XXXXXX", path[128], link_path[160];
+	unsigned char key[WIRE_KEY_BYTES], again[WIRE_KEY_BYTES], hello[WIRE_KEY_HELLO_BYTES];
+	struct wire_address a;
+
+	(void)state;
+	assert_int_equal(wire_address_parse("tcp:127.0.0.1:7070,key=/run/k", &a), 0);
+	assert_string_equal(a.key_path, "/run/k");
+	assert_int_equal(a.family, AF_INET);
+	assert_int_equal(wire_address_parse("tcp:127.0.0.1:7070,key=relative", &a), -EINVAL);
+	assert_int_equal(wire_address_parse("tcp:127.0.0.1:7070", &a), 0);
+	assert_string_equal(a.key_path, "");
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/key", dir);
+	assert_int_equal(wire_key_create(path, key), 0);
+	assert_int_equal(wire_key_create(path, again), -EEXIST); /* never replaces */
+	assert_int_equal(wire_key_load(path, again), 0);
+	assert_memory_equal(key, again, sizeof(key));
+	wire_key_hello(key, hello);
+	assert_int_equal(wire_key_check(key, hello), 1);
+	hello[WIRE_KEY_HELLO_BYTES - 1] ^= 1;
+	assert_int_equal(wire_key_check(key, hello), 0);
+
+	/* a key others can read, or a link to one, is refused */
+	snprintf(link_path, sizeof(link_path), "%s/link", dir);
+	assert_int_equal(symlink(path, link_path), 0);
+	assert_int_equal(wire_key_load(link_path, again), -EPERM);
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(wire_key_load(path, again), -EPERM);
+	unlink(link_path);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -154,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_trace_over_unix_socket),
 		cmocka_unit_test(test_trace_over_loopback_tcp),
 		cmocka_unit_test(test_connect_to_nobody),
+		cmocka_unit_test(test_key_address_and_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
