@@ -43,6 +43,17 @@ struct ingest_options {
 	int sync_on_close;       /* fsync the output before renaming it into place */
 };
 
+/*
+ * Called for every record the output gets, in output order, after its
+ * source number was rewritten (head.source is the output's), with the
+ * per-source layer's view of that source (NULL for a record of no source):
+ * the session feeds its live analysis from here, so what it analyses is
+ * exactly what the trace holds. Return 0 to write the record to the trace
+ * file, 1 to leave it out of the file (a --keep policy), or a negative
+ * errno to fail the ingest.
+ */
+typedef int (*ingest_record_fn)(void *ctx, const struct fss_record_head *rec, const struct source *src);
+
 /* One source of the output trace. */
 struct ingest_source_stats {
 	uint32_t source;     /* its number in the output trace */
@@ -151,6 +162,32 @@ int ingest_add_file(ingest_t *ing, const char *path);
  * (exits_unmatched) and not written. Returns 0 or -ENOMEM.
  */
 int ingest_note_exit(ingest_t *ing, pid_t pid, int wait_status);
+
+/* ingest_on_record - set (fn NULL: clear) the record callback. */
+void ingest_on_record(ingest_t *ing, ingest_record_fn fn, void *ctx);
+
+/*
+ * ingest_write_record - a record of the session's own (a per-step summary)
+ * into the output as it is (head.source names an output source or
+ * FSS_SOURCE_NONE). Not passed to the record callback. 0 or the write error.
+ */
+int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec);
+
+/*
+ * ingest_rotate - close the output file now (a closed trace at the path it
+ * was to have) and continue in a new file at `path`, which re-states every
+ * source first (hello, sink, strings, live communicators, latest clock
+ * anchor and drops) so that it stands alone; sources keep their numbers.
+ * 0 or -errno.
+ */
+int ingest_rotate(ingest_t *ing, const char *path);
+
+/*
+ * ingest_add_fd - take `fd`, a connected stream socket (a socketpair in a
+ * test or a fuzzer), as a connection named `origin`; no peer check. 0 or
+ * -errno.
+ */
+int ingest_add_fd(ingest_t *ing, int fd, const char *origin);
 
 /*
  * ingest_finish - end the ingest: stop listening, end every open connection
