@@ -24,13 +24,16 @@
 #define FSS_FILE_MAGIC "FSSTRACE"     /* 8 bytes, no NUL */
 #define FSS_BYTE_ORDER_MARK 0x01020304u /* reads 0x04030201 on the other byte order */
 #define FSS_FORMAT_MAJOR 1           /* readers refuse other majors */
-#define FSS_FORMAT_MINOR 1           /* readers accept any minor of their major; 1: trace_end ends a closed file */
+#define FSS_FORMAT_MINOR 2           /* readers accept any minor of their major; 1: trace_end ends a closed file;
+                                        2: sinks (record 14), the return channel, the keep policy in the header */
 #define FSS_CHUNK_MAGIC 0x4b4e4843u  /* "CHNK" */
 #define FSS_CHUNK_MAX_PAYLOAD (16u << 20) /* larger chunk: damaged */
 #define FSS_CHUNK_DEFAULT_PAYLOAD (64u << 10)
 
 /* File flags. */
 #define FSS_FILE_STREAM (1u << 0) /* written to a socket, not a file */
+#define FSS_FILE_KEEP_LAST (1u << 1)    /* --keep last:N: only the last keep_steps steps are in full */
+#define FSS_FILE_KEEP_SUMMARY (1u << 2) /* --keep summary: steps summarised (record 15), few in full */
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wpadded"
@@ -47,7 +50,8 @@ struct fss_file_header {
 	uint64_t created_realtime_ns; /* CLOCK_REALTIME at the same moment */
 	uint32_t chunk_payload_max; /* largest chunk payload the writer emits */
 	uint32_t writer_pid;      /* process that wrote the file */
-	uint32_t reserved;        /* 0 */
+	uint32_t keep_steps;      /* N of FSS_FILE_KEEP_LAST / the steps kept in full with KEEP_SUMMARY; 0 otherwise
+	                             (1.0 and 1.1: reserved, 0) */
 	uint32_t crc;             /* CRC32C of all bytes of the header before this field */
 };
 

@@ -70,7 +70,8 @@ static int write_header(trace_writer_t *w, const struct trace_writer_options *op
 	h.version_major = FSS_FORMAT_MAJOR;
 	h.version_minor = FSS_FORMAT_MINOR;
 	h.header_size = sizeof(h);
-	h.flags = flags;
+	h.flags = flags | (opts ? opts->keep_flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY) : 0);
+	h.keep_steps = opts ? opts->keep_steps : 0;
 	h.features = opts ? opts->features : 0;
 	clock_anchor(&h.created_mono_ns, &h.created_realtime_ns);
 	h.chunk_payload_max = w->chunk_capacity;

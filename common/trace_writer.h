@@ -22,6 +22,8 @@ struct trace_writer_options {
 	uint64_t features;       /* FSS_FEATURE_* bits for the file header */
 	uint32_t chunk_payload;  /* payload bytes per chunk, 0: FSS_CHUNK_DEFAULT_PAYLOAD */
 	int sync_on_close;       /* fsync the file before the rename, its folder after */
+	uint32_t keep_flags;     /* FSS_FILE_KEEP_* for the header (a session's --keep policy), 0: full */
+	uint32_t keep_steps;     /* the header's keep_steps */
 };
 
 /*

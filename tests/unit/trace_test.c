@@ -518,7 +518,7 @@ static void test_version_1_0_cannot_say(void **state)
 
 	(void)state;
 	memcpy(&h, f.data, sizeof(h));
-	assert_int_equal(h.version_minor, 1);
+	assert_int_equal(h.version_minor, FSS_FORMAT_MINOR);
 	h.version_minor = 0;
 	h.crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
 	memcpy(f.data, &h, sizeof(h));
@@ -589,7 +589,7 @@ static void test_writer_ends_with_trace_end(void **state)
 	assert_int_equal(k.records, n + 1);
 	assert_int_equal(info.input, TRACE_INPUT_TRACE);
 	assert_int_equal(info.end, TRACE_END_CLEAN);
-	assert_int_equal(info.version_minor, 1);
+	assert_int_equal(info.version_minor, FSS_FORMAT_MINOR);
 	assert_string_equal(info.message, "");
 }
 
