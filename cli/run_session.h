@@ -61,6 +61,12 @@ int run_session_set_job(run_session_t *s, pid_t pgid);
 int run_session_files(const run_session_t *s, char ***paths, size_t *n);
 
 /*
+ * run_folder_files - as run_session_files, for any folder agents write
+ * per-process files into (a dead session's folder, collect's spool).
+ */
+int run_folder_files(const char *folder, char ***paths, size_t *n);
+
+/*
  * run_session_publish - move the finished trace (run_session_output) to
  * DIR/NAME(.fss), never replacing a file that is there: when the name is
  * taken, NAME-2.fss, NAME-3.fss, ... *path is the name used (malloc'd,
@@ -110,6 +116,15 @@ int run_leftovers_find(const char *dir, struct run_leftover **out, size_t *n);
  * (nothing removed then).
  */
 int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, struct ingest_stats *stats);
+
+/*
+ * run_leftover_remove - remove leftover `l`: its unfinished trace, its
+ * stale socket (and that socket's own folder), run.info and the folder,
+ * which must hold nothing else by then (the caller merged and removed its
+ * per-process files). For a caller that merged what l held into a trace
+ * of its own that is safely on disk.
+ */
+void run_leftover_remove(struct run_leftover *l);
 
 /* run_leftovers_free - unlock and free what run_leftovers_find returned. */
 void run_leftovers_free(struct run_leftover *l, size_t n);
