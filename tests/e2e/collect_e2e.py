@@ -116,6 +116,8 @@ class Collector:
     def wait(self, limit=WAIT_S):
         try:
             self.p.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise Fail(f"collect did not finish within {limit} s: {self.stderr()}")
         finally:
             self.errf.close()
         return self.p.returncode
@@ -275,9 +277,11 @@ def scenario_restart(args):
         wait_for(both_ranks_on_disk, "the first collector's trace to hold both ranks' collectives", limit=120)
         first.kill()
         check(all(p.poll() is None for p, _ in ranks), "the job ended before the collector was killed: more steps")
-        second = Collector(args, out, ["--until-idle", "2"], env=env, name="second")
+        second = Collector(args, out, env=env, name="second")
         second.wait_ready()
         wait_ranks(ranks, limit=300)
+        # Every rank has exited: what it sent is in the socket or the spool.
+        second.p.send_signal(signal.SIGTERM)
         rc = second.wait(limit=120)
     finally:
         first.kill()
