@@ -14,6 +14,8 @@ PACKAGES=(
   libbpf-dev bpftool                           # attach by PID (eBPF uprobes)
   jq python3-jsonschema                        # end-to-end tests read and validate JSON output
   python3                                      # end-to-end test drivers
+  libmicrohttpd-dev                            # the /metrics endpoint of live sessions
+  prometheus curl                              # tests: promtool check metrics, a real HTTP client
 )
 
 missing=()
