@@ -33,6 +33,13 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The prometheus package is here for its promtool; on a machine run by
+  # systemd it also enables a Prometheus server on :9090. One this script
+  # installed is switched off again; one that was there before is left alone.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    echo "setup: installed prometheus for promtool; its server (prometheus.service) is disabled"
+  fi
 else
   echo "setup: Debian packages present"
 fi
