@@ -157,6 +157,7 @@ struct sample {
 	char name[96];
 	char labels[320]; /* as written between the braces, "" without */
 	double value;
+	char raw[48];     /* the value as written */
 };
 
 struct parsed {
@@ -294,6 +295,8 @@ static void parse(const char *text, struct parsed *p)
 			assert_int_equal(buf[i], ' ');
 			s->value = strtod(buf + i + 1, &end);
 			assert_true(end != buf + i + 1 && *end == '\0');
+			assert_true(strlen(buf + i + 1) < sizeof s->raw);
+			snprintf(s->raw, sizeof s->raw, "%s", buf + i + 1);
 			for (size_t k = 0; k < p->nsamples; k++)
 				assert_false(strcmp(p->samples[k].name, s->name) == 0 &&
 					     strcmp(p->samples[k].labels, s->labels) == 0);
@@ -435,7 +438,9 @@ static void test_render_view(void **state)
 
 	/* The job. */
 	assert_true(value(p, "fsdpscope_live_generation", "") == 9);
-	assert_true(value(p, "fsdpscope_live_published_timestamp_seconds", "") == 1764590000123456789ull / 1e9);
+	/* Nanoseconds written as exact decimal seconds, past a double's digits. */
+	assert_non_null(find(p, "fsdpscope_live_published_timestamp_seconds", ""));
+	assert_string_equal(find(p, "fsdpscope_live_published_timestamp_seconds", "")->raw, "1764590000.123456789");
 	assert_true(value(p, "fsdpscope_records_total", "") == 123456);
 	assert_true(value(p, "fsdpscope_ranks", "") == 4);
 	assert_true(value(p, "fsdpscope_diagnosed", "") == 1);
