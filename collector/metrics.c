@@ -309,8 +309,7 @@ static void sample_u64(struct render *r, enum family_id f, uint64_t value)
 }
 
 /* A sample with one label and an integer value. */
-static void sample_label_u64(struct render *r, enum family_id f, const char *label, const char *text,
-			     uint64_t value)
+static void sample_label_u64(struct render *r, enum family_id f, const char *label, const char *text, uint64_t value)
 {
 	sample_begin(r, f);
 	out_printf(&r->o, "{%s=\"", label);
@@ -341,7 +340,8 @@ static int rank_labels(struct render *r)
 
 		for (size_t j = 0; first && j < v->nranks; j++) {
 			const struct live_rank *b = &v->ranks[j];
-			if (j != i && b->rank == a->rank && (b->source < a->source || (b->source == a->source && j < i)))
+			if (j != i && b->rank == a->rank &&
+			    (b->source < a->source || (b->source == a->source && j < i)))
 				first = 0;
 		}
 		if (first)
@@ -472,12 +472,17 @@ static int value_of(enum family_id f, const struct live_rank *k, struct value *v
 
 /* The families with one sample per rank, in the order they are written. */
 static const enum family_id rank_families[] = {
-    F_RANK_ENDED,      F_RANK_RECORDS,        F_RECORDS_DROPPED,    F_COLLECTIVES,
-    F_COLLECTIVES_MISSING, F_LATENESS,        F_STEP_SECONDS,       F_STEP_ORDINAL,
-    F_ALLGATHERS,      F_MICROBATCHES,        F_ALLGATHER_SECONDS,  F_ALLGATHER_EXPOSED,
-    F_COMPUTE_WAIT,    F_COMPUTE,             F_COMM_EXPOSED,       F_STEPS,
-    F_STEPS_EXCLUDED,  F_STEP_SECONDS_TOTAL,  F_ALLGATHERS_TOTAL,   F_ALLGATHER_EXPOSED_TOTAL,
-    F_COMPUTE_WAIT_TOTAL, F_COMPUTE_TOTAL,
+    F_RANK_ENDED,	   F_RANK_RECORDS,
+    F_RECORDS_DROPPED,	   F_COLLECTIVES,
+    F_COLLECTIVES_MISSING, F_LATENESS,
+    F_STEP_SECONDS,	   F_STEP_ORDINAL,
+    F_ALLGATHERS,	   F_MICROBATCHES,
+    F_ALLGATHER_SECONDS,   F_ALLGATHER_EXPOSED,
+    F_COMPUTE_WAIT,	   F_COMPUTE,
+    F_COMM_EXPOSED,	   F_STEPS,
+    F_STEPS_EXCLUDED,	   F_STEP_SECONDS_TOTAL,
+    F_ALLGATHERS_TOTAL,	   F_ALLGATHER_EXPOSED_TOTAL,
+    F_COMPUTE_WAIT_TOTAL,  F_COMPUTE_TOTAL,
 };
 
 static void render_ranks(struct render *r)
@@ -662,7 +667,7 @@ int metrics_render(const struct live_view *v, char **text, size_t *len)
 /* A scraper that stops reading holds a connection at most this long, and no
  * more than this many are open at once: stuck clients cannot pile up. */
 #define METRICS_CONNECTIONS_MAX 16
-#define METRICS_TIMEOUT_S 10
+#define METRICS_TIMEOUT_S 5
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -673,11 +678,9 @@ struct metrics_server {
 	char address[INET6_ADDRSTRLEN + 16];
 };
 
-static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *text,
-				    const char *allow)
+static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *text, const char *allow)
 {
-	struct MHD_Response *res =
-	    MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *res = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
 	enum MHD_Result ret;
 
 	if (!res)
@@ -725,8 +728,7 @@ static enum MHD_Result metrics_handle(void *cls, struct MHD_Connection *c, const
 }
 
 /* Split "host:port" / "[v6]:port"; 0 or -EINVAL with the reason in err. */
-static int split_hostport(const char *hostport, char *host, size_t hostlen, unsigned *port, char *err,
-			  size_t errlen)
+static int split_hostport(const char *hostport, char *host, size_t hostlen, unsigned *port, char *err, size_t errlen)
 {
 	const char *colon, *p;
 	char *end;
@@ -803,8 +805,8 @@ static void server_address(struct metrics_server *s)
 	}
 }
 
-int metrics_server_start(metrics_server_t **out, const char *hostport, int allow_remote, live_board_t *board,
-			 char *err, size_t errlen)
+int metrics_server_start(metrics_server_t **out, const char *hostport, int allow_remote, live_board_t *board, char *err,
+			 size_t errlen)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
 	struct metrics_server *s = NULL;

@@ -15,10 +15,14 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,8 +119,8 @@ static struct live_view *sample_view(uint64_t step_ns)
 					 .compute_wait_ns_sum = 35000000,
 					 .compute_ns_sum = 400000000};
 	r->ncomms = 3;
-	r->comms[0] = (struct live_comm){.id_hash = COMM_A, .nranks = 2, .role = ANALYSIS_ROLE_FSDP,
-					 .collectives = 4300, .last_seq = 4242};
+	r->comms[0] = (struct live_comm){
+	    .id_hash = COMM_A, .nranks = 2, .role = ANALYSIS_ROLE_FSDP, .collectives = 4300, .last_seq = 4242};
 	r->comms[1] = (struct live_comm){.id_hash = COMM_B, .nranks = 2, .collectives = 3, .last_seq = 2};
 	r->comms[2] = r->comms[0];
 	r->comms[2].last_seq = 1;
@@ -133,8 +137,12 @@ static struct live_view *sample_view(uint64_t step_ns)
 	r->totals.steps = 1;
 	r->totals.steps_excluded = 1;
 	r->ncomms = 1;
-	r->comms[0] = (struct live_comm){.id_hash = COMM_A, .nranks = 2, .rank = 1, .role = ANALYSIS_ROLE_FSDP,
-					 .collectives = 4299, .last_seq = 4241};
+	r->comms[0] = (struct live_comm){.id_hash = COMM_A,
+					 .nranks = 2,
+					 .rank = 1,
+					 .role = ANALYSIS_ROLE_FSDP,
+					 .collectives = 4299,
+					 .last_seq = 4241};
 
 	r = &v->ranks[2];
 	r->rank = 1;
@@ -157,7 +165,7 @@ struct sample {
 	char name[96];
 	char labels[320]; /* as written between the braces, "" without */
 	double value;
-	char raw[48];     /* the value as written */
+	char raw[48]; /* the value as written */
 };
 
 struct parsed {
@@ -686,12 +694,50 @@ static void test_server_addresses(void **state)
 	live_board_free(b);
 }
 
+/* A client that sends half a request and stops is hung up on (the
+ * connection timeout), and the server goes on answering others. */
+static void test_server_stuck_client(void **state)
+{
+	live_board_t *b;
+	metrics_server_t *s = NULL;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct pollfd pfd;
+	char err[256], c, *text, *got;
+	int fd;
+
+	(void)state;
+	assert_int_equal(live_board_new(&b), 0);
+	assert_int_equal(metrics_server_start(&s, "127.0.0.1:0", 0, b, err, sizeof err), 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)atoi(strchr(metrics_server_address(s), ':') + 1));
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(write(fd, "GET /metr", 9), 9);
+
+	/* Others are served meanwhile. */
+	render_ok(NULL, &text);
+	assert_int_equal(curl(s, "-f", "/metrics", &got), 0);
+	assert_string_equal(got, text);
+	free(got);
+	free(text);
+
+	/* The server closes the stuck one: wait for it, generously. */
+	pfd = (struct pollfd){.fd = fd, .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 120000), 1);
+	assert_true(read(fd, &c, 1) <= 0);
+	close(fd);
+	metrics_server_stop(s);
+	live_board_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_render_empty),     cmocka_unit_test(test_render_view),
-	    cmocka_unit_test(test_render_undecided), cmocka_unit_test(test_server_scrape),
-	    cmocka_unit_test(test_server_ipv6),      cmocka_unit_test(test_server_addresses),
+	    cmocka_unit_test(test_render_empty),	cmocka_unit_test(test_render_view),
+	    cmocka_unit_test(test_render_undecided),	cmocka_unit_test(test_server_scrape),
+	    cmocka_unit_test(test_server_ipv6),		cmocka_unit_test(test_server_addresses),
+	    cmocka_unit_test(test_server_stuck_client),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
