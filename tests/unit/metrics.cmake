@@ -16,6 +16,6 @@ if(TARGET fss_metrics)
       set(_curl ${FSS_CURL_PROGRAM})
     endif()
     target_compile_definitions(metrics_test PRIVATE FSS_PROMTOOL="${_promtool}" FSS_CURL="${_curl}"
-      FSS_VERSION="${PROJECT_VERSION}")
+      FSS_VERSION="${PROJECT_VERSION}" FSS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()
 endif()

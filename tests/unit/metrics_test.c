@@ -31,6 +31,9 @@
 #ifndef FSS_PROMTOOL
 #define FSS_PROMTOOL "promtool"
 #endif
+#ifndef FSS_SOURCE_DIR
+#define FSS_SOURCE_DIR "."
+#endif
 #ifndef FSS_CURL
 #define FSS_CURL "curl"
 #endif
@@ -173,6 +176,7 @@ struct parsed {
 	struct sample samples[512];
 	size_t nfamilies;
 	char families[96][96];
+	char types[96][16];
 };
 
 static int name_char(char c, int first)
@@ -278,6 +282,7 @@ static void parse(const char *text, struct parsed *p)
 			assert_true(help_seen);
 			assert_true(n == strlen(family) && strncmp(buf + 7, family, n) == 0);
 			snprintf(type, sizeof type, "%s", buf + 8 + n);
+			snprintf(p->types[p->nfamilies - 1], sizeof p->types[0], "%s", type);
 			assert_true(strcmp(type, "gauge") == 0 || strcmp(type, "counter") == 0);
 			/* Counters end in _total, nothing else does. */
 			len = strlen(family);
@@ -368,6 +373,27 @@ static int run_capture(const char *cmd, char **out)
 	status = pclose(f);
 	*out = buf;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The whole file at `path`, NUL-terminated (the test fails without it). */
+static char *read_whole(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	if (!f)
+		fail_msg("cannot open %s", path);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
 }
 
 /* promtool check metrics on `text`: required (setup installs it). */
@@ -544,6 +570,48 @@ static void test_render_undecided(void **state)
 	assert_int_equal(count(p, "fsdpscope_reshard"), 0);
 	assert_true(value(p, "fsdpscope_step_seconds", "rank=\"0\"") == 1);
 	promtool_check(text);
+	free(text);
+	free(p);
+	live_view_free(v);
+}
+
+/* Every family written is in docs/metrics.md's tables with its type, and
+ * every family there is written for a view that has every figure. */
+static void test_documented(void **state)
+{
+	struct live_view *v = sample_view(123456789);
+	struct parsed *p = calloc(1, sizeof *p);
+	char *text, *doc, *path = NULL;
+	size_t rows = 0;
+
+	(void)state;
+	assert_non_null(p);
+	render_ok(v, &text);
+	parse(text, p);
+	assert_true(asprintf(&path, "%s/docs/metrics.md", FSS_SOURCE_DIR) > 0);
+	doc = read_whole(path);
+	for (size_t i = 0; i < p->nfamilies; i++) {
+		char row[160];
+		snprintf(row, sizeof row, "| `%s` | %s |", p->families[i], p->types[i]);
+		if (!strstr(doc, row))
+			fail_msg("docs/metrics.md has no row %s", row);
+	}
+	for (const char *r = doc; (r = strstr(r, "\n| `fsdpscope_")) != NULL; r++) {
+		char name[96];
+		size_t n = strcspn(r + 4, "`");
+		int found = 0;
+		assert_true(n < sizeof name);
+		memcpy(name, r + 4, n);
+		name[n] = '\0';
+		for (size_t i = 0; i < p->nfamilies; i++)
+			found |= strcmp(p->families[i], name) == 0;
+		if (!found)
+			fail_msg("docs/metrics.md lists %s, which is not written", name);
+		rows++;
+	}
+	assert_int_equal(rows, p->nfamilies);
+	free(path);
+	free(doc);
 	free(text);
 	free(p);
 	live_view_free(v);
@@ -737,7 +805,7 @@ int main(void)
 	    cmocka_unit_test(test_render_empty),	cmocka_unit_test(test_render_view),
 	    cmocka_unit_test(test_render_undecided),	cmocka_unit_test(test_server_scrape),
 	    cmocka_unit_test(test_server_ipv6),		cmocka_unit_test(test_server_addresses),
-	    cmocka_unit_test(test_server_stuck_client),
+	    cmocka_unit_test(test_server_stuck_client), cmocka_unit_test(test_documented),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
