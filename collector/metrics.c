@@ -471,19 +471,15 @@ static int value_of(enum family_id f, const struct live_rank *k, struct value *v
 }
 
 /* The families with one sample per rank, in the order they are written. */
+/* clang-format off */
 static const enum family_id rank_families[] = {
-    F_RANK_ENDED,	   F_RANK_RECORDS,
-    F_RECORDS_DROPPED,	   F_COLLECTIVES,
-    F_COLLECTIVES_MISSING, F_LATENESS,
-    F_STEP_SECONDS,	   F_STEP_ORDINAL,
-    F_ALLGATHERS,	   F_MICROBATCHES,
-    F_ALLGATHER_SECONDS,   F_ALLGATHER_EXPOSED,
-    F_COMPUTE_WAIT,	   F_COMPUTE,
-    F_COMM_EXPOSED,	   F_STEPS,
-    F_STEPS_EXCLUDED,	   F_STEP_SECONDS_TOTAL,
-    F_ALLGATHERS_TOTAL,	   F_ALLGATHER_EXPOSED_TOTAL,
-    F_COMPUTE_WAIT_TOTAL,  F_COMPUTE_TOTAL,
-};
+    F_RANK_ENDED,         F_RANK_RECORDS,       F_RECORDS_DROPPED,   F_COLLECTIVES,
+    F_COLLECTIVES_MISSING, F_LATENESS,          F_STEP_SECONDS,      F_STEP_ORDINAL,
+    F_ALLGATHERS,         F_MICROBATCHES,       F_ALLGATHER_SECONDS, F_ALLGATHER_EXPOSED,
+    F_COMPUTE_WAIT,       F_COMPUTE,            F_COMM_EXPOSED,      F_STEPS,
+    F_STEPS_EXCLUDED,     F_STEP_SECONDS_TOTAL, F_ALLGATHERS_TOTAL,  F_ALLGATHER_EXPOSED_TOTAL,
+    F_COMPUTE_WAIT_TOTAL, F_COMPUTE_TOTAL};
+/* clang-format on */
 
 static void render_ranks(struct render *r)
 {
