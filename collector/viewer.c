@@ -46,8 +46,9 @@
  * snapshot while every other viewer is up to date, and how late stop() is
  * noticed then. */
 #define VIEWER_TICK_MS 50
-/* The longest snapshot line a client takes: 256 ranks of full strips and
- * windows are about 30 MiB. */
+/* The longest snapshot line a client takes: a rank with a full strip,
+ * window and communicators renders to about 94 kB, so this is some 2,800
+ * such ranks (docs/live.md, "Size"). */
 #define VIEWER_LINE_MAX (256u << 20)
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -918,10 +919,13 @@ void viewer_server_stop(viewer_server_t *s)
 	if (s->thread_started) {
 		uint64_t one = 1;
 
+		ssize_t n;
+
 		/* The thread notices within VIEWER_TICK_MS when it waits on the
-		 * board, at once when it waits on its sockets. */
-		if (write(s->wake_fd, &one, sizeof(one)) != sizeof(one))
-			s->stopping = 1; /* cannot fail on a fresh eventfd; the tick catches it */
+		 * board, at once when it waits on its sockets. Adding 1 to an
+		 * eventfd fails only at a counter of 2^64 - 2: never here. */
+		n = write(s->wake_fd, &one, sizeof(one));
+		(void)n;
 		pthread_join(s->thread, NULL);
 	}
 	while (s->viewers)
