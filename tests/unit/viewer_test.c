@@ -447,57 +447,66 @@ static void put(live_board_t *b, const struct view_shape *shape)
 	assert_int_equal(live_board_put(b, make_view(shape)), 0);
 }
 
+#define STREAM_VIEWERS 3
+
 static void test_stream(void **state)
 {
 	struct view_shape shape = {.nranks = 2, .nstrip = 8, .diagnosed = 1};
 	char err[256], path[256];
 	live_board_t *b;
 	viewer_server_t *s;
-	viewer_client_t *c;
+	viewer_client_t *c[STREAM_VIEWERS];
 	const char *json;
 	size_t len;
-	uint64_t g, last = 0, lines = 0;
+	uint64_t lines = 0;
 	FILE *f;
 
 	(void)state;
 	assert_int_equal(live_board_new(&b), 0);
 	assert_int_equal(viewer_server_start(&s, sock_path, b, err, sizeof(err)), 0);
 	put(b, &shape);
-	assert_int_equal(viewer_client_connect(&c, sock_path), 0);
-	/* The first snapshot at once: no further put. */
-	assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), 1);
-	assert_int_equal(generation_of(json), 1);
 	snprintf(path, sizeof(path), "%s/stream.jsonl", tmpdir);
 	f = fopen(path, "w");
 	assert_non_null(f);
-	fprintf(f, "%s\n", json);
-	lines = 1;
-	last = 1;
+	for (int i = 0; i < STREAM_VIEWERS; i++) {
+		assert_int_equal(viewer_client_connect(&c[i], sock_path), 0);
+		/* The first snapshot at once: no further put. */
+		assert_int_equal(viewer_client_next(c[i], &json, &len, WAIT_MS), 1);
+		assert_int_equal(generation_of(json), 1);
+		if (i == 0)
+			fprintf(f, "%s\n", json);
+		lines++;
+	}
 	for (int i = 0; i < 50; i++)
 		put(b, &shape);
-	while (last < 51) {
-		assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), 1);
-		assert_int_equal(strlen(json), len);
-		g = generation_of(json);
-		assert_true(g > last);
-		last = g;
-		lines++;
-		fprintf(f, "%s\n", json);
+	/* Each viewer: newer generations, rising, up to the last one put. */
+	for (int i = 0; i < STREAM_VIEWERS; i++) {
+		for (uint64_t last = 1, g; last < 51; last = g) {
+			assert_int_equal(viewer_client_next(c[i], &json, &len, WAIT_MS), 1);
+			assert_int_equal(strlen(json), len);
+			g = generation_of(json);
+			assert_true(g > last);
+			if (i == 0)
+				fprintf(f, "%s\n", json);
+			lines++;
+			if (g == 51)
+				break;
+		}
+		/* Nothing newer: a wait times out with nothing. */
+		assert_int_equal(viewer_client_next(c[i], &json, &len, 0), 0);
 	}
 	assert_int_equal(fclose(f), 0);
-	assert_int_equal(last, 51);
 	/* What came over the socket validates, generations rising. */
 	snapshot_check(path, NULL);
-	/* Every generation from the first was sent or skipped, and the client
-	 * read every one sent. */
-	assert_int_equal(wait_stat(s, ST_SENT_PLUS_SKIPPED, 51), 51);
+	/* Per viewer every generation from its first was sent or skipped, and
+	 * the viewers read every one sent. */
+	assert_int_equal(wait_stat(s, ST_SENT_PLUS_SKIPPED, 51 * STREAM_VIEWERS), 51 * STREAM_VIEWERS);
 	assert_int_equal(stat_of(s, ST_SENT), lines);
-	assert_int_equal(stat_of(s, ST_ACCEPTED), 1);
-	assert_int_equal(stat_of(s, ST_OPEN), 1);
-	/* Nothing newer: a wait times out with nothing. */
-	assert_int_equal(viewer_client_next(c, &json, &len, 0), 0);
+	assert_int_equal(stat_of(s, ST_ACCEPTED), STREAM_VIEWERS);
+	assert_int_equal(stat_of(s, ST_OPEN), STREAM_VIEWERS);
 	/* A viewer that goes is closed. */
-	viewer_client_close(c);
+	for (int i = 0; i < STREAM_VIEWERS; i++)
+		viewer_client_close(c[i]);
 	assert_int_equal(wait_stat(s, ST_OPEN, 0), 0);
 	viewer_server_stop(s);
 	live_board_free(b);
@@ -594,6 +603,25 @@ static void test_close_and_stop(void **state)
 	assert_true(read_to_eof(fd) >= 0);
 	close(fd);
 	assert_int_equal(wait_stat(s, ST_OPEN, 0), 0);
+
+	/* A viewer that goes in the middle of a line: a view larger than the
+	 * socket takes, never read. */
+	{
+		struct view_shape big = {.nranks = 16, .nstrip = LIVE_STRIP_MAX};
+		uint64_t sent = stat_of(s, ST_SENT);
+		char byte = 0;
+
+		fd = raw_connect(sock_path);
+		assert_true(fd >= 0);
+		/* First the small view on the board, whole. */
+		while (byte != '\n')
+			assert_int_equal(read(fd, &byte, 1), 1);
+		assert_int_equal(wait_stat(s, ST_SENT, sent + 1), sent + 1);
+		put(b, &big);
+		close(fd);
+		assert_int_equal(wait_stat(s, ST_OPEN, 0), 0);
+		assert_int_equal(stat_of(s, ST_SENT), sent + 1);
+	}
 
 	assert_int_equal(viewer_client_connect(&c, sock_path), 0);
 	assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), 1);
