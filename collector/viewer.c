@@ -481,11 +481,11 @@ struct snap {
 
 struct viewer {
 	int fd;
-	struct snap *cur;  /* being written, NULL when the viewer is up to date */
-	size_t off;        /* bytes of cur written */
-	uint64_t last;     /* generation of the latest snapshot started, 0 before the first */
-	uint64_t pending;  /* a newer generation to send once cur is whole, 0 none */
-	int polling_out;   /* EPOLLOUT is in its epoll interest */
+	struct snap *cur; /* being written, NULL when the viewer is up to date */
+	size_t off;	  /* bytes of cur written */
+	uint64_t last;	  /* generation of the latest snapshot started, 0 before the first */
+	uint64_t pending; /* a newer generation to send once cur is whole, 0 none */
+	int polling_out;  /* EPOLLOUT is in its epoll interest */
 	struct viewer *next;
 };
 
@@ -493,15 +493,15 @@ struct viewer_server {
 	live_board_t *board;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd, wake_fd, epoll_fd;
-	int listen_paused;  /* out of file descriptors: the listener is out of the epoll set */
+	int listen_paused; /* out of file descriptors: the listener is out of the epoll set */
 	pthread_t thread;
 	int thread_started;
 	struct viewer *viewers;
 	struct snap *latest; /* the newest rendered generation, NULL before the first */
-	uint64_t seen;       /* the board's generation as the thread last read it */
+	uint64_t seen;	     /* the board's generation as the thread last read it */
 	int board_closed;
 	int stopping;
-	pthread_mutex_t mu;  /* guards stats, read by viewer_server_stats on any thread */
+	pthread_mutex_t mu; /* guards stats, read by viewer_server_stats on any thread */
 	struct viewer_stats stats;
 };
 
@@ -624,7 +624,8 @@ static int viewer_flush(viewer_server_t *s, struct viewer *v)
 			v->pending = 0;
 		}
 		while (v->off < v->cur->len) {
-			ssize_t n = send(v->fd, v->cur->json + v->off, v->cur->len - v->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t n =
+			    send(v->fd, v->cur->json + v->off, v->cur->len - v->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			if (n > 0) {
 				v->off += (size_t)n;
@@ -793,9 +794,10 @@ static int folder_check(const char *path, char *err, size_t errlen)
 		return -ENOTDIR;
 	}
 	if (st.st_uid != geteuid()) {
-		snprintf(err, errlen,
-			 "viewer socket folder %s belongs to user %u, not to you (%u): use a folder of your own, mode 0700",
-			 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		snprintf(
+		    err, errlen,
+		    "viewer socket folder %s belongs to user %u, not to you (%u): use a folder of your own, mode 0700",
+		    dir, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
 	if (st.st_mode & 0077) {

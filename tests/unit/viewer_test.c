@@ -83,10 +83,10 @@ static int teardown(void **state)
 
 struct view_shape {
 	size_t nranks;
-	size_t nstrip;     /* strip events per rank */
+	size_t nstrip; /* strip events per rank */
 	int diagnosed;
-	int hostile_text;  /* findings and names with quotes, controls, bad UTF-8 */
-	int inconsistent;  /* records_dropped_total off by one */
+	int hostile_text; /* findings and names with quotes, controls, bad UTF-8 */
+	int inconsistent; /* records_dropped_total off by one */
 };
 
 static void fill_rank(struct live_rank *r, size_t i, size_t nranks, const struct view_shape *shape)
@@ -205,7 +205,9 @@ static struct live_view *make_view(const struct view_shape *shape)
 		 * not UTF-8, an accented letter (valid UTF-8), a lone surrogate
 		 * in UTF-8 form (not valid). */
 		snprintf(j->findings[1].message, sizeof(j->findings[1].message),
-			 "a\"b\\c\nd\x01" "e\xff" "f \xc3\xa9 \xed\xa0\x80");
+			 "a\"b\\c\nd\x01"
+			 "e\xff"
+			 "f \xc3\xa9 \xed\xa0\x80");
 		/* Every byte used, no NUL: the text ends with the array. */
 		memset(j->findings[1].evidence, 'x', sizeof(j->findings[1].evidence));
 	}
@@ -801,12 +803,9 @@ static void test_client_protocol(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_render),
-	    cmocka_unit_test(test_stream),
-	    cmocka_unit_test(test_slow_viewer),
-	    cmocka_unit_test(test_close_and_stop),
-	    cmocka_unit_test(test_peer_refused),
-	    cmocka_unit_test(test_folder),
+	    cmocka_unit_test(test_render),	    cmocka_unit_test(test_stream),
+	    cmocka_unit_test(test_slow_viewer),	    cmocka_unit_test(test_close_and_stop),
+	    cmocka_unit_test(test_peer_refused),    cmocka_unit_test(test_folder),
 	    cmocka_unit_test(test_client_protocol),
 	};
 
