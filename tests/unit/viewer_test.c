@@ -442,6 +442,97 @@ static void test_render(void **state)
 	free(json);
 }
 
+/*
+ * The sizes docs/live.md gives ("Size"), for full lists of realistic
+ * figures (a step of 0.9 s, host times of a day's uptime, 256-rank
+ * communicators), printed and held to the bounds said there.
+ */
+static void test_sizes(void **state)
+{
+	struct live_view *v = calloc(1, sizeof(*v));
+	struct live_rank *r;
+	char *json;
+	size_t empty, full_job, one_rank;
+
+	(void)state;
+	assert_non_null(v);
+	v->ranks = calloc(1, sizeof(*v->ranks));
+	assert_non_null(v->ranks);
+	v->generation = 123456;
+	v->at_ns = 86400000000000ull;
+	v->at_realtime_ns = 1764547200000000000ull;
+	assert_int_equal(viewer_render(v, &json, &empty), 0);
+	free(json);
+	v->job.diagnosed = 1;
+	v->job.diagnoses = 1000;
+	v->job.nfindings = LIVE_FINDINGS_MAX;
+	v->job.ngathers = LIVE_GATHERS_MAX;
+	for (int i = 0; i < LIVE_FINDINGS_MAX; i++) {
+		snprintf(v->job.findings[i].rule, sizeof(v->job.findings[i].rule), "wrap-too-fine");
+		memset(v->job.findings[i].message, 'm', 200);
+		memset(v->job.findings[i].evidence, 'e', 200);
+	}
+	for (int i = 0; i < LIVE_GATHERS_MAX; i++) {
+		v->job.gathers[i].unit = (uint32_t)i;
+		v->job.gathers[i].bytes = 123456789;
+		v->job.gathers[i].exposed_ns = 1234567;
+		snprintf(v->job.gathers[i].name, sizeof(v->job.gathers[i].name), "model.layers.%d.self_attn", i % 32);
+	}
+	assert_int_equal(viewer_render(v, &json, &full_job), 0);
+	free(json);
+	v->nranks = 1;
+	r = &v->ranks[0];
+	r->rank = 255;
+	r->records = r->collectives = 1000000000;
+	r->last_ns = 86400000000000ull;
+	r->nwindow = LIVE_WINDOW;
+	r->nstrip = LIVE_STRIP_MAX;
+	r->ncomms = LIVE_COMMS_MAX;
+	for (int i = 0; i < LIVE_WINDOW; i++) {
+		struct live_step *st = &r->window[i];
+
+		st->ordinal = 100000 + (uint32_t)i;
+		st->start_ns = 86400000000000ull + (uint64_t)i * 912345678;
+		st->step_ns = 912345678;
+		st->allgathers = 120;
+		st->microbatches = 4;
+		st->allgather_ns = 312345678;
+		st->exposed_allgather_ns = 12345678;
+		st->compute_wait_ns = 2345678;
+		st->compute_ns = 612345678;
+		st->exposed_comm_ns = 22345678;
+	}
+	r->last = r->window[LIVE_WINDOW - 1];
+	for (int i = 0; i < LIVE_STRIP_MAX; i++) {
+		struct live_event *e = &r->strip[i];
+
+		e->start_ns = 86400000000000ull + (uint64_t)i * 1000000;
+		e->end_ns = e->start_ns + 1234567;
+		e->op = 1;
+		e->phase = 1;
+		e->calls = 1;
+		e->unit = (uint32_t)i / 4;
+		e->bytes = 123456789;
+		e->exposed_ns = 123456;
+	}
+	for (int i = 0; i < LIVE_COMMS_MAX; i++) {
+		r->comms[i].id_hash = UINT64_MAX - (uint64_t)i;
+		r->comms[i].nranks = 256;
+		r->comms[i].rank = 255;
+		r->comms[i].collectives = r->comms[i].last_seq = 123456789;
+	}
+	assert_int_equal(viewer_render(v, &json, &one_rank), 0);
+	free(json);
+	live_view_free(v);
+	one_rank -= full_job;
+	print_message("snapshot sizes: no rank, no diagnosis %zu bytes; full job lists +%zu bytes; one full rank "
+		      "+%zu bytes\n",
+		      empty, full_job - empty, one_rank);
+	assert_true(empty < 1000);
+	assert_true(full_job - empty < 60000);
+	assert_true(one_rank < 100000);
+}
+
 /* ---- the server ------------------------------------------------------------ */
 
 static void put(live_board_t *b, const struct view_shape *shape)
@@ -802,12 +893,18 @@ static void test_client_protocol(void **state)
 
 int main(void)
 {
+	/* clang-format off */
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_render),	    cmocka_unit_test(test_stream),
-	    cmocka_unit_test(test_slow_viewer),	    cmocka_unit_test(test_close_and_stop),
-	    cmocka_unit_test(test_peer_refused),    cmocka_unit_test(test_folder),
+	    cmocka_unit_test(test_render),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_stream),
+	    cmocka_unit_test(test_slow_viewer),
+	    cmocka_unit_test(test_close_and_stop),
+	    cmocka_unit_test(test_peer_refused),
+	    cmocka_unit_test(test_folder),
 	    cmocka_unit_test(test_client_protocol),
 	};
+	/* clang-format on */
 
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
