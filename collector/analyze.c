@@ -77,6 +77,7 @@ void analyzer_free(analyzer_t *a)
 	free(a->rs);
 	ranks_free(a->ranks);
 	timeline_free(a->tl);
+	free(a->step_events);
 	free(a);
 }
 

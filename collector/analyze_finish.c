@@ -12,6 +12,8 @@ static int result_sources(const analyzer_t *a, struct analysis_result *r)
 	return rc;
 }
 
+static int result_build(analyzer_t *a, struct analysis_result **out);
+
 int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 {
 	*out = NULL;
@@ -30,7 +32,25 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	}
 	if (rc < 0)
 		return rc;
+	return result_build(a, out);
+}
 
+int analyzer_snapshot(analyzer_t *a, struct analysis_result **out)
+{
+	*out = NULL;
+	if (a->finished)
+		return -EINVAL;
+	/* Read-only: a source with no rank state yet (no collective, drops or
+	 * process_end record so far) adds nothing to the figures; creating its
+	 * state here could change the order the ranks are looked at in. */
+	return result_build(a, out);
+}
+
+/* The result of what the rank states hold now; reads them, changes nothing
+ * the analysis goes on with. Its cost follows the state (ranks, the
+ * steady-state step's events, communicators, sources), not the trace. */
+static int result_build(analyzer_t *a, struct analysis_result **out)
+{
 	struct analysis_result *r = calloc(1, sizeof *r);
 	if (!r)
 		return -ENOMEM;

@@ -206,6 +206,8 @@ struct analyzer {
 	analysis_step_fn on_step;
 	void *on_step_ctx;
 	size_t pending_max;
+	struct analysis_step_event *step_events; /* the step callback's events, reused */
+	size_t step_events_cap;
 };
 
 
@@ -234,6 +236,8 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 uint64_t analyze_source_lost(const struct rank_state *rs);
 void analyze_step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal, const struct step_trust *t,
 			  const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1);
+int analyze_step_events(analyzer_t *a, const struct tl_event *ev, const struct ev_info *info, size_t n,
+			struct analysis_step_info *si);
 struct analysis_step_info analyze_step_info(const struct rank_state *rs, uint32_t ordinal, const struct tl_event *ev,
 					    size_t n, uint64_t t0);
 void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *rec);

@@ -99,6 +99,9 @@ static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_
 		si.exposure_source = s->exposure_source;
 		si.compute_wait_ns = s->fig[FIG_AG_WAIT];
 		si.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT];
+		if (s->phases.status == PHASES_OK && s->phases.cycles > s->phases.forward_only)
+			si.microbatches = s->phases.cycles - s->phases.forward_only;
+		(void)analyze_step_events(a, ev, s->info, n, &si); /* out of memory: the step without its events */
 		a->on_step(a->on_step_ctx, &si);
 	}
 	if (rs->mode == MODE_PERIOD) {

@@ -118,11 +118,47 @@ struct analysis_step_info analyze_step_info(const struct rank_state *rs, uint32_
 		nag += ev[i].op == FSS_OP_ALLGATHER;
 	return (struct analysis_step_info){
 		.rank = rs->src->rank,
+		.source = rs->src->id,
 		.ordinal = ordinal,
 		.start_ns = t0,
 		.events = (uint32_t)n,
 		.allgathers = nag,
 	};
+}
+
+/* The step's events for the callback, in a's buffer (grown as needed):
+ * exposure, phase and unit from info when given (an analysed step's
+ * summary), else unknown. -ENOMEM leaves si without events. */
+int analyze_step_events(analyzer_t *a, const struct tl_event *ev, const struct ev_info *info, size_t n,
+			struct analysis_step_info *si)
+{
+	si->nstep_events = 0;
+	si->step_events = NULL;
+	if (n > a->step_events_cap) {
+		struct analysis_step_event *v = realloc(a->step_events, n * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		a->step_events = v;
+		a->step_events_cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct ev_info *in = info ? &info[i] : NULL;
+		int gather = in && in->fsdp && ev[i].op == FSS_OP_ALLGATHER;
+		a->step_events[i] = (struct analysis_step_event){
+			.start_ns = ev[i].enter_ns,
+			.end_ns = ev[i].exit_ns,
+			.bytes = ev[i].bytes,
+			.exposed_ns = gather ? in->exposed : 0,
+			.calls = ev[i].calls,
+			.unit = gather ? in->unit : -1,
+			.op = ev[i].op,
+			.phase = gather ? in->phase : 0,
+			.role = ev[i].role,
+		};
+	}
+	si->nstep_events = n;
+	si->step_events = n ? a->step_events : NULL;
+	return 0;
 }
 
 /* Count a step left out (after the warm-up it would have been skipped as). */
@@ -143,6 +179,7 @@ void analyze_step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal
 	struct analysis_step_info si = analyze_step_info(rs, ordinal, ev, n, t0);
 	si.step_ns = t1 > t0 ? t1 - t0 : 0;
 	si.excluded = (int)t->why;
+	(void)analyze_step_events(a, ev, NULL, n, &si); /* out of memory: the step without its events */
 	a->on_step(a->on_step_ctx, &si);
 }
 
