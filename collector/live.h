@@ -180,6 +180,10 @@ void live_step_cb(void *live, const struct analysis_step_info *step);
 void live_set_diagnosis(live_t *l, const struct analysis_result *r, const struct live_finding *findings,
 			size_t nfindings);
 
+/* live_memory - the bytes the live state holds: it grows with the sources
+ * (processes) it has seen, never with steps or records. */
+size_t live_memory(const live_t *l);
+
 /* ---- the board: copies of the view for readers on other threads ---------- */
 
 typedef struct live_board live_board_t;
