@@ -12,6 +12,18 @@
  *              units, reshard policy, ledger and breakdown.
  * A step is complete when its events are in and, for a rank with CUPTI,
  * the GPU intervals up to its end have arrived (CUPTI delivers in buffers).
+ *
+ * The analyzer's files, one concept each (analyze_internal.h declares what
+ * they share):
+ *   analyze.c           life cycle, feeding records, reading a trace file
+ *   analyze_service.c   the per-rank streaming service: roles, NVTX / period steps
+ *   analyze_summary.c   one step's summary, the step sample, the steady state
+ *   analyze_trust.c     lost and cut steps, the step callback's view, struct analysis_trust
+ *   analyze_structure.c the result's counts, units, phases, reshard, ledger, gathers
+ *   analyze_exposure.c  the result's exposure section
+ *   analyze_comms.c     the result's communicators
+ *   analyze_finish.c    analyzer_finish and analyzer_snapshot: the result as a whole
+ *   analysis_names.c    option defaults and the report's names
  */
 #include "collector/analyze_internal.h"
 

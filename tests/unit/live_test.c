@@ -77,7 +77,10 @@ struct session {
 	live_t *live;
 	uint64_t records;     /* fed */
 	uint64_t stop_after;  /* feed no more than this many (0: all) */
+	uint64_t lose_seq;    /* source 1's collective with this seq is not fed (a call lost), 0 */
 	uint64_t steps_reported;
+	uint64_t snapshot_every; /* take (and drop) a snapshot every this many records, 0 never */
+	uint64_t snapshots;
 	size_t memory_at_window; /* live_memory when the first rank's window had filled */
 	int fail;
 	struct seen_rank seen[MAX_SOURCES];
@@ -128,6 +131,12 @@ static int on_source_record(void *ctx, struct source *src, const struct fss_reco
 	int rc = analyzer_feed(s->a, rec);
 	if (rc == 0)
 		rc = live_on_record(s->live, rec, src);
+	if (rc == 0 && s->snapshot_every && s->records % s->snapshot_every == 0) {
+		struct analysis_result *r;
+		rc = analyzer_snapshot(s->a, &r);
+		analysis_result_free(r);
+		s->snapshots++;
+	}
 	return rc;
 }
 
@@ -154,6 +163,9 @@ static int feed_record(void *ctx, const struct fss_record_head *rec)
 	struct session *s = ctx;
 	if (s->stop_after && s->records >= s->stop_after)
 		return 1; /* stop here: the rest is fed by a second read */
+	if (s->lose_seq && rec->type == FSS_REC_COLLECTIVE && rec->source == 1 &&
+	    ((const struct fss_rec_collective *)rec)->seq == s->lose_seq)
+		return 0;
 	return sources_feed(s->sources, rec);
 }
 
@@ -171,12 +183,14 @@ static int feed_rest(void *ctx, const struct fss_record_head *rec)
 	return sources_feed(k->s->sources, rec);
 }
 
-static void write_synth(const char *name, int steps, char *path, size_t len, struct synth_truth *truth)
+static void write_synth(const char *name, int steps, uint64_t skew_ns, char *path, size_t len,
+			struct synth_truth *truth)
 {
 	struct synth_config c;
 	synth_defaults(&c);
 	c.ranks = 2;
 	c.steps = steps;
+	c.skew_ns = skew_ns;
 	snprintf(path, len, "%s/%s.fss", dir, name);
 	assert_int_equal(synth_write(path, &c, truth), 0);
 }
@@ -196,10 +210,11 @@ static void test_live_follows_the_steps(void **state)
 	(void)state;
 	char path[256];
 	struct synth_truth truth;
-	write_synth("steps", 100, path, sizeof path, &truth);
+	write_synth("steps", 100, 0, path, sizeof path, &truth);
 
 	struct session s;
 	session_open(&s);
+	s.lose_seq = (uint64_t)truth.allgathers * 50; /* in the middle: one step of rank 1 left out */
 	struct trace_parser_ops ops = {.on_record = feed_record};
 	assert_int_equal(trace_read(path, &ops, &s, NULL), 0);
 	struct analysis_result *r;
@@ -223,6 +238,9 @@ static void test_live_follows_the_steps(void **state)
 		assert_non_null(lr);
 		assert_true(e->any);
 		assert_true(e->steps >= 90); /* 100 steps less the warm-up and the last */
+		/* the lost call: rank 1 has steps left out, and counts the call missing */
+		assert_int_equal(e->excluded > 0, src == 1);
+		assert_int_equal(lr->collectives_missing, src == 1);
 		/* the last step */
 		assert_int_equal(lr->last.ordinal, e->last.ordinal);
 		assert_int_equal(lr->last.step_ns, e->last.step_ns);
@@ -253,6 +271,15 @@ static void test_live_follows_the_steps(void **state)
 		assert_int_equal(lr->strip[0].start_ns, e->first_event.start_ns);
 		assert_int_equal(lr->strip[0].op, e->first_event.op);
 		assert_int_equal(lr->strip[0].bytes, e->first_event.bytes);
+		/* an analysed step: its FSDP gathers have their phase and (forward) unit */
+		uint32_t phased = 0, forward_units = 0;
+		for (size_t i = 0; i < lr->nstrip; i++) {
+			phased += lr->strip[i].op == FSS_OP_ALLGATHER && lr->strip[i].phase != 0;
+			forward_units += lr->strip[i].phase == ANALYSIS_PHASE_FORWARD && lr->strip[i].unit != UINT32_MAX;
+		}
+		assert_int_equal(lr->last.excluded, 0);
+		assert_int_equal(phased, lr->last.allgathers);
+		assert_int_equal(forward_units, (uint32_t)truth.forward_allgathers);
 		/* the source's counters */
 		assert_int_equal(lr->collectives, e->collectives);
 		assert_int_equal(lr->ncomms, 1);
@@ -261,7 +288,6 @@ static void test_live_follows_the_steps(void **state)
 		assert_int_equal(lr->comms[0].nranks, 2);
 		assert_int_equal(lr->comms[0].rank, (int32_t)src);
 		assert_int_equal(lr->dropped, 0);
-		assert_int_equal(lr->collectives_missing, 0);
 		assert_true(lr->ended);
 	}
 	/* every record of the trace belongs to a source but the trace_end */
@@ -279,12 +305,13 @@ static void test_snapshot(void **state)
 	(void)state;
 	char path[256];
 	struct synth_truth truth;
-	write_synth("snapshot", 40, path, sizeof path, &truth);
+	write_synth("snapshot", 40, 50000, path, sizeof path, &truth);
 
 	/* mid-trace: the steps so far */
 	struct session s;
 	session_open(&s);
 	s.stop_after = truth.records / 2;
+	s.snapshot_every = 97; /* snapshots all along change nothing the analysis says at the end */
 	struct trace_parser_ops ops = {.on_record = feed_record};
 	trace_read(path, &ops, &s, NULL); /* stops at stop_after */
 	assert_int_equal(s.records, truth.records / 2);
@@ -320,7 +347,34 @@ static void test_snapshot(void **state)
 	assert_int_equal(all->reshard.policy, fin->reshard.policy);
 	assert_int_equal(all->microbatches.per_step, fin->microbatches.per_step);
 	assert_int_equal(all->ngathers, fin->ngathers);
+	/* what the steady-state step decides is the same whole */
+	assert_memory_equal(&all->units, &fin->units, sizeof fin->units);
+	assert_memory_equal(&all->reshard, &fin->reshard, sizeof fin->reshard);
+	assert_memory_equal(&all->per_step, &fin->per_step, sizeof fin->per_step);
+	assert_memory_equal(&all->microbatches, &fin->microbatches, sizeof fin->microbatches);
+	assert_memory_equal(&all->ledger, &fin->ledger, sizeof fin->ledger);
+	assert_int_equal(all->ncomms, fin->ncomms);
+	for (uint32_t i = 0; i < fin->ncomms; i++)
+		assert_int_equal(all->comms[i].role, fin->comms[i].role);
 	assert_int_equal(fin->units.repeating_units, truth.repeating_units);
+	/* the same trace analysed without snapshots */
+	struct analysis_result *plain;
+	char err[128];
+	assert_true(s.snapshots > 10);
+	assert_int_equal(analyze_trace(path, NULL, &plain, err, sizeof err), 0);
+	assert_int_equal(plain->steps_analyzed, fin->steps_analyzed);
+	assert_int_equal(plain->steps_seen, fin->steps_seen);
+	assert_int_equal(plain->step_ns, fin->step_ns);
+	assert_int_equal(plain->exposure.exposed_allgather_ns_per_step, fin->exposure.exposed_allgather_ns_per_step);
+	assert_int_equal(plain->exposure.compute_wait_ns_per_step, fin->exposure.compute_wait_ns_per_step);
+	assert_int_equal(plain->exposure.step, fin->exposure.step);
+	assert_int_equal(plain->units.repeating_units, fin->units.repeating_units);
+	assert_int_equal(plain->ngathers, fin->ngathers);
+	for (uint32_t i = 0; i < fin->ngathers; i++) {
+		assert_int_equal(plain->gathers[i].exposed_ns, fin->gathers[i].exposed_ns);
+		assert_int_equal(plain->gathers[i].unit, fin->gathers[i].unit);
+	}
+	analysis_result_free(plain);
 	assert_int_equal(fin->per_step.allgathers, truth.allgathers);
 
 	/* the diagnosis in the live state */
@@ -346,6 +400,7 @@ static void test_snapshot(void **state)
 			assert_true(v->job.gathers[i].unit >= v->job.gathers[i - 1].unit); /* grouped by unit */
 	}
 	assert_int_equal(repeated, fin->units.repeating_units * fin->units.gathers_per_unit);
+	assert_true(view_rank(v, 1)->lateness_ns > 0); /* rank 1 runs 50 us behind */
 	for (size_t i = 0; i < v->nranks; i++) {
 		assert_int_equal(v->ranks[i].comms[0].role, ANALYSIS_ROLE_FSDP);
 		for (uint32_t k2 = 0; k2 < all->nper_rank; k2++)
