@@ -97,8 +97,9 @@ struct live_rank {
 	uint64_t collectives_missing;  /* calls made and not recorded (sequence gaps) */
 	uint64_t collectives;          /* collective records */
 	uint64_t last_ns;              /* latest host time in any of its records */
-	int64_t lateness_ns;           /* how late it enters the FSDP collectives vs the earliest rank
-	                                  (median of the last diagnosis), 0 when not known */
+	int64_t lateness_ns;           /* how late it enters collectives, per step: the last diagnosis'
+	                                  analysis_rank.late_ns_per_step (what the other ranks waited
+	                                  for it), 0 when not known */
 	struct live_step last;         /* last completed step (ordinal 0, step_ns 0: none yet) */
 	struct live_totals totals;
 	size_t nwindow;                /* steps in window[], oldest first */

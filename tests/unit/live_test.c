@@ -539,8 +539,14 @@ static void test_board_reader(void **state)
 	pthread_cond_init(&rd.cv, NULL);
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, reader_main, &rd), 0);
-	gen_open(&s, 0);
+	/* a process whose rank is not known arrives first: its rank comes last */
+	struct fss_rec_process_hello h;
+	record_init(&h, FSS_REC_PROCESS_HELLO, sizeof h, 9);
+	h.rank = h.local_rank = h.world_size = h.slurm_procid = h.ompi_rank = -1;
+	h.path = FSS_PATH_SYNTHETIC;
+	assert_int_equal(sources_feed(s.sources, &h.head), 0);
 	gen_open(&s, 1);
+	gen_open(&s, 0);
 	uint64_t seq[2] = {0, 0}, t[2] = {10000, 10000};
 	/* the first HANDSHAKES copies each wait until the reader has seen them,
 	 * so that it reads while the session publishes; then free running */
@@ -559,8 +565,14 @@ static void test_board_reader(void **state)
 	const struct live_view *v = live_board_acquire(b);
 	assert_int_equal(v->generation, PUBLISHES);
 	assert_int_equal(v->job.records_total, s.records);
-	assert_int_equal(v->nranks, 2);
-	assert_int_equal(v->ranks[0].collectives + v->ranks[1].collectives, PUBLISHES * 9);
+	assert_int_equal(v->nranks, 3);
+	assert_int_equal(v->ranks[0].rank, 0);
+	assert_int_equal(v->ranks[1].rank, 1);
+	assert_int_equal(v->ranks[2].rank, -1);
+	assert_int_equal(v->ranks[2].source, 9);
+	assert_int_equal(v->ranks[2].records, 1);
+	assert_int_equal(v->ranks[0].collectives, PUBLISHES / 2 * 9);
+	assert_int_equal(v->ranks[1].collectives, PUBLISHES / 2 * 9);
 	live_board_release(b, v);
 	live_board_free(b);
 	pthread_cond_destroy(&rd.cv);
