@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "common/wire.h"
+#include "collector/viewer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,7 +53,7 @@ const char cmd_collect_help[] =
 	"    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope collect [--listen ADDR]... [--out DIR] [--name NAME] [--until-idle SEC]\n"
-	"                      [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
+	"                      [--metrics [HOST:]PORT] [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
 	"DESCRIPTION\n"
 	"    For jobs that torchrun, srun, mpirun or a Kubernetes job start: fsdpscope\n"
 	"    collect listens for the agents of the job's ranks, writes what they send into\n"
@@ -77,6 +78,10 @@ const char cmd_collect_help[] =
 	"    what the one before it left (its unfinished trace) and the spool's finished\n"
 	"    files into its own trace first; the agents that reconnect continue their\n"
 	"    processes' sources there.\n\n"
+	"    While it runs, the live view (per rank the last step, AllGathers per step,\n"
+	"    exposure, drops; the findings so far) is served on a second socket beside\n"
+	"    the agents' (protocol " VIEWER_PROTOCOL ", docs/live.md; printed at start), and with\n"
+	"    --metrics as Prometheus text; both read what the end's lint summary reads.\n\n"
 	"    It stops on SIGINT or SIGTERM, or with --until-idle SEC once a connection\n"
 	"    has come and no connection has been open for SEC seconds. The trace is\n"
 	"    written as it goes (flushed every second): a collector killed with SIGKILL\n"
@@ -93,6 +98,9 @@ const char cmd_collect_help[] =
 	"                         one has connected\n"
 	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
 	"                         prints it (schema fsdpscope.report/2)\n"
+	"    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md); a bare\n"
+	"                         PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
+	"                         served with a warning (no authentication); port 0: any\n"
 	"    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace\n"
@@ -134,6 +142,7 @@ struct collect_options {
 	size_t nlisten;
 	int until_idle_s; /* -1: not given */
 	const char *json_summary;
+	const char *metrics;
 	struct diagnosis_flags flags;
 };
 
@@ -146,6 +155,8 @@ struct collect_state {
 	int lock_fd;
 	char *listen[COLLECT_LISTEN_MAX]; /* what the session listens on */
 	size_t nlisten;
+	char *metrics; /* HOST:PORT */
+	int metrics_remote;
 	session_t *session;
 };
 
@@ -157,7 +168,7 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum { OPT_LISTEN = DIAG_OPT_END, OPT_OUT, OPT_NAME, OPT_UNTIL_IDLE, OPT_JSON_SUMMARY, OPT_HELP };
+enum { OPT_LISTEN = DIAG_OPT_END, OPT_OUT, OPT_NAME, OPT_UNTIL_IDLE, OPT_JSON_SUMMARY, OPT_METRICS, OPT_HELP };
 
 static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
 {
@@ -167,6 +178,7 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 		{"name", required_argument, NULL, OPT_NAME},
 		{"until-idle", required_argument, NULL, OPT_UNTIL_IDLE},
 		{"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
+		{"metrics", required_argument, NULL, OPT_METRICS},
 		{"help", no_argument, NULL, OPT_HELP},
 		DIAGNOSIS_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
@@ -209,6 +221,9 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 			break;
 		case OPT_JSON_SUMMARY:
 			o->json_summary = optarg;
+			break;
+		case OPT_METRICS:
+			o->metrics = optarg;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -505,6 +520,12 @@ static void print_env_lines(const struct collect_state *st)
 	fprintf(stderr, "    export NVTX_INJECTION64_PATH=%s\n", st->agent);
 	fprintf(stderr, "    export FSDPSCOPE_SINK=%s\n", st->listen[0]);
 	fprintf(stderr, "    export FSDPSCOPE_OUT=%s\n", st->spool);
+	if (session_viewer_address(st->session))
+		fprintf(stderr, "fsdpscope collect: live view (" VIEWER_PROTOCOL ", docs/live.md): %s\n",
+			session_viewer_address(st->session));
+	if (session_metrics_address(st->session))
+		fprintf(stderr, "fsdpscope collect: Prometheus metrics: http://%s/metrics\n",
+			session_metrics_address(st->session));
 	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
 }
@@ -520,6 +541,7 @@ static void collect_state_free(struct collect_state *st)
 	free(st->agent);
 	free(st->spool);
 	free(st->default_socket);
+	free(st->metrics);
 }
 
 static int setup(struct collect_state *st, char **argv)
@@ -560,9 +582,16 @@ static int setup(struct collect_state *st, char **argv)
 		fprintf(stderr, "fsdpscope collect: cannot use %s as the spool: %s\n", st->spool, why ? why : strerror(-err));
 		return err;
 	}
+	if (st->opt.metrics) {
+		err = session_metrics_option("fsdpscope collect", st->opt.metrics, &st->metrics, &st->metrics_remote);
+		if (err)
+			return err;
+	}
 	err = prepare_listeners(st);
 	if (err)
 		return err;
+	so.metrics = st->metrics;
+	so.metrics_remote = st->metrics_remote;
 	so.listen = (const char *const *)st->listen;
 	so.nlisten = st->nlisten;
 	so.spool = st->spool;

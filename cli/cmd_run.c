@@ -59,7 +59,7 @@ const char cmd_run_help[] =
 	"SYNOPSIS\n"
 	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
 	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
-	"                  [--] CMD [ARGS...]\n\n"
+	"                  [--metrics [HOST:]PORT] [--] CMD [ARGS...]\n\n"
 	"DESCRIPTION\n"
 	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
 	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
@@ -126,6 +126,9 @@ const char cmd_run_help[] =
 	"                         connected to send their last records (default 5)\n"
 	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
 	"                         prints it (schema fsdpscope.report/2)\n"
+	"    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
+	"                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
+	"                         that is not loopback is served with a warning\n"
 	"    -h, --help           this text (only before CMD)\n\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
@@ -196,6 +199,7 @@ struct run_options {
 	int flush_timeout_s;
 	int wait_descendants_s;
 	const char *json_summary;
+	const char *metrics;
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
@@ -211,6 +215,7 @@ struct run_state {
 	const char *sink;   /* FSDPSCOPE_SINK value: the session's private socket */
 	char *agent;        /* absolute path of the agent */
 	char *ld_preload;   /* LD_PRELOAD value for the job */
+	char *metrics;      /* --metrics as HOST:PORT */
 	int keep_nvtx_injection; /* NVTX_INJECTION64_PATH was set by the user */
 	int tty;            /* terminal fd handed to the job, or -1 */
 	struct run_late *late; /* reaped after CMD exited, in order */
@@ -275,6 +280,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		{"flush-timeout", required_argument, NULL, 'F'},
 		{"wait-descendants", required_argument, NULL, 'W'},
 		{"json-summary", required_argument, NULL, 'J'},
+		{"metrics", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -307,6 +313,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 			return 0;
 		case 'J':
 			o->json_summary = optarg;
+			break;
+		case 'M':
+			o->metrics = optarg;
 			break;
 		case 'F':
 			if (parse_seconds("--flush-timeout", optarg, &o->flush_timeout_s))
@@ -359,10 +368,19 @@ static int setup(struct run_state *st)
 		fprintf(stderr, "fsdpscope run: out of memory\n");
 		return err;
 	}
+	if (st->opt.metrics) {
+		err = session_metrics_option("fsdpscope run", st->opt.metrics, &st->metrics, &so.metrics_remote);
+		if (err)
+			return err;
+		so.metrics = st->metrics;
+	}
 	err = session_new(&st->session, &so);
 	if (err)
 		return err;
 	st->sink = session_private_sink(st->session);
+	if (session_metrics_address(st->session))
+		fprintf(stderr, "fsdpscope run: Prometheus metrics: http://%s/metrics\n",
+			session_metrics_address(st->session));
 	{
 		const char *nvtx = getenv("NVTX_INJECTION64_PATH");
 
@@ -654,6 +672,7 @@ static void run_state_free(struct run_state *st)
 	session_free(st->session);
 	free(st->agent);
 	free(st->ld_preload);
+	free(st->metrics);
 	free(st->late);
 }
 

@@ -17,6 +17,9 @@
 #include "cli/report_sources.h"
 
 #include "collector/analyze.h"
+#include "collector/live.h"
+#include "collector/metrics.h"
+#include "collector/viewer.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
@@ -37,6 +40,12 @@
 /* How often the unfinished trace is flushed to disk: what a killed session
  * loses of what it had received. */
 #define SESSION_FLUSH_EVERY_MS 1000
+/* Readers get a new view at most this often (after steps only). */
+#define SESSION_PUBLISH_EVERY_MS 100
+/* A diagnosis of what the analyzer holds (a snapshot and the rules): its
+ * cost follows the analyzer's state, not the trace's length. */
+#define SESSION_DIAGNOSE_EVERY_MS 1000
+#define SESSION_VIEWER_SOCKET "viewer.sock"
 
 struct session {
 	struct session_options o;
@@ -52,6 +61,15 @@ struct session {
 	char **merged;      /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
 	char *trace_path;
+	live_t *live;
+	live_board_t *board;
+	viewer_server_t *viewer;
+	metrics_server_t *metrics;
+	char *viewer_address;
+	int live_error;      /* the live state ran out of memory: views stop, the trace goes on */
+	uint64_t steps;      /* steps the analyzer completed */
+	uint64_t steps_published, steps_diagnosed;
+	int64_t last_publish_ms, last_diagnosis_ms;
 	struct diagnosis d; /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
@@ -64,6 +82,36 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote)
+{
+	const char *colon = strrchr(arg, ':');
+	const char *port = colon ? colon + 1 : arg;
+	char *end;
+	long p = strtol(port, &end, 10);
+	size_t hl = colon ? (size_t)(colon - arg) : 0;
+
+	*hostport = NULL;
+	*remote = 0;
+	if (!*port || *end || p < 0 || p > 65535 || (colon && !hl)) {
+		fprintf(stderr, "%s: --metrics %s: expected PORT or HOST:PORT (127.0.0.1:9464)\n", prog, arg);
+		return -EINVAL;
+	}
+	if (!colon) {
+		if (asprintf(hostport, "127.0.0.1:%ld", p) < 0)
+			*hostport = NULL;
+		return *hostport ? 0 : -ENOMEM;
+	}
+	if (!((hl == 9 && !strncmp(arg, "localhost", 9)) || !strncmp(arg, "127.", 4) || (hl == 5 && !strncmp(arg, "[::1]", 5)))) {
+		*remote = 1;
+		fprintf(stderr,
+			"%s: warning: --metrics %s is not a loopback address: anyone who can reach it can read the job's "
+			"metrics (no authentication)\n",
+			prog, arg);
+	}
+	*hostport = strdup(arg);
+	return *hostport ? 0 : -ENOMEM;
 }
 
 int session_find_agent(const char *prog, char **path)
@@ -133,6 +181,132 @@ static int on_record(void *ctx, const struct fss_record_head *rec, const struct 
 
 		if (err)
 			s->analysis_error = err;
+	}
+	if (s->live && !s->live_error && live_on_record(s->live, rec, src) < 0)
+		s->live_error = 1;
+	return 0;
+}
+
+/* The analyzer's step callback: every completed step of every rank. */
+static void on_step(void *ctx, const struct analysis_step_info *step)
+{
+	session_t *s = ctx;
+
+	s->steps++;
+	if (s->live)
+		live_on_step(s->live, step);
+}
+
+/* The rules' findings as the live state keeps them (plain, bounded). */
+static size_t live_findings(const findings_t *list, struct live_finding *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < findings_count(list) && n < max; i++) {
+		const struct finding *f = findings_get(list, i);
+		struct live_finding *l = &out[n++];
+
+		memset(l, 0, sizeof(*l));
+		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
+		l->severity = (int)f->severity;
+		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
+		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
+	}
+	return n;
+}
+
+/* Diagnose result r (the rules on it) into the live state. */
+static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *given)
+{
+	struct live_finding found[LIVE_FINDINGS_MAX];
+	findings_t *list = (findings_t *)given;
+	size_t n = 0;
+
+	if (!list) {
+		list = findings_new();
+		if (!list)
+			return;
+		if (rules_run(r, &s->flags->rules, list)) {
+			findings_free(list);
+			return;
+		}
+	}
+	n = live_findings(list, found, LIVE_FINDINGS_MAX);
+	live_set_diagnosis(s->live, r, found, n);
+	if (!given)
+		findings_free(list);
+}
+
+/* Now and then: a diagnosis of what the analyzer holds, and a new view
+ * for the readers once steps completed. */
+static void live_tick(session_t *s)
+{
+	int64_t now;
+
+	if (!s->live || s->live_error || s->steps == s->steps_published)
+		return;
+	now = now_ms();
+	if (!s->analysis_error && s->steps != s->steps_diagnosed && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS) {
+		struct analysis_result *r = NULL;
+
+		if (analyzer_snapshot(s->an, &r) == 0) {
+			live_diagnose(s, r, NULL);
+			analysis_result_free(r);
+		}
+		s->steps_diagnosed = s->steps;
+		s->last_diagnosis_ms = now;
+	}
+	if (now - s->last_publish_ms >= SESSION_PUBLISH_EVERY_MS) {
+		if (live_publish(s->live, s->board) == 0)
+			s->steps_published = s->steps;
+		s->last_publish_ms = now;
+	}
+}
+
+/* The readers' side: the board, the viewer socket beside the agents', and
+ * /metrics when asked. A reader that cannot start is said and left out:
+ * the trace is what a session is for. */
+static int start_readers(session_t *s)
+{
+	char err[256] = "", *sock = NULL, *slash;
+	struct sockaddr_un sun;
+	int rc;
+
+	if (live_new(&s->live) || live_board_new(&s->board))
+		return -ENOMEM;
+	s->last_diagnosis_ms = now_ms();
+	sock = strdup(run_session_socket(s->rs));
+	slash = sock ? strrchr(sock, '/') : NULL;
+	if (!slash) {
+		free(sock);
+		return -ENOMEM;
+	}
+	*slash = '\0';
+	if (asprintf(&s->viewer_address, "unix:%s/" SESSION_VIEWER_SOCKET, sock) < 0)
+		s->viewer_address = NULL;
+	free(sock);
+	if (!s->viewer_address)
+		return -ENOMEM;
+	if (strlen(s->viewer_address) - 5 >= sizeof(sun.sun_path)) {
+		fprintf(stderr, "%s: warning: no viewer endpoint: %s is too long for a socket\n", s->o.prog,
+			s->viewer_address + 5);
+		free(s->viewer_address);
+		s->viewer_address = NULL;
+	} else {
+		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, s->board, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "%s: warning: no viewer endpoint: %s\n", s->o.prog, err[0] ? err : fss_strerror(rc));
+			free(s->viewer_address);
+			s->viewer_address = NULL;
+		}
+	}
+	if (s->o.metrics) {
+		err[0] = '\0';
+		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, s->board, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "%s: --metrics %s: %s\n", s->o.prog, s->o.metrics, err[0] ? err : fss_strerror(rc));
+			return rc;
+		}
 	}
 	return 0;
 }
@@ -402,6 +576,13 @@ int session_new(session_t **out, const struct session_options *o)
 		fprintf(stderr, "%s: out of memory\n", o->prog);
 		goto fail;
 	}
+	analyzer_on_step(s->an, on_step, s);
+	err = start_readers(s);
+	if (err) {
+		if (err == -ENOMEM)
+			fprintf(stderr, "%s: out of memory\n", o->prog);
+		goto fail;
+	}
 	ingest_on_record(s->ing, on_record, s);
 	if (o->leftovers == SESSION_LEFTOVERS_MERGE)
 		handle_leftovers(s);
@@ -458,6 +639,16 @@ size_t session_open_connections(const session_t *s)
 	return s->failed ? 0 : ingest_open_connections(s->ing);
 }
 
+const char *session_viewer_address(const session_t *s)
+{
+	return s->viewer_address;
+}
+
+const char *session_metrics_address(const session_t *s)
+{
+	return s->metrics ? metrics_server_address(s->metrics) : NULL;
+}
+
 uint64_t session_records_from_agents(const session_t *s)
 {
 	return s->agent_records;
@@ -481,6 +672,7 @@ int session_poll(session_t *s, int timeout_ms)
 	}
 	if (rc < 0)
 		say_failed(s, rc);
+	live_tick(s);
 	return 0;
 }
 
@@ -685,6 +877,11 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	} else {
 		out->result = s->d.result;
 		out->lint_max_severity = findings_max_severity(s->d.findings);
+		/* The readers' last view says what lint says. */
+		if (s->live && !s->live_error) {
+			live_diagnose(s, s->d.result, s->d.findings);
+			live_publish(s->live, s->board);
+		}
 		/* A trace without collectives has nothing to lint. */
 		if (stats->by_type[FSS_REC_COLLECTIVE]) {
 			fputc('\n', stderr);
@@ -719,6 +916,14 @@ void session_free(session_t *s)
 {
 	if (!s)
 		return;
+	/* Readers first: they hold views of the board. */
+	if (s->board)
+		live_board_close(s->board);
+	viewer_server_stop(s->viewer);
+	metrics_server_stop(s->metrics);
+	live_board_free(s->board);
+	live_free(s->live);
+	free(s->viewer_address);
 	ingest_free(s->ing);
 	analyzer_free(s->an);
 	diagnosis_free(&s->d);

@@ -6,7 +6,10 @@
  * unfinished trace), an ingest listening on the private socket and on any
  * other address asked for, a streaming analyzer fed from the ingest's
  * record callback (it sees exactly the records the trace gets, in the
- * trace's order), and the end: the trace moved into place, the streamed
+ * trace's order), the live state (collector/live.h) fed from the same
+ * records and the analyzer's steps, published on a board that the viewer
+ * endpoint (a second socket beside the agents', collector/viewer.h) and
+ * /metrics (collector/metrics.h, when asked) read, and the end: the trace moved into place, the streamed
  * analysis finished, the rules run on it, the lint summary printed. The
  * findings printed at the end are the streamed analyzer's, and equal
  * `fsdpscope lint` on the trace written (tests/e2e/collect_e2e.py).
@@ -53,6 +56,8 @@ struct session_options {
 	                                        borrowed, must outlive the session */
 	const char *json_summary;     /* write the final diagnosis here as JSON (fsdpscope.report/2),
 	                                 or NULL */
+	const char *metrics;          /* serve Prometheus /metrics on HOST:PORT, or NULL */
+	int metrics_remote;           /* a non-loopback metrics address is allowed (the user was warned) */
 };
 
 /*
@@ -88,6 +93,12 @@ int session_failed(const session_t *s);
 
 /* session_open_connections - agents connected now. */
 size_t session_open_connections(const session_t *s);
+
+/* session_viewer_address - "unix:<viewer socket>", NULL when there is none. */
+const char *session_viewer_address(const session_t *s);
+
+/* session_metrics_address - the /metrics HOST:PORT served (port filled in), or NULL. */
+const char *session_metrics_address(const session_t *s);
 
 /* session_records_from_agents - records taken in from connections so far
  * (not from merged files): a connection was there once it is above 0. */
@@ -127,6 +138,14 @@ void session_abandon(session_t *s);
 /* session_free - release everything; the private folder goes unless
  * session_finish said to keep it. NULL is allowed. */
 void session_free(session_t *s);
+
+/*
+ * session_metrics_option - --metrics ARG: "PORT" (loopback), or HOST:PORT.
+ * A host that is not loopback is served only because it was named: a
+ * warning says so (prefixed with prog) and *remote is set. *hostport is
+ * malloc'd. Returns 0, or -EINVAL (said) for an argument that is neither.
+ */
+int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote);
 
 /*
  * session_find_agent - the agent's absolute path in *path (malloc'd):
