@@ -208,6 +208,38 @@ def metric(text, name, labels):
     return None
 
 
+def check_viewer(args, c, work, want):
+    """The viewer endpoint printed: a 0600 socket whose first snapshot follows
+    docs/live-schema.json and shows rank 0's last step as fsdp_ref logged it."""
+    addr = [w for w in c.stderr().split() if w.startswith("unix:") and w.endswith("/viewer.sock")]
+    check(addr, f"collect printed no viewer endpoint: {c.stderr()}")
+    path = addr[0][len("unix:"):]
+    st = os.lstat(path)
+    check(stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600,
+          f"the viewer socket is {oct(stat.S_IMODE(st.st_mode))}, not 0600")
+    v = socket.socket(socket.AF_UNIX)
+    v.settimeout(WAIT_S)
+    v.connect(path)
+    buf = b""
+    while b"\n" not in buf:
+        chunk = v.recv(65536)
+        check(chunk, "the viewer endpoint closed before a whole snapshot")
+        buf += chunk
+    v.close()
+    line = buf.split(b"\n", 1)[0].decode()
+    snap_path = os.path.join(work, "snapshot.jsonl")
+    with open(snap_path, "w") as f:
+        f.write(line + "\n")
+    checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_snapshot_check.py")
+    r = run([sys.executable, checker, os.path.join(os.path.dirname(args.schema), "live-schema.json"), snap_path])
+    check(r.returncode == 0, f"the viewer's snapshot does not follow docs/live-schema.json: {r.stdout}{r.stderr}")
+    snap = json.loads(line)
+    rank0 = [r for r in snap["ranks"] if r["rank"] == 0]
+    check(rank0 and rank0[0]["last_step"]["allgathers"] == want,
+          f"the viewer's rank 0 last step has {rank0[0]['last_step']['allgathers'] if rank0 else None} AllGathers, "
+          f"fsdp_ref logged {want}")
+
+
 def scenario_equal(args, wrap):
     work = fresh(os.path.join(args.work, f"equal-{wrap}"))
     xdg = private_runtime_dir(work)
@@ -261,6 +293,7 @@ def scenario_equal(args, wrap):
             if shutil.which("promtool"):
                 r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
                 check(r.returncode == 0, f"promtool check metrics: {r.stdout}{r.stderr}")
+            check_viewer(args, c, work, want)
             c.p.send_signal(signal.SIGTERM)
         else:
             wait_ranks(ranks)
