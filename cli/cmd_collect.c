@@ -82,7 +82,7 @@ const char cmd_collect_help[] =
 	"    exposure, drops; the findings so far) is served on a second socket beside\n"
 	"    the agents' (protocol " VIEWER_PROTOCOL ", docs/live.md; printed at start), and with\n"
 	"    --metrics as Prometheus text; both read what the end's lint summary reads.\n\n"
-	"    It stops on SIGINT or SIGTERM, or with --until-idle SEC once a connection\n"
+	"    It stops on SIGINT, SIGTERM or SIGHUP, or with --until-idle SEC once a connection\n"
 	"    has come and no connection has been open for SEC seconds. The trace is\n"
 	"    written as it goes (flushed every second): a collector killed with SIGKILL\n"
 	"    leaves a trace whose complete chunks all read back, merged by the next\n"
@@ -656,6 +656,8 @@ int cmd_collect(int argc, char **argv)
 	sa.sa_handler = collect_on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* The terminal it was started from went away: finish, as for SIGTERM. */
+	sigaction(SIGHUP, &sa, NULL);
 	/* A rank that goes away while it is being answered is not our end. */
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
