@@ -691,10 +691,22 @@ void run_leftover_describe(const struct run_leftover *l, FILE *out)
 		fprintf(out, "; its job (process group %ld) is still running", l->job_pgid);
 }
 
+/* A dead session's viewer socket in `folder`, if it is there. */
+static void unlink_viewer_socket(const char *folder)
+{
+	char *viewer = join(folder, RUN_VIEWER_SOCKET);
+	struct stat st;
+
+	if (viewer && lstat(viewer, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(viewer);
+	free(viewer);
+}
+
 void run_leftover_remove(struct run_leftover *l)
 {
 	if (l->partial)
 		unlink(l->partial);
+	unlink_viewer_socket(l->folder);
 	if (l->stale_socket) {
 		char *slash = strrchr(l->stale_socket, '/');
 
@@ -706,8 +718,10 @@ void run_leftover_remove(struct run_leftover *l)
 			*slash = '\0';
 			base = strrchr(l->stale_socket, '/');
 			if (base && strcmp(l->stale_socket, l->folder) != 0 &&
-			    strncmp(base + 1, RUN_SOCKET_FOLDER_PREFIX, strlen(RUN_SOCKET_FOLDER_PREFIX)) == 0)
+			    strncmp(base + 1, RUN_SOCKET_FOLDER_PREFIX, strlen(RUN_SOCKET_FOLDER_PREFIX)) == 0) {
+				unlink_viewer_socket(l->stale_socket);
 				rmdir(l->stale_socket);
+			}
 			*slash = '/';
 		}
 	}

@@ -24,6 +24,8 @@ typedef struct run_session run_session_t;
 
 /* Prefix of a run's private folder in DIR. */
 #define RUN_FOLDER_PREFIX ".fsdpscope-run."
+/* The session's viewer socket (cli/session.h), beside the agents' socket. */
+#define RUN_VIEWER_SOCKET "viewer.sock"
 
 /*
  * run_session_new - create DIR (mkdir -p) and the run's private folder in
@@ -119,7 +121,8 @@ int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, s
 
 /*
  * run_leftover_remove - remove leftover `l`: its unfinished trace, its
- * stale socket (and that socket's own folder), run.info and the folder,
+ * stale sockets, the agents' and the viewer's (and their own folder),
+ * run.info and the folder,
  * which must hold nothing else by then (the caller merged and removed its
  * per-process files). For a caller that merged what l held into a trace
  * of its own that is safely on disk.

@@ -45,7 +45,6 @@
 /* A diagnosis of what the analyzer holds (a snapshot and the rules): its
  * cost follows the analyzer's state, not the trace's length. */
 #define SESSION_DIAGNOSE_EVERY_MS 1000
-#define SESSION_VIEWER_SOCKET "viewer.sock"
 
 struct session {
 	struct session_options o;
@@ -282,7 +281,7 @@ static int start_readers(session_t *s)
 		return -ENOMEM;
 	}
 	*slash = '\0';
-	if (asprintf(&s->viewer_address, "unix:%s/" SESSION_VIEWER_SOCKET, sock) < 0)
+	if (asprintf(&s->viewer_address, "unix:%s/" RUN_VIEWER_SOCKET, sock) < 0)
 		s->viewer_address = NULL;
 	free(sock);
 	if (!s->viewer_address)

@@ -377,6 +377,8 @@ def scenario_restart(args):
                 p.wait()
             log.close()
     check(rc == 0, f"the second collect exited {rc}: {second.stderr()}")
+    left = [f for f in os.listdir(out) if f.startswith(".fsdpscope-run.")]
+    check(not left, f"a session's folder is left in {out} (the dead one's is merged and removed): {left}")
     trace = os.path.join(out, "collect.fss")
     seqs, ends = collectives_by_rank(dump(args, trace))
     check(len(seqs) == 2, f"the trace holds collectives of {len(seqs)} ranks, not 2")
