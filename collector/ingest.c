@@ -1642,7 +1642,7 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	err = trace_writer_open(&w, path, &ing->wopts);
 	if (err)
 		return err;
-	ing->file_records_before += trace_writer_records(ing->out) + 1; /* its trace_end */
+	ing->file_records_before += trace_writer_records(ing->out);
 	err = trace_writer_close(ing->out);
 	if (!err) {
 		struct stat st;
