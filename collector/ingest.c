@@ -50,8 +50,13 @@
 /* Bytes read from one connection per ingest_poll round before the next
  * input gets its turn, so one busy agent cannot starve the others. */
 #define INGEST_READS_PER_ROUND 4
-/* Sources one input may carry (an agent has one; a merged file, its ranks). */
+/* Sources one input may carry: a file (a merged trace, its ranks), and a
+ * connection (an agent has one), which must stay cheap whatever it sends. */
 #define INGEST_MAX_SOURCES_PER_INPUT 65536u
+#define INGEST_MAX_SOURCES_PER_CONNECTION 64u
+/* The largest hello kept waiting for its source's next record; a larger
+ * one (no writer makes one) starts a source of its own at once. */
+#define INGEST_HELLO_WAIT_MAX 512u
 /* A positive error a callback returns to stop a parser for a reason of the
  * ingest's own (the parser passes callback values through unchanged). */
 #define INGEST_STOP_TOO_MANY_SOURCES 1
@@ -102,8 +107,11 @@ struct process {
 struct restate {
 	_Alignas(8) unsigned char hello[sizeof(struct fss_rec_process_hello)];
 	int has_hello;
-	unsigned char *strings;       /* every string part, as written */
+	unsigned char *strings;       /* every string part, as written; a part with the id and offset of
+	                                 one held replaces it */
 	size_t nstrings, capstrings;
+	uint32_t *string_slots;       /* open addressing over (id, offset): index + 1, 0 empty */
+	size_t nslots;                /* a power of two, at least twice nstrings */
 	struct fss_rec_comm *comms;   /* live communicators */
 	size_t ncomms, capcomms;
 	struct fss_rec_clock_anchor anchors[2]; /* the latest per domain (realtime, cupti) */
@@ -462,7 +470,8 @@ static int map_get(struct input *in, uint32_t in_source, struct source_map **out
 			return 0;
 		}
 	}
-	if (in->nmap >= INGEST_MAX_SOURCES_PER_INPUT)
+	if (in->nmap >= (in->kind == INPUT_CONNECTION ? INGEST_MAX_SOURCES_PER_CONNECTION
+						      : INGEST_MAX_SOURCES_PER_INPUT))
 		return INGEST_STOP_TOO_MANY_SOURCES;
 	if (grow((void **)&in->map, &in->capmap, in->nmap + 1, sizeof(*in->map), 4))
 		return -ENOMEM;
@@ -502,6 +511,63 @@ static size_t rec_keep_size(const struct fss_record_head *rec, size_t known)
 	return rec->size < known ? rec->size : known;
 }
 
+static size_t string_slot_of(const struct restate *r, uint32_t id, uint16_t offset)
+{
+	uint64_t h = ((uint64_t)id << 16 | offset) * 0x9e3779b97f4a7c15ull;
+	size_t i = (size_t)(h >> 20) & (r->nslots - 1);
+
+	for (;; i = (i + 1) & (r->nslots - 1)) {
+		const struct fss_rec_string *p;
+
+		if (!r->string_slots[i])
+			return i;
+		p = (const void *)(r->strings + (r->string_slots[i] - 1) * sizeof(struct fss_rec_string));
+		if (p->id == id && p->offset == offset)
+			return i;
+	}
+}
+
+static int strings_rehash(struct restate *r)
+{
+	size_t n = r->nslots ? r->nslots * 2 : 64;
+	uint32_t *v = calloc(n, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	free(r->string_slots);
+	r->string_slots = v;
+	r->nslots = n;
+	for (size_t j = 0; j < r->nstrings; j++) {
+		const struct fss_rec_string *p = (const void *)(r->strings + j * sizeof(struct fss_rec_string));
+
+		r->string_slots[string_slot_of(r, p->id, p->offset)] = (uint32_t)j + 1;
+	}
+	return 0;
+}
+
+static int restate_string(struct restate *r, const struct fss_rec_string *part)
+{
+	size_t slot;
+	unsigned char *at;
+
+	if ((r->nstrings + 1) * 2 > r->nslots && strings_rehash(r))
+		return -ENOMEM;
+	if (r->nstrings >= UINT32_MAX - 1)
+		return 0;
+	slot = string_slot_of(r, part->id, part->offset);
+	if (r->string_slots[slot]) {
+		at = r->strings + (r->string_slots[slot] - 1) * sizeof(struct fss_rec_string);
+	} else {
+		if (grow((void **)&r->strings, &r->capstrings, r->nstrings + 1, sizeof(struct fss_rec_string), 16))
+			return -ENOMEM;
+		at = r->strings + r->nstrings * sizeof(struct fss_rec_string);
+		r->string_slots[slot] = (uint32_t)++r->nstrings;
+	}
+	memcpy(at, part, sizeof(*part));
+	((struct fss_record_head *)at)->size = sizeof(*part);
+	return 0;
+}
+
 static int restate_note(struct restate *r, const struct fss_record_head *rec)
 {
 	switch (rec->type) {
@@ -512,13 +578,7 @@ static int restate_note(struct restate *r, const struct fss_record_head *rec)
 		r->has_hello = 1;
 		break;
 	case FSS_REC_STRING:
-		if (grow((void **)&r->strings, &r->capstrings, r->nstrings + 1, sizeof(struct fss_rec_string), 16))
-			return -ENOMEM;
-		memcpy(r->strings + r->nstrings * sizeof(struct fss_rec_string), rec, sizeof(struct fss_rec_string));
-		((struct fss_record_head *)(r->strings + r->nstrings * sizeof(struct fss_rec_string)))->size =
-			sizeof(struct fss_rec_string);
-		r->nstrings++;
-		break;
+		return restate_string(r, (const void *)rec);
 	case FSS_REC_COMM: {
 		const struct fss_rec_comm *c = (const void *)rec;
 		size_t i;
@@ -564,6 +624,7 @@ static int restate_note(struct restate *r, const struct fss_record_head *rec)
 static void restate_free(struct restate *r)
 {
 	free(r->strings);
+	free(r->string_slots);
 	free(r->comms);
 }
 
@@ -907,7 +968,7 @@ static int take_record(ingest_t *ing, struct input *in, const struct fss_record_
 		return err;
 	switch (m->state) {
 	case MAP_FRESH:
-		if (rec->type == FSS_REC_PROCESS_HELLO) {
+		if (rec->type == FSS_REC_PROCESS_HELLO && rec->size <= INGEST_HELLO_WAIT_MAX) {
 			m->hello = malloc(rec->size);
 			if (!m->hello)
 				return -ENOMEM;
@@ -1062,8 +1123,10 @@ static int input_end(ingest_t *ing, struct input *in, int cut)
 	records = trace_parser_records(in->parser);
 	input_who(ing, in, who, sizeof(who));
 	if (rc == INGEST_STOP_TOO_MANY_SOURCES)
-		text_new(&msg, "%s (%s): more than %u sources in one input; kept %" PRIu64 " records, dropped the rest",
-			 in->origin, who, INGEST_MAX_SOURCES_PER_INPUT, records);
+		text_new(&msg, "%s (%s): more than %u sources in one %s; kept %" PRIu64 " records, dropped the rest",
+			 in->origin, who,
+			 in->kind == INPUT_CONNECTION ? INGEST_MAX_SOURCES_PER_CONNECTION : INGEST_MAX_SOURCES_PER_INPUT,
+			 in->kind == INPUT_CONNECTION ? "connection" : "file", records);
 	else if (rc == -ENOMEM)
 		text_new(&msg, "%s (%s): out of memory; kept %" PRIu64 " records, dropped the rest", in->origin, who,
 			 records);

@@ -325,6 +325,7 @@ struct outrecs {
 	uint32_t nsources;
 	uint64_t hellos[MAX_OUT_SOURCES];
 	uint64_t sinks[MAX_OUT_SOURCES];
+	uint64_t strings[MAX_OUT_SOURCES];
 	uint64_t *seqs[MAX_OUT_SOURCES];  /* collective seqs in file order */
 	size_t nseqs[MAX_OUT_SOURCES];
 	uint64_t records;
@@ -348,6 +349,8 @@ static int out_on_record(void *ctx, const struct fss_record_head *rec)
 		o->hellos[rec->source]++;
 	if (rec->type == FSS_REC_SINK)
 		o->sinks[rec->source]++;
+	if (rec->type == FSS_REC_STRING)
+		o->strings[rec->source]++;
 	if (rec->type == FSS_REC_COLLECTIVE) {
 		uint64_t **v = &o->seqs[rec->source];
 
@@ -870,6 +873,8 @@ static void test_rotate(void **state)
 		size_t n1 = o1.nseqs[s];
 
 		assert_int_equal(o2.hellos[s], 1); /* re-stated */
+		assert_int_equal(o2.strings[s], 2); /* once each */
+		assert_int_equal(o2.sinks[s], 1);   /* the resume marker */
 		assert_true(n1 > 0 && n1 < 60);
 		assert_seqs(&o1, s, 1, n1);
 		assert_seqs(&o2, s, n1 + 1, 60);
@@ -1036,6 +1041,59 @@ static void test_tcp_key(void **state)
 	sink_free(&a);
 }
 
+/* A connection costs little whatever it sends: past 64 sources it is cut
+ * and reported, the others keep their records. */
+static void test_connection_sources_capped(void **state)
+{
+	struct trace_writer_options wopts = {.chunk_payload = CHUNK};
+	struct sinkb a;
+	const struct ingest_stats *st;
+	trace_writer_t *w;
+	char out[128];
+	ingest_t *ing;
+	int sv[2];
+
+	(void)state;
+	sink_start(&a, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&a, 1, 1);
+	path_in(out, sizeof(out), "many.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(ingest_add_fd(ing, sv[1], "many"), 0);
+	/* 100 sources, each a hello and a collective (no sink record) */
+	{
+		FILE *f = tmpfile();
+		struct stat sst;
+		unsigned char *bytes;
+
+		assert_non_null(f);
+		assert_int_equal(trace_writer_open_fd(&w, fileno(f), &wopts), 0);
+		for (uint32_t src = 0; src < 100; src++) {
+			((struct fss_record_head *)a.r[0])->source = src;
+			((struct fss_record_head *)a.r[a.n - 1])->source = src;
+			assert_int_equal(trace_writer_append(w, a.r[0]), 0);
+			assert_int_equal(trace_writer_append(w, a.r[a.n - 1]), 0);
+		}
+		assert_int_equal(trace_writer_close(w), 0);
+		assert_int_equal(fstat(fileno(f), &sst), 0);
+		bytes = malloc((size_t)sst.st_size);
+		assert_non_null(bytes);
+		assert_int_equal(pread(fileno(f), bytes, (size_t)sst.st_size, 0), sst.st_size);
+		fclose(f);
+		assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+		push(ing, sv[0], bytes, (size_t)sst.st_size);
+		free(bytes);
+	}
+	hang_up(ing, sv[0]);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->sources, 64);
+	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 64);
+	assert_int_equal(st->ndamaged, 1);
+	assert_non_null(strstr(st->damage[0], "more than 64 sources in one connection"));
+	ingest_free(ing);
+	sink_free(&a);
+}
+
 static int setup_dir(void **state)
 {
 	(void)state;
@@ -1067,6 +1125,7 @@ int main(void)
 		cmocka_unit_test(test_rotate),
 		cmocka_unit_test(test_no_sink_records),
 		cmocka_unit_test(test_tcp_key),
+		cmocka_unit_test(test_connection_sources_capped),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
