@@ -12,17 +12,23 @@
  *           $TMPDIR/fsdpscope-<uid>), never the job's current one; created
  *           as ".partial" (O_EXCL | O_NOFOLLOW, mode 0600) and renamed at
  *           exit. Used when FSDPSCOPE_SINK is unset, when no collector
- *           answers at start, and for the rest of the run when the
- *           collector goes away mid-run. No file at all: the ring is still
- *           drained, every record counted in sink_dropped.
+ *           answers at start, and after the collector went away mid-run;
+ *           with FSDPSCOPE_SINK set the collector is tried again every
+ *           FSDPSCOPE_RETRY_MS, and the file, sent whole to it, removed. No
+ *           file at all: the ring is still drained, every record counted in
+ *           sink_dropped.
  *   dormant FSDPSCOPE_DORMANT=1: no file; try the socket every 500 ms; on
  *           connect the state goes ON, when the collector goes away back to
  *           DORMANT.
- * Every new sink starts with the process hello, the definitions of all
- * strings and all live communicators (so it stands alone), then the ring.
- * Records that were popped but could not be written (the chunk a failed
- * write carried) are counted in agent_counters.sink_dropped; drops records
- * go out every second and at the end, then process_end.
+ * Every new sink starts with the process hello, a sink record, the
+ * definitions of all strings and all live communicators (so it stands
+ * alone), then what it repeats of the sink before (docs/format.md, "Sinks
+ * and resumption"), then the ring. A socket sink keeps each chunk it sent
+ * until the collector's ack covers it (bounded: FSDPSCOPE_RETAIN_BYTES), so
+ * that a file after a failure repeats what the collector did not confirm.
+ * Records that could not be written nor repeated are counted in
+ * agent_counters.sink_dropped; drops records go out every second and at the
+ * end, then process_end.
  *
  * Producers never wake this thread (that would be a syscall on their hot
  * path): it polls the ring, sleeping 1 to 8 ms while the ring is empty. A
@@ -75,6 +81,8 @@
 #define SENDER_BATCH 4096
 #define SENDER_IDLE_MAX_MS 8
 #define SENDER_ACK_READ 4096
+#define SENDER_ACK_EVERY_NS 10000000ull /* look for acks at most every 10 ms: a recv each time */
+#define SENDER_ACK_READS 16		/* recv calls per look at most: a flood cannot hold the thread */
 
 enum sender_sink { SINK_NONE = 0, SINK_SOCKET, SINK_FILE };
 
@@ -110,6 +118,7 @@ struct sender {
 	uint64_t last_flush_ns;
 	uint64_t last_drops_ns;
 	uint64_t last_connect_ns;
+	uint64_t last_ack_read_ns;
 	uint64_t retry_wait_ns; /* until the next socket attempt from a file sink */
 	int socket_disabled;	/* the key cannot be loaded: no socket for this process */
 	char path[PATH_MAX];	/* the file sink's final name */
@@ -334,7 +343,7 @@ static void sender_read_acks(void)
 
 	if (snd.kind != SINK_SOCKET || snd.fd < 0 || snd.ack_eof)
 		return;
-	for (;;) {
+	for (int reads = 0; reads < SENDER_ACK_READS; reads++) {
 		ssize_t n = recv(snd.fd, snd.ack_buf + snd.ack_have, sizeof(snd.ack_buf) - snd.ack_have, MSG_DONTWAIT);
 		size_t at = 0;
 
@@ -956,6 +965,10 @@ static void sender_try_reconnect(void)
 			rep.path = path;
 	}
 	if (sender_open_socket(fd, &hello) != 0) {
+		/* No writer for the socket (no memory): a new file continues the
+		 * old one, which stays. */
+		rep.path = NULL;
+		rep.count = 0;
 		if (sender_open_file(&hello) == 0)
 			sender_begin(&hello, &rep);
 		return;
@@ -1093,7 +1106,10 @@ static void sender_loop(void)
 		    !snd.socket_disabled && !stop && atomic_load(&agent_state_now) == AGENT_ON &&
 		    clock_mono_ns() - snd.last_connect_ns >= snd.retry_wait_ns)
 			sender_try_reconnect();
-		sender_read_acks();
+		if (snd.kind == SINK_SOCKET && clock_mono_ns() - snd.last_ack_read_ns >= SENDER_ACK_EVERY_NS) {
+			snd.last_ack_read_ns = clock_mono_ns();
+			sender_read_acks();
+		}
 		n = sender_drain(ring, SENDER_BATCH);
 		now = clock_mono_ns();
 		if (snd.w && (n == 0 || now - snd.last_flush_ns >= SENDER_FLUSH_EVERY_NS))
