@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -413,6 +414,54 @@ static void test_sink_record_fields(void **state)
 	unlink(path);
 }
 
+/* A fork child is a new process: a new id, its sinks from serial 1; the
+ * parent's go on unchanged. */
+static void test_fork_child_draws_its_own_id(void **state)
+{
+	(void)state;
+	char out[256], path[600], child_path[700];
+	struct recs parent, child;
+	int status;
+
+	subdir(out, sizeof(out), "fork");
+	fresh_source(NULL, out, "0", NULL);
+	agent_activate();
+	emit_collectives(1, 3);
+	sender_flush(5000);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		agent_activate(); /* the child's own sender, as on its first NCCL call */
+		emit_collectives(1, 2);
+		sender_stop(5000);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	emit_collectives(4, 3);
+	sender_stop(5000);
+	trace_path(path, sizeof(path), out);
+	recs_read_file(&parent, path);
+	char *dash = strrchr(path, '-');
+	snprintf(child_path, sizeof(child_path), "%.*s-%d.fss", (int)(dash - path), path, (int)pid);
+	recs_read_file(&child, child_path);
+	const struct fss_rec_sink *ps = recs_sink(&parent), *cs = recs_sink(&child);
+	assert_int_not_equal(cs->process_id, 0);
+	assert_int_not_equal(cs->process_id, ps->process_id);
+	assert_int_equal(cs->serial, 1);
+	assert_int_equal(ps->serial, 1);
+	size_t sinks = 0;
+	for (size_t i = 0; i < parent.n; i++)
+		sinks += recs_get(&parent, i)->type == FSS_REC_SINK;
+	assert_int_equal(sinks, 1); /* the parent kept its one sink */
+	assert_int_equal(recs_seqs(&parent, 0, parent.n, (uint64_t[16]){0}, 0), 6);
+	assert_int_equal(recs_seqs(&child, 0, child.n, (uint64_t[16]){0}, 0), 2);
+	recs_free(&parent);
+	recs_free(&child);
+	unlink(path);
+	unlink(child_path);
+}
+
 /* ---- acks and retention ------------------------------------------------------------------ */
 
 /* The agent retains exactly the chunks the fake has after the first
@@ -750,6 +799,80 @@ static void test_reconnect_sends_file(void **state)
 	close(lfd);
 }
 
+/* The collector is killed after acking part of the stream and a new one
+ * comes at the same address: socket 1 -> file 2 (repeating socket 1 after
+ * the ack) -> socket 3 (repeating file 2 whole). Merged level by level, as
+ * docs/format.md says, that is every collective once. */
+static void test_collector_restart_chain(void **state)
+{
+	(void)state;
+	char addr[300], out[256], path[600], sock[300];
+	struct fake f1, f3;
+	static uint64_t seqs[2000];
+	int lfd, cfd;
+
+	subdir(out, sizeof(out), "restart");
+	snprintf(sock, sizeof(sock), "%s/restart.sock", tmpdir);
+	assert_int_equal(listener_open(tmpdir, "restart.sock", addr, sizeof(addr), &lfd), 0);
+	fresh_source(addr, out, "20", NULL);
+	agent_activate();
+	cfd = listener_accept(lfd, WAIT_MS);
+	assert_true(cfd >= 0);
+	fake_start(&f1, cfd, 0);
+	emit_collectives(1, 300);
+	sender_flush(5000);
+	assert_int_equal(fake_wait_colls(&f1, 300), 300);
+	struct wire_ack ack;
+	uint64_t acked = fake_ack_all(&f1, &ack);
+	struct retained_is c = {.f = &f1, .from = ack.chunks};
+	assert_true(wait_for(retained_matches, &c));
+	emit_collectives(301, 300);
+	sender_flush(5000);
+	assert_int_equal(fake_wait_colls(&f1, 600), 600);
+	close(lfd); /* the collector is killed: its listener goes first */
+	unlink(sock);
+	fake_hang_up(&f1);
+	emit_collectives(601, 300);
+	sender_flush(5000); /* fails: file 2 */
+	trace_path(path, sizeof(path), out);
+
+	assert_int_equal(listener_open(tmpdir, "restart.sock", addr, sizeof(addr), &lfd), 0);
+	cfd = listener_accept(lfd, WAIT_MS);
+	assert_true(cfd >= 0);
+	fake_start(&f3, cfd, 0);
+	struct gone g = {.path = path};
+	assert_true(wait_for(file_gone, &g));
+	emit_collectives(901, 100);
+	sender_flush(5000);
+	size_t n1 = recs_seqs(&f1.r, 0, acked, seqs, 0); /* those are not repeated */
+	assert_int_equal(fake_wait_colls(&f3, 1000 - n1), 1000 - n1);
+	sender_stop(5000);
+	fake_join(&f3);
+
+	const struct fss_rec_sink *s3 = recs_sink(&f3.r);
+	assert_int_equal(s3->serial, 3);
+	assert_int_equal(s3->prev_serial, 2);
+	assert_int_equal(s3->prev_kind, FSS_SINK_FILE);
+	assert_int_equal(s3->repeat_first, 0);
+	size_t rep3 = 2u + s3->preamble; /* file 2 from its hello */
+	const struct fss_rec_sink *s2 = (const void *)recs_get(&f3.r, rep3 + 1);
+	assert_int_equal(s2->head.type, FSS_REC_SINK);
+	assert_int_equal(s2->serial, 2);
+	assert_int_equal(s2->prev_serial, 1);
+	assert_int_equal(s2->prev_kind, FSS_SINK_SOCKET);
+	assert_int_equal(s2->repeat_first, acked); /* f1 holds exactly that many of socket 1 */
+	/* Socket 1 as f1 acked it, then file 2 past its hello, sink and
+	 * preamble (its repeat of socket 1 starts where f1's ack ends), then
+	 * socket 3's own records. */
+	size_t n = recs_seqs(&f1.r, 0, acked, seqs, 0);
+	n = recs_seqs(&f3.r, rep3 + 2u + s2->preamble, f3.r.chunk_records, seqs, n);
+	assert_int_equal(n, 1000);
+	assert_true(cmp_seq(seqs, n, 1));
+	fake_free(&f1);
+	fake_free(&f3);
+	close(lfd);
+}
+
 /* ---- TCP keys ---------------------------------------------------------------------------- */
 
 static int tcp_listen(int *port)
@@ -864,10 +987,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sink_record_fields),
+	    cmocka_unit_test(test_fork_child_draws_its_own_id),
 	    cmocka_unit_test(test_acks_shrink_retention),
 	    cmocka_unit_test(test_garbage_on_return_channel),
 	    cmocka_unit_test(test_failover_repeats_unacked),
 	    cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),
 	    cmocka_unit_test(test_tcp_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
