@@ -138,10 +138,13 @@ struct sender {
 	size_t ack_have;
 	unsigned char ack_buf[SENDER_ACK_READ];
 
-	/* A file sent to the collector but not yet removed: retention let some of
-	 * it go, so it is removed only once an ack covers it. */
+	/* A file sent whole to the collector and not yet removed: it goes at the
+	 * first ack (the collector speaks the return channel, so a failure
+	 * repeats the copy from the retention) if the retention still holds all
+	 * of it, else once an ack covers it. */
 	char copied_path[PATH_MAX];
-	uint64_t copied_until; /* socket record index just past the copy */
+	uint64_t copied_until;	     /* socket record index just past the copy */
+	uint64_t copied_unconfirmed; /* agent_counters.unconfirmed when the copy began */
 };
 
 static struct sender snd = {.fd = -1};
@@ -268,6 +271,8 @@ static void sender_on_chunk(void *ctx, uint64_t seq, uint32_t records, const voi
 	struct retained *r = NULL;
 
 	(void)ctx;
+	if (agent_config.dormant)
+		goto count; /* a dormant agent repeats nothing: only the count, for the acks */
 	if (len <= cap)
 		r = malloc(sizeof(*r) + len);
 	if (!r) {
@@ -293,6 +298,7 @@ static void sender_on_chunk(void *ctx, uint64_t seq, uint32_t records, const voi
 		snd.ret_tail = r;
 		snd.ret_bytes += len;
 	}
+count:
 	snd.chunks_sent = seq + 1;
 	snd.records_chunked += records;
 	atomic_store(&snd.retained_bytes, snd.ret_bytes);
@@ -321,9 +327,10 @@ static void sender_take_ack(const struct wire_ack *a)
 	while (snd.ret_head && snd.ret_head->seq < a->chunks)
 		sender_retained_pop();
 	atomic_store(&snd.retained_bytes, snd.ret_bytes);
-	if (snd.copied_path[0] && snd.acked_records >= snd.copied_until) {
+	if (snd.copied_path[0] && (snd.acked_records >= snd.copied_until ||
+				   atomic_load(&agent_counters.unconfirmed) == snd.copied_unconfirmed)) {
 		if (unlink(snd.copied_path) == 0)
-			agent_debug("removed %s: the collector has all of it", snd.copied_path);
+			agent_debug("removed %s: the collector has it, or its copy is retained", snd.copied_path);
 		snd.copied_path[0] = '\0';
 	}
 	return;
@@ -924,7 +931,8 @@ static void sender_sink_failed(int err, const void *record)
 /*
  * On a file sink (or none) with FSDPSCOPE_SINK set: one short connection
  * attempt. On success the file is closed, sent whole as the new socket
- * sink's repeat (read back through the trace reader) and removed; a file
+ * sink's repeat (read back through the trace reader), and removed at the
+ * collector's first ack (sender_take_ack); a file
  * over SENDER_COPY_MAX_BYTES, or one that cannot be closed cleanly, stays
  * where it is for the collector to merge, and the socket starts afresh.
  */
@@ -985,14 +993,13 @@ static void sender_try_reconnect(void)
 			    (unsigned long long)rep.count);
 		return;
 	}
-	if (atomic_load(&agent_counters.unconfirmed) == unconfirmed) {
-		/* Every record of it is retained until acked: repeated if need be. */
-		if (unlink(path) == 0)
-			agent_debug("sent and removed %s (%llu records)", path, (unsigned long long)rep.count);
-		return;
-	}
+	/* Removed at the first ack (sender_take_ack): before it, a failure
+	 * repeats nothing, and the file is the only safe copy. */
+	agent_debug("sent %s (%llu records): removed once the collector acknowledges", path,
+		    (unsigned long long)rep.count);
 	memcpy(snd.copied_path, path, sizeof(snd.copied_path));
 	snd.copied_until = trace_writer_records(snd.w);
+	snd.copied_unconfirmed = unconfirmed;
 }
 
 /* ---- the thread ------------------------------------------------------------------ */

@@ -728,7 +728,7 @@ static int file_gone(void *arg)
 }
 
 /* No collector at start: a file. The collector comes: the file goes to it
- * whole as the socket sink's repeat, and is removed. */
+ * whole as the socket sink's repeat, and is removed at its first ack. */
 static void test_reconnect_sends_file(void **state)
 {
 	(void)state;
@@ -759,6 +759,10 @@ static void test_reconnect_sends_file(void **state)
 	assert_true(cfd >= 0);
 	fake_start(&f, cfd, 0);
 	assert_int_equal(fake_wait_colls(&f, 100), 100);
+	/* Until the collector acknowledges, the file is the only safe copy. */
+	struct stat st;
+	assert_int_equal(lstat(path, &st), 0);
+	(void)fake_ack_all(&f, NULL);
 	struct gone g = {.path = path};
 	assert_true(wait_for(file_gone, &g));
 
@@ -840,6 +844,7 @@ static void test_collector_restart_chain(void **state)
 	cfd = listener_accept(lfd, WAIT_MS);
 	assert_true(cfd >= 0);
 	fake_start(&f3, cfd, 0);
+	send_ack(cfd, 0, 0, 0); /* a collector that acknowledges says so at once */
 	struct gone g = {.path = path};
 	assert_true(wait_for(file_gone, &g));
 	emit_collectives(901, 100);
