@@ -71,8 +71,8 @@
 
 #define SENDER_STACK_BYTES (256u << 10)
 #define SENDER_CONNECT_TIMEOUT_MS 1000
-#define SENDER_RETRY_CONNECT_TIMEOUT_MS 100 /* short: the ring fills while the sender waits */
-#define SENDER_STALL_RETRY_FACTOR 30	    /* a collector that stalled is retried 30 times less often */
+#define SENDER_RETRY_CONNECT_TIMEOUT_MS 100  /* short: the ring fills while the sender waits */
+#define SENDER_STALL_RETRY_FACTOR 30	     /* a collector that stalled is retried 30 times less often */
 #define SENDER_COPY_MAX_BYTES (256ull << 20) /* a larger file is left for the collector to merge */
 #define SENDER_DORMANT_RETRY_NS 500000000ull
 #define SENDER_DORMANT_CONNECT_TIMEOUT_MS 250
@@ -105,8 +105,8 @@ struct sender {
 	_Atomic int stop_req;
 	_Atomic uint64_t flush_req;
 	_Atomic uint64_t flush_done;
-	_Atomic uint32_t wake;	   /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
-	_Atomic uint32_t progress; /* futex: bumped by the thread when it answered a request or finished */
+	_Atomic uint32_t wake;		 /* futex: bumped by a stop or flush request, cuts the thread's sleep short */
+	_Atomic uint32_t progress;	 /* futex: bumped by the thread when it answered a request or finished */
 	_Atomic uint64_t retained_bytes; /* sender_retained_bytes() */
 	_Atomic uint64_t bad_acks;	 /* sender_bad_acks() */
 
@@ -337,9 +337,9 @@ static void sender_take_ack(const struct wire_ack *a)
 bad:
 	atomic_fetch_add(&snd.bad_acks, 1);
 	agent_debug("ignored an ack for %llu chunks / %llu records (sent %llu / %llu, acked %llu / %llu)",
-		    (unsigned long long)a->chunks, (unsigned long long)a->records,
-		    (unsigned long long)snd.chunks_sent, (unsigned long long)snd.records_chunked,
-		    (unsigned long long)snd.acked_chunks, (unsigned long long)snd.acked_records);
+		    (unsigned long long)a->chunks, (unsigned long long)a->records, (unsigned long long)snd.chunks_sent,
+		    (unsigned long long)snd.records_chunked, (unsigned long long)snd.acked_chunks,
+		    (unsigned long long)snd.acked_records);
 }
 
 /* Read whatever acks the collector sent, never waiting. Bytes that are not
@@ -373,8 +373,7 @@ static void sender_read_acks(void)
 				continue;
 			}
 			atomic_fetch_add(&snd.bad_acks, 1);
-			agent_debug("%zu bytes on the return channel that are not an ack: skipped",
-				    snd.ack_have - at);
+			agent_debug("%zu bytes on the return channel that are not an ack: skipped", snd.ack_have - at);
 			void *next = memmem(snd.ack_buf + at + 1, snd.ack_have - at - 1, &magic, sizeof(magic));
 			at = next ? (size_t)((unsigned char *)next - snd.ack_buf)
 				  : snd.ack_have - (sizeof(magic) - 1); /* a magic may start in the last bytes */
@@ -498,8 +497,8 @@ static void sender_write_repeat(struct sender_repeat *rep)
 		return;
 	}
 	for (struct retained *r = rep->chunks; r && snd.serial == serial; r = r->next)
-		sender_append_payload(r->bytes + sizeof(struct fss_chunk_header), r->len - sizeof(struct fss_chunk_header),
-				      r->first, rep->first, rep, serial);
+		sender_append_payload(r->bytes + sizeof(struct fss_chunk_header),
+				      r->len - sizeof(struct fss_chunk_header), r->first, rep->first, rep, serial);
 	if (rep->unsent && snd.serial == serial)
 		sender_append_payload(rep->unsent, rep->unsent_len, 0, 0, rep, serial);
 	if (rep->record && snd.serial == serial && sender_append(rep->record) == 0)
@@ -582,8 +581,8 @@ static int sender_connect_fd(int timeout_ms, int *out)
 		err = wire_key_load(addr.key_path, key);
 		if (err) {
 			snd.socket_disabled = 1;
-			agent_debug("the key %s of %s cannot be used (%s): no socket sink for this process", addr.key_path,
-				    agent_config.sink, strerror(-err));
+			agent_debug("the key %s of %s cannot be used (%s): no socket sink for this process",
+				    addr.key_path, agent_config.sink, strerror(-err));
 			return err;
 		}
 		keyed = 1;
@@ -906,9 +905,9 @@ static void sender_sink_failed(int err, const void *record)
 	snd.last_connect_ns = clock_mono_ns();
 	/* A collector that stalled is alive but stuck: retrying it every second
 	 * would cost the send timeout each time. */
-	snd.retry_wait_ns = sender_retry_ns() * (err == -EAGAIN || err == -EWOULDBLOCK || err == -ETIMEDOUT
-						     ? SENDER_STALL_RETRY_FACTOR
-						     : 1);
+	snd.retry_wait_ns =
+	    sender_retry_ns() *
+	    (err == -EAGAIN || err == -EWOULDBLOCK || err == -ETIMEDOUT ? SENDER_STALL_RETRY_FACTOR : 1);
 	agent_debug("socket sink %u failed: %s (acked %llu records; repeating %llu from %llu)", snd.serial,
 		    strerror(-err), (unsigned long long)snd.acked_records, (unsigned long long)rep.count,
 		    (unsigned long long)rep.first);
@@ -1109,8 +1108,9 @@ static void sender_loop(void)
 		if (agent_config.dormant && !snd.w && !stop &&
 		    clock_mono_ns() - snd.last_connect_ns >= SENDER_DORMANT_RETRY_NS)
 			sender_try_dormant();
-		if (!agent_config.dormant && snd.kind != SINK_SOCKET && agent_config.sink[0] && agent_config.retry_ms > 0 &&
-		    !snd.socket_disabled && !stop && atomic_load(&agent_state_now) == AGENT_ON &&
+		if (!agent_config.dormant && snd.kind != SINK_SOCKET && agent_config.sink[0] &&
+		    agent_config.retry_ms > 0 && !snd.socket_disabled && !stop &&
+		    atomic_load(&agent_state_now) == AGENT_ON &&
 		    clock_mono_ns() - snd.last_connect_ns >= snd.retry_wait_ns)
 			sender_try_reconnect();
 		if (snd.kind == SINK_SOCKET && clock_mono_ns() - snd.last_ack_read_ns >= SENDER_ACK_EVERY_NS) {

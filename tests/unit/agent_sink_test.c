@@ -667,8 +667,8 @@ static void test_failover_repeats_unacked(void **state)
 	/* What the collector got after its ack: the agent must repeat it. */
 	pthread_mutex_lock(&f.mu);
 	size_t unacked = f.r.chunk_records - acked;
-	size_t unacked_len = f.r.at[f.r.chunk_records - 1] + recs_get(&f.r, f.r.chunk_records - 1)->size -
-			     f.r.at[acked];
+	size_t unacked_len =
+	    f.r.at[f.r.chunk_records - 1] + recs_get(&f.r, f.r.chunk_records - 1)->size - f.r.at[acked];
 	unsigned char *copy = malloc(unacked_len);
 	assert_non_null(copy);
 	memcpy(copy, f.r.bytes + f.r.at[acked], unacked_len);
@@ -991,14 +991,10 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sink_record_fields),
-	    cmocka_unit_test(test_fork_child_draws_its_own_id),
-	    cmocka_unit_test(test_acks_shrink_retention),
-	    cmocka_unit_test(test_garbage_on_return_channel),
-	    cmocka_unit_test(test_failover_repeats_unacked),
-	    cmocka_unit_test(test_reconnect_sends_file),
-	    cmocka_unit_test(test_collector_restart_chain),
-	    cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_sink_record_fields),	     cmocka_unit_test(test_fork_child_draws_its_own_id),
+	    cmocka_unit_test(test_acks_shrink_retention),    cmocka_unit_test(test_garbage_on_return_channel),
+	    cmocka_unit_test(test_failover_repeats_unacked), cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),  cmocka_unit_test(test_tcp_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
