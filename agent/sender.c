@@ -71,8 +71,9 @@
 
 #define SENDER_STACK_BYTES (256u << 10)
 #define SENDER_CONNECT_TIMEOUT_MS 1000
-#define SENDER_RETRY_CONNECT_TIMEOUT_MS 100  /* short: the ring fills while the sender waits */
-#define SENDER_STALL_RETRY_FACTOR 30	     /* a collector that stalled is retried 30 times less often */
+#define SENDER_RETRY_CONNECT_TIMEOUT_MS 100 /* short: the ring fills while the sender waits */
+#define SENDER_STALL_RETRY_FACTOR 30	    /* a collector that stalled is retried 30 times less often */
+#define SENDER_BACKOFF_MAX 64		    /* a collector that keeps hanging up is tried at most 64 times less often */
 #define SENDER_COPY_MAX_BYTES (256ull << 20) /* a larger file is left for the collector to merge */
 #define SENDER_DORMANT_RETRY_NS 500000000ull
 #define SENDER_DORMANT_CONNECT_TIMEOUT_MS 250
@@ -120,6 +121,7 @@ struct sender {
 	uint64_t last_connect_ns;
 	uint64_t last_ack_read_ns;
 	uint64_t retry_wait_ns; /* until the next socket attempt from a file sink */
+	unsigned retry_backoff; /* doubles each time a connection ends before its first ack */
 	int socket_disabled;	/* the key cannot be loaded: no socket for this process */
 	char path[PATH_MAX];	/* the file sink's final name */
 
@@ -322,6 +324,7 @@ static void sender_take_ack(const struct wire_ack *a)
 	if (boundary != UINT64_MAX && boundary != a->records)
 		goto bad;
 	snd.acks_seen = 1;
+	snd.retry_backoff = 1;
 	snd.acked_chunks = a->chunks;
 	snd.acked_records = a->records;
 	while (snd.ret_head && snd.ret_head->seq < a->chunks)
@@ -884,7 +887,13 @@ static void sender_sink_failed(int err, const void *record)
 	}
 	rep.prev_serial = snd.serial;
 	rep.prev_kind = FSS_SINK_SOCKET;
-	if (snd.acks_seen) {
+	/* A connection that began by sending a file still wholly retained
+	 * repeats it even before any ack: the file it came from then goes, and
+	 * a collector that keeps hanging up leaves one file, not one per try. */
+	int copy_retained = snd.copied_path[0] && atomic_load(&agent_counters.unconfirmed) == snd.copied_unconfirmed;
+	char copied[PATH_MAX];
+	memcpy(copied, snd.copied_path, sizeof(copied));
+	if (snd.acks_seen || copy_retained) {
 		rep.first = snd.ret_head ? snd.ret_head->first : snd.records_chunked;
 		lost = rep.first - snd.acked_records; /* let go from a full retention: gone now */
 		rep.chunks = snd.ret_head;
@@ -899,24 +908,34 @@ static void sender_sink_failed(int err, const void *record)
 	snd.ret_head = snd.ret_tail = NULL;
 	snd.ret_bytes = 0;
 	atomic_store(&snd.retained_bytes, 0);
-	if (snd.copied_path[0])
-		agent_debug("%s stays: the collector did not acknowledge all of it", snd.copied_path);
 	snd.copied_path[0] = '\0';
 	snd.last_connect_ns = clock_mono_ns();
 	/* A collector that stalled is alive but stuck: retrying it every second
-	 * would cost the send timeout each time. */
-	snd.retry_wait_ns =
-	    sender_retry_ns() *
-	    (err == -EAGAIN || err == -EWOULDBLOCK || err == -ETIMEDOUT ? SENDER_STALL_RETRY_FACTOR : 1);
+	 * would cost the send timeout each time. One that hangs up before it
+	 * acknowledges anything (it refuses us, or dies at once) is tried less
+	 * and less often. */
+	if (!snd.acks_seen)
+		snd.retry_backoff =
+		    snd.retry_backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX : snd.retry_backoff * 2;
+	unsigned factor = snd.retry_backoff;
+	if ((err == -EAGAIN || err == -EWOULDBLOCK || err == -ETIMEDOUT) && factor < SENDER_STALL_RETRY_FACTOR)
+		factor = SENDER_STALL_RETRY_FACTOR;
+	snd.retry_wait_ns = sender_retry_ns() * factor;
 	agent_debug("socket sink %u failed: %s (acked %llu records; repeating %llu from %llu)", snd.serial,
 		    strerror(-err), (unsigned long long)snd.acked_records, (unsigned long long)rep.count,
 		    (unsigned long long)rep.first);
 	if (sender_open_file(&hello) == 0) {
+		uint32_t serial = snd.serial + 1;
 		sender_begin(&hello, &rep);
 		lost += rep.count - rep.written;
+		if (copied[0] && copy_retained && rep.written == rep.count && snd.serial == serial &&
+		    unlink(copied) == 0)
+			agent_debug("removed %s: its records are repeated in %s", copied, snd.path);
 	} else {
 		lost += rep.count;
 	}
+	if (copied[0] && access(copied, F_OK) == 0)
+		agent_debug("%s stays for the collector to merge", copied);
 	sender_retained_free(chunks);
 	(void)trace_writer_close(w); /* frees the dead writer and the unsent bytes */
 	snd.chunks_sent = snd.records_chunked = snd.acked_chunks = snd.acked_records = 0;
@@ -1091,6 +1110,7 @@ static void sender_loop(void)
 	if (!ring)
 		return;
 	sender_draw_process_id();
+	snd.retry_backoff = 1;
 	snd.retry_wait_ns = sender_retry_ns();
 	if (agent_config.dormant)
 		sender_try_dormant();

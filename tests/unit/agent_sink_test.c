@@ -878,6 +878,80 @@ static void test_collector_restart_chain(void **state)
 	close(lfd);
 }
 
+/* Trace files in dir; returns how many (names in last). */
+static int count_traces(const char *dir, char *last, size_t cap)
+{
+	char cmd[600];
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "ls '%s'", dir);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char line[400];
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "fsdpscope-", 10) == 0) {
+			snprintf(last, cap, "%s/%s", dir, line);
+			n++;
+		}
+	}
+	pclose(p);
+	return n;
+}
+
+/* A collector that takes each connection and hangs up before acking (it
+ * refuses the agent, or dies at once), three times: each failed socket's
+ * file repeats it whole, the file before is removed, and one file holds
+ * every collective once, nested level by level. */
+static void test_collector_that_keeps_hanging_up(void **state)
+{
+	(void)state;
+	char addr[300], out[256], last[700];
+	static uint64_t seqs[1000];
+	struct recs file;
+	struct fake f;
+	int lfd, cfd;
+
+	subdir(out, sizeof(out), "hangups");
+	snprintf(addr, sizeof(addr), "unix:%s/hangups.sock", tmpdir);
+	fresh_source(addr, out, "20", NULL);
+	agent_activate();
+	emit_collectives(1, 50);
+	sender_flush(5000);
+	assert_int_equal(listener_open(tmpdir, "hangups.sock", addr, sizeof(addr), &lfd), 0);
+	uint64_t next = 51;
+	for (int round = 0; round < 3; round++) {
+		cfd = listener_accept(lfd, WAIT_MS);
+		assert_true(cfd >= 0);
+		fake_start(&f, cfd, 0);
+		assert_true(fake_wait_colls(&f, next - 1) >= next - 1); /* the file came whole */
+		fake_hang_up(&f);
+		fake_free(&f);
+		emit_collectives(next, 50);
+		next += 50;
+		sender_flush(5000); /* the write fails: a new file */
+	}
+	close(lfd);
+	emit_collectives(next, 50);
+	next += 50;
+	sender_stop(5000);
+	assert_int_equal(count_traces(out, last, sizeof(last)), 1);
+	recs_read_file(&file, last);
+	const struct fss_rec_sink *s = recs_sink(&file);
+	assert_int_equal(s->serial, 7); /* file, socket, file, socket, file, socket, file */
+	assert_int_equal(s->prev_serial, 6);
+	assert_int_equal(s->repeat_first, 0);
+	size_t sinks = 0;
+	for (size_t i = 0; i < file.n; i++)
+		sinks += recs_get(&file, i)->type == FSS_REC_SINK;
+	assert_int_equal(sinks, 7); /* each level inside the next */
+	size_t n = recs_seqs(&file, 0, file.n, seqs, 0);
+	assert_int_equal(n, next - 1);
+	assert_true(cmp_seq(seqs, n, 1));
+	recs_free(&file);
+	unlink(last);
+}
+
 /* ---- TCP keys ---------------------------------------------------------------------------- */
 
 static int tcp_listen(int *port)
@@ -991,10 +1065,15 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sink_record_fields),	     cmocka_unit_test(test_fork_child_draws_its_own_id),
-	    cmocka_unit_test(test_acks_shrink_retention),    cmocka_unit_test(test_garbage_on_return_channel),
-	    cmocka_unit_test(test_failover_repeats_unacked), cmocka_unit_test(test_reconnect_sends_file),
-	    cmocka_unit_test(test_collector_restart_chain),  cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_sink_record_fields),
+	    cmocka_unit_test(test_fork_child_draws_its_own_id),
+	    cmocka_unit_test(test_acks_shrink_retention),
+	    cmocka_unit_test(test_garbage_on_return_channel),
+	    cmocka_unit_test(test_failover_repeats_unacked),
+	    cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),
+	    cmocka_unit_test(test_collector_that_keeps_hanging_up),
+	    cmocka_unit_test(test_tcp_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
