@@ -73,7 +73,8 @@
 #define SENDER_CONNECT_TIMEOUT_MS 1000
 #define SENDER_RETRY_CONNECT_TIMEOUT_MS 100 /* short: the ring fills while the sender waits */
 #define SENDER_STALL_RETRY_FACTOR 30	    /* a collector that stalled is retried 30 times less often */
-#define SENDER_BACKOFF_MAX 64		    /* a collector that keeps hanging up is tried at most 64 times less often */
+#define SENDER_PROBE_NS 1000000000ull /* a retried connection with no ack is used after 1 s (or FSDPSCOPE_RETRY_MS) */
+#define SENDER_BACKOFF_MAX 64	      /* a collector that keeps hanging up is tried at most 64 times less often */
 #define SENDER_COPY_MAX_BYTES (256ull << 20) /* a larger file is left for the collector to merge */
 #define SENDER_DORMANT_RETRY_NS 500000000ull
 #define SENDER_DORMANT_CONNECT_TIMEOUT_MS 250
@@ -122,8 +123,15 @@ struct sender {
 	uint64_t last_ack_read_ns;
 	uint64_t retry_wait_ns; /* until the next socket attempt from a file sink */
 	unsigned retry_backoff; /* doubles each time a connection ends before its first ack */
-	int socket_disabled;	/* the key cannot be loaded: no socket for this process */
-	char path[PATH_MAX];	/* the file sink's final name */
+	/* A connection made by a retry, not used yet: the file sink goes on
+	 * until the collector acks it (or keeps it open SENDER_PROBE_NS), so
+	 * that one that refuses the agent at once costs the file nothing. */
+	int probe_fd;
+	uint64_t probe_since_ns;
+	size_t probe_have;
+	unsigned char probe_buf[sizeof(struct wire_ack)];
+	int socket_disabled; /* the key cannot be loaded: no socket for this process */
+	char path[PATH_MAX]; /* the file sink's final name */
 
 	/* Sinks of this process (docs/format.md, "Sinks and resumption"). */
 	uint64_t process_id; /* drawn once per process, 0 until then */
@@ -149,7 +157,7 @@ struct sender {
 	uint64_t copied_unconfirmed; /* agent_counters.unconfirmed when the copy began */
 };
 
-static struct sender snd = {.fd = -1};
+static struct sender snd = {.fd = -1, .probe_fd = -1};
 
 /* A fork child's copies of its parents' writers: never used again, kept
  * reachable so that a leak checker in the child does not report them. */
@@ -947,26 +955,23 @@ static void sender_sink_failed(int err, const void *record)
 }
 
 /*
- * On a file sink (or none) with FSDPSCOPE_SINK set: one short connection
- * attempt. On success the file is closed, sent whole as the new socket
- * sink's repeat (read back through the trace reader), and removed at the
- * collector's first ack (sender_take_ack); a file
+ * The probed connection becomes the sink: the file is closed, sent whole
+ * as the new socket sink's repeat (read back through the trace reader),
+ * and removed once the collector acknowledged anything (at once when
+ * `acked`, else at its first ack, sender_take_ack); a file
  * over SENDER_COPY_MAX_BYTES, or one that cannot be closed cleanly, stays
  * where it is for the collector to merge, and the socket starts afresh.
  */
-static void sender_try_reconnect(void)
+static void sender_switch_to_socket(int fd, int acked)
 {
 	struct fss_rec_process_hello hello;
 	struct sender_repeat rep = {0};
 	char path[PATH_MAX];
-	int fd, err, copy = 0;
+	int err, copy = 0;
 	uint64_t unconfirmed;
 
-	snd.last_connect_ns = clock_mono_ns();
-	if (sender_connect_fd(SENDER_RETRY_CONNECT_TIMEOUT_MS, &fd) != 0)
-		return;
 	snd.retry_wait_ns = sender_retry_ns();
-	agent_debug("collector at %s again", agent_config.sink);
+	agent_debug("collector at %s again%s", agent_config.sink, acked ? " (it acknowledges)" : "");
 	if (snd.kind == SINK_FILE) {
 		const void *unsent;
 		size_t unsent_len;
@@ -999,6 +1004,7 @@ static void sender_try_reconnect(void)
 			sender_begin(&hello, &rep);
 		return;
 	}
+	snd.acks_seen = acked; /* its ack of nothing, read while probing */
 	if (!copy) {
 		sender_begin(&hello, NULL);
 		return;
@@ -1011,13 +1017,93 @@ static void sender_try_reconnect(void)
 			    (unsigned long long)rep.count);
 		return;
 	}
-	/* Removed at the first ack (sender_take_ack): before it, a failure
-	 * repeats nothing, and the file is the only safe copy. */
+	if (snd.acks_seen && atomic_load(&agent_counters.unconfirmed) == unconfirmed) {
+		/* All of it retained, and a failure repeats it. */
+		if (unlink(path) == 0)
+			agent_debug("sent and removed %s (%llu records)", path, (unsigned long long)rep.count);
+		return;
+	}
+	/* Removed at the first ack (sender_take_ack), or once an ack covers
+	 * it when the retention could not hold it all. */
 	agent_debug("sent %s (%llu records): removed once the collector acknowledges", path,
 		    (unsigned long long)rep.count);
 	memcpy(snd.copied_path, path, sizeof(snd.copied_path));
 	snd.copied_until = trace_writer_records(snd.w);
 	snd.copied_unconfirmed = unconfirmed;
+}
+
+static void sender_probe_close(void)
+{
+	if (snd.probe_fd >= 0)
+		close(snd.probe_fd);
+	snd.probe_fd = -1;
+	snd.probe_have = 0;
+}
+
+/* One short connection attempt; a connection made is probed first. */
+static void sender_try_reconnect(void)
+{
+	int fd;
+
+	snd.last_connect_ns = clock_mono_ns();
+	if (sender_connect_fd(SENDER_RETRY_CONNECT_TIMEOUT_MS, &fd) != 0)
+		return;
+	snd.probe_fd = fd;
+	snd.probe_since_ns = snd.last_connect_ns;
+	snd.probe_have = 0;
+}
+
+/*
+ * A retried connection before it is used: an ack of nothing (a collector
+ * that acknowledges sends one when it accepts) makes it the sink at once;
+ * a connection still open and silent after SENDER_PROBE_NS (or
+ * FSDPSCOPE_RETRY_MS, if shorter) is used too (a collector without a
+ * return channel); one that the collector closes (it refused the agent) is
+ * dropped, the file goes on, and the next try waits twice as long.
+ */
+static void sender_probe(void)
+{
+	uint64_t wait = sender_retry_ns() < SENDER_PROBE_NS ? sender_retry_ns() : SENDER_PROBE_NS;
+
+	for (;;) {
+		ssize_t n = recv(snd.probe_fd, snd.probe_buf + snd.probe_have, sizeof(snd.probe_buf) - snd.probe_have,
+				 MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			agent_debug("the collector at %s hung up before acknowledging: the file goes on",
+				    agent_config.sink);
+			sender_probe_close();
+			snd.last_connect_ns = clock_mono_ns();
+			snd.retry_backoff =
+			    snd.retry_backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX : snd.retry_backoff * 2;
+			snd.retry_wait_ns = sender_retry_ns() * snd.retry_backoff;
+			return;
+		}
+		if (n < 0)
+			break;
+		snd.probe_have += (size_t)n;
+		if (snd.probe_have < sizeof(snd.probe_buf))
+			continue;
+		struct wire_ack a;
+		memcpy(&a, snd.probe_buf, sizeof(a));
+		snd.probe_have = 0;
+		if (a.magic == WIRE_ACK_MAGIC && a.reserved == 0 && a.chunks == 0 && a.records == 0) {
+			int fd = snd.probe_fd;
+			snd.probe_fd = -1;
+			snd.retry_backoff = 1;
+			sender_switch_to_socket(fd, 1);
+			return;
+		}
+		atomic_fetch_add(&snd.bad_acks, 1);
+		agent_debug("ignored %zu bytes from the collector before its stream began", sizeof(a));
+	}
+	if (clock_mono_ns() - snd.probe_since_ns >= wait) {
+		int fd = snd.probe_fd;
+		snd.probe_fd = -1;
+		snd.probe_have = 0;
+		sender_switch_to_socket(fd, 0);
+	}
 }
 
 /* ---- the thread ------------------------------------------------------------------ */
@@ -1063,6 +1149,7 @@ static void sender_finish(ring_t *ring)
 {
 	struct fss_rec_process_end end;
 
+	sender_probe_close();
 	if (!snd.w) {
 		sender_drain(ring, ring_capacity(ring)); /* counted lost */
 		sender_close();
@@ -1129,10 +1216,12 @@ static void sender_loop(void)
 		    clock_mono_ns() - snd.last_connect_ns >= SENDER_DORMANT_RETRY_NS)
 			sender_try_dormant();
 		if (!agent_config.dormant && snd.kind != SINK_SOCKET && agent_config.sink[0] &&
-		    agent_config.retry_ms > 0 && !snd.socket_disabled && !stop &&
+		    agent_config.retry_ms > 0 && !snd.socket_disabled && snd.probe_fd < 0 && !stop &&
 		    atomic_load(&agent_state_now) == AGENT_ON &&
 		    clock_mono_ns() - snd.last_connect_ns >= snd.retry_wait_ns)
 			sender_try_reconnect();
+		if (snd.probe_fd >= 0 && !stop)
+			sender_probe();
 		if (snd.kind == SINK_SOCKET && clock_mono_ns() - snd.last_ack_read_ns >= SENDER_ACK_EVERY_NS) {
 			snd.last_ack_read_ns = clock_mono_ns();
 			sender_read_acks();
@@ -1270,6 +1359,7 @@ void sender_after_fork_child(void)
 	if (snd.fd >= 0)
 		close(snd.fd);
 	snd.fd = -1;
+	sender_probe_close();
 	if (snd.w)
 		sender_parents_writers[sender_nparents++ % 8] = snd.w;
 	snd.w = NULL;

@@ -952,6 +952,59 @@ static void test_collector_that_keeps_hanging_up(void **state)
 	unlink(last);
 }
 
+/* A collector that closes each connection at once (it refuses the agent):
+ * the file goes on, and every collective is in the files in out. Whether
+ * the agent saw the hang-up before it used the connection depends on the
+ * scheduler, so only what holds either way is asserted: nothing lost. */
+static void test_collector_that_refuses(void **state)
+{
+	(void)state;
+	char addr[300], out[256], cmd[400], line[600];
+	static uint64_t seqs[4000];
+	static unsigned char seen[201];
+	int lfd, cfd;
+
+	subdir(out, sizeof(out), "refused");
+	snprintf(addr, sizeof(addr), "unix:%s/refused.sock", tmpdir);
+	fresh_source(addr, out, "300", NULL);
+	agent_activate();
+	emit_collectives(1, 50);
+	sender_flush(5000);
+	assert_int_equal(listener_open(tmpdir, "refused.sock", addr, sizeof(addr), &lfd), 0);
+	for (int round = 0; round < 3; round++) {
+		cfd = listener_accept(lfd, WAIT_MS);
+		assert_true(cfd >= 0);
+		close(cfd);
+		emit_collectives(51 + 50 * (uint64_t)round, 50);
+		sender_flush(5000);
+	}
+	close(lfd);
+	sender_stop(5000);
+	snprintf(cmd, sizeof(cmd), "ls '%s'", out);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	memset(seen, 0, sizeof(seen));
+	while (fgets(line, sizeof(line), p)) {
+		char path[900];
+		struct recs r;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "fsdpscope-", 10) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", out, line);
+		recs_read_file(&r, path);
+		size_t n = recs_seqs(&r, 0, r.n, seqs, 0);
+		for (size_t i = 0; i < n; i++)
+			if (seqs[i] >= 1 && seqs[i] <= 200)
+				seen[seqs[i]] = 1;
+		recs_free(&r);
+		unlink(path);
+	}
+	pclose(p);
+	for (int i = 1; i <= 200; i++)
+		assert_true(seen[i]);
+}
+
 /* ---- TCP keys ---------------------------------------------------------------------------- */
 
 static int tcp_listen(int *port)
@@ -1065,15 +1118,11 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sink_record_fields),
-	    cmocka_unit_test(test_fork_child_draws_its_own_id),
-	    cmocka_unit_test(test_acks_shrink_retention),
-	    cmocka_unit_test(test_garbage_on_return_channel),
-	    cmocka_unit_test(test_failover_repeats_unacked),
-	    cmocka_unit_test(test_reconnect_sends_file),
-	    cmocka_unit_test(test_collector_restart_chain),
-	    cmocka_unit_test(test_collector_that_keeps_hanging_up),
-	    cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_sink_record_fields),	     cmocka_unit_test(test_fork_child_draws_its_own_id),
+	    cmocka_unit_test(test_acks_shrink_retention),    cmocka_unit_test(test_garbage_on_return_channel),
+	    cmocka_unit_test(test_failover_repeats_unacked), cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),  cmocka_unit_test(test_collector_that_keeps_hanging_up),
+	    cmocka_unit_test(test_collector_that_refuses),   cmocka_unit_test(test_tcp_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
