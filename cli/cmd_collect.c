@@ -155,6 +155,8 @@ struct collect_state {
 	int lock_fd;
 	char *listen[COLLECT_LISTEN_MAX]; /* what the session listens on */
 	size_t nlisten;
+	unsigned char key[WIRE_KEY_BYTES]; /* the tcp listeners' */
+	char *key_path;                    /* where it is, NULL without a tcp listener */
 	char *metrics; /* HOST:PORT */
 	int metrics_remote;
 	session_t *session;
@@ -404,25 +406,30 @@ static int is_loopback(const struct wire_address *a)
 	return 1;
 }
 
-/* The key of the tcp listeners: the one in DIR kept across restarts (the
- * ranks' FSDPSCOPE_SINK names it), made on first use. */
-static int tcp_key(struct collect_state *st, char **path)
+/* The key of the tcp listeners, at `path` (the one in DIR is kept across
+ * restarts, since the ranks' FSDPSCOPE_SINK names it; made on first use).
+ * One key for every tcp listener: the ingest checks one. */
+static int tcp_key(struct collect_state *st, const char *path, int create)
 {
-	unsigned char key[WIRE_KEY_BYTES];
 	int err;
 
-	if (asprintf(path, "%s/" COLLECT_KEY, st->abs_dir) < 0) {
-		*path = NULL;
-		return -ENOMEM;
+	if (st->key_path) {
+		if (strcmp(st->key_path, path) == 0)
+			return 0;
+		fprintf(stderr, "fsdpscope collect: the tcp listeners take one key: %s and %s differ\n", st->key_path,
+			path);
+		return -EINVAL;
 	}
-	err = wire_key_load(*path, key);
-	if (err == -ENOENT)
-		err = wire_key_create(*path, key);
-	memset(key, 0, sizeof(key));
-	if (err)
-		fprintf(stderr, "fsdpscope collect: the tcp key %s: %s%s\n", *path, fss_strerror(err),
+	err = wire_key_load(path, st->key);
+	if (err == -ENOENT && create)
+		err = wire_key_create(path, st->key);
+	if (err) {
+		fprintf(stderr, "fsdpscope collect: the tcp key %s: %s%s\n", path, fss_strerror(err),
 			err == -EPERM ? " (it must be a 0600 file of yours: remove it to have a new one made)" : "");
-	return err;
+		return err;
+	}
+	st->key_path = strdup(path);
+	return st->key_path ? 0 : -ENOMEM;
 }
 
 /* Every address to listen on, checked: a unix one nobody answers on, a tcp
@@ -468,9 +475,16 @@ static int prepare_listeners(struct collect_state *st)
 					"reach it, and only the key keeps others out\n",
 					text);
 			if (a.key_path[0]) {
+				if ((err = tcp_key(st, a.key_path, 0)))
+					break;
 				full = strdup(text);
 			} else {
-				if (!key_path && (err = tcp_key(st, &key_path)))
+				if (!key_path && asprintf(&key_path, "%s/" COLLECT_KEY, st->abs_dir) < 0) {
+					key_path = NULL;
+					err = -ENOMEM;
+					break;
+				}
+				if ((err = tcp_key(st, key_path, 1)))
 					break;
 				if (asprintf(&full, "%s,key=%s", text, key_path) < 0)
 					full = NULL;
@@ -542,6 +556,8 @@ static void collect_state_free(struct collect_state *st)
 	free(st->spool);
 	free(st->default_socket);
 	free(st->metrics);
+	free(st->key_path);
+	memset(st->key, 0, sizeof(st->key));
 }
 
 static int setup(struct collect_state *st, char **argv)
@@ -592,6 +608,7 @@ static int setup(struct collect_state *st, char **argv)
 		return err;
 	so.metrics = st->metrics;
 	so.metrics_remote = st->metrics_remote;
+	so.key = st->key_path ? st->key : NULL;
 	so.listen = (const char *const *)st->listen;
 	so.nlisten = st->nlisten;
 	so.spool = st->spool;

@@ -564,7 +564,11 @@ int session_new(session_t **out, const struct session_options *o)
 		err = -ENOMEM;
 		goto fail;
 	}
-	err = ingest_new(&s->ing, run_session_output(s->rs), NULL);
+	{
+		struct ingest_options io = {.key = o->key};
+
+		err = ingest_new(&s->ing, run_session_output(s->rs), &io);
+	}
 	if (err) {
 		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_session_output(s->rs),
 			fss_strerror(err));

@@ -56,6 +56,8 @@ struct session_options {
 	                                        borrowed, must outlive the session */
 	const char *json_summary;     /* write the final diagnosis here as JSON (fsdpscope.report/2),
 	                                 or NULL */
+	const unsigned char *key;     /* WIRE_KEY_BYTES the tcp listeners require (common/wire.h), or
+	                                 NULL: no tcp listener */
 	const char *metrics;          /* serve Prometheus /metrics on HOST:PORT, or NULL */
 	int metrics_remote;           /* a non-loopback metrics address is allowed (the user was warned) */
 };

@@ -465,13 +465,23 @@ def scenario_security(args):
             cut = False
         c.close()
         check(cut, "a connection with a wrong key was not cut")
+        # An agent with the key the printed line names gets in.
+        agents = 0
+        if args.fsdp_ref:
+            env_job = dict(env, **lines)
+            r = run([args.fsdp_ref, "--backend", "cpu", "--nranks", "1", "--layers", "2", "--steps", "2"], env=env_job)
+            check(r.returncode == 0, f"fsdp_ref over tcp exited {r.returncode}: {r.stderr}")
+            agents = 1
         t.p.send_signal(signal.SIGINT)
         rc = t.wait()
     finally:
         t.kill()
     check(rc == 0, f"collect exited {rc} on SIGINT: {t.stderr()}")
     records = dump(args, os.path.join(out, "collect.fss"))
-    check(not [r for r in records if r["type"] == "process_hello"], "a wrong-key connection reached the trace")
+    hellos = [r for r in records if r["type"] == "process_hello"]
+    check(len(hellos) == agents, f"the trace holds {len(hellos)} processes, want {agents}: the agent with the key "
+          "only (a wrong-key connection never reaches it)")
+    check(agents == 0 or [r for r in records if r["type"] == "collective"], "the keyed agent's collectives are missing")
 
 
 def main():
