@@ -29,6 +29,7 @@
 #include "collector/phases.h"
 #include "collector/ranks.h"
 #include "collector/reshard.h"
+#include "collector/step_summaries.h"
 #include "collector/steps.h"
 #include "collector/timeline.h"
 #include "collector/units.h"
@@ -191,6 +192,9 @@ struct rank_state {
 	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* its latest drops record */
 	int nvtx_event_wait;     /* the oldest NVTX step waits for the event after it (its edge) */
 	uint64_t nvtx_events_seen; /* source events when it began to wait */
+	struct seq_range summarised[ANALYZE_SEQ_LOOK]; /* seq numbers of summarised steps (--keep summary)
+	                                                  not yet passed, in order */
+	unsigned nsummarised;
 };
 
 /* Why a step is left out (analysis_step_info.excluded). */
@@ -212,6 +216,7 @@ struct analyzer {
 	analysis_step_fn on_step;
 	void *on_step_ctx;
 	size_t pending_max;
+	struct step_summaries kept; /* what a --keep trace left out (keep_records) */
 };
 
 /* ---- options and names ------------------------------------------------- */
@@ -1119,13 +1124,15 @@ static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo,
 	if (n == 0)
 		return 0;
 	size_t ne = tl_array_len(&src->events), nl = ne - n < ANALYZE_SEQ_LOOK ? ne - n : ANALYZE_SEQ_LOOK;
-	struct seq_range *v = malloc((rs->nrecent + n + nl) * sizeof *v);
+	struct seq_range *v = malloc((rs->nrecent + rs->nsummarised + n + nl) * sizeof *v);
 	if (!v)
 		return -ENOMEM;
 	size_t k = 0;
 	uint64_t first = UINT64_MAX, last = 0, next = 0, lost = 0;
 	for (unsigned i = 0; i < rs->nrecent; i++)
 		v[k++] = rs->recent[i];
+	for (unsigned i = 0; i < rs->nsummarised; i++)
+		v[k++] = rs->summarised[i];
 	for (size_t i = 0; i < n + nl; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, i);
 		uint64_t top = e->seq_last >= e->seq_first ? e->seq_last : e->seq_first;
@@ -1651,11 +1658,59 @@ static int service(analyzer_t *a, struct rank_state *rs, int final)
 	return period_steps(a, rs, final);
 }
 
+/* --keep (docs/keep.md): the collectives of a summarised step, and those
+ * before the first of a last:N trace, are left out on purpose: taken as seen,
+ * not as lost. */
+static int keep_records(analyzer_t *a, struct tl_source *src, const struct fss_record_head *rec)
+{
+	struct rank_state *rs = state_for(a, src);
+	if (!rs)
+		return -ENOMEM;
+	if (rec->type == FSS_REC_STEP_SUMMARY) {
+		const struct fss_rec_step_summary *r = (const void *)rec;
+		step_summaries_add(&a->kept, r);
+		if (!r->collectives)
+			return 0;
+		/* forget ranges the taken events have passed; full: the last one grows */
+		unsigned k = 0;
+		for (unsigned i = 0; i < rs->nsummarised; i++)
+			if (rs->summarised[i].hi > rs->seq_max)
+				rs->summarised[k++] = rs->summarised[i];
+		rs->nsummarised = k;
+		struct seq_range *last = k ? &rs->summarised[k - 1] : NULL;
+		if (last && (last->hi + 1 >= r->seq_first || k == ANALYZE_SEQ_LOOK)) {
+			if (r->seq_last > last->hi)
+				last->hi = r->seq_last;
+			if (r->seq_first < last->lo)
+				last->lo = r->seq_first;
+		} else {
+			rs->summarised[rs->nsummarised++] = (struct seq_range){r->seq_first, r->seq_last};
+		}
+		rs->calls_taken += r->collectives;
+	} else if (rs->seq_max == 0 && rs->calls_taken == 0) {
+		uint64_t seq = ((const struct fss_rec_collective *)rec)->seq;
+		if (seq > 1)
+			rs->seq_max = rs->calls_taken = seq - 1;
+	}
+	return 0;
+}
+
+void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps)
+{
+	a->kept.keep_flags = flags;
+	a->kept.keep_steps = steps;
+}
+
 int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 {
 	struct tl_source *src;
 	int rc = timeline_feed(a->tl, rec, &src);
 	if (rc < 0 || !src)
+		return rc;
+	if (rec->type == FSS_REC_STEP_SUMMARY)
+		return keep_records(a, src, rec);
+	if (rec->type == FSS_REC_COLLECTIVE && (a->kept.keep_flags & FSS_FILE_KEEP_LAST) &&
+	    (rc = keep_records(a, src, rec)) < 0)
 		return rc;
 	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
 		struct rank_state *rs = state_for(a, src);
@@ -2640,6 +2695,9 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 			"skipped): analysed what could be read");
 	if (tot.unmatched && r->ranks > 1)
 		note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
+	char kept[ANALYSIS_NOTE_BYTES];
+	if (step_summaries_note(&a->kept, kept, sizeof kept))
+		note(r, "%s", kept);
 	*out = r;
 	return 0;
 }
@@ -2649,6 +2707,12 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 static int on_record(void *ctx, const struct fss_record_head *rec)
 {
 	return analyzer_feed(ctx, rec);
+}
+
+static int on_header(void *ctx, const struct fss_file_header *h)
+{
+	analyzer_set_keep(ctx, h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), h->keep_steps);
+	return 0;
 }
 
 /* How the file ended and what the reader skipped, for the report. */
@@ -2694,7 +2758,7 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 		return rc;
 	}
 	analyzer_on_step(a, fn, ctx);
-	struct trace_parser_ops ops = {.on_record = on_record};
+	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct trace_read_info info;
 	rc = trace_read(path, &ops, a, &info);
 	if (info.input != TRACE_INPUT_TRACE) {
