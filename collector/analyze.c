@@ -1691,8 +1691,22 @@ static int keep_records(analyzer_t *a, struct tl_source *src, const struct fss_r
 		uint64_t seq = ((const struct fss_rec_collective *)rec)->seq;
 		if (seq > 1)
 			rs->seq_max = rs->calls_taken = seq - 1;
+		/* its calls on each communicator are counted from where the trace
+		 * starts, which differs from rank to rank: not matched across */
+		rs->unmatched_from_loss = 1;
 	}
 	return 0;
+}
+
+/* --keep: what a source's seq numbers miss on purpose is not missing. */
+static void keep_sources(const analyzer_t *a, struct analysis_result *r)
+{
+	if (!a->kept.steps && !a->kept.keep_flags)
+		return;
+	for (uint32_t i = 0; i < r->nsources; i++)
+		for (size_t j = 0; j < a->nrs; j++)
+			if (a->rs[j]->src->id == r->sources[i].source)
+				r->sources[i].collectives_missing = source_lost(a->rs[j]);
 }
 
 void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps)
@@ -2698,6 +2712,7 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 	char kept[ANALYSIS_NOTE_BYTES];
 	if (step_summaries_note(&a->kept, kept, sizeof kept))
 		note(r, "%s", kept);
+	keep_sources(a, r);
 	*out = r;
 	return 0;
 }

@@ -40,6 +40,8 @@ static int teardown(void **state)
 {
 	(void)state;
 	char cmd[128];
+	if (getenv("KEEP_TEST_KEEP")) /* look at the traces */
+		return 0;
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	return system(cmd) == 0 ? 0 : -1;
 }
@@ -125,7 +127,46 @@ struct fake {
 	keeper_t *k;
 	trace_writer_t *w; /* where write_record goes (summary), or NULL */
 	uint64_t written;
+	/* restate: rotate and merge as the ingest does: a new segment starts with
+	 * every source's hello, strings and communicators; a merge keeps one copy */
+	int restate;
+	unsigned char *pre;
+	size_t npre;
 };
+
+/* A record that states its process (what a rotated segment repeats). */
+static int states_process(uint16_t type)
+{
+	return type == FSS_REC_PROCESS_HELLO || type == FSS_REC_STRING || type == FSS_REC_COMM ||
+	       type == FSS_REC_CLOCK_ANCHOR;
+}
+
+static void remember(struct fake *f, const struct fss_record_head *rec)
+{
+	f->pre = realloc(f->pre, f->npre + rec->size);
+	assert_non_null(f->pre);
+	memcpy(f->pre + f->npre, rec, rec->size);
+	f->npre += rec->size;
+}
+
+struct merging {
+	trace_writer_t *w;
+	uint8_t seen[64];  /* the source was in an earlier input */
+	uint8_t now[64];   /* ... in this one */
+};
+
+static int merge_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct merging *m = ctx;
+	if (rec->type == FSS_REC_TRACE_END)
+		return 0;
+	if (rec->source < 64) {
+		m->now[rec->source] = 1;
+		if (m->seen[rec->source] && states_process(rec->type))
+			return 0;
+	}
+	return trace_writer_append(m->w, rec);
+}
 
 static int fake_write(void *ctx, const struct fss_record_head *rec)
 {
@@ -137,6 +178,17 @@ static int fake_write(void *ctx, const struct fss_record_head *rec)
 static int fake_rotate(void *ctx, const char *path)
 {
 	struct fake *f = ctx;
+	if (f->restate) {
+		f->rotations++;
+		assert_int_equal(trace_writer_close(f->w), 0);
+		assert_int_equal(trace_writer_open(&f->w, path, NULL), 0);
+		for (size_t o = 0; o < f->npre;) {
+			const struct fss_record_head *rec = (const void *)(f->pre + o);
+			assert_int_equal(trace_writer_append(f->w, rec), 0);
+			o += rec->size;
+		}
+		return 0;
+	}
 	struct keeper_stats st;
 	keeper_get_stats(f->k, &st);
 	assert_true(f->rotations < 256);
@@ -150,6 +202,19 @@ static int fake_rotate(void *ctx, const char *path)
 static int fake_merge(void *ctx, const char *out, const char *const *in, size_t n)
 {
 	struct fake *f = ctx;
+	if (f->restate) {
+		struct merging m = {0};
+		assert_int_equal(trace_writer_open(&m.w, out, NULL), 0);
+		struct trace_parser_ops ops = {.on_record = merge_record};
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(trace_read(in[i], &ops, &m, NULL), 0);
+			for (int s = 0; s < 64; s++)
+				m.seen[s] |= m.now[s];
+		}
+		f->merges++;
+		f->merged_n = n;
+		return trace_writer_close(m.w);
+	}
 	f->merges++;
 	f->merged_n = n;
 	for (size_t i = 0; i < n && i < 16; i++)
@@ -407,7 +472,6 @@ struct session {
 	keeper_t *k;
 	sources_t *sources;
 	analyzer_t *live;
-	trace_writer_t *out;
 	struct fake fake;
 	uint32_t skip_source; /* leave this collective out of the input (an agent's loss) */
 	uint64_t skip_seq;
@@ -442,7 +506,9 @@ static int session_record(void *ctx, const struct fss_record_head *rec)
 	rc = keeper_on_record(ss->k, rec, sources_find(ss->sources, rec->source));
 	if (rc < 0)
 		return rc;
-	return rc == 0 ? trace_writer_append(ss->out, rec) : 0;
+	if (rc == 0 && ss->fake.restate && states_process(rec->type))
+		remember(&ss->fake, rec);
+	return rc == 0 ? trace_writer_append(ss->fake.w, rec) : 0;
 }
 
 /* Run `in` through a session keeping `policy` into `out`. */
@@ -459,8 +525,8 @@ static void run_session(struct session *ss, const char *in, const char *out, con
 	assert_non_null(ss->sources);
 	assert_int_equal(analyzer_new(&ss->live, NULL), 0);
 	analyzer_on_step(ss->live, on_step, ss);
-	assert_int_equal(trace_writer_open(&ss->out, out, NULL), 0);
-	ss->fake.w = ss->out;
+	assert_int_equal(trace_writer_open(&ss->fake.w, out, NULL), 0);
+	ss->fake.restate = p.mode == KEEP_LAST;
 	struct trace_parser_ops ops = {.on_record = session_record};
 	assert_int_equal(trace_read(in, &ops, ss, NULL), 0);
 	/* the session's end: the live analysis' last steps, then the drain */
@@ -468,12 +534,13 @@ static void run_session(struct session *ss, const char *in, const char *out, con
 	assert_int_equal(analyzer_finish(ss->live, &r), 0);
 	analysis_result_free(r);
 	assert_int_equal(keeper_drain(ss->k), 0);
-	assert_int_equal(trace_writer_close(ss->out), 0);
+	assert_int_equal(trace_writer_close(ss->fake.w), 0);
 	const char *note;
 	assert_int_equal(keeper_finish(ss->k, &note), 0);
 	assert_non_null(note);
 	analyzer_free(ss->live);
 	sources_free(ss->sources);
+	free(ss->fake.pre);
 }
 
 struct counts {
@@ -601,6 +668,8 @@ static void summary_on(const struct synth_config *c, const char *name)
 	/* summarised calls are not lost calls */
 	assert_int_equal(b->trust.steps_lost_all, 0);
 	assert_int_equal(b->trust.collectives_lost, 0);
+	for (uint32_t i = 0; i < b->nsources; i++)
+		assert_int_equal(b->sources[i].collectives_missing, 0);
 	analysis_result_free(a);
 	analysis_result_free(b);
 	keeper_free(ss.k);
@@ -626,6 +695,47 @@ static void test_summary_period_steps(void **state)
 	c.wrap = "linear";
 	c.layers = 8;
 	summary_on(&c, "period");
+}
+
+/* last:20 over a 200-step job: the merged trace holds 20..25 steps of
+ * every rank and diagnoses as the whole trace does. */
+static void test_last_session(void **state)
+{
+	(void)state;
+	char in[160], out[160];
+	snprintf(in, sizeof in, "%s/l200-full.fss", dir);
+	snprintf(out, sizeof out, "%s/l200-last.fss", dir);
+	struct synth_config c;
+	synth_defaults(&c);
+	c.steps = 200;
+	struct synth_truth truth;
+	assert_int_equal(synth_write(in, &c, &truth), 0);
+	struct session ss = {.skip_source = UINT32_MAX};
+	run_session(&ss, in, out, "last:20", 0);
+	struct keeper_stats st;
+	keeper_get_stats(ss.k, &st);
+	assert_true(st.rotations >= 200 / 5 - 2);
+	assert_true(st.segments_removed + 6 >= st.rotations + 1); /* at most 5 full segments and the tail were merged */
+
+	struct analysis_result *a = analyse(in), *b = analyse(out);
+	assert_int_equal(b->nper_rank, c.ranks);
+	for (uint32_t i = 0; i < b->nper_rank; i++) {
+		uint32_t seen = b->per_rank[i].steps_seen;
+		assert_true(seen >= 20 && seen <= 26);
+		assert_int_equal(b->per_rank[i].steps_lost, 0);
+	}
+	same_diagnosis(a, b);
+	assert_int_equal(b->trust.collectives_lost, 0);
+	for (uint32_t i = 0; i < b->nsources; i++)
+		assert_int_equal(b->sources[i].collectives_missing, 0);
+	assert_true(has_note(b, "--keep last:20"));
+	struct fss_file_header h;
+	assert_int_equal(read_header(out, &h), 0);
+	assert_int_equal(h.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_LAST);
+	assert_int_equal(h.keep_steps, 20);
+	analysis_result_free(a);
+	analysis_result_free(b);
+	keeper_free(ss.k);
 }
 
 /* A step that lost a collective after the full steps is kept in full. */
@@ -705,6 +815,7 @@ int main(void)
 		cmocka_unit_test(test_summary_nvtx_steps),
 		cmocka_unit_test(test_summary_period_steps),
 		cmocka_unit_test(test_summary_keeps_lost_step),
+		cmocka_unit_test(test_last_session),
 		cmocka_unit_test(test_summary_overflow),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
