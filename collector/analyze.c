@@ -1211,6 +1211,7 @@ static struct analysis_step_info step_info(const struct rank_state *rs, uint32_t
 		nag += ev[i].op == FSS_OP_ALLGATHER;
 	return (struct analysis_step_info){
 		.rank = rs->src->rank,
+		.source = rs->src->id,
 		.ordinal = ordinal,
 		.start_ns = t0,
 		.events = (uint32_t)n,

@@ -87,6 +87,7 @@ struct analysis_step_info {
 	                            left out has its counts and span, no timing figures */
 	uint64_t compute_wait_ns;       /* as analysis_exposure, for this step */
 	uint64_t other_compute_wait_ns;
+	uint32_t source;         /* the rank's trace source id (fss_record_head.source) */
 };
 
 /* Called for every step the analysis summarises (before the steady state

@@ -711,18 +711,21 @@ int keeper_on_record(keeper_t *k, const struct fss_record_head *rec, const struc
 	return 0;
 }
 
-/* The source whose steps these are: the latest one with that rank. */
-static struct kept_source *source_of_rank(keeper_t *k, int32_t rank)
+/* The source whose step this is: the one the step names when its rank
+ * agrees, else the latest one with that rank. */
+static struct kept_source *source_of_step(keeper_t *k, const struct analysis_step_info *step)
 {
+	if (step->source < k->nsrc && k->src[step->source].used && k->src[step->source].rank == step->rank)
+		return &k->src[step->source];
 	for (size_t i = k->nsrc; i-- > 0;)
-		if (k->src[i].used && k->src[i].rank == rank)
+		if (k->src[i].used && k->src[i].rank == step->rank)
 			return &k->src[i];
 	return NULL;
 }
 
 static void summary_step(keeper_t *k, const struct analysis_step_info *step)
 {
-	struct kept_source *s = source_of_rank(k, step->rank);
+	struct kept_source *s = source_of_step(k, step);
 	if (!s)
 		return;
 	s->steps++;

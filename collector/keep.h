@@ -10,7 +10,7 @@
  *   summary   the first steps in full (enough to diagnose: units, phases,
  *             reshard), then per step and rank one summary record (15), and
  *             in full only the steps that stand out (lost collectives, a
- *             step much slower than the median, a new finding)
+ *             step over twice its rank's running median)
  *
  * The policy is in the trace's header (flags and keep_steps) so a reader
  * knows what it holds. The default never fills a disk unannounced

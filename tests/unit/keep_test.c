@@ -118,6 +118,10 @@ static void test_policy_parse_format(void **state)
 /* ---- a fake ingest ------------------------------------------------------ */
 
 struct fake {
+	unsigned nwritten_types;
+	uint16_t written_types[256];
+	struct fss_rec_step_summary summaries[16];
+	unsigned nsummaries;
 	unsigned rotations;
 	uint32_t rotated_at[256]; /* the keeper's steps_done at each rotation */
 	char rotated_to[256][128];
@@ -172,6 +176,10 @@ static int fake_write(void *ctx, const struct fss_record_head *rec)
 {
 	struct fake *f = ctx;
 	f->written++;
+	if (f->nwritten_types < 256)
+		f->written_types[f->nwritten_types++] = rec->type;
+	if (rec->type == FSS_REC_STEP_SUMMARY && f->nsummaries < 16)
+		memcpy(&f->summaries[f->nsummaries++], rec, sizeof f->summaries[0]);
 	return f->w ? trace_writer_append(f->w, rec) : 0;
 }
 
@@ -462,6 +470,118 @@ static void test_projection(void **state)
 	assert_string_equal(buf, "at 1,234 records/s: about 6.0 GB a day (--keep full; with the disk short of space, "
 				 "the last 1000 steps)");
 	keeper_free(k);
+}
+
+/* ---- summary, record by record ------------------------------------------ */
+
+static void coll(struct fss_rec_collective *c, uint64_t seq, uint64_t t)
+{
+	record_init(c, FSS_REC_COLLECTIVE, sizeof *c, 0);
+	c->seq = seq;
+	c->op = FSS_OP_ALLGATHER;
+	c->enter_ns = t;
+	c->exit_ns = t + 1000;
+}
+
+/* summary:2 on hand-made steps: the slow one is kept, the others summarised
+ * with their seq numbers; records that state the process keep their order;
+ * a late GPU interval follows its step's decision. */
+static void test_summary_decisions(void **state)
+{
+	(void)state;
+	char trace[160];
+	snprintf(trace, sizeof trace, "%s/hand.fss", dir);
+	empty_trace(trace);
+	sources_t *srcs = sources_new(NULL, NULL);
+	struct fss_rec_process_hello hello;
+	record_init(&hello, FSS_REC_PROCESS_HELLO, sizeof hello, 0);
+	hello.rank = 0;
+	assert_int_equal(sources_feed(srcs, &hello.head), 0);
+	const struct source *src = sources_find(srcs, 0);
+	assert_int_equal(src->rank, 0);
+
+	struct keep_policy p;
+	assert_int_equal(keep_policy_parse("summary:2", &p), 0);
+	keeper_t *k;
+	assert_int_equal(keeper_new(&k, &p, NULL, trace, dir), 0);
+	struct fake f = {.k = k};
+	keeper_set_hooks(k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &f});
+	assert_int_equal(keeper_on_record(k, &hello.head, src), 0);
+
+	const uint64_t ms = 1000000;
+	uint64_t t0 = 0, seq = 1;
+	int returned[10][3];
+	for (uint32_t i = 0; i < 10; i++) {
+		uint64_t len = i == 6 ? 30 * ms : 10 * ms;
+		for (int j = 0; j < 3; j++) {
+			struct fss_rec_collective c;
+			coll(&c, seq++, t0 + (uint64_t)(j + 1) * ms);
+			returned[i][j] = keeper_on_record(k, &c.head, src);
+			if (i == 4 && j == 1) {
+				/* a string in the middle of a held step: held, then written in its place */
+				struct fss_rec_string str;
+				record_init(&str, FSS_REC_STRING, sizeof str, 0);
+				str.id = 9;
+				assert_int_equal(keeper_on_record(k, &str.head, src), 1);
+			}
+		}
+		struct analysis_step_info si = {.rank = 0, .ordinal = i, .start_ns = t0, .step_ns = len, .allgathers = 3,
+						.events = 3};
+		unsigned before = f.nwritten_types;
+		keeper_on_step(k, &si);
+		if (i == 4) { /* collectives left out, the string and the summary written */
+			assert_int_equal(f.nwritten_types - before, 2);
+			assert_int_equal(f.written_types[before], FSS_REC_STRING);
+			assert_int_equal(f.written_types[before + 1], FSS_REC_STEP_SUMMARY);
+		}
+		if (i == 6) { /* kept: its three collectives */
+			assert_int_equal(f.nwritten_types - before, 3);
+			for (int j = 0; j < 3; j++)
+				assert_int_equal(f.written_types[before + (unsigned)j], FSS_REC_COLLECTIVE);
+		}
+		t0 += len;
+	}
+	/* the first two steps go to the file at once; later ones are held */
+	for (int i = 0; i < 10; i++)
+		for (int j = 0; j < 3; j++)
+			assert_int_equal(returned[i][j], i < 2 ? 0 : 1);
+	struct keeper_stats st;
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.steps_summarised, 7);
+	assert_int_equal(st.steps_standing_out, 1);
+	assert_int_equal(f.nsummaries, 7);
+	static const uint32_t ordinals[] = {2, 3, 4, 5, 7, 8, 9};
+	for (unsigned i = 0; i < 7; i++) {
+		const struct fss_rec_step_summary *r = &f.summaries[i];
+		assert_int_equal(r->ordinal, ordinals[i]);
+		assert_int_equal(r->seq_first, 3 * ordinals[i] + 1);
+		assert_int_equal(r->seq_last, 3 * ordinals[i] + 3);
+		assert_int_equal(r->collectives, 3);
+		assert_int_equal(r->records, 3);
+		assert_int_equal(r->allgathers, 3);
+		assert_int_equal(r->head.source, 0);
+	}
+	/* late GPU intervals: of summarised step 5 left out, of kept step 6 written */
+	struct fss_rec_gpu_interval g;
+	record_init(&g, FSS_REC_GPU_INTERVAL, sizeof g, 0);
+	g.start_ns = 55 * ms;
+	assert_int_equal(keeper_on_record(k, &g.head, src), 1);
+	g.start_ns = 65 * ms;
+	assert_int_equal(keeper_on_record(k, &g.head, src), 0);
+	/* the end of the process: what is held goes out in full first */
+	struct fss_rec_collective c;
+	coll(&c, seq++, t0 + ms);
+	assert_int_equal(keeper_on_record(k, &c.head, src), 1);
+	struct fss_rec_process_end end;
+	record_init(&end, FSS_REC_PROCESS_END, sizeof end, 0);
+	unsigned before = f.nwritten_types;
+	assert_int_equal(keeper_on_record(k, &end.head, src), 0);
+	assert_int_equal(f.nwritten_types - before, 1);
+	assert_int_equal(f.written_types[before], FSS_REC_COLLECTIVE);
+	assert_int_equal(keeper_drain(k), 0);
+	assert_int_equal(keeper_on_record(k, &c.head, src), 0); /* drained: everything goes */
+	keeper_free(k);
+	sources_free(srcs);
 }
 
 /* ---- summary on synthetic traces ----------------------------------------- */
@@ -812,6 +932,7 @@ int main(void)
 		cmocka_unit_test(test_last_one),
 		cmocka_unit_test(test_disk_guard),
 		cmocka_unit_test(test_projection),
+		cmocka_unit_test(test_summary_decisions),
 		cmocka_unit_test(test_summary_nvtx_steps),
 		cmocka_unit_test(test_summary_period_steps),
 		cmocka_unit_test(test_summary_keeps_lost_step),
