@@ -580,6 +580,8 @@ static int place(const struct kept_source *s, uint64_t t)
  * decided; the first undecided raw record stops (order is kept). */
 static void resolve(keeper_t *k, struct kept_source *s, int all)
 {
+	if (!s->nheld)
+		return;
 	size_t i = 0;
 	for (; i < s->nheld; i++) {
 		const struct held *h = &s->held[i];
