@@ -666,8 +666,10 @@ static int summary_record(keeper_t *k, const struct fss_record_head *rec, const 
 	if (!droppable(rec->type)) {
 		if (!s->nheld)
 			return 0;
-		if (rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
-			/* its last step is only decided at the very end: write what is held, in full */
+		if (rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT || rec->type == FSS_REC_SINK) {
+			/* its last step is only decided at the very end: write what is held, in full;
+			 * and a sink record marks a place in the process's records (the ingest writes
+			 * it whatever the keeper says): what came before it goes before it */
 			resolve(k, s, 1);
 			return k->err ? k->err : 0;
 		}

@@ -924,6 +924,169 @@ static void test_summary_overflow(void **state)
 	keeper_free(ss.k);
 }
 
+#ifdef KEEP_TEST_REAL_INGEST
+/* ---- with the real ingest -------------------------------------------------- */
+
+#include <dirent.h>
+
+#include "collector/ingest.h"
+
+/* Copy a synthetic trace with a sink record after every hello, as agents of
+ * format 1.2 write (the ingest keeps one source per process by them). */
+static int sinks_record(void *ctx, const struct fss_record_head *rec)
+{
+	trace_writer_t *w = ctx;
+	if (rec->type == FSS_REC_TRACE_END)
+		return 0;
+	int rc = trace_writer_append(w, rec);
+	if (rc == 0 && rec->type == FSS_REC_PROCESS_HELLO) {
+		struct fss_rec_sink k;
+		record_init(&k, FSS_REC_SINK, sizeof k, rec->source);
+		k.process_id = 0x5eed0000u + rec->source;
+		k.serial = 1;
+		k.kind = FSS_SINK_FILE;
+		rc = trace_writer_append(w, &k);
+	}
+	return rc;
+}
+
+static void with_sinks(const char *in, const char *out)
+{
+	trace_writer_t *w;
+	assert_int_equal(trace_writer_open(&w, out, NULL), 0);
+	struct trace_parser_ops ops = {.on_record = sinks_record};
+	assert_int_equal(trace_read(in, &ops, w, NULL), 0);
+	assert_int_equal(trace_writer_close(w), 0);
+}
+
+struct real {
+	analyzer_t *live;
+	keeper_t *k;
+};
+
+static int real_on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	struct real *r = ctx;
+	int rc = analyzer_feed(r->live, rec);
+	return rc < 0 ? rc : keeper_on_record(r->k, rec, src);
+}
+
+static void real_on_step(void *ctx, const struct analysis_step_info *s)
+{
+	keeper_on_step(((struct real *)ctx)->k, s);
+}
+
+/* A session as `collect` runs one: the ingest reads `in`, its callback feeds
+ * the live analysis and asks the keeper. */
+static void real_session(const char *in, const char *out, const char *policy, const char *folder,
+			 struct keeper_stats *st)
+{
+	struct keep_policy p;
+	assert_int_equal(keep_policy_parse(policy, &p), 0);
+	ingest_t *ing;
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	struct real r;
+	assert_int_equal(keeper_new(&r.k, &p, ing, out, folder), 0);
+	assert_int_equal(analyzer_new(&r.live, NULL), 0);
+	analyzer_on_step(r.live, real_on_step, &r);
+	ingest_on_record(ing, real_on_record, &r);
+	assert_int_equal(ingest_add_file(ing, in), 0);
+	struct analysis_result *res;
+	assert_int_equal(analyzer_finish(r.live, &res), 0);
+	analysis_result_free(res);
+	assert_int_equal(keeper_drain(r.k), 0);
+	assert_int_equal(ingest_finish(ing, NULL), 0);
+	const char *note;
+	assert_int_equal(keeper_finish(r.k, &note), 0);
+	assert_non_null(note);
+	keeper_get_stats(r.k, st);
+	keeper_free(r.k);
+	ingest_free(ing);
+	analyzer_free(r.live);
+}
+
+static void test_real_last(void **state)
+{
+	(void)state;
+	char syn[160], in[160], out[160], folder[160];
+	snprintf(syn, sizeof syn, "%s/r200-synth.fss", dir);
+	snprintf(in, sizeof in, "%s/r200-full.fss", dir);
+	snprintf(out, sizeof out, "%s/r200-last.fss", dir);
+	snprintf(folder, sizeof folder, "%s/r200.d", dir);
+	assert_int_equal(mkdir(folder, 0700), 0);
+	struct synth_config c;
+	synth_defaults(&c);
+	c.steps = 200;
+	struct synth_truth truth;
+	assert_int_equal(synth_write(syn, &c, &truth), 0);
+	with_sinks(syn, in);
+	struct keeper_stats st;
+	real_session(in, out, "last:20", folder, &st);
+	assert_true(st.rotations >= 200 / 5 - 2);
+
+	struct analysis_result *a = analyse(in), *b = analyse(out);
+	assert_int_equal(b->nsources, (uint32_t)c.ranks); /* one source per process across segments */
+	assert_int_equal(b->nper_rank, (uint32_t)c.ranks);
+	for (uint32_t i = 0; i < b->nper_rank; i++) {
+		uint32_t seen = b->per_rank[i].steps_seen;
+		assert_true(seen >= 20 && seen <= 26);
+	}
+	same_diagnosis(a, b);
+	assert_int_equal(b->trust.collectives_lost, 0);
+	for (uint32_t i = 0; i < b->nsources; i++)
+		assert_int_equal(b->sources[i].collectives_missing, 0);
+	struct fss_file_header h;
+	assert_int_equal(read_header(out, &h), 0);
+	assert_int_equal(h.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_LAST);
+	assert_int_equal(h.keep_steps, 20);
+	/* the segments are gone */
+	DIR *d = opendir(folder);
+	assert_non_null(d);
+	unsigned left = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		left += e->d_name[0] != '.';
+	closedir(d);
+	assert_int_equal(left, 0);
+	analysis_result_free(a);
+	analysis_result_free(b);
+}
+
+static void test_real_summary(void **state)
+{
+	(void)state;
+	char syn[160], in[160], out[160];
+	snprintf(syn, sizeof syn, "%s/rs-synth.fss", dir);
+	snprintf(in, sizeof in, "%s/rs-full.fss", dir);
+	snprintf(out, sizeof out, "%s/rs-summary.fss", dir);
+	struct synth_config c;
+	synth_defaults(&c);
+	c.steps = 60;
+	struct synth_truth truth;
+	assert_int_equal(synth_write(syn, &c, &truth), 0);
+	with_sinks(syn, in);
+	struct keeper_stats st;
+	real_session(in, out, "summary", dir, &st);
+	struct counts full = {0}, sum = {0};
+	count(in, &full);
+	count(out, &sum);
+	assert_true(st.steps_summarised > 0);
+	assert_int_equal(sum.by_type[FSS_REC_STEP_SUMMARY], st.steps_summarised);
+	for (int s = 0; s < c.ranks; s++)
+		assert_true(sum.summaries_of[s] > 0);
+	assert_true(sum.by_type[FSS_REC_COLLECTIVE] < full.by_type[FSS_REC_COLLECTIVE]);
+	assert_int_equal(sum.by_type[FSS_REC_PROCESS_HELLO], full.by_type[FSS_REC_PROCESS_HELLO]);
+	struct analysis_result *a = analyse(in), *b = analyse(out);
+	same_diagnosis(a, b);
+	assert_true(has_note(b, "--keep summary:"));
+	assert_int_equal(b->trust.collectives_lost, 0);
+	struct fss_file_header h;
+	assert_int_equal(read_header(out, &h), 0);
+	assert_int_equal(h.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_SUMMARY);
+	analysis_result_free(a);
+	analysis_result_free(b);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -938,6 +1101,10 @@ int main(void)
 		cmocka_unit_test(test_summary_keeps_lost_step),
 		cmocka_unit_test(test_last_session),
 		cmocka_unit_test(test_summary_overflow),
+#ifdef KEEP_TEST_REAL_INGEST
+		cmocka_unit_test(test_real_last),
+		cmocka_unit_test(test_real_summary),
+#endif
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
