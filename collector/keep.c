@@ -664,12 +664,12 @@ static int summary_record(keeper_t *k, const struct fss_record_head *rec, const 
 		return -ENOMEM;
 	s->rank = src->rank;
 	if (!droppable(rec->type)) {
-		if (!s->nheld)
+		/* a sink record (the ingest's resume marker after a record left out) is
+		 * written whatever the keeper says: held records go after it */
+		if (!s->nheld || rec->type == FSS_REC_SINK)
 			return 0;
-		if (rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT || rec->type == FSS_REC_SINK) {
-			/* its last step is only decided at the very end: write what is held, in full;
-			 * and a sink record marks a place in the process's records (the ingest writes
-			 * it whatever the keeper says): what came before it goes before it */
+		if (rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
+			/* its last step is only decided at the very end: write what is held, in full */
 			resolve(k, s, 1);
 			return k->err ? k->err : 0;
 		}
