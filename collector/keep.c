@@ -115,8 +115,8 @@ const char *keep_policy_format(const struct keep_policy *p, char *buf, size_t le
 
 /* One record a source holds back (summary), in arrival order. */
 struct held {
-	uint64_t t;      /* host time, 0 for an untimed record */
-	uint32_t off;    /* where its bytes are in the source's buffer */
+	uint64_t t;   /* host time, 0 for an untimed record */
+	uint32_t off; /* where its bytes are in the source's buffer */
 	uint16_t size;
 	uint8_t droppable; /* a raw record of a step (collective, group, ...), not one that states the process */
 	uint8_t reserved;
@@ -130,18 +130,18 @@ struct decision {
 
 struct kept_source {
 	int used;
-	uint32_t id;           /* output source number */
-	int32_t rank;          /* as the per-source layer last said */
-	uint32_t steps;        /* its completed steps the keeper was told of */
-	int selective;         /* past its full steps: raw records are held back */
+	uint32_t id;	       /* output source number */
+	int32_t rank;	       /* as the per-source layer last said */
+	uint32_t steps;	       /* its completed steps the keeper was told of */
+	int selective;	       /* past its full steps: raw records are held back */
 	uint64_t full_until;   /* latest time of a raw record written before it became selective */
 	uint64_t forced_until; /* raw records up to here were left out unseen (the buffer overflowed) */
-	int overflowed;        /* the next summary says so */
+	int overflowed;	       /* the next summary says so */
 	uint64_t last_t;       /* time of its latest timed record (for correlation records) */
 	struct median step_median;
 	struct decision hist[KEEP_HISTORY];
 	unsigned nhist, hist_at;
-	uint64_t hist_end;     /* the latest end of a decided step */
+	uint64_t hist_end; /* the latest end of a decided step */
 	unsigned char *buf;
 	size_t bytes, cap;
 	struct held *held;
@@ -268,9 +268,9 @@ static int default_merge(void *ctx, const char *out_path, const char *const *inp
 }
 
 static const struct keeper_ingest_ops default_ops = {
-	.write_record = default_write_record,
-	.rotate = default_rotate,
-	.merge = default_merge,
+    .write_record = default_write_record,
+    .rotate = default_rotate,
+    .merge = default_merge,
 };
 
 static int default_statvfs(const char *path, struct statvfs *out)
@@ -299,8 +299,7 @@ static int push_segment(keeper_t *k, char *path, uint32_t start)
 	return 0;
 }
 
-int keeper_new(keeper_t **out, const struct keep_policy *p, ingest_t *ing, const char *trace_path,
-	       const char *folder)
+int keeper_new(keeper_t **out, const struct keep_policy *p, ingest_t *ing, const char *trace_path, const char *folder)
 {
 	*out = NULL;
 	if (!p || !trace_path || !folder || (p->mode != KEEP_FULL && p->steps == 0))
@@ -450,16 +449,18 @@ static void guard(keeper_t *k)
 	human_bytes((double)need, b, sizeof b);
 	if (!k->policy.is_default) {
 		if (!k->guard_warned++)
-			say(k, "--keep full: %s free on the trace's file system (%s), under the %s to leave free: "
-			       "the trace may fill it (--keep last:N or --keep summary bound it)",
+			say(k,
+			    "--keep full: %s free on the trace's file system (%s), under the %s to leave free: "
+			    "the trace may fill it (--keep last:N or --keep summary bound it)",
 			    a, k->trace_dir, b);
 		return;
 	}
 	k->policy = (struct keep_policy){.mode = KEEP_LAST, .steps = KEEP_GUARD_LAST, .is_default = 1};
 	k->st.guard_switched = 1;
 	k->guard_step = k->st.steps_done;
-	say(k, "%s free on the trace's file system (%s), under the %s to leave free: from step %u on the trace "
-	       "keeps only the last %u steps (--keep last:%u; choose with --keep)",
+	say(k,
+	    "%s free on the trace's file system (%s), under the %s to leave free: from step %u on the trace "
+	    "keeps only the last %u steps (--keep last:%u; choose with --keep)",
 	    a, k->trace_dir, b, k->guard_step, KEEP_GUARD_LAST, KEEP_GUARD_LAST);
 	/* what was written so far becomes a segment of its own, removed once old */
 	if (rotate(k) < 0)
@@ -524,15 +525,22 @@ static uint64_t record_time(struct kept_source *s, const struct fss_record_head 
 {
 	uint64_t t = 0;
 	switch (rec->type) {
-	case FSS_REC_COLLECTIVE: t = ((const struct fss_rec_collective *)rec)->enter_ns; break;
-	case FSS_REC_GROUP: t = ((const struct fss_rec_group *)rec)->start_ns; break;
-	case FSS_REC_NVTX_RANGE: t = ((const struct fss_rec_nvtx_range *)rec)->start_ns; break;
+	case FSS_REC_COLLECTIVE:
+		t = ((const struct fss_rec_collective *)rec)->enter_ns;
+		break;
+	case FSS_REC_GROUP:
+		t = ((const struct fss_rec_group *)rec)->start_ns;
+		break;
+	case FSS_REC_NVTX_RANGE:
+		t = ((const struct fss_rec_nvtx_range *)rec)->start_ns;
+		break;
 	case FSS_REC_GPU_INTERVAL:
 		t = ((const struct fss_rec_gpu_interval *)rec)->start_ns;
 		if (src && src->have_cupti_anchor)
 			t = (uint64_t)((int64_t)t + src->cupti_offset);
 		break;
-	default: return s->last_t;
+	default:
+		return s->last_t;
 	}
 	s->last_t = t;
 	return t;
@@ -608,8 +616,9 @@ static void resolve(keeper_t *k, struct kept_source *s, int all)
 static void overflow(keeper_t *k, struct kept_source *s)
 {
 	if (!s->overflowed)
-		say(k, "--keep summary: source %u (rank %d) held back %zu bytes of one step: steps that long are "
-		       "summarised without a look at them",
+		say(k,
+		    "--keep summary: source %u (rank %d) held back %zu bytes of one step: steps that long are "
+		    "summarised without a look at them",
 		    s->id, s->rank, s->bytes);
 	for (size_t i = 0; i < s->nheld; i++) {
 		const struct held *h = &s->held[i];
@@ -648,7 +657,8 @@ static int hold(keeper_t *k, struct kept_source *s, const struct fss_record_head
 		s->held_cap = cap;
 	}
 	memcpy(s->buf + s->bytes, rec, rec->size);
-	s->held[s->nheld++] = (struct held){.t = t, .off = (uint32_t)s->bytes, .size = rec->size, .droppable = (uint8_t)drop};
+	s->held[s->nheld++] =
+	    (struct held){.t = t, .off = (uint32_t)s->bytes, .size = rec->size, .droppable = (uint8_t)drop};
 	s->bytes += rec->size;
 	if (s->bytes > k->st.buffered_max)
 		k->st.buffered_max = s->bytes;
@@ -869,7 +879,8 @@ static int mark_header(const char *path, uint32_t flags, uint32_t steps)
 	struct fss_file_header h;
 	int rc = 0;
 	ssize_t got = pread(fd, &h, sizeof h, 0);
-	if (got != (ssize_t)sizeof h || memcmp(h.magic, FSS_FILE_MAGIC, 8) != 0 || h.byte_order != FSS_BYTE_ORDER_MARK) {
+	if (got != (ssize_t)sizeof h || memcmp(h.magic, FSS_FILE_MAGIC, 8) != 0 ||
+	    h.byte_order != FSS_BYTE_ORDER_MARK) {
 		rc = got < 0 ? -errno : -EINVAL;
 		goto out;
 	}
@@ -927,17 +938,19 @@ int keeper_finish(keeper_t *k, const char **note)
 		flags = FSS_FILE_KEEP_LAST;
 		if (k->st.guard_switched)
 			snprintf(k->note, sizeof k->note,
-				 "the disk ran short at step %u: the trace holds the steps from %u on, of %u (--keep last:%u)",
+				 "the disk ran short at step %u: the trace holds the steps from %u on, of %u (--keep "
+				 "last:%u)",
 				 k->guard_step, from, k->st.steps_done, k->policy.steps);
 		else
 			snprintf(k->note, sizeof k->note, "the last %u of %u steps (--keep last:%u)",
 				 k->st.steps_done - from, k->st.steps_done, k->policy.steps);
 	} else if (k->policy.mode == KEEP_SUMMARY) {
 		flags = FSS_FILE_KEEP_SUMMARY;
-		snprintf(k->note, sizeof k->note,
-			 "the first %u steps of every rank in full, %u steps summarised, %u kept in full for standing out "
-			 "(--keep summary)",
-			 k->policy.steps, k->st.steps_summarised, k->st.steps_standing_out);
+		snprintf(
+		    k->note, sizeof k->note,
+		    "the first %u steps of every rank in full, %u steps summarised, %u kept in full for standing out "
+		    "(--keep summary)",
+		    k->policy.steps, k->st.steps_summarised, k->st.steps_standing_out);
 	}
 	if (flags) {
 		rc = mark_header(k->trace_path, flags, k->policy.steps);

@@ -43,13 +43,15 @@ int step_summaries_note(const struct step_summaries *s, char *buf, size_t len)
 		return 1;
 	}
 	if (s->keep_flags & FSS_FILE_KEEP_LAST) {
-		snprintf(buf, len, "--keep last:%u: the trace holds the last steps of the run, not its start; calls not matched "
+		snprintf(buf, len,
+			 "--keep last:%u: the trace holds the last steps of the run, not its start; calls not matched "
 			 "across ranks (no rank skew)",
 			 s->keep_steps);
 		return 1;
 	}
 	if (s->keep_flags & FSS_FILE_KEEP_SUMMARY) {
-		snprintf(buf, len, "--keep summary: no step was summarised (the run was not longer than its first %u steps)",
+		snprintf(buf, len,
+			 "--keep summary: no step was summarised (the run was not longer than its first %u steps)",
 			 s->keep_steps);
 		return 1;
 	}

@@ -15,14 +15,14 @@
 
 /* All zero: nothing read yet. */
 struct step_summaries {
-	uint64_t steps;       /* step_summary records read */
-	uint64_t overflowed;  /* of which summarised unseen (FSS_STEP_SUMMARY_OVERFLOW) */
-	uint64_t collectives; /* collective records they stand for */
-	int has_rank;         /* rank_lo, rank_hi are set */
+	uint64_t steps;		  /* step_summary records read */
+	uint64_t overflowed;	  /* of which summarised unseen (FSS_STEP_SUMMARY_OVERFLOW) */
+	uint64_t collectives;	  /* collective records they stand for */
+	int has_rank;		  /* rank_lo, rank_hi are set */
 	int32_t rank_lo, rank_hi; /* the ranks they came from */
-	struct median step_ns; /* their step times */
-	uint32_t keep_flags;  /* the header's FSS_FILE_KEEP_* */
-	uint32_t keep_steps;  /* the header's keep_steps */
+	struct median step_ns;	  /* their step times */
+	uint32_t keep_flags;	  /* the header's FSS_FILE_KEEP_* */
+	uint32_t keep_steps;	  /* the header's keep_steps */
 };
 
 /* step_summaries_add - one step_summary record. */

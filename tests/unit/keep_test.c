@@ -98,9 +98,10 @@ static void test_policy_parse_format(void **state)
 	assert_int_equal(p.mode, KEEP_LAST);
 	assert_int_equal(p.steps, 20);
 
-	static const char *const bad[] = {"",        "Full",   "last",     "last:",     "last:0",        "last:-1",
-					  "last:2x", "last: 2", "last:1e3", "summary:", "summary:0",    "lastx:3",
-					  "last:10000001", "partial", "last:99999999999999999999"};
+	static const char *const bad[] = {
+	    "",		 "Full",    "last",	     "last:",	 "last:0",
+	    "last:-1",	 "last:2x", "last: 2",	     "last:1e3", "summary:",
+	    "summary:0", "lastx:3", "last:10000001", "partial",	 "last:99999999999999999999"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		p = (struct keep_policy){.mode = KEEP_LAST, .steps = 7};
 		assert_int_equal(keep_policy_parse(bad[i], &p), -EINVAL);
@@ -155,8 +156,8 @@ static void remember(struct fake *f, const struct fss_record_head *rec)
 
 struct merging {
 	trace_writer_t *w;
-	uint8_t seen[64];  /* the source was in an earlier input */
-	uint8_t now[64];   /* ... in this one */
+	uint8_t seen[64]; /* the source was in an earlier input */
+	uint8_t now[64];  /* ... in this one */
 };
 
 static int merge_record(void *ctx, const struct fss_record_head *rec)
@@ -235,8 +236,8 @@ static const struct keeper_ingest_ops fake_ops = {fake_write, fake_rotate, fake_
 
 static void step(keeper_t *k, int32_t rank, uint32_t ordinal)
 {
-	struct analysis_step_info s = {.rank = rank, .ordinal = ordinal, .start_ns = 1000000ull * (ordinal + 1),
-				       .step_ns = 1000000};
+	struct analysis_step_info s = {
+	    .rank = rank, .ordinal = ordinal, .start_ns = 1000000ull * (ordinal + 1), .step_ns = 1000000};
 	keeper_on_step(k, &s);
 }
 
@@ -386,8 +387,9 @@ static void test_disk_guard(void **state)
 	keeper_t *k;
 	assert_int_equal(keeper_new(&k, &p, NULL, trace, folder), 0);
 	struct fake f = {.k = k};
-	keeper_set_hooks(k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &f, .statvfs = fake_statvfs,
-						   .guard_every = 56 * 10});
+	keeper_set_hooks(k,
+			 &(struct keeper_hooks){
+			     .ingest = &fake_ops, .ingest_ctx = &f, .statvfs = fake_statvfs, .guard_every = 56 * 10});
 	/* a look at the first record, then every 10 records of 56 bytes */
 	for (unsigned look = 0; look < 5; look++) {
 		feed_drops(k, 10);
@@ -432,8 +434,9 @@ static void test_disk_guard(void **state)
 	assert_int_equal(keep_policy_parse("full", &p), 0);
 	assert_int_equal(keeper_new(&k, &p, NULL, trace, folder), 0);
 	f = (struct fake){.k = k};
-	keeper_set_hooks(k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &f, .statvfs = fake_statvfs,
-						   .guard_every = 56 * 10});
+	keeper_set_hooks(k,
+			 &(struct keeper_hooks){
+			     .ingest = &fake_ops, .ingest_ctx = &f, .statvfs = fake_statvfs, .guard_every = 56 * 10});
 	feed_drops(k, 100);
 	keeper_get_stats(k, &st);
 	assert_int_equal(st.guard_checks, 10);
@@ -525,8 +528,8 @@ static void test_summary_decisions(void **state)
 				assert_int_equal(keeper_on_record(k, &str.head, src), 1);
 			}
 		}
-		struct analysis_step_info si = {.rank = 0, .ordinal = i, .start_ns = t0, .step_ns = len, .allgathers = 3,
-						.events = 3};
+		struct analysis_step_info si = {
+		    .rank = 0, .ordinal = i, .start_ns = t0, .step_ns = len, .allgathers = 3, .events = 3};
 		unsigned before = f.nwritten_types;
 		keeper_on_step(k, &si);
 		if (i == 4) { /* collectives left out, the string and the summary written */
@@ -595,7 +598,7 @@ struct session {
 	struct fake fake;
 	uint32_t skip_source; /* leave this collective out of the input (an agent's loss) */
 	uint64_t skip_seq;
-	uint32_t steps[8];    /* step callbacks per rank */
+	uint32_t steps[8]; /* step callbacks per rank */
 	uint32_t excluded[8];
 };
 
@@ -632,15 +635,14 @@ static int session_record(void *ctx, const struct fss_record_head *rec)
 }
 
 /* Run `in` through a session keeping `policy` into `out`. */
-static void run_session(struct session *ss, const char *in, const char *out, const char *policy,
-			size_t buffer_max)
+static void run_session(struct session *ss, const char *in, const char *out, const char *policy, size_t buffer_max)
 {
 	struct keep_policy p;
 	assert_int_equal(keep_policy_parse(policy, &p), 0);
 	assert_int_equal(keeper_new(&ss->k, &p, NULL, out, dir), 0);
 	ss->fake.k = ss->k;
-	keeper_set_hooks(ss->k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &ss->fake,
-						       .buffer_max = buffer_max});
+	keeper_set_hooks(
+	    ss->k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &ss->fake, .buffer_max = buffer_max});
 	ss->sources = sources_new(NULL, NULL);
 	assert_non_null(ss->sources);
 	assert_int_equal(analyzer_new(&ss->live, NULL), 0);
@@ -667,7 +669,7 @@ struct counts {
 	uint64_t by_type[FSS_REC_TYPE_MAX];
 	uint64_t summaries_of[8]; /* per source */
 	uint64_t collectives_of[8];
-	uint64_t seq_seen[8][4];  /* seq numbers asked for by the test, per source: seen? */
+	uint64_t seq_seen[8][4]; /* seq numbers asked for by the test, per source: seen? */
 	uint64_t want_seq[4];
 };
 
@@ -883,7 +885,7 @@ static void test_summary_keeps_lost_step(void **state)
 
 	struct counts sum = {.want_seq = {lost - 1, lost + 1}};
 	count(out, &sum);
-	assert_true(sum.seq_seen[1][0] && sum.seq_seen[1][1]); /* its neighbours are in the trace */
+	assert_true(sum.seq_seen[1][0] && sum.seq_seen[1][1]);	/* its neighbours are in the trace */
 	assert_false(sum.seq_seen[0][0] || sum.seq_seen[0][1]); /* rank 0's same step is summarised */
 	assert_true(sum.collectives_of[1] > sum.collectives_of[0]);
 
@@ -1092,9 +1094,10 @@ static void test_real_summary(void **state)
 	}
 	assert_true(all_sum < all_full);
 	if (sum.by_type[FSS_REC_SINK] > 4 * full.by_type[FSS_REC_SINK] + 64) {
-		fprintf(stderr, "keep_test: %llu resume markers (sink records) for %llu in the input: the ingest writes one "
-				"after every record the keeper leaves out (collector/ingest.c emit_record); the summary "
-				"trace holds %llu records for the full trace's %llu\n",
+		fprintf(stderr,
+			"keep_test: %llu resume markers (sink records) for %llu in the input: the ingest writes one "
+			"after every record the keeper leaves out (collector/ingest.c emit_record); the summary "
+			"trace holds %llu records for the full trace's %llu\n",
 			(unsigned long long)sum.by_type[FSS_REC_SINK], (unsigned long long)full.by_type[FSS_REC_SINK],
 			(unsigned long long)(all_sum + sum.by_type[FSS_REC_SINK]), (unsigned long long)all_full);
 		skip();
@@ -1106,20 +1109,20 @@ static void test_real_summary(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_policy_parse_format),
-		cmocka_unit_test(test_last_rotation_and_removal),
-		cmocka_unit_test(test_last_one),
-		cmocka_unit_test(test_disk_guard),
-		cmocka_unit_test(test_projection),
-		cmocka_unit_test(test_summary_decisions),
-		cmocka_unit_test(test_summary_nvtx_steps),
-		cmocka_unit_test(test_summary_period_steps),
-		cmocka_unit_test(test_summary_keeps_lost_step),
-		cmocka_unit_test(test_last_session),
-		cmocka_unit_test(test_summary_overflow),
+	    cmocka_unit_test(test_policy_parse_format),
+	    cmocka_unit_test(test_last_rotation_and_removal),
+	    cmocka_unit_test(test_last_one),
+	    cmocka_unit_test(test_disk_guard),
+	    cmocka_unit_test(test_projection),
+	    cmocka_unit_test(test_summary_decisions),
+	    cmocka_unit_test(test_summary_nvtx_steps),
+	    cmocka_unit_test(test_summary_period_steps),
+	    cmocka_unit_test(test_summary_keeps_lost_step),
+	    cmocka_unit_test(test_last_session),
+	    cmocka_unit_test(test_summary_overflow),
 #ifdef KEEP_TEST_REAL_INGEST
-		cmocka_unit_test(test_real_last),
-		cmocka_unit_test(test_real_summary),
+	    cmocka_unit_test(test_real_last),
+	    cmocka_unit_test(test_real_summary),
 #endif
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
