@@ -38,6 +38,9 @@
 #define KEEP_MESSAGES 8
 #define KEEP_MESSAGE_BYTES 320
 #define KEEP_HISTORY 8
+/* A rank this many steps behind the fastest (or N of last:N, if more) no
+ * longer counts as the slowest. */
+#define KEEP_LAG_STEPS 64
 
 /* ---- the policy --------------------------------------------------------- */
 
@@ -413,8 +416,10 @@ static int rotate(keeper_t *k)
 static void last_steps(keeper_t *k)
 {
 	uint32_t n = k->policy.steps, per = n / 4 ? n / 4 : 1, done = k->st.steps_done;
-	if (done >= k->segs[k->nsegs - 1].start + per && rotate(k) < 0)
+	if (done >= k->segs[k->nsegs - 1].start + per && rotate(k) < 0) {
+		k->segs[k->nsegs - 1].start = done; /* try again a segment later */
 		return;
+	}
 	while (k->first_kept + 1 < k->nsegs && (uint64_t)k->segs[k->first_kept + 1].start + n <= done) {
 		struct segment *s = &k->segs[k->first_kept];
 		if (unlink(s->path) < 0 && errno != ENOENT)
@@ -817,9 +822,16 @@ void keeper_on_step(keeper_t *k, const struct analysis_step_info *step)
 		}
 		if (step->ordinal + 1 > k->rank_done[r])
 			k->rank_done[r] = step->ordinal + 1;
-		uint32_t slowest = UINT32_MAX;
+		/* the slowest rank of those still stepping: a rank more than
+		 * KEEP_LAG_STEPS behind the fastest has stopped (it ended, or it is
+		 * no training rank) and must not hold the segments back */
+		uint32_t fastest = 0, slowest = UINT32_MAX;
 		for (size_t i = 0; i < k->nranks; i++)
-			if (k->rank_done[i] && k->rank_done[i] < slowest)
+			if (k->rank_done[i] > fastest)
+				fastest = k->rank_done[i];
+		uint32_t lag = k->policy.steps > KEEP_LAG_STEPS ? k->policy.steps : KEEP_LAG_STEPS;
+		for (size_t i = 0; i < k->nranks; i++)
+			if (k->rank_done[i] && k->rank_done[i] < slowest && k->rank_done[i] + lag >= fastest)
 				slowest = k->rank_done[i];
 		k->st.steps_done = slowest == UINT32_MAX ? 0 : slowest;
 	}

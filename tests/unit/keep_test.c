@@ -339,6 +339,64 @@ static void test_last_one(void **state)
 	keeper_free(k);
 }
 
+/* A rank that stops stepping holds the segments back only while it is
+ * less than 64 steps behind; a failed rotation is tried again a segment
+ * later, and said. */
+static int fail_rotations;
+static int failing_rotate(void *ctx, const char *path)
+{
+	if (fail_rotations > 0) {
+		fail_rotations--;
+		return -ENOSPC;
+	}
+	return fake_rotate(ctx, path);
+}
+
+static void test_last_stopped_rank(void **state)
+{
+	(void)state;
+	char trace[160], folder[160];
+	snprintf(trace, sizeof trace, "%s/stop.fss", dir);
+	snprintf(folder, sizeof folder, "%s/stop.d", dir);
+	assert_int_equal(mkdir(folder, 0700), 0);
+	touch(trace);
+	struct keep_policy p;
+	assert_int_equal(keep_policy_parse("last:8", &p), 0);
+	keeper_t *k;
+	assert_int_equal(keeper_new(&k, &p, NULL, trace, folder), 0);
+	struct fake f = {.k = k};
+	static const struct keeper_ingest_ops ops = {fake_write, failing_rotate, fake_merge};
+	keeper_set_hooks(k, &(struct keeper_hooks){.ingest = &ops, .ingest_ctx = &f});
+	step(k, 1, 0); /* rank 1: one step, then no more */
+	struct keeper_stats st;
+	for (uint32_t i = 0; i < 65; i++) {
+		step(k, 0, i);
+		keeper_get_stats(k, &st);
+		assert_int_equal(st.steps_done, 1);
+	}
+	step(k, 0, 65); /* rank 0 has 66 steps: rank 1 is 65 behind, left behind */
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.steps_done, 66);
+	assert_int_equal(st.rotations, 1);
+
+	fail_rotations = 1;
+	for (uint32_t i = 66; i < 68; i++)
+		step(k, 0, i); /* 68: due (66 + 2), fails */
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.rotations, 1);
+	const char *m = keeper_take_message(k);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "could not start segment"));
+	step(k, 0, 68); /* 69: not yet again (tried at 68) */
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.rotations, 1);
+	assert_null(keeper_take_message(k));
+	step(k, 0, 69); /* 70: a segment after the failure */
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.rotations, 2);
+	keeper_free(k);
+}
+
 /* ---- the disk guard and the projection ---------------------------------- */
 
 static unsigned vfs_calls;
@@ -1112,6 +1170,7 @@ int main(void)
 	    cmocka_unit_test(test_policy_parse_format),
 	    cmocka_unit_test(test_last_rotation_and_removal),
 	    cmocka_unit_test(test_last_one),
+	    cmocka_unit_test(test_last_stopped_rank),
 	    cmocka_unit_test(test_disk_guard),
 	    cmocka_unit_test(test_projection),
 	    cmocka_unit_test(test_summary_decisions),
