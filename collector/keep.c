@@ -647,6 +647,10 @@ static int hold(keeper_t *k, struct kept_source *s, const struct fss_record_head
 		size_t cap = s->cap ? 2 * s->cap : 4096;
 		while (cap < s->bytes + rec->size)
 			cap *= 2;
+		/* never more than the bound and one record: past it the buffer is emptied */
+		if (cap > k->buffer_max + FSS_RECORD_MAX_BYTES &&
+		    s->bytes + rec->size <= k->buffer_max + FSS_RECORD_MAX_BYTES)
+			cap = k->buffer_max + FSS_RECORD_MAX_BYTES;
 		unsigned char *b = realloc(s->buf, cap);
 		if (!b)
 			return -ENOMEM;

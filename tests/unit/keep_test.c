@@ -812,6 +812,11 @@ static void summary_on(const struct synth_config *c, const char *name)
 	struct counts full = {0}, sum = {0};
 	count(in, &full);
 	count(out, &sum);
+	if (getenv("KEEP_TEST_NOTES"))
+		fprintf(stderr,
+			"%s: %llu records in, %llu left out, %u summarised, %u standing out, %zu bytes held at most\n",
+			name, (unsigned long long)st.records_in, (unsigned long long)st.records_left_out,
+			st.steps_summarised, st.steps_standing_out, st.buffered_max);
 	/* one summary per step of every rank past its first 16, less those kept in full */
 	uint64_t past = 0;
 	for (int r = 0; r < c->ranks; r++)
