@@ -109,6 +109,11 @@ static void test_policy_parse_format(void **state)
 	}
 	assert_int_equal(keep_policy_parse(NULL, &p), -EINVAL);
 
+	keeper_t *k = NULL;
+	p = (struct keep_policy){.mode = KEEP_LAST, .steps = 0};
+	assert_int_equal(keeper_new(&k, &p, NULL, "/nonexistent/t.fss", "/nonexistent"), -EINVAL);
+	assert_null(k);
+
 	keep_policy_default(&p);
 	assert_int_equal(p.mode, KEEP_FULL);
 	assert_int_equal(p.is_default, 1);
@@ -1047,11 +1052,16 @@ static void real_session(const char *in, const char *out, const char *policy, co
 			 struct keeper_stats *st)
 {
 	struct keep_policy p;
-	assert_int_equal(keep_policy_parse(policy, &p), 0);
+	if (policy)
+		assert_int_equal(keep_policy_parse(policy, &p), 0);
+	else
+		keep_policy_default(&p);
 	ingest_t *ing;
 	assert_int_equal(ingest_new(&ing, out, NULL), 0);
 	struct real r;
 	assert_int_equal(keeper_new(&r.k, &p, ing, out, folder), 0);
+	if (!policy) /* the disk is short from the start */
+		keeper_set_hooks(r.k, &(struct keeper_hooks){.statvfs = fake_statvfs});
 	assert_int_equal(analyzer_new(&r.live, NULL), 0);
 	analyzer_on_step(r.live, real_on_step, &r);
 	ingest_on_record(ing, real_on_record, &r);
@@ -1112,6 +1122,46 @@ static void test_real_last(void **state)
 		left += e->d_name[0] != '.';
 	closedir(d);
 	assert_int_equal(left, 0);
+	analysis_result_free(a);
+	analysis_result_free(b);
+}
+
+/* The disk guard through the real ingest: switched at the first record,
+ * the trace itself is the first segment and is merged with the others into
+ * itself. */
+static void test_real_guard(void **state)
+{
+	(void)state;
+	char syn[160], in[160], out[160], folder[160];
+	snprintf(syn, sizeof syn, "%s/rg-synth.fss", dir);
+	snprintf(in, sizeof in, "%s/rg-full.fss", dir);
+	snprintf(out, sizeof out, "%s/rg-guarded.fss", dir);
+	snprintf(folder, sizeof folder, "%s/rg.d", dir);
+	assert_int_equal(mkdir(folder, 0700), 0);
+	struct synth_config c;
+	synth_defaults(&c);
+	c.steps = 40;
+	struct synth_truth truth;
+	assert_int_equal(synth_write(syn, &c, &truth), 0);
+	with_sinks(syn, in);
+	vfs_calls = 0;
+	vfs_avail_start = 4000000000ull; /* under 5 % of 100 GB */
+	vfs_step = 0;
+	struct keeper_stats st;
+	real_session(in, out, NULL, folder, &st);
+	assert_int_equal(st.guard_switched, 1);
+	assert_int_equal(st.rotations, 1);
+	struct counts full = {0}, kept = {0};
+	count(in, &full);
+	count(out, &kept);
+	assert_int_equal(kept.by_type[FSS_REC_COLLECTIVE], full.by_type[FSS_REC_COLLECTIVE]);
+	struct analysis_result *a = analyse(in), *b = analyse(out);
+	assert_int_equal(b->nsources, (uint32_t)c.ranks);
+	same_diagnosis(a, b);
+	struct fss_file_header h;
+	assert_int_equal(read_header(out, &h), 0);
+	assert_int_equal(h.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_LAST);
+	assert_int_equal(h.keep_steps, KEEP_GUARD_LAST);
 	analysis_result_free(a);
 	analysis_result_free(b);
 }
