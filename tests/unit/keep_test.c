@@ -1236,6 +1236,7 @@ int main(void)
 	    cmocka_unit_test(test_summary_overflow),
 #ifdef KEEP_TEST_REAL_INGEST
 	    cmocka_unit_test(test_real_last),
+	    cmocka_unit_test(test_real_guard),
 	    cmocka_unit_test(test_real_summary),
 #endif
 	};
