@@ -839,8 +839,8 @@ void keeper_on_step(keeper_t *k, const struct analysis_step_info *step)
 				slowest = k->rank_done[i];
 		k->st.steps_done = slowest == UINT32_MAX ? 0 : slowest;
 	}
-	if (k->policy.mode == KEEP_LAST)
-		last_steps(k);
+	if (k->policy.mode == KEEP_LAST && !k->drained)
+		last_steps(k); /* not once drained: the ingest is finishing */
 	else if (k->policy.mode == KEEP_SUMMARY && !k->drained)
 		summary_step(k, step);
 }

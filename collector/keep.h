@@ -86,9 +86,10 @@ void keeper_on_step(keeper_t *k, const struct analysis_step_info *step);
 /*
  * keeper_drain - the session is about to finish its ingest: write what the
  * keeper still holds back (summary: the steps in progress, in full). Call
- * before ingest_finish; from then on every record offered is written and
- * steps are no longer summarised (what ingest_finish still reads from its
- * inputs goes to the file in full). 0 or the first error the keeper met.
+ * before ingest_finish; from then on every record offered is written,
+ * steps are no longer summarised and the output no longer rotated (what
+ * ingest_finish still reads from its inputs goes to the file in full). 0 or
+ * the first error the keeper met.
  */
 int keeper_drain(keeper_t *k);
 

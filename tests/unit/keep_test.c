@@ -339,6 +339,11 @@ static void test_last_one(void **state)
 		assert_int_equal(st.segments_removed, i);
 		assert_int_equal(st.segments_kept, 2); /* the last step's segment and the open one */
 	}
+	assert_int_equal(keeper_drain(k), 0);
+	step(k, 0, 10); /* drained: the ingest is finishing, no more rotations */
+	struct keeper_stats st;
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.rotations, 10);
 	assert_int_equal(keeper_finish(k, NULL), 0);
 	assert_int_equal(f.merged_n, 2);
 	keeper_free(k);
