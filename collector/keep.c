@@ -397,12 +397,16 @@ static int rotate(keeper_t *k)
 	char *path = NULL;
 	if (asprintf(&path, "%s/segment-%u.fss", k->folder, ++k->seg_number) < 0)
 		return -ENOMEM;
+	/* tracked first: a segment the ingest opened is never lost track of */
+	if (push_segment(k, path, k->st.steps_done) < 0) {
+		free(path);
+		return -ENOMEM;
+	}
 	int rc = k->ops.rotate(k->ops_ctx, path);
-	if (rc == 0)
-		rc = push_segment(k, path, k->st.steps_done);
 	if (rc < 0) {
-		say(k, "--keep %s: could not start segment %s: %s; the trace goes on in the current file",
-		    k->policy.mode == KEEP_LAST ? "last" : "full", path, strerror(-rc));
+		k->nsegs--;
+		say(k, "--keep last:%u: could not start segment %s: %s; the trace goes on in the current file",
+		    k->policy.steps, path, strerror(-rc));
 		free(path);
 		return rc;
 	}
