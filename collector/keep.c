@@ -471,9 +471,9 @@ static void guard(keeper_t *k)
 	    "%s free on the trace's file system (%s), under the %s to leave free: from step %u on the trace "
 	    "keeps only the last %u steps (--keep last:%u; choose with --keep)",
 	    a, k->trace_dir, b, k->guard_step, KEEP_GUARD_LAST, KEEP_GUARD_LAST);
-	/* what was written so far becomes a segment of its own, removed once old */
-	if (rotate(k) < 0)
-		return;
+	/* what was written so far becomes a segment of its own, removed once old
+	 * (a failure is said, and tried again a segment later) */
+	rotate(k);
 }
 
 /* Count bytes the trace gets; look at the disk every guard_every of them. */
