@@ -53,7 +53,8 @@ const char cmd_collect_help[] =
 	"    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope collect [--listen ADDR]... [--out DIR] [--name NAME] [--until-idle SEC]\n"
-	"                      [--metrics [HOST:]PORT] [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
+	"                      [--metrics [HOST:]PORT] [--keep full|summary|last:N]\n"
+	"                      [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
 	"DESCRIPTION\n"
 	"    For jobs that torchrun, srun, mpirun or a Kubernetes job start: fsdpscope\n"
 	"    collect listens for the agents of the job's ranks, writes what they send into\n"
@@ -101,6 +102,12 @@ const char cmd_collect_help[] =
 	"    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md); a bare\n"
 	"                         PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
 	"                         served with a warning (no authentication); port 0: any\n"
+	"    --keep POLICY        what the trace keeps of a long job (docs/keep.md): full\n"
+	"                         (every record; the default, which switches to last:1000\n"
+	"                         before the trace's disk runs short, and says so),\n"
+	"                         last:N (the last N steps in full), summary[:N] (the first\n"
+	"                         16 (N) steps in full, then one summary record per step and\n"
+	"                         rank, and the steps that stand out in full); in the header\n"
 	"    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace\n"
@@ -143,6 +150,7 @@ struct collect_options {
 	int until_idle_s; /* -1: not given */
 	const char *json_summary;
 	const char *metrics;
+	struct keep_policy keep;
 	struct diagnosis_flags flags;
 };
 
@@ -170,7 +178,7 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum { OPT_LISTEN = DIAG_OPT_END, OPT_OUT, OPT_NAME, OPT_UNTIL_IDLE, OPT_JSON_SUMMARY, OPT_METRICS, OPT_HELP };
+enum { OPT_LISTEN = DIAG_OPT_END, OPT_OUT, OPT_NAME, OPT_UNTIL_IDLE, OPT_JSON_SUMMARY, OPT_METRICS, OPT_KEEP, OPT_HELP };
 
 static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
 {
@@ -181,6 +189,7 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 		{"until-idle", required_argument, NULL, OPT_UNTIL_IDLE},
 		{"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
 		{"metrics", required_argument, NULL, OPT_METRICS},
+		{"keep", required_argument, NULL, OPT_KEEP},
 		{"help", no_argument, NULL, OPT_HELP},
 		DIAGNOSIS_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
@@ -193,6 +202,7 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 	o->dir = COLLECT_DEFAULT_DIR;
 	o->name = COLLECT_DEFAULT_NAME;
 	o->until_idle_s = -1;
+	keep_policy_default(&o->keep);
 	diagnosis_flags_init(&o->flags);
 	*help = 0;
 	optind = 1;
@@ -226,6 +236,15 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 			break;
 		case OPT_METRICS:
 			o->metrics = optarg;
+			break;
+		case OPT_KEEP:
+			if (keep_policy_parse(optarg, &o->keep)) {
+				fprintf(stderr,
+					"fsdpscope collect: --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
+					"10000000)\n",
+					optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -540,6 +559,13 @@ static void print_env_lines(const struct collect_state *st)
 	if (session_metrics_address(st->session))
 		fprintf(stderr, "fsdpscope collect: Prometheus metrics: http://%s/metrics\n",
 			session_metrics_address(st->session));
+	{
+		char kbuf[32];
+
+		fprintf(stderr, "fsdpscope collect: the trace keeps %s%s (--keep, docs/keep.md)\n",
+			keep_policy_format(&st->opt.keep, kbuf, sizeof(kbuf)),
+			st->opt.keep.is_default ? " (the default: it switches to last:1000 before the disk runs short)" : "");
+	}
 	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
 }
@@ -570,6 +596,7 @@ static int setup(struct collect_state *st, char **argv)
 		.leftovers = SESSION_LEFTOVERS_MERGE,
 		.flags = &st->opt.flags,
 		.json_summary = st->opt.json_summary,
+		.keep = &st->opt.keep,
 	};
 	const char *why;
 	int err;

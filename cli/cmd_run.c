@@ -59,7 +59,7 @@ const char cmd_run_help[] =
 	"SYNOPSIS\n"
 	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
 	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
-	"                  [--metrics [HOST:]PORT] [--] CMD [ARGS...]\n\n"
+	"                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--] CMD [ARGS...]\n\n"
 	"DESCRIPTION\n"
 	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
 	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
@@ -129,6 +129,10 @@ const char cmd_run_help[] =
 	"    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
 	"                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
 	"                         that is not loopback is served with a warning\n"
+	"    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
+	"                         switches to last:1000 before the disk runs short, and says\n"
+	"                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
+	"                         docs/keep.md)\n"
 	"    -h, --help           this text (only before CMD)\n\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
@@ -200,6 +204,7 @@ struct run_options {
 	int wait_descendants_s;
 	const char *json_summary;
 	const char *metrics;
+	struct keep_policy keep;
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
@@ -281,6 +286,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		{"wait-descendants", required_argument, NULL, 'W'},
 		{"json-summary", required_argument, NULL, 'J'},
 		{"metrics", required_argument, NULL, 'M'},
+		{"keep", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -291,6 +297,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	o->name = RUN_DEFAULT_NAME;
 	o->flush_timeout_s = RUN_DEFAULT_FLUSH_S;
 	o->wait_descendants_s = RUN_DEFAULT_WAIT_DESCENDANTS_S;
+	keep_policy_default(&o->keep);
 	optind = 1;
 	opterr = 0;
 	/* "+": stop at CMD, so that its options (--help too) stay its own. */
@@ -316,6 +323,15 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 			break;
 		case 'M':
 			o->metrics = optarg;
+			break;
+		case 'K':
+			if (keep_policy_parse(optarg, &o->keep)) {
+				fprintf(stderr,
+					"fsdpscope run: --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
+					"10000000)\n",
+					optarg);
+				return FSS_E_USAGE;
+			}
 			break;
 		case 'F':
 			if (parse_seconds("--flush-timeout", optarg, &o->flush_timeout_s))
@@ -357,6 +373,7 @@ static int setup(struct run_state *st)
 		.argv = st->opt.argv,
 		.leftovers = SESSION_LEFTOVERS_RECOVER,
 		.json_summary = st->opt.json_summary,
+		.keep = &st->opt.keep,
 	};
 	int err;
 

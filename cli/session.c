@@ -17,6 +17,7 @@
 #include "cli/report_sources.h"
 
 #include "collector/analyze.h"
+#include "collector/keep.h"
 #include "collector/live.h"
 #include "collector/metrics.h"
 #include "collector/viewer.h"
@@ -60,6 +61,8 @@ struct session {
 	char **merged;      /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
 	char *trace_path;
+	keeper_t *keeper;
+	struct keep_policy keep;
 	live_t *live;
 	live_board_t *board;
 	viewer_server_t *viewer;
@@ -183,7 +186,9 @@ static int on_record(void *ctx, const struct fss_record_head *rec, const struct 
 	}
 	if (s->live && !s->live_error && live_on_record(s->live, rec, src) < 0)
 		s->live_error = 1;
-	return 0;
+	/* After the analyzer: the step the record completes is known to the
+	 * keeper when it places the record (collector/keep.h). */
+	return s->keeper ? keeper_on_record(s->keeper, rec, src) : 0;
 }
 
 /* The analyzer's step callback: every completed step of every rank. */
@@ -194,6 +199,17 @@ static void on_step(void *ctx, const struct analysis_step_info *step)
 	s->steps++;
 	if (s->live)
 		live_on_step(s->live, step);
+	if (s->keeper)
+		keeper_on_step(s->keeper, step);
+}
+
+/* What the keeper has to say (the disk guard switched the policy, ...). */
+static void keeper_messages(session_t *s)
+{
+	const char *m;
+
+	while (s->keeper && (m = keeper_take_message(s->keeper)))
+		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
 /* The rules' findings as the live state keeps them (plain, bounded). */
@@ -574,6 +590,15 @@ int session_new(session_t **out, const struct session_options *o)
 			fss_strerror(err));
 		goto fail;
 	}
+	if (o->keep)
+		s->keep = *o->keep;
+	else
+		keep_policy_default(&s->keep);
+	err = keeper_new(&s->keeper, &s->keep, s->ing, run_session_output(s->rs), run_session_folder(s->rs));
+	if (err) {
+		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", o->prog, fss_strerror(err));
+		goto fail;
+	}
 	err = analyzer_new(&s->an, &s->flags->analysis);
 	if (err) {
 		fprintf(stderr, "%s: out of memory\n", o->prog);
@@ -675,6 +700,7 @@ int session_poll(session_t *s, int timeout_ms)
 	}
 	if (rc < 0)
 		say_failed(s, rc);
+	keeper_messages(s);
 	live_tick(s);
 	return 0;
 }
@@ -827,6 +853,13 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			n = 0;
 		}
 		for (size_t i = 0; i < n; i++) {
+			const char *base = strrchr(names[i], '/');
+
+			/* The keeper's own segments are this trace's, not an agent's. */
+			if (!strncmp(base ? base + 1 : names[i], "segment-", 8)) {
+				free(names[i]);
+				continue;
+			}
 			err = merge_file(s, names[i]);
 			if (err) {
 				if (!s->failed)
@@ -843,7 +876,17 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 				s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool, spool_left == 1 ? "is" : "are",
 				run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
-	err = s->failed ? -EIO : ingest_finish(s->ing, &stats);
+	err = s->failed ? -EIO : keeper_drain(s->keeper);
+	if (!err)
+		err = ingest_finish(s->ing, &stats);
+	if (!err) {
+		const char *note = NULL;
+
+		err = keeper_finish(s->keeper, &note);
+		if (!err && note)
+			fprintf(stderr, "%s: the trace holds %s\n", s->o.prog, note);
+	}
+	keeper_messages(s);
 	written = !err;
 	if (!err)
 		err = run_session_publish(s->rs, s->o.name, &s->trace_path, &taken);
@@ -927,6 +970,7 @@ void session_free(session_t *s)
 	live_board_free(s->board);
 	live_free(s->live);
 	free(s->viewer_address);
+	keeper_free(s->keeper);
 	ingest_free(s->ing);
 	analyzer_free(s->an);
 	diagnosis_free(&s->d);

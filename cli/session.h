@@ -9,10 +9,14 @@
  * trace's order), the live state (collector/live.h) fed from the same
  * records and the analyzer's steps, published on a board that the viewer
  * endpoint (a second socket beside the agents', collector/viewer.h) and
- * /metrics (collector/metrics.h, when asked) read, and the end: the trace moved into place, the streamed
- * analysis finished, the rules run on it, the lint summary printed. The
- * findings printed at the end are the streamed analyzer's, and equal
- * `fsdpscope lint` on the trace written (tests/e2e/collect_e2e.py).
+ * /metrics (collector/metrics.h, when asked) read, the keeper that
+ * decides what of a long job the trace keeps (collector/keep.h), and the
+ * end: the trace moved into place, the streamed analysis finished, the
+ * rules run on it, the lint summary printed. The findings printed at the
+ * end are the streamed analyzer's, which saw every record: with --keep
+ * full they equal `fsdpscope lint` on the trace written
+ * (tests/e2e/collect_e2e.py); with last:N or summary the trace holds less
+ * than the analysis saw, and lint on it sees only that.
  *
  * The caller owns the loop: it calls session_poll with a short timeout
  * (a signal interrupts the wait) until its own condition says stop (run:
@@ -29,6 +33,7 @@
 #include "cli/diagnosis.h"
 #include "cli/run_session.h"
 #include "collector/ingest.h"
+#include "collector/keep.h"
 
 typedef struct session session_t;
 
@@ -58,6 +63,8 @@ struct session_options {
 	                                 or NULL */
 	const unsigned char *key;     /* WIRE_KEY_BYTES the tcp listeners require (common/wire.h), or
 	                                 NULL: no tcp listener */
+	const struct keep_policy *keep; /* what the trace keeps of a long job (collector/keep.h);
+	                                 NULL: keep_policy_default */
 	const char *metrics;          /* serve Prometheus /metrics on HOST:PORT, or NULL */
 	int metrics_remote;           /* a non-loopback metrics address is allowed (the user was warned) */
 };
