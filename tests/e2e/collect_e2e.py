@@ -333,13 +333,15 @@ def scenario_restart(args):
     work = fresh(os.path.join(args.work, "restart"))
     xdg = private_runtime_dir(work)
     env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
-    # Enough steps that the job outlives the first collector by far.
-    fsdp_args = ["--layers", "4", "--wrap", "block", "--steps", "200"]
+    # The ranks are stopped (SIGSTOP) while the collector is killed and another
+    # started, then continued: the job outlives the first collector whatever
+    # the machine's speed, and the second one is there when they go on.
+    fsdp_args = ["--layers", "4", "--wrap", "block", "--steps", "60"]
     out = os.path.join(work, "collect")
 
     ref_out = os.path.join(work, "run")
     r = run([args.fsdpscope, "run", "--out", ref_out, "--", args.fsdp_ref, "--backend", "cpu", "--nranks", "2",
-             *fsdp_args], env=env, timeout=300)
+             *fsdp_args], env=env, timeout=600)
     check(r.returncode == 0, f"fsdpscope run exited {r.returncode}: {r.stderr}")
     ref = lint_json(args, os.path.join(ref_out, "trace.fss"))
 
@@ -349,25 +351,32 @@ def scenario_restart(args):
     try:
         lines = first.wait_ready()
         ranks = start_ranks(args, work, lines, 2, fsdp_args, "r")
-        # Kill it once its trace holds records of both ranks (flushed every second).
         folder = wait_for(lambda: [f for f in os.listdir(out) if f.startswith(".fsdpscope-run.")], "the private folder")
         partial = os.path.join(out, folder[0], "run-output.fss.partial")
 
         def both_ranks_on_disk():
-            if not os.path.exists(partial) or os.path.getsize(partial) < 200000:
+            check(all(p.poll() is None for p, _ in ranks), "the job ended before the collector was killed: more steps")
+            if not os.path.exists(partial) or os.path.getsize(partial) == 0:
                 return False
             rr = run([args.fsdpscope, "dump", "--type", "collective", partial])
             return len({json.loads(x)["source"] for x in rr.stdout.splitlines()}) >= 2
-        wait_for(both_ranks_on_disk, "the first collector's trace to hold both ranks' collectives", limit=120)
+        wait_for(both_ranks_on_disk, "the first collector's trace to hold both ranks' collectives", limit=300)
+        for p, _ in ranks:
+            p.send_signal(signal.SIGSTOP)
         first.kill()
         check(all(p.poll() is None for p, _ in ranks), "the job ended before the collector was killed: more steps")
         second = Collector(args, out, env=env, name="second")
         second.wait_ready()
-        wait_ranks(ranks, limit=300)
+        for p, _ in ranks:
+            p.send_signal(signal.SIGCONT)
+        wait_ranks(ranks, limit=600)
         # Every rank has exited: what it sent is in the socket or the spool.
         second.p.send_signal(signal.SIGTERM)
         rc = second.wait(limit=120)
     finally:
+        for p, _ in ranks:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
         first.kill()
         if second:
             second.kill()
