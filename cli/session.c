@@ -53,12 +53,12 @@ struct session {
 	ingest_t *ing;
 	analyzer_t *an;
 	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
-	int failed;         /* the ingest failed: nothing more is written */
-	int in_files;       /* records now come from a merged file, not a connection */
+	int failed;	    /* the ingest failed: nothing more is written */
+	int in_files;	    /* records now come from a merged file, not a connection */
 	uint64_t agent_records;
 	char *private_sink;
 	int64_t last_flush_ms;
-	char **merged;      /* files whose records are in the trace: removed once it is in place */
+	char **merged; /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
 	char *trace_path;
 	keeper_t *keeper;
@@ -68,11 +68,11 @@ struct session {
 	viewer_server_t *viewer;
 	metrics_server_t *metrics;
 	char *viewer_address;
-	int live_error;      /* the live state ran out of memory: views stop, the trace goes on */
-	uint64_t steps;      /* steps the analyzer completed */
+	int live_error; /* the live state ran out of memory: views stop, the trace goes on */
+	uint64_t steps; /* steps the analyzer completed */
 	uint64_t steps_published, steps_diagnosed;
 	int64_t last_publish_ms, last_diagnosis_ms;
-	struct diagnosis d; /* the streamed diagnosis, at the end */
+	struct diagnosis d;		 /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
 	int kept;
@@ -105,12 +105,14 @@ int session_metrics_option(const char *prog, const char *arg, char **hostport, i
 			*hostport = NULL;
 		return *hostport ? 0 : -ENOMEM;
 	}
-	if (!((hl == 9 && !strncmp(arg, "localhost", 9)) || !strncmp(arg, "127.", 4) || (hl == 5 && !strncmp(arg, "[::1]", 5)))) {
+	if (!((hl == 9 && !strncmp(arg, "localhost", 9)) || !strncmp(arg, "127.", 4) ||
+	      (hl == 5 && !strncmp(arg, "[::1]", 5)))) {
 		*remote = 1;
-		fprintf(stderr,
-			"%s: warning: --metrics %s is not a loopback address: anyone who can reach it can read the job's "
-			"metrics (no authentication)\n",
-			prog, arg);
+		fprintf(
+		    stderr,
+		    "%s: warning: --metrics %s is not a loopback address: anyone who can reach it can read the job's "
+		    "metrics (no authentication)\n",
+		    prog, arg);
 	}
 	*hostport = strdup(arg);
 	return *hostport ? 0 : -ENOMEM;
@@ -261,7 +263,8 @@ static void live_tick(session_t *s)
 	if (!s->live || s->live_error || s->steps == s->steps_published)
 		return;
 	now = now_ms();
-	if (!s->analysis_error && s->steps != s->steps_diagnosed && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS) {
+	if (!s->analysis_error && s->steps != s->steps_diagnosed &&
+	    now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS) {
 		struct analysis_result *r = NULL;
 
 		if (analyzer_snapshot(s->an, &r) == 0) {
@@ -310,7 +313,8 @@ static int start_readers(session_t *s)
 	} else {
 		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, s->board, err, sizeof(err));
 		if (rc) {
-			fprintf(stderr, "%s: warning: no viewer endpoint: %s\n", s->o.prog, err[0] ? err : fss_strerror(rc));
+			fprintf(stderr, "%s: warning: no viewer endpoint: %s\n", s->o.prog,
+				err[0] ? err : fss_strerror(rc));
 			free(s->viewer_address);
 			s->viewer_address = NULL;
 		}
@@ -319,7 +323,8 @@ static int start_readers(session_t *s)
 		err[0] = '\0';
 		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, s->board, err, sizeof(err));
 		if (rc) {
-			fprintf(stderr, "%s: --metrics %s: %s\n", s->o.prog, s->o.metrics, err[0] ? err : fss_strerror(rc));
+			fprintf(stderr, "%s: --metrics %s: %s\n", s->o.prog, s->o.metrics,
+				err[0] ? err : fss_strerror(rc));
 			return rc;
 		}
 	}
@@ -447,15 +452,16 @@ static void leftovers_recover(session_t *s, struct run_leftover *l, size_t n)
 			continue;
 		err = run_leftover_recover(&l[i], dir, &path, &rs);
 		if (err) {
-			fprintf(stderr, "%s: could not merge what run %s left (%s); left it in place\n", s->o.prog, l[i].id,
-				fss_strerror(err));
+			fprintf(stderr, "%s: could not merge what run %s left (%s); left it in place\n", s->o.prog,
+				l[i].id, fss_strerror(err));
 			continue;
 		}
 		fprintf(stderr,
 			"%s: merged what run %s left into %s: %" PRIu32 " source%s, %" PRIu64 " collectives, %" PRIu64
 			" records%s\n",
-			s->o.prog, l[i].id, path, rs.sources, rs.sources == 1 ? "" : "s", rs.by_type[FSS_REC_COLLECTIVE],
-			rs.records, rs.ndamaged ? " (its unfinished parts were cut where they ended)" : "");
+			s->o.prog, l[i].id, path, rs.sources, rs.sources == 1 ? "" : "s",
+			rs.by_type[FSS_REC_COLLECTIVE], rs.records,
+			rs.ndamaged ? " (its unfinished parts were cut where they ended)" : "");
 		free(path);
 	}
 }
@@ -524,10 +530,11 @@ static void handle_leftovers(session_t *s)
 		run_leftover_describe(&l[i], stderr);
 		fputc('\n', stderr);
 		if (l[i].job_running)
-			fprintf(stderr,
-				"%s: left it in place: its job still writes there; run again in %s once that job has ended "
-				"to merge it\n",
-				s->o.prog, dir);
+			fprintf(
+			    stderr,
+			    "%s: left it in place: its job still writes there; run again in %s once that job has ended "
+			    "to merge it\n",
+			    s->o.prog, dir);
 	}
 	if (s->o.leftovers == SESSION_LEFTOVERS_MERGE)
 		leftovers_merge(s, l, n);
@@ -800,10 +807,11 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 			st->refused == 1 ? "" : "s");
 		for (size_t i = 0; i < st->nrefused_named; i++) {
 			if (st->refused_peers[i].uid == UINT32_MAX)
-				fprintf(stderr, "%suser unknown, pid %" PRId32, i ? "; " : "", st->refused_peers[i].pid);
-			else
-				fprintf(stderr, "%suid %" PRIu32 ", pid %" PRId32, i ? "; " : "", st->refused_peers[i].uid,
+				fprintf(stderr, "%suser unknown, pid %" PRId32, i ? "; " : "",
 					st->refused_peers[i].pid);
+			else
+				fprintf(stderr, "%suid %" PRIu32 ", pid %" PRId32, i ? "; " : "",
+					st->refused_peers[i].uid, st->refused_peers[i].pid);
 		}
 		if (st->refused > st->nrefused_named)
 			fprintf(stderr, "; and %zu more", (size_t)st->refused - st->nrefused_named);
@@ -827,14 +835,14 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 	fputc('\n', stderr);
 	/* The agent reports a process from its first NCCL call on. */
 	if (processes == 0)
-		fprintf(stderr,
-			"%s: no process reported: the job made no NCCL call, or the agent could not load in it (a static "
-			"or setuid program, or one that clears LD_PRELOAD)\n",
-			prog);
+		fprintf(
+		    stderr,
+		    "%s: no process reported: the job made no NCCL call, or the agent could not load in it (a static "
+		    "or setuid program, or one that clears LD_PRELOAD)\n",
+		    prog);
 }
 
-int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx,
-		   struct session_outcome *out)
+int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out)
 {
 	const struct ingest_stats *stats = NULL;
 	char **names;
@@ -863,18 +871,20 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			err = merge_file(s, names[i]);
 			if (err) {
 				if (!s->failed)
-					fprintf(stderr, "%s: %s: not merged: %s\n", s->o.prog, names[i], fss_strerror(err));
+					fprintf(stderr, "%s: %s: not merged: %s\n", s->o.prog, names[i],
+						fss_strerror(err));
 				free(names[i]);
 			}
 		}
 		free(names);
 		spool_left = merge_spool(s);
 		if (spool_left)
-			fprintf(stderr,
-				"%s: %zu file%s in %s %s still written by running processes: not merged; the next session "
-				"in %s merges %s\n",
-				s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool, spool_left == 1 ? "is" : "are",
-				run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
+			fprintf(
+			    stderr,
+			    "%s: %zu file%s in %s %s still written by running processes: not merged; the next session "
+			    "in %s merges %s\n",
+			    s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool,
+			    spool_left == 1 ? "is" : "are", run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
 	err = s->failed ? -EIO : keeper_drain(s->keeper);
 	if (!err)
@@ -937,7 +947,8 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			int e = write_json_summary(s);
 
 			if (e)
-				fprintf(stderr, "%s: --json-summary %s: %s\n", s->o.prog, s->o.json_summary, fss_strerror(e));
+				fprintf(stderr, "%s: --json-summary %s: %s\n", s->o.prog, s->o.json_summary,
+					fss_strerror(e));
 		}
 	}
 	/* Processes still running write on into the folder: it stays, for the

@@ -48,25 +48,25 @@ enum session_leftovers {
 };
 
 struct session_options {
-	const char *prog;             /* "fsdpscope run": the prefix of every line said */
-	const char *dir;              /* DIR, created */
-	const char *name;             /* the trace's name, DIR/NAME.fss */
-	char *const *argv;            /* the command line run.info records */
-	const char *const *listen;    /* more addresses to listen on (wire.h syntax), already checked */
+	const char *prog;	   /* "fsdpscope run": the prefix of every line said */
+	const char *dir;	   /* DIR, created */
+	const char *name;	   /* the trace's name, DIR/NAME.fss */
+	char *const *argv;	   /* the command line run.info records */
+	const char *const *listen; /* more addresses to listen on (wire.h syntax), already checked */
 	size_t nlisten;
-	const char *spool;            /* a folder of agents' files to merge at the start and at the end
-	                                 (collect's FSDPSCOPE_OUT), or NULL */
+	const char *spool; /* a folder of agents' files to merge at the start and at the end
+			      (collect's FSDPSCOPE_OUT), or NULL */
 	enum session_leftovers leftovers;
 	const struct diagnosis_flags *flags; /* the analysis and the rules (NULL: lint's defaults);
-	                                        borrowed, must outlive the session */
-	const char *json_summary;     /* write the final diagnosis here as JSON (fsdpscope.report/2),
-	                                 or NULL */
-	const unsigned char *key;     /* WIRE_KEY_BYTES the tcp listeners require (common/wire.h), or
-	                                 NULL: no tcp listener */
-	const struct keep_policy *keep; /* what the trace keeps of a long job (collector/keep.h);
-	                                 NULL: keep_policy_default */
-	const char *metrics;          /* serve Prometheus /metrics on HOST:PORT, or NULL */
-	int metrics_remote;           /* a non-loopback metrics address is allowed (the user was warned) */
+						borrowed, must outlive the session */
+	const char *json_summary;	     /* write the final diagnosis here as JSON (fsdpscope.report/2),
+						or NULL */
+	const unsigned char *key;	     /* WIRE_KEY_BYTES the tcp listeners require (common/wire.h), or
+						NULL: no tcp listener */
+	const struct keep_policy *keep;	     /* what the trace keeps of a long job (collector/keep.h);
+					      NULL: keep_policy_default */
+	const char *metrics;		     /* serve Prometheus /metrics on HOST:PORT, or NULL */
+	int metrics_remote;		     /* a non-loopback metrics address is allowed (the user was warned) */
 };
 
 /*
@@ -115,11 +115,11 @@ uint64_t session_records_from_agents(const session_t *s);
 
 /* What the end of a session reports, valid until session_free. */
 struct session_outcome {
-	const char *trace_path;              /* where the trace is, NULL when none was written */
-	const struct ingest_stats *stats;    /* NULL when none was written */
+	const char *trace_path;		      /* where the trace is, NULL when none was written */
+	const struct ingest_stats *stats;     /* NULL when none was written */
 	const struct analysis_result *result; /* the streamed analysis, NULL when it could not finish */
-	int lint_max_severity;               /* as lint_print_summary: -1 no finding, 0 info, ... */
-	int kept;                            /* the private folder stays (something left in it) */
+	int lint_max_severity;		      /* as lint_print_summary: -1 no finding, 0 info, ... */
+	int kept;			      /* the private folder stays (something left in it) */
 };
 
 /* Called by session_finish after the trace's warnings, before its
@@ -137,8 +137,7 @@ typedef void (*session_notes_fn)(void *ctx, const struct ingest_stats *stats);
  * stay. Returns 0 when the trace was written, else a negative errno
  * (said; what was recorded is left in the private folder).
  */
-int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx,
-		   struct session_outcome *out);
+int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out);
 
 /* session_abandon - end without a trace (nothing ran): the unfinished
  * trace is removed, the folder with it. */
