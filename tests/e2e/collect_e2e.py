@@ -11,7 +11,12 @@ Scenarios:
               verdict, AllGathers per step, units and findings equal those of
               `fsdpscope run` on the same configuration; the session's
               --json-summary (the streamed analysis) equals `lint --json` on
-              the trace it wrote, and follows the report schema
+              the trace it wrote, and follows the report schema. With
+              linear, collect --metrics is scraped while the ranks train
+              (held by SIGSTOP for the scrape) and after they left:
+              fsdpscope_allgathers_per_step{rank="0"} is fsdp_ref's --log
+              count, promtool accepts the exposition, and the viewer
+              endpoint's first snapshot follows docs/live-schema.json
   restart     a collector killed with SIGKILL mid-job and restarted in the
               same --out: the final trace holds every collective of the job
               (per rank seq 1..N, no gap, no duplicate, N the collectives
@@ -147,6 +152,15 @@ def start_ranks(args, work, env_lines, nranks, fsdp_args, tag, log=False):
     return procs
 
 
+def stop_ranks(procs):
+    """What a failed test leaves: no rank runs on (or stays stopped) after it."""
+    for p, log in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+
+
 def wait_ranks(procs, limit=WAIT_S * 2):
     for p, log in procs:
         try:
@@ -244,7 +258,8 @@ def scenario_equal(args, wrap):
     work = fresh(os.path.join(args.work, f"equal-{wrap}"))
     xdg = private_runtime_dir(work)
     env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
-    fsdp_args = ["--layers", "4", "--wrap", wrap, "--steps", "4"]
+    # linear: enough steps that /metrics is read while the ranks still train.
+    fsdp_args = ["--layers", "4", "--wrap", wrap, "--steps", "30" if wrap == "linear" else "4"]
 
     # The reference: the same job under fsdpscope run.
     ref_out = os.path.join(work, "run")
@@ -263,6 +278,7 @@ def scenario_equal(args, wrap):
         sys.exit(SKIP)
     stop = ["--metrics", "0"] if with_metrics else ["--until-idle", "1"]
     c = Collector(args, out, [*stop, "--json-summary", summary], env=env)
+    ranks = []
     try:
         lines = c.wait_ready()
         for k in ("LD_PRELOAD", "FSDPSCOPE_SINK", "FSDPSCOPE_OUT"):
@@ -280,9 +296,23 @@ def scenario_equal(args, wrap):
         if with_metrics:
             url = [w for w in c.stderr().split() if w.startswith("http://") and w.endswith("/metrics")]
             check(url, f"collect --metrics printed no http://.../metrics: {c.stderr()}")
+
+            def live_value():
+                check(all(p.poll() is None for p, _ in ranks), "the job ended before /metrics showed a step: more steps")
+                return metric(scrape(url[0]), "fsdpscope_allgathers_per_step", {"rank": "0"})
+            # While the job runs: the ranks held (SIGSTOP) during the scrape.
+            wait_for(lambda: live_value() is not None, "/metrics to show rank 0's AllGathers per step while it trains")
+            for p, _ in ranks:
+                p.send_signal(signal.SIGSTOP)
+            during = metric(scrape(url[0]), "fsdpscope_allgathers_per_step", {"rank": "0"})
+            for p, _ in ranks:
+                p.send_signal(signal.SIGCONT)
             wait_ranks(ranks)
             with open(os.path.join(work, "log-c-0.jsonl")) as f:
-                want = [json.loads(x) for x in f][-1]["allgathers"]
+                logged = [json.loads(x)["allgathers"] for x in f]
+            want = logged[-1]
+            check(during in logged, f"/metrics showed fsdpscope_allgathers_per_step{{rank=\"0\"}} {during} while the job "
+                  f"ran; fsdp_ref logged {sorted(set(logged))} per step")
             # The collector still runs: its view reaches the ranks' last steps.
             wait_for(lambda: metric(scrape(url[0]), "fsdpscope_allgathers_per_step", {"rank": "0"}) == want,
                      f"/metrics to show fsdpscope_allgathers_per_step{{rank=\"0\"}} {want} (fsdp_ref --log)")
@@ -300,6 +330,7 @@ def scenario_equal(args, wrap):
         rc = c.wait()
     finally:
         c.kill()
+        stop_ranks(ranks)
     check(rc == 0, f"collect exited {rc}: {c.stderr()}")
     trace = os.path.abspath(os.path.join(out, "collect.fss"))
     check(os.path.exists(trace), f"no trace at {trace}: {c.stderr()}")
@@ -374,17 +405,10 @@ def scenario_restart(args):
         second.p.send_signal(signal.SIGTERM)
         rc = second.wait(limit=120)
     finally:
-        for p, _ in ranks:
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
         first.kill()
         if second:
             second.kill()
-        for p, log in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            log.close()
+        stop_ranks(ranks)
     check(rc == 0, f"the second collect exited {rc}: {second.stderr()}")
     left = [f for f in os.listdir(out) if f.startswith(".fsdpscope-run.")]
     check(not left, f"a session's folder is left in {out} (the dead one's is merged and removed): {left}")
