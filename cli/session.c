@@ -619,15 +619,8 @@ int session_new(session_t **out, const struct session_options *o)
 		goto fail;
 	}
 	ingest_on_record(s->ing, on_record, s);
-	if (o->leftovers == SESSION_LEFTOVERS_MERGE)
-		handle_leftovers(s);
-	if (merge_spool(s) || s->nmerged) {
-		err = flush_and_remove_merged(s);
-		if (err) {
-			say_failed(s, err);
-			goto fail;
-		}
-	}
+	/* Listening first: nothing is accepted before the first poll, and a
+	 * session that cannot listen has merged (and removed) nothing. */
 	err = run_session_listen(s->rs, s->ing);
 	if (err) {
 		fprintf(stderr, "%s: cannot listen on %s: %s\n", o->prog, s->private_sink, fss_strerror(err));
@@ -637,6 +630,17 @@ int session_new(session_t **out, const struct session_options *o)
 		err = listen_on(s, o->listen[i]);
 		if (err) {
 			fprintf(stderr, "%s: cannot listen on %s: %s\n", o->prog, o->listen[i], fss_strerror(err));
+			goto fail;
+		}
+	}
+	/* What a dead session and the spool hold goes first into the trace,
+	 * so that the agents that reconnect continue their sources. */
+	if (o->leftovers == SESSION_LEFTOVERS_MERGE)
+		handle_leftovers(s);
+	if (merge_spool(s) || s->nmerged) {
+		err = flush_and_remove_merged(s);
+		if (err) {
+			say_failed(s, err);
 			goto fail;
 		}
 	}
