@@ -22,6 +22,9 @@ Scenarios:
               (per rank seq 1..N, no gap, no duplicate, N the collectives
               its process_end counts) and lint gives an undisturbed run's
               verdict (needs the agent's retry and the ingest's resumption)
+  keep        --keep last:2 through the session: the trace keeps the last
+              steps (lint reads the policy in its header), the session's
+              --json-summary covers every step; a bad --keep is refused
   security    a second collect on the default socket is refused (naming the
               first one's pid); the socket's folder is 0700 and the socket
               0600 whatever the umask; a tcp listener keeps its key in a 0600
@@ -517,6 +520,33 @@ def scenario_security(args):
     check(agents == 0 or [r for r in records if r["type"] == "collective"], "the keyed agent's collectives are missing")
 
 
+def scenario_keep(args):
+    """--keep last:2 through the session: the trace keeps the last steps (its
+    header says so: lint's notes), the session's own summary covers them all."""
+    work = fresh(os.path.join(args.work, "keep"))
+    env = dict(os.environ, XDG_RUNTIME_DIR=private_runtime_dir(work))
+    out = os.path.join(work, "run")
+    summary = os.path.join(work, "summary.json")
+    steps = 16
+    r = run([args.fsdpscope, "run", "--out", out, "--keep", "last:2", "--json-summary", summary, "--",
+             args.fsdp_ref, "--backend", "cpu", "--nranks", "2", "--layers", "4", "--wrap", "block",
+             "--steps", str(steps)], env=env)
+    check(r.returncode == 0, f"fsdpscope run --keep last:2 exited {r.returncode}: {r.stderr}")
+    check("the trace holds the last 2 of" in r.stderr, f"run did not say what the trace holds: {r.stderr}")
+    with open(summary) as f:
+        whole = json.load(f)
+    schema_ok(args, summary)
+    kept = lint_json(args, os.path.abspath(os.path.join(out, "trace.fss")))
+    check(whole["steps_seen"] == steps, f"the session's analysis saw {whole['steps_seen']} steps, not {steps}")
+    check(kept["steps_seen"] < steps, f"the last:2 trace holds {kept['steps_seen']} of {steps} steps")
+    check(any("--keep last:2" in n for n in kept["notes"]), f"lint does not read last:2 in the header: {kept['notes']}")
+    check(whole["verdict"] == kept["verdict"] == "diagnosed", "the verdicts differ")
+    check(not [f for f in os.listdir(os.path.join(out)) if f.startswith(".fsdpscope-run.")],
+          "the session's folder (its segments) is left")
+    r = run([args.fsdpscope, "collect", "--keep", "last:0"], env=env, timeout=30)
+    check(r.returncode == 2 and "--keep last:0" in r.stderr, f"collect --keep last:0 was not refused: {r.stderr}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -541,6 +571,11 @@ def main():
                 print("SKIP: fsdp_ref is not built")
                 return SKIP
             scenario_restart(args)
+        elif args.scenario == "keep":
+            if not args.fsdp_ref:
+                print("SKIP: fsdp_ref is not built")
+                return SKIP
+            scenario_keep(args)
         elif args.scenario == "security":
             scenario_security(args)
         else:
