@@ -427,7 +427,17 @@ static int seen_on_record(void *ctx, const struct fss_record_head *rec, const st
 struct filerecs {
 	unsigned char *bytes;
 	size_t len;
+	uint32_t flags, keep_steps; /* the header's */
 };
+
+static int file_on_header(void *ctx, const struct fss_file_header *h)
+{
+	struct filerecs *f = ctx;
+
+	f->flags = h->flags;
+	f->keep_steps = h->keep_steps;
+	return 0;
+}
 
 static int file_on_record(void *ctx, const struct fss_record_head *rec)
 {
@@ -456,7 +466,8 @@ static void test_on_record_and_write_record(void **state)
 	struct filerecs file = {0};
 	struct outrecs o;
 	const struct ingest_stats *st;
-	struct trace_parser_ops ops = {.on_record = file_on_record};
+	struct trace_parser_ops ops = {.on_header = file_on_header, .on_record = file_on_record};
+	struct ingest_options opts = {.keep_flags = FSS_FILE_KEEP_LAST, .keep_steps = 7};
 	struct fss_record_head own[3];
 	char out[128];
 	ingest_t *ing;
@@ -470,7 +481,7 @@ static void test_on_record_and_write_record(void **state)
 	stream_make(&sa, &a);
 	stream_make(&sb, &b);
 	path_in(out, sizeof(out), "callback.fss");
-	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_new(&ing, out, &opts), 0);
 	ingest_on_record(ing, seen_on_record, &seen);
 	fa = connect_pair(ing, "agent a");
 	fb = connect_pair(ing, "agent b");
@@ -497,6 +508,8 @@ static void test_on_record_and_write_record(void **state)
 	assert_int_equal(st->per_source[0].records + st->per_source[1].records, a.n + b.n + seen.markers);
 	/* the file: exactly what the callback kept, in its order */
 	assert_int_equal(trace_read_file(out, &ops, &file, NULL, 0), 0);
+	assert_int_equal(file.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_LAST);
+	assert_int_equal(file.keep_steps, 7);
 	assert_int_equal(file.len, seen.len);
 	assert_memory_equal(file.bytes, seen.bytes, seen.len);
 	out_read(&o, out);
