@@ -988,8 +988,12 @@ static int take_record(ingest_t *ing, struct input *in, const struct fss_record_
 	case MAP_PLAIN:
 		return emit(ing, m->out, rec);
 	case MAP_SINK:
-		if (is_sink_record(rec) && ((const struct fss_rec_sink *)rec)->process_id == m->proc->id)
-			map_follow(m, (const void *)rec); /* a marker, or a sink that starts here */
+		/* A resume marker of a merged trace restarts the numbering; any
+		 * other sink record here is a repeated one, read through the
+		 * layouts like the rest of the repeats. */
+		if (is_sink_record(rec) && ((const struct fss_rec_sink *)rec)->process_id == m->proc->id &&
+		    is_marker((const void *)rec))
+			map_follow(m, (const void *)rec);
 		return take_sink_record(ing, m, rec);
 	}
 	return 0;

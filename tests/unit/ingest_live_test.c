@@ -769,8 +769,8 @@ static void test_continue_partial_trace(void **state)
  */
 static void nested(int read_file_first)
 {
-	struct sinkb s1, f2, s3;
-	struct stream t1, t3;
+	struct sinkb s1, f2, s3, s4;
+	struct stream t1, t3, t4;
 	struct wire_ack ack = {0};
 	const struct ingest_stats *st;
 	struct outrecs o;
@@ -795,28 +795,46 @@ static void nested(int read_file_first)
 	sink_file(&f2, failover);
 	if (read_file_first)
 		assert_int_equal(ingest_add_file(ing, failover), 0);
-	/* the new connection: all of the file, then 15 more */
+	/* the new connection: all of the file, then 40 more; it breaks after
+	 * an ack that lies past the file's records */
 	sink_start(&s3, PROCESS_A, 3, FSS_SINK_SOCKET, &f2, 2, FSS_SINK_FILE, 0, f2.n);
-	sink_colls(&s3, 61, 15);
+	sink_colls(&s3, 61, 40);
 	stream_make(&t3, &s3);
 	fd = connect_pair(ing, "socket 3");
-	push(ing, fd, t3.bytes, t3.len);
+	{
+		size_t c = 0;
+
+		while (c + 2 < t3.nchunks && t3.chunk_records[c] < 3 + f2.n + 10)
+			c++;
+		push(ing, fd, t3.bytes, t3.chunk_end[c]);
+		wait_ack(ing, fd, c + 1, &ack);
+		push(ing, fd, t3.bytes + t3.chunk_end[c], t3.chunk_end[c + 1] + 8 - t3.chunk_end[c]);
+	}
+	hang_up(ing, fd);
+	/* ... and a fourth sink repeats the third from its ack */
+	sink_start(&s4, PROCESS_A, 4, FSS_SINK_SOCKET, &s3, 3, FSS_SINK_SOCKET, ack.records, s3.n - ack.records);
+	sink_colls(&s4, 101, 5);
+	stream_make(&t4, &s4);
+	fd = connect_pair(ing, "socket 4");
+	push(ing, fd, t4.bytes, t4.len);
 	hang_up(ing, fd);
 	assert_int_equal(ingest_finish(ing, &st), 0);
 	assert_int_equal(st->sources, 1);
-	assert_int_equal(st->ndamaged, 1); /* the first connection, cut mid-chunk */
-	assert_int_equal(st->per_source[0].sinks, 3);
+	assert_int_equal(st->ndamaged, 2); /* the first and third connections, cut mid-chunk */
+	assert_int_equal(st->per_source[0].sinks, 4);
 	out_read(&o, out);
 	assert_int_equal(o.nsources, 1);
 	assert_int_equal(o.hellos[0], 1);
-	assert_seqs(&o, 0, 1, 75);
+	assert_seqs(&o, 0, 1, 105);
 	out_free(&o);
 	ingest_free(ing);
 	free(t1.bytes);
 	free(t3.bytes);
+	free(t4.bytes);
 	sink_free(&s1);
 	sink_free(&f2);
 	sink_free(&s3);
+	sink_free(&s4);
 }
 
 static void test_nested_repeat(void **state)
