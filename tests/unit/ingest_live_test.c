@@ -697,7 +697,7 @@ static void test_continue_partial_trace(void **state)
 {
 	struct sinkb s1, s2, other;
 	struct stream t1, t2, to;
-	struct wire_ack ack = {0};
+	struct wire_ack ack = {0}, lost = {0};
 	const struct ingest_stats *st;
 	struct outrecs o;
 	char out[128], dead[128], partial[160], cmd[400];
@@ -721,8 +721,9 @@ static void test_continue_partial_trace(void **state)
 	fd = connect_pair(ing, "socket 1");
 	push(ing, fd, t1.bytes, t1.chunk_end[4]);
 	wait_ack(ing, fd, 5, &ack);
-	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[6] - t1.chunk_end[4]); /* never acked */
-	assert_true(ingest_poll(ing, 10) >= 0);
+	/* two chunks more, written to the file, their acks lost on the way */
+	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[6] - t1.chunk_end[4]);
+	wait_ack(ing, fd, 7, &lost);
 	/* what a SIGKILL leaves: the .partial as it is on disk now */
 	snprintf(partial, sizeof(partial), "%s.partial", out);
 	path_in(dead, sizeof(dead), "dead.fss");
@@ -757,6 +758,75 @@ static void test_continue_partial_trace(void **state)
 	sink_free(&s1);
 	sink_free(&s2);
 	sink_free(&other);
+}
+
+/*
+ * A dead collector had merged two sinks of a process (the second repeating
+ * the first) and acked part of the second; a new collector reads its
+ * partial trace, and the third sink repeats the second from that ack: the
+ * partial trace's resume marker tells the new collector where the second
+ * sink's records stand, so every collective is there once.
+ */
+static void test_continue_merged_partial(void **state)
+{
+	struct sinkb s1, s2, s3;
+	struct stream t1, t2, t3;
+	struct wire_ack ack1 = {0}, ack2 = {0}, lost = {0};
+	const struct ingest_stats *st;
+	struct outrecs o;
+	char out[128], dead[128], cmd[400];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&s1, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&s1, 1, 40);
+	stream_make(&t1, &s1);
+	path_in(out, sizeof(out), "dying2.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	fd = connect_pair(ing, "socket 1");
+	push(ing, fd, t1.bytes, t1.chunk_end[2]);
+	wait_ack(ing, fd, 3, &ack1);
+	hang_up(ing, fd);
+	sink_start(&s2, PROCESS_A, 2, FSS_SINK_SOCKET, &s1, 1, FSS_SINK_SOCKET, ack1.records, s1.n - ack1.records);
+	sink_colls(&s2, 41, 60);
+	stream_make(&t2, &s2);
+	fd = connect_pair(ing, "socket 2");
+	push(ing, fd, t2.bytes, t2.chunk_end[t2.nchunks / 2]);
+	wait_ack(ing, fd, t2.nchunks / 2 + 1, &ack2);
+	/* a chunk more, written to the file, its ack lost on the way */
+	push(ing, fd, t2.bytes + t2.chunk_end[t2.nchunks / 2],
+	     t2.chunk_end[t2.nchunks / 2 + 1] - t2.chunk_end[t2.nchunks / 2]);
+	wait_ack(ing, fd, t2.nchunks / 2 + 2, &lost);
+	path_in(dead, sizeof(dead), "dead2.fss");
+	snprintf(cmd, sizeof(cmd), "cp '%s.partial' '%s'", out, dead);
+	assert_int_equal(system(cmd), 0);
+	close(fd);
+	ingest_free(ing);
+
+	sink_start(&s3, PROCESS_A, 3, FSS_SINK_SOCKET, &s2, 2, FSS_SINK_SOCKET, ack2.records, s2.n - ack2.records);
+	sink_colls(&s3, 101, 10);
+	stream_make(&t3, &s3);
+	path_in(out, sizeof(out), "restarted2.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_add_file(ing, dead), 0);
+	fd = connect_pair(ing, "socket 3");
+	push(ing, fd, t3.bytes, t3.len);
+	hang_up(ing, fd);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->sources, 1);
+	out_read(&o, out);
+	assert_int_equal(o.nsources, 1);
+	assert_int_equal(o.hellos[0], 1);
+	assert_seqs(&o, 0, 1, 110);
+	out_free(&o);
+	ingest_free(ing);
+	free(t1.bytes);
+	free(t2.bytes);
+	free(t3.bytes);
+	sink_free(&s1);
+	sink_free(&s2);
+	sink_free(&s3);
 }
 
 /*
@@ -1152,6 +1222,7 @@ int main(void)
 		cmocka_unit_test(test_ack_at_one_mib),
 		cmocka_unit_test(test_continue_connection),
 		cmocka_unit_test(test_continue_partial_trace),
+		cmocka_unit_test(test_continue_merged_partial),
 		cmocka_unit_test(test_nested_repeat),
 		cmocka_unit_test(test_rotate),
 		cmocka_unit_test(test_no_sink_records),
