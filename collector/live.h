@@ -97,8 +97,9 @@ struct live_rank {
 	uint64_t collectives_missing;  /* calls made and not recorded (sequence gaps) */
 	uint64_t collectives;          /* collective records */
 	uint64_t last_ns;              /* latest host time in any of its records */
-	int64_t lateness_ns;           /* how late it enters the FSDP collectives vs the earliest rank
-	                                  (median of the last diagnosis), 0 when not known */
+	int64_t lateness_ns;           /* how late it enters collectives, per step: the last diagnosis'
+	                                  analysis_rank.late_ns_per_step (what the other ranks waited
+	                                  for it), 0 when not known */
 	struct live_step last;         /* last completed step (ordinal 0, step_ns 0: none yet) */
 	struct live_totals totals;
 	size_t nwindow;                /* steps in window[], oldest first */
@@ -180,6 +181,10 @@ void live_step_cb(void *live, const struct analysis_step_info *step);
 void live_set_diagnosis(live_t *l, const struct analysis_result *r, const struct live_finding *findings,
 			size_t nfindings);
 
+/* live_memory - the bytes the live state holds: it grows with the sources
+ * (processes) it has seen, never with steps or records. */
+size_t live_memory(const live_t *l);
+
 /* ---- the board: copies of the view for readers on other threads ---------- */
 
 typedef struct live_board live_board_t;
@@ -204,8 +209,9 @@ void live_view_free(struct live_view *v);
 const struct live_view *live_board_acquire(live_board_t *b);
 void live_board_release(live_board_t *b, const struct live_view *v);
 
-/* live_board_wait - wait up to timeout_ms for a generation newer than
- * `seen`; returns the newest generation (== seen on timeout). */
+/* live_board_wait - wait up to timeout_ms (-1: until a publish or close)
+ * for a generation newer than `seen`; returns the newest generation (==
+ * seen on timeout). */
 uint64_t live_board_wait(live_board_t *b, uint64_t seen, int timeout_ms);
 
 /* live_board_close - wake every waiter for good (the session ends). */
