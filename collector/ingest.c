@@ -71,6 +71,9 @@
  * of repeats followed. */
 #define PROCESS_SINKS_MAX 32
 #define SINK_CHAIN_MAX 16
+/* A resume marker's repeat_first for "the records that follow are the
+ * session's own (ingest_write_record), outside every sink's numbering". */
+#define RESUME_NONE UINT64_MAX
 
 enum input_kind {
 	INPUT_CONNECTION,
@@ -98,9 +101,14 @@ struct process {
 	size_t nsinks;
 	/* Where the output's own record of the source stands: the next record
 	 * written is read by a later reader as sink out_serial's record
-	 * out_next; a record of another name is preceded by a resume marker. */
+	 * out_next; a record of another name is preceded by a resume marker.
+	 * Records the record callback leaves out (a keep policy, many of them)
+	 * only make the reader's count fall behind (drifting): one marker at
+	 * the end of the output chunk, with real_next, puts it right again. */
 	uint32_t out_serial;
 	uint64_t out_next;
+	uint64_t real_next;   /* the index in out_serial after the last record taken */
+	int drifting;         /* on the ingest's dirty list */
 };
 
 /* What the output keeps of a source to re-state it in a new file. */
@@ -233,6 +241,10 @@ struct ingest {
 	uint64_t file_records_before; /* records and bytes of the files closed by ingest_rotate */
 	uint64_t file_bytes_before;
 	size_t acks_blocked;         /* connections with ack_blocked set */
+	struct process **dirty;      /* processes drifting: a marker is due before the chunk is written */
+	size_t ndirty, capdirty;
+	uint32_t chunk_cap;          /* the output's chunk payload (as the writer clamps it) */
+	uint32_t chunk_used;         /* bytes in the writer's pending chunk */
 	_Alignas(8) unsigned char record[UINT16_MAX + 1]; /* one record being copied */
 	unsigned char readbuf[64 << 10];
 };
@@ -376,22 +388,29 @@ static void acks_after_write(ingest_t *ing)
 
 /* After an append: did the writer write a full chunk out? Then every
  * record before this one is on disk. */
-static void note_append(ingest_t *ing)
+static void note_append(ingest_t *ing, uint16_t size)
 {
 	uint64_t bytes = trace_writer_bytes(ing->out);
 
 	ing->appended++;
+	ing->chunk_used += size;
 	if (bytes != ing->writer_bytes) {
+		ing->chunk_used = size; /* the record opened the next chunk */
 		ing->writer_bytes = bytes;
 		ing->on_disk = ing->appended - 1;
 		acks_after_write(ing);
 	}
 }
 
+static int markers_due(ingest_t *ing);
+
 /* Write the pending chunk, then ack. */
 static int flush_and_ack(ingest_t *ing)
 {
-	int err = trace_writer_flush(ing->out);
+	int err = markers_due(ing);
+
+	if (!err)
+		err = trace_writer_flush(ing->out);
 
 	if (err) {
 		if (!ing->write_error)
@@ -399,12 +418,13 @@ static int flush_and_ack(ingest_t *ing)
 		return err;
 	}
 	ing->writer_bytes = trace_writer_bytes(ing->out);
+	ing->chunk_used = 0;
 	ing->on_disk = ing->appended;
 	acks_after_write(ing);
 	return 0;
 }
 
-static int append_out(ingest_t *ing, const void *rec)
+static int append_raw(ingest_t *ing, const void *rec)
 {
 	int err;
 
@@ -417,8 +437,24 @@ static int append_out(ingest_t *ing, const void *rec)
 		ing->write_error = err;
 		return err;
 	}
-	note_append(ing);
+	note_append(ing, ((const struct fss_record_head *)rec)->size);
 	return 0;
+}
+
+/* Append a record; first, when it would close the pending chunk, the
+ * markers due, so that every chunk on disk ends with the sources' counts
+ * right. */
+static int append_out(ingest_t *ing, const void *rec)
+{
+	uint16_t size = ((const struct fss_record_head *)rec)->size;
+
+	if (ing->ndirty && (uint64_t)ing->chunk_used + size + ing->ndirty * sizeof(struct fss_rec_sink) > ing->chunk_cap) {
+		int err = markers_due(ing);
+
+		if (err)
+			return err;
+	}
+	return append_raw(ing, rec);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -804,12 +840,14 @@ static enum sink_part sink_part_of(const struct sink_info *si, uint64_t index)
 	return PART_OWN;
 }
 
-/* A resume marker in the output before the next record of p, which a
- * later reader reads as sink `serial`'s record `index`. */
+/* A resume marker in the output: the next record of p is read by a later
+ * reader as sink `serial`'s record `index`, and the records before it are
+ * held. Written to the file only (it says nothing to an analysis). */
 static int write_marker(ingest_t *ing, struct process *p, uint32_t serial, uint64_t index)
 {
 	const struct sink_info *si = sink_find(p, serial);
 	struct fss_rec_sink k;
+	int err;
 
 	record_init(&k, FSS_REC_SINK, sizeof(k), p->out);
 	k.process_id = p->id;
@@ -818,7 +856,52 @@ static int write_marker(ingest_t *ing, struct process *p, uint32_t serial, uint6
 	k.prev_serial = serial;
 	k.prev_kind = k.kind;
 	k.repeat_first = index;
-	return emit_record(ing, p->out, &k.head, 1);
+	err = append_raw(ing, &k);
+	if (err == 0) {
+		p->out_serial = serial;
+		p->out_next = index;
+		p->drifting = 0;
+	}
+	return err;
+}
+
+/* Where a marker for p's current sink resumes: past every record of it
+ * the output has taken (written, left out, or held). */
+static uint64_t resume_index(struct process *p)
+{
+	const struct sink_info *si = sink_find(p, p->out_serial);
+	uint64_t next = p->real_next;
+
+	if (p->out_next != RESUME_NONE && p->out_next > next)
+		next = p->out_next;
+	return si && si->held > next ? si->held : next;
+}
+
+/* The markers of the drifting processes, before a chunk is written. */
+static int markers_due(ingest_t *ing)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < ing->ndirty && !err; i++) {
+		struct process *p = ing->dirty[i];
+
+		if (p->drifting)
+			err = write_marker(ing, p, p->out_serial, resume_index(p));
+	}
+	if (!err)
+		ing->ndirty = 0;
+	return err;
+}
+
+static int drifting_add(ingest_t *ing, struct process *p)
+{
+	if (p->drifting)
+		return 0;
+	if (grow((void **)&ing->dirty, &ing->capdirty, ing->ndirty + 1, sizeof(*ing->dirty), 8))
+		return -ENOMEM;
+	ing->dirty[ing->ndirty++] = p;
+	p->drifting = 1;
+	return 0;
 }
 
 /*
@@ -834,11 +917,31 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	uint64_t index[SINK_CHAIN_MAX];
 	enum sink_part part;
 	size_t depth = 0, k;
+	uint64_t held_from = 0;
 	int held = 0, err;
 
+	if (m->index == RESUME_NONE) {
+		/* a session's own record (a resume marker said so): outside the
+		 * numbering, written as it is */
+		if (p->out_serial != m->serial || p->out_next != RESUME_NONE) {
+			err = write_marker(ing, p, m->serial, RESUME_NONE);
+			if (err)
+				return err;
+		}
+		err = emit_record(ing, p->out, rec, 0);
+		return err < 0 ? err : 0;
+	}
 	serial[0] = m->serial;
 	index[0] = m->index;
-	m->index = m->jump_at && m->index + 1 == m->jump_at ? m->jump_to : m->index + 1;
+	if (m->jump_at && m->index + 1 == m->jump_at) {
+		/* the last of a resume marker's preamble: after it, the records
+		 * are from its index on, and what comes before that is held */
+		m->index = m->jump_to;
+		if (m->jump_to != RESUME_NONE)
+			held_from = m->jump_to;
+	} else {
+		m->index++;
+	}
 	for (;;) {
 		struct sink_info *si = sink_find(p, serial[depth]);
 
@@ -862,6 +965,8 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 
 		if (index[k] + 1 > si->held)
 			si->held = index[k] + 1;
+		if (k == 0 && held_from > si->held)
+			si->held = held_from;
 	}
 	if (part == PART_SINK && is_sink_record(rec)) {
 		const struct fss_rec_sink *ks = (const void *)rec;
@@ -883,7 +988,7 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	}
 	if (part != PART_OWN && serial[depth] != p->founding)
 		return 0; /* a later sink's re-statement of the process: the source has it */
-	if (p->out_serial != serial[0] || p->out_next != index[0]) {
+	if (p->out_serial != serial[0] || p->out_next == RESUME_NONE || (p->out_next != index[0] && !p->drifting)) {
 		err = write_marker(ing, p, serial[0], index[0]);
 		if (err)
 			return err;
@@ -891,9 +996,11 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	err = emit_record(ing, p->out, rec, 0);
 	if (err < 0)
 		return err;
-	p->out_serial = serial[0];
-	/* a record left out of the file leaves a hole a reader must be told of */
-	p->out_next = err ? UINT64_MAX : index[0] + 1;
+	p->real_next = index[0] + 1;
+	if (err == 0)
+		p->out_next++; /* as the reader counts it */
+	else if (drifting_add(ing, p))
+		return -ENOMEM; /* left out: the reader's count falls behind until the next marker */
 	return 0;
 }
 
@@ -1429,6 +1536,12 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing->wopts.keep_flags = opts ? opts->keep_flags : 0;
 	ing->wopts.keep_steps = opts ? opts->keep_steps : 0;
 	ing->flush_ns = (uint64_t)(opts && opts->flush_ms ? opts->flush_ms : INGEST_FLUSH_MS_DEFAULT) * 1000000u;
+	/* as trace_writer clamps it */
+	ing->chunk_cap = ing->wopts.chunk_payload ? ing->wopts.chunk_payload : FSS_CHUNK_DEFAULT_PAYLOAD;
+	if (ing->chunk_cap > FSS_CHUNK_MAX_PAYLOAD)
+		ing->chunk_cap = FSS_CHUNK_MAX_PAYLOAD;
+	if (ing->chunk_cap < FSS_RECORD_MAX_BYTES)
+		ing->chunk_cap = FSS_RECORD_MAX_BYTES;
 	if (opts && opts->key) {
 		memcpy(ing->key, opts->key, WIRE_KEY_BYTES);
 		ing->has_key = 1;
@@ -1652,10 +1765,24 @@ void ingest_on_record(ingest_t *ing, ingest_record_fn fn, void *ctx)
 
 int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec)
 {
+	struct process *p;
+	int err;
+
 	if (ing->finished)
 		return -EALREADY;
 	if (rec->size < sizeof(*rec) || rec->size % 8)
 		return -EINVAL;
+	p = rec->source < ing->stats.sources ? ing->outs[rec->source].proc : NULL;
+	if (p && p->out_next != RESUME_NONE) {
+		/* a reader must not count it as the sink's next record: a marker
+		 * says so, another after it resumes the numbering (at the latest
+		 * when the chunk is written) */
+		err = write_marker(ing, p, p->out_serial, RESUME_NONE);
+		if (!err)
+			err = drifting_add(ing, p);
+		if (err)
+			return err;
+	}
 	return append_out(ing, rec);
 }
 
@@ -1686,7 +1813,8 @@ static int restate_source(ingest_t *ing, uint32_t i)
 			k.preamble = (uint16_t)part;
 			k.prev_serial = k.serial;
 			k.prev_kind = k.kind;
-			k.repeat_first = o->proc->out_next;
+			k.repeat_first = resume_index(o->proc);
+			o->proc->out_next = k.repeat_first;
 			err = append_out(ing, &k);
 		}
 		for (size_t j = 0; j < part && !err; j++)
@@ -1709,6 +1837,12 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	err = trace_writer_open(&w, path, &ing->wopts);
 	if (err)
 		return err;
+	err = markers_due(ing);
+	if (err) {
+		trace_writer_close(w);
+		unlink(path);
+		return err;
+	}
 	ing->file_records_before += trace_writer_records(ing->out);
 	err = trace_writer_close(ing->out);
 	if (!err) {
@@ -1731,6 +1865,7 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	ing->on_disk = ing->appended;
 	acks_after_write(ing);
 	ing->writer_bytes = trace_writer_bytes(w);
+	ing->chunk_used = 0;
 	for (uint32_t i = 0; i < ing->stats.sources && !err; i++)
 		err = restate_source(ing, i);
 	return err;
@@ -1841,6 +1976,8 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 		err = ing->write_error;
 	if (!err)
 		err = write_exits(ing);
+	if (!err)
+		err = markers_due(ing);
 	/* Flush first, so that the byte count includes the last chunk. */
 	flush_err = trace_writer_flush(ing->out);
 	ing->stats.records = ing->file_records_before + trace_writer_records(ing->out);
@@ -1897,6 +2034,7 @@ void ingest_free(ingest_t *ing)
 	for (size_t i = 0; i < ing->nprocs; i++)
 		free(ing->procs[i]);
 	free(ing->procs);
+	free(ing->dirty);
 	free(ing->sources);
 	sources_free(ing->layer);
 	if (ing->epfd >= 0)

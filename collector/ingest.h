@@ -74,9 +74,9 @@ struct ingest_options {
  * source number was rewritten (head.source is the output's), with the
  * per-source layer's view of that source (NULL for a record of no source):
  * the session feeds its live analysis from here, so what it analyses is
- * exactly what the trace holds. Resume markers (sink records the ingest
- * writes) come through here too; records the output already held do not.
- * The callback may call ingest_write_record. Return 0 to write the record
+ * exactly what the trace holds. Records the output already held do not
+ * come through here, nor the resume markers the ingest writes (the file
+ * only). The callback may call ingest_write_record. Return 0 to write the record
  * to the trace file, 1 to leave it out of the file (a --keep policy: it is
  * still counted in the stats as received, and acked), or a negative errno
  * to fail the ingest.
