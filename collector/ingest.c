@@ -241,6 +241,9 @@ struct ingest {
 	uint64_t file_records_before; /* records and bytes of the files closed by ingest_rotate */
 	uint64_t file_bytes_before;
 	size_t acks_blocked;         /* connections with ack_blocked set */
+	int taking;                  /* inside take_record (the record callback may run) */
+	trace_writer_t *next_out;    /* a rotation asked for meanwhile: its file, opened */
+	char *next_path;
 	struct process **dirty;      /* processes drifting: a marker is due before the chunk is written */
 	size_t ndirty, capdirty;
 	uint32_t chunk_cap;          /* the output's chunk payload (as the writer clamps it) */
@@ -937,6 +940,7 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 		/* the last of a resume marker's preamble: after it, the records
 		 * are from its index on, and what comes before that is held */
 		m->index = m->jump_to;
+		m->jump_at = 0; /* once: the index may land below the jump again */
 		if (m->jump_to != RESUME_NONE)
 			held_from = m->jump_to;
 	} else {
@@ -1106,6 +1110,8 @@ static int take_record(ingest_t *ing, struct input *in, const struct fss_record_
 	return 0;
 }
 
+static int rotate_pending(ingest_t *ing);
+
 /* Parser callback: one verified record of an input. The parser gives at
  * least head.size bytes as the writer wrote them (zero-extended beyond that
  * for an older writer): exactly those are copied. */
@@ -1114,10 +1120,16 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	struct input *in = ctx;
 	ingest_t *ing = in->ing;
 
+	int rc, err;
+
 	ing->arrived = 1;
 	if (rec->source == FSS_SOURCE_NONE)
 		return 0; /* an input's trace_end: the output's writer ends it with its own */
-	return take_record(ing, in, rec);
+	ing->taking = 1;
+	rc = take_record(ing, in, rec);
+	ing->taking = 0;
+	err = rotate_pending(ing);
+	return rc ? rc : err;
 }
 
 /* Parser callback: a chunk of a connection's stream is wholly taken: it may
@@ -1824,23 +1836,16 @@ static int restate_source(ingest_t *ing, uint32_t i)
 	return err;
 }
 
-int ingest_rotate(ingest_t *ing, const char *path)
+/* Switch to the new file w at path: the current one ends with its markers
+ * and is closed, the new one re-states every source. */
+static int rotate_now(ingest_t *ing, trace_writer_t *w, char *path)
 {
-	trace_writer_t *w;
-	int err;
+	int err = markers_due(ing);
 
-	if (ing->finished)
-		return -EALREADY;
-	if (ing->write_error)
-		return ing->write_error;
-	/* open the next file first: a failure leaves the current one going */
-	err = trace_writer_open(&w, path, &ing->wopts);
-	if (err)
-		return err;
-	err = markers_due(ing);
 	if (err) {
 		trace_writer_close(w);
 		unlink(path);
+		free(path);
 		return err;
 	}
 	ing->file_records_before += trace_writer_records(ing->out);
@@ -1854,9 +1859,7 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	ing->out = w;
 	ing->stats.files_written++;
 	free(ing->path);
-	ing->path = strdup(path);
-	if (!err && !ing->path)
-		err = -ENOMEM;
+	ing->path = path;
 	if (err) {
 		ing->write_error = err;
 		return err;
@@ -1869,6 +1872,48 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	for (uint32_t i = 0; i < ing->stats.sources && !err; i++)
 		err = restate_source(ing, i);
 	return err;
+}
+
+/* A rotation asked for inside the record callback happens once the input
+ * record being handed over is taken whole (a hello and its sink record stay
+ * in one file). */
+static int rotate_pending(ingest_t *ing)
+{
+	trace_writer_t *w = ing->next_out;
+
+	if (!w)
+		return 0;
+	ing->next_out = NULL;
+	return rotate_now(ing, w, ing->next_path);
+}
+
+int ingest_rotate(ingest_t *ing, const char *path)
+{
+	trace_writer_t *w;
+	char *copy;
+	int err;
+
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->write_error)
+		return ing->write_error;
+	if (ing->next_out)
+		return -EBUSY; /* one rotation per record */
+	copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	/* open the next file first: a failure leaves the current one going */
+	err = trace_writer_open(&w, path, &ing->wopts);
+	if (err) {
+		free(copy);
+		return err;
+	}
+	if (ing->taking) {
+		ing->next_out = w;
+		ing->next_path = copy;
+		return 0;
+	}
+	return rotate_now(ing, w, copy);
 }
 static void listeners_close(ingest_t *ing)
 {

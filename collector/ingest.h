@@ -225,8 +225,11 @@ int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec);
  * the closed file holds. The re-stated records are not passed to the record
  * callback (the session has them). ingest_add_file of the files in order
  * gives back one source per process (sources with sink records; others are
- * re-stated as sources of their own). 0 or -errno (the new file could not
- * be made: the current one goes on).
+ * re-stated as sources of their own). Called from the record callback, the
+ * new file is made at once and the switch happens when the input record
+ * being handed over is taken whole (it, and a hello's sink record with it,
+ * end the closing file); a second call before then is -EBUSY. 0 or -errno
+ * (the new file could not be made: the current one goes on).
  */
 int ingest_rotate(ingest_t *ing, const char *path);
 

@@ -1035,6 +1035,95 @@ static void test_rotate(void **state)
 	sink_free(&b);
 }
 
+struct rotating {
+	ingest_t *ing;
+	uint64_t n, at;
+	const char *path;
+	int rc;
+};
+
+static int rotate_on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	struct rotating *r = ctx;
+
+	(void)rec;
+	(void)src;
+	if (++r->n == r->at)
+		r->rc = ingest_rotate(r->ing, r->path);
+	return 0;
+}
+
+/*
+ * Rotation from inside the record callback, as a session's keep policy does
+ * it, at every early record (between a hello and its sink record, inside a
+ * preamble): the two files read back in order give one source per process
+ * with every collective once, and the second alone keeps its whole
+ * re-statement.
+ */
+static void test_rotate_in_callback(void **state)
+{
+	struct sinkb a, b;
+	char fa[128], fb[128], seg1[128], seg2[128], joined[128];
+	const struct ingest_stats *st;
+	struct outrecs o;
+
+	(void)state;
+	sink_start(&a, PROCESS_A, 1, FSS_SINK_FILE, NULL, 0, 0, 0, 0);
+	sink_colls(&a, 1, 30);
+	sink_start(&b, PROCESS_B, 1, FSS_SINK_FILE, NULL, 0, 0, 0, 0);
+	sink_colls(&b, 1, 30);
+	path_in(fa, sizeof(fa), "rank-a.fss");
+	path_in(fb, sizeof(fb), "rank-b.fss");
+	sink_file(&a, fa);
+	sink_file(&b, fb);
+	for (uint64_t at = 1; at <= 12; at++) {
+		struct rotating r = {.at = at};
+		ingest_t *ing;
+
+		path_in(seg1, sizeof(seg1), "cb-seg1.fss");
+		path_in(seg2, sizeof(seg2), "cb-seg2.fss");
+		path_in(joined, sizeof(joined), "cb-joined.fss");
+		assert_int_equal(ingest_new(&ing, seg1, NULL), 0);
+		r.ing = ing;
+		r.path = seg2;
+		ingest_on_record(ing, rotate_on_record, &r);
+		assert_int_equal(ingest_add_file(ing, fa), 0);
+		assert_int_equal(ingest_add_file(ing, fb), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		assert_int_equal(r.rc, 0);
+		assert_int_equal(st->files_written, 2);
+		ingest_free(ing);
+
+		assert_int_equal(ingest_new(&ing, joined, NULL), 0);
+		assert_int_equal(ingest_add_file(ing, seg1), 0);
+		assert_int_equal(ingest_add_file(ing, seg2), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		ingest_free(ing);
+		out_read(&o, joined);
+		assert_int_equal(o.nsources, 2);
+		for (uint32_t s = 0; s < 2; s++) {
+			assert_int_equal(o.hellos[s], 1);
+			assert_int_equal(o.comms[s], 1);
+			assert_seqs(&o, s, 1, 30);
+		}
+		out_free(&o);
+
+		assert_int_equal(ingest_new(&ing, joined, NULL), 0);
+		assert_int_equal(ingest_add_file(ing, seg2), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		ingest_free(ing);
+		out_read(&o, joined);
+		assert_int_equal(o.nsources, 2);
+		for (uint32_t s = 0; s < 2; s++) {
+			assert_int_equal(o.strings[s], 2);
+			assert_int_equal(o.comms[s], 1);
+		}
+		out_free(&o);
+	}
+	sink_free(&a);
+	sink_free(&b);
+}
+
 /* Inputs without sink records behave as before: a reconnecting process is
  * a new source, each hello is written. */
 static void test_no_sink_records(void **state)
@@ -1254,6 +1343,7 @@ int main(void)
 		cmocka_unit_test(test_continue_merged_partial),
 		cmocka_unit_test(test_nested_repeat),
 		cmocka_unit_test(test_rotate),
+		cmocka_unit_test(test_rotate_in_callback),
 		cmocka_unit_test(test_no_sink_records),
 		cmocka_unit_test(test_tcp_key),
 		cmocka_unit_test(test_connection_sources_capped),
