@@ -923,6 +923,8 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	uint64_t held_from = 0;
 	int held = 0, err;
 
+	if (rec->type == FSS_REC_STEP_SUMMARY)
+		return emit(ing, p->out, rec); /* a collector's own record: in no sink's numbering */
 	if (m->index == RESUME_NONE) {
 		/* a session's own record (a resume marker said so): outside the
 		 * numbering, written as it is */
@@ -1785,7 +1787,7 @@ int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec)
 	if (rec->size < sizeof(*rec) || rec->size % 8)
 		return -EINVAL;
 	p = rec->source < ing->stats.sources ? ing->outs[rec->source].proc : NULL;
-	if (p && p->out_next != RESUME_NONE) {
+	if (p && p->out_next != RESUME_NONE && rec->type != FSS_REC_STEP_SUMMARY) {
 		/* a reader must not count it as the sink's next record: a marker
 		 * says so, another after it resumes the numbering (at the latest
 		 * when the chunk is written) */

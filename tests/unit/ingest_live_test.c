@@ -840,6 +840,111 @@ static void test_continue_merged_partial(void **state)
 	sink_free(&s3);
 }
 
+/* Source src holds the collectives first..last, each once, in any order. */
+static void assert_seq_set(const struct outrecs *o, uint32_t src, uint64_t first, uint64_t last)
+{
+	unsigned char *seen = calloc(last - first + 1, 1);
+
+	assert_non_null(seen);
+	assert_true(src < o->nsources);
+	assert_int_equal(o->nseqs[src], last - first + 1);
+	for (size_t i = 0; i < o->nseqs[src]; i++) {
+		uint64_t q = o->seqs[src][i];
+
+		assert_true(q >= first && q <= last);
+		assert_false(seen[q - first]);
+		seen[q - first] = 1;
+	}
+	free(seen);
+}
+
+/* A keep policy's way: every third collective is left out of the file and
+ * written back by the session with the next record (held back one). */
+struct holding {
+	ingest_t *ing;
+	_Alignas(8) unsigned char held[SLOT];
+	int have;
+};
+
+static int hold_on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	struct holding *h = ctx;
+
+	(void)src;
+	if (h->have) {
+		h->have = 0;
+		assert_int_equal(ingest_write_record(h->ing, (const void *)h->held), 0);
+	}
+	if (rec->type == FSS_REC_COLLECTIVE && ((const struct fss_rec_collective *)rec)->seq % 3 == 0) {
+		memcpy(h->held, rec, rec->size);
+		h->have = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Records the session left out and wrote back itself (out of their order)
+ * are no sink's records to a later reader: a dead collector's partial trace
+ * full of them, continued from its ack, still gives every collective once.
+ */
+static void test_continue_session_records(void **state)
+{
+	struct sinkb s1, s2;
+	struct stream t1, t2;
+	struct wire_ack ack = {0}, lost = {0};
+	struct holding h = {0};
+	const struct ingest_stats *st;
+	struct outrecs o;
+	char out[128], dead[128], cmd[400];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&s1, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&s1, 1, 100);
+	stream_make(&t1, &s1);
+	path_in(out, sizeof(out), "holding.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	h.ing = ing;
+	ingest_on_record(ing, hold_on_record, &h);
+	fd = connect_pair(ing, "socket 1");
+	push(ing, fd, t1.bytes, t1.chunk_end[4]);
+	wait_ack(ing, fd, 5, &ack);
+	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[7] - t1.chunk_end[4]);
+	wait_ack(ing, fd, 8, &lost); /* written; the agent never got this ack */
+	path_in(dead, sizeof(dead), "holding-dead.fss");
+	snprintf(cmd, sizeof(cmd), "cp '%s.partial' '%s'", out, dead);
+	assert_int_equal(system(cmd), 0);
+	close(fd);
+	ingest_free(ing);
+
+	sink_start(&s2, PROCESS_A, 2, FSS_SINK_SOCKET, &s1, 1, FSS_SINK_SOCKET, ack.records, s1.n - ack.records);
+	sink_colls(&s2, 101, 20);
+	stream_make(&t2, &s2);
+	path_in(out, sizeof(out), "holding-restarted.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_add_file(ing, dead), 0);
+	fd = connect_pair(ing, "socket 2");
+	push(ing, fd, t2.bytes, t2.len);
+	hang_up(ing, fd);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->sources, 1);
+	out_read(&o, out);
+	assert_int_equal(o.nsources, 1);
+	/* the dead collector's last held-back record never came back: the one
+	 * before its end, if it was held then (it is in no file) */
+	/* (the dead collector's last record taken was not one held back: a
+	 * held one is acked as left out before the session writes it) */
+	assert_seq_set(&o, 0, 1, 120);
+	out_free(&o);
+	ingest_free(ing);
+	free(t1.bytes);
+	free(t2.bytes);
+	sink_free(&s1);
+	sink_free(&s2);
+}
+
 /*
  * socket -> file -> socket: the first connection broke; the agent wrote a
  * failover file repeating what was not acked, then a collector answered
@@ -1341,6 +1446,7 @@ int main(void)
 		cmocka_unit_test(test_continue_connection),
 		cmocka_unit_test(test_continue_partial_trace),
 		cmocka_unit_test(test_continue_merged_partial),
+		cmocka_unit_test(test_continue_session_records),
 		cmocka_unit_test(test_nested_repeat),
 		cmocka_unit_test(test_rotate),
 		cmocka_unit_test(test_rotate_in_callback),
