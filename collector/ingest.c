@@ -402,6 +402,7 @@ static void note_append(ingest_t *ing, uint16_t size)
 		ing->writer_bytes = bytes;
 		ing->on_disk = ing->appended - 1;
 		acks_after_write(ing);
+		ing->arrived = 1; /* this record waits in the next chunk: the timer writes it */
 	}
 }
 

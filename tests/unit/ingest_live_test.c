@@ -601,6 +601,49 @@ static void test_acks_after_flush(void **state)
 }
 
 /*
+ * The flush interval alone (no ingest_flush call) writes and acks every
+ * chunk sent, the records left in the output's pending chunk after the
+ * writer wrote a full one included.
+ */
+static void test_acks_by_interval(void **state)
+{
+	struct ingest_options opts = {.flush_ms = 1};
+	struct sinkb a;
+	struct stream s;
+	struct wire_ack ack = {0};
+	int64_t deadline;
+	char out[128];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&a, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&a, 1, 100);
+	stream_make(&s, &a);
+	/* output chunks of many sizes, so that in some the stream's last record
+	 * sent fills one (and waits alone in the next) */
+	for (uint32_t size = 512; size < 1600; size += 8) {
+		opts.chunk_payload = size;
+		path_in(out, sizeof(out), "interval.fss");
+		assert_int_equal(ingest_new(&ing, out, &opts), 0);
+		fd = connect_pair(ing, "agent");
+		push(ing, fd, s.bytes, s.chunk_end[s.nchunks - 2]);
+		memset(&ack, 0, sizeof(ack));
+		deadline = now_ms() + 20000;
+		while (!ack_read(fd, &ack) || ack.chunks < s.nchunks - 1) {
+			assert_true(now_ms() < deadline);
+			assert_true(ingest_poll(ing, 10) >= 0);
+		}
+		assert_int_equal(ack.chunks, s.nchunks - 1);
+		assert_int_equal(ack.records, s.chunk_records[s.nchunks - 2]);
+		close(fd);
+		ingest_free(ing);
+	}
+	free(s.bytes);
+	sink_free(&a);
+}
+
+/*
  * More than 1 MiB unacknowledged makes the ingest write and ack at once,
  * without a flush call and with the flush interval far away.
  */
@@ -1453,6 +1496,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_on_record_and_write_record),
 		cmocka_unit_test(test_acks_after_flush),
+		cmocka_unit_test(test_acks_by_interval),
 		cmocka_unit_test(test_ack_at_one_mib),
 		cmocka_unit_test(test_continue_connection),
 		cmocka_unit_test(test_continue_partial_trace),
