@@ -53,7 +53,7 @@
 /* Sources one input may carry: a file (a merged trace, its ranks), and a
  * connection (an agent has one), which must stay cheap whatever it sends. */
 #define INGEST_MAX_SOURCES_PER_INPUT 65536u
-#define INGEST_MAX_SOURCES_PER_CONNECTION 64u
+#define INGEST_MAX_SOURCES_PER_CONNECTION 1024u
 /* The largest hello kept waiting for its source's next record; a larger
  * one (no writer makes one) starts a source of its own at once. */
 #define INGEST_HELLO_WAIT_MAX 512u

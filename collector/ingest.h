@@ -39,7 +39,7 @@
  * chunk it sent; the rest is dropped and reported (which process, at what
  * offset, why). No input can stop another: the ingest never aborts on bad
  * input. Memory per connection is bounded by one chunk (the parser's buffer)
- * and a few fixed-size states: at most 64 sources a connection, each with
+ * and a few fixed-size states: at most 1024 sources a connection, each with
  * at most one waiting hello (files: 65536 sources).
  *
  * Threading: an ingest_t is used by one thread at a time (the caller's

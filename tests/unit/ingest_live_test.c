@@ -1419,7 +1419,7 @@ static void test_tcp_key(void **state)
 	sink_free(&a);
 }
 
-/* A connection costs little whatever it sends: past 64 sources it is cut
+/* A connection costs little whatever it sends: past 1024 sources it is cut
  * and reported, the others keep their records. */
 static void test_connection_sources_capped(void **state)
 {
@@ -1438,7 +1438,7 @@ static void test_connection_sources_capped(void **state)
 	assert_int_equal(ingest_new(&ing, out, NULL), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(ingest_add_fd(ing, sv[1], "many"), 0);
-	/* 100 sources, each a hello and a collective (no sink record) */
+	/* 1100 sources, each a hello and a collective (no sink record) */
 	{
 		FILE *f = tmpfile();
 		struct stat sst;
@@ -1446,7 +1446,7 @@ static void test_connection_sources_capped(void **state)
 
 		assert_non_null(f);
 		assert_int_equal(trace_writer_open_fd(&w, fileno(f), &wopts), 0);
-		for (uint32_t src = 0; src < 100; src++) {
+		for (uint32_t src = 0; src < 1100; src++) {
 			((struct fss_record_head *)a.r[0])->source = src;
 			((struct fss_record_head *)a.r[a.n - 1])->source = src;
 			assert_int_equal(trace_writer_append(w, a.r[0]), 0);
@@ -1464,10 +1464,10 @@ static void test_connection_sources_capped(void **state)
 	}
 	hang_up(ing, sv[0]);
 	assert_int_equal(ingest_finish(ing, &st), 0);
-	assert_int_equal(st->sources, 64);
-	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 64);
+	assert_int_equal(st->sources, 1024);
+	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 1024);
 	assert_int_equal(st->ndamaged, 1);
-	assert_non_null(strstr(st->damage[0], "more than 64 sources in one connection"));
+	assert_non_null(strstr(st->damage[0], "more than 1024 sources in one connection"));
 	ingest_free(ing);
 	sink_free(&a);
 }
