@@ -1312,8 +1312,10 @@ static ssize_t input_key(ingest_t *ing, struct input *in, const unsigned char *d
 	if (in->key_have < WIRE_KEY_HELLO_BYTES)
 		return (ssize_t)take;
 	in->key_wanted = 0;
-	if (wire_key_check(ing->key, in->key_got))
+	if (wire_key_check(ing->key, in->key_got)) {
+		ack_send(ing, in); /* the ack of nothing, as connection_add sends a unix peer */
 		return (ssize_t)take;
+	}
 	ing->stats.refused_keys++;
 	add_damage(ing, text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
 				 in->origin, in->peer ? in->peer : "unknown"));
@@ -1461,6 +1463,11 @@ static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, in
 		return err;
 	}
 	ing->open_connections++;
+	/* The ack of nothing: tells the agent at once that this is a collector
+	 * that acks (it then repeats what a failure leaves unacked, and sends a
+	 * failover file without waiting). A tcp peer gets it once its key checks out. */
+	if (!key_wanted)
+		ack_send(ing, in);
 	return 0;
 }
 

@@ -574,6 +574,10 @@ static void test_acks_after_flush(void **state)
 	assert_int_equal(ingest_new(&ing, out, &opts), 0);
 	ingest_on_record(ing, count_on_record, &seen);
 	fd = connect_pair(ing, "agent");
+	/* the ack of nothing comes at once: this collector acks */
+	assert_int_equal(ack_read(fd, &ack), 1);
+	assert_int_equal(ack.chunks, 0);
+	assert_int_equal(ack.records, 0);
 	/* five chunks and half of the sixth */
 	cut = s.chunk_end[4] + (s.chunk_end[5] - s.chunk_end[4]) / 2;
 	push(ing, fd, s.bytes, cut);
