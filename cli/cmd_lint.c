@@ -231,26 +231,15 @@ int lint_exit_status(const struct analysis_result *a, int damaged, int max_sever
 	return EXIT_OK;
 }
 
-int lint_print_summary(const char *trace_path, FILE *out)
+void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagnosis *d)
 {
-	struct diagnosis_flags flags;
-	struct diagnosis d;
-	char err[512];
-	int rc, max;
-
-	diagnosis_flags_init(&flags);
-	rc = diagnosis_run(trace_path, &flags, &d, err, sizeof(err));
-	if (rc) {
-		fprintf(out, "fsdpscope lint: %s: %s\n", trace_path, err);
-		return rc == -1 ? -EACCES : rc;
-	}
 	fprintf(out, "fsdpscope lint: ");
-	diagnosis_print_tally(out, d.findings);
+	diagnosis_print_tally(out, d->findings);
 	fprintf(out, " (");
-	diagnosis_print_summary(out, d.result);
+	diagnosis_print_summary(out, d->result);
 	fprintf(out, ")\n");
-	for (size_t i = 0; i < findings_count(d.findings); i++) {
-		const struct finding *f = findings_get(d.findings, i);
+	for (size_t i = 0; i < findings_count(d->findings); i++) {
+		const struct finding *f = findings_get(d->findings, i);
 		const char *nl;
 
 		if (f->severity == RULE_INFO) {
@@ -269,15 +258,31 @@ int lint_print_summary(const char *trace_path, FILE *out)
 			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
 		}
 	}
-	if (d.damage[0])
-		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d.damage);
-	if (report_sources_troubled(d.result)) {
+	if (d->damage[0])
+		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d->damage);
+	if (report_sources_troubled(d->result)) {
 		fprintf(out, "\n");
-		report_sources_troubles(out, d.result, "");
+		report_sources_troubles(out, d->result, "");
 	}
-	lint_print_left_out(out, trace_path, d.result);
+	lint_print_left_out(out, trace_path, d->result);
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);
+}
+
+int lint_print_summary(const char *trace_path, FILE *out)
+{
+	struct diagnosis_flags flags;
+	struct diagnosis d;
+	char err[512];
+	int rc, max;
+
+	diagnosis_flags_init(&flags);
+	rc = diagnosis_run(trace_path, &flags, &d, err, sizeof(err));
+	if (rc) {
+		fprintf(out, "fsdpscope lint: %s: %s\n", trace_path, err);
+		return rc == -1 ? -EACCES : rc;
+	}
+	lint_print_diagnosis(out, trace_path, &d);
 	max = findings_max_severity(d.findings);
 	diagnosis_free(&d);
 	return max;

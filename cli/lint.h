@@ -10,6 +10,8 @@
 #include "collector/analysis.h"
 #include "rules/rules.h"
 
+struct diagnosis; /* cli/diagnosis.h */
+
 /*
  * lint_exit_status - lint's exit status for analysis a (`fsdpscope lint
  * --help`, EXIT STATUS): EXIT_UNDIAGNOSED without a verdict, EXIT_FINDING
@@ -38,5 +40,12 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
  * printed to out). Never exits, never writes to stdout unless out is it.
  */
 int lint_print_summary(const char *trace_path, FILE *out);
+
+/*
+ * lint_print_diagnosis - what lint_print_summary prints, for a diagnosis
+ * already made (a session's streamed one: cli/session.c) of the trace at
+ * trace_path.
+ */
+void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagnosis *d);
 
 #endif

@@ -716,46 +716,6 @@ int session_poll(session_t *s, int timeout_ms)
 	return 0;
 }
 
-/* The lint summary of the streamed diagnosis, as lint_print_summary prints
- * that of a trace it reads (cli/cmd_lint.c). */
-static void print_lint(FILE *out, const struct diagnosis *d)
-{
-	const char *path = d->trace_path;
-
-	fprintf(out, "fsdpscope lint: ");
-	diagnosis_print_tally(out, d->findings);
-	fprintf(out, " (");
-	diagnosis_print_summary(out, d->result);
-	fprintf(out, ")\n");
-	for (size_t i = 0; i < findings_count(d->findings); i++) {
-		const struct finding *f = findings_get(d->findings, i);
-		const char *nl;
-
-		if (f->severity == RULE_INFO) {
-			fprintf(out, "\ninfo %s: %s\n", f->rule->id, f->message);
-			continue;
-		}
-		fprintf(out, "\n%s %s: %s\n  %s\n  evidence:\n", rule_severity_name(f->severity), f->rule->id,
-			f->rule->title, f->message);
-		for (const char *p = f->evidence; *p; p = nl ? nl + 1 : p + strlen(p)) {
-			nl = strchr(p, '\n');
-			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
-		}
-		fprintf(out, "  fix (PyTorch FSDP2):\n");
-		for (const char *p = f->fix_fsdp2; *p; p = nl ? nl + 1 : p + strlen(p)) {
-			nl = strchr(p, '\n');
-			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
-		}
-	}
-	if (report_sources_troubled(d->result)) {
-		fprintf(out, "\n");
-		report_sources_troubles(out, d->result, "");
-	}
-	lint_print_left_out(out, path, d->result);
-	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
-		path, path);
-}
-
 /* The streamed analysis, finished, and the rules on it. */
 static int diagnose(session_t *s)
 {
@@ -945,7 +905,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		/* A trace without collectives has nothing to lint. */
 		if (stats->by_type[FSS_REC_COLLECTIVE]) {
 			fputc('\n', stderr);
-			print_lint(stderr, &s->d);
+			lint_print_diagnosis(stderr, s->d.trace_path, &s->d);
 		}
 		if (s->o.json_summary) {
 			int e = write_json_summary(s);
