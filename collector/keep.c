@@ -395,7 +395,7 @@ void keeper_get_stats(const keeper_t *k, struct keeper_stats *out)
 static int rotate(keeper_t *k)
 {
 	char *path = NULL;
-	if (asprintf(&path, "%s/segment-%u.fss", k->folder, ++k->seg_number) < 0)
+	if (asprintf(&path, "%s/segment-%06u.fss", k->folder, ++k->seg_number) < 0)
 		return -ENOMEM;
 	/* tracked first: a segment the ingest opened is never lost track of */
 	if (push_segment(k, path, k->st.steps_done) < 0) {

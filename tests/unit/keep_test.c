@@ -280,7 +280,7 @@ static void test_last_rotation_and_removal(void **state)
 	for (unsigned r = 0; r < f.rotations; r++) {
 		assert_int_equal(f.rotated_at[r], 5 * (r + 1));
 		char want[200];
-		snprintf(want, sizeof want, "%s/segment-%u.fss", folder, r + 1);
+		snprintf(want, sizeof want, "%s/segment-%06u.fss", folder, r + 1);
 		assert_string_equal(f.rotated_to[r], want);
 	}
 	/* done 99: segments 0 (the trace itself) .. 14 removed, 15 .. 19 on disk */
@@ -288,7 +288,7 @@ static void test_last_rotation_and_removal(void **state)
 	assert_false(exists(trace));
 	for (unsigned s = 1; s <= 19; s++) {
 		char path[200];
-		snprintf(path, sizeof path, "%s/segment-%u.fss", folder, s);
+		snprintf(path, sizeof path, "%s/segment-%06u.fss", folder, s);
 		assert_int_equal(exists(path), s >= 15);
 	}
 
@@ -298,7 +298,7 @@ static void test_last_rotation_and_removal(void **state)
 	assert_int_equal(f.merged_n, 5);
 	for (unsigned i = 0; i < 5; i++) {
 		char want[200];
-		snprintf(want, sizeof want, "%s/segment-%u.fss", folder, 15 + i);
+		snprintf(want, sizeof want, "%s/segment-%06u.fss", folder, 15 + i);
 		assert_string_equal(f.merged[i], want);
 		assert_false(exists(want)); /* merged, then removed */
 	}
