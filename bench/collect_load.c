@@ -61,6 +61,7 @@
 #define SEND_TIMEOUT_S 30            /* a collector that stops reading for this long fails the rank */
 #define DRAIN_TIMEOUT_NS (120ull * 1000000000ull)
 #define DEFAULT_RING_SLOTS 65536u
+#define CONNECT_TIMEOUT_NS (30ull * 1000000000ull)
 
 enum rank_state {
 	RANK_SENDING,
@@ -277,10 +278,26 @@ out:
 static int connect_rank(const struct wire_address *addr, const unsigned char *key, struct rank *k)
 {
 	struct timeval tv = {SEND_TIMEOUT_S, 0};
-	int rc = wire_connect(addr, 10000, &k->fd);
+	struct sockaddr_storage peer;
+	uint64_t deadline = clock_mono_ns() + CONNECT_TIMEOUT_NS;
+	int rc;
 
-	if (rc != 0)
-		return rc;
+	/* A unix listener whose backlog is full answers a non-blocking connect
+	 * with EAGAIN and leaves the socket unconnected, which wire_connect
+	 * takes for connected: check, and retry as an agent retries its sink. */
+	for (;;) {
+		socklen_t len = sizeof(peer);
+
+		if ((rc = wire_connect(addr, 10000, &k->fd)) != 0)
+			return rc;
+		if (getpeername(k->fd, (struct sockaddr *)&peer, &len) == 0)
+			break;
+		close(k->fd);
+		k->fd = -1;
+		if (errno != ENOTCONN || clock_mono_ns() > deadline)
+			return -ENOTCONN;
+		usleep(10000);
+	}
 	if (setsockopt(k->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
 		return -errno;
 	if (key) {
