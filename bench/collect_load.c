@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -106,6 +107,15 @@ static void usage(void)
 	fprintf(stderr, "usage: collect_load --address ADDR [--ranks S] [--rate R] (--seconds T | --steps N | --records M)\n"
 			"                    [--layers L] [--threads K] [--ring-slots Q] [--counts FILE]\n"
 			"       collect_load --check TRACE --counts FILE\n");
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static int rank_mine(const struct worker *wk, int r)
@@ -417,7 +427,8 @@ static int send_all(const struct options *o)
 	if (o->rate > 0)
 		printf(", schedule %.3f s, end lag %.3f s, max lag %" PRIu64 " collectives (%.3f s)",
 		       (double)total / o->rate, wall - (double)total / o->rate, max_lag, (double)max_lag / o->rate);
-	printf("\nranks not ended cleanly: %d\n", failed);
+	printf("\ngenerator CPU: %.3f s (%.2f CPU-s per s of wall)\n", cpu_seconds(), cpu_seconds() / wall);
+	printf("ranks not ended cleanly: %d\n", failed);
 	if (o->counts && (rc = write_counts(o->counts, o, ranks)) != 0)
 		fprintf(stderr, "collect_load: cannot write %s: %s\n", o->counts, strerror(-rc));
 	if (rc == 0 && failed)
