@@ -12,7 +12,8 @@
 #       (a rank may fall 1 s behind before it drops), until the first loss.
 #   bench/collect_bench.sh memory RECORDS...
 #       8 ranks, unpaced (as fast as the collector reads), RECORDS records in
-#       all: the harness' peak RSS and the analysis' pending maximum.
+#       all: the harness' peak RSS and the analysis' pending maximum; then
+#       the analysis alone over the trace it wrote (its own peak RSS).
 #   bench/collect_bench.sh collect RATE SECONDS [RANKS]
 #       `load` against `fsdpscope collect --until-idle 1` instead of the
 #       harness: its CPU and peak RSS from /usr/bin/time -v.
@@ -101,6 +102,8 @@ memory)
 		cat "$work/mem.load"
 		grep -v "listening on" "$work/mem.harness"
 		cat "$work/mem.check"
+		echo "-- the analysis alone, fed from that trace file:"
+		"$harness" --analyze-trace "$work/mem.fss"
 		rm -f "$work/mem.fss"
 	done
 	;;

@@ -6,6 +6,7 @@
  * holds, as in `fsdpscope collect`. No live state, /metrics or viewer.
  *
  * usage: collect_harness --listen ADDR --out TRACE [--analyze] [--until-idle SEC]
+ *        collect_harness --analyze-trace TRACE
  *
  * Runs until SIGTERM / SIGINT, or with --until-idle until SEC seconds
  * passed with no connection open after the first one. Then it finishes the
@@ -21,6 +22,8 @@
 #include "collector/analyze.h"
 #include "collector/ingest.h"
 #include "common/clock.h"
+#include "common/error.h"
+#include "common/trace_parser.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -73,24 +76,76 @@ struct feed {
 	uint64_t records;
 };
 
-#ifdef COLLECT_HARNESS_RECORD_HOOK
-static int feed_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+static void print_analysis(const struct feed *feed, const struct analysis_result *res)
+{
+	printf("analysis: %" PRIu64 " records fed, pending max %zu", feed->records, analyzer_pending_max(feed->a));
+	if (res)
+		printf(", %u ranks, %u steps seen, %u analysed, %u gathers per step, %u repeating units, verdict %s",
+		       res->ranks, res->steps_seen, res->steps_analyzed, res->per_step.allgathers,
+		       res->units.repeating_units, analysis_verdict_name(res->verdict));
+	printf("\n");
+}
+
+static int feed_parsed(void *ctx, const struct fss_record_head *rec)
 {
 	struct feed *f = ctx;
 	int rc;
 
-	(void)src;
 	f->records++;
 	rc = analyzer_feed(f->a, rec);
 	return rc < 0 ? rc : 0;
 }
+
+#ifdef COLLECT_HARNESS_RECORD_HOOK
+static int feed_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	(void)src;
+	return feed_parsed(ctx, rec);
+}
 #endif
+
+/*
+ * --analyze-trace: the same analysis fed from a trace file instead of the
+ * ingest, for its memory alone (not the load: a session analyses as it
+ * ingests).
+ */
+static int analyze_file(const char *path)
+{
+	struct trace_parser_ops ops = {.on_record = feed_parsed};
+	struct feed feed = {0};
+	struct analysis_result *res = NULL;
+	struct trace_read_info info;
+	uint64_t t0 = clock_mono_ns();
+	double c0 = cpu_seconds();
+	int rc;
+
+	if (analyzer_new(&feed.a, NULL) != 0)
+		return 1;
+	rc = trace_read(path, &ops, &feed, &info);
+	if (rc != 0 && rc != FSS_E_TRUNCATED && rc != FSS_E_CORRUPT) {
+		fprintf(stderr, "collect_harness: cannot read %s: %s\n", path, info.message);
+		analyzer_free(feed.a);
+		return 1;
+	}
+	if (analyzer_finish(feed.a, &res) != 0)
+		fprintf(stderr, "collect_harness: the analysis failed\n");
+	double wall = (double)(clock_mono_ns() - t0) / 1e9;
+
+	printf("analysis of %s: %" PRIu64 " records, %.3f s wall, %.0f records/s, CPU %.3f s\n", path, feed.records,
+	       wall, (double)feed.records / wall, cpu_seconds() - c0);
+	printf("memory: VmHWM %ld kB, VmRSS %ld kB at the end\n", proc_status_kb("VmHWM"), proc_status_kb("VmRSS"));
+	print_analysis(&feed, res);
+	analysis_result_free(res);
+	analyzer_free(feed.a);
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'}, {"out", required_argument, NULL, 'o'},
 		{"analyze", no_argument, NULL, 'a'},      {"until-idle", required_argument, NULL, 'i'},
+		{"analyze-trace", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	const char *listen = NULL, *out = NULL;
 	double until_idle = 0;
@@ -110,6 +165,7 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'a': analyze = 1; break;
 		case 'i': until_idle = atof(optarg); break;
+		case 't': return analyze_file(optarg);
 		default:
 			fprintf(stderr, "usage: collect_harness --listen ADDR --out TRACE [--analyze] [--until-idle SEC]\n");
 			return c == 'h' ? 0 : 2;
@@ -195,14 +251,8 @@ int main(int argc, char **argv)
 		printf("busy: %.3f s wall, %.0f records/s, CPU %.3f s (%.2f CPU-s per s of wall)\n", busy,
 		       (double)(st ? st->records : 0) / busy, cpu_end - cpu_start, (cpu_end - cpu_start) / busy);
 	printf("memory: VmHWM %ld kB, VmRSS %ld kB at the end\n", proc_status_kb("VmHWM"), proc_status_kb("VmRSS"));
-	if (feed.a) {
-		printf("analysis: %" PRIu64 " records fed, pending max %zu", feed.records, analyzer_pending_max(feed.a));
-		if (res)
-			printf(", %u ranks, %u steps seen, %u analysed, %u gathers per step, %u repeating units, verdict %s",
-			       res->ranks, res->steps_seen, res->steps_analyzed, res->per_step.allgathers,
-			       res->units.repeating_units, analysis_verdict_name(res->verdict));
-		printf("\n");
-	}
+	if (feed.a)
+		print_analysis(&feed, res);
 	analysis_result_free(res);
 	analyzer_free(feed.a);
 	ingest_free(ing);

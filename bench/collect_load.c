@@ -15,7 +15,11 @@
  * (collect_stream.h: 3 L + 1 collectives and one NVTX step range per step),
  * its chunk goes out at least every 100 ms and its drops record every
  * second, as the agent's sender does. --rate 0 sends as fast as the
- * collector reads (the memory runs). Writes block, as the agent's do; while
+ * collector reads (the memory runs), one step per rank per turn from one
+ * thread, so that the ranks stay within a step of each other as the ranks
+ * of a real job do (their collectives wait for one another); a rank
+ * running ahead without bound would make the analysis' cross-rank matching
+ * hold every collective the others have not reached. Writes block, as the agent's do; while
  * a rank's writes are stuck, its schedule runs on, and when more than Q
  * collectives (default 65536, the agent's ring) are due and not written the
  * excess is dropped as a full ring drops it: the call numbers advance and
@@ -58,7 +62,6 @@
 #define TICK_NS 5000000ull
 #define FLUSH_EVERY_NS 100000000ull /* the agent's sender: a busy ring still goes out 10 times a second */
 #define DROPS_EVERY_NS 1000000000ull
-#define UNPACED_BATCH 256u           /* --rate 0: collectives per rank per turn */
 #define SEND_TIMEOUT_S 30            /* a collector that stops reading for this long fails the rank */
 #define DRAIN_TIMEOUT_NS (120ull * 1000000000ull)
 #define DEFAULT_RING_SLOTS 65536u
@@ -141,7 +144,7 @@ static void rank_turn(struct worker *wk, struct rank *k, uint64_t now)
 		if (due > k->s.issued + o->ring_slots)
 			collect_stream_drop(&k->s, due - k->s.issued - o->ring_slots);
 	} else {
-		due = k->s.issued + UNPACED_BATCH;
+		due = k->s.issued + collect_stream_per_step(&k->s.c);
 		if (due > k->total)
 			due = k->total;
 	}
@@ -623,6 +626,8 @@ int main(int argc, char **argv)
 	}
 	if (o.threads > o.ranks)
 		o.threads = o.ranks;
+	if (o.rate == 0)
+		o.threads = 1; /* the ranks in lockstep */
 	signal(SIGPIPE, SIG_IGN);
 	rc = send_all(&o);
 	return rc == 0 ? 0 : 1;
