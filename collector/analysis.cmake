@@ -2,7 +2,15 @@
 # exposure, ledger, breakdown, ranks) that rules/, cli/ and tui/ read
 # through collector/analysis.h. Included from collector/CMakeLists.txt.
 add_library(fss_analysis STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/analysis_names.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_comms.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_exposure.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_finish.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_service.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/ledger.c

@@ -43,6 +43,27 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec);
  */
 int analyzer_finish(analyzer_t *a, struct analysis_result **out);
 
+/*
+ * analyzer_snapshot - a result built from what the analyzer holds now,
+ * without finishing it: it goes on being fed afterwards, and the snapshot
+ * changes nothing it will say. *out is the caller's (analysis_result_free).
+ * Its cost follows the analyzer's state (ranks, the steady-state step's
+ * events, communicators, sources), not the trace's length: a session takes
+ * one every second or so.
+ *
+ * On a trace fed completely it equals analyzer_finish's result except for
+ * what only the end knows: the steps still pending (each rank's last step,
+ * which waits for the event after it or for its process_end; steps waiting
+ * for their GPU intervals; a group not yet closed by its ncclGroupEnd; with
+ * NVTX steps, the first ANALYZE_EARLY_STEPS (8) steps until the steady state
+ * is chosen among them, so a rank with fewer has no analysed step yet), the
+ * step a source's records stop in (counted as cut only at the end), a rank
+ * whose communicator roles wait for a window of events (decided at the end
+ * with fewer), and sources with no collective, drops or process_end record
+ * yet. Not after analyzer_finish (-EINVAL). Returns 0, -EINVAL or -ENOMEM.
+ */
+int analyzer_snapshot(analyzer_t *a, struct analysis_result **out);
+
 /* analyzer_free - release an analyzer (NULL ok). */
 void analyzer_free(analyzer_t *a);
 
@@ -59,6 +80,21 @@ size_t analyzer_pending_max(const analyzer_t *a);
  * damaged or incomplete chunk (the result says so).
  */
 void analyzer_set_truncated(analyzer_t *a);
+
+/* One collective event of a step, as the step callback sees it (a time
+ * strip draws them). */
+struct analysis_step_event {
+	uint64_t start_ns, end_ns; /* host: its first call entered, its last returned (ncclGroupEnd's) */
+	uint64_t bytes;            /* send bytes per rank (count x dtype size), summed over calls */
+	uint64_t exposed_ns;       /* FSDP gathers of an analysed step: as analysis_gather.exposed_ns; else 0 */
+	uint32_t calls;            /* calls in the event (> 1: a group) */
+	int32_t unit;              /* FSDP gathers of an analysed step: the forward unit gathered (0 = first
+	                              forward gather), -1 */
+	uint8_t op;                /* enum fss_coll_op */
+	uint8_t phase;             /* FSDP gathers of an analysed step: enum analysis_phase, else 0 */
+	uint8_t role;              /* enum analysis_comm_role of its communicator */
+	uint8_t reserved[5];
+};
 
 /* One analysed step of one rank, as the step callback sees it. */
 struct analysis_step_info {
@@ -79,6 +115,11 @@ struct analysis_step_info {
 	                            left out has its counts and span, no timing figures */
 	uint64_t compute_wait_ns;       /* as analysis_exposure, for this step */
 	uint64_t other_compute_wait_ns;
+	size_t nstep_events;     /* step_events[]: the step's collective events, issue order */
+	const struct analysis_step_event *step_events; /* valid during the callback only */
+	uint32_t source;         /* trace source id of the rank (ranks may be -1 while unknown) */
+	uint32_t microbatches;   /* analysed steps: training cycles on the FSDP group (forward-only ones
+	                            not counted) when its structure was read; 0 not known */
 };
 
 /* Called for every step the analysis summarises (before the steady state

@@ -2,6 +2,7 @@
 # its readers take copies from. Included from collector/CMakeLists.txt.
 find_package(Threads REQUIRED)
 add_library(fss_live STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/live.c
   ${CMAKE_CURRENT_LIST_DIR}/live_board.c
 )
 target_include_directories(fss_live PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)

@@ -97,8 +97,9 @@ struct live_rank {
 	uint64_t collectives_missing;  /* calls made and not recorded (sequence gaps) */
 	uint64_t collectives;          /* collective records */
 	uint64_t last_ns;              /* latest host time in any of its records */
-	int64_t lateness_ns;           /* how late it enters the FSDP collectives vs the earliest rank
-	                                  (median of the last diagnosis), 0 when not known */
+	int64_t lateness_ns;           /* how late it enters collectives, per step: the last diagnosis'
+	                                  analysis_rank.late_ns_per_step (what the other ranks waited
+	                                  for it), 0 when not known */
 	struct live_step last;         /* last completed step (ordinal 0, step_ns 0: none yet) */
 	struct live_totals totals;
 	size_t nwindow;                /* steps in window[], oldest first */
@@ -179,6 +180,10 @@ void live_step_cb(void *live, const struct analysis_step_info *step);
  * on it, copied as plain data. findings[] holds nfindings entries. */
 void live_set_diagnosis(live_t *l, const struct analysis_result *r, const struct live_finding *findings,
 			size_t nfindings);
+
+/* live_memory - the bytes the live state holds: it grows with the sources
+ * (processes) it has seen, never with steps or records. */
+size_t live_memory(const live_t *l);
 
 /* ---- the board: copies of the view for readers on other threads ---------- */
 

@@ -14,6 +14,8 @@ PACKAGES=(
   libbpf-dev bpftool                           # attach by PID (eBPF uprobes)
   jq python3-jsonschema                        # end-to-end tests read and validate JSON output
   python3                                      # end-to-end test drivers
+  libmicrohttpd-dev                            # the /metrics endpoint of live sessions
+  prometheus curl                              # tests: promtool check metrics, a real HTTP client
 )
 
 missing=()
@@ -31,6 +33,13 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The prometheus package is here for its promtool; on a machine run by
+  # systemd it also enables a Prometheus server on :9090. One this script
+  # installed is switched off again; one that was there before is left alone.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    echo "setup: installed prometheus for promtool; its server (prometheus.service) is disabled"
+  fi
 else
   echo "setup: Debian packages present"
 fi

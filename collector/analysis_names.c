@@ -1,0 +1,145 @@
+/*
+ * analysis_names.c - the options' defaults, the result's release, and the names
+ * the report writes for analysis.h's enums.
+ */
+#include "collector/analyze_internal.h"
+
+/* ---- options and names ------------------------------------------------- */
+
+void analysis_options_init(struct analysis_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->rank = 0;
+	o->prefetch = ANALYSIS_DEFAULT_PREFETCH;
+	o->warmup_steps = -1;
+	o->param_bytes = ANALYSIS_DEFAULT_PARAM_BYTES;
+	o->grad_bytes = ANALYSIS_DEFAULT_GRAD_BYTES;
+	o->master_bytes = ANALYSIS_DEFAULT_MASTER_BYTES;
+	o->optimizer_bytes = ANALYSIS_DEFAULT_OPTIMIZER_BYTES;
+	o->step_ranges = ANALYSIS_DEFAULT_STEP_RANGES;
+	o->compute_ranges = ANALYSIS_DEFAULT_COMPUTE_RANGES;
+	o->exposed_min_ns = ANALYSIS_DEFAULT_EXPOSED_MIN_NS;
+}
+
+void analysis_result_free(struct analysis_result *r)
+{
+	if (!r)
+		return;
+	free(r->gathers);
+	free(r->per_rank);
+	free(r->sources);
+	free(r);
+}
+
+const char *analysis_step_detection_name(enum analysis_step_detection d)
+{
+	switch (d) {
+	case ANALYSIS_STEPS_NVTX:
+		return "nvtx";
+	case ANALYSIS_STEPS_PERIOD:
+		return "period";
+	default:
+		return "none";
+	}
+}
+
+const char *analysis_exposure_source_name(enum analysis_exposure_source s)
+{
+	switch (s) {
+	case ANALYSIS_EXPOSURE_CUPTI:
+		return "cupti";
+	case ANALYSIS_EXPOSURE_HOST:
+		return "host";
+	default:
+		return "none";
+	}
+}
+
+const char *analysis_comm_role_name(int role)
+{
+	static const char *const names[ANALYSIS_ROLE_MAX] = {
+	    [ANALYSIS_ROLE_UNKNOWN] = "unknown",
+	    [ANALYSIS_ROLE_FSDP] = "fsdp",
+	    [ANALYSIS_ROLE_FSDP_REGATHER] = "fsdp-regather",
+	    [ANALYSIS_ROLE_REPLICATE] = "replicate",
+	    [ANALYSIS_ROLE_TENSOR_PARALLEL] = "tensor-parallel",
+	    [ANALYSIS_ROLE_PIPELINE] = "pipeline",
+	    [ANALYSIS_ROLE_EXPERT] = "expert-parallel",
+	    [ANALYSIS_ROLE_ALLREDUCE] = "allreduce",
+	    [ANALYSIS_ROLE_STEP] = "step",
+	    [ANALYSIS_ROLE_ONE_OFF] = "one-off",
+	    [ANALYSIS_ROLE_IDLE] = "idle",
+	};
+	return role >= 0 && role < ANALYSIS_ROLE_MAX ? names[role] : "unknown";
+}
+
+const char *analysis_verdict_name(int verdict)
+{
+	return verdict == ANALYSIS_DIAGNOSED ? "diagnosed" : verdict == ANALYSIS_BUCKETED ? "bucketed" : "undecided";
+}
+
+const char *analysis_undecided_name(int reason)
+{
+	static const char *const names[ANALYSIS_UNDECIDED_MAX] = {
+	    [ANALYSIS_UNDECIDED_NONE] = "none",
+	    [ANALYSIS_UNDECIDED_NO_COLLECTIVES] = "no-collectives",
+	    [ANALYSIS_UNDECIDED_NO_FSDP] = "no-fsdp-group",
+	    [ANALYSIS_UNDECIDED_NO_STEP] = "no-step",
+	    [ANALYSIS_UNDECIDED_NO_REDUCTION] = "no-reduce-scatter",
+	    [ANALYSIS_UNDECIDED_PATTERN] = "unknown-pattern",
+	    [ANALYSIS_UNDECIDED_INCOMPLETE] = "incomplete",
+	};
+	return reason >= 0 && reason < ANALYSIS_UNDECIDED_MAX ? names[reason] : "none";
+}
+
+const char *analysis_phase_source_name(int source)
+{
+	return source == ANALYSIS_PHASES_STRUCTURE ? "structure" : "none";
+}
+
+const char *analysis_phase_name(int phase)
+{
+	return phase == ANALYSIS_PHASE_FORWARD ? "forward" : phase == ANALYSIS_PHASE_BACKWARD ? "backward" : "none";
+}
+
+const char *analysis_cause_name(int cause)
+{
+	switch (cause) {
+	case ANALYSIS_CAUSE_HIDDEN:
+		return "hidden";
+	case ANALYSIS_CAUSE_FIRST_OF_PHASE:
+		return "first-of-phase";
+	case ANALYSIS_CAUSE_NO_PREFETCH:
+		return "no-prefetch";
+	case ANALYSIS_CAUSE_BANDWIDTH_BOUND:
+		return "bandwidth-bound";
+	case ANALYSIS_CAUSE_HOST_LATE:
+		return "host-late";
+	default:
+		return "unknown";
+	}
+}
+
+char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, size_t len)
+{
+	if (len == 0)
+		return buf;
+	switch (r->policy) {
+	case ANALYSIS_RESHARD_TRUE:
+		snprintf(buf, len, "true");
+		break;
+	case ANALYSIS_RESHARD_FALSE:
+		snprintf(buf, len, "false");
+		break;
+	case ANALYSIS_RESHARD_GROUP:
+		snprintf(buf, len, "group:%u", r->group_size);
+		break;
+	case ANALYSIS_RESHARD_MIXED:
+		snprintf(buf, len, "mixed");
+		break;
+	default:
+		snprintf(buf, len, "unknown");
+		break;
+	}
+	return buf;
+}

@@ -1,0 +1,430 @@
+/*
+ * analyze_structure.c - the result's structure from the headline rank's
+ * steady-state step: counts, units, phases and micro-batches, reshard,
+ * ledger, sizes, the gathers table; bucketed fetching.
+ */
+#include "collector/analyze_internal.h"
+
+/* ---- the result ---------------------------------------------------------- */
+
+void analyze_note(struct analysis_result *r, const char *fmt, ...)
+{
+	if (r->nnotes >= ANALYSIS_NOTES_MAX)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->notes[r->nnotes++], ANALYSIS_NOTE_BYTES, fmt, ap);
+	va_end(ap);
+}
+
+/* A step's counts: gathers and reduce-scatters of the FSDP group,
+ * all-reduces of the data-parallel side (HSDP, loss, norm); the rest
+ * (tensor-parallel, pipeline, other communicators) is in `other` and in the
+ * per-communicator table. */
+void analyze_count_events(const struct tl_event *ev, const struct ev_info *info, size_t n,
+			 struct analysis_step_counts *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < n; i++) {
+		int op = ev[i].op;
+		if ((op == FSS_OP_ALLGATHER || op == FSS_OP_REDUCESCATTER) && !info[i].fsdp)
+			op = -1;
+		if (op == FSS_OP_ALLREDUCE && !info[i].in_steps)
+			op = -1;
+		switch (op) {
+		case FSS_OP_ALLGATHER:
+			c->allgathers++;
+			c->allgather_calls += ev[i].calls;
+			if (info[i].phase == ANALYSIS_PHASE_BACKWARD)
+				c->backward_allgathers++;
+			else
+				c->forward_allgathers++;
+			break;
+		case FSS_OP_REDUCESCATTER:
+			c->reduce_scatters++;
+			c->reduce_scatter_calls += ev[i].calls;
+			break;
+		case FSS_OP_ALLREDUCE:
+			c->allreduces++;
+			c->allreduce_calls += ev[i].calls;
+			break;
+		default:
+			c->other++;
+			break;
+		}
+	}
+}
+
+
+int analyze_rank_entry_cmp(const void *x, const void *y)
+{
+	const struct analysis_rank *p = x, *q = y;
+	if (p->rank != q->rank)
+		return p->rank < q->rank ? -1 : 1;
+	return p->source < q->source ? -1 : p->source > q->source;
+}
+
+/* min, median, max of the elements of the FSDP group's gather events. */
+static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info *ti, size_t n, uint64_t *mn,
+				uint64_t *med, uint64_t *mx)
+{
+	*mn = *med = *mx = 0;
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
+			v[k++] = ev[i].elements;
+	if (k) {
+		qsort(v, k, sizeof *v, analyze_u64_cmp);
+		*mn = v[0];
+		*med = v[(k - 1) / 2];
+		*mx = v[k - 1];
+	}
+	free(v);
+	return 0;
+}
+
+/* What a bucketed job's step shows (verdict ANALYSIS_BUCKETED). */
+int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
+{
+	memset(b, 0, sizeof *b);
+	uint64_t *ag = malloc((n ? n : 1) * sizeof *ag);
+	if (!ag)
+		return -ENOMEM;
+	size_t nag = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
+			ag[nag++] = ev[i].elements;
+	qsort(ag, nag, sizeof *ag, analyze_u64_cmp);
+	/* each reduce-scatter matched to a gather of its size not matched yet:
+	 * in FSDP every one finds its unit's gather */
+	uint8_t *taken = calloc(nag ? nag : 1, 1);
+	if (!taken) {
+		free(ag);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ti[i].fsdp)
+			continue;
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			b->fetches_per_step++;
+			b->calls_per_step += ev[i].calls;
+			b->grouped_fetches += ev[i].calls > 1;
+			if (ev[i].calls > b->max_calls_per_fetch)
+				b->max_calls_per_fetch = ev[i].calls;
+			b->gathered_elements_per_step += ev[i].elements;
+		} else if (ev[i].op == FSS_OP_REDUCESCATTER) {
+			b->reduce_buckets_per_step++;
+			b->reduce_elements_per_step += ev[i].elements;
+			if (ev[i].elements > b->reduce_elements_max)
+				b->reduce_elements_max = ev[i].elements;
+			const uint64_t *hit = nag ? bsearch(&ev[i].elements, ag, nag, sizeof *ag, analyze_u64_cmp) : NULL;
+			if (hit) {
+				size_t k = (size_t)(hit - ag);
+				while (k > 0 && ag[k - 1] == ev[i].elements)
+					k--;
+				while (k < nag && ag[k] == ev[i].elements && taken[k])
+					k++;
+				if (k < nag && ag[k] == ev[i].elements) {
+					taken[k] = 1;
+					b->reduce_sizes_matching++;
+				}
+			}
+		}
+	}
+	free(taken);
+	free(ag);
+	return fsdp_gather_elements(ev, ti, n, &b->fetch_elements_min, &b->fetch_elements_median,
+				    &b->fetch_elements_max);
+}
+
+/* The cycle whose units and re-gathers describe the job: the first training
+ * cycle (not a forward-only pass) of the typical step. */
+static int32_t training_cycle(const struct tl_event *ev, const struct ev_info *ti, size_t n,
+			      const struct phases_result *ph)
+{
+	if (ph->status != PHASES_OK || ph->cycles == 0)
+		return -1;
+	for (int32_t c = 0; c < (int32_t)ph->cycles; c++) {
+		uint32_t bwd = 0, rs = 0;
+		int32_t cur = -1;
+		for (size_t i = 0; i < n; i++) {
+			if (!ti[i].fsdp)
+				continue;
+			if (ev[i].op == FSS_OP_ALLGATHER)
+				cur = ti[i].cycle;
+			if (cur != c)
+				continue;
+			bwd += ev[i].op == FSS_OP_ALLGATHER && ti[i].phase == ANALYSIS_PHASE_BACKWARD;
+			rs += ev[i].op == FSS_OP_REDUCESCATTER;
+		}
+		if (ph->forward_only == 0 || bwd || rs)
+			return c;
+	}
+	return 0;
+}
+
+/* Units, reshard, gathers table, ledger of the headline rank. */
+int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r)
+{
+	const struct analysis_options *o = &a->opt;
+	size_t n = h->nev;
+	const struct tl_event *ev = h->tev;
+	const struct ev_info *ti = h->tinfo;
+	int32_t c0 = training_cycle(ev, ti, n, &h->phases);
+	size_t nag = 0, nf = 0, nb = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
+			continue;
+		nag++;
+		if (ti[i].cycle != c0 || c0 < 0)
+			continue;
+		if (ti[i].phase == ANALYSIS_PHASE_FORWARD)
+			nf++;
+		else if (!ti[i].recompute)
+			nb++;
+	}
+	int rc = -ENOMEM;
+	size_t *fidx = malloc((nf ? nf : 1) * sizeof *fidx); /* forward unit -> event */
+	uint64_t *keys = malloc((nf ? nf : 1) * sizeof *keys);
+	struct reshard_gather *fg = calloc(nf ? nf : 1, sizeof *fg);
+	struct reshard_gather *bg = calloc(nb ? nb : 1, sizeof *bg);
+	int32_t *bunit = malloc((nb ? nb : 1) * sizeof *bunit);
+	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
+	if (!fidx || !keys || !fg || !bg || !bunit || !r->gathers)
+		goto out;
+	size_t f = 0, b = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
+			continue;
+		struct reshard_gather g = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
+		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
+			fidx[f] = i;
+			keys[f] = ev[i].elements;
+			fg[f++] = g;
+		} else if (!ti[i].recompute) {
+			bg[b++] = g;
+		} else {
+			r->reshard.recompute_regathers++;
+		}
+	}
+
+	/* units: the forward of one training cycle */
+	struct analysis_units *u = &r->units;
+	struct units_repeat inferred, rep;
+	units_find_repeat(keys, nf, 0, &inferred);
+	rep = inferred;
+	u->layers_match = -1;
+	if (o->layers > 0) {
+		u->layers_given = 1;
+		u->layers_match = units_find_repeat(keys, nf, o->layers, &rep) == 0;
+		if (!u->layers_match)
+			rep = inferred;
+	}
+	u->inferred_repeating_units = inferred.copies;
+	u->inferred_gathers_per_unit = inferred.motif;
+	u->repeating_units = o->layers > 0 ? (uint32_t)o->layers : rep.copies;
+	u->gathers_per_unit = rep.motif;
+	u->motif_start = rep.start;
+	u->leading_gathers = rep.start;
+	u->trailing_gathers = (uint32_t)nf - rep.start - rep.covered;
+	u->root_gathers = u->leading_gathers + u->trailing_gathers;
+	u->forward_units = (uint32_t)nf;
+	if (o->layers > 0 && !u->layers_match && nf)
+		analyze_note(r, "--layers %d: the forward gathers hold no repeat of exactly %d copies (they show %u x %u gathers "
+			"plus %u)",
+		     o->layers, o->layers, inferred.copies, inferred.motif, (unsigned)(nf - inferred.covered));
+	uint64_t largest = 0;
+	size_t largest_f = 0;
+	for (size_t k = 0; k < nf; k++) {
+		u->total_params += fg[k].elements;
+		if (fg[k].elements > largest) {
+			largest = fg[k].elements;
+			largest_f = k;
+		}
+		if ((uint32_t)ev[fidx[k]].nranks > u->shard_ranks)
+			u->shard_ranks = (uint32_t)ev[fidx[k]].nranks;
+		if (k >= rep.start && k < rep.start + rep.motif)
+			u->repeating_unit_params += fg[k].elements;
+	}
+	u->largest_unit_params = largest;
+	uint64_t covered_params = u->repeating_unit_params * rep.copies;
+	u->root_params = u->total_params > covered_params ? u->total_params - covered_params : 0;
+	if (nf) {
+		const char *n0 = timeline_name(h->src, ti[fidx[rep.start < nf ? rep.start : 0]].name);
+		const char *n1 = rep.copies > 1 ? timeline_name(h->src, ti[fidx[rep.start + rep.motif]].name) : "";
+		units_generalize_name(n0, n1, u->repeating_unit_name, sizeof u->repeating_unit_name);
+		snprintf(u->largest_unit_name, sizeof u->largest_unit_name, "%s",
+			 timeline_name(h->src, ti[fidx[largest_f]].name));
+	}
+
+	/* reshard: the re-gathers of that cycle (recomputation's left aside) */
+	uint32_t recompute = r->reshard.recompute_regathers;
+	reshard_detect(fg, nf, bg, nb, o->param_bytes, bunit, &r->reshard);
+	r->reshard.recompute_regathers = recompute;
+	if (r->reshard.policy == ANALYSIS_RESHARD_MIXED && rep.copies >= 3) {
+		/* The blocks decide: torchtitan keeps the last block and the units
+		 * around the blocks ([norm, output]) from forward to backward, since
+		 * backward needs them at once, and reshards the rest. When all blocks
+		 * but one agree, that is the policy and the others are exceptions.
+		 * (Blocks of one size cannot say which one was kept: the matching
+		 * re-gathers the last ones, so the table shows an earlier one kept.) */
+		uint8_t *state = malloc(nf ? nf : 1);
+		if (!state)
+			goto out;
+		reshard_unit_states(fg, nf, bg, nb, bunit, state);
+		uint32_t count[3] = {0, 0, 0};
+		for (uint32_t k = rep.start; k < rep.start + rep.covered; k++)
+			count[state[k] < 3 ? state[k] : 0]++;
+		for (uint8_t st = 0; st < 3; st++) {
+			if (count[st] + rep.motif < rep.covered)
+				continue;
+			r->reshard.policy = st == RESHARD_STATE_KEPT	   ? ANALYSIS_RESHARD_FALSE
+					    : st == RESHARD_STATE_RESHARDED ? ANALYSIS_RESHARD_TRUE
+									   : ANALYSIS_RESHARD_GROUP;
+			uint32_t blocks = (rep.covered - count[st] + rep.motif - 1) / rep.motif, around = 0;
+			for (size_t k = r->reshard.root_resharded ? 0 : 1; k < nf; k++)
+				around += (k < rep.start || k >= rep.start + rep.covered) && state[k] != st;
+			r->reshard.exceptions = rep.covered - count[st] + around;
+			char others[48] = "";
+			if (around)
+				snprintf(others, sizeof others, "%s%u unit%s around the blocks", blocks ? " and " : "", around,
+					 around == 1 ? "" : "s");
+			analyze_note(r, "reshard_after_forward=%s for the blocks, not for %s%s (as torchtitan keeps what backward "
+				"needs at once)",
+			     st == RESHARD_STATE_KEPT ? "False" : "True", blocks ? "one block" : "", others);
+			break;
+		}
+		free(state);
+	}
+	/* what one cycle shows, times the cycles of a step */
+	uint32_t cycles = r->microbatches.per_step ? r->microbatches.per_step : 1;
+	r->reshard.regather_bytes_per_step *= cycles;
+	r->reshard.reshard_extra_gathers *= cycles;
+	r->reshard.reshard_extra_wire_bytes *= cycles;
+	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && nf == 1)
+		analyze_note(r, "one FSDP unit (the root, never resharded): reshard_after_forward cannot be told");
+
+	/* gathers table: every FSDP gather of the step, every cycle; the
+	 * figures of the representative step */
+	size_t gi = 0;
+	int slot = analyze_representative_slot(&h->sample);
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
+			continue;
+		struct analysis_gather *g = &r->gathers[gi];
+		g->index = (uint32_t)gi;
+		g->phase = ti[i].phase;
+		g->dtype = ev[i].dtype;
+		g->nranks = ev[i].nranks;
+		g->calls = ev[i].calls;
+		g->bytes = ev[i].bytes;
+		g->elements = ev[i].elements;
+		g->microbatch = ti[i].cycle;
+		g->recompute = ti[i].recompute;
+		int32_t unit = c0 >= 0 && (uint32_t)ti[i].unit < nf ? ti[i].unit : -1;
+		g->unit = unit;
+		g->repeat = g->motif_pos = -1;
+		if (unit >= 0 && (uint32_t)unit >= rep.start && (uint32_t)unit < rep.start + rep.covered && rep.motif) {
+			g->repeat = (int32_t)((unit - rep.start) / rep.motif);
+			g->motif_pos = (int32_t)((unit - rep.start) % rep.motif);
+		}
+		if (unit >= 0)
+			snprintf(g->name, sizeof g->name, "%s", timeline_name(h->src, ti[fidx[unit]].name));
+		if (h->detail && slot >= 0 && h->sample.gathers[(size_t)slot * n + i].timed) {
+			const struct gather_fig *gf = &h->sample.gathers[(size_t)slot * n + i];
+			g->duration_ns = gf->duration;
+			g->exposed_ns = gf->exposed;
+			g->hide_ns = gf->duration - gf->exposed;
+			g->compute_wait_ns = gf->compute_wait;
+			g->queued_ns = gf->queued;
+			g->call_ns = gf->call;
+			g->cause = gf->cause;
+		}
+		struct ranks_index_stats ri = ranks_index(a->ranks, (int32_t)gi);
+		g->slowest_rank = ri.slowest_rank;
+		g->skew_ns = ri.skew_median_ns;
+		gi++;
+	}
+	r->ngathers = (uint32_t)gi;
+
+	/* ledger: the model's parameters are the units' elements (each
+	 * gradient reduced once per synchronisation: the same elements) times
+	 * the tensor-parallel degree; bucketed jobs reduce every parameter once
+	 * a step */
+	uint64_t params = u->total_params;
+	uint32_t ledger_units = (uint32_t)nf, shard_ranks = u->shard_ranks;
+	if (r->verdict == ANALYSIS_BUCKETED) {
+		params = r->buckets.reduce_elements_per_step;
+		largest = r->buckets.fetch_elements_max;
+		ledger_units = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ti[i].fsdp && (uint32_t)ev[i].nranks > shard_ranks)
+				shard_ranks = (uint32_t)ev[i].nranks;
+	}
+	struct ledger_input li;
+	ledger_input_defaults(&li);
+	li.params = (double)params * (r->tp_degree ? r->tp_degree : 1);
+	li.ranks = shard_ranks * (r->tp_degree ? r->tp_degree : 1);
+	li.units = ledger_units;
+	li.largest_unit_params = (double)largest;
+	li.prefetch = o->prefetch;
+	li.param_bytes = o->param_bytes;
+	li.grad_bytes = o->grad_bytes;
+	li.master_bytes = o->master_bytes;
+	li.optimizer_bytes = o->optimizer_bytes;
+	li.gpu_mem_bytes = o->gpu_mem_bytes;
+	if (o->param_bytes_from_trace && nf && record_dtype_bytes(ev[fidx[0]].dtype))
+		li.param_bytes = (double)record_dtype_bytes(ev[fidx[0]].dtype);
+	ledger_compute(&li, &r->ledger);
+	uint64_t wire = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ti[i].in_steps)
+			wire += ev[i].wire_bytes;
+	r->ledger.wire_bytes_per_step = wire;
+
+	/* sizes and dtypes of the FSDP group's traffic */
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		goto out;
+	for (int op = FSS_OP_ALLGATHER; op <= FSS_OP_ALLREDUCE; op++) {
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			int mine = op == FSS_OP_ALLREDUCE ? ti[i].in_steps : ti[i].fsdp;
+			if (ev[i].op != op || !mine)
+				continue;
+			uint32_t bit = ev[i].dtype < 32 ? 1u << ev[i].dtype : 0;
+			if (op == FSS_OP_ALLGATHER)
+				r->sizes.allgather_dtypes |= bit;
+			else if (op == FSS_OP_REDUCESCATTER)
+				r->sizes.reduce_scatter_dtypes |= bit;
+			else
+				r->sizes.allreduce_dtypes |= bit;
+			v[k++] = ev[i].bytes;
+		}
+		if (!k || op == FSS_OP_ALLREDUCE)
+			continue;
+		qsort(v, k, sizeof *v, analyze_u64_cmp);
+		uint64_t *mn = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_min : &r->sizes.reduce_scatter_bytes_min;
+		uint64_t *md =
+		    op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_median : &r->sizes.reduce_scatter_bytes_median;
+		uint64_t *mx = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_max : &r->sizes.reduce_scatter_bytes_max;
+		*mn = v[0];
+		*md = v[(k - 1) / 2];
+		*mx = v[k - 1];
+	}
+	free(v);
+	rc = 0;
+out:
+	free(fidx);
+	free(keys);
+	free(fg);
+	free(bg);
+	free(bunit);
+	return rc;
+}
+
+/* The exposure section: every figure of the headline rank's representative
+ * step, so that they add up (the gathers table is the same step's). */

@@ -1,0 +1,886 @@
+/*
+ * metrics.c - Prometheus /metrics of a live session: the text exposition
+ * (version 0.0.4) of a live view, and a libmicrohttpd server that renders
+ * the board's latest view for each scrape (docs/metrics.md lists every
+ * metric).
+ *
+ * Families are written one after the other, each with its # HELP and
+ * # TYPE lines before its first sample and all its samples together, as
+ * the format requires; a family with no sample (a figure not known yet) is
+ * left out whole, which is how Prometheus says "unknown".
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "collector/metrics.h"
+#include "common/trace_format.h"
+
+#ifndef FSS_VERSION
+#define FSS_VERSION "unknown"
+#endif
+
+/* ---- the text being built ------------------------------------------------ */
+
+struct out {
+	char *p;
+	size_t len, cap;
+	int oom; /* an allocation failed: everything after it is dropped */
+};
+
+static void out_reserve(struct out *o, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (o->oom || o->len + more + 1 <= o->cap)
+		return;
+	cap = o->cap ? o->cap : 4096;
+	while (cap < o->len + more + 1)
+		cap *= 2;
+	p = realloc(o->p, cap);
+	if (!p) {
+		o->oom = 1;
+		return;
+	}
+	o->p = p;
+	o->cap = cap;
+}
+
+static void out_write(struct out *o, const char *s, size_t n)
+{
+	out_reserve(o, n);
+	if (o->oom)
+		return;
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+	o->p[o->len] = '\0';
+}
+
+static void out_str(struct out *o, const char *s)
+{
+	out_write(o, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void out_printf(struct out *o, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof small, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		o->oom = 1;
+		return;
+	}
+	if ((size_t)n < sizeof small) {
+		out_write(o, small, (size_t)n);
+		return;
+	}
+	out_reserve(o, (size_t)n);
+	if (o->oom)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(o->p + o->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	o->len += (size_t)n;
+}
+
+/*
+ * A label value as the format wants it: backslash, double quote and
+ * newline escaped. Bytes that are not printable ASCII become '_': the
+ * values come from fixed-size fields (rule ids) that may be cut in the
+ * middle of a UTF-8 sequence, and the exposition must be valid UTF-8.
+ */
+static void out_label_value(struct out *o, const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\')
+			out_write(o, "\\\\", 2);
+		else if (c == '"')
+			out_write(o, "\\\"", 2);
+		else if (c == '\n')
+			out_write(o, "\\n", 2);
+		else if (c < 0x20 || c >= 0x7f)
+			out_write(o, "_", 1);
+		else
+			out_write(o, (const char *)&c, 1);
+	}
+}
+
+/* Nanoseconds as seconds, exactly: "1.5", "0.000001234", "3". */
+static void out_ns(struct out *o, uint64_t ns, int negative)
+{
+	char frac[16];
+	uint64_t f = ns % 1000000000u;
+	size_t n;
+
+	if (negative && ns)
+		out_write(o, "-", 1);
+	if (f == 0) {
+		out_printf(o, "%" PRIu64, ns / 1000000000u);
+		return;
+	}
+	n = (size_t)snprintf(frac, sizeof frac, "%09" PRIu64, f);
+	while (n > 0 && frac[n - 1] == '0')
+		n--;
+	frac[n] = '\0';
+	out_printf(o, "%" PRIu64 ".%s", ns / 1000000000u, frac);
+}
+
+static void out_signed_ns(struct out *o, int64_t ns)
+{
+	if (ns < 0)
+		out_ns(o, (uint64_t)0 - (uint64_t)ns, 1);
+	else
+		out_ns(o, (uint64_t)ns, 0);
+}
+
+/* ---- families -------------------------------------------------------------- */
+
+enum family_id {
+	F_BUILD_INFO,
+	F_LIVE_GENERATION,
+	F_LIVE_PUBLISHED,
+	F_RECORDS,
+	F_RECORDS_DROPPED_JOB,
+	F_RANKS,
+	F_DIAGNOSED,
+	F_DIAGNOSES,
+	F_VERDICT,
+	F_UNDECIDED,
+	F_REPEATING_UNITS,
+	F_GATHERS_PER_UNIT,
+	F_RESHARD,
+	F_DIAG_ALLGATHERS,
+	F_DIAG_MICROBATCHES,
+	F_DIAG_EXPOSED,
+	F_DIAG_COMPUTE_WAIT,
+	F_FINDINGS,
+	F_RANK_INFO,
+	F_RANK_ENDED,
+	F_RANK_RECORDS,
+	F_RECORDS_DROPPED,
+	F_COLLECTIVES,
+	F_COLLECTIVES_MISSING,
+	F_LATENESS,
+	F_STEP_SECONDS,
+	F_STEP_ORDINAL,
+	F_ALLGATHERS,
+	F_MICROBATCHES,
+	F_ALLGATHER_SECONDS,
+	F_ALLGATHER_EXPOSED,
+	F_COMPUTE_WAIT,
+	F_COMPUTE,
+	F_COMM_EXPOSED,
+	F_STEPS,
+	F_STEPS_EXCLUDED,
+	F_STEP_SECONDS_TOTAL,
+	F_ALLGATHERS_TOTAL,
+	F_ALLGATHER_EXPOSED_TOTAL,
+	F_COMPUTE_WAIT_TOTAL,
+	F_COMPUTE_TOTAL,
+	F_COLLECTIVE_SEQ,
+	F_COMM_COLLECTIVES,
+	F_COMM_ROLE,
+	F_MAX
+};
+
+struct family {
+	const char *name;
+	const char *type;
+	const char *help;
+};
+
+/* The text of docs/metrics.md's table, one line each. */
+static const struct family families[F_MAX] = {
+    [F_BUILD_INFO] = {"fsdpscope_build_info", "gauge",
+		      "Always 1; the labels say the fsdpscope version and the trace format it writes."},
+    [F_LIVE_GENERATION] = {"fsdpscope_live_generation", "gauge",
+			   "Publish count of the live view this scrape rendered (0 before the first)."},
+    [F_LIVE_PUBLISHED] = {"fsdpscope_live_published_timestamp_seconds", "gauge",
+			  "Wall-clock time (Unix seconds) at which the rendered live view was published."},
+    [F_RECORDS] = {"fsdpscope_records_total", "counter", "Records the session wrote to its trace."},
+    [F_RECORDS_DROPPED_JOB] = {"fsdpscope_job_records_dropped_total", "counter",
+			       "Records the ranks lost before they reached the collector, all ranks together."},
+    [F_RANKS] = {"fsdpscope_ranks", "gauge", "Processes (trace sources) the session has seen, ended ones included."},
+    [F_DIAGNOSED] = {"fsdpscope_diagnosed", "gauge", "1 when the live view holds a diagnosis, else 0."},
+    [F_DIAGNOSES] = {"fsdpscope_diagnoses_total", "counter", "Diagnoses the session has made so far."},
+    [F_VERDICT] = {"fsdpscope_verdict", "gauge",
+		   "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one)."},
+    [F_UNDECIDED] = {"fsdpscope_undecided_reason", "gauge",
+		     "1 for why the latest diagnosis could not decide, 0 for the other reasons."},
+    [F_REPEATING_UNITS] = {"fsdpscope_repeating_units", "gauge",
+			   "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis."},
+    [F_GATHERS_PER_UNIT] = {"fsdpscope_gathers_per_unit", "gauge",
+			    "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping)."},
+    [F_RESHARD] = {"fsdpscope_reshard", "gauge", "1 for the reshard-after-forward policy of the latest diagnosis."},
+    [F_DIAG_ALLGATHERS] = {"fsdpscope_diagnosis_allgathers_per_step", "gauge",
+			   "AllGathers per step of the headline rank, latest diagnosis."},
+    [F_DIAG_MICROBATCHES] = {"fsdpscope_diagnosis_microbatches_per_step", "gauge",
+			     "Micro-batches per step, latest diagnosis."},
+    [F_DIAG_EXPOSED] = {"fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge",
+			"AllGather time per step with no compute under it, headline rank, latest diagnosis."},
+    [F_DIAG_COMPUTE_WAIT] = {"fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge",
+			     "Time per step compute waited on gathers, headline rank, latest diagnosis."},
+    [F_FINDINGS] = {"fsdpscope_findings", "gauge", "Findings of the latest diagnosis, by rule and severity."},
+    [F_RANK_INFO] = {"fsdpscope_rank_info", "gauge", "Always 1; the process behind a rank label."},
+    [F_RANK_ENDED] = {"fsdpscope_rank_ended", "gauge", "1 once the rank's process has ended."},
+    [F_RANK_RECORDS] = {"fsdpscope_rank_records_total", "counter", "Records the session received from the rank."},
+    [F_RECORDS_DROPPED] = {"fsdpscope_records_dropped_total", "counter",
+			   "Records the rank lost before they reached the collector (ring, sink, CUPTI, NVTX)."},
+    [F_COLLECTIVES] = {"fsdpscope_collectives_total", "counter", "Collective calls recorded from the rank."},
+    [F_COLLECTIVES_MISSING] = {"fsdpscope_collectives_missing_total", "counter",
+			       "Collective calls the rank made that were not recorded (sequence gaps)."},
+    [F_LATENESS] = {"fsdpscope_rank_lateness_seconds", "gauge",
+		    "How late the rank enters the FSDP collectives against the earliest rank (latest diagnosis)."},
+    [F_STEP_SECONDS] = {"fsdpscope_step_seconds", "gauge", "Duration of the rank's last analysed step."},
+    [F_STEP_ORDINAL] = {"fsdpscope_step_ordinal", "gauge",
+			"Steps of the rank before its last analysed step, warm-up included."},
+    [F_ALLGATHERS] = {"fsdpscope_allgathers_per_step", "gauge", "AllGathers in the rank's last analysed step."},
+    [F_MICROBATCHES] = {"fsdpscope_microbatches_per_step", "gauge",
+			"Micro-batches in the rank's last analysed step, when known."},
+    [F_ALLGATHER_SECONDS] = {"fsdpscope_allgather_seconds_per_step", "gauge",
+			     "AllGather time in the rank's last analysed step."},
+    [F_ALLGATHER_EXPOSED] = {"fsdpscope_allgather_exposed_seconds_per_step", "gauge",
+			     "AllGather time with no compute under it in the rank's last analysed step."},
+    [F_COMPUTE_WAIT] = {"fsdpscope_compute_wait_seconds_per_step", "gauge",
+			"Time compute waited on gathers in the rank's last analysed step."},
+    [F_COMPUTE] = {"fsdpscope_compute_seconds_per_step", "gauge", "Compute time in the rank's last analysed step."},
+    [F_COMM_EXPOSED] = {"fsdpscope_comm_exposed_seconds_per_step", "gauge",
+			"Communication time with no compute under it in the rank's last analysed step."},
+    [F_STEPS] = {"fsdpscope_steps_total", "counter", "Steps of the rank analysed."},
+    [F_STEPS_EXCLUDED] = {"fsdpscope_steps_excluded_total", "counter",
+			  "Steps of the rank left out of the analysis (lost collectives, cut off)."},
+    [F_STEP_SECONDS_TOTAL] = {"fsdpscope_analysed_step_seconds_total", "counter",
+			      "Duration of the rank's analysed steps, summed."},
+    [F_ALLGATHERS_TOTAL] = {"fsdpscope_allgathers_total", "counter", "AllGathers in the rank's analysed steps."},
+    [F_ALLGATHER_EXPOSED_TOTAL] = {"fsdpscope_allgather_exposed_seconds_total", "counter",
+				   "AllGather time with no compute under it in the rank's analysed steps, summed."},
+    [F_COMPUTE_WAIT_TOTAL] = {"fsdpscope_compute_wait_seconds_total", "counter",
+			      "Time compute waited on gathers in the rank's analysed steps, summed."},
+    [F_COMPUTE_TOTAL] = {"fsdpscope_compute_seconds_total", "counter",
+			 "Compute time in the rank's analysed steps, summed."},
+    [F_COLLECTIVE_SEQ] = {"fsdpscope_collective_seq", "gauge",
+			  "Sequence number of the rank's latest collective on the communicator."},
+    [F_COMM_COLLECTIVES] = {"fsdpscope_comm_collectives_total", "counter",
+			    "Collective calls the rank recorded on the communicator."},
+    [F_COMM_ROLE] = {"fsdpscope_comm_role", "gauge", "1 for the communicator's role as the latest diagnosis gave it."},
+};
+
+struct render {
+	struct out o;
+	const struct live_view *v;
+	char (*rank_label)[24]; /* per ranks[] entry */
+	unsigned char started[F_MAX];
+};
+
+/* Start a sample of family f: its header first when it is the first one. */
+static void sample_begin(struct render *r, enum family_id f)
+{
+	const struct family *fam = &families[f];
+
+	if (!r->started[f]) {
+		r->started[f] = 1;
+		out_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, fam->type);
+	}
+	out_str(&r->o, fam->name);
+}
+
+/* A sample with no labels and an integer value. */
+static void sample_u64(struct render *r, enum family_id f, uint64_t value)
+{
+	sample_begin(r, f);
+	out_printf(&r->o, " %" PRIu64 "\n", value);
+}
+
+/* A sample with one label and an integer value. */
+static void sample_label_u64(struct render *r, enum family_id f, const char *label, const char *text, uint64_t value)
+{
+	sample_begin(r, f);
+	out_printf(&r->o, "{%s=\"", label);
+	out_label_value(&r->o, text, strlen(text));
+	out_printf(&r->o, "\"} %" PRIu64 "\n", value);
+}
+
+/* ---- ranks ------------------------------------------------------------------ */
+
+/*
+ * The rank label of each ranks[] entry: the rank number while it is known
+ * and no source with a lower number has it too; "source<N>" (the trace's
+ * source number) otherwise. The lowest source keeps a rank's label, so a
+ * label never moves from one process to another while sources are added;
+ * a rank that becomes known changes its label from source<N> to the number
+ * once, and no two entries ever share a label.
+ */
+static int rank_labels(struct render *r)
+{
+	const struct live_view *v = r->v;
+
+	r->rank_label = calloc(v->nranks ? v->nranks : 1, sizeof *r->rank_label);
+	if (!r->rank_label)
+		return -ENOMEM;
+	for (size_t i = 0; i < v->nranks; i++) {
+		const struct live_rank *a = &v->ranks[i];
+		int first = a->rank >= 0;
+
+		for (size_t j = 0; first && j < v->nranks; j++) {
+			const struct live_rank *b = &v->ranks[j];
+			if (j != i && b->rank == a->rank &&
+			    (b->source < a->source || (b->source == a->source && j < i)))
+				first = 0;
+		}
+		if (first)
+			snprintf(r->rank_label[i], sizeof r->rank_label[i], "%" PRId32, a->rank);
+		else
+			snprintf(r->rank_label[i], sizeof r->rank_label[i], "source%" PRIu32, a->source);
+	}
+	return 0;
+}
+
+/* The step the per-step gauges describe: the last one, or the latest
+ * analysed one of the window when the last was left out; NULL when none. */
+static const struct live_step *rank_step(const struct live_rank *k)
+{
+	size_t n = k->nwindow < LIVE_WINDOW ? k->nwindow : LIVE_WINDOW;
+
+	if (k->last.step_ns && !k->last.excluded)
+		return &k->last;
+	for (size_t i = n; i-- > 0;)
+		if (k->window[i].step_ns && !k->window[i].excluded)
+			return &k->window[i];
+	return NULL;
+}
+
+enum value_kind { V_COUNT, V_NS, V_SIGNED_NS };
+
+struct value {
+	enum value_kind kind;
+	uint64_t u;
+	int64_t s;
+};
+
+/* value_of - the sample of family f for rank k; 0 when it has none. */
+static int value_of(enum family_id f, const struct live_rank *k, struct value *val)
+{
+	const struct live_step *s = rank_step(k);
+
+	val->kind = V_COUNT;
+	val->s = 0;
+	switch (f) {
+	case F_RANK_ENDED:
+		val->u = k->ended != 0;
+		return 1;
+	case F_RANK_RECORDS:
+		val->u = k->records;
+		return 1;
+	case F_RECORDS_DROPPED:
+		val->u = k->dropped;
+		return 1;
+	case F_COLLECTIVES:
+		val->u = k->collectives;
+		return 1;
+	case F_COLLECTIVES_MISSING:
+		val->u = k->collectives_missing;
+		return 1;
+	case F_LATENESS:
+		val->kind = V_SIGNED_NS;
+		val->s = k->lateness_ns;
+		return 1;
+	case F_STEPS:
+		val->u = k->totals.steps;
+		return 1;
+	case F_STEPS_EXCLUDED:
+		val->u = k->totals.steps_excluded;
+		return 1;
+	case F_STEP_SECONDS_TOTAL:
+		val->kind = V_NS;
+		val->u = k->totals.step_ns_sum;
+		return 1;
+	case F_ALLGATHERS_TOTAL:
+		val->u = k->totals.allgathers_sum;
+		return 1;
+	case F_ALLGATHER_EXPOSED_TOTAL:
+		val->kind = V_NS;
+		val->u = k->totals.exposed_allgather_ns_sum;
+		return 1;
+	case F_COMPUTE_WAIT_TOTAL:
+		val->kind = V_NS;
+		val->u = k->totals.compute_wait_ns_sum;
+		return 1;
+	case F_COMPUTE_TOTAL:
+		val->kind = V_NS;
+		val->u = k->totals.compute_ns_sum;
+		return 1;
+	default:
+		break;
+	}
+	if (!s)
+		return 0;
+	switch (f) {
+	case F_STEP_SECONDS:
+		val->kind = V_NS;
+		val->u = s->step_ns;
+		return 1;
+	case F_STEP_ORDINAL:
+		val->u = s->ordinal;
+		return 1;
+	case F_ALLGATHERS:
+		val->u = s->allgathers;
+		return 1;
+	case F_MICROBATCHES:
+		val->u = s->microbatches;
+		return s->microbatches != 0;
+	case F_ALLGATHER_SECONDS:
+		val->kind = V_NS;
+		val->u = s->allgather_ns;
+		return 1;
+	case F_ALLGATHER_EXPOSED:
+		val->kind = V_NS;
+		val->u = s->exposed_allgather_ns;
+		return 1;
+	case F_COMPUTE_WAIT:
+		val->kind = V_NS;
+		val->u = s->compute_wait_ns;
+		return 1;
+	case F_COMPUTE:
+		val->kind = V_NS;
+		val->u = s->compute_ns;
+		return 1;
+	case F_COMM_EXPOSED:
+		val->kind = V_NS;
+		val->u = s->exposed_comm_ns;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* The families with one sample per rank, in the order they are written. */
+/* clang-format off */
+static const enum family_id rank_families[] = {
+    F_RANK_ENDED,         F_RANK_RECORDS,       F_RECORDS_DROPPED,   F_COLLECTIVES,
+    F_COLLECTIVES_MISSING, F_LATENESS,          F_STEP_SECONDS,      F_STEP_ORDINAL,
+    F_ALLGATHERS,         F_MICROBATCHES,       F_ALLGATHER_SECONDS, F_ALLGATHER_EXPOSED,
+    F_COMPUTE_WAIT,       F_COMPUTE,            F_COMM_EXPOSED,      F_STEPS,
+    F_STEPS_EXCLUDED,     F_STEP_SECONDS_TOTAL, F_ALLGATHERS_TOTAL,  F_ALLGATHER_EXPOSED_TOTAL,
+    F_COMPUTE_WAIT_TOTAL, F_COMPUTE_TOTAL};
+/* clang-format on */
+
+static void render_ranks(struct render *r)
+{
+	const struct live_view *v = r->v;
+
+	for (size_t i = 0; i < v->nranks; i++) {
+		const struct live_rank *k = &v->ranks[i];
+		sample_begin(r, F_RANK_INFO);
+		out_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n", r->rank_label[i],
+			   k->source, k->pid);
+	}
+	for (size_t f = 0; f < sizeof rank_families / sizeof rank_families[0]; f++) {
+		for (size_t i = 0; i < v->nranks; i++) {
+			struct value val;
+			if (!value_of(rank_families[f], &v->ranks[i], &val))
+				continue;
+			sample_begin(r, rank_families[f]);
+			out_printf(&r->o, "{rank=\"%s\"} ", r->rank_label[i]);
+			if (val.kind == V_COUNT)
+				out_printf(&r->o, "%" PRIu64, val.u);
+			else if (val.kind == V_NS)
+				out_ns(&r->o, val.u, 0);
+			else
+				out_signed_ns(&r->o, val.s);
+			out_write(&r->o, "\n", 1);
+		}
+	}
+}
+
+/* A communicator a rank lists twice (the same id) is written once: two
+ * samples with the same labels would make the scrape fail. */
+static int comm_repeated(const struct live_rank *k, size_t c)
+{
+	for (size_t j = 0; j < c; j++)
+		if (k->comms[j].id_hash == k->comms[c].id_hash)
+			return 1;
+	return 0;
+}
+
+static void render_comms(struct render *r)
+{
+	static const enum family_id comm_families[] = {F_COLLECTIVE_SEQ, F_COMM_COLLECTIVES, F_COMM_ROLE};
+	const struct live_view *v = r->v;
+
+	for (size_t f = 0; f < sizeof comm_families / sizeof comm_families[0]; f++) {
+		for (size_t i = 0; i < v->nranks; i++) {
+			const struct live_rank *k = &v->ranks[i];
+			size_t n = k->ncomms < LIVE_COMMS_MAX ? k->ncomms : LIVE_COMMS_MAX;
+			for (size_t c = 0; c < n; c++) {
+				const struct live_comm *m = &k->comms[c];
+				if (comm_repeated(k, c))
+					continue;
+				sample_begin(r, comm_families[f]);
+				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash, r->rank_label[i]);
+				if (comm_families[f] == F_COLLECTIVE_SEQ)
+					out_printf(&r->o, "} %" PRIu64 "\n", m->last_seq);
+				else if (comm_families[f] == F_COMM_COLLECTIVES)
+					out_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
+				else
+					out_printf(&r->o, ",role=\"%s\"} 1\n", analysis_comm_role_name(m->role));
+			}
+		}
+	}
+}
+
+/* ---- the job ---------------------------------------------------------------- */
+
+/* enum rule_severity's names: rules/ sits above collector/, so its
+ * rule_severity_name cannot be linked from here. */
+static const char *severity_name(int s)
+{
+	return s == 0 ? "info" : s == 1 ? "warning" : s == 2 ? "error" : "unknown";
+}
+
+/* enum analysis_reshard's names, as docs/metrics.md lists them. */
+static const char *const reshard_names[] = {"unknown", "true", "false", "group", "mixed"};
+
+static void render_findings(struct render *r)
+{
+	const struct live_job *j = &r->v->job;
+	size_t n = j->nfindings < LIVE_FINDINGS_MAX ? j->nfindings : LIVE_FINDINGS_MAX;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct live_finding *a = &j->findings[i];
+		uint64_t count = 0;
+		int seen = 0;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = j->findings[k].severity == a->severity &&
+			       strncmp(j->findings[k].rule, a->rule, sizeof a->rule) == 0;
+		if (seen)
+			continue;
+		for (size_t k = i; k < n; k++)
+			count += j->findings[k].severity == a->severity &&
+				 strncmp(j->findings[k].rule, a->rule, sizeof a->rule) == 0;
+		sample_begin(r, F_FINDINGS);
+		out_str(&r->o, "{rule=\"");
+		out_label_value(&r->o, a->rule, sizeof a->rule);
+		out_printf(&r->o, "\",severity=\"%s\"} %" PRIu64 "\n", severity_name(a->severity), count);
+	}
+}
+
+static void render_job(struct render *r)
+{
+	const struct live_view *v = r->v;
+	const struct live_job *j = v ? &v->job : NULL;
+	int diagnosed = j && j->diagnosed;
+	static const int verdicts[] = {ANALYSIS_DIAGNOSED, ANALYSIS_BUCKETED, ANALYSIS_UNDECIDED};
+
+	sample_begin(r, F_BUILD_INFO);
+	out_printf(&r->o, "{version=\"%s\",format=\"%d.%d\"} 1\n", FSS_VERSION, FSS_FORMAT_MAJOR, FSS_FORMAT_MINOR);
+	sample_u64(r, F_LIVE_GENERATION, v ? v->generation : 0);
+	if (v && v->at_realtime_ns) {
+		sample_begin(r, F_LIVE_PUBLISHED);
+		out_write(&r->o, " ", 1);
+		out_ns(&r->o, v->at_realtime_ns, 0);
+		out_write(&r->o, "\n", 1);
+	}
+	sample_u64(r, F_RECORDS, j ? j->records_total : 0);
+	sample_u64(r, F_RECORDS_DROPPED_JOB, j ? j->records_dropped_total : 0);
+	sample_u64(r, F_RANKS, v ? v->nranks : 0);
+	sample_u64(r, F_DIAGNOSED, diagnosed);
+	sample_u64(r, F_DIAGNOSES, j ? j->diagnoses : 0);
+	for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++)
+		sample_label_u64(r, F_VERDICT, "verdict", analysis_verdict_name(verdicts[i]),
+				 diagnosed && j->verdict == verdicts[i]);
+	if (!diagnosed)
+		return;
+	for (int reason = ANALYSIS_UNDECIDED_NONE + 1; reason < ANALYSIS_UNDECIDED_MAX; reason++)
+		sample_label_u64(r, F_UNDECIDED, "reason", analysis_undecided_name(reason),
+				 j->verdict == ANALYSIS_UNDECIDED && j->undecided_reason == reason);
+	if (j->verdict == ANALYSIS_DIAGNOSED) {
+		sample_u64(r, F_REPEATING_UNITS, j->repeating_units);
+		sample_u64(r, F_GATHERS_PER_UNIT, j->gathers_per_unit);
+		for (int p = 0; p < (int)(sizeof reshard_names / sizeof reshard_names[0]); p++)
+			sample_label_u64(r, F_RESHARD, "policy", reshard_names[p], j->reshard == p);
+	}
+	if (j->verdict != ANALYSIS_UNDECIDED) {
+		sample_u64(r, F_DIAG_ALLGATHERS, j->allgathers_per_step);
+		if (j->microbatches)
+			sample_u64(r, F_DIAG_MICROBATCHES, j->microbatches);
+		sample_begin(r, F_DIAG_EXPOSED);
+		out_write(&r->o, " ", 1);
+		out_ns(&r->o, j->exposed_allgather_ns_per_step, 0);
+		out_write(&r->o, "\n", 1);
+		sample_begin(r, F_DIAG_COMPUTE_WAIT);
+		out_write(&r->o, " ", 1);
+		out_ns(&r->o, j->compute_wait_ns_per_step, 0);
+		out_write(&r->o, "\n", 1);
+	}
+	render_findings(r);
+}
+
+int metrics_render(const struct live_view *v, char **text, size_t *len)
+{
+	struct render r = {.v = v};
+
+	render_job(&r);
+	if (v) {
+		if (rank_labels(&r) < 0) {
+			free(r.o.p);
+			return -ENOMEM;
+		}
+		render_ranks(&r);
+		render_comms(&r);
+		free(r.rank_label);
+	}
+	if (!r.o.p && !r.o.oom)
+		out_reserve(&r.o, 0);
+	if (r.o.oom) {
+		free(r.o.p);
+		return -ENOMEM;
+	}
+	*text = r.o.p;
+	*len = r.o.len;
+	return 0;
+}
+
+/* ---- the server ------------------------------------------------------------- */
+
+/* A scraper that stops reading holds a connection at most this long, and no
+ * more than this many are open at once: stuck clients cannot pile up. */
+#define METRICS_CONNECTIONS_MAX 16
+#define METRICS_TIMEOUT_S 5
+
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct metrics_server {
+	struct MHD_Daemon *daemon;
+	live_board_t *board;
+	atomic_ulong scrapes;
+	char address[INET6_ADDRSTRLEN + 16];
+};
+
+static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *text, const char *allow)
+{
+	struct MHD_Response *res = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	if (!res)
+		return MHD_NO;
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	if (allow)
+		MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, allow);
+	ret = MHD_queue_response(c, status, res);
+	MHD_destroy_response(res);
+	return ret;
+}
+
+/* One request: GET (or HEAD) /metrics renders the board's latest view. */
+static enum MHD_Result metrics_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				      const char *version, const char *upload_data, size_t *upload_data_size,
+				      void **con_cls)
+{
+	struct metrics_server *s = cls;
+	const struct live_view *v;
+	struct MHD_Response *res;
+	enum MHD_Result ret;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	atomic_fetch_add(&s->scrapes, 1);
+	if (strcmp(url, "/metrics") != 0)
+		return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: fsdpscope serves GET /metrics\n", NULL);
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET\n", "GET, HEAD");
+	v = live_board_acquire(s->board);
+	rc = metrics_render(v, &text, &len);
+	live_board_release(s->board, v);
+	if (rc < 0)
+		return respond_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
+	res = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!res) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, METRICS_CONTENT_TYPE);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, res);
+	MHD_destroy_response(res);
+	return ret;
+}
+
+/* Split "host:port" / "[v6]:port"; 0 or -EINVAL with the reason in err. */
+static int split_hostport(const char *hostport, char *host, size_t hostlen, unsigned *port, char *err, size_t errlen)
+{
+	const char *colon, *p;
+	char *end;
+	unsigned long n;
+	size_t hl;
+
+	if (hostport[0] == '[') {
+		const char *close = strchr(hostport, ']');
+		if (!close || close[1] != ':') {
+			snprintf(err, errlen, "'%s': an IPv6 address is written [ADDR]:PORT", hostport);
+			return -EINVAL;
+		}
+		hl = (size_t)(close - hostport - 1);
+		p = hostport + 1;
+		colon = close + 1;
+	} else {
+		colon = strrchr(hostport, ':');
+		if (!colon || strchr(hostport, ':') != colon) {
+			snprintf(err, errlen, "'%s': expected HOST:PORT (127.0.0.1:9464, [::1]:9464)", hostport);
+			return -EINVAL;
+		}
+		hl = (size_t)(colon - hostport);
+		p = hostport;
+	}
+	if (hl == 0 || hl >= hostlen) {
+		snprintf(err, errlen, "'%s': expected HOST:PORT (127.0.0.1:9464, [::1]:9464)", hostport);
+		return -EINVAL;
+	}
+	memcpy(host, p, hl);
+	host[hl] = '\0';
+	errno = 0;
+	n = strtoul(colon + 1, &end, 10);
+	if (colon[1] < '0' || colon[1] > '9' || *end || errno || n > 65535) {
+		snprintf(err, errlen, "'%s': the port must be a number from 0 to 65535", hostport);
+		return -EINVAL;
+	}
+	*port = (unsigned)n;
+	return 0;
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+			return 1;
+		return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+	}
+	return 0;
+}
+
+/* The address actually listened on, the port filled in. */
+static void server_address(struct metrics_server *s)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char host[INET6_ADDRSTRLEN];
+
+	if (!info || getsockname(info->listen_fd, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		snprintf(s->address, sizeof s->address, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		snprintf(s->address, sizeof s->address, "%s:%u", host, ntohs(in->sin_port));
+	}
+}
+
+int metrics_server_start(metrics_server_t **out, const char *hostport, int allow_remote, live_board_t *board, char *err,
+			 size_t errlen)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+	struct metrics_server *s = NULL;
+	char host[256], port_text[8];
+	unsigned port;
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+	int rc, gai;
+
+	if (errlen)
+		err[0] = '\0';
+	rc = split_hostport(hostport, host, sizeof host, &port, err, errlen);
+	if (rc < 0)
+		return rc;
+	snprintf(port_text, sizeof port_text, "%u", port);
+	gai = getaddrinfo(host, port_text, &hints, &ai);
+	if (gai != 0 || !ai) {
+		snprintf(err, errlen, "'%s': cannot resolve %s: %s", hostport, host,
+			 gai ? gai_strerror(gai) : "no address");
+		if (ai)
+			freeaddrinfo(ai);
+		return -EINVAL;
+	}
+	if (!allow_remote && !is_loopback(ai->ai_addr)) {
+		snprintf(err, errlen, "'%s' is not a loopback address: /metrics is served elsewhere only when asked",
+			 hostport);
+		rc = -EPERM;
+		goto fail;
+	}
+	s = calloc(1, sizeof *s);
+	if (!s) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	s->board = board;
+	atomic_init(&s->scrapes, 0);
+	/* epoll (MHD_USE_AUTO): a collector with hundreds of agent
+	 * connections has descriptors past select()'s FD_SETSIZE. No error
+	 * log: the collector's stderr is the user's, and the errors that
+	 * matter come back here. */
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	errno = 0;
+	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, metrics_handle, s, MHD_OPTION_SOCK_ADDR,
+				     ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS_MAX,
+				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S, MHD_OPTION_END);
+	if (!s->daemon) {
+		/* MHD says nothing with its log off; the failed bind() or
+		 * listen() has left its errno. */
+		rc = errno ? -errno : -EIO;
+		snprintf(err, errlen, "cannot serve /metrics on '%s': %s", hostport,
+			 errno ? strerror(errno) : "libmicrohttpd could not start");
+		goto fail;
+	}
+	snprintf(s->address, sizeof s->address, "%s", hostport);
+	server_address(s);
+	freeaddrinfo(ai);
+	*out = s;
+	return 0;
+fail:
+	free(s);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+const char *metrics_server_address(const metrics_server_t *s)
+{
+	return s->address;
+}
+
+unsigned long metrics_server_scrapes(const metrics_server_t *s)
+{
+	return atomic_load(&s->scrapes);
+}
+
+void metrics_server_stop(metrics_server_t *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->daemon);
+	free(s);
+}
