@@ -14,9 +14,10 @@
 #       8 ranks, unpaced (as fast as the collector reads), RECORDS records in
 #       all: the harness' peak RSS and the analysis' pending maximum; then
 #       the analysis alone over the trace it wrote (its own peak RSS).
-#   bench/collect_bench.sh collect RATE SECONDS [RANKS]
+#   bench/collect_bench.sh collect RATE SECONDS [RANKS [RING_SLOTS]]
 #       `load` against `fsdpscope collect --until-idle 1` instead of the
-#       harness: its CPU and peak RSS from /usr/bin/time -v.
+#       harness: its CPU and peak RSS from /usr/bin/time -v (over its whole
+#       life: start, the load, 1 s idle, the end's lint).
 #
 # BUILD (default build) names the build folder, WORK (a fresh mktemp -d) where
 # sockets and traces go; traces are removed after each run.
@@ -108,7 +109,7 @@ memory)
 	done
 	;;
 collect)
-	rate=$1 seconds=$2 ranks=${3:-256}
+	rate=$1 seconds=$2 ranks=${3:-256} ring=${4:-65536}
 	mkdir -p "$work/out"
 	/usr/bin/time -v "$BUILD/cli/fsdpscope" collect --listen "unix:$work/c.sock" --out "$work/out" \
 		--until-idle 1 >"$work/c.stdout" 2>"$work/c.stderr" &
@@ -116,15 +117,19 @@ collect)
 	i=0
 	until [ -S "$work/c.sock" ]; do
 		i=$((i + 1))
-		[ $i -gt 600 ] && { echo "collect_bench: collect did not listen" >&2; cat "$work/c.stderr" >&2; exit 1; }
+		if [ $i -gt 600 ] || ! kill -0 "$hpid" 2>/dev/null; then
+			echo "collect_bench: collect did not listen" >&2
+			cat "$work/c.stderr" >&2
+			exit 1
+		fi
 		sleep 0.1
 	done
 	"$load" --address "unix:$work/c.sock" --ranks "$ranks" --rate "$rate" --seconds "$seconds" \
-		--counts "$work/c.counts" >"$work/c.load" 2>&1
+		--ring-slots "$ring" --counts "$work/c.counts" >"$work/c.load" 2>&1
 	wait "$hpid"
 	hpid=
 	trace=$(ls "$work"/out/*.fss 2>/dev/null | head -1)
-	echo "== collect: $ranks ranks x $rate collectives/s for $seconds s"
+	echo "== collect: $ranks ranks x $rate collectives/s for $seconds s, ring $ring"
 	cat "$work/c.load"
 	grep -E "Elapsed|Maximum resident|User time|System time" "$work/c.stderr"
 	if [ -n "$trace" ]; then
@@ -134,7 +139,7 @@ collect)
 	fi
 	;;
 *)
-	sed -n '2,21p' "$0"
+	sed -n "2,23p" "$0"
 	exit 2
 	;;
 esac
