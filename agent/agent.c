@@ -112,6 +112,8 @@ static void agent_read_config(void)
 	if (c->tmp_dir[0] != '/')
 		c->tmp_dir[0] = '\0';
 	c->sink_timeout_ms = (int)env_long(AGENT_ENV_SINK_TIMEOUT, 1000, 10, 600000);
+	c->retry_ms = (int)env_long(AGENT_ENV_RETRY, 1000, 0, 3600000);
+	c->retain_bytes = (uint64_t)env_long(AGENT_ENV_RETAIN, 16l << 20, 0, 1l << 30);
 	c->dormant = agent_dormant;
 	c->cupti = !(cupti && strcmp(cupti, "0") == 0);
 	c->rank = (int)env_long("RANK", FSS_RANK_UNKNOWN, 0, INT32_MAX);
@@ -307,6 +309,7 @@ void agent_state_reset(void)
 	atomic_store(&agent_counters.sink_dropped, 0);
 	atomic_store(&agent_counters.cupti_dropped, 0);
 	atomic_store(&agent_counters.nvtx_dropped, 0);
+	atomic_store(&agent_counters.unconfirmed, 0);
 	agent_read_early_env();
 	atomic_store(&agent_activated, 0);
 	atomic_store(&agent_state_now, agent_dormant ? AGENT_DORMANT : AGENT_ON);

@@ -40,6 +40,10 @@
 #define AGENT_ENV_DEBUG "FSDPSCOPE_DEBUG"     /* "1": say what the agent does on stderr */
 /* a socket write blocked this long = sink stalled (default 1000) */
 #define AGENT_ENV_SINK_TIMEOUT "FSDPSCOPE_SINK_TIMEOUT_MS"
+/* on a file sink, try FSDPSCOPE_SINK again this often (default 1000, 0: never) */
+#define AGENT_ENV_RETRY "FSDPSCOPE_RETRY_MS"
+/* bytes of sent chunks kept until the collector acknowledges them (default 16 MiB) */
+#define AGENT_ENV_RETAIN "FSDPSCOPE_RETAIN_BYTES"
 
 /* Agent states. Producers check one relaxed atomic load. */
 enum agent_state {
@@ -138,6 +142,8 @@ struct agent_config {
 	char runtime_dir[1024]; /* XDG_RUNTIME_DIR when absolute, else "" (the default file directory) */
 	char tmp_dir[1024];	/* TMPDIR when absolute, else "" */
 	int sink_timeout_ms;	/* FSDPSCOPE_SINK_TIMEOUT_MS */
+	int retry_ms;		/* FSDPSCOPE_RETRY_MS, 0: never retry the socket */
+	uint64_t retain_bytes;	/* FSDPSCOPE_RETAIN_BYTES */
 	int dormant;		/* FSDPSCOPE_DORMANT=1 */
 	int cupti;		/* FSDPSCOPE_CUPTI is not "0" */
 	int rank, local_rank, world_size, slurm_procid, ompi_rank; /* hints for the hello, -1 unset */

@@ -6,6 +6,8 @@
 #ifndef FSS_AGENT_SENDER_H
 #define FSS_AGENT_SENDER_H
 
+#include <stdint.h>
+
 /* sender_start - start the thread if it is not running; 0 or -errno. */
 int sender_start(void);
 
@@ -26,5 +28,13 @@ void sender_stop(int timeout_ms);
 /* sender_after_fork_child - the child has no sender thread: forget it, and
  * close the child's copy of the parent's socket. */
 void sender_after_fork_child(void);
+
+/* sender_retained_bytes - bytes of sent chunks the socket sink keeps until
+ * the collector acknowledges them (tests and debug output). */
+uint64_t sender_retained_bytes(void);
+
+/* sender_bad_acks - messages on the return channel that were ignored (not
+ * an ack, or an ack that does not fit the stream), since the process began. */
+uint64_t sender_bad_acks(void);
 
 #endif

@@ -127,11 +127,76 @@ struct rank_state *analyze_state_for(analyzer_t *a, struct tl_source *src)
 	return rs;
 }
 
+/* --keep (docs/keep.md): the collectives of a summarised step, and those
+ * before the first of a last:N trace, are left out on purpose: taken as seen,
+ * not as lost. */
+static int keep_records(analyzer_t *a, struct tl_source *src, const struct fss_record_head *rec)
+{
+	struct rank_state *rs = analyze_state_for(a, src);
+	if (!rs)
+		return -ENOMEM;
+	if (rec->type == FSS_REC_STEP_SUMMARY) {
+		const struct fss_rec_step_summary *r = (const void *)rec;
+		step_summaries_add(&a->kept, r);
+		if (!r->collectives)
+			return 0;
+		/* forget ranges the taken events have passed; full: the last one grows */
+		unsigned k = 0;
+		for (unsigned i = 0; i < rs->nsummarised; i++)
+			if (rs->summarised[i].hi > rs->seq_max)
+				rs->summarised[k++] = rs->summarised[i];
+		rs->nsummarised = k;
+		struct seq_range *last = k ? &rs->summarised[k - 1] : NULL;
+		if (last && (last->hi + 1 >= r->seq_first || k == ANALYZE_SEQ_LOOK)) {
+			if (r->seq_last > last->hi)
+				last->hi = r->seq_last;
+			if (r->seq_first < last->lo)
+				last->lo = r->seq_first;
+		} else {
+			rs->summarised[rs->nsummarised++] = (struct seq_range){r->seq_first, r->seq_last};
+		}
+		rs->calls_taken += r->collectives;
+	} else if (rs->seq_max == 0 && rs->calls_taken == 0) {
+		uint64_t seq = ((const struct fss_rec_collective *)rec)->seq;
+		if (seq > 1)
+			rs->seq_max = rs->calls_taken = seq - 1;
+		/* its calls on each communicator are counted from where the trace
+		 * starts, which differs from rank to rank: not matched across */
+		rs->unmatched_from_loss = 1;
+	}
+	return 0;
+}
+
+void analyze_keep_finish(const analyzer_t *a, struct analysis_result *r)
+{
+	char kept[ANALYSIS_NOTE_BYTES];
+	if (step_summaries_note(&a->kept, kept, sizeof kept))
+		analyze_note(r, "%s", kept);
+	if (!a->kept.steps && !a->kept.keep_flags)
+		return;
+	/* what a source's seq numbers miss on purpose is not missing */
+	for (uint32_t i = 0; i < r->nsources; i++)
+		for (size_t j = 0; j < a->nrs; j++)
+			if (a->rs[j]->src->id == r->sources[i].source)
+				r->sources[i].collectives_missing = analyze_source_lost(a->rs[j]);
+}
+
+void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps)
+{
+	a->kept.keep_flags = flags;
+	a->kept.keep_steps = steps;
+}
+
 int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 {
 	struct tl_source *src;
 	int rc = timeline_feed(a->tl, rec, &src);
 	if (rc < 0 || !src)
+		return rc;
+	if (rec->type == FSS_REC_STEP_SUMMARY)
+		return keep_records(a, src, rec);
+	if (rec->type == FSS_REC_COLLECTIVE && (a->kept.keep_flags & FSS_FILE_KEEP_LAST) &&
+	    (rc = keep_records(a, src, rec)) < 0)
 		return rc;
 	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
 		struct rank_state *rs = analyze_state_for(a, src);
@@ -166,6 +231,12 @@ size_t analyzer_pending_max(const analyzer_t *a)
 static int on_record(void *ctx, const struct fss_record_head *rec)
 {
 	return analyzer_feed(ctx, rec);
+}
+
+static int on_header(void *ctx, const struct fss_file_header *h)
+{
+	analyzer_set_keep(ctx, h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), h->keep_steps);
+	return 0;
 }
 
 /* How the file ended and what the reader skipped, for the report. */
@@ -211,7 +282,7 @@ int analyze_trace_steps(const char *path, const struct analysis_options *opts, a
 		return rc;
 	}
 	analyzer_on_step(a, fn, ctx);
-	struct trace_parser_ops ops = {.on_record = on_record};
+	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct trace_read_info info;
 	rc = trace_read(path, &ops, a, &info);
 	if (info.input != TRACE_INPUT_TRACE) {

@@ -81,6 +81,14 @@ size_t analyzer_pending_max(const analyzer_t *a);
  */
 void analyzer_set_truncated(analyzer_t *a);
 
+/*
+ * analyzer_set_keep - the trace's header says which --keep policy wrote it
+ * (FSS_FILE_KEEP_* and keep_steps, common/trace_format.h): a last:N trace
+ * starts in the middle of the run, its first calls are not lost; the notes
+ * say what the trace holds. analyze_trace does this from the header.
+ */
+void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps);
+
 /* One collective event of a step, as the step callback sees it (a time
  * strip draws them). */
 struct analysis_step_event {

@@ -214,6 +214,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 				     "none alike)",
 				  (unsigned long long)r->trace.collectives);
 		}
+		analyze_keep_finish(a, r);
 		*out = r;
 		return 0;
 	}
@@ -325,6 +326,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 			"skipped): analysed what could be read");
 	if (tot.unmatched && r->ranks > 1)
 		analyze_note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
+	analyze_keep_finish(a, r);
 	*out = r;
 	return 0;
 }

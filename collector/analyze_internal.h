@@ -22,6 +22,7 @@
 #include "collector/phases.h"
 #include "collector/ranks.h"
 #include "collector/reshard.h"
+#include "collector/step_summaries.h"
 #include "collector/steps.h"
 #include "collector/timeline.h"
 #include "collector/units.h"
@@ -185,6 +186,9 @@ struct rank_state {
 	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* its latest drops record */
 	int nvtx_event_wait;     /* the oldest NVTX step waits for the event after it (its edge) */
 	uint64_t nvtx_events_seen; /* source events when it began to wait */
+	struct seq_range summarised[ANALYZE_SEQ_LOOK]; /* seq numbers of summarised steps (--keep summary)
+	                                                  not yet passed, in order */
+	unsigned nsummarised;
 };
 
 /* Why a step is left out (analysis_step_info.excluded). */
@@ -208,6 +212,7 @@ struct analyzer {
 	size_t pending_max;
 	struct analysis_step_event *step_events; /* the step callback's events, reused */
 	size_t step_events_cap;
+	struct step_summaries kept; /* what a --keep trace left out (analyze.c, keep_records) */
 };
 
 
@@ -219,6 +224,7 @@ struct step_trust {
 
 /* analyze.c */
 struct rank_state *analyze_state_for(analyzer_t *a, struct tl_source *src);
+void analyze_keep_finish(const analyzer_t *a, struct analysis_result *r);
 void analyze_summary_free(struct step_summary *s);
 
 /* analyze_summary.c */

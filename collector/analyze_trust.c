@@ -33,13 +33,15 @@ static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo,
 	if (n == 0)
 		return 0;
 	size_t ne = tl_array_len(&src->events), nl = ne - n < ANALYZE_SEQ_LOOK ? ne - n : ANALYZE_SEQ_LOOK;
-	struct seq_range *v = malloc((rs->nrecent + n + nl) * sizeof *v);
+	struct seq_range *v = malloc((rs->nrecent + rs->nsummarised + n + nl) * sizeof *v);
 	if (!v)
 		return -ENOMEM;
 	size_t k = 0;
 	uint64_t first = UINT64_MAX, last = 0, next = 0, lost = 0;
 	for (unsigned i = 0; i < rs->nrecent; i++)
 		v[k++] = rs->recent[i];
+	for (unsigned i = 0; i < rs->nsummarised; i++)
+		v[k++] = rs->summarised[i];
 	for (size_t i = 0; i < n + nl; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, i);
 		uint64_t top = e->seq_last >= e->seq_first ? e->seq_last : e->seq_first;

@@ -8,14 +8,32 @@
  * every input with its own trace_parser and copies the records of each
  * verified chunk into ONE output trace:
  *
- *   - every source of every input gets a new source number in the output
- *     (an agent's records all carry source 0; the ingest numbers inputs in
- *     the order their first record arrives, so a process that reconnects
+ *   - every source of every input gets a source number in the output (an
+ *     agent's records all carry source 0; the ingest numbers sources in the
+ *     order their first record arrives);
+ *   - one source per process: an input source whose second record is a
+ *     sink record (format 1.2, docs/format.md "Sinks and resumption") joins
+ *     the output source of its process_id when the output has one; of its
+ *     hello, sink record, preamble and repeats, only what the output does
+ *     not hold yet is written. Where the records of a source stop following
+ *     the sink numbering a reader would infer, the output says so with a
+ *     resume marker (a sink record whose prev_serial is its own serial:
+ *     "the records after my preamble are sink `serial`'s from index
+ *     repeat_first"), so that a later collector reading this trace as a
+ *     file continues its sources exactly. Inputs without sink records:
+ *     every source is a source of its own (a process that reconnects
  *     becomes a new source);
  *   - records are copied byte for byte; only head.source changes. Strings
  *     are per source, so they travel with their source like any record;
  *   - records of one input keep their order; records of different inputs
- *     interleave at chunk granularity.
+ *     interleave at chunk granularity (a hello waits for its source's next
+ *     record, which says whether it starts a sink).
+ *
+ * The output is written as it goes: its pending chunk at most flush_ms after
+ * records arrived, and at once when a connection has more than 1 MiB not
+ * acknowledged; after each write every connection is sent a wire_ack for
+ * the whole chunks of its stream now in the file (or left out by the record
+ * callback, or already held).
  *
  * An input that sends garbage or ends inside a chunk keeps every complete
  * chunk it sent; the rest is dropped and reported (which process, at what
@@ -41,6 +59,12 @@ struct ingest_options {
 	uint64_t features;       /* FSS_FEATURE_* for the output header; 0: NCCL | CUPTI | NVTX */
 	uint32_t chunk_payload;  /* output chunk payload bytes, 0: the writer's default */
 	int sync_on_close;       /* fsync the output before renaming it into place */
+	uint32_t flush_ms;       /* write the pending chunk at most this long after records arrived (and ack
+	                            it), 0: 100 */
+	uint32_t keep_flags;     /* FSS_FILE_KEEP_* for the output header (trace_writer_options) */
+	uint32_t keep_steps;     /* the header's keep_steps */
+	const unsigned char *key; /* WIRE_KEY_BYTES: the key TCP connections must send first; NULL: none,
+	                             and ingest_listen refuses tcp addresses */
 };
 
 /*
@@ -65,6 +89,8 @@ struct ingest_source_stats {
 	uint64_t records;    /* records copied to the output */
 	uint64_t dropped;    /* what the source lost: ring + sink + CUPTI + NVTX (collector/source.h) */
 	const struct source *view; /* everything the layer knows of it (its end, drops, missing collectives) */
+	uint32_t sinks;      /* sinks of its process merged into it (its first one included), 0 without sink records */
+	uint64_t repeats_skipped; /* records left out because the output already held them (repeats) */
 };
 
 /* A connection refused because its peer runs as another user. */
@@ -95,6 +121,12 @@ struct ingest_stats {
 	uint32_t exits_unmatched; /* exits noted for a pid no source's hello had: not written */
 	uint64_t collectives_missing; /* sum of the sources' collectives missing from their sequence
 	                                 numbers (source_collectives_missing): calls made, not recorded */
+	uint64_t records_left_out; /* records the record callback left out of the file (counted as received) */
+	uint32_t sinks_merged;     /* sinks that continued a source the output held (not a source of their own) */
+	uint64_t repeats_skipped;  /* sum of the sources' repeats_skipped */
+	uint32_t refused_keys;     /* tcp connections cut: their first bytes were not the key */
+	uint64_t acks_sent;        /* wire_ack messages sent back on connections */
+	uint32_t files_written;    /* output files closed: 1 + the rotations */
 };
 
 /*
@@ -118,8 +150,11 @@ void ingest_free(ingest_t *ing);
  * than once. A unix socket file created here is removed by ingest_finish()
  * and ingest_free(). On a unix socket every peer's user id is checked
  * (SO_PEERCRED): a peer that is not the collector's effective user is
- * refused (closed unread) and counted in the stats; TCP carries no peer
- * identity and is not checked. Returns 0, -EINVAL for a bad address, or the
+ * refused (closed unread) and counted in the stats. TCP carries no peer
+ * identity: a tcp listener needs the options' key, and a connection whose
+ * first WIRE_KEY_HELLO_BYTES are not wire_key_hello(key) is cut and counted
+ * (refused_keys, with its peer's address in the damage messages). Returns 0,
+ * -EINVAL for a bad address, -EACCES for a tcp address without a key, or the
  * negative errno of socket / bind / listen.
  */
 int ingest_listen(ingest_t *ing, const char *address);
@@ -169,23 +204,32 @@ void ingest_on_record(ingest_t *ing, ingest_record_fn fn, void *ctx);
 /*
  * ingest_write_record - a record of the session's own (a per-step summary)
  * into the output as it is (head.source names an output source or
- * FSS_SOURCE_NONE). Not passed to the record callback. 0 or the write error.
+ * FSS_SOURCE_NONE). Not passed to the record callback. 0, -EINVAL for a
+ * record whose size is not a multiple of 8 or does not fit the output's
+ * chunks (nothing written; the ingest goes on), or the write error.
  */
 int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec);
 
 /*
  * ingest_rotate - close the output file now (a closed trace at the path it
  * was to have) and continue in a new file at `path`, which re-states every
- * source first (hello, sink, strings, live communicators, latest clock
- * anchor and drops) so that it stands alone; sources keep their numbers.
- * 0 or -errno.
+ * source first (hello, a resume marker for a source of a process, strings,
+ * live communicators, latest clock anchors and drops) so that it stands
+ * alone; sources keep their numbers. Connections are acked for everything
+ * the closed file holds. The re-stated records are not passed to the record
+ * callback (the session has them). ingest_add_file of the files in order
+ * gives back one source per process (sources with sink records; others are
+ * re-stated as sources of their own). 0 or -errno (the new file could not
+ * be made: the current one goes on).
  */
 int ingest_rotate(ingest_t *ing, const char *path);
 
 /*
  * ingest_add_fd - take `fd`, a connected stream socket (a socketpair in a
- * test or a fuzzer), as a connection named `origin`; no peer check. 0 or
- * -errno.
+ * test or a fuzzer), as a connection named `origin` (NULL: "connection N"):
+ * the ingest owns fd from here (closes it, on failure too), makes it
+ * non-blocking, and acks on it like on any connection; no peer check, no
+ * key. 0 or -errno.
  */
 int ingest_add_fd(ingest_t *ing, int fd, const char *origin);
 

@@ -209,8 +209,9 @@ void live_view_free(struct live_view *v);
 const struct live_view *live_board_acquire(live_board_t *b);
 void live_board_release(live_board_t *b, const struct live_view *v);
 
-/* live_board_wait - wait up to timeout_ms for a generation newer than
- * `seen`; returns the newest generation (== seen on timeout). */
+/* live_board_wait - wait up to timeout_ms (-1: until a publish or close)
+ * for a generation newer than `seen`; returns the newest generation (==
+ * seen on timeout). */
 uint64_t live_board_wait(live_board_t *b, uint64_t seen, int timeout_ms);
 
 /* live_board_close - wake every waiter for good (the session ends). */

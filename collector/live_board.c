@@ -150,9 +150,12 @@ uint64_t live_board_wait(live_board_t *b, uint64_t seen, int timeout_ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&b->mu);
-	while (b->generation == seen && !b->closed)
-		if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT)
+	while (b->generation == seen && !b->closed) {
+		if (timeout_ms < 0)
+			pthread_cond_wait(&b->cv, &b->mu);
+		else if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT)
 			break;
+	}
 	g = b->generation;
 	pthread_mutex_unlock(&b->mu);
 	return g;

@@ -2,7 +2,7 @@
  * steps.h - training steps from the collective sequence itself.
  *
  * When a job marks its steps with NVTX ranges the analysis uses them
- * (analyze.c). Otherwise steps come from the sequence of collective
+ * (analyze_service.c). Otherwise steps come from the sequence of collective
  * signatures (op, bytes, calls, ranks): a training step issues the same
  * collectives in the same order every time, so the sequence is periodic.
  * The period is found on a window at the start of the trace, then the

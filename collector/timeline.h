@@ -7,7 +7,7 @@
  * ncclGroupStart/End group, counted once as PyTorch's coalesced variants
  * are), NVTX step ranges, NVTX compute ranges, and GPU intervals placed on
  * the host's CLOCK_MONOTONIC. It keeps only what the steps not yet analysed
- * need: the analysis (analyze.c) takes the oldest items once it has used
+ * need: the analysis (analyze_service.c) takes the oldest items once it has used
  * them, so memory follows the steps in flight, not the length of the run.
  *
  * What a source is (its hello, strings, clocks, communicators, rank,

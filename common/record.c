@@ -22,6 +22,7 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_PROCESS_EXIT: return sizeof(struct fss_rec_process_exit);
 	case FSS_REC_TRACE_END: return sizeof(struct fss_rec_trace_end);
 	case FSS_REC_SINK: return sizeof(struct fss_rec_sink);
+	case FSS_REC_STEP_SUMMARY: return sizeof(struct fss_rec_step_summary);
 	default: return 0;
 	}
 }
@@ -53,6 +54,7 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_PROCESS_EXIT] = "process_exit",
 		[FSS_REC_TRACE_END] = "trace_end",
 		[FSS_REC_SINK] = "sink",
+		[FSS_REC_STEP_SUMMARY] = "step_summary",
 	};
 	return NAME_OF(names, type);
 }

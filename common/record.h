@@ -44,7 +44,7 @@ enum fss_record_type {
 	FSS_REC_PROCESS_EXIT = 12, /* how a process ended, as the session that reaped it saw it */
 	FSS_REC_TRACE_END = 13,    /* last record of a trace file its writer closed */
 	FSS_REC_SINK = 14,         /* second record of every sink an agent opens: which, and what it continues */
-	/* 15: reserved for the collector's per-step summary (--keep summary) */
+	FSS_REC_STEP_SUMMARY = 15, /* one completed step of one rank, its raw records left out (--keep summary) */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -346,6 +346,38 @@ struct fss_rec_sink {
 	uint64_t repeat_count; /* records copied, right after the preamble */
 };
 
+/* One completed step of one rank whose raw records (collective, group,
+ * gpu_interval, nvtx_range, correlation) a session left out of the trace
+ * (--keep summary, docs/keep.md): the figures its live analysis found. The
+ * session writes it into the rank's source when the step completes, after
+ * the step's own records would have been. The seq numbers it covers are
+ * left out on purpose: a reader does not count them as lost. */
+struct fss_rec_step_summary {
+	struct fss_record_head head;
+	int32_t rank;               /* the rank, as the live analysis knew it (-1 unknown) */
+	uint32_t ordinal;           /* steps of this rank before it, warm-up included */
+	uint64_t start_ns;          /* host time the step began (CLOCK_MONOTONIC of the rank) */
+	uint64_t step_ns;           /* its length */
+	uint64_t allgather_ns;      /* AllGather time in it (as analysis_exposure) */
+	uint64_t exposed_allgather_ns; /* of which no compute overlapped */
+	uint64_t compute_wait_ns;   /* compute waiting on AllGathers */
+	uint64_t compute_ns;        /* compute time in it */
+	uint64_t exposed_comm_ns;   /* all communication no compute overlapped */
+	uint64_t seq_first;         /* lowest collective seq left out with it, 0 if none */
+	uint64_t seq_last;          /* highest collective seq left out with it, 0 if none */
+	uint32_t events;            /* collective events in it (a group counts once) */
+	uint32_t allgathers;        /* AllGather events in it */
+	uint32_t collectives;       /* collective records left out with it */
+	uint32_t records;           /* records left out with it, of every type */
+	uint16_t exposure_source;   /* enum analysis_exposure_source of its figures */
+	uint16_t flags;             /* FSS_STEP_SUMMARY_* */
+	uint32_t reserved;          /* 0 */
+};
+
+/* fss_rec_step_summary.flags */
+#define FSS_STEP_SUMMARY_OVERFLOW (1u << 0) /* its records outgrew the session's buffer: summarised
+                                               whatever it held */
+
 /* CUPTI tied a launch (correlation_id) to a collective (its seq) through an
  * external correlation record. Lets a reader tie gpu_interval records that
  * went out before their correlation arrived (collective_seq 0). */
@@ -384,6 +416,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_end) && sizeof(struct fs
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_exit) && sizeof(struct fss_rec_process_exit) == 24, "fss_rec_process_exit is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_trace_end) && sizeof(struct fss_rec_trace_end) == 24, "fss_rec_trace_end is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sink) && sizeof(struct fss_rec_sink) == 48, "fss_rec_sink is 48 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_step_summary) && sizeof(struct fss_rec_step_summary) == 112, "fss_rec_step_summary is 112 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 
 /*

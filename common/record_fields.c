@@ -130,6 +130,29 @@ static const struct record_field sink_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_step_summary
+static const struct record_field step_summary_fields[] = {
+	F(T, rank, FIELD_I32),
+	F(T, ordinal, FIELD_U32),
+	F(T, start_ns, FIELD_U64),
+	F(T, step_ns, FIELD_U64),
+	F(T, allgather_ns, FIELD_U64),
+	F(T, exposed_allgather_ns, FIELD_U64),
+	F(T, compute_wait_ns, FIELD_U64),
+	F(T, compute_ns, FIELD_U64),
+	F(T, exposed_comm_ns, FIELD_U64),
+	F(T, seq_first, FIELD_U64),
+	F(T, seq_last, FIELD_U64),
+	F(T, events, FIELD_U32),
+	F(T, allgathers, FIELD_U32),
+	F(T, collectives, FIELD_U32),
+	F(T, records, FIELD_U32),
+	F(T, exposure_source, FIELD_U16),
+	F(T, flags, FIELD_U16),
+	F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -149,6 +172,7 @@ static const struct {
 	[FSS_REC_PROCESS_EXIT] = TABLE(process_exit_fields),
 	[FSS_REC_TRACE_END] = TABLE(trace_end_fields),
 	[FSS_REC_SINK] = TABLE(sink_fields),
+	[FSS_REC_STEP_SUMMARY] = TABLE(step_summary_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)

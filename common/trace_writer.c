@@ -31,7 +31,10 @@ struct trace_writer {
 	uint32_t chunk_records;
 	uint32_t chunk_used;
 	uint32_t chunk_capacity;
-	unsigned char *chunk; /* payload being filled */
+	unsigned char *buf;   /* the chunk header's room, then the payload */
+	unsigned char *chunk; /* payload being filled: buf + the chunk header */
+	void (*on_chunk)(void *ctx, uint64_t seq, uint32_t records, const void *bytes, size_t len);
+	void *on_chunk_ctx;
 };
 
 /* Write all of iov, retrying on EINTR and short writes. */
@@ -97,18 +100,22 @@ static trace_writer_t *writer_alloc(const struct trace_writer_options *opts)
 		w->chunk_capacity = FSS_CHUNK_MAX_PAYLOAD;
 	if (w->chunk_capacity < FSS_RECORD_MAX_BYTES)
 		w->chunk_capacity = FSS_RECORD_MAX_BYTES;
-	w->chunk = malloc(w->chunk_capacity);
-	if (!w->chunk) {
+	/* Header and payload in one buffer: one contiguous chunk for on_chunk. */
+	w->buf = malloc(sizeof(struct fss_chunk_header) + w->chunk_capacity);
+	if (!w->buf) {
 		free(w);
 		return NULL;
 	}
+	w->chunk = w->buf + sizeof(struct fss_chunk_header);
 	w->sync_on_close = opts ? opts->sync_on_close : 0;
+	w->on_chunk = opts ? opts->on_chunk : NULL;
+	w->on_chunk_ctx = opts ? opts->on_chunk_ctx : NULL;
 	return w;
 }
 
 static void writer_release(trace_writer_t *w)
 {
-	free(w->chunk);
+	free(w->buf);
 	free(w->path);
 	free(w->partial_path);
 	free(w);
@@ -175,7 +182,8 @@ int trace_writer_open_fd(trace_writer_t **out, int fd, const struct trace_writer
 int trace_writer_flush(trace_writer_t *w)
 {
 	struct fss_chunk_header ch;
-	struct iovec iov[2];
+	struct iovec iov;
+	size_t len;
 	int err;
 
 	if (w->error)
@@ -188,18 +196,20 @@ int trace_writer_flush(trace_writer_t *w)
 	ch.records = w->chunk_records;
 	ch.seq = w->chunk_seq;
 	ch.crc = crc32c(crc32c(0, &ch, sizeof(ch)), w->chunk, w->chunk_used);
-	/* One writev per chunk: a reader never sees a chunk's header without
+	/* One write per chunk: a reader never sees a chunk's header without
 	 * its payload unless the writer died inside this call. */
-	iov[0].iov_base = &ch;
-	iov[0].iov_len = sizeof(ch);
-	iov[1].iov_base = w->chunk;
-	iov[1].iov_len = w->chunk_used;
-	err = write_all(w->fd, iov, 2);
+	memcpy(w->buf, &ch, sizeof(ch));
+	len = sizeof(ch) + w->chunk_used;
+	iov.iov_base = w->buf;
+	iov.iov_len = len;
+	err = write_all(w->fd, &iov, 1);
 	if (err) {
 		w->error = err;
 		return err;
 	}
-	w->bytes += sizeof(ch) + w->chunk_used;
+	w->bytes += len;
+	if (w->on_chunk)
+		w->on_chunk(w->on_chunk_ctx, ch.seq, ch.records, w->buf, len);
 	w->chunk_seq++;
 	w->chunk_used = 0;
 	w->chunk_records = 0;
@@ -314,6 +324,14 @@ int trace_writer_close(trace_writer_t *w)
 	}
 	writer_release(w);
 	return err;
+}
+
+uint32_t trace_writer_unsent(const trace_writer_t *w, const void **payload, size_t *len, uint32_t *records)
+{
+	*payload = w->chunk;
+	*len = w->chunk_used;
+	*records = w->chunk_records;
+	return w->chunk_records;
 }
 
 uint64_t trace_writer_records(const trace_writer_t *w)

@@ -24,6 +24,12 @@ struct trace_writer_options {
 	int sync_on_close;       /* fsync the file before the rename, its folder after */
 	uint32_t keep_flags;     /* FSS_FILE_KEEP_* for the header (a session's --keep policy), 0: full */
 	uint32_t keep_steps;     /* the header's keep_steps */
+	/* Called after each chunk went out whole to the fd (optional): its seq,
+	 * its record count, and its bytes exactly as written (chunk header then
+	 * payload, valid during the call only). An agent keeps these until the
+	 * collector acknowledges them (docs/format.md, "The return channel"). */
+	void (*on_chunk)(void *ctx, uint64_t seq, uint32_t records, const void *bytes, size_t len);
+	void *on_chunk_ctx;
 };
 
 /*
@@ -66,6 +72,14 @@ int trace_writer_flush(trace_writer_t *w);
  * or 0.
  */
 int trace_writer_close(trace_writer_t *w);
+
+/*
+ * trace_writer_unsent - the records appended but not yet written out (the
+ * chunk being filled, or the one whose write failed: after an error it is
+ * kept as it was). *payload points into the writer (valid until its next
+ * call), *len bytes of whole records, *records of them. Returns *records.
+ */
+uint32_t trace_writer_unsent(const trace_writer_t *w, const void **payload, size_t *len, uint32_t *records);
 
 /* trace_writer_records - records appended so far. */
 uint64_t trace_writer_records(const trace_writer_t *w);
