@@ -9,18 +9,10 @@ if(TARGET fss_analysis)
   add_executable(collect_harness ${CMAKE_CURRENT_LIST_DIR}/collect_harness.c)
   target_include_directories(collect_harness PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(collect_harness PRIVATE fss_analysis fss_collector fss_common m)
-  # The ingest's record callback (ingest_on_record) feeds the analysis; an
-  # ingest without one yet measures the ingest alone.
-  file(STRINGS ${PROJECT_SOURCE_DIR}/collector/ingest.c FSS_INGEST_RECORD_HOOK REGEX "^void ingest_on_record\\(")
-  set(FSS_SMOKE_ANALYZE "")
-  if(FSS_INGEST_RECORD_HOOK)
-    target_compile_definitions(collect_harness PRIVATE COLLECT_HARNESS_RECORD_HOOK=1)
-    set(FSS_SMOKE_ANALYZE --analyze)
-  endif()
 
   # A smoke run, no timing: 4 ranks, a fixed number of steps, paced and
   # unpaced; the trace must hold every collective each rank issued.
   add_test(NAME collect_load_smoke
-    COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/collect_smoke.sh $<TARGET_FILE:collect_harness> $<TARGET_FILE:collect_load> ${FSS_SMOKE_ANALYZE})
+    COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/collect_smoke.sh $<TARGET_FILE:collect_harness> $<TARGET_FILE:collect_load>)
   set_tests_properties(collect_load_smoke PROPERTIES TIMEOUT 120 LABELS "bench")
 endif()

@@ -29,8 +29,6 @@ work=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/collect_bench.XXXXXX")}
 hpid=
 trap '[ -n "$hpid" ] && kill "$hpid" 2>/dev/null; rm -rf "$work"' EXIT
 
-# The harness analyses what it ingests where the ingest has its record
-# callback, and says so in its output either way.
 analyze=--analyze
 
 wait_listening() { # LOG PID

@@ -15,8 +15,7 @@
  * CPU (user + sys) per second of that wall time, the peak resident memory
  * (VmHWM), and the ingest's own count of damaged inputs, missing
  * collectives and drops; with --analyze the analysis' pending maximum and
- * what it found. In a build whose ingest has no record callback yet,
- * --analyze only says so and the ingest alone is measured.
+ * what it found.
  */
 #include "collector/analysis.h"
 #include "collector/analyze.h"
@@ -96,13 +95,11 @@ static int feed_parsed(void *ctx, const struct fss_record_head *rec)
 	return rc < 0 ? rc : 0;
 }
 
-#ifdef COLLECT_HARNESS_RECORD_HOOK
 static int feed_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
 {
 	(void)src;
 	return feed_parsed(ctx, rec);
 }
-#endif
 
 /*
  * --analyze-trace: the same analysis fed from a trace file instead of the
@@ -175,12 +172,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: collect_harness --listen ADDR --out TRACE [--analyze] [--until-idle SEC]\n");
 		return 2;
 	}
-#ifndef COLLECT_HARNESS_RECORD_HOOK
-	if (analyze) {
-		printf("analysis: none: this build's ingest has no record callback (the ingest alone is measured)\n");
-		analyze = 0;
-	}
-#endif
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -201,9 +192,7 @@ int main(int argc, char **argv)
 			ingest_free(ing);
 			return 1;
 		}
-#ifdef COLLECT_HARNESS_RECORD_HOOK
 		ingest_on_record(ing, feed_record, &feed);
-#endif
 	}
 	fprintf(stderr, "collect_harness: listening on %s (pid %d)\n", listen, (int)getpid());
 	while (!stop_requested) {

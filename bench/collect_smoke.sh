@@ -1,5 +1,5 @@
 #!/bin/sh
-# collect_smoke.sh HARNESS LOAD [HARNESS_ARGS] - a small collect_load run against
+# collect_smoke.sh HARNESS LOAD - a small collect_load run against
 # collect_harness, asserting by counts only: every collective each simulated
 # rank issued is in the trace, under one source per rank, and the trace is
 # whole. Twice: unpaced (--rate 0) and paced (the timer path), each a fixed
@@ -7,7 +7,6 @@
 set -u
 harness=$1
 load=$2
-HARNESS_ARGS=${3:-} # --analyze where the ingest feeds the analysis
 dir=$(mktemp -d "${TMPDIR:-/tmp}/collect_smoke.XXXXXX") || exit 1
 hpid=
 cleanup() {
@@ -28,7 +27,7 @@ one_run() {
 	shift
 	sock="$dir/$name.sock"
 	trace="$dir/$name.fss"
-	"$harness" --listen "unix:$sock" --out "$trace" $HARNESS_ARGS >"$dir/$name.harness.log" 2>&1 &
+	"$harness" --listen "unix:$sock" --out "$trace" --analyze >"$dir/$name.harness.log" 2>&1 &
 	hpid=$!
 	i=0
 	until grep -q "listening on" "$dir/$name.harness.log" 2>/dev/null; do
@@ -44,6 +43,11 @@ one_run() {
 	wait "$hpid" || fail "$name: the harness failed"
 	hpid=
 	grep -q "0 damaged, 0 collectives missing" "$dir/$name.harness.log" || fail "$name: the ingest saw damage or gaps"
+	# the analysis was fed every record the trace got, and saw the 4 ranks
+	written=$(sed -n 's/^ingest: \([0-9]*\) records.*/\1/p' "$dir/$name.harness.log")
+	fed=$(sed -n 's/^analysis: \([0-9]*\) records fed.*/\1/p' "$dir/$name.harness.log")
+	[ -n "$written" ] && [ "$written" = "$fed" ] || fail "$name: the analysis was fed $fed records, the trace got $written"
+	grep -q "^analysis: .*, 4 ranks, 10 steps seen" "$dir/$name.harness.log" || fail "$name: the analysis did not see 4 ranks, 10 steps"
 	"$load" --check "$trace" --counts "$dir/$name.counts" >"$dir/$name.check.log" 2>&1 ||
 		fail "$name: the trace does not hold what was sent"
 	grep -q "^loss: none" "$dir/$name.check.log" || fail "$name: loss"
@@ -54,4 +58,4 @@ one_run() {
 # 4 ranks, 2 layers (7 collectives a step), 10 steps: 70 collectives a rank.
 one_run unpaced --ranks 4 --layers 2 --steps 10 --rate 0 --threads 2
 one_run paced --ranks 4 --layers 2 --steps 10 --rate 20000 --threads 2
-echo "PASS (harness ${HARNESS_ARGS:-without analysis})"
+echo PASS
