@@ -139,11 +139,13 @@ static int analyze_file(const char *path)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"listen", required_argument, NULL, 'l'}, {"out", required_argument, NULL, 'o'},
-		{"analyze", no_argument, NULL, 'a'},      {"until-idle", required_argument, NULL, 'i'},
-		{"analyze-trace", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
+						 {"out", required_argument, NULL, 'o'},
+						 {"analyze", no_argument, NULL, 'a'},
+						 {"until-idle", required_argument, NULL, 'i'},
+						 {"analyze-trace", required_argument, NULL, 't'},
+						 {"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
 	const char *listen = NULL, *out = NULL;
 	double until_idle = 0;
 	int analyze = 0, c, rc;
@@ -158,13 +160,23 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'l': listen = optarg; break;
-		case 'o': out = optarg; break;
-		case 'a': analyze = 1; break;
-		case 'i': until_idle = atof(optarg); break;
-		case 't': return analyze_file(optarg);
+		case 'l':
+			listen = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'a':
+			analyze = 1;
+			break;
+		case 'i':
+			until_idle = atof(optarg);
+			break;
+		case 't':
+			return analyze_file(optarg);
 		default:
-			fprintf(stderr, "usage: collect_harness --listen ADDR --out TRACE [--analyze] [--until-idle SEC]\n");
+			fprintf(stderr,
+				"usage: collect_harness --listen ADDR --out TRACE [--analyze] [--until-idle SEC]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}

@@ -62,7 +62,7 @@
 #define TICK_NS 5000000ull
 #define FLUSH_EVERY_NS 100000000ull /* the agent's sender: a busy ring still goes out 10 times a second */
 #define DROPS_EVERY_NS 1000000000ull
-#define SEND_TIMEOUT_S 30            /* a collector that stops reading for this long fails the rank */
+#define SEND_TIMEOUT_S 30 /* a collector that stops reading for this long fails the rank */
 #define DRAIN_TIMEOUT_NS (120ull * 1000000000ull)
 #define DEFAULT_RING_SLOTS 65536u
 #define CONNECT_TIMEOUT_NS (30ull * 1000000000ull)
@@ -79,11 +79,11 @@ struct rank {
 	trace_writer_t *w;
 	struct collect_stream s;
 	enum rank_state state;
-	int error;              /* the write error that failed the rank */
-	uint64_t total;         /* collectives to issue */
+	int error;	/* the write error that failed the rank */
+	uint64_t total; /* collectives to issue */
 	uint64_t last_flush_ns, last_drops_ns;
-	uint64_t max_lag;       /* most collectives due and not yet written at a tick */
-	uint64_t end_ns;        /* when its last record was written */
+	uint64_t max_lag; /* most collectives due and not yet written at a tick */
+	uint64_t end_ns;  /* when its last record was written */
 };
 
 struct options {
@@ -107,9 +107,10 @@ struct worker {
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: collect_load --address ADDR [--ranks S] [--rate R] (--seconds T | --steps N | --records M)\n"
-			"                    [--layers L] [--threads K] [--ring-slots Q] [--counts FILE]\n"
-			"       collect_load --check TRACE --counts FILE\n");
+	fprintf(stderr,
+		"usage: collect_load --address ADDR [--ranks S] [--rate R] (--seconds T | --steps N | --records M)\n"
+		"                    [--layers L] [--threads K] [--ring-slots Q] [--counts FILE]\n"
+		"       collect_load --check TRACE --counts FILE\n");
 }
 
 static double cpu_seconds(void)
@@ -219,7 +220,8 @@ static void *worker_main(void *arg)
 		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 		ev.events = EPOLLIN;
 		ev.data.u64 = UINT64_MAX;
-		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
+		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) != 0 ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0) {
 			wk->error = -errno;
 			goto out;
 		}
@@ -373,7 +375,8 @@ static int send_all(const struct options *o)
 	for (int r = 0; r < o->ranks; r++) {
 		ranks[r].fd = -1;
 		if ((rc = connect_rank(&addr, addr.key_path[0] ? key : NULL, &ranks[r])) != 0) {
-			fprintf(stderr, "collect_load: rank %d cannot connect to %s: %s\n", r, o->address, strerror(-rc));
+			fprintf(stderr, "collect_load: rank %d cannot connect to %s: %s\n", r, o->address,
+				strerror(-rc));
 			goto out;
 		}
 	}
@@ -384,14 +387,16 @@ static int send_all(const struct options *o)
 		k->total = total;
 		k->last_flush_ns = k->last_drops_ns = now;
 		if ((rc = trace_writer_open_fd(&k->w, k->fd, NULL)) != 0 ||
-		    (rc = collect_stream_begin(&k->s, k->w, &sc, r, now)) != 0 || (rc = trace_writer_flush(k->w)) != 0) {
+		    (rc = collect_stream_begin(&k->s, k->w, &sc, r, now)) != 0 ||
+		    (rc = trace_writer_flush(k->w)) != 0) {
 			fprintf(stderr, "collect_load: rank %d cannot start its stream: %s\n", r, strerror(-rc));
 			goto out;
 		}
 	}
 	start = clock_mono_ns();
 	for (int i = 0; i < o->threads; i++) {
-		wk[i] = (struct worker){.index = i, .o = o, .ranks = ranks, .start_ns = start, .period_ns = sc.period_ns};
+		wk[i] =
+		    (struct worker){.index = i, .o = o, .ranks = ranks, .start_ns = start, .period_ns = sc.period_ns};
 		if ((rc = -pthread_create(&wk[i].thread, NULL, worker_main, &wk[i])) != 0)
 			goto out;
 	}
@@ -561,8 +566,9 @@ static int check_trace(const struct options *o)
 		sum_trace += in_trace[r];
 		if (copies[r] != 1 || in_trace[r] != issued[r]) {
 			if (bad++ < 8)
-				printf("rank %d: %d source(s), %" PRIu64 " collectives in the trace, %" PRIu64 " issued\n", r,
-				       copies[r], in_trace[r], issued[r]);
+				printf("rank %d: %d source(s), %" PRIu64 " collectives in the trace, %" PRIu64
+				       " issued\n",
+				       r, copies[r], in_trace[r], issued[r]);
 		}
 	}
 	printf("check: %d ranks, %" PRIu64 " collectives issued, %" PRIu64 " sent, %" PRIu64
@@ -584,32 +590,63 @@ out:
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"address", required_argument, NULL, 'a'}, {"ranks", required_argument, NULL, 'n'},
-		{"rate", required_argument, NULL, 'r'},    {"seconds", required_argument, NULL, 's'},
-		{"steps", required_argument, NULL, 'S'},   {"records", required_argument, NULL, 'R'},
-		{"layers", required_argument, NULL, 'l'},  {"threads", required_argument, NULL, 't'},
-		{"ring-slots", required_argument, NULL, 'q'}, {"counts", required_argument, NULL, 'c'},
-		{"check", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"address", required_argument, NULL, 'a'},
+						 {"ranks", required_argument, NULL, 'n'},
+						 {"rate", required_argument, NULL, 'r'},
+						 {"seconds", required_argument, NULL, 's'},
+						 {"steps", required_argument, NULL, 'S'},
+						 {"records", required_argument, NULL, 'R'},
+						 {"layers", required_argument, NULL, 'l'},
+						 {"threads", required_argument, NULL, 't'},
+						 {"ring-slots", required_argument, NULL, 'q'},
+						 {"counts", required_argument, NULL, 'c'},
+						 {"check", required_argument, NULL, 'C'},
+						 {"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
 	struct options o = {.ranks = 256, .layers = 16, .threads = 2, .rate = 2000, .ring_slots = DEFAULT_RING_SLOTS};
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'a': o.address = optarg; break;
-		case 'n': o.ranks = atoi(optarg); break;
-		case 'r': o.rate = atof(optarg); break;
-		case 's': o.seconds = atof(optarg); break;
-		case 'S': o.steps = strtoull(optarg, NULL, 10); break;
-		case 'R': o.records = (uint64_t)atof(optarg); break;
-		case 'l': o.layers = atoi(optarg); break;
-		case 't': o.threads = atoi(optarg); break;
-		case 'q': o.ring_slots = strtoull(optarg, NULL, 10); break;
-		case 'c': o.counts = optarg; break;
-		case 'C': o.check = optarg; break;
-		case 'h': usage(); return 0;
-		default: usage(); return 2;
+		case 'a':
+			o.address = optarg;
+			break;
+		case 'n':
+			o.ranks = atoi(optarg);
+			break;
+		case 'r':
+			o.rate = atof(optarg);
+			break;
+		case 's':
+			o.seconds = atof(optarg);
+			break;
+		case 'S':
+			o.steps = strtoull(optarg, NULL, 10);
+			break;
+		case 'R':
+			o.records = (uint64_t)atof(optarg);
+			break;
+		case 'l':
+			o.layers = atoi(optarg);
+			break;
+		case 't':
+			o.threads = atoi(optarg);
+			break;
+		case 'q':
+			o.ring_slots = strtoull(optarg, NULL, 10);
+			break;
+		case 'c':
+			o.counts = optarg;
+			break;
+		case 'C':
+			o.check = optarg;
+			break;
+		case 'h':
+			usage();
+			return 0;
+		default:
+			usage();
+			return 2;
 		}
 	}
 	if (o.check) {

@@ -12,7 +12,7 @@
 #define STR_DOMAIN 1u
 #define STR_HOST 2u
 #define STR_COMMAND 3u
-#define STR_STEP_FIRST 10u /* "step 0" .. */
+#define STR_STEP_FIRST 10u				       /* "step 0" .. */
 #define PREAMBLE_RECORDS (3u + COLLECT_STREAM_STEP_NAMES + 2u) /* strings, comm, clock anchor */
 
 #define COMM_HANDLE_BASE 0x7f0000001000ull
@@ -43,8 +43,8 @@ uint32_t collect_stream_per_step(const struct collect_stream_config *c)
 	return 3u * (uint32_t)c->layers + 1u;
 }
 
-int collect_stream_begin(struct collect_stream *s, trace_writer_t *w, const struct collect_stream_config *c,
-			 int rank, uint64_t now_ns)
+int collect_stream_begin(struct collect_stream *s, trace_writer_t *w, const struct collect_stream_config *c, int rank,
+			 uint64_t now_ns)
 {
 	struct fss_rec_process_hello h;
 	struct fss_rec_sink sink;

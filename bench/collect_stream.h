@@ -34,23 +34,23 @@
 #define COLLECT_STREAM_STEP_NAMES 64
 
 struct collect_stream_config {
-	int ranks;         /* world size: the communicator's nranks */
-	int layers;        /* FSDP units per step (>= 1) */
+	int ranks;	    /* world size: the communicator's nranks */
+	int layers;	    /* FSDP units per step (>= 1) */
 	uint64_t period_ns; /* time between two collectives' starts in the records' clock */
-	uint32_t pid_base; /* hello.pid = pid_base + rank */
+	uint32_t pid_base;  /* hello.pid = pid_base + rank */
 };
 
 struct collect_stream {
 	struct collect_stream_config c;
 	int rank;
-	uint32_t pos;          /* position of the next collective in its step, 0 .. 3 L */
-	uint64_t step;         /* steps begun */
+	uint32_t pos;  /* position of the next collective in its step, 0 .. 3 L */
+	uint64_t step; /* steps begun */
 	uint64_t step_start_ns;
-	uint64_t issued;       /* collectives issued (call numbers used), dropped ones included */
-	uint64_t written;      /* collective records appended */
-	uint64_t dropped;      /* collectives dropped (collect_stream_drop) */
-	uint64_t records;      /* records appended, all types */
-	uint64_t nvtx;         /* step ranges appended */
+	uint64_t issued;  /* collectives issued (call numbers used), dropped ones included */
+	uint64_t written; /* collective records appended */
+	uint64_t dropped; /* collectives dropped (collect_stream_drop) */
+	uint64_t records; /* records appended, all types */
+	uint64_t nvtx;	  /* step ranges appended */
 };
 
 /* collect_stream_per_step - collectives per step: 3 layers + 1. */
@@ -61,8 +61,8 @@ uint32_t collect_stream_per_step(const struct collect_stream_config *c);
  * (hello, sink, strings, the communicator's init, a clock anchor) with host
  * time now_ns. Returns 0 or the writer's negative errno.
  */
-int collect_stream_begin(struct collect_stream *s, trace_writer_t *w, const struct collect_stream_config *c,
-			 int rank, uint64_t now_ns);
+int collect_stream_begin(struct collect_stream *s, trace_writer_t *w, const struct collect_stream_config *c, int rank,
+			 uint64_t now_ns);
 
 /*
  * collect_stream_next - append the next collective, entered at t_ns (times
