@@ -53,7 +53,7 @@
 /* Sources one input may carry: a file (a merged trace, its ranks), and a
  * connection (an agent has one), which must stay cheap whatever it sends. */
 #define INGEST_MAX_SOURCES_PER_INPUT 65536u
-#define INGEST_MAX_SOURCES_PER_CONNECTION 64u
+#define INGEST_MAX_SOURCES_PER_CONNECTION 1024u
 /* The largest hello kept waiting for its source's next record; a larger
  * one (no writer makes one) starts a source of its own at once. */
 #define INGEST_HELLO_WAIT_MAX 512u
@@ -71,6 +71,9 @@
  * of repeats followed. */
 #define PROCESS_SINKS_MAX 32
 #define SINK_CHAIN_MAX 16
+/* A resume marker's repeat_first for "the records that follow are the
+ * session's own (ingest_write_record), outside every sink's numbering". */
+#define RESUME_NONE UINT64_MAX
 
 enum input_kind {
 	INPUT_CONNECTION,
@@ -98,9 +101,14 @@ struct process {
 	size_t nsinks;
 	/* Where the output's own record of the source stands: the next record
 	 * written is read by a later reader as sink out_serial's record
-	 * out_next; a record of another name is preceded by a resume marker. */
+	 * out_next; a record of another name is preceded by a resume marker.
+	 * Records the record callback leaves out (a keep policy, many of them)
+	 * only make the reader's count fall behind (drifting): one marker at
+	 * the end of the output chunk, with real_next, puts it right again. */
 	uint32_t out_serial;
 	uint64_t out_next;
+	uint64_t real_next;   /* the index in out_serial after the last record taken */
+	int drifting;         /* on the ingest's dirty list */
 };
 
 /* What the output keeps of a source to re-state it in a new file. */
@@ -233,6 +241,13 @@ struct ingest {
 	uint64_t file_records_before; /* records and bytes of the files closed by ingest_rotate */
 	uint64_t file_bytes_before;
 	size_t acks_blocked;         /* connections with ack_blocked set */
+	int taking;                  /* inside take_record (the record callback may run) */
+	trace_writer_t *next_out;    /* a rotation asked for meanwhile: its file, opened */
+	char *next_path;
+	struct process **dirty;      /* processes drifting: a marker is due before the chunk is written */
+	size_t ndirty, capdirty;
+	uint32_t chunk_cap;          /* the output's chunk payload (as the writer clamps it) */
+	uint32_t chunk_used;         /* bytes in the writer's pending chunk */
 	_Alignas(8) unsigned char record[UINT16_MAX + 1]; /* one record being copied */
 	unsigned char readbuf[64 << 10];
 };
@@ -376,22 +391,30 @@ static void acks_after_write(ingest_t *ing)
 
 /* After an append: did the writer write a full chunk out? Then every
  * record before this one is on disk. */
-static void note_append(ingest_t *ing)
+static void note_append(ingest_t *ing, uint16_t size)
 {
 	uint64_t bytes = trace_writer_bytes(ing->out);
 
 	ing->appended++;
+	ing->chunk_used += size;
 	if (bytes != ing->writer_bytes) {
+		ing->chunk_used = size; /* the record opened the next chunk */
 		ing->writer_bytes = bytes;
 		ing->on_disk = ing->appended - 1;
 		acks_after_write(ing);
+		ing->arrived = 1; /* this record waits in the next chunk: the timer writes it */
 	}
 }
+
+static int markers_due(ingest_t *ing);
 
 /* Write the pending chunk, then ack. */
 static int flush_and_ack(ingest_t *ing)
 {
-	int err = trace_writer_flush(ing->out);
+	int err = markers_due(ing);
+
+	if (!err)
+		err = trace_writer_flush(ing->out);
 
 	if (err) {
 		if (!ing->write_error)
@@ -399,12 +422,13 @@ static int flush_and_ack(ingest_t *ing)
 		return err;
 	}
 	ing->writer_bytes = trace_writer_bytes(ing->out);
+	ing->chunk_used = 0;
 	ing->on_disk = ing->appended;
 	acks_after_write(ing);
 	return 0;
 }
 
-static int append_out(ingest_t *ing, const void *rec)
+static int append_raw(ingest_t *ing, const void *rec)
 {
 	int err;
 
@@ -417,8 +441,24 @@ static int append_out(ingest_t *ing, const void *rec)
 		ing->write_error = err;
 		return err;
 	}
-	note_append(ing);
+	note_append(ing, ((const struct fss_record_head *)rec)->size);
 	return 0;
+}
+
+/* Append a record; first, when it would close the pending chunk, the
+ * markers due, so that every chunk on disk ends with the sources' counts
+ * right. */
+static int append_out(ingest_t *ing, const void *rec)
+{
+	uint16_t size = ((const struct fss_record_head *)rec)->size;
+
+	if (ing->ndirty && (uint64_t)ing->chunk_used + size + ing->ndirty * sizeof(struct fss_rec_sink) > ing->chunk_cap) {
+		int err = markers_due(ing);
+
+		if (err)
+			return err;
+	}
+	return append_raw(ing, rec);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -804,12 +844,14 @@ static enum sink_part sink_part_of(const struct sink_info *si, uint64_t index)
 	return PART_OWN;
 }
 
-/* A resume marker in the output before the next record of p, which a
- * later reader reads as sink `serial`'s record `index`. */
+/* A resume marker in the output: the next record of p is read by a later
+ * reader as sink `serial`'s record `index`, and the records before it are
+ * held. Written to the file only (it says nothing to an analysis). */
 static int write_marker(ingest_t *ing, struct process *p, uint32_t serial, uint64_t index)
 {
 	const struct sink_info *si = sink_find(p, serial);
 	struct fss_rec_sink k;
+	int err;
 
 	record_init(&k, FSS_REC_SINK, sizeof(k), p->out);
 	k.process_id = p->id;
@@ -818,7 +860,52 @@ static int write_marker(ingest_t *ing, struct process *p, uint32_t serial, uint6
 	k.prev_serial = serial;
 	k.prev_kind = k.kind;
 	k.repeat_first = index;
-	return emit_record(ing, p->out, &k.head, 1);
+	err = append_raw(ing, &k);
+	if (err == 0) {
+		p->out_serial = serial;
+		p->out_next = index;
+		p->drifting = 0;
+	}
+	return err;
+}
+
+/* Where a marker for p's current sink resumes: past every record of it
+ * the output has taken (written, left out, or held). */
+static uint64_t resume_index(struct process *p)
+{
+	const struct sink_info *si = sink_find(p, p->out_serial);
+	uint64_t next = p->real_next;
+
+	if (p->out_next != RESUME_NONE && p->out_next > next)
+		next = p->out_next;
+	return si && si->held > next ? si->held : next;
+}
+
+/* The markers of the drifting processes, before a chunk is written. */
+static int markers_due(ingest_t *ing)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < ing->ndirty && !err; i++) {
+		struct process *p = ing->dirty[i];
+
+		if (p->drifting)
+			err = write_marker(ing, p, p->out_serial, resume_index(p));
+	}
+	if (!err)
+		ing->ndirty = 0;
+	return err;
+}
+
+static int drifting_add(ingest_t *ing, struct process *p)
+{
+	if (p->drifting)
+		return 0;
+	if (grow((void **)&ing->dirty, &ing->capdirty, ing->ndirty + 1, sizeof(*ing->dirty), 8))
+		return -ENOMEM;
+	ing->dirty[ing->ndirty++] = p;
+	p->drifting = 1;
+	return 0;
 }
 
 /*
@@ -834,11 +921,34 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	uint64_t index[SINK_CHAIN_MAX];
 	enum sink_part part;
 	size_t depth = 0, k;
+	uint64_t held_from = 0;
 	int held = 0, err;
 
+	if (rec->type == FSS_REC_STEP_SUMMARY)
+		return emit(ing, p->out, rec); /* a collector's own record: in no sink's numbering */
+	if (m->index == RESUME_NONE) {
+		/* a session's own record (a resume marker said so): outside the
+		 * numbering, written as it is */
+		if (p->out_serial != m->serial || p->out_next != RESUME_NONE) {
+			err = write_marker(ing, p, m->serial, RESUME_NONE);
+			if (err)
+				return err;
+		}
+		err = emit_record(ing, p->out, rec, 0);
+		return err < 0 ? err : 0;
+	}
 	serial[0] = m->serial;
 	index[0] = m->index;
-	m->index = m->jump_at && m->index + 1 == m->jump_at ? m->jump_to : m->index + 1;
+	if (m->jump_at && m->index + 1 == m->jump_at) {
+		/* the last of a resume marker's preamble: after it, the records
+		 * are from its index on, and what comes before that is held */
+		m->index = m->jump_to;
+		m->jump_at = 0; /* once: the index may land below the jump again */
+		if (m->jump_to != RESUME_NONE)
+			held_from = m->jump_to;
+	} else {
+		m->index++;
+	}
 	for (;;) {
 		struct sink_info *si = sink_find(p, serial[depth]);
 
@@ -862,6 +972,8 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 
 		if (index[k] + 1 > si->held)
 			si->held = index[k] + 1;
+		if (k == 0 && held_from > si->held)
+			si->held = held_from;
 	}
 	if (part == PART_SINK && is_sink_record(rec)) {
 		const struct fss_rec_sink *ks = (const void *)rec;
@@ -883,7 +995,7 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	}
 	if (part != PART_OWN && serial[depth] != p->founding)
 		return 0; /* a later sink's re-statement of the process: the source has it */
-	if (p->out_serial != serial[0] || p->out_next != index[0]) {
+	if (p->out_serial != serial[0] || p->out_next == RESUME_NONE || (p->out_next != index[0] && !p->drifting)) {
 		err = write_marker(ing, p, serial[0], index[0]);
 		if (err)
 			return err;
@@ -891,9 +1003,11 @@ static int take_sink_record(ingest_t *ing, struct source_map *m, const struct fs
 	err = emit_record(ing, p->out, rec, 0);
 	if (err < 0)
 		return err;
-	p->out_serial = serial[0];
-	/* a record left out of the file leaves a hole a reader must be told of */
-	p->out_next = err ? UINT64_MAX : index[0] + 1;
+	p->real_next = index[0] + 1;
+	if (err == 0)
+		p->out_next++; /* as the reader counts it */
+	else if (drifting_add(ing, p))
+		return -ENOMEM; /* left out: the reader's count falls behind until the next marker */
 	return 0;
 }
 
@@ -988,12 +1102,18 @@ static int take_record(ingest_t *ing, struct input *in, const struct fss_record_
 	case MAP_PLAIN:
 		return emit(ing, m->out, rec);
 	case MAP_SINK:
-		if (is_sink_record(rec) && ((const struct fss_rec_sink *)rec)->process_id == m->proc->id)
-			map_follow(m, (const void *)rec); /* a marker, or a sink that starts here */
+		/* A resume marker of a merged trace restarts the numbering; any
+		 * other sink record here is a repeated one, read through the
+		 * layouts like the rest of the repeats. */
+		if (is_sink_record(rec) && ((const struct fss_rec_sink *)rec)->process_id == m->proc->id &&
+		    is_marker((const void *)rec))
+			map_follow(m, (const void *)rec);
 		return take_sink_record(ing, m, rec);
 	}
 	return 0;
 }
+
+static int rotate_pending(ingest_t *ing);
 
 /* Parser callback: one verified record of an input. The parser gives at
  * least head.size bytes as the writer wrote them (zero-extended beyond that
@@ -1003,10 +1123,16 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	struct input *in = ctx;
 	ingest_t *ing = in->ing;
 
+	int rc, err;
+
 	ing->arrived = 1;
 	if (rec->source == FSS_SOURCE_NONE)
 		return 0; /* an input's trace_end: the output's writer ends it with its own */
-	return take_record(ing, in, rec);
+	ing->taking = 1;
+	rc = take_record(ing, in, rec);
+	ing->taking = 0;
+	err = rotate_pending(ing);
+	return rc ? rc : err;
 }
 
 /* Parser callback: a chunk of a connection's stream is wholly taken: it may
@@ -1186,8 +1312,10 @@ static ssize_t input_key(ingest_t *ing, struct input *in, const unsigned char *d
 	if (in->key_have < WIRE_KEY_HELLO_BYTES)
 		return (ssize_t)take;
 	in->key_wanted = 0;
-	if (wire_key_check(ing->key, in->key_got))
+	if (wire_key_check(ing->key, in->key_got)) {
+		ack_send(ing, in); /* the ack of nothing, as connection_add sends a unix peer */
 		return (ssize_t)take;
+	}
 	ing->stats.refused_keys++;
 	add_damage(ing, text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
 				 in->origin, in->peer ? in->peer : "unknown"));
@@ -1335,6 +1463,11 @@ static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, in
 		return err;
 	}
 	ing->open_connections++;
+	/* The ack of nothing: tells the agent at once that this is a collector
+	 * that acks (it then repeats what a failure leaves unacked, and sends a
+	 * failover file without waiting). A tcp peer gets it once its key checks out. */
+	if (!key_wanted)
+		ack_send(ing, in);
 	return 0;
 }
 
@@ -1425,6 +1558,12 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing->wopts.keep_flags = opts ? opts->keep_flags : 0;
 	ing->wopts.keep_steps = opts ? opts->keep_steps : 0;
 	ing->flush_ns = (uint64_t)(opts && opts->flush_ms ? opts->flush_ms : INGEST_FLUSH_MS_DEFAULT) * 1000000u;
+	/* as trace_writer clamps it */
+	ing->chunk_cap = ing->wopts.chunk_payload ? ing->wopts.chunk_payload : FSS_CHUNK_DEFAULT_PAYLOAD;
+	if (ing->chunk_cap > FSS_CHUNK_MAX_PAYLOAD)
+		ing->chunk_cap = FSS_CHUNK_MAX_PAYLOAD;
+	if (ing->chunk_cap < FSS_RECORD_MAX_BYTES)
+		ing->chunk_cap = FSS_RECORD_MAX_BYTES;
 	if (opts && opts->key) {
 		memcpy(ing->key, opts->key, WIRE_KEY_BYTES);
 		ing->has_key = 1;
@@ -1648,10 +1787,24 @@ void ingest_on_record(ingest_t *ing, ingest_record_fn fn, void *ctx)
 
 int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec)
 {
+	struct process *p;
+	int err;
+
 	if (ing->finished)
 		return -EALREADY;
 	if (rec->size < sizeof(*rec) || rec->size % 8)
 		return -EINVAL;
+	p = rec->source < ing->stats.sources ? ing->outs[rec->source].proc : NULL;
+	if (p && p->out_next != RESUME_NONE && rec->type != FSS_REC_STEP_SUMMARY) {
+		/* a reader must not count it as the sink's next record: a marker
+		 * says so, another after it resumes the numbering (at the latest
+		 * when the chunk is written) */
+		err = write_marker(ing, p, p->out_serial, RESUME_NONE);
+		if (!err)
+			err = drifting_add(ing, p);
+		if (err)
+			return err;
+	}
 	return append_out(ing, rec);
 }
 
@@ -1682,7 +1835,8 @@ static int restate_source(ingest_t *ing, uint32_t i)
 			k.preamble = (uint16_t)part;
 			k.prev_serial = k.serial;
 			k.prev_kind = k.kind;
-			k.repeat_first = o->proc->out_next;
+			k.repeat_first = resume_index(o->proc);
+			o->proc->out_next = k.repeat_first;
 			err = append_out(ing, &k);
 		}
 		for (size_t j = 0; j < part && !err; j++)
@@ -1692,19 +1846,18 @@ static int restate_source(ingest_t *ing, uint32_t i)
 	return err;
 }
 
-int ingest_rotate(ingest_t *ing, const char *path)
+/* Switch to the new file w at path: the current one ends with its markers
+ * and is closed, the new one re-states every source. */
+static int rotate_now(ingest_t *ing, trace_writer_t *w, char *path)
 {
-	trace_writer_t *w;
-	int err;
+	int err = markers_due(ing);
 
-	if (ing->finished)
-		return -EALREADY;
-	if (ing->write_error)
-		return ing->write_error;
-	/* open the next file first: a failure leaves the current one going */
-	err = trace_writer_open(&w, path, &ing->wopts);
-	if (err)
+	if (err) {
+		trace_writer_close(w);
+		unlink(path);
+		free(path);
 		return err;
+	}
 	ing->file_records_before += trace_writer_records(ing->out);
 	err = trace_writer_close(ing->out);
 	if (!err) {
@@ -1716,9 +1869,7 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	ing->out = w;
 	ing->stats.files_written++;
 	free(ing->path);
-	ing->path = strdup(path);
-	if (!err && !ing->path)
-		err = -ENOMEM;
+	ing->path = path;
 	if (err) {
 		ing->write_error = err;
 		return err;
@@ -1727,9 +1878,52 @@ int ingest_rotate(ingest_t *ing, const char *path)
 	ing->on_disk = ing->appended;
 	acks_after_write(ing);
 	ing->writer_bytes = trace_writer_bytes(w);
+	ing->chunk_used = 0;
 	for (uint32_t i = 0; i < ing->stats.sources && !err; i++)
 		err = restate_source(ing, i);
 	return err;
+}
+
+/* A rotation asked for inside the record callback happens once the input
+ * record being handed over is taken whole (a hello and its sink record stay
+ * in one file). */
+static int rotate_pending(ingest_t *ing)
+{
+	trace_writer_t *w = ing->next_out;
+
+	if (!w)
+		return 0;
+	ing->next_out = NULL;
+	return rotate_now(ing, w, ing->next_path);
+}
+
+int ingest_rotate(ingest_t *ing, const char *path)
+{
+	trace_writer_t *w;
+	char *copy;
+	int err;
+
+	if (ing->finished)
+		return -EALREADY;
+	if (ing->write_error)
+		return ing->write_error;
+	if (ing->next_out)
+		return -EBUSY; /* one rotation per record */
+	copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	/* open the next file first: a failure leaves the current one going */
+	err = trace_writer_open(&w, path, &ing->wopts);
+	if (err) {
+		free(copy);
+		return err;
+	}
+	if (ing->taking) {
+		ing->next_out = w;
+		ing->next_path = copy;
+		return 0;
+	}
+	return rotate_now(ing, w, copy);
 }
 static void listeners_close(ingest_t *ing)
 {
@@ -1837,6 +2031,8 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 		err = ing->write_error;
 	if (!err)
 		err = write_exits(ing);
+	if (!err)
+		err = markers_due(ing);
 	/* Flush first, so that the byte count includes the last chunk. */
 	flush_err = trace_writer_flush(ing->out);
 	ing->stats.records = ing->file_records_before + trace_writer_records(ing->out);
@@ -1893,6 +2089,7 @@ void ingest_free(ingest_t *ing)
 	for (size_t i = 0; i < ing->nprocs; i++)
 		free(ing->procs[i]);
 	free(ing->procs);
+	free(ing->dirty);
 	free(ing->sources);
 	sources_free(ing->layer);
 	if (ing->epfd >= 0)

@@ -38,7 +38,9 @@
  * An input that sends garbage or ends inside a chunk keeps every complete
  * chunk it sent; the rest is dropped and reported (which process, at what
  * offset, why). No input can stop another: the ingest never aborts on bad
- * input. Memory per connection is bounded by one chunk (the parser's buffer).
+ * input. Memory per connection is bounded by one chunk (the parser's buffer)
+ * and a few fixed-size states: at most 1024 sources a connection, each with
+ * at most one waiting hello (files: 65536 sources).
  *
  * Threading: an ingest_t is used by one thread at a time (the caller's
  * loop); it starts no threads of its own.
@@ -72,9 +74,12 @@ struct ingest_options {
  * source number was rewritten (head.source is the output's), with the
  * per-source layer's view of that source (NULL for a record of no source):
  * the session feeds its live analysis from here, so what it analyses is
- * exactly what the trace holds. Return 0 to write the record to the trace
- * file, 1 to leave it out of the file (a --keep policy), or a negative
- * errno to fail the ingest.
+ * exactly what the trace holds. Records the output already held do not
+ * come through here, nor the resume markers the ingest writes (the file
+ * only). The callback may call ingest_write_record. Return 0 to write the record
+ * to the trace file, 1 to leave it out of the file (a --keep policy: it is
+ * still counted in the stats as received, and acked), or a negative errno
+ * to fail the ingest.
  */
 typedef int (*ingest_record_fn)(void *ctx, const struct fss_record_head *rec, const struct source *src);
 
@@ -204,7 +209,8 @@ void ingest_on_record(ingest_t *ing, ingest_record_fn fn, void *ctx);
 /*
  * ingest_write_record - a record of the session's own (a per-step summary)
  * into the output as it is (head.source names an output source or
- * FSS_SOURCE_NONE). Not passed to the record callback. 0, -EINVAL for a
+ * FSS_SOURCE_NONE). Not passed to the record callback; may be called from
+ * it (the session's record then goes before the one handed over). 0, -EINVAL for a
  * record whose size is not a multiple of 8 or does not fit the output's
  * chunks (nothing written; the ingest goes on), or the write error.
  */
@@ -219,8 +225,11 @@ int ingest_write_record(ingest_t *ing, const struct fss_record_head *rec);
  * the closed file holds. The re-stated records are not passed to the record
  * callback (the session has them). ingest_add_file of the files in order
  * gives back one source per process (sources with sink records; others are
- * re-stated as sources of their own). 0 or -errno (the new file could not
- * be made: the current one goes on).
+ * re-stated as sources of their own). Called from the record callback, the
+ * new file is made at once and the switch happens when the input record
+ * being handed over is taken whole (it, and a hello's sink record with it,
+ * end the closing file); a second call before then is -EBUSY. 0 or -errno
+ * (the new file could not be made: the current one goes on).
  */
 int ingest_rotate(ingest_t *ing, const char *path);
 

@@ -35,10 +35,16 @@
 
 #define STREAMS_MAX 4
 
+#define CHUNK_ENDS_MAX 4096
+
 struct stream {
 	uint8_t *data;
 	size_t len, off;
 	int fd;              /* our end; -1 once closed */
+	/* the chunk ends of the stream, as a parser of its own reads them: an
+	 * ack must name one */
+	uint64_t end_chunks[CHUNK_ENDS_MAX], end_records[CHUNK_ENDS_MAX];
+	size_t nends;
 	struct wire_ack ack; /* the latest ack read back */
 	size_t ack_have;
 	unsigned char ack_buf[sizeof(struct wire_ack)];
@@ -70,6 +76,58 @@ static void fix_checksums(uint8_t *d, size_t size)
 	}
 }
 
+static int on_chunk_end(void *ctx, uint64_t seq, uint32_t records, uint64_t offset)
+{
+	struct stream *s = ctx;
+
+	(void)records;
+	(void)offset;
+	if (s->nends < CHUNK_ENDS_MAX) {
+		s->end_chunks[s->nends] = seq + 1;
+		s->nends++;
+	}
+	return 0;
+}
+
+static int on_any_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct stream *s = ctx;
+
+	(void)rec;
+	/* counted into the entry the chunk's end will fill */
+	if (s->nends < CHUNK_ENDS_MAX)
+		s->end_records[s->nends]++;
+	return 0;
+}
+
+/* Where the stream's chunks end: (chunks, records) pairs, cumulative. */
+static void chunk_ends(struct stream *s)
+{
+	struct trace_parser_ops ops = {.on_record = on_any_record, .on_chunk = on_chunk_end};
+	trace_parser_t *p = trace_parser_new(&ops, s);
+	uint64_t total = 0;
+
+	s->nends = 0;
+	memset(s->end_records, 0, sizeof(s->end_records));
+	if (!p)
+		return;
+	trace_parser_feed(p, s->data, s->len);
+	trace_parser_free(p);
+	for (size_t i = 0; i < s->nends; i++) {
+		total += s->end_records[i];
+		s->end_records[i] = total;
+	}
+}
+
+/* An ack names a whole chunk end of the stream. */
+static int ack_names_chunk_end(const struct stream *s, const struct wire_ack *a)
+{
+	for (size_t i = 0; i < s->nends; i++)
+		if (s->end_chunks[i] == a->chunks && s->end_records[i] == a->records)
+			return 1;
+	return s->nends == CHUNK_ENDS_MAX; /* past what was kept: not checked */
+}
+
 /* Read the acks the ingest sent back: whole wire_acks, moving forward. */
 static void acks_read(struct stream *s)
 {
@@ -85,7 +143,7 @@ static void acks_read(struct stream *s)
 		memcpy(&a, s->ack_buf, sizeof(a));
 		s->ack_have = 0;
 		if (a.magic != WIRE_ACK_MAGIC || a.reserved != 0 || a.chunks < s->ack.chunks ||
-		    a.records < s->ack.records)
+		    a.records < s->ack.records || !ack_names_chunk_end(s, &a))
 			__builtin_trap();
 		s->ack = a;
 	}
@@ -129,7 +187,7 @@ static size_t split(const uint8_t *d, size_t size, struct stream *st)
 
 int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 {
-	struct stream st[STREAMS_MAX];
+	static struct stream st[STREAMS_MAX];
 	const struct ingest_stats *stats;
 	char out[128], out2[128];
 	uint8_t *data;
@@ -166,6 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 
 		if (data[0] & 1)
 			fix_checksums(st[i].data, st[i].len);
+		chunk_ends(&st[i]);
 		total += st[i].len;
 		st[i].fd = -1;
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)

@@ -326,6 +326,7 @@ struct outrecs {
 	uint64_t hellos[MAX_OUT_SOURCES];
 	uint64_t sinks[MAX_OUT_SOURCES];
 	uint64_t strings[MAX_OUT_SOURCES];
+	uint64_t comms[MAX_OUT_SOURCES];
 	uint64_t *seqs[MAX_OUT_SOURCES];  /* collective seqs in file order */
 	size_t nseqs[MAX_OUT_SOURCES];
 	uint64_t records;
@@ -351,6 +352,8 @@ static int out_on_record(void *ctx, const struct fss_record_head *rec)
 		o->sinks[rec->source]++;
 	if (rec->type == FSS_REC_STRING)
 		o->strings[rec->source]++;
+	if (rec->type == FSS_REC_COMM)
+		o->comms[rec->source]++;
 	if (rec->type == FSS_REC_COLLECTIVE) {
 		uint64_t **v = &o->seqs[rec->source];
 
@@ -427,7 +430,18 @@ static int seen_on_record(void *ctx, const struct fss_record_head *rec, const st
 struct filerecs {
 	unsigned char *bytes;
 	size_t len;
+	uint32_t flags, keep_steps; /* the header's */
+	uint64_t markers;
 };
+
+static int file_on_header(void *ctx, const struct fss_file_header *h)
+{
+	struct filerecs *f = ctx;
+
+	f->flags = h->flags;
+	f->keep_steps = h->keep_steps;
+	return 0;
+}
 
 static int file_on_record(void *ctx, const struct fss_record_head *rec)
 {
@@ -435,6 +449,11 @@ static int file_on_record(void *ctx, const struct fss_record_head *rec)
 
 	if (rec->type == FSS_REC_TRACE_END || rec->type == 15)
 		return 0;
+	if (rec->type == FSS_REC_SINK && ((const struct fss_rec_sink *)rec)->serial ==
+					     ((const struct fss_rec_sink *)rec)->prev_serial) {
+		f->markers++; /* the ingest's own, to the file only */
+		return 0;
+	}
 	f->bytes = realloc(f->bytes, f->len + rec->size);
 	assert_non_null(f->bytes);
 	memcpy(f->bytes + f->len, rec, rec->size);
@@ -456,7 +475,8 @@ static void test_on_record_and_write_record(void **state)
 	struct filerecs file = {0};
 	struct outrecs o;
 	const struct ingest_stats *st;
-	struct trace_parser_ops ops = {.on_record = file_on_record};
+	struct trace_parser_ops ops = {.on_header = file_on_header, .on_record = file_on_record};
+	struct ingest_options opts = {.keep_flags = FSS_FILE_KEEP_LAST, .keep_steps = 7};
 	struct fss_record_head own[3];
 	char out[128];
 	ingest_t *ing;
@@ -470,7 +490,7 @@ static void test_on_record_and_write_record(void **state)
 	stream_make(&sa, &a);
 	stream_make(&sb, &b);
 	path_in(out, sizeof(out), "callback.fss");
-	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_new(&ing, out, &opts), 0);
 	ingest_on_record(ing, seen_on_record, &seen);
 	fa = connect_pair(ing, "agent a");
 	fb = connect_pair(ing, "agent b");
@@ -489,14 +509,18 @@ static void test_on_record_and_write_record(void **state)
 	assert_int_equal(st->ndamaged, 0);
 	assert_true(seen.views_ok);
 	assert_int_equal(seen.n, a.n + b.n);
-	/* a resume marker after each hole but the last of a source (seq 40, 30) */
-	assert_int_equal(seen.markers, 7 + 5);
+	assert_int_equal(seen.markers, 0);
 	assert_int_equal(seen.left_out, 8 + 6);
 	assert_int_equal(st->records_left_out, 8 + 6);
 	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 70); /* counted as received */
-	assert_int_equal(st->per_source[0].records + st->per_source[1].records, a.n + b.n + seen.markers);
+	assert_int_equal(st->per_source[0].records + st->per_source[1].records, a.n + b.n);
 	/* the file: exactly what the callback kept, in its order */
 	assert_int_equal(trace_read_file(out, &ops, &file, NULL, 0), 0);
+	assert_int_equal(file.flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), FSS_FILE_KEEP_LAST);
+	assert_int_equal(file.keep_steps, 7);
+	/* records left out cost a resume marker per source and output chunk at
+	 * most, not one per hole (14 holes here, one chunk) */
+	assert_true(file.markers >= 1 && file.markers <= 2);
 	assert_int_equal(file.len, seen.len);
 	assert_memory_equal(file.bytes, seen.bytes, seen.len);
 	out_read(&o, out);
@@ -550,6 +574,10 @@ static void test_acks_after_flush(void **state)
 	assert_int_equal(ingest_new(&ing, out, &opts), 0);
 	ingest_on_record(ing, count_on_record, &seen);
 	fd = connect_pair(ing, "agent");
+	/* the ack of nothing comes at once: this collector acks */
+	assert_int_equal(ack_read(fd, &ack), 1);
+	assert_int_equal(ack.chunks, 0);
+	assert_int_equal(ack.records, 0);
 	/* five chunks and half of the sixth */
 	cut = s.chunk_end[4] + (s.chunk_end[5] - s.chunk_end[4]) / 2;
 	push(ing, fd, s.bytes, cut);
@@ -572,6 +600,49 @@ static void test_acks_after_flush(void **state)
 	assert_int_equal(ingest_finish(ing, &st), 0);
 	assert_true(st->acks_sent >= 2);
 	ingest_free(ing);
+	free(s.bytes);
+	sink_free(&a);
+}
+
+/*
+ * The flush interval alone (no ingest_flush call) writes and acks every
+ * chunk sent, the records left in the output's pending chunk after the
+ * writer wrote a full one included.
+ */
+static void test_acks_by_interval(void **state)
+{
+	struct ingest_options opts = {.flush_ms = 1};
+	struct sinkb a;
+	struct stream s;
+	struct wire_ack ack = {0};
+	int64_t deadline;
+	char out[128];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&a, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&a, 1, 100);
+	stream_make(&s, &a);
+	/* output chunks of many sizes, so that in some the stream's last record
+	 * sent fills one (and waits alone in the next) */
+	for (uint32_t size = 512; size < 1600; size += 8) {
+		opts.chunk_payload = size;
+		path_in(out, sizeof(out), "interval.fss");
+		assert_int_equal(ingest_new(&ing, out, &opts), 0);
+		fd = connect_pair(ing, "agent");
+		push(ing, fd, s.bytes, s.chunk_end[s.nchunks - 2]);
+		memset(&ack, 0, sizeof(ack));
+		deadline = now_ms() + 20000;
+		while (!ack_read(fd, &ack) || ack.chunks < s.nchunks - 1) {
+			assert_true(now_ms() < deadline);
+			assert_true(ingest_poll(ing, 10) >= 0);
+		}
+		assert_int_equal(ack.chunks, s.nchunks - 1);
+		assert_int_equal(ack.records, s.chunk_records[s.nchunks - 2]);
+		close(fd);
+		ingest_free(ing);
+	}
 	free(s.bytes);
 	sink_free(&a);
 }
@@ -684,7 +755,7 @@ static void test_continue_partial_trace(void **state)
 {
 	struct sinkb s1, s2, other;
 	struct stream t1, t2, to;
-	struct wire_ack ack = {0};
+	struct wire_ack ack = {0}, lost = {0};
 	const struct ingest_stats *st;
 	struct outrecs o;
 	char out[128], dead[128], partial[160], cmd[400];
@@ -708,8 +779,9 @@ static void test_continue_partial_trace(void **state)
 	fd = connect_pair(ing, "socket 1");
 	push(ing, fd, t1.bytes, t1.chunk_end[4]);
 	wait_ack(ing, fd, 5, &ack);
-	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[6] - t1.chunk_end[4]); /* never acked */
-	assert_true(ingest_poll(ing, 10) >= 0);
+	/* two chunks more, written to the file, their acks lost on the way */
+	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[6] - t1.chunk_end[4]);
+	wait_ack(ing, fd, 7, &lost);
 	/* what a SIGKILL leaves: the .partial as it is on disk now */
 	snprintf(partial, sizeof(partial), "%s.partial", out);
 	path_in(dead, sizeof(dead), "dead.fss");
@@ -747,6 +819,191 @@ static void test_continue_partial_trace(void **state)
 }
 
 /*
+ * A dead collector had merged two sinks of a process (the second repeating
+ * the first) and acked part of the second; a new collector reads its
+ * partial trace, and the third sink repeats the second from that ack: the
+ * partial trace's resume marker tells the new collector where the second
+ * sink's records stand, so every collective is there once.
+ */
+static void test_continue_merged_partial(void **state)
+{
+	struct sinkb s1, s2, s3;
+	struct stream t1, t2, t3;
+	struct wire_ack ack1 = {0}, ack2 = {0}, lost = {0};
+	const struct ingest_stats *st;
+	struct outrecs o;
+	char out[128], dead[128], cmd[400];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&s1, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&s1, 1, 40);
+	stream_make(&t1, &s1);
+	path_in(out, sizeof(out), "dying2.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	fd = connect_pair(ing, "socket 1");
+	push(ing, fd, t1.bytes, t1.chunk_end[2]);
+	wait_ack(ing, fd, 3, &ack1);
+	hang_up(ing, fd);
+	sink_start(&s2, PROCESS_A, 2, FSS_SINK_SOCKET, &s1, 1, FSS_SINK_SOCKET, ack1.records, s1.n - ack1.records);
+	sink_colls(&s2, 41, 60);
+	stream_make(&t2, &s2);
+	fd = connect_pair(ing, "socket 2");
+	push(ing, fd, t2.bytes, t2.chunk_end[t2.nchunks / 2]);
+	wait_ack(ing, fd, t2.nchunks / 2 + 1, &ack2);
+	/* a chunk more, written to the file, its ack lost on the way */
+	push(ing, fd, t2.bytes + t2.chunk_end[t2.nchunks / 2],
+	     t2.chunk_end[t2.nchunks / 2 + 1] - t2.chunk_end[t2.nchunks / 2]);
+	wait_ack(ing, fd, t2.nchunks / 2 + 2, &lost);
+	path_in(dead, sizeof(dead), "dead2.fss");
+	snprintf(cmd, sizeof(cmd), "cp '%s.partial' '%s'", out, dead);
+	assert_int_equal(system(cmd), 0);
+	close(fd);
+	ingest_free(ing);
+
+	sink_start(&s3, PROCESS_A, 3, FSS_SINK_SOCKET, &s2, 2, FSS_SINK_SOCKET, ack2.records, s2.n - ack2.records);
+	sink_colls(&s3, 101, 10);
+	stream_make(&t3, &s3);
+	path_in(out, sizeof(out), "restarted2.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_add_file(ing, dead), 0);
+	fd = connect_pair(ing, "socket 3");
+	push(ing, fd, t3.bytes, t3.len);
+	hang_up(ing, fd);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->sources, 1);
+	out_read(&o, out);
+	assert_int_equal(o.nsources, 1);
+	assert_int_equal(o.hellos[0], 1);
+	assert_seqs(&o, 0, 1, 110);
+	out_free(&o);
+	ingest_free(ing);
+	free(t1.bytes);
+	free(t2.bytes);
+	free(t3.bytes);
+	sink_free(&s1);
+	sink_free(&s2);
+	sink_free(&s3);
+}
+
+/* A keep policy's way: every third collective is left out of the file and
+ * written back by the session later, once 6 more are held (across chunks). */
+#define HOLD_MAX 6
+struct holding {
+	ingest_t *ing;
+	_Alignas(8) unsigned char held[HOLD_MAX][SLOT];
+	size_t n;
+};
+
+static int hold_on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	struct holding *h = ctx;
+
+	(void)src;
+	if (rec->type != FSS_REC_COLLECTIVE || ((const struct fss_rec_collective *)rec)->seq % 3 != 0)
+		return 0;
+	if (h->n == HOLD_MAX) {
+		assert_int_equal(ingest_write_record(h->ing, (const void *)h->held[0]), 0);
+		memmove(h->held[0], h->held[1], (HOLD_MAX - 1) * SLOT);
+		h->n--;
+	}
+	memcpy(h->held[h->n++], rec, rec->size);
+	return 1;
+}
+
+/*
+ * Records the session left out and wrote back itself (out of their order)
+ * are no sink's records to a later reader: a dead collector's partial trace
+ * full of them, continued from its ack, still gives every collective once.
+ */
+static void test_continue_session_records(void **state)
+{
+	struct sinkb s1, s2;
+	struct stream t1, t2;
+	struct wire_ack ack = {0}, lost = {0};
+	struct holding h = {0};
+	uint64_t lost_set[HOLD_MAX];
+	size_t nlost = 0;
+	const struct ingest_stats *st;
+	struct outrecs o;
+	char out[128], dead[128], cmd[400];
+	ingest_t *ing;
+	int fd;
+
+	(void)state;
+	sink_start(&s1, PROCESS_A, 1, FSS_SINK_SOCKET, NULL, 0, 0, 0, 0);
+	sink_colls(&s1, 1, 100);
+	stream_make(&t1, &s1);
+	path_in(out, sizeof(out), "holding.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	h.ing = ing;
+	ingest_on_record(ing, hold_on_record, &h);
+	fd = connect_pair(ing, "socket 1");
+	push(ing, fd, t1.bytes, t1.chunk_end[4]);
+	wait_ack(ing, fd, 5, &ack);
+	push(ing, fd, t1.bytes + t1.chunk_end[4], t1.chunk_end[7] - t1.chunk_end[4]);
+	wait_ack(ing, fd, 8, &lost); /* written; the agent never got this ack */
+	/* and records of the session's own for the source, none left out for them */
+	for (int i = 0; i < 5; i++) {
+		struct fss_rec_drops d;
+
+		record_init(&d, FSS_REC_DROPS, sizeof(d), 0);
+		d.at_ns = 1000000 + (uint64_t)i;
+		assert_int_equal(ingest_write_record(ing, &d.head), 0);
+	}
+	assert_int_equal(ingest_flush(ing), 0);
+	/* what the session still holds dies with it (it was acked as left out) */
+	{
+		uint64_t lost_seqs[HOLD_MAX];
+
+		for (size_t i = 0; i < h.n; i++)
+			lost_seqs[i] = ((const struct fss_rec_collective *)(const void *)h.held[i])->seq;
+		nlost = h.n;
+		memcpy(lost_set, lost_seqs, sizeof(lost_seqs));
+	}
+	path_in(dead, sizeof(dead), "holding-dead.fss");
+	snprintf(cmd, sizeof(cmd), "cp '%s.partial' '%s'", out, dead);
+	assert_int_equal(system(cmd), 0);
+	close(fd);
+	ingest_free(ing);
+
+	sink_start(&s2, PROCESS_A, 2, FSS_SINK_SOCKET, &s1, 1, FSS_SINK_SOCKET, ack.records, s1.n - ack.records);
+	sink_colls(&s2, 101, 20);
+	stream_make(&t2, &s2);
+	path_in(out, sizeof(out), "holding-restarted.fss");
+	assert_int_equal(ingest_new(&ing, out, NULL), 0);
+	assert_int_equal(ingest_add_file(ing, dead), 0);
+	fd = connect_pair(ing, "socket 2");
+	push(ing, fd, t2.bytes, t2.len);
+	hang_up(ing, fd);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->sources, 1);
+	out_read(&o, out);
+	assert_int_equal(o.nsources, 1);
+	/* the dead collector's last held-back record never came back: the one
+	 * before its end, if it was held then (it is in no file) */
+	{
+		unsigned char seen[121] = {0};
+
+		assert_int_equal(o.nseqs[0], 120 - nlost);
+		for (size_t i = 0; i < o.nseqs[0]; i++) {
+			assert_true(o.seqs[0][i] >= 1 && o.seqs[0][i] <= 120);
+			assert_false(seen[o.seqs[0][i]]);
+			seen[o.seqs[0][i]] = 1;
+		}
+		for (size_t i = 0; i < nlost; i++)
+			assert_false(seen[lost_set[i]]);
+	}
+	out_free(&o);
+	ingest_free(ing);
+	free(t1.bytes);
+	free(t2.bytes);
+	sink_free(&s1);
+	sink_free(&s2);
+}
+
+/*
  * socket -> file -> socket: the first connection broke; the agent wrote a
  * failover file repeating what was not acked, then a collector answered
  * again and the agent resent the whole file inside its new connection
@@ -756,8 +1013,8 @@ static void test_continue_partial_trace(void **state)
  */
 static void nested(int read_file_first)
 {
-	struct sinkb s1, f2, s3;
-	struct stream t1, t3;
+	struct sinkb s1, f2, s3, s4;
+	struct stream t1, t3, t4;
 	struct wire_ack ack = {0};
 	const struct ingest_stats *st;
 	struct outrecs o;
@@ -782,28 +1039,46 @@ static void nested(int read_file_first)
 	sink_file(&f2, failover);
 	if (read_file_first)
 		assert_int_equal(ingest_add_file(ing, failover), 0);
-	/* the new connection: all of the file, then 15 more */
+	/* the new connection: all of the file, then 40 more; it breaks after
+	 * an ack that lies past the file's records */
 	sink_start(&s3, PROCESS_A, 3, FSS_SINK_SOCKET, &f2, 2, FSS_SINK_FILE, 0, f2.n);
-	sink_colls(&s3, 61, 15);
+	sink_colls(&s3, 61, 40);
 	stream_make(&t3, &s3);
 	fd = connect_pair(ing, "socket 3");
-	push(ing, fd, t3.bytes, t3.len);
+	{
+		size_t c = 0;
+
+		while (c + 2 < t3.nchunks && t3.chunk_records[c] < 3 + f2.n + 10)
+			c++;
+		push(ing, fd, t3.bytes, t3.chunk_end[c]);
+		wait_ack(ing, fd, c + 1, &ack);
+		push(ing, fd, t3.bytes + t3.chunk_end[c], t3.chunk_end[c + 1] + 8 - t3.chunk_end[c]);
+	}
+	hang_up(ing, fd);
+	/* ... and a fourth sink repeats the third from its ack */
+	sink_start(&s4, PROCESS_A, 4, FSS_SINK_SOCKET, &s3, 3, FSS_SINK_SOCKET, ack.records, s3.n - ack.records);
+	sink_colls(&s4, 101, 5);
+	stream_make(&t4, &s4);
+	fd = connect_pair(ing, "socket 4");
+	push(ing, fd, t4.bytes, t4.len);
 	hang_up(ing, fd);
 	assert_int_equal(ingest_finish(ing, &st), 0);
 	assert_int_equal(st->sources, 1);
-	assert_int_equal(st->ndamaged, 1); /* the first connection, cut mid-chunk */
-	assert_int_equal(st->per_source[0].sinks, 3);
+	assert_int_equal(st->ndamaged, 2); /* the first and third connections, cut mid-chunk */
+	assert_int_equal(st->per_source[0].sinks, 4);
 	out_read(&o, out);
 	assert_int_equal(o.nsources, 1);
 	assert_int_equal(o.hellos[0], 1);
-	assert_seqs(&o, 0, 1, 75);
+	assert_seqs(&o, 0, 1, 105);
 	out_free(&o);
 	ingest_free(ing);
 	free(t1.bytes);
 	free(t3.bytes);
+	free(t4.bytes);
 	sink_free(&s1);
 	sink_free(&f2);
 	sink_free(&s3);
+	sink_free(&s4);
 }
 
 static void test_nested_repeat(void **state)
@@ -874,6 +1149,7 @@ static void test_rotate(void **state)
 
 		assert_int_equal(o2.hellos[s], 1); /* re-stated */
 		assert_int_equal(o2.strings[s], 2); /* once each */
+		assert_int_equal(o2.comms[s], 1);
 		assert_int_equal(o2.sinks[s], 1);   /* the resume marker */
 		assert_true(n1 > 0 && n1 < 60);
 		assert_seqs(&o1, s, 1, n1);
@@ -896,11 +1172,117 @@ static void test_rotate(void **state)
 	assert_seqs(&o3, 0, 1, 60);
 	assert_seqs(&o3, 1, 1, 60);
 	ingest_free(ing);
+
+	/* the second file alone, through a new ingest: it stands alone there
+	 * too (its re-stated preamble kept whole, the last record included) */
+	path_in(joined, sizeof(joined), "alone.fss");
+	assert_int_equal(ingest_new(&ing, joined, NULL), 0);
+	assert_int_equal(ingest_add_file(ing, seg2), 0);
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	out_free(&o3);
+	out_read(&o3, joined);
+	assert_int_equal(o3.nsources, 2);
+	for (uint32_t s = 0; s < 2; s++) {
+		assert_int_equal(o3.strings[s], 2);
+		assert_int_equal(o3.comms[s], 1);
+		assert_int_equal(o3.nseqs[s], o2.nseqs[s]);
+	}
+	assert_lintable(joined);
+	ingest_free(ing);
 	out_free(&o1);
 	out_free(&o2);
 	out_free(&o3);
 	free(ta.bytes);
 	free(tb.bytes);
+	sink_free(&a);
+	sink_free(&b);
+}
+
+struct rotating {
+	ingest_t *ing;
+	uint64_t n, at;
+	const char *path;
+	int rc;
+};
+
+static int rotate_on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
+{
+	struct rotating *r = ctx;
+
+	(void)rec;
+	(void)src;
+	if (++r->n == r->at)
+		r->rc = ingest_rotate(r->ing, r->path);
+	return 0;
+}
+
+/*
+ * Rotation from inside the record callback, as a session's keep policy does
+ * it, at every early record (between a hello and its sink record, inside a
+ * preamble): the two files read back in order give one source per process
+ * with every collective once, and the second alone keeps its whole
+ * re-statement.
+ */
+static void test_rotate_in_callback(void **state)
+{
+	struct sinkb a, b;
+	char fa[128], fb[128], seg1[128], seg2[128], joined[128];
+	const struct ingest_stats *st;
+	struct outrecs o;
+
+	(void)state;
+	sink_start(&a, PROCESS_A, 1, FSS_SINK_FILE, NULL, 0, 0, 0, 0);
+	sink_colls(&a, 1, 30);
+	sink_start(&b, PROCESS_B, 1, FSS_SINK_FILE, NULL, 0, 0, 0, 0);
+	sink_colls(&b, 1, 30);
+	path_in(fa, sizeof(fa), "rank-a.fss");
+	path_in(fb, sizeof(fb), "rank-b.fss");
+	sink_file(&a, fa);
+	sink_file(&b, fb);
+	for (uint64_t at = 1; at <= 12; at++) {
+		struct rotating r = {.at = at};
+		ingest_t *ing;
+
+		path_in(seg1, sizeof(seg1), "cb-seg1.fss");
+		path_in(seg2, sizeof(seg2), "cb-seg2.fss");
+		path_in(joined, sizeof(joined), "cb-joined.fss");
+		assert_int_equal(ingest_new(&ing, seg1, NULL), 0);
+		r.ing = ing;
+		r.path = seg2;
+		ingest_on_record(ing, rotate_on_record, &r);
+		assert_int_equal(ingest_add_file(ing, fa), 0);
+		assert_int_equal(ingest_add_file(ing, fb), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		assert_int_equal(r.rc, 0);
+		assert_int_equal(st->files_written, 2);
+		ingest_free(ing);
+
+		assert_int_equal(ingest_new(&ing, joined, NULL), 0);
+		assert_int_equal(ingest_add_file(ing, seg1), 0);
+		assert_int_equal(ingest_add_file(ing, seg2), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		ingest_free(ing);
+		out_read(&o, joined);
+		assert_int_equal(o.nsources, 2);
+		for (uint32_t s = 0; s < 2; s++) {
+			assert_int_equal(o.hellos[s], 1);
+			assert_int_equal(o.comms[s], 1);
+			assert_seqs(&o, s, 1, 30);
+		}
+		out_free(&o);
+
+		assert_int_equal(ingest_new(&ing, joined, NULL), 0);
+		assert_int_equal(ingest_add_file(ing, seg2), 0);
+		assert_int_equal(ingest_finish(ing, &st), 0);
+		ingest_free(ing);
+		out_read(&o, joined);
+		assert_int_equal(o.nsources, 2);
+		for (uint32_t s = 0; s < 2; s++) {
+			assert_int_equal(o.strings[s], 2);
+			assert_int_equal(o.comms[s], 1);
+		}
+		out_free(&o);
+	}
 	sink_free(&a);
 	sink_free(&b);
 }
@@ -1041,7 +1423,7 @@ static void test_tcp_key(void **state)
 	sink_free(&a);
 }
 
-/* A connection costs little whatever it sends: past 64 sources it is cut
+/* A connection costs little whatever it sends: past 1024 sources it is cut
  * and reported, the others keep their records. */
 static void test_connection_sources_capped(void **state)
 {
@@ -1060,7 +1442,7 @@ static void test_connection_sources_capped(void **state)
 	assert_int_equal(ingest_new(&ing, out, NULL), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(ingest_add_fd(ing, sv[1], "many"), 0);
-	/* 100 sources, each a hello and a collective (no sink record) */
+	/* 1100 sources, each a hello and a collective (no sink record) */
 	{
 		FILE *f = tmpfile();
 		struct stat sst;
@@ -1068,7 +1450,7 @@ static void test_connection_sources_capped(void **state)
 
 		assert_non_null(f);
 		assert_int_equal(trace_writer_open_fd(&w, fileno(f), &wopts), 0);
-		for (uint32_t src = 0; src < 100; src++) {
+		for (uint32_t src = 0; src < 1100; src++) {
 			((struct fss_record_head *)a.r[0])->source = src;
 			((struct fss_record_head *)a.r[a.n - 1])->source = src;
 			assert_int_equal(trace_writer_append(w, a.r[0]), 0);
@@ -1086,10 +1468,10 @@ static void test_connection_sources_capped(void **state)
 	}
 	hang_up(ing, sv[0]);
 	assert_int_equal(ingest_finish(ing, &st), 0);
-	assert_int_equal(st->sources, 64);
-	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 64);
+	assert_int_equal(st->sources, 1024);
+	assert_int_equal(st->by_type[FSS_REC_COLLECTIVE], 1024);
 	assert_int_equal(st->ndamaged, 1);
-	assert_non_null(strstr(st->damage[0], "more than 64 sources in one connection"));
+	assert_non_null(strstr(st->damage[0], "more than 1024 sources in one connection"));
 	ingest_free(ing);
 	sink_free(&a);
 }
@@ -1118,11 +1500,15 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_on_record_and_write_record),
 		cmocka_unit_test(test_acks_after_flush),
+		cmocka_unit_test(test_acks_by_interval),
 		cmocka_unit_test(test_ack_at_one_mib),
 		cmocka_unit_test(test_continue_connection),
 		cmocka_unit_test(test_continue_partial_trace),
+		cmocka_unit_test(test_continue_merged_partial),
+		cmocka_unit_test(test_continue_session_records),
 		cmocka_unit_test(test_nested_repeat),
 		cmocka_unit_test(test_rotate),
+		cmocka_unit_test(test_rotate_in_callback),
 		cmocka_unit_test(test_no_sink_records),
 		cmocka_unit_test(test_tcp_key),
 		cmocka_unit_test(test_connection_sources_capped),
