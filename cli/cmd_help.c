@@ -15,7 +15,8 @@ const char cmd_help_help[] =
 	"    same text as 'fsdpscope COMMAND --help'.\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope help\n"
-	"    fsdpscope help dump\n";
+	"    fsdpscope help dump\n"
+	"    fsdpscope collect --help              # the same text as fsdpscope help collect\n";
 
 int cmd_help(int argc, char **argv)
 {

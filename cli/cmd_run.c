@@ -10,12 +10,14 @@
  * that a forwarded SIGINT / SIGTERM reaches every process of the job
  * (launchers, forked ranks), and so that the job outlives an fsdpscope that
  * is killed; on a terminal the group also gets the terminal, as a shell
- * would do, so ^C and ^Z go to the job and not to fsdpscope. The folder
- * side (private folder, lock, final name, leftovers) is cli/run_session.c.
+ * would do, so ^C and ^Z go to the job and not to fsdpscope. Everything
+ * that is not the job - the private folder, the ingest, the streamed
+ * analysis, the trace and the lint summary - is the session's
+ * (cli/session.c), which `fsdpscope collect` shares.
  */
 #include "cli/commands.h"
-#include "cli/lint.h"
 #include "cli/run_session.h"
+#include "cli/session.h"
 
 #include "collector/ingest.h"
 #include "common/clock.h"
@@ -46,9 +48,6 @@
 #define RUN_DEFAULT_FLUSH_S 5
 #define RUN_DEFAULT_WAIT_DESCENDANTS_S 3600
 #define RUN_MAX_WAIT_S (30 * 86400)
-/* How often the unfinished trace is flushed to disk: what a killed run
- * loses of what it had received. */
-#define RUN_FLUSH_EVERY_MS 1000
 /* Processes named in a message; more are counted. */
 #define RUN_NAMED_PIDS 8
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
@@ -59,7 +58,8 @@ const char cmd_run_help[] =
 	"    fsdpscope run - run a training job with the agent and record one trace\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
-	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--] CMD [ARGS...]\n\n"
+	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
+	"                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--] CMD [ARGS...]\n\n"
 	"DESCRIPTION\n"
 	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
 	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
@@ -124,6 +124,15 @@ const char cmd_run_help[] =
 	"                         the next run in DIR merges\n"
 	"    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
 	"                         connected to send their last records (default 5)\n"
+	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+	"                         prints it (schema fsdpscope.report/2)\n"
+	"    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
+	"                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
+	"                         that is not loopback is served with a warning\n"
+	"    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
+	"                         switches to last:1000 before the disk runs short, and says\n"
+	"                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
+	"                         docs/keep.md)\n"
 	"    -h, --help           this text (only before CMD)\n\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
@@ -193,6 +202,9 @@ struct run_options {
 	int help;
 	int flush_timeout_s;
 	int wait_descendants_s;
+	const char *json_summary;
+	const char *metrics;
+	struct keep_policy keep;
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
@@ -204,72 +216,18 @@ struct run_late {
 
 struct run_state {
 	struct run_options opt;
-	run_session_t *session;
-	char *sink;         /* FSDPSCOPE_SINK value */
+	session_t *session;
+	const char *sink;   /* FSDPSCOPE_SINK value: the session's private socket */
 	char *agent;        /* absolute path of the agent */
 	char *ld_preload;   /* LD_PRELOAD value for the job */
+	char *metrics;      /* --metrics as HOST:PORT */
 	int keep_nvtx_injection; /* NVTX_INJECTION64_PATH was set by the user */
-	char **merged;      /* per-process files merged */
-	size_t nmerged;
-	ingest_t *ing;
-	int ingest_failed;
 	int tty;            /* terminal fd handed to the job, or -1 */
-	int64_t last_flush_ms;
 	struct run_late *late; /* reaped after CMD exited, in order */
 	size_t nlate;
 	size_t left_running; /* descendants still alive when the wait gave up */
 	pid_t left_pids[RUN_NAMED_PIDS];
 };
-
-/* The agent: $FSDPSCOPE_AGENT, the build tree, the install tree. */
-static int find_agent(struct run_state *st)
-{
-	const char *env = getenv("FSDPSCOPE_AGENT");
-	char exe[PATH_MAX], cand[2][PATH_MAX + 64];
-	ssize_t n;
-	int ncand = 0;
-
-	if (env && *env) {
-		st->agent = realpath(env, NULL);
-		if (!st->agent || access(st->agent, R_OK) < 0) {
-			fprintf(stderr, "fsdpscope run: FSDPSCOPE_AGENT=%s: %s\n", env, strerror(errno));
-			return -ENOENT;
-		}
-	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n > 0) {
-			char *slash;
-
-			exe[n] = '\0';
-			slash = strrchr(exe, '/');
-			if (slash)
-				*slash = '\0';
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../agent/%s", exe, RUN_AGENT_NAME);
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../lib/fsdpscope/%s", exe, RUN_AGENT_NAME);
-		}
-		for (int i = 0; i < ncand && !st->agent; i++) {
-			if (access(cand[i], R_OK) == 0)
-				st->agent = realpath(cand[i], NULL);
-		}
-		if (!st->agent) {
-			fprintf(stderr, "fsdpscope run: cannot find the agent, %s; looked for:\n", RUN_AGENT_NAME);
-			fprintf(stderr, "    $FSDPSCOPE_AGENT (not set)\n");
-			for (int i = 0; i < ncand; i++)
-				fprintf(stderr, "    %s\n", cand[i]);
-			fprintf(stderr, "  build it (target fsdpscope_agent) or set FSDPSCOPE_AGENT to its path\n");
-			return -ENOENT;
-		}
-	}
-	/* ld.so splits LD_PRELOAD at spaces and colons. */
-	if (strpbrk(st->agent, " :")) {
-		fprintf(stderr,
-			"fsdpscope run: the agent's path has a space or a colon, which LD_PRELOAD cannot carry: %s\n"
-			"  copy it elsewhere and set FSDPSCOPE_AGENT\n",
-			st->agent);
-		return -EINVAL;
-	}
-	return 0;
-}
 
 /* LD_PRELOAD for the job: the agent first, unless an ASan runtime is
  * listed, which insists on being first. */
@@ -326,6 +284,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		{"no-cupti", no_argument, NULL, 'C'},
 		{"flush-timeout", required_argument, NULL, 'F'},
 		{"wait-descendants", required_argument, NULL, 'W'},
+		{"json-summary", required_argument, NULL, 'J'},
+		{"metrics", required_argument, NULL, 'M'},
+		{"keep", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -336,6 +297,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	o->name = RUN_DEFAULT_NAME;
 	o->flush_timeout_s = RUN_DEFAULT_FLUSH_S;
 	o->wait_descendants_s = RUN_DEFAULT_WAIT_DESCENDANTS_S;
+	keep_policy_default(&o->keep);
 	optind = 1;
 	opterr = 0;
 	/* "+": stop at CMD, so that its options (--help too) stay its own. */
@@ -356,6 +318,21 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		case 'h':
 			o->help = 1;
 			return 0;
+		case 'J':
+			o->json_summary = optarg;
+			break;
+		case 'M':
+			o->metrics = optarg;
+			break;
+		case 'K':
+			if (keep_policy_parse(optarg, &o->keep)) {
+				fprintf(stderr,
+					"fsdpscope run: --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
+					"10000000)\n",
+					optarg);
+				return FSS_E_USAGE;
+			}
+			break;
 		case 'F':
 			if (parse_seconds("--flush-timeout", optarg, &o->flush_timeout_s))
 				return FSS_E_USAGE;
@@ -387,58 +364,20 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	return 0;
 }
 
-/*
- * What runs that died left in DIR: name it, and merge it into a trace of
- * its own, unless its job still runs and writes there.
- */
-static void handle_leftovers(const struct run_state *st)
-{
-	const char *dir = run_session_dir(st->session);
-	struct run_leftover *l;
-	size_t n;
-	int err = run_leftovers_find(dir, &l, &n);
-
-	if (err) {
-		fprintf(stderr, "fsdpscope run: warning: cannot look for what earlier runs left in %s: %s\n", dir,
-			fss_strerror(err));
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct ingest_stats rs;
-		char *path = NULL;
-
-		fputs("fsdpscope run: found ", stderr);
-		run_leftover_describe(&l[i], stderr);
-		fputc('\n', stderr);
-		if (l[i].job_running) {
-			fprintf(stderr,
-				"fsdpscope run: left it in place: its job still writes there; run again in %s once that job "
-				"has ended to merge it\n",
-				dir);
-			continue;
-		}
-		err = run_leftover_recover(&l[i], dir, &path, &rs);
-		if (err) {
-			fprintf(stderr, "fsdpscope run: could not merge what run %s left (%s); left it in place\n", l[i].id,
-				fss_strerror(err));
-			continue;
-		}
-		fprintf(stderr,
-			"fsdpscope run: merged what run %s left into %s: %" PRIu32 " source%s, %" PRIu64
-			" collectives, %" PRIu64 " records%s\n",
-			l[i].id, path, rs.sources, rs.sources == 1 ? "" : "s", rs.by_type[FSS_REC_COLLECTIVE], rs.records,
-			rs.ndamaged ? " (its unfinished parts were cut where they ended)" : "");
-		free(path);
-	}
-	run_leftovers_free(l, n);
-}
-
 static int setup(struct run_state *st)
 {
-	char what[PATH_MAX + 64];
+	struct session_options so = {
+		.prog = "fsdpscope run",
+		.dir = st->opt.dir,
+		.name = st->opt.name,
+		.argv = st->opt.argv,
+		.leftovers = SESSION_LEFTOVERS_RECOVER,
+		.json_summary = st->opt.json_summary,
+		.keep = &st->opt.keep,
+	};
 	int err;
 
-	err = find_agent(st);
+	err = session_find_agent("fsdpscope run", &st->agent);
 	if (err)
 		return err;
 	err = build_ld_preload(st);
@@ -446,27 +385,19 @@ static int setup(struct run_state *st)
 		fprintf(stderr, "fsdpscope run: out of memory\n");
 		return err;
 	}
-	err = run_session_new(&st->session, st->opt.dir, st->opt.argv, what, sizeof(what));
-	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot create %s: %s\n", what, fss_strerror(err));
+	if (st->opt.metrics) {
+		err = session_metrics_option("fsdpscope run", st->opt.metrics, &st->metrics, &so.metrics_remote);
+		if (err)
+			return err;
+		so.metrics = st->metrics;
+	}
+	err = session_new(&st->session, &so);
+	if (err)
 		return err;
-	}
-	handle_leftovers(st);
-	if (asprintf(&st->sink, "unix:%s", run_session_socket(st->session)) < 0) {
-		st->sink = NULL;
-		return -ENOMEM;
-	}
-	err = ingest_new(&st->ing, run_session_output(st->session), NULL);
-	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot create %s.partial: %s\n", run_session_output(st->session),
-			fss_strerror(err));
-		return err;
-	}
-	err = run_session_listen(st->session, st->ing);
-	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot listen on %s: %s\n", st->sink, fss_strerror(err));
-		return err;
-	}
+	st->sink = session_private_sink(st->session);
+	if (session_metrics_address(st->session))
+		fprintf(stderr, "fsdpscope run: Prometheus metrics: http://%s/metrics\n",
+			session_metrics_address(st->session));
 	{
 		const char *nvtx = getenv("NVTX_INJECTION64_PATH");
 
@@ -488,7 +419,7 @@ static void child_environment(const struct run_state *st)
 	if (!st->keep_nvtx_injection)
 		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
 	setenv("FSDPSCOPE_SINK", st->sink, 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(st->session), 1);
+	setenv("FSDPSCOPE_OUT", run_session_folder(session_run_session(st->session)), 1);
 	if (st->opt.dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
 	if (st->opt.no_cupti)
@@ -547,20 +478,6 @@ static void follow_stop(struct run_state *st, pid_t pid)
 	kill(-pid, SIGCONT);
 }
 
-/*
- * run_trace_ready - called once with the finished trace, after the summary:
- * print the lint summary (to stderr, like every line of fsdpscope's own: the
- * job's stdout stays the job's). A trace without collectives has nothing to
- * lint. The job's exit code is what `run` returns, whatever lint finds.
- */
-static void run_trace_ready(const char *trace_path, const struct ingest_stats *stats)
-{
-	if (stats->by_type[FSS_REC_COLLECTIVE] == 0)
-		return;
-	fputc('\n', stderr);
-	lint_print_summary(trace_path, stderr);
-}
-
 static int exit_code_of(int status)
 {
 	if (WIFEXITED(status))
@@ -568,30 +485,6 @@ static int exit_code_of(int status)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return 1;
-}
-
-/* Keep the ingest going for a while; on a write error, say so once. */
-static void pump(struct run_state *st, int timeout_ms)
-{
-	int rc;
-
-	if (st->ingest_failed) {
-		/* Nothing to read into: just wait (the agents drop and count). */
-		if (timeout_ms > 0)
-			poll(NULL, 0, timeout_ms);
-		return;
-	}
-	rc = ingest_poll(st->ing, timeout_ms);
-	/* On disk at least once a second: what a killed run loses. */
-	if (rc >= 0 && now_ms() - st->last_flush_ms >= RUN_FLUSH_EVERY_MS) {
-		rc = ingest_flush(st->ing);
-		st->last_flush_ms = now_ms();
-	}
-	if (rc < 0) {
-		st->ingest_failed = 1;
-		fprintf(stderr, "fsdpscope run: writing %s.partial failed: %s; the job goes on unrecorded\n",
-			run_session_output(st->session), fss_strerror(rc));
-	}
 }
 
 /*
@@ -617,7 +510,7 @@ static int reap(struct run_state *st, pid_t leader, int *leader_status, int *lea
 				follow_stop(st, leader);
 			continue;
 		}
-		if (!st->ingest_failed && ingest_note_exit(st->ing, w, status) < 0)
+		if (!session_failed(st->session) && ingest_note_exit(session_ingest(st->session), w, status) < 0)
 			fprintf(stderr, "fsdpscope run: out of memory noting how pid %d ended\n", (int)w);
 		if (w == leader) {
 			*leader_status = status;
@@ -695,7 +588,7 @@ static int supervise(struct run_state *st, pid_t pid)
 	for (;;) {
 		int children;
 
-		pump(st, 100);
+		session_poll(st->session, 100);
 		children = reap(st, pid, &status, &leader_done);
 		if (leader_done && !run_leader_gone) {
 			pid_t pids[RUN_NAMED_PIDS];
@@ -735,52 +628,19 @@ static void drain(struct run_state *st)
 {
 	int64_t deadline = now_ms() + (int64_t)st->opt.flush_timeout_s * 1000;
 
-	pump(st, 0); /* accept what is waiting in the backlog */
-	while (!st->ingest_failed && !run_stop_wait && ingest_open_connections(st->ing) > 0) {
+	session_poll(st->session, 0); /* accept what is waiting in the backlog */
+	while (!run_stop_wait && session_open_connections(st->session) > 0) {
 		int64_t left = deadline - now_ms();
 
 		if (left <= 0) {
 			fprintf(stderr,
 				"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
 				"trace without them (see --flush-timeout)\n",
-				ingest_open_connections(st->ing), st->opt.flush_timeout_s);
+				session_open_connections(st->session), st->opt.flush_timeout_s);
 			break;
 		}
-		pump(st, left < 100 ? (int)left : 100);
+		session_poll(st->session, left < 100 ? (int)left : 100);
 	}
-}
-
-/* Merge the per-process files this run's agents left in its folder. */
-static void merge_fallback_files(struct run_state *st)
-{
-	char **names;
-	size_t n;
-	int err = run_session_files(st->session, &names, &n);
-
-	if (err) {
-		fprintf(stderr, "fsdpscope run: cannot read %s for per-process files: %s\n",
-			run_session_folder(st->session), fss_strerror(err));
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		char **merged;
-
-		err = st->ingest_failed ? -EIO : ingest_add_file(st->ing, names[i]);
-		if (err) {
-			if (!st->ingest_failed)
-				fprintf(stderr, "fsdpscope run: %s: not merged: %s\n", names[i], fss_strerror(err));
-			free(names[i]);
-			continue;
-		}
-		merged = realloc(st->merged, (st->nmerged + 1) * sizeof(*merged));
-		if (!merged) {
-			free(names[i]);
-			continue;
-		}
-		st->merged = merged;
-		st->merged[st->nmerged++] = names[i];
-	}
-	free(names);
 }
 
 static int pid_is_late(const struct run_state *st, uint32_t pid)
@@ -791,9 +651,11 @@ static int pid_is_late(const struct run_state *st, uint32_t pid)
 	return 0;
 }
 
-/* The processes that outlived CMD, those still running, refused peers. */
-static void print_job_notes(const struct run_state *st, const struct ingest_stats *s)
+/* The session's notes_fn: the processes that outlived CMD, those still running. */
+static void print_job_notes(void *ctx, const struct ingest_stats *s)
 {
+	const struct run_state *st = ctx;
+
 	if (st->nlate) {
 		uint32_t reported = 0;
 
@@ -818,119 +680,29 @@ static void print_job_notes(const struct run_state *st, const struct ingest_stat
 		fprintf(stderr,
 			"): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
 			"next 'fsdpscope run --out %s' merges\n",
-			run_session_folder(st->session), st->opt.dir);
-	}
-	if (s->refused) {
-		fprintf(stderr, "fsdpscope run: warning: refused %" PRIu32 " connection%s from other users (", s->refused,
-			s->refused == 1 ? "" : "s");
-		for (size_t i = 0; i < s->nrefused_named; i++) {
-			if (s->refused_peers[i].uid == UINT32_MAX)
-				fprintf(stderr, "%suser unknown, pid %" PRId32, i ? "; " : "", s->refused_peers[i].pid);
-			else
-				fprintf(stderr, "%suid %" PRIu32 ", pid %" PRId32, i ? "; " : "", s->refused_peers[i].uid,
-					s->refused_peers[i].pid);
-		}
-		if (s->refused > s->nrefused_named)
-			fprintf(stderr, "; and %zu more", (size_t)s->refused - s->nrefused_named);
-		fprintf(stderr, "): only this user's processes may send records; none of theirs is in the trace\n");
+			run_session_folder(session_run_session(st->session)), st->opt.dir);
 	}
 }
 
-static void print_summary(const struct run_state *st, const char *trace_path, const struct ingest_stats *s)
+static void run_state_free(struct run_state *st)
 {
-	uint32_t processes = 0, unclean = 0;
-
-	for (size_t i = 0; i < s->ndamaged; i++)
-		fprintf(stderr, "fsdpscope run: warning: %s\n", s->damage[i]);
-	for (uint32_t i = 0; i < s->sources; i++) {
-		if (!s->per_source[i].has_hello)
-			continue;
-		processes++;
-		unclean += !s->per_source[i].ended;
-	}
-	print_job_notes(st, s);
-	if (st->nmerged)
-		fprintf(stderr, "fsdpscope run: merged %zu per-process file(s) from %s (removed)\n", st->nmerged,
-			run_session_folder(st->session));
-	fprintf(stderr, "fsdpscope run: trace written to %s\n", trace_path);
-	fprintf(stderr,
-		"fsdpscope run: %" PRIu32 " process%s, %" PRIu64 " collectives, %" PRIu64 " NVTX ranges, %" PRIu64
-		" GPU intervals, %" PRIu64 " records dropped",
-		processes, processes == 1 ? "" : "es", s->by_type[FSS_REC_COLLECTIVE], s->by_type[FSS_REC_NVTX_RANGE],
-		s->by_type[FSS_REC_GPU_INTERVAL], s->dropped);
-	/* Calls a process made but that never reached the trace (a crash or a kill lost its ring) show only as
-	 * gaps in its sequence numbers; the drop counters cannot count them. */
-	if (s->collectives_missing)
-		fprintf(stderr, ", %" PRIu64 " collective%s missing (gaps in the processes' call numbers)",
-			s->collectives_missing, s->collectives_missing == 1 ? "" : "s");
-	if (unclean)
-		fprintf(stderr, " (%" PRIu32 " process%s without a clean exit)", unclean, unclean == 1 ? "" : "es");
-	fputc('\n', stderr);
-	/* The agent reports a process from its first NCCL call on. */
-	if (processes == 0)
-		fprintf(stderr,
-			"fsdpscope run: no process reported: the job made no NCCL call, or the agent could not load in it "
-			"(a static or setuid program, or one that clears LD_PRELOAD)\n");
-}
-
-static void run_state_free(struct run_state *st, int remove_folder)
-{
-	ingest_free(st->ing);
-	run_session_close(st->session, remove_folder);
-	free(st->sink);
+	session_free(st->session);
 	free(st->agent);
 	free(st->ld_preload);
-	for (size_t i = 0; i < st->nmerged; i++)
-		free(st->merged[i]);
-	free(st->merged);
+	free(st->metrics);
 	free(st->late);
 }
 
-/* The job has ended: merge, write, move the trace into place, report. */
+/* The job has ended: the session ends, its trace with it. */
 static void finish(struct run_state *st)
 {
-	const struct ingest_stats *stats = NULL;
-	char *trace_path = NULL;
-	int err, taken = 0, keep = 0, written;
+	struct session_outcome outcome;
 
 	drain(st);
-	merge_fallback_files(st);
-	err = st->ingest_failed ? -EIO : ingest_finish(st->ing, &stats);
-	written = !err;
-	if (!err)
-		err = run_session_publish(st->session, st->opt.name, &trace_path, &taken);
-	if (err || !stats) {
-		/* A finished trace that could not be moved holds the files'
-		 * records: they go, so that the next run reads them once. */
-		for (size_t i = 0; written && i < st->nmerged; i++)
-			unlink(st->merged[i]);
-		if (!st->ingest_failed)
-			fprintf(stderr, "fsdpscope run: writing the trace failed: %s\n", fss_strerror(err));
-		fprintf(stderr,
-			"fsdpscope run: what was recorded is left in %s; the next 'fsdpscope run --out %s' merges it\n",
-			run_session_folder(st->session), st->opt.dir);
-		keep = 1;
-	} else {
-		/* The files' records are in the trace now: remove them, so that
-		 * nothing reads them twice. */
-		for (size_t i = 0; i < st->nmerged; i++)
-			unlink(st->merged[i]);
-		if (taken)
-			fprintf(stderr,
-				"fsdpscope run: %s/%s%s already exists (not this run's): left it as it is, and wrote this "
-				"run's trace under a new name\n",
-				run_session_dir(st->session), st->opt.name,
-				strlen(st->opt.name) > 4 && !strcmp(st->opt.name + strlen(st->opt.name) - 4, ".fss") ? ""
-															 : ".fss");
-		print_summary(st, trace_path, stats);
-		run_trace_ready(trace_path, stats);
-	}
 	/* Processes still running write on into the folder: it stays, for the
 	 * next run to merge. */
-	if (st->left_running)
-		keep = 1;
-	free(trace_path);
-	run_state_free(st, !keep);
+	session_finish(st->session, st->left_running != 0, print_job_notes, st, &outcome);
+	run_state_free(st);
 }
 
 int cmd_run(int argc, char **argv)
@@ -951,7 +723,7 @@ int cmd_run(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (setup(&st)) {
-		run_state_free(&st, 1);
+		run_state_free(&st);
 		return RUN_EXIT_SETUP;
 	}
 	/* Processes the job leaves behind become fsdpscope's children, not
@@ -962,7 +734,7 @@ int cmd_run(int argc, char **argv)
 			strerror(errno), st.opt.argv[0]);
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		fprintf(stderr, "fsdpscope run: pipe: %s\n", strerror(errno));
-		run_state_free(&st, 1);
+		run_state_free(&st);
 		return RUN_EXIT_SETUP;
 	}
 	/* A terminal we own goes to the job while it runs, as a shell does. */
@@ -989,7 +761,7 @@ int cmd_run(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		close(errpipe[0]);
 		close(errpipe[1]);
-		run_state_free(&st, 1);
+		run_state_free(&st);
 		return RUN_EXIT_SETUP;
 	}
 	setpgid(pid, pid); /* also in the child: whichever runs first */
@@ -1006,10 +778,10 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGCHLD, &sa, NULL);
 	run_child_pgid = pid;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	if (run_session_set_job(st.session, pid) < 0)
+	if (run_session_set_job(session_run_session(st.session), pid) < 0)
 		fprintf(stderr, "fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
 				"folder later cannot tell whether its job still runs\n",
-			run_session_folder(st.session));
+			run_session_folder(session_run_session(st.session)));
 
 	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
 	close(errpipe[1]);
@@ -1023,9 +795,8 @@ int cmd_run(int argc, char **argv)
 	if (n == (ssize_t)sizeof(exec_errno)) {
 		/* Nothing ran, nothing to trace: no trace file either. */
 		exec_error_message(st.opt.argv[0], exec_errno);
-		ingest_finish(st.ing, NULL);
-		unlink(run_session_output(st.session));
-		run_state_free(&st, 1);
+		session_abandon(st.session);
+		run_state_free(&st);
 		return code;
 	}
 	finish(&st);

@@ -26,6 +26,9 @@ enum {
 	                         records: no finding reached --fail-on in what was read */
 };
 
+int cmd_collect(int argc, char **argv);
+extern const char cmd_collect_help[];
+
 int cmd_dump(int argc, char **argv);
 extern const char cmd_dump_help[];
 

@@ -8,6 +8,8 @@
 #include <string.h>
 
 static const struct command commands[] = {
+	{"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", cmd_collect_help,
+	 cmd_collect},
 	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},
 	{"help", "show help for fsdpscope or one command", cmd_help_help, cmd_help},
 	{"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", cmd_ledger_help, cmd_ledger},

@@ -398,6 +398,11 @@ int run_session_files(const run_session_t *s, char ***paths, size_t *n)
 	return list_process_files(s->folder, paths, n);
 }
 
+int run_folder_files(const char *folder, char ***paths, size_t *n)
+{
+	return list_process_files(folder, paths, n);
+}
+
 /* rename(2) that fails with EEXIST instead of replacing. */
 static int rename_noreplace(const char *from, const char *to)
 {
@@ -686,6 +691,50 @@ void run_leftover_describe(const struct run_leftover *l, FILE *out)
 		fprintf(out, "; its job (process group %ld) is still running", l->job_pgid);
 }
 
+/* A dead session's viewer socket in `folder`, if it is there. */
+static void unlink_viewer_socket(const char *folder)
+{
+	char *viewer = join(folder, RUN_VIEWER_SOCKET);
+	struct stat st;
+
+	if (viewer && lstat(viewer, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(viewer);
+	free(viewer);
+}
+
+void run_leftover_remove(struct run_leftover *l)
+{
+	if (l->partial)
+		unlink(l->partial);
+	unlink_viewer_socket(l->folder);
+	if (l->stale_socket) {
+		char *slash = strrchr(l->stale_socket, '/');
+
+		unlink(l->stale_socket);
+		/* Its own socket folder, when it had one outside the run folder. */
+		if (slash && slash != l->stale_socket) {
+			const char *base;
+
+			*slash = '\0';
+			base = strrchr(l->stale_socket, '/');
+			if (base && strcmp(l->stale_socket, l->folder) != 0 &&
+			    strncmp(base + 1, RUN_SOCKET_FOLDER_PREFIX, strlen(RUN_SOCKET_FOLDER_PREFIX)) == 0) {
+				unlink_viewer_socket(l->stale_socket);
+				rmdir(l->stale_socket);
+			}
+			*slash = '/';
+		}
+	}
+	{
+		char *info = join(l->folder, RUN_INFO);
+
+		if (info)
+			unlink(info);
+		free(info);
+		rmdir(l->folder);
+	}
+}
+
 int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, struct ingest_stats *stats)
 {
 	char *output = NULL, *name = NULL;
@@ -732,34 +781,9 @@ int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, s
 		goto out;
 	}
 	/* Their records are in the recovered trace now. */
-	if (l->partial)
-		unlink(l->partial);
 	for (size_t i = 0; i < n; i++)
 		unlink(files[i]);
-	if (l->stale_socket) {
-		char *slash = strrchr(l->stale_socket, '/');
-
-		unlink(l->stale_socket);
-		/* Its own socket folder, when it had one outside the run folder. */
-		if (slash && slash != l->stale_socket) {
-			const char *base;
-
-			*slash = '\0';
-			base = strrchr(l->stale_socket, '/');
-			if (base && strcmp(l->stale_socket, l->folder) != 0 &&
-			    strncmp(base + 1, RUN_SOCKET_FOLDER_PREFIX, strlen(RUN_SOCKET_FOLDER_PREFIX)) == 0)
-				rmdir(l->stale_socket);
-			*slash = '/';
-		}
-	}
-	{
-		char *info = join(l->folder, RUN_INFO);
-
-		if (info)
-			unlink(info);
-		free(info);
-		rmdir(l->folder);
-	}
+	run_leftover_remove(l);
 out:
 	ingest_free(ing);
 	for (size_t i = 0; i < n; i++)

@@ -24,6 +24,8 @@ typedef struct run_session run_session_t;
 
 /* Prefix of a run's private folder in DIR. */
 #define RUN_FOLDER_PREFIX ".fsdpscope-run."
+/* The session's viewer socket (cli/session.h), beside the agents' socket. */
+#define RUN_VIEWER_SOCKET "viewer.sock"
 
 /*
  * run_session_new - create DIR (mkdir -p) and the run's private folder in
@@ -59,6 +61,12 @@ int run_session_set_job(run_session_t *s, pid_t pgid);
  * malloc'd paths in a malloc'd array (caller frees both). 0 or -errno.
  */
 int run_session_files(const run_session_t *s, char ***paths, size_t *n);
+
+/*
+ * run_folder_files - as run_session_files, for any folder agents write
+ * per-process files into (a dead session's folder, collect's spool).
+ */
+int run_folder_files(const char *folder, char ***paths, size_t *n);
 
 /*
  * run_session_publish - move the finished trace (run_session_output) to
@@ -110,6 +118,16 @@ int run_leftovers_find(const char *dir, struct run_leftover **out, size_t *n);
  * (nothing removed then).
  */
 int run_leftover_recover(struct run_leftover *l, const char *dir, char **path, struct ingest_stats *stats);
+
+/*
+ * run_leftover_remove - remove leftover `l`: its unfinished trace, its
+ * stale sockets, the agents' and the viewer's (and their own folder),
+ * run.info and the folder,
+ * which must hold nothing else by then (the caller merged and removed its
+ * per-process files). For a caller that merged what l held into a trace
+ * of its own that is safely on disk.
+ */
+void run_leftover_remove(struct run_leftover *l);
 
 /* run_leftovers_free - unlock and free what run_leftovers_find returned. */
 void run_leftovers_free(struct run_leftover *l, size_t n);
