@@ -137,7 +137,7 @@ int wire_listen(const struct wire_address *addr, int *fd)
 	} else if (addr->family != AF_UNIX) {
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	}
-	if (bind(s, (const struct sockaddr *)&addr->addr, addr->len) < 0 || listen(s, 128) < 0) {
+	if (bind(s, (const struct sockaddr *)&addr->addr, addr->len) < 0 || listen(s, SOMAXCONN) < 0) {
 		int err = -errno;
 
 		close(s);
@@ -147,11 +147,48 @@ int wire_listen(const struct wire_address *addr, int *fd)
 	return 0;
 }
 
+/*
+ * A unix connect is not asynchronous: on a non-blocking socket a listener
+ * whose backlog is full gives EAGAIN and leaves the socket unconnected
+ * (though writable to poll). A blocking connect waits for room in the
+ * backlog, and SO_SNDTIMEO bounds that wait.
+ */
+static int connect_unix(const struct wire_address *addr, int timeout_ms, int *fd)
+{
+	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+	struct timeval none = {0, 0};
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+	if (s < 0)
+		return -errno;
+	if (timeout_ms <= 0)
+		tv.tv_usec = 1000; /* SO_SNDTIMEO 0 would wait for ever */
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		goto fail;
+	while (connect(s, (const struct sockaddr *)&addr->addr, addr->len) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EINPROGRESS)
+			errno = ETIMEDOUT;
+		goto fail;
+	}
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) < 0)
+		goto fail;
+	*fd = s;
+	return 0;
+fail:
+	err = -errno;
+	close(s);
+	return err;
+}
+
 int wire_connect(const struct wire_address *addr, int timeout_ms, int *fd)
 {
 	int s, flags, err = 0;
 
 	*fd = -1;
+	if (addr->family == AF_UNIX)
+		return connect_unix(addr, timeout_ms, fd);
 	s = socket(addr->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -errno;

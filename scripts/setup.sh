@@ -16,6 +16,7 @@ PACKAGES=(
   python3                                      # end-to-end test drivers
   libmicrohttpd-dev                            # the /metrics endpoint of live sessions
   prometheus curl                              # tests: promtool check metrics, a real HTTP client
+  time                                         # bench/collect_bench.sh: /usr/bin/time for the collector's CPU and memory
 )
 
 missing=()

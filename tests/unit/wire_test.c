@@ -185,6 +185,47 @@ static void test_key_address_and_file(void **state)
 	rmdir(dir);
 }
 
+/* A unix listener whose backlog is full: a connect must not report a
+ * socket that is not connected as connected. */
+static void test_unix_backlog_full(void **state)
+{
+	char path[64];
+	struct wire_address a;
+	int l, fds[8], connected = 0, timed_out = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/fss_wire_backlog_%d.sock", (int)getpid());
+	assert_int_equal(wire_address_parse(path, &a), 0);
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	unlink(path);
+	assert_int_equal(bind(l, (const struct sockaddr *)&a.addr, a.len), 0);
+	assert_int_equal(listen(l, 0), 0); /* nobody accepts: the backlog fills at once */
+	for (int i = 0; i < 8; i++) {
+		int err = wire_connect(&a, 50, &fds[i]);
+
+		if (err == 0) {
+			struct sockaddr_un peer;
+			socklen_t len = sizeof(peer);
+
+			/* what wire_connect calls connected is connected */
+			assert_int_equal(getpeername(fds[i], (struct sockaddr *)&peer, &len), 0);
+			connected++;
+		} else {
+			assert_int_equal(err, -ETIMEDOUT);
+			assert_int_equal(fds[i], -1);
+			timed_out++;
+		}
+	}
+	assert_true(connected >= 1);
+	assert_true(timed_out >= 1);
+	for (int i = 0; i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	close(l);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_trace_over_loopback_tcp),
 		cmocka_unit_test(test_connect_to_nobody),
 		cmocka_unit_test(test_key_address_and_file),
+		cmocka_unit_test(test_unix_backlog_full),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
