@@ -204,6 +204,7 @@ struct analyzer {
 	ranks_t *ranks;
 	struct rank_state **rs; /* parallel to the timeline's sources */
 	size_t nrs;
+	struct rank_state *last_rs; /* the latest analyze_state_for answer */
 	int truncated;
 	int finished;
 	int32_t min_rank_seen;
