@@ -1328,7 +1328,7 @@ static void input_feed(ingest_t *ing, struct input *in, const void *data, size_t
 
 	in->bytes_in += len;
 	if (in->failed)
-		return; /* after damage: drain and discard, so the sender never blocks on us */
+		return; /* after damage (a file: the rest is not read; a connection is cut) */
 	rc = trace_parser_feed(in->parser, data, len);
 	if (rc) {
 		in->failed = 1;
@@ -1387,6 +1387,14 @@ static int connection_read(ingest_t *ing, struct input *in)
 		input_feed(ing, in, data, (size_t)n);
 		if (ing->write_error)
 			return ing->write_error;
+		if (in->failed) {
+			/* Not a trace (or past what one connection may cost): cut it.
+			 * An agent then fails over to its file and repeats there what
+			 * was not acknowledged; anything else just goes away. */
+			int err = connection_end(ing, in, 0);
+
+			return err ? err : 1;
+		}
 		if (in->npoints && in->bytes_in - in->acked.offset > INGEST_UNACKED_MAX) {
 			int err = flush_and_ack(ing);
 

@@ -37,7 +37,8 @@
  *
  * An input that sends garbage or ends inside a chunk keeps every complete
  * chunk it sent; the rest is dropped and reported (which process, at what
- * offset, why). No input can stop another: the ingest never aborts on bad
+ * offset, why). A damaged chunk is skipped; a connection whose bytes are
+ * not a trace at all (or that costs more than one connection may) is cut. No input can stop another: the ingest never aborts on bad
  * input. Memory per connection is bounded by one chunk (the parser's buffer)
  * and a few fixed-size states: at most 1024 sources a connection, each with
  * at most one waiting hello (files: 65536 sources).
