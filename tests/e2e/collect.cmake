@@ -31,9 +31,9 @@ function(fss_collect_e2e name scenario timeout)
   set_tests_properties(collect_e2e_${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "e2e;collect")
 endfunction()
 
-fss_collect_e2e(security security 120)
+fss_collect_e2e(security security 600)
 # Thirty sanitized fsdp_ref steps take a while on a busy machine.
-fss_collect_e2e(equal_linear equal:linear 400)
-fss_collect_e2e(equal_block equal:block 180)
-fss_collect_e2e(keep keep 180)
+fss_collect_e2e(equal_linear equal:linear 900)
+fss_collect_e2e(equal_block equal:block 900)
+fss_collect_e2e(keep keep 600)
 fss_collect_e2e(restart restart 900)

@@ -46,7 +46,7 @@ import sys
 import time
 
 SKIP = 77
-WAIT_S = 60
+WAIT_S = 300
 
 
 class Fail(Exception):
@@ -58,7 +58,7 @@ def check(cond, what):
         raise Fail(what)
 
 
-def run(cmd, env=None, timeout=120):
+def run(cmd, env=None, timeout=600):
     return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
 
 

@@ -119,9 +119,12 @@ static void chunk_ends(struct stream *s)
 	}
 }
 
-/* An ack names a whole chunk end of the stream. */
+/* An ack names a whole chunk end of the stream, or nothing yet (the ack
+ * a connection gets at once). */
 static int ack_names_chunk_end(const struct stream *s, const struct wire_ack *a)
 {
+	if (a->chunks == 0 && a->records == 0)
+		return 1;
 	for (size_t i = 0; i < s->nends; i++)
 		if (s->end_chunks[i] == a->chunks && s->end_records[i] == a->records)
 			return 1;
