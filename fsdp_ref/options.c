@@ -30,6 +30,7 @@ enum {
 	OPT_SHARD_GROUP,
 	OPT_LOG,
 	OPT_QUIET,
+	OPT_HOLD_AT,
 	OPT_STYLE,
 	OPT_GRAD_ACCUM,
 	OPT_GRAD_SYNC,
@@ -74,6 +75,7 @@ static const struct option long_options[] = {
     {"shard-group", required_argument, NULL, OPT_SHARD_GROUP},
     {"log", required_argument, NULL, OPT_LOG},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"hold-at", required_argument, NULL, OPT_HOLD_AT},
     {"style", required_argument, NULL, OPT_STYLE},
     {"grad-accum", required_argument, NULL, OPT_GRAD_ACCUM},
     {"grad-sync", required_argument, NULL, OPT_GRAD_SYNC},
@@ -198,6 +200,10 @@ void options_usage(FILE *out)
 	      "OUTPUT\n"
 	      "    --log FILE      JSON lines, one per rank per step, all ranks in FILE\n"
 	      "    --quiet         no 'step N loss X' lines on stdout\n"
+	      "    --hold-at S:FIFO\n"
+	      "                    before step S, rank 0 waits until a byte can be read from FIFO (the\n"
+	      "                    other ranks then wait in their collectives): a test looks at a live\n"
+	      "                    session while the job stands still at a known step\n"
 	      "    --no-nvtx       no NVTX ranges (a job that marks nothing)\n"
 	      "    --comm-names    name the communicators in ncclConfig_t.commName: world, dp_shard,\n"
 	      "                    dp_replicate, dp_regather, tp\n"
@@ -382,6 +388,20 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		case OPT_LOG:
 			o->log_path = optarg;
 			break;
+		case OPT_HOLD_AT: {
+			char step[16];
+			const char *colon = strchr(optarg, ':');
+			size_t len = colon ? (size_t)(colon - optarg) : 0;
+
+			bad = !colon || len == 0 || len >= sizeof step || !colon[1];
+			if (!bad) {
+				memcpy(step, optarg, len);
+				step[len] = '\0';
+				bad = parse_int(step, 0, 1 << 30, &o->hold_step);
+				o->hold_path = colon + 1;
+			}
+			break;
+		}
 		case OPT_QUIET:
 			o->quiet = 1;
 			break;

@@ -37,6 +37,8 @@ struct fsdp_options {
 	int shard_group;	      /* --shard-group S (0: all data-parallel ranks) */
 	const char *log_path;	      /* --log FILE */
 	int quiet;		      /* --quiet: no per-step line on stdout */
+	int hold_step;		      /* --hold-at S:FIFO: rank 0 waits before step S ... */
+	const char *hold_path;	      /* ... for a byte from FIFO (NULL: never) */
 	enum fsdp_style style;	      /* --style fsdp2|fsdp1|zero3 */
 	int grad_accum;		      /* --grad-accum K: micro-batches per optimizer step (1) */
 	int grad_sync_last;	      /* --grad-sync last: reduce only on the last micro-batch */

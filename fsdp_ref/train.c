@@ -16,6 +16,7 @@
  * re-gather) are those of T = 1 drawn inside the dp dimension: the ranks of
  * one tp_rank, which hold the same part of every split tensor. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +225,27 @@ static void runtime_step_stats(const struct rank_state *s, struct fsdp_step_stat
 		fsdp_step_stats(s->rt, st);
 }
 
+/* --hold-at: wait for one byte from the FIFO at path (a test releases the
+ * job by writing it). A FIFO that cannot be read is said and not waited for. */
+static void train_hold(const char *path)
+{
+	char c;
+	ssize_t n;
+	int fd;
+
+	do
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		fprintf(stderr, "fsdp_ref: --hold-at %s: %s; not holding\n", path, strerror(errno));
+		return;
+	}
+	do
+		n = read(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+}
+
 static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, const struct launch_info *li)
 {
 	const struct fsdp_options *o = &p->opt;
@@ -403,6 +425,8 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	int64_t *waits = NULL;
 	for (int step = 0; step < o->steps; step++) {
 		char name[32];
+		if (o->hold_path && step == o->hold_step && rank == 0)
+			train_hold(o->hold_path);
 		snprintf(name, sizeof name, "step %d", step);
 		markers_push(name);
 		runtime_step_begin(&s);

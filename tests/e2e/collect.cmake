@@ -32,7 +32,7 @@ function(fss_collect_e2e name scenario timeout)
 endfunction()
 
 fss_collect_e2e(security security 600)
-# Thirty sanitized fsdp_ref steps take a while on a busy machine.
+# Sanitized fsdp_ref steps take seconds each on a busy machine.
 fss_collect_e2e(equal_linear equal:linear 900)
 fss_collect_e2e(equal_block equal:block 900)
 fss_collect_e2e(keep keep 600)

@@ -13,7 +13,7 @@ Scenarios:
               --json-summary (the streamed analysis) equals `lint --json` on
               the trace it wrote, and follows the report schema. With
               linear, collect --metrics is scraped while the ranks train
-              (held by SIGSTOP for the scrape) and after they left:
+              (held before a step by fsdp_ref --hold-at for the scrape) and after they left:
               fsdpscope_allgathers_per_step{rank="0"} is fsdp_ref's --log
               count, promtool accepts the exposition, and the viewer
               endpoint's first snapshot follows docs/live-schema.json
@@ -47,6 +47,7 @@ import time
 
 SKIP = 77
 WAIT_S = 300
+HOLD = 11  # the step before which the linear job is held for /metrics
 
 
 class Fail(Exception):
@@ -261,8 +262,10 @@ def scenario_equal(args, wrap):
     work = fresh(os.path.join(args.work, f"equal-{wrap}"))
     xdg = private_runtime_dir(work)
     env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
-    # linear: enough steps that /metrics is read while the ranks still train.
-    fsdp_args = ["--layers", "4", "--wrap", wrap, "--steps", "30" if wrap == "linear" else "4"]
+    # linear: /metrics is read while the job stands still before step HOLD
+    # (fsdp_ref --hold-at: rank 0 waits on a FIFO the test writes, the other
+    # rank in its collectives), so the job cannot end before the scrape.
+    fsdp_args = ["--layers", "4", "--wrap", wrap, "--steps", str(HOLD + 3) if wrap == "linear" else "4"]
 
     # The reference: the same job under fsdpscope run.
     ref_out = os.path.join(work, "run")
@@ -295,7 +298,12 @@ def scenario_equal(args, wrap):
                   "collect.addr does not hold the FSDPSCOPE_SINK printed")
         check(lines["FSDPSCOPE_SINK"] == "unix:" + os.path.join(xdg, "fsdpscope", "collect.sock"),
               f"the default socket is not under XDG_RUNTIME_DIR: {lines['FSDPSCOPE_SINK']}")
-        ranks = start_ranks(args, work, lines, 2, fsdp_args, "c", log=with_metrics)
+        fifo = os.path.join(work, "hold")
+        hold = []
+        if with_metrics:
+            os.mkfifo(fifo, 0o600)
+            hold = ["--hold-at", f"{HOLD}:{fifo}"]
+        ranks = start_ranks(args, work, lines, 2, [*fsdp_args, *hold], "c", log=with_metrics)
         if with_metrics:
             url = [w for w in c.stderr().split() if w.startswith("http://") and w.endswith("/metrics")]
             check(url, f"collect --metrics printed no http://.../metrics: {c.stderr()}")
@@ -303,13 +311,13 @@ def scenario_equal(args, wrap):
             def live_value():
                 check(all(p.poll() is None for p, _ in ranks), "the job ended before /metrics showed a step: more steps")
                 return metric(scrape(url[0]), "fsdpscope_allgathers_per_step", {"rank": "0"})
-            # While the job runs: the ranks held (SIGSTOP) during the scrape.
+            # While the job runs: held before step HOLD until the scrape is done.
             wait_for(lambda: live_value() is not None, "/metrics to show rank 0's AllGathers per step while it trains")
-            for p, _ in ranks:
-                p.send_signal(signal.SIGSTOP)
             during = metric(scrape(url[0]), "fsdpscope_allgathers_per_step", {"rank": "0"})
-            for p, _ in ranks:
-                p.send_signal(signal.SIGCONT)
+            check(all(p.poll() is None for p, _ in ranks), "a rank ended while the job was held")
+            release = os.open(fifo, os.O_WRONLY)
+            os.write(release, b"x")
+            os.close(release)
             wait_ranks(ranks)
             with open(os.path.join(work, "log-c-0.jsonl")) as f:
                 logged = [json.loads(x)["allgathers"] for x in f]
@@ -367,10 +375,11 @@ def scenario_restart(args):
     work = fresh(os.path.join(args.work, "restart"))
     xdg = private_runtime_dir(work)
     env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
-    # The ranks are stopped (SIGSTOP) while the collector is killed and another
-    # started, then continued: the job outlives the first collector whatever
-    # the machine's speed, and the second one is there when they go on.
-    fsdp_args = ["--layers", "4", "--wrap", "block", "--steps", "60"]
+    # The job is held before step HOLD (fsdp_ref --hold-at) while the
+    # collector is killed and another started, then released: the job
+    # outlives the first collector whatever the machine's speed, and the
+    # second one is there when it goes on.
+    fsdp_args = ["--layers", "4", "--wrap", "block", "--steps", str(2 * HOLD)]
     out = os.path.join(work, "collect")
 
     ref_out = os.path.join(work, "run")
@@ -384,25 +393,26 @@ def scenario_restart(args):
     ranks = []
     try:
         lines = first.wait_ready()
-        ranks = start_ranks(args, work, lines, 2, fsdp_args, "r")
+        fifo = os.path.join(work, "hold")
+        os.mkfifo(fifo, 0o600)
+        ranks = start_ranks(args, work, lines, 2, [*fsdp_args, "--hold-at", f"{HOLD}:{fifo}"], "r")
         folder = wait_for(lambda: [f for f in os.listdir(out) if f.startswith(".fsdpscope-run.")], "the private folder")
         partial = os.path.join(out, folder[0], "run-output.fss.partial")
 
         def both_ranks_on_disk():
-            check(all(p.poll() is None for p, _ in ranks), "the job ended before the collector was killed: more steps")
+            check(all(p.poll() is None for p, _ in ranks), "a rank ended while the job was held")
             if not os.path.exists(partial) or os.path.getsize(partial) == 0:
                 return False
             rr = run([args.fsdpscope, "dump", "--type", "collective", partial])
             return len({json.loads(x)["source"] for x in rr.stdout.splitlines()}) >= 2
         wait_for(both_ranks_on_disk, "the first collector's trace to hold both ranks' collectives", limit=300)
-        for p, _ in ranks:
-            p.send_signal(signal.SIGSTOP)
         first.kill()
-        check(all(p.poll() is None for p, _ in ranks), "the job ended before the collector was killed: more steps")
+        check(all(p.poll() is None for p, _ in ranks), "a rank ended while the job was held")
         second = Collector(args, out, env=env, name="second")
         second.wait_ready()
-        for p, _ in ranks:
-            p.send_signal(signal.SIGCONT)
+        release = os.open(fifo, os.O_WRONLY)
+        os.write(release, b"x")
+        os.close(release)
         wait_ranks(ranks, limit=600)
         # Every rank has exited: what it sent is in the socket or the spool.
         second.p.send_signal(signal.SIGTERM)
