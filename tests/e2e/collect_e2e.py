@@ -48,6 +48,9 @@ import time
 SKIP = 77
 WAIT_S = 300
 HOLD = 11  # the step before which the linear job is held for /metrics
+# A small model: the collectives' pattern is the same at any width, and a
+# sanitized fsdp_ref computes fifteen times faster.
+MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16", "--batch", "4"]
 
 
 class Fail(Exception):
@@ -265,7 +268,7 @@ def scenario_equal(args, wrap):
     # linear: /metrics is read while the job stands still before step HOLD
     # (fsdp_ref --hold-at: rank 0 waits on a FIFO the test writes, the other
     # rank in its collectives), so the job cannot end before the scrape.
-    fsdp_args = ["--layers", "4", "--wrap", wrap, "--steps", str(HOLD + 3) if wrap == "linear" else "4"]
+    fsdp_args = [*MODEL, "--layers", "4", "--wrap", wrap, "--steps", str(HOLD + 3) if wrap == "linear" else "4"]
 
     # The reference: the same job under fsdpscope run.
     ref_out = os.path.join(work, "run")
@@ -379,7 +382,7 @@ def scenario_restart(args):
     # collector is killed and another started, then released: the job
     # outlives the first collector whatever the machine's speed, and the
     # second one is there when it goes on.
-    fsdp_args = ["--layers", "4", "--wrap", "block", "--steps", str(2 * HOLD)]
+    fsdp_args = [*MODEL, "--layers", "4", "--wrap", "block", "--steps", str(2 * HOLD)]
     out = os.path.join(work, "collect")
 
     ref_out = os.path.join(work, "run")
@@ -515,7 +518,7 @@ def scenario_security(args):
         agents = 0
         if args.fsdp_ref:
             env_job = dict(env, **lines)
-            r = run([args.fsdp_ref, "--backend", "cpu", "--nranks", "1", "--layers", "2", "--steps", "2"], env=env_job)
+            r = run([args.fsdp_ref, "--backend", "cpu", "--nranks", "1", *MODEL, "--layers", "2", "--steps", "2"], env=env_job)
             check(r.returncode == 0, f"fsdp_ref over tcp exited {r.returncode}: {r.stderr}")
             agents = 1
         t.p.send_signal(signal.SIGINT)
@@ -539,7 +542,7 @@ def scenario_keep(args):
     summary = os.path.join(work, "summary.json")
     steps = 16
     r = run([args.fsdpscope, "run", "--out", out, "--keep", "last:2", "--json-summary", summary, "--",
-             args.fsdp_ref, "--backend", "cpu", "--nranks", "2", "--layers", "4", "--wrap", "block",
+             args.fsdp_ref, "--backend", "cpu", "--nranks", "2", *MODEL, "--layers", "4", "--wrap", "block",
              "--steps", str(steps)], env=env)
     check(r.returncode == 0, f"fsdpscope run --keep last:2 exited {r.returncode}: {r.stderr}")
     check("the trace holds the last 2 of" in r.stderr, f"run did not say what the trace holds: {r.stderr}")
