@@ -19,6 +19,7 @@
  */
 #include "collector/ingest.h"
 #include "common/crc32c.h"
+#include "tests/fuzz/fuzz_checksums.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
 #include "common/wire.h"
@@ -52,29 +53,6 @@ struct stream {
 
 static char out_dir[64];
 
-static void fix_checksums(uint8_t *d, size_t size)
-{
-	struct fss_file_header h;
-	size_t off;
-
-	if (size < sizeof(h))
-		return;
-	memcpy(&h, d, sizeof(h));
-	h.crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
-	memcpy(d, &h, sizeof(h));
-	off = h.header_size >= sizeof(h) && h.header_size <= 4096 ? h.header_size : sizeof(h);
-	while (off + sizeof(struct fss_chunk_header) <= size) {
-		struct fss_chunk_header ch;
-
-		memcpy(&ch, d + off, sizeof(ch));
-		if (ch.payload_bytes > size - off - sizeof(ch))
-			break;
-		ch.crc = 0;
-		ch.crc = crc32c(crc32c(0, &ch, sizeof(ch)), d + off + sizeof(ch), ch.payload_bytes);
-		memcpy(d + off, &ch, sizeof(ch));
-		off += sizeof(ch) + ch.payload_bytes;
-	}
-}
 
 static int on_chunk_end(void *ctx, uint64_t seq, uint32_t records, uint64_t offset)
 {

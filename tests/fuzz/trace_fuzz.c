@@ -10,6 +10,7 @@
  * up): a contradiction traps.
  */
 #include "common/crc32c.h"
+#include "tests/fuzz/fuzz_checksums.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/record_fields.h"
@@ -91,35 +92,6 @@ static void check_outcome(const trace_parser_t *p, const struct fuzz_ctx *c, int
 		__builtin_trap();
 }
 
-/*
- * Mutations almost never keep a CRC32C right, so on half of the inputs the
- * checksums of the header and of every chunk whose size fits are recomputed
- * first: the fuzzer then reaches record validation and the consumers, and on
- * the other half it exercises the checks themselves.
- */
-static void fix_checksums(uint8_t *d, size_t size)
-{
-	struct fss_file_header h;
-	size_t off;
-
-	if (size < sizeof(h))
-		return;
-	memcpy(&h, d, sizeof(h));
-	h.crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
-	memcpy(d, &h, sizeof(h));
-	off = h.header_size >= sizeof(h) && h.header_size <= 4096 ? h.header_size : sizeof(h);
-	while (off + sizeof(struct fss_chunk_header) <= size) {
-		struct fss_chunk_header ch;
-
-		memcpy(&ch, d + off, sizeof(ch));
-		if (ch.payload_bytes > size - off - sizeof(ch))
-			break;
-		ch.crc = 0;
-		ch.crc = crc32c(crc32c(0, &ch, sizeof(ch)), d + off + sizeof(ch), ch.payload_bytes);
-		memcpy(d + off, &ch, sizeof(ch));
-		off += sizeof(ch) + ch.payload_bytes;
-	}
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 {

@@ -22,20 +22,20 @@
 #include "common/trace_parser.h"
 #include "common/trace_writer.h"
 
+#include "tests/support/scratch_dir.h"
+
 static char dir[] = "/tmp/fss-analysis-XXXXXX";
 
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(dir) ? 0 : -1;
+	return scratch_dir_make(dir);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir);
 }
 
 /* Write a trace for c and analyse it; the result is the caller's. */

@@ -23,20 +23,20 @@
 #include "common/record.h"
 #include "common/trace_parser.h"
 
+#include "tests/support/scratch_dir.h"
+
 static char dir[] = "/tmp/fss-trust-XXXXXX";
 
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(dir) ? 0 : -1;
+	return scratch_dir_make(dir);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir);
 }
 
 /* What reaches the analyzer: every record, but those a test takes out. */

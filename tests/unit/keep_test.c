@@ -28,22 +28,22 @@
 #include "common/trace_writer.h"
 #include "rules/rules.h"
 
+#include "tests/support/scratch_dir.h"
+
 static char dir[] = "/tmp/fss-keep-XXXXXX";
 
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(dir) ? 0 : -1;
+	return scratch_dir_make(dir);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
 	if (getenv("KEEP_TEST_KEEP")) /* look at the traces */
 		return 0;
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir);
 }
 
 static int exists(const char *path)

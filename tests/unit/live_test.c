@@ -38,20 +38,20 @@
 #include "common/record.h"
 #include "common/trace_parser.h"
 
+#include "tests/support/scratch_dir.h"
+
 static char dir[] = "/tmp/fss-live-XXXXXX";
 
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(dir) ? 0 : -1;
+	return scratch_dir_make(dir);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir);
 }
 
 /* ---- a session in small: sources -> analyzer + live ---------------------- */
