@@ -14,6 +14,10 @@
 #       8 ranks, unpaced (as fast as the collector reads), RECORDS records in
 #       all: the harness' peak RSS and the analysis' pending maximum; then
 #       the analysis alone over the trace it wrote (its own peak RSS).
+#   bench/collect_bench.sh collect-memory RECORDS...
+#       `memory` against `fsdpscope collect --until-idle 1` (the whole session:
+#       ingest, analysis, live state, keeper, viewer; the end's lint): its
+#       peak RSS from /usr/bin/time -v.
 #   bench/collect_bench.sh collect RATE SECONDS [RANKS [RING_SLOTS]]
 #       `load` against `fsdpscope collect --until-idle 1` instead of the
 #       harness: its CPU and peak RSS from /usr/bin/time -v (over its whole
@@ -136,8 +140,37 @@ collect)
 		echo "no trace in $work/out"
 	fi
 	;;
+collect-memory)
+	for records in "$@"; do
+		rm -rf "$work"/cm.* "$work/cmout"
+		mkdir -p "$work/cmout"
+		/usr/bin/time -v "$BUILD/cli/fsdpscope" collect --listen "unix:$work/cm.sock" --out "$work/cmout" \
+			--until-idle 1 >"$work/cm.stdout" 2>"$work/cm.stderr" &
+		hpid=$!
+		i=0
+		until [ -S "$work/cm.sock" ]; do
+			i=$((i + 1))
+			if [ $i -gt 600 ] || ! kill -0 "$hpid" 2>/dev/null; then
+				echo "collect_bench: collect did not listen" >&2
+				cat "$work/cm.stderr" >&2
+				exit 1
+			fi
+			sleep 0.1
+		done
+		"$load" --address "unix:$work/cm.sock" --ranks 8 --rate 0 --records "$records" \
+			--counts "$work/cm.counts" >"$work/cm.load" 2>&1
+		wait "$hpid"
+		hpid=
+		trace=$(ls "$work"/cmout/*.fss 2>/dev/null | head -1)
+		echo "== collect-memory: 8 ranks, $records records, unpaced, fsdpscope collect"
+		cat "$work/cm.load"
+		grep -E "Elapsed|Maximum resident|User time|System time" "$work/cm.stderr"
+		[ -n "$trace" ] && "$load" --check "$trace" --counts "$work/cm.counts"
+		rm -rf "$work/cmout"
+	done
+	;;
 *)
-	sed -n "2,23p" "$0"
+	sed -n "2,27p" "$0"
 	exit 2
 	;;
 esac
