@@ -386,6 +386,23 @@ static int check_against_trace(const struct diagnosis_flags *f, const struct ana
 	return 0;
 }
 
+int diagnosis_check(const struct diagnosis_flags *f, const struct analysis_result *a, char *err, size_t errlen)
+{
+	if (f->analysis.fsdp_comm && a->fsdp_comm_match != 1 && a->ncomms) {
+		/* an option that cannot apply: say what there is */
+		size_t off = (size_t)snprintf(err, errlen, "--fsdp-comm %s names %s communicator of rank %d; it has:",
+					      f->analysis.fsdp_comm, a->fsdp_comm_match < 0 ? "more than one" : "no",
+					      a->headline_rank);
+		for (uint32_t i = 0; i < a->ncomms && off < errlen; i++)
+			off += (size_t)snprintf(err + off, errlen - off, " %016" PRIx64 " (dimension %016" PRIx64 "%s%s%s, %s)",
+						a->comms[i].id, a->comms[i].dimension, a->comms[i].name[0] ? ", \"" : "",
+						a->comms[i].name, a->comms[i].name[0] ? "\"" : "",
+						analysis_comm_role_name(a->comms[i].role));
+		return -EINVAL;
+	}
+	return check_against_trace(f, a, err, errlen);
+}
+
 int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
 		  size_t errlen)
 {
@@ -402,21 +419,7 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 		d->result = NULL;
 		return rc;
 	}
-	if (f->analysis.fsdp_comm && d->result->fsdp_comm_match != 1 && d->result->ncomms) {
-		/* an option that cannot apply: say what there is */
-		const struct analysis_result *a = d->result;
-		size_t off = (size_t)snprintf(err, errlen, "--fsdp-comm %s names %s communicator of rank %d; it has:",
-					      f->analysis.fsdp_comm, a->fsdp_comm_match < 0 ? "more than one" : "no",
-					      a->headline_rank);
-		for (uint32_t i = 0; i < a->ncomms && off < errlen; i++)
-			off += (size_t)snprintf(err + off, errlen - off, " %016" PRIx64 " (dimension %016" PRIx64 "%s%s%s, %s)",
-						a->comms[i].id, a->comms[i].dimension, a->comms[i].name[0] ? ", \"" : "",
-						a->comms[i].name, a->comms[i].name[0] ? "\"" : "",
-						analysis_comm_role_name(a->comms[i].role));
-		diagnosis_free(d);
-		return -EINVAL;
-	}
-	if (check_against_trace(f, d->result, err, errlen)) {
+	if (diagnosis_check(f, d->result, err, errlen)) {
 		diagnosis_free(d);
 		return -EINVAL;
 	}

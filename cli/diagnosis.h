@@ -155,6 +155,16 @@ struct diagnosis {
 };
 
 /*
+ * diagnosis_check - whether the options in f can apply to the analysis a
+ * (a --rank the trace holds with an analysed step, a --warmup-steps that
+ * leaves every rank a step, a --layers within the gathers, a --fsdp-comm
+ * naming one communicator): 0, or -EINVAL with why and what would fit in
+ * err. diagnosis_run applies it; a session applies it to its streamed
+ * analysis.
+ */
+int diagnosis_check(const struct diagnosis_flags *f, const struct analysis_result *a, char *err, size_t errlen);
+
+/*
  * diagnosis_run - analyse the trace at path with f, then run the rules.
  * On success (0) *d holds the result and the findings (diagnosis_free);
  * a trace damaged part way is analysed up to the damage and d->damage says

@@ -53,6 +53,7 @@ struct session {
 	ingest_t *ing;
 	analyzer_t *an;
 	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
+	char options_error[512]; /* an analysis option that does not fit the job (diagnosis_check) */
 	int failed;	    /* the ingest failed: nothing more is written */
 	int in_files;	    /* records now come from a merged file, not a connection */
 	uint64_t agent_records;
@@ -730,6 +731,9 @@ static int diagnose(session_t *s)
 		return err;
 	/* The ingest closed the trace it wrote: a reader finds it ended so. */
 	s->d.result->trace.end = "clean";
+	/* An option that does not fit the job is said, as lint says it. */
+	if (diagnosis_check(s->flags, s->d.result, s->options_error, sizeof(s->options_error)))
+		return -EINVAL;
 	s->d.findings = findings_new();
 	if (!s->d.findings)
 		return -ENOMEM;
@@ -891,7 +895,10 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->trace_path = s->trace_path;
 	out->stats = stats;
 	err = diagnose(s);
-	if (err) {
+	if (err && s->options_error[0]) {
+		fprintf(stderr, "%s: %s\n%s: the trace is written: 'fsdpscope lint %s' with options that fit it reads it\n",
+			s->o.prog, s->options_error, s->o.prog, s->trace_path);
+	} else if (err) {
 		fprintf(stderr, "%s: the live analysis could not finish (%s); 'fsdpscope lint %s' reads the trace\n",
 			s->o.prog, fss_strerror(err), s->trace_path);
 	} else {

@@ -30,6 +30,9 @@ Scenarios:
               0600 whatever the umask; a tcp listener keeps its key in a 0600
               file and prints FSDPSCOPE_SINK with ,key=; a connection with a
               wrong key is cut and never reaches the trace
+  options     an analysis option that fits no rank of the job (--rank 5 of
+              2) is said at the end as lint says it, no summary is printed,
+              and the trace is kept
 
 No timing is asserted: every wait is for a condition, with a generous limit.
 Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
@@ -560,6 +563,34 @@ def scenario_keep(args):
     check(r.returncode == 2 and "--keep last:0" in r.stderr, f"collect --keep last:0 was not refused: {r.stderr}")
 
 
+def scenario_options(args):
+    """An analysis option that does not fit the job is said at the session's
+    end, as lint says it, and the trace is kept."""
+    work = fresh(os.path.join(args.work, "options"))
+    xdg = private_runtime_dir(work)
+    env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
+    out = os.path.join(work, "collect")
+    c = Collector(args, out, ["--rank", "5", "--until-idle", "1"], env=env)
+    ranks = []
+    try:
+        lines = c.wait_ready()
+        ranks = start_ranks(args, work, lines, 2, [*MODEL, "--layers", "2", "--steps", "3"], "o")
+        wait_ranks(ranks)
+        rc = c.wait()
+    finally:
+        c.kill()
+        stop_ranks(ranks)
+    err = c.stderr()
+    check(rc == 0, f"collect exited {rc}: {err}")
+    check("--rank 5: the trace has no rank 5; its ranks are 0..1" in err, f"collect did not say --rank 5 fits no rank: {err}")
+    check("fsdpscope lint: " not in err, f"collect printed a lint summary for an option that does not fit: {err}")
+    trace = os.path.join(out, "collect.fss")
+    check(os.path.exists(trace), f"no trace at {trace}")
+    r = run([args.fsdpscope, "lint", "--rank", "5", trace])
+    check(r.returncode == 2 and "--rank 5: the trace has no rank 5" in r.stderr,
+          f"lint --rank 5 on the session's trace: {r.returncode} {r.stderr}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -591,6 +622,11 @@ def main():
             scenario_keep(args)
         elif args.scenario == "security":
             scenario_security(args)
+        elif args.scenario == "options":
+            if not args.fsdp_ref:
+                print("SKIP: fsdp_ref is not built")
+                return SKIP
+            scenario_options(args)
         else:
             print(f"unknown scenario {args.scenario}", file=sys.stderr)
             return 2
