@@ -35,6 +35,25 @@ trap '[ -n "$hpid" ] && kill "$hpid" 2>/dev/null; rm -rf "$work"' EXIT
 
 analyze=--analyze
 
+# fsdpscope collect under /usr/bin/time -v on $work/NAME.sock, its --out
+# $work/OUT, its stderr in $work/NAME.stderr; returns once it listens.
+start_collect() { # NAME OUT
+	mkdir -p "$work/$2"
+	/usr/bin/time -v "$BUILD/cli/fsdpscope" collect --listen "unix:$work/$1.sock" --out "$work/$2" \
+		--until-idle 1 >"$work/$1.stdout" 2>"$work/$1.stderr" &
+	hpid=$!
+	i=0
+	until [ -S "$work/$1.sock" ]; do
+		i=$((i + 1))
+		if [ $i -gt 600 ] || ! kill -0 "$hpid" 2>/dev/null; then
+			echo "collect_bench: collect did not listen" >&2
+			cat "$work/$1.stderr" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
 wait_listening() { # LOG PID
 	i=0
 	until grep -q "listening on" "$1" 2>/dev/null; do
@@ -112,20 +131,7 @@ memory)
 	;;
 collect)
 	rate=$1 seconds=$2 ranks=${3:-256} ring=${4:-65536}
-	mkdir -p "$work/out"
-	/usr/bin/time -v "$BUILD/cli/fsdpscope" collect --listen "unix:$work/c.sock" --out "$work/out" \
-		--until-idle 1 >"$work/c.stdout" 2>"$work/c.stderr" &
-	hpid=$!
-	i=0
-	until [ -S "$work/c.sock" ]; do
-		i=$((i + 1))
-		if [ $i -gt 600 ] || ! kill -0 "$hpid" 2>/dev/null; then
-			echo "collect_bench: collect did not listen" >&2
-			cat "$work/c.stderr" >&2
-			exit 1
-		fi
-		sleep 0.1
-	done
+	start_collect c out
 	"$load" --address "unix:$work/c.sock" --ranks "$ranks" --rate "$rate" --seconds "$seconds" \
 		--ring-slots "$ring" --counts "$work/c.counts" >"$work/c.load" 2>&1
 	wait "$hpid"
@@ -143,20 +149,7 @@ collect)
 collect-memory)
 	for records in "$@"; do
 		rm -rf "$work"/cm.* "$work/cmout"
-		mkdir -p "$work/cmout"
-		/usr/bin/time -v "$BUILD/cli/fsdpscope" collect --listen "unix:$work/cm.sock" --out "$work/cmout" \
-			--until-idle 1 >"$work/cm.stdout" 2>"$work/cm.stderr" &
-		hpid=$!
-		i=0
-		until [ -S "$work/cm.sock" ]; do
-			i=$((i + 1))
-			if [ $i -gt 600 ] || ! kill -0 "$hpid" 2>/dev/null; then
-				echo "collect_bench: collect did not listen" >&2
-				cat "$work/cm.stderr" >&2
-				exit 1
-			fi
-			sleep 0.1
-		done
+		start_collect cm cmout
 		"$load" --address "unix:$work/cm.sock" --ranks 8 --rate 0 --records "$records" \
 			--counts "$work/cm.counts" >"$work/cm.load" 2>&1
 		wait "$hpid"
