@@ -2,7 +2,7 @@
  * cmd_dump.c - fsdpscope dump TRACE: every record as one JSON object a line.
  */
 #include "cli/commands.h"
-#include "cli/json.h"
+#include "common/json.h"
 #include "cli/output.h"
 
 #include "collector/source.h"

@@ -7,7 +7,7 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
-#include "cli/json.h"
+#include "common/json.h"
 
 #include "common/record.h"
 

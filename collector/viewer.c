@@ -22,6 +22,7 @@
  */
 #include "collector/viewer.h"
 
+#include "common/json.h"
 #include "common/wire.h"
 
 #include <errno.h>
@@ -118,70 +119,17 @@ static void out_close(struct out *o, char c)
 	o->comma = 1;
 }
 
-/* The length of the valid UTF-8 sequence at s[0..n), 0 when it is not one
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
+static void out_put(void *ctx, const char *s, size_t n)
 {
-	uint32_t cp;
-	size_t len;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
+	out_raw(ctx, s, n);
 }
 
 /* A JSON string of s[0..strnlen(s, max)): the fixed-size text fields of the
- * view need not end in a NUL. Control characters, and bytes that are not
- * valid UTF-8, as \u00XX (the latter read as Latin-1), so the line is
- * always valid JSON in valid UTF-8. */
+ * view need not end in a NUL (common/json.h escapes). */
 static void out_string(struct out *o, const char *s, size_t max)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strnlen(s, max), i = 0;
-
 	out_sep(o);
-	out_raw(o, "\"", 1);
-	while (i < n) {
-		size_t run = i, len;
-
-		/* Copy the longest run that needs no escaping in one go. */
-		while (run < n && p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' &&
-		       (len = utf8_sequence(p + run, n - run)) > 0)
-			run += len;
-		out_raw(o, s + i, run - i);
-		if (run == n)
-			break;
-		i = run;
-		if (p[i] == '"')
-			out_raw(o, "\\\"", 2);
-		else if (p[i] == '\\')
-			out_raw(o, "\\\\", 2);
-		else if (p[i] == '\n')
-			out_raw(o, "\\n", 2);
-		else if (p[i] == '\t')
-			out_raw(o, "\\t", 2);
-		else
-			out_fmt(o, "\\u%04x", p[i]);
-		i++;
-	}
-	out_raw(o, "\"", 1);
+	json_string_put(s, strnlen(s, max), out_put, o);
 	o->comma = 1;
 }
 
