@@ -19,6 +19,7 @@ void analysis_options_init(struct analysis_options *o)
 	o->step_ranges = ANALYSIS_DEFAULT_STEP_RANGES;
 	o->compute_ranges = ANALYSIS_DEFAULT_COMPUTE_RANGES;
 	o->exposed_min_ns = ANALYSIS_DEFAULT_EXPOSED_MIN_NS;
+	o->hang_timeout_ns = ANALYSIS_DEFAULT_HANG_TIMEOUT_NS;
 }
 
 void analysis_result_free(struct analysis_result *r)

@@ -80,6 +80,11 @@ static void rank_state_free(struct rank_state *rs)
 	free(rs);
 }
 
+void analyzer_set_now(analyzer_t *a, uint64_t realtime_ns)
+{
+	a->now_realtime_ns = realtime_ns;
+}
+
 void analyzer_free(analyzer_t *a)
 {
 	if (!a)

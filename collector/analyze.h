@@ -64,6 +64,15 @@ int analyzer_finish(analyzer_t *a, struct analysis_result **out);
  */
 int analyzer_snapshot(analyzer_t *a, struct analysis_result **out);
 
+/*
+ * analyzer_set_now - the instant (CLOCK_REALTIME ns) the next snapshot
+ * measures waits in flight to: a live session sets its clock before each
+ * analyzer_snapshot. Unset (0), and always at analyzer_finish, the instant
+ * is the trace's own end: the latest record of any source, on
+ * CLOCK_REALTIME through its clock anchors (docs/hangs.md).
+ */
+void analyzer_set_now(analyzer_t *a, uint64_t realtime_ns);
+
 /* analyzer_free - release an analyzer (NULL ok). */
 void analyzer_free(analyzer_t *a);
 

@@ -199,6 +199,7 @@ enum step_exclusion {
 };
 
 struct analyzer {
+	uint64_t now_realtime_ns; /* analyzer_set_now: the instant waits in flight are measured to, 0 the trace's end */
 	struct analysis_options opt;
 	timeline_t *tl;
 	ranks_t *ranks;

@@ -23,6 +23,8 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_TRACE_END: return sizeof(struct fss_rec_trace_end);
 	case FSS_REC_SINK: return sizeof(struct fss_rec_sink);
 	case FSS_REC_STEP_SUMMARY: return sizeof(struct fss_rec_step_summary);
+	case FSS_REC_ENTER: return sizeof(struct fss_rec_enter);
+	case FSS_REC_SYNC_EXIT: return sizeof(struct fss_rec_sync_exit);
 	default: return 0;
 	}
 }
@@ -55,6 +57,8 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_TRACE_END] = "trace_end",
 		[FSS_REC_SINK] = "sink",
 		[FSS_REC_STEP_SUMMARY] = "step_summary",
+		[FSS_REC_ENTER] = "enter",
+		[FSS_REC_SYNC_EXIT] = "sync_exit",
 	};
 	return NAME_OF(names, type);
 }
@@ -116,6 +120,15 @@ const char *record_path_name(uint16_t path)
 		[FSS_PATH_UPROBE] = "uprobe", [FSS_PATH_SYNTHETIC] = "synthetic",
 	};
 	return NAME_OF(names, path);
+}
+
+const char *record_enter_kind_name(uint16_t kind)
+{
+	static const char *const names[] = {
+		[FSS_ENTER_COLLECTIVE] = "collective", [FSS_ENTER_STREAM_SYNC] = "stream-sync",
+		[FSS_ENTER_EVENT_SYNC] = "event-sync", [FSS_ENTER_DEVICE_SYNC] = "device-sync",
+	};
+	return NAME_OF(names, kind);
 }
 
 const char *record_comm_event_name(uint16_t event)

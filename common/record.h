@@ -45,6 +45,8 @@ enum fss_record_type {
 	FSS_REC_TRACE_END = 13,    /* last record of a trace file its writer closed */
 	FSS_REC_SINK = 14,         /* second record of every sink an agent opens: which, and what it continues */
 	FSS_REC_STEP_SUMMARY = 15, /* one completed step of one rank, its raw records left out (--keep summary) */
+	FSS_REC_ENTER = 16,        /* a call that may block was entered: a collective, or a synchronize (1.3) */
+	FSS_REC_SYNC_EXIT = 17,    /* a synchronize whose enter record went out returned (1.3) */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -374,6 +376,60 @@ struct fss_rec_step_summary {
 	uint32_t reserved;          /* 0 */
 };
 
+/* What an enter record was written for. */
+enum fss_enter_kind {
+	FSS_ENTER_COLLECTIVE = 1,  /* an NCCL collective or point-to-point call: its collective record (same
+	                              seq) is its exit */
+	FSS_ENTER_STREAM_SYNC = 2, /* cudaStreamSynchronize: stream is the cudaStream_t */
+	FSS_ENTER_EVENT_SYNC = 3,  /* cudaEventSynchronize: stream is the cudaEvent_t */
+	FSS_ENTER_DEVICE_SYNC = 4, /* cudaDeviceSynchronize: stream is 0 */
+};
+
+/*
+ * A call that may block, recorded when it is entered (format 1.3,
+ * docs/format.md "Calls in flight"), so that a reader knows which calls a
+ * process is inside while it sends nothing else: a rank stuck in a
+ * collective, or a host waiting on its GPU. The exit of a collective is its
+ * collective record (the same seq); the exit of a synchronize is a sync_exit
+ * record (the same sync_id). An enter without its exit at the end of a
+ * source's records is a call the process never returned from (or returned
+ * from too late for the trace to say). Written only by sources with
+ * FSS_FEATURE_ENTER, for every collective they record and every synchronize
+ * they see.
+ */
+struct fss_rec_enter {
+	struct fss_record_head head;
+	uint64_t seq;       /* collective: its seq (= fss_rec_collective.seq); synchronize: the seq of the last
+	                       collective the process had issued before it, 0 none */
+	uint64_t comm;      /* collective: ncclComm_t handle; synchronize: 0 */
+	uint64_t stream;    /* collective: cudaStream_t; stream sync: the stream; event sync: the event; 0 */
+	uint64_t count;     /* collective: count argument as passed (as fss_rec_collective.count); 0 */
+	uint64_t enter_ns;  /* host time the call was entered */
+	uint32_t thread;    /* kernel thread id of the caller */
+	int32_t peer;       /* collective: root or peer as fss_rec_collective.peer, -1 */
+	uint32_t group_id;  /* collective: enclosing outermost group, 0 if none */
+	uint32_t sync_id;   /* synchronize: per-source number from 1, named by its sync_exit; collective: 0 */
+	uint16_t kind;      /* enum fss_enter_kind */
+	uint8_t op;         /* collective: enum fss_coll_op; 0 */
+	uint8_t dtype;      /* collective: enum fss_dtype; 0 */
+	uint8_t redop;      /* collective: enum fss_redop; FSS_REDOP_NONE */
+	uint8_t path;       /* enum fss_path */
+	uint16_t reserved;  /* 0 */
+};
+
+/* A synchronize returned (its enter record has the same sync_id). */
+struct fss_rec_sync_exit {
+	struct fss_record_head head;
+	uint64_t enter_ns;  /* as its enter record */
+	uint64_t exit_ns;   /* host time it returned */
+	uint64_t after_seq; /* as the enter record's seq */
+	uint32_t sync_id;   /* its enter record's */
+	uint32_t thread;    /* kernel thread id of the caller */
+	uint16_t kind;      /* enum fss_enter_kind, as the enter record */
+	uint16_t reserved;  /* 0 */
+	int32_t result;     /* cudaError_t returned */
+};
+
 /* fss_rec_step_summary.flags */
 #define FSS_STEP_SUMMARY_OVERFLOW (1u << 0) /* its records outgrew the session's buffer: summarised
                                                whatever it held */
@@ -396,6 +452,7 @@ struct fss_rec_correlation {
 #define FSS_FEATURE_NVTX (1ull << 2)  /* NVTX ranges */
 #define FSS_FEATURE_UPROBE (1ull << 3) /* collectives from eBPF uprobes */
 #define FSS_FEATURE_CUPTI_BUSY (1ull << 4) /* CUPTI held by another subscriber: no GPU intervals */
+#define FSS_FEATURE_ENTER (1ull << 5) /* enter records for every collective (and synchronize) it records (1.3) */
 
 /* The largest record this version knows: the ring slot size agents use. */
 #define FSS_RECORD_MAX_BYTES 128u
@@ -417,6 +474,8 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_exit) && sizeof(struct f
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_trace_end) && sizeof(struct fss_rec_trace_end) == 24, "fss_rec_trace_end is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sink) && sizeof(struct fss_rec_sink) == 48, "fss_rec_sink is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_step_summary) && sizeof(struct fss_rec_step_summary) == 112, "fss_rec_step_summary is 112 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_enter) && sizeof(struct fss_rec_enter) == 72, "fss_rec_enter is 72 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sync_exit) && sizeof(struct fss_rec_sync_exit) == 48, "fss_rec_sync_exit is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 
 /*
@@ -434,6 +493,7 @@ const char *record_dtype_name(uint8_t dtype);
 const char *record_redop_name(uint8_t redop);
 const char *record_path_name(uint16_t path);
 const char *record_comm_event_name(uint16_t event);
+const char *record_enter_kind_name(uint16_t kind); /* "collective", "stream-sync", "event-sync", "device-sync" */
 const char *record_gpu_kind_name(uint16_t kind);
 const char *record_nvtx_kind_name(uint16_t kind);
 const char *record_clock_domain_name(uint32_t domain);

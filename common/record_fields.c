@@ -16,6 +16,7 @@ static const char *comm_event_name(unsigned v) { return record_comm_event_name((
 static const char *gpu_kind_name(unsigned v) { return record_gpu_kind_name((uint16_t)v); }
 static const char *nvtx_kind_name(unsigned v) { return record_nvtx_kind_name((uint16_t)v); }
 static const char *clock_domain_name(unsigned v) { return record_clock_domain_name(v); }
+static const char *enter_kind_name(unsigned v) { return record_enter_kind_name((uint16_t)v); }
 
 #define F(T, field, kind) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, NULL}
 #define E(T, field, kind, fn) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, fn}
@@ -153,6 +154,24 @@ static const struct record_field step_summary_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_enter
+static const struct record_field enter_fields[] = {
+	F(T, seq, FIELD_U64), F(T, comm, FIELD_HEX64), F(T, stream, FIELD_HEX64), F(T, count, FIELD_U64),
+	F(T, enter_ns, FIELD_U64), F(T, thread, FIELD_U32), F(T, peer, FIELD_I32), F(T, group_id, FIELD_U32),
+	F(T, sync_id, FIELD_U32), E(T, kind, FIELD_ENUM16, enter_kind_name), E(T, op, FIELD_ENUM8, op_name),
+	E(T, dtype, FIELD_ENUM8, dtype_name), E(T, redop, FIELD_ENUM8, redop_name), E(T, path, FIELD_ENUM8, path_name),
+	F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
+#define T struct fss_rec_sync_exit
+static const struct record_field sync_exit_fields[] = {
+	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, after_seq, FIELD_U64), F(T, sync_id, FIELD_U32),
+	F(T, thread, FIELD_U32), E(T, kind, FIELD_ENUM16, enter_kind_name), F(T, reserved, FIELD_RESERVED),
+	F(T, result, FIELD_I32),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -173,6 +192,8 @@ static const struct {
 	[FSS_REC_TRACE_END] = TABLE(trace_end_fields),
 	[FSS_REC_SINK] = TABLE(sink_fields),
 	[FSS_REC_STEP_SUMMARY] = TABLE(step_summary_fields),
+	[FSS_REC_ENTER] = TABLE(enter_fields),
+	[FSS_REC_SYNC_EXIT] = TABLE(sync_exit_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)
