@@ -525,7 +525,15 @@ def scenario_mismatch(args):
     fault = fault_line(log, "mismatch")
     check(fault, f"rank {MISMATCH_RANK} wrote no mismatch line to {log}: {r.stderr}")
     check_fault(fault, "mismatch", MISMATCH_RANK, MISMATCH_STEP, nranks)
-    doc = lint_json(args, os.path.join(out, "trace.fss"), want_rc=1)
+    trace = os.path.join(out, "trace.fss")
+    # The trace itself holds what fsdp_ref says it issued: the smaller
+    # AllGather on rank 0's communicator, the meant count on the others'.
+    colls = [r for r in dump(args, trace) if r["type"] == "collective" and r["op"] == "AllGather"]
+    mine = [r for r in colls if r["rank"] == MISMATCH_RANK and r["comm"] == fault["comm_handle"]]
+    check(len(mine) >= 1 and mine[-1]["count"] == fault["issued_count"],
+          f"rank {MISMATCH_RANK}'s last AllGather on {fault['comm_handle']} in the trace is not of count "
+          f"{fault['issued_count']}: {mine[-1:] if mine else None}")
+    doc = lint_json(args, trace, want_rc=1)
     mm = findings(doc, "collective-mismatch")
     check(mm, f"no collective-mismatch finding: {[(f['rule'], f['message']) for f in doc['findings']]}")
     f = mm[0]
