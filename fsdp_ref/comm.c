@@ -91,7 +91,10 @@ static int comm_issue(struct comm_thread *ct, struct comm_request *r)
 	size_t count = r->count;
 	if (r->ready && be->comm_wait_event(r->ready) < 0)
 		return -EIO;
-	if (r->fault == COMM_FAULT_STALL || (r->fault == COMM_FAULT_MISMATCH && r->op == COMM_ALLGATHER))
+	/* a coalesced group: the stall before its first call; the mismatch in it, below */
+	if (r->fault == COMM_FAULT_STALL && r->op == COMM_ALLGATHER_COALESCED)
+		comm_fault_apply(ct, r, COMM_ALLGATHER, r->group_size > 0 ? r->group[0].count : 0);
+	else if (r->fault == COMM_FAULT_STALL || (r->fault == COMM_FAULT_MISMATCH && r->op == COMM_ALLGATHER))
 		count = comm_fault_apply(ct, r, r->op, count);
 	switch (r->op) {
 	case COMM_ALLGATHER:
