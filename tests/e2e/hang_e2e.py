@@ -191,20 +191,23 @@ def finding_text(f):
     return "\n".join([f["message"], f["evidence"]])
 
 
-def check_hang_finding(doc, fault, where):
-    """lint's collective-hang: the missing rank and the collective of the fault line."""
+def check_hang_finding(doc, fault, nranks, where):
+    """lint's collective-hang: the missing rank and the collective of the fault
+    line (its metrics, docs/report-schema.md), and the words name the rank."""
     hangs = findings(doc, "collective-hang")
-    check(hangs, f"{where}: no collective-hang finding: "
+    check(len(hangs) == 1, f"{where}: {len(hangs)} collective-hang findings, not one: "
           f"{[(f['rule'], f['message']) for f in doc['findings']]}")
     h = hangs[0]
     check(h["severity"] == "error", f"{where}: collective-hang is {h['severity']}, not error")
     m = h["metrics"]
-    text = finding_text(h)
     n = fault["comm_seq"]
-    check(m.get("comm_seq") == n or names_collective(text, n),
-          f"{where}: collective-hang does not name collective {n} (the fault line's): {text} {m}")
-    check(m.get("missing_rank") == fault["rank"] or names_rank(text, fault["rank"]),
-          f"{where}: collective-hang does not name the missing rank {fault['rank']}: {text} {m}")
+    want = {"comm_seq": n, "nranks": nranks, "missing_ranks": 1, "waiting_ranks": nranks - 1,
+            "first_missing_rank": fault["rank"], "first_missing_last_seq": n - 1}
+    got = {k: m.get(k) for k in want}
+    check(got == want, f"{where}: collective-hang's metrics are {got}, want {want} (fsdp_ref's fault line: "
+          f"rank {fault['rank']} stopped before collective {n})")
+    check(names_rank(h["message"], fault["rank"]) and names_collective(h["message"], n),
+          f"{where}: collective-hang's message does not name rank {fault['rank']} and #{n}: {h['message']}")
     check(not findings(doc, "collective-mismatch"),
           f"{where}: a collective-mismatch beside the hang: {findings(doc, 'collective-mismatch')}")
 
@@ -464,7 +467,7 @@ def scenario_hang_collect(args):
     trace = os.path.join(out, "collect.fss")
     check(os.path.exists(trace), f"no trace at {trace}: {c.stderr()}")
     doc = lint_json(args, trace, "--hang-timeout", "1", want_rc=1)
-    check_hang_finding(doc, fault, "lint of collect's trace")
+    check_hang_finding(doc, fault, nranks, "lint of collect's trace")
 
 
 def scenario_hang_run(args):
@@ -509,7 +512,7 @@ def scenario_hang_run(args):
     check(len(hellos) >= nranks and hellos <= set(exits),
           f"processes without a process_exit (the session reaps the job): {sorted(hellos - set(exits))}")
     doc = lint_json(args, trace, "--hang-timeout", "1", want_rc=1)
-    check_hang_finding(doc, fault, "lint of run's trace")
+    check_hang_finding(doc, fault, nranks, "lint of run's trace")
 
 
 def scenario_mismatch(args):
@@ -535,17 +538,22 @@ def scenario_mismatch(args):
           f"{fault['issued_count']}: {mine[-1:] if mine else None}")
     doc = lint_json(args, trace, want_rc=1)
     mm = findings(doc, "collective-mismatch")
-    check(mm, f"no collective-mismatch finding: {[(f['rule'], f['message']) for f in doc['findings']]}")
+    check(len(mm) == 1, f"{len(mm)} collective-mismatch findings, not one: "
+          f"{[(f['rule'], f['message']) for f in doc['findings']]}")
     f = mm[0]
-    text = finding_text(f)
     check(f["severity"] == "error", f"collective-mismatch is {f['severity']}, not error")
-    check(names_rank(text, MISMATCH_RANK), f"collective-mismatch does not name rank {MISMATCH_RANK}: {text}")
-    check(f["metrics"].get("comm_seq") == fault["comm_seq"] or names_collective(text, fault["comm_seq"]),
-          f"collective-mismatch does not name collective {fault['comm_seq']}: {text} {f['metrics']}")
+    # Signature a is the one most ranks issued (the meant count), b rank 0's.
+    want = {"comm_seq": fault["comm_seq"], "nranks": nranks, "a_ranks": nranks - 1, "b_ranks": 1,
+            "a_count": fault["count"], "b_count": fault["issued_count"], "first_b_rank": MISMATCH_RANK}
+    got = {k: f["metrics"].get(k) for k in want}
+    check(got == want, f"collective-mismatch's metrics are {got}, want {want} (fsdp_ref's fault line)")
+    text = finding_text(f)
+    check(names_rank(text, MISMATCH_RANK) or re.search(rf"\branks? {MISMATCH_RANK}\b", text),
+          f"collective-mismatch does not name rank {MISMATCH_RANK}: {text}")
     for count in (fault["count"], fault["issued_count"]):
-        check(re.search(rf"\b{count}\b", text) or count in f["metrics"].values(),
-              f"collective-mismatch does not give count {count} (fsdp_ref's fault line: "
-              f"{fault['count']} and {fault['issued_count']}): {text} {f['metrics']}")
+        check(re.search(rf"\b{count}\b", f["message"]),
+              f"collective-mismatch's message does not give count {count} (fsdp_ref's fault line: "
+              f"{fault['count']} and {fault['issued_count']}): {f['message']}")
     check(not findings(doc, "collective-hang"), f"a collective-hang beside the mismatch: {findings(doc, 'collective-hang')}")
 
 
