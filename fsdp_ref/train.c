@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,7 +651,11 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		if (rc < 0) {
 			/* Peers may be blocked in collectives this rank will never issue, and
 			 * its own comm thread may be blocked in one: no orderly cleanup is
-			 * possible. A forking parent stops the other ranks. */
+			 * possible. A forking parent stops the other ranks. This one is
+			 * ending already: a SIGTERM from the parent (another rank failed
+			 * first) would only cut short what _exit's handlers still do (an
+			 * interposer's last flush); SIGKILL still ends it. */
+			signal(SIGTERM, SIG_IGN);
 			fprintf(stderr, "fsdp_ref: rank %d: step %d failed: %s\n", rank, step, strerror(-rc));
 			fflush(NULL);
 			_exit(1);
