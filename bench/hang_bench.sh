@@ -70,12 +70,16 @@ for r in $(seq 1 "$RUNS"); do
 	mkdir -p "$d/xdg"
 	chmod 700 "$d/xdg"
 	export XDG_RUNTIME_DIR=$d/xdg
+	# fsdpscope's stderr through a FIFO into stamp, so that $! is fsdpscope itself
+	mkfifo "$d/stderr.fifo"
+	stamp <"$d/stderr.fifo" >"$d/stderr" &
+	spid=$!
 	if [ "$MODE" = run ]; then
 		"$fsdpscope" run --hang-timeout "$TIMEOUT" --out "$d/out" -- "$fsdp_ref" "${model[@]}" --log "$d/log.jsonl" \
-			2> >(stamp >"$d/stderr") >/dev/null &
+			2>"$d/stderr.fifo" >/dev/null &
 		pid=$!
 	else
-		"$fsdpscope" collect --hang-timeout "$TIMEOUT" --out "$d/out" 2> >(stamp >"$d/stderr") >/dev/null &
+		"$fsdpscope" collect --hang-timeout "$TIMEOUT" --out "$d/out" 2>"$d/stderr.fifo" >/dev/null &
 		pid=$!
 		wait_line "$d/stderr" "FSDPSCOPE_OUT=" "$pid" || { echo "hang_bench: collect did not start" >&2; cat "$d/stderr" >&2; exit 1; }
 		(
@@ -100,6 +104,7 @@ for r in $(seq 1 "$RUNS"); do
 	kill -TERM "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	pid=
+	wait "$spid"
 	rm -rf "$d"
 done
 printf '%s\n' "${lat[@]}" | sort -n | awk '{ v[NR] = $1 } END {
