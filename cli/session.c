@@ -16,7 +16,7 @@
 #include "cli/lint.h"
 #include "cli/report_sources.h"
 
-#include "rules/flight_text.h"
+#include "cli/hang_lines.h"
 
 #include "collector/analyze.h"
 #include "collector/keep.h"
@@ -48,17 +48,6 @@
 /* A diagnosis of what the analyzer holds (a snapshot and the rules): its
  * cost follows the analyzer's state, not the trace's length. */
 #define SESSION_DIAGNOSE_EVERY_MS 1000
-/* Hangs and mismatches said on stderr are remembered (to say a hang once,
- * and once more when it clears); past these, further ones are not said. */
-#define SESSION_HANGS_SAID_MAX 16
-#define SESSION_MISMATCHES_SAID_MAX 64
-
-/* A collective named on stderr: its communicator and number there. */
-struct said {
-	uint64_t comm_id, comm_seq;
-	int32_t nranks;
-	uint8_t op;
-};
 
 struct session {
 	struct session_options o;
@@ -88,11 +77,7 @@ struct session {
 	int64_t last_publish_ms, last_diagnosis_ms;
 	int flight_pending;   /* the latest diagnosis had calls in flight or a hang: diagnose again, steps or not */
 	int diagnosis_unpublished; /* a diagnosis the readers have not been shown */
-	struct said hangs_said[SESSION_HANGS_SAID_MAX]; /* hangs said, not cleared */
-	size_t nhangs_said;
-	struct said mismatches_said[SESSION_MISMATCHES_SAID_MAX];
-	size_t nmismatches_said;
-	int mismatches_full_said;
+	hang_lines_t *hang_lines; /* the stderr lines of calls in flight: what was said */
 	struct diagnosis d;		 /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
@@ -270,79 +255,6 @@ static void live_diagnose(session_t *s, const struct analysis_result *r, const f
 	live_set_diagnosis(s->live, r, found, n);
 }
 
-static size_t said_find(const struct said *list, size_t n, uint64_t comm_id, uint64_t comm_seq)
-{
-	for (size_t i = 0; i < n; i++)
-		if (list[i].comm_id == comm_id && list[i].comm_seq == comm_seq)
-			return i;
-	return n;
-}
-
-/*
- * The live lines of calls in flight (docs/hangs.md, "Live"): a hang the
- * diagnosis holds that was not said yet, one line; a hang said before that
- * the diagnosis no longer holds, one line that it cleared; a mismatch not
- * said yet, one line. Only for the rules that ran (a --disable'd rule says
- * nothing live either).
- */
-static void flight_lines(session_t *s, const struct analysis_result *r, const findings_t *list)
-{
-	const struct analysis_flight *f = &r->flight;
-	uint32_t nh = f->nhangs < ANALYSIS_HANGS_MAX ? f->nhangs : ANALYSIS_HANGS_MAX;
-	uint32_t nm = f->nmismatches < ANALYSIS_MISMATCHES_MAX ? f->nmismatches : ANALYSIS_MISMATCHES_MAX;
-	int hang_rule = findings_find(list, "collective-hang") != NULL;
-	char line[1024], comm[160];
-
-	for (uint32_t i = 0; hang_rule && i < nh; i++) {
-		const struct analysis_hang *h = &f->hangs[i];
-
-		if (h->waited_ns <= f->timeout_ns ||
-		    said_find(s->hangs_said, s->nhangs_said, h->comm_id, h->comm_seq) < s->nhangs_said ||
-		    s->nhangs_said == SESSION_HANGS_SAID_MAX)
-			continue;
-		s->hangs_said[s->nhangs_said++] = (struct said){h->comm_id, h->comm_seq, h->nranks, h->op};
-		fprintf(stderr, "fsdpscope: collective-hang: %s\n", flight_hang_line(r, h, line, sizeof(line)));
-	}
-	/* Cleared: no longer among the hangs; only when the list holds every
-	 * hang (one beyond it is not known to be gone). */
-	for (size_t i = 0; f->hangs_total <= nh && i < s->nhangs_said;) {
-		const struct said *h = &s->hangs_said[i];
-		int held = 0;
-
-		for (uint32_t k = 0; k < nh && hang_rule; k++)
-			held |= f->hangs[k].comm_id == h->comm_id && f->hangs[k].comm_seq == h->comm_seq &&
-				f->hangs[k].waited_ns > f->timeout_ns;
-		if (held) {
-			i++;
-			continue;
-		}
-		fprintf(stderr,
-			"fsdpscope: collective-hang cleared: collective #%" PRIu64 " (%s) of communicator %s: no rank "
-			"waits in it past --hang-timeout any more (the missing ranks entered it, or the waiting ones "
-			"ended)\n",
-			h->comm_seq, record_op_name(h->op), flight_comm_text(r, h->comm_id, h->nranks, comm, sizeof(comm)));
-		s->hangs_said[i] = s->hangs_said[--s->nhangs_said];
-	}
-	if (!findings_find(list, "collective-mismatch"))
-		return;
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct analysis_mismatch *m = &f->mismatches[i];
-
-		if (said_find(s->mismatches_said, s->nmismatches_said, m->comm_id, m->comm_seq) < s->nmismatches_said)
-			continue;
-		if (s->nmismatches_said == SESSION_MISMATCHES_SAID_MAX) {
-			if (!s->mismatches_full_said)
-				fprintf(stderr, "fsdpscope: collective-mismatch: %d mismatches said; further ones are in "
-						"the report at the end\n",
-					SESSION_MISMATCHES_SAID_MAX);
-			s->mismatches_full_said = 1;
-			break;
-		}
-		s->mismatches_said[s->nmismatches_said++] = (struct said){m->comm_id, m->comm_seq, m->nranks, m->a.op};
-		fprintf(stderr, "fsdpscope: collective-mismatch: %s\n", flight_mismatch_line(r, m, line, sizeof(line)));
-	}
-}
-
 /* A diagnosis of what the analyzer holds now, into the live state and the
  * stderr lines of calls in flight. Waits are measured to the session's
  * clock (the job is running: the trace has no end yet). */
@@ -357,7 +269,7 @@ static void diagnose_now(session_t *s)
 	list = findings_new();
 	if (list && rules_run(r, &s->flags->rules, list) == 0) {
 		live_diagnose(s, r, list);
-		flight_lines(s, r, list);
+		hang_lines_update(s->hang_lines, r, list, stderr);
 		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
 		s->diagnosis_unpublished = 1;
 	}
@@ -400,7 +312,7 @@ static int start_readers(session_t *s)
 	struct sockaddr_un sun;
 	int rc;
 
-	if (live_new(&s->live) || live_board_new(&s->board))
+	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
 		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
 	sock = strdup(run_session_socket(s->rs));
@@ -1060,6 +972,7 @@ void session_free(session_t *s)
 	metrics_server_stop(s->metrics);
 	live_board_free(s->board);
 	live_free(s->live);
+	hang_lines_free(s->hang_lines);
 	free(s->viewer_address);
 	keeper_free(s->keeper);
 	ingest_free(s->ing);
