@@ -20,24 +20,9 @@
  * never has them in practice) by a scan. */
 #define LIVE_INDEX_MAX 65536u
 
-/* Collectives entered and not yet returned that a communicator's entry
- * remembers, to give a collective record the comm_seq of its enter record
- * (the calls of a group return together, after all of them entered). */
-#define LIVE_PENDING_MAX 32
-
-/* What the numbering of one communicator of one source needs. */
-struct live_numbering {
-	uint64_t top_seq;                  /* the highest source seq numbered on it */
-	uint32_t npending;
-	struct {
-		uint64_t seq, comm_seq;
-	} pending[LIVE_PENDING_MAX];       /* entered, not returned, oldest first */
-};
-
 /* One source: its public part and what only the state needs. */
 struct live_slot {
 	struct live_rank r;
-	struct live_numbering numbering[LIVE_COMMS_MAX]; /* per entry of r.comms */
 	uint64_t comm_handle[LIVE_COMMS_MAX]; /* ncclComm_t of each entry in r.comms (the latest with that id) */
 	uint64_t comm_dimension[LIVE_COMMS_MAX]; /* source_comm.dimension: the same role on every rank */
 	size_t last_comm;                     /* entry the latest collective went to (a cache) */
@@ -137,7 +122,6 @@ static struct live_comm *comm_for(struct live_slot *s, const struct source *src,
 	size_t i = s->r.ncomms++;
 	struct live_comm *c = &s->r.comms[i];
 	memset(c, 0, sizeof *c);
-	memset(&s->numbering[i], 0, sizeof s->numbering[i]);
 	c->id_hash = id;
 	c->nranks = sc && sc->nranks > 0 ? (uint32_t)sc->nranks : 0;
 	c->rank = sc ? sc->rank : -1;
@@ -148,50 +132,22 @@ static struct live_comm *comm_for(struct live_slot *s, const struct source *src,
 }
 
 /*
- * The per-communicator numbering (comm_seq: from 1, in the source's issue
- * order; docs/hangs.md): a source seq seen for the first time on the
- * communicator, in an enter record or in a collective record without one,
- * is its next collective there. An enter is remembered until its
- * collective record comes, which is then numbered as it was.
+ * The collectives of a communicator are numbered from 1 in each rank's
+ * issue order (comm_seq, docs/hangs.md), so the highest number entered is
+ * how many the rank entered there, and the highest left how many it
+ * returned from: counted, not read from the per-source seq (which numbers
+ * every communicator's calls together). A source with enter records
+ * (FSS_FEATURE_ENTER) enters with them; one without enters and leaves with
+ * its collective record. An enter record lost (a full ring) cannot leave a
+ * rank further out than in.
  */
-static void number_entered(struct live_comm *lc, struct live_numbering *n, uint64_t seq)
+static void count_left(struct live_comm *lc, const struct source *src)
 {
-	if (seq <= n->top_seq)
-		return; /* numbered already (a replayed record) */
-	n->top_seq = seq;
-	lc->entered++;
-	if (n->npending == LIVE_PENDING_MAX) {
-		/* more calls outstanding than remembered (a group of more than
-		 * LIVE_PENDING_MAX calls): the oldest is forgotten, and its
-		 * collective record, when it comes, moves `left` no further
-		 * than the later ones do */
-		memmove(n->pending, n->pending + 1, (LIVE_PENDING_MAX - 1) * sizeof n->pending[0]);
-		n->npending--;
-	}
-	n->pending[n->npending].seq = seq;
-	n->pending[n->npending].comm_seq = lc->entered;
-	n->npending++;
-}
-
-static void number_left(struct live_comm *lc, struct live_numbering *n, uint64_t seq)
-{
-	uint64_t comm_seq = 0;
-
-	for (uint32_t i = 0; i < n->npending; i++)
-		if (n->pending[i].seq == seq) {
-			comm_seq = n->pending[i].comm_seq;
-			memmove(n->pending + i, n->pending + i + 1, (n->npending - i - 1) * sizeof n->pending[0]);
-			n->npending--;
-			break;
-		}
-	if (!comm_seq && seq > n->top_seq) {
-		/* no enter record (a source without them, or one lost): the call
-		 * entered and returned at once */
-		n->top_seq = seq;
-		comm_seq = ++lc->entered;
-	}
-	if (comm_seq > lc->left)
-		lc->left = comm_seq;
+	lc->left++;
+	if (!(src->features & FSS_FEATURE_ENTER))
+		lc->entered++; /* entered and returned at once, as far as the trace tells */
+	if (lc->entered < lc->left)
+		lc->entered = lc->left; /* its enter record was lost */
 }
 
 int live_on_record(live_t *l, const struct fss_record_head *rec, const struct source *src)
@@ -223,13 +179,13 @@ int live_on_record(live_t *l, const struct fss_record_head *rec, const struct so
 			lc->collectives++;
 			if (c->seq > lc->last_seq)
 				lc->last_seq = c->seq;
-			number_left(lc, &s->numbering[lc - r->comms], c->seq);
+			count_left(lc, src);
 		}
 	} else if (rec->type == FSS_REC_ENTER && rec->size >= sizeof(struct fss_rec_enter)) {
 		const struct fss_rec_enter *e = (const void *)rec;
 		struct live_comm *lc = e->kind == FSS_ENTER_COLLECTIVE ? comm_for(s, src, e->comm) : NULL;
 		if (lc)
-			number_entered(lc, &s->numbering[lc - r->comms], e->seq);
+			lc->entered++;
 	}
 	return 0;
 }
