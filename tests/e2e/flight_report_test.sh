@@ -10,7 +10,9 @@
 #  - traces of lint_gen_trace with a hang (--stall) and a desync
 #    (--mismatch): lint --json valid against the schema; once the analysis
 #    of calls in flight reads them (flight.sources_enter > 0), the
-#    collective-hang finding names the stalled rank and lint exits 1;
+#    collective-hang finding names the stalled rank and lint exits 1, and a
+#    live session fed the hung stream (hang_live_check.py) says so on stderr,
+#    /metrics and the viewer while the "job" is still connected;
 #  - --hang-timeout: refused unless a finite number of seconds above 0, in
 #    lint, report, run and collect; in every one's help.
 set -u
@@ -88,6 +90,13 @@ if [ "$(json_get "$T/lint-hang.json" 'd["flight"]["sources_enter"]')" != 0 ]; th
 	v=$(json_get "$T/lint-hang.json" '(d["flight"]["hangs"][0]["missing"][0]["rank"], d["flight"]["hangs"][0]["missing"][0]["last_seq"], [r["rank"] for r in d["flight"]["hangs"][0]["waiting"]], d["flight"]["hangs"][0]["waiting"][0]["evidence"])')
 	[ "$v" = "(1, 56, [0, 2], 'host')" ] && pass "hung trace: the flight section names missing rank 1 (last #56) and waiting 0, 2" ||
 		fail "hung trace flight: $v"
+	# live: a session fed the hung stream says it while the "job" is connected
+	if python3 "$(dirname "$0")/hang_live_check.py" "$FSS" "$T/hang.fss" "$T/live" >"$T/live.out" 2>&1; then
+		pass "live: the stderr line, /metrics and the viewer name the hang while the job hangs"
+		sed -n 's/^line: /    /p' "$T/live.out"
+	else
+		fail "live hang"; sed 's/^/    | /' "$T/live.out" | head -60
+	fi
 	"$FSS" report --hang-timeout 1 "$T/hang.fss" >"$T/report-hang.txt" 2>&1
 	expect_out "$T/report-hang.txt" "hang: missing rank 1 (pid 1001); collective #57 (AllGather) of communicator" \
 		"report text of a hung trace: the Calls in flight block"
