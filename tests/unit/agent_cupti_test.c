@@ -7,6 +7,8 @@
  * device) and fed to cupti_handle_buffer(), the handler the agent
  * registers. The rest of CUPTI (subscribe, enable, flush, push/pop) is a
  * fake table, so the "another subscriber holds CUPTI" paths can be played.
+ * The synchronize callbacks (host waits on the GPU) are played with real
+ * CUpti_CallbackData structs and the runtime API's own parameter structs.
  *
  * The agent core is replaced by test doubles defined here: agent_emit
  * copies records into an array, agent_intern keeps a string table. */
@@ -1294,6 +1296,7 @@ static void test_real_library_loads(void **state)
 	assert_non_null(real_api.activity_register_callbacks);
 	assert_non_null(real_api.activity_push_external_correlation_id);
 	assert_non_null(real_api.get_timestamp);
+	assert_non_null(real_api.enable_callback); /* synchronizes are seen with the real library */
 }
 
 int main(void)
