@@ -946,6 +946,8 @@ static int enters_record(void *ctx, const struct fss_record_head *rec)
 	enter_of(&e, c);
 	e.comm = c->comm;
 	e.count = c->count;
+	e.dtype = c->dtype;
+	e.redop = c->redop;
 	e.group_id = c->group_id;
 	int rc = trace_writer_append(en->w, &e.head);
 	if (!rc)
