@@ -663,7 +663,8 @@ static void sync_exit(const CUpti_CallbackData *cb)
 			break;
 	if (i == (size_t)-1)
 		return; /* not one of ours */
-	tls_sync_depth = (uint32_t)i; /* anything above it lost its exit */
+	/* anything above it lost its exit */
+	tls_sync_depth = (uint32_t)i;
 	memset(&r, 0, sizeof(r));
 	r.head.type = FSS_REC_SYNC_EXIT;
 	r.head.size = sizeof(r);

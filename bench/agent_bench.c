@@ -218,8 +218,8 @@ static void bench_calls(const char *self, const char *agent, const char *before,
 					   "before, recording"};
 	int modes = before ? MODES : BEFORE;
 	double v[MODES][MAX_ROUNDS];
-	char preload[PATH_MAX + 16], preload_before[PATH_MAX + 16], outdir[] = "/tmp/agent_bench_XXXXXX",
-	    outenv[64], calls_s[32], buf[256], ringenv[64];
+	char preload[PATH_MAX + 16], preload_before[PATH_MAX + 16], outdir[] = "/tmp/agent_bench_XXXXXX";
+	char outenv[64], calls_s[32], buf[256], ringenv[64];
 	uint64_t ring_dropped = 0, recorded = 0, entered = 0, ring_dropped_before = 0, recorded_before = 0,
 		 entered_before = 0;
 
@@ -383,14 +383,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--grouped-calls") && i + 1 < argc)
 			grouped_calls = atol(argv[++i]);
 		else {
-			fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] [--fsdp-ref BIN] [--rounds R] "
-					"[--calls N] [--grouped-calls N]\n");
+			fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] "
+					"[--fsdp-ref BIN] [--rounds R] [--calls N] [--grouped-calls N]\n");
 			return 2;
 		}
 	}
 	if (!agent || rounds < 1 || rounds > MAX_ROUNDS || calls < BATCH || grouped_calls < BATCH) {
-		fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] [--fsdp-ref BIN] [--rounds R (1..64)] "
-				"[--calls N] [--grouped-calls N]\n");
+		fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] [--fsdp-ref BIN] "
+				"[--rounds R (1..64)] [--calls N] [--grouped-calls N]\n");
 		return 2;
 	}
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);

@@ -504,8 +504,9 @@ static void test_dormant_connects_and_reconnects(void **state)
 	assert_int_equal(s->comms[0].comm, (uint64_t)(uintptr_t)comm);
 	assert_int_equal(s->comms[0].nranks, 1);
 	assert_int_equal(s->ncolls, 3);
-	assert_int_equal(s->by_type[FSS_REC_ENTER], 3); /* the dormant calls wrote none */
-	assert_seqs(s, 6); /* call numbers go on counting the dormant calls */
+	/* the dormant calls wrote none; call numbers go on counting them */
+	assert_int_equal(s->by_type[FSS_REC_ENTER], 3);
+	assert_seqs(s, 6);
 	reader_free(&r);
 	assert_int_equal(wait_state(AGENT_DORMANT, 5000), 0);
 	assert_int_equal(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);

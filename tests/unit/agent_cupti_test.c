@@ -245,7 +245,7 @@ static CUptiResult fake_pop(CUpti_ExternalCorrelationKind kind, uint64_t *last)
 }
 
 static CUptiResult fake_enable_callback(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain domain,
-				       CUpti_CallbackId cbid)
+					CUpti_CallbackId cbid)
 {
 	assert_true(fake.ncallbacks < 32);
 	fake.callbacks[fake.ncallbacks].enable = enable;

@@ -19,8 +19,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1297,11 +1297,16 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sink_record_fields),	     cmocka_unit_test(test_fork_child_draws_its_own_id),
-	    cmocka_unit_test(test_acks_shrink_retention),    cmocka_unit_test(test_garbage_on_return_channel),
-	    cmocka_unit_test(test_failover_repeats_unacked), cmocka_unit_test(test_reconnect_sends_file),
-	    cmocka_unit_test(test_collector_restart_chain),  cmocka_unit_test(test_collector_that_keeps_hanging_up),
-	    cmocka_unit_test(test_collector_that_refuses),   cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_sink_record_fields),
+	    cmocka_unit_test(test_fork_child_draws_its_own_id),
+	    cmocka_unit_test(test_acks_shrink_retention),
+	    cmocka_unit_test(test_garbage_on_return_channel),
+	    cmocka_unit_test(test_failover_repeats_unacked),
+	    cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),
+	    cmocka_unit_test(test_collector_that_keeps_hanging_up),
+	    cmocka_unit_test(test_collector_that_refuses),
+	    cmocka_unit_test(test_tcp_key),
 	    cmocka_unit_test(test_enter_reaches_collector_while_blocked),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

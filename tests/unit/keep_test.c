@@ -728,8 +728,8 @@ static void test_summary_enter_records(void **state)
 		    .rank = 0, .ordinal = i, .start_ns = t0, .step_ns = len, .allgathers = 2, .events = 2};
 		keeper_on_step(k, &si);
 		if (i == 4) { /* kept: every record of it, in order */
-			static const uint16_t want[] = {FSS_REC_ENTER, FSS_REC_COLLECTIVE, FSS_REC_ENTER,
-							FSS_REC_COLLECTIVE, FSS_REC_ENTER, FSS_REC_SYNC_EXIT};
+			static const uint16_t want[] = {FSS_REC_ENTER,	    FSS_REC_COLLECTIVE, FSS_REC_ENTER,
+							FSS_REC_COLLECTIVE, FSS_REC_ENTER,	FSS_REC_SYNC_EXIT};
 			assert_int_equal(f.nwritten_types - before, 6);
 			for (unsigned j = 0; j < 6; j++)
 				assert_int_equal(f.written_types[before + j], want[j]);
@@ -1208,7 +1208,7 @@ static void test_enter_records_kept_with_their_step(void **state)
 	count(sum_out, &sum);
 	assert_true(sum.by_type[FSS_REC_ENTER] < full.by_type[FSS_REC_ENTER]);
 	assert_true(sum.by_type[FSS_REC_SYNC_EXIT] < full.by_type[FSS_REC_SYNC_EXIT]);
-	static const uint16_t raw[] = {FSS_REC_COLLECTIVE, FSS_REC_GROUP, FSS_REC_GPU_INTERVAL, FSS_REC_NVTX_RANGE,
+	static const uint16_t raw[] = {FSS_REC_COLLECTIVE,  FSS_REC_GROUP, FSS_REC_GPU_INTERVAL, FSS_REC_NVTX_RANGE,
 				       FSS_REC_CORRELATION, FSS_REC_ENTER, FSS_REC_SYNC_EXIT};
 	uint64_t raw_full = 0, raw_kept = 0;
 	for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
