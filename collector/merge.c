@@ -514,8 +514,8 @@ static int check_duplicates(merge_t *m, char *err, size_t errlen)
 				continue;
 			if (a->process_id && b->process_id)
 				same = a->process_id == b->process_id;
-			else
-				same = a->pid == b->pid && strcmp(a->host, b->host) == 0 && a->host[0];
+			else /* without a process id: pid and host, and the rank where no host is named */
+				same = a->pid == b->pid && strcmp(a->host, b->host) == 0 && (a->host[0] || a->rank == b->rank);
 			if (!same)
 				continue;
 			snprintf(err, errlen,
@@ -723,6 +723,17 @@ int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, siz
 		 * is the first node's CLOCK_MONOTONIC of the same instant. */
 		m->nodes[k].anchor_offset_ns = offsets[k] - offsets[0];
 	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++) {
+			struct stat a, b;
+
+			if (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+				snprintf(err, errlen, "%s and %s are the same file: give each node's trace once", paths[i],
+					 paths[j]);
+				rc = -EEXIST;
+				goto fail;
+			}
+		}
 	if ((rc = check_duplicates(m, err, errlen)))
 		goto fail;
 	if ((rc = merge_align(m->nodes, m->nnodes, m->samples, m->nsamples)))
