@@ -8,3 +8,26 @@ if(TARGET lint_summary)
   # lint_summary builds the cli files it needs itself: the report's nodes section too.
   target_sources(lint_summary PRIVATE ${PROJECT_SOURCE_DIR}/cli/report_nodes.c)
 endif()
+
+find_package(Python3 COMPONENTS Interpreter QUIET)
+set(FSS_NODES_E2E_MISSING "")
+if(NOT Python3_Interpreter_FOUND)
+  set(FSS_NODES_E2E_MISSING "python3 not found (apt-get install python3)")
+elseif(NOT TARGET fsdpscope_agent)
+  set(FSS_NODES_E2E_MISSING "the agent (target fsdpscope_agent) is not built in this configuration")
+elseif(NOT TARGET fsdp_ref)
+  set(FSS_NODES_E2E_MISSING "fsdp_ref is not built in this configuration")
+endif()
+if(FSS_NODES_E2E_MISSING)
+  add_test(NAME nodes_e2e COMMAND sh -c "echo 'SKIP: ${FSS_NODES_E2E_MISSING}'; exit 77")
+else()
+  add_test(NAME nodes_e2e
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/nodes_e2e.py
+            --fsdpscope $<TARGET_FILE:fsdpscope>
+            --agent $<TARGET_FILE:fsdpscope_agent>
+            --fsdp-ref $<TARGET_FILE:fsdp_ref>
+            --schema ${PROJECT_SOURCE_DIR}/docs/report-schema.json
+            --schema-check ${CMAKE_CURRENT_SOURCE_DIR}/e2e/lint_schema_check.py
+            --work ${CMAKE_CURRENT_BINARY_DIR}/nodes_e2e)
+endif()
+set_tests_properties(nodes_e2e PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "e2e;nodes")
