@@ -31,3 +31,16 @@ else()
             --work ${CMAKE_CURRENT_BINARY_DIR}/nodes_e2e)
 endif()
 set_tests_properties(nodes_e2e PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "e2e;nodes")
+
+# The fleet's alerting rule (docs/fsdpscope-rules.yml): fires on a hang
+# across nodes, not on a job that runs or pauses (promtool test rules;
+# prometheus comes with scripts/setup.sh).
+find_program(FSS_PROMTOOL promtool)
+if(FSS_PROMTOOL)
+  add_test(NAME promtool_rules
+    COMMAND ${FSS_PROMTOOL} test rules fsdpscope_rules_test.yml
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/e2e/promtool_rules)
+else()
+  add_test(NAME promtool_rules COMMAND sh -c "echo 'SKIP: promtool not found (scripts/setup.sh installs prometheus)'; exit 77")
+endif()
+set_tests_properties(promtool_rules PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS "e2e;nodes")
