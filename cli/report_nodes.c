@@ -209,10 +209,16 @@ static void format_ranks(const int32_t *r, uint32_t n, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
+/* An offset with its sign; seconds to the microsecond from a second up
+ * (an offset of 1000 s refined by microseconds must show them). */
 static void format_offset(int64_t ns, char *buf, size_t len)
 {
 	char mag[32];
 
+	if (ns <= -1000000000 || ns >= 1000000000) {
+		snprintf(buf, len, "%+.6f s", (double)ns / 1e9);
+		return;
+	}
 	rule_format_ns((double)(ns < 0 ? -ns : ns), mag, sizeof(mag));
 	snprintf(buf, len, "%s%s", ns < 0 ? "-" : ns > 0 ? "+" : "", mag);
 }
