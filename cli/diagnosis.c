@@ -579,15 +579,14 @@ static void partial_job_note(const char *cmd, const struct diagnosis *d)
 			cmd, d->trace_path, a->ranks, a->world_size, cmd);
 }
 
-int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
-		       struct diagnosis *d)
+int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***out, size_t *nout)
 {
 	char **paths = NULL;
 	size_t n = 0;
-	char err[512];
 	int rc = 0;
 
-	memset(d, 0, sizeof(*d));
+	*out = NULL;
+	*nout = 0;
 	if (first >= argc) {
 		fprintf(stderr, "fsdpscope %s: expected a TRACE (or several, or a folder of them) (see 'fsdpscope %s --help')\n",
 			cmd, cmd);
@@ -610,7 +609,6 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 		}
 		if (n == before) {
 			fprintf(stderr, "fsdpscope %s: %s: a folder without a trace (no *.fss file in it)\n", cmd, argv[i]);
-			rc = -ENOENT;
 			goto fail;
 		}
 		fprintf(stderr, "fsdpscope %s: %s: reading", cmd, argv[i]);
@@ -622,6 +620,31 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 		fprintf(stderr, "fsdpscope %s: out of memory\n", cmd);
 		goto fail;
 	}
+	*out = paths;
+	*nout = n;
+	return 0;
+fail:
+	diagnosis_trace_args_free(paths, n);
+	return EXIT_USAGE;
+}
+
+void diagnosis_trace_args_free(char **paths, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		free(paths[k]);
+	free(paths);
+}
+
+int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
+		       struct diagnosis *d)
+{
+	char **paths;
+	size_t n;
+	char err[512];
+
+	memset(d, 0, sizeof(*d));
+	if (diagnosis_trace_args(argc, argv, first, cmd, &paths, &n))
+		return EXIT_USAGE;
 	if (diagnosis_run_traces((const char *const *)paths, n, f, d, err, sizeof(err))) {
 		/* several traces: the reason names the trace it is about */
 		if (n == 1)
@@ -635,8 +658,6 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 	partial_job_note(cmd, d);
 	return 0;
 fail:
-	for (size_t k = 0; k < n; k++)
-		free(paths[k]);
-	free(paths);
+	diagnosis_trace_args_free(paths, n);
 	return EXIT_USAGE;
 }

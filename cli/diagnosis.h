@@ -208,6 +208,16 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 		       struct diagnosis *d);
 
 /*
+ * diagnosis_trace_args - the traces argv[first..argc) names (at least one;
+ * a folder stands for its *.fss files, in name order, said on stderr as
+ * "fsdpscope CMD: DIR: reading ..."), into *paths (the caller's:
+ * diagnosis_trace_args_free) and *n. Returns 0, or EXIT_USAGE with why on
+ * stderr (none given, a folder without a trace or that cannot be read).
+ */
+int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***paths, size_t *n);
+void diagnosis_trace_args_free(char **paths, size_t n);
+
+/*
  * diagnosis_layers_max - the largest --layers that can describe the trace a
  * was analysed from: its forward gathers per micro-batch F (a model of F
  * layers wrapped per layer, or fewer, wrapped finer), or more layers than F

@@ -68,7 +68,6 @@ struct merge {
 	struct merge_process *procs;
 	size_t nprocs, procs_cap;
 	size_t current;
-	int read_done;
 	/* merge_read's state */
 	struct stream *streams;
 	const struct trace_parser_ops *ops;
@@ -898,9 +897,6 @@ int merge_read(merge_t *m, const struct trace_parser_ops *ops, void *ctx)
 	_Alignas(8) unsigned char rec[1 << 16];
 	int rc = 0, worst = 0;
 
-	if (m->read_done)
-		return -EALREADY;
-	m->read_done = 1;
 	m->ops = ops;
 	m->ctx = ctx;
 	m->streams = calloc(m->nnodes, sizeof(*m->streams));

@@ -109,7 +109,8 @@ const struct merge_node *merge_nodes(const merge_t *m, size_t *n);
  * traces' outcomes as trace_read returns them (0, FSS_E_CORRUPT,
  * FSS_E_TRUNCATED, a header error, -errno), a callback's non-zero value
  * (which stops the read), or -ENOMEM; each node's info and read_rc say its
- * own. Once per merge.
+ * own. May be called again: each call reads the traces from their start
+ * (a reader that needs two passes, as dump's, makes two calls).
  */
 int merge_read(merge_t *m, const struct trace_parser_ops *ops, void *ctx);
 
