@@ -19,6 +19,7 @@ CLOCK_REALTIME, docs/nccl_cpu.md "Clocks", so the job runs as one). Then:
     puts node B's offset within a second of -1000 s (the shift is the time
     namespace's, deterministic), with a residual and the collectives it
     rests on; `lint A/ B/` (folders) reads the same two traces and says so;
+  * `ledger --json` of the two traces measures one collector's P, N and U;
   * `lint` of node B's trace alone works and says it is a partial job.
 
 Needs root (unshare --time): skips with the reason otherwise. No timing is
@@ -190,6 +191,13 @@ def scenario(args):
     r = fss(args, "lint", "--json", a.out, b.out)
     check(decisions(json.loads(r.stdout)) == got, "lint A/ B/ differs from lint A/collect.fss B/collect.fss")
     check(f"{a.out}: reading {trace_a}" in r.stderr, f"lint DIR does not say what it read: {r.stderr}")
+
+    # The measured ledger: the merged job's P, N and U are one collector's.
+    def ledger(*traces):
+        d = json.loads(fss(args, "ledger", "--json", *traces).stdout)["ledger"]
+        return {k: d[k] for k in ("params", "ranks", "largest_unit_params", "persistent_bytes_per_rank")}
+    check(ledger(trace_a, trace_b) == ledger(ref_trace),
+          f"the merged ledger differs: {ledger(trace_a, trace_b)} against {ledger(ref_trace)}")
 
     # Node B alone: a partial job, analysed, and said to be one.
     r = fss(args, "lint", "--json", trace_b)
