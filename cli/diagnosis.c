@@ -450,7 +450,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 	if (rc) {
 		if (errlen && !err[0])
 			snprintf(err, errlen, "%s", fss_strerror(rc));
-		d->result = NULL;
+		diagnosis_free(d);
 		return rc;
 	}
 	if (diagnosis_check(f, d->result, err, errlen)) {
