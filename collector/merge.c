@@ -31,10 +31,11 @@ struct scan_comm {
 	uint64_t count;
 };
 
-/* Open addressing: a source's collective seq -> index of its sample. */
+/* Open addressing, u64 -> u64: a source's collective seq -> its sample's
+ * index, and CUPTI correlation ids (+ 1) -> a sample or a kernel end. */
 struct seq_map {
-	uint64_t *keys; /* 0: empty (seq counts from 1) */
-	uint32_t *vals;
+	uint64_t *keys; /* 0: empty (seq counts from 1; correlation ids are stored + 1) */
+	uint64_t *vals;
 	size_t cap, used;
 };
 
@@ -43,7 +44,9 @@ struct scan_source {
 	uint64_t process_id;
 	struct scan_comm *comms;
 	size_t ncomms;
-	struct seq_map seqs; /* sampled collectives, for tying GPU kernels to them */
+	struct seq_map seqs;    /* sampled collectives, for tying GPU kernels to them */
+	struct seq_map corrs;   /* correlation id + 1 -> sample index, from correlation records */
+	struct seq_map pending; /* correlation id + 1 -> kernel end (mono), kernels not tied yet */
 };
 
 /* Records waiting in one node's stream, each as [u32 len, u32 0, bytes]. */
@@ -129,12 +132,12 @@ static uint64_t hash_u64(uint64_t x)
 	return x;
 }
 
-static int seq_map_put(struct seq_map *m, uint64_t key, uint32_t val)
+static int seq_map_put(struct seq_map *m, uint64_t key, uint64_t val)
 {
 	if ((m->used + 1) * 2 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 64;
 		uint64_t *keys = calloc(cap, sizeof(*keys));
-		uint32_t *vals = calloc(cap, sizeof(*vals));
+		uint64_t *vals = calloc(cap, sizeof(*vals));
 
 		if (!keys || !vals) {
 			free(keys);
@@ -166,7 +169,7 @@ static int seq_map_put(struct seq_map *m, uint64_t key, uint32_t val)
 	return 0;
 }
 
-static int seq_map_get(const struct seq_map *m, uint64_t key, uint32_t *val)
+static int seq_map_get(const struct seq_map *m, uint64_t key, uint64_t *val)
 {
 	if (!m->cap)
 		return 0;
@@ -283,8 +286,22 @@ static int scan_collective(struct scan *s, struct source *src, struct scan_sourc
 	};
 	int rc = push_sample(s->m, &sample);
 	if (!rc && (src->features & FSS_FEATURE_CUPTI) && c->seq)
-		rc = seq_map_put(&ss->seqs, c->seq, (uint32_t)(s->m->nsamples - 1));
+		rc = seq_map_put(&ss->seqs, c->seq, s->m->nsamples - 1);
 	return rc;
+}
+
+/* A kernel of the sampled collective idx ended at end (CLOCK_MONOTONIC):
+ * the collective ended with the latest of its kernels. */
+static void sample_kernel_end(merge_t *m, uint64_t idx, uint64_t end)
+{
+	struct merge_sample *sample;
+
+	if (idx >= m->nsamples)
+		return;
+	sample = &m->samples[idx];
+	if (sample->gpu != SAMPLE_GPU || end > sample->end_ns)
+		sample->end_ns = end;
+	sample->gpu = SAMPLE_GPU;
 }
 
 static int scan_record(void *ctx, struct source *src, const struct fss_record_head *rec)
@@ -319,19 +336,35 @@ static int scan_record(void *ctx, struct source *src, const struct fss_record_he
 		return scan_collective(s, src, ss, (const void *)rec);
 	case FSS_REC_GPU_INTERVAL: {
 		const struct fss_rec_gpu_interval *g = (const void *)rec;
-		uint32_t idx;
+		uint64_t idx, end;
 
-		if (g->kind != FSS_GPU_COMM || !g->collective_seq || !src->have_cupti_anchor || !g->end_ns ||
-		    !seq_map_get(&ss->seqs, g->collective_seq, &idx) || idx >= s->m->nsamples)
+		if (g->kind != FSS_GPU_COMM || !src->have_cupti_anchor || !g->end_ns)
 			return 0;
-		/* The kernel's end on the host's CLOCK_MONOTONIC; the latest end
-		 * of its kernels when a collective launched several. */
-		uint64_t end = (uint64_t)((int64_t)g->end_ns + src->cupti_offset);
-		struct merge_sample *sample = &s->m->samples[idx];
-		if (sample->gpu != SAMPLE_GPU || end > sample->end_ns)
-			sample->end_ns = end;
-		sample->gpu = SAMPLE_GPU;
-		return 0;
+		/* The kernel's end on the host's CLOCK_MONOTONIC. */
+		end = (uint64_t)((int64_t)g->end_ns + src->cupti_offset);
+		if (g->collective_seq) {
+			if (seq_map_get(&ss->seqs, g->collective_seq, &idx))
+				sample_kernel_end(s->m, idx, end);
+			return 0;
+		}
+		/* Not tied yet: its correlation record comes before or after it. */
+		if (seq_map_get(&ss->corrs, (uint64_t)g->correlation_id + 1, &idx)) {
+			sample_kernel_end(s->m, idx, end);
+			return 0;
+		}
+		if (seq_map_get(&ss->pending, (uint64_t)g->correlation_id + 1, &idx) && idx >= end)
+			return 0;
+		return seq_map_put(&ss->pending, (uint64_t)g->correlation_id + 1, end);
+	}
+	case FSS_REC_CORRELATION: {
+		const struct fss_rec_correlation *c = (const void *)rec;
+		uint64_t idx, end;
+
+		if (!seq_map_get(&ss->seqs, c->collective_seq, &idx))
+			return 0;
+		if (seq_map_get(&ss->pending, (uint64_t)c->correlation_id + 1, &end))
+			sample_kernel_end(s->m, idx, end);
+		return seq_map_put(&ss->corrs, (uint64_t)c->correlation_id + 1, idx);
 	}
 	default:
 		return 0;
@@ -441,6 +474,10 @@ static void scan_free(struct scan *s)
 		free(s->src[i].comms);
 		free(s->src[i].seqs.keys);
 		free(s->src[i].seqs.vals);
+		free(s->src[i].corrs.keys);
+		free(s->src[i].corrs.vals);
+		free(s->src[i].pending.keys);
+		free(s->src[i].pending.vals);
 	}
 	free(s->src);
 	free(s->pairs);

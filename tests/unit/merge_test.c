@@ -39,6 +39,7 @@
 struct job {
 	int64_t b_realtime_error_ns; /* host B's CLOCK_REALTIME minus the true time (NTP off) */
 	int gpu;                     /* a GPU communicator: kernel ends, host exits at enqueue */
+	int untied;                  /* kernels tied to their collective by correlation records, before or after */
 	uint64_t process_id_a, process_id_b;
 };
 
@@ -128,13 +129,22 @@ static void write_node(const char *path, int host, const struct job *job)
 			append(w, &c);
 			if (job->gpu) {
 				struct fss_rec_gpu_interval g;
+				struct fss_rec_correlation k;
 
 				record_init(&g, FSS_REC_GPU_INTERVAL, sizeof(g), s);
 				g.start_ns = (uint64_t)(mono_of(host, arrive + 8000) + CUPTI_BASE);
 				g.end_ns = (uint64_t)(mono_of(host, leave) + CUPTI_BASE);
-				g.collective_seq = n;
+				g.collective_seq = job->untied ? 0 : n;
+				g.correlation_id = (uint32_t)n * 10;
 				g.kind = FSS_GPU_COMM;
+				record_init(&k, FSS_REC_CORRELATION, sizeof(k), s);
+				k.collective_seq = n;
+				k.correlation_id = g.correlation_id;
+				if (job->untied && n % 2 == 0)
+					append(w, &k); /* the tie first, then the kernel */
 				append(w, &g);
+				if (job->untied && n % 2 == 1)
+					append(w, &k); /* the kernel first, tied later */
 			}
 		}
 	for (uint32_t s = 0; s < 2; s++) {
@@ -342,6 +352,32 @@ static void test_gpu_kernel_ends(void **state)
 	remove_job(&p);
 }
 
+/* The same with kernels whose records went out before their collective was
+ * known (collective_seq 0), tied by correlation records that come before
+ * or after them. */
+static void test_gpu_kernel_ends_tied_by_correlation(void **state)
+{
+	struct job job = {.gpu = 1, .untied = 1, .b_realtime_error_ns = 30000000, .process_id_a = 0xa0, .process_id_b = 0xb0};
+	struct paths p;
+	const char *paths[2];
+	const struct merge_node *nodes;
+	merge_t *m;
+	char err[256];
+	size_t n;
+
+	(void)state;
+	write_job(&p, &job);
+	paths[0] = p.a;
+	paths[1] = p.b;
+	assert_int_equal(merge_open(&m, paths, 2, err, sizeof(err)), 0);
+	nodes = merge_nodes(m, &n);
+	assert_int_equal(nodes[1].basis, MERGE_BASIS_GPU_END);
+	assert_int_equal(nodes[1].collectives, COLLECTIVES);
+	assert_true(abs64(nodes[1].offset_ns - WANT_OFFSET) < 5000);
+	merge_free(m);
+	remove_job(&p);
+}
+
 /* A node whose communicators no other node shares is placed by its
  * anchors alone, and says so. */
 static void test_no_shared_communicator_is_anchors_only(void **state)
@@ -448,6 +484,7 @@ int main(void)
 		cmocka_unit_test(test_two_hosts_known_offset),
 		cmocka_unit_test(test_anchors_wrong_by_50ms),
 		cmocka_unit_test(test_gpu_kernel_ends),
+		cmocka_unit_test(test_gpu_kernel_ends_tied_by_correlation),
 		cmocka_unit_test(test_no_shared_communicator_is_anchors_only),
 		cmocka_unit_test(test_process_in_two_traces_is_refused),
 		cmocka_unit_test(test_align_median_resists_outliers),
