@@ -169,6 +169,11 @@ def scenario(args):
     want, got = decisions(ref), decisions(merged)
     check(got == want, f"the merged diagnosis differs from one collector's:\n merged {got}\n single {want}")
 
+    # On one time base the ranks of both nodes reach their collectives together:
+    # unaligned, node B's would be 1000 s late (the bound is that shift, not a timing).
+    check(merged["spread"]["max_skew_ns"] < 10**9,
+          f"the merged ranks are {merged['spread']['max_skew_ns']} ns apart: the clocks were not aligned")
+
     r = fss(args, "report", "--json", trace_a, trace_b)
     path = os.path.join(work, "merged-report.json")
     with open(path, "w") as f:
