@@ -19,7 +19,9 @@ CLOCK_REALTIME, docs/nccl_cpu.md "Clocks", so the job runs as one). Then:
     puts node B's offset within a second of -1000 s (the shift is the time
     namespace's, deterministic), with a residual and the collectives it
     rests on; `lint A/ B/` (folders) reads the same two traces and says so;
-  * `ledger --json` of the two traces measures one collector's P, N and U;
+  * `dump` of the two traces gives one job's records (sources 0-3, node B's
+    stamps on node A's clock); `ledger --json` of them measures one
+    collector's P, N and U;
   * `lint` of node B's trace alone works and says it is a partial job.
 
 Needs root (unshare --time): skips with the reason otherwise. No timing is
@@ -196,6 +198,19 @@ def scenario(args):
     r = fss(args, "lint", "--json", a.out, b.out)
     check(decisions(json.loads(r.stdout)) == got, "lint A/ B/ differs from lint A/collect.fss B/collect.fss")
     check(f"{a.out}: reading {trace_a}" in r.stderr, f"lint DIR does not say what it read: {r.stderr}")
+
+    # dump of both: one job's records, sources distinct, node B's stamps on node A's clock.
+    r = ce.run([args.fsdpscope, "dump", "--type", "process_hello,collective", trace_a, trace_b])
+    check(r.returncode == 0, f"dump A B exited {r.returncode}: {r.stderr}")
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    hellos = {h["source"]: h for h in recs if h["type"] == "process_hello"}
+    check(sorted(hellos) == [0, 1, 2, 3] and {hellos[s]["node"] for s in (2, 3)} == {1},
+          f"dump A B: sources {sorted(hellos)}, not 0..3 with node B's 2 and 3")
+    mono_a = min(hellos[s]["mono_ns"] for s in (0, 1))
+    check(all(abs(hellos[s]["mono_ns"] - mono_a) < 600 * 10**9 for s in (2, 3)),
+          "dump A B: node B's hello is not on node A's CLOCK_MONOTONIC")
+    check(sum(1 for c in recs if c["type"] == "collective") == merged["trace"]["collectives"],
+          "dump A B does not hold every collective of the merged job")
 
     # The measured ledger: the merged job's P, N and U are one collector's.
     def ledger(*traces):
