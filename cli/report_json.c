@@ -7,6 +7,7 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
+#include "cli/report_nodes.h"
 #include "common/json.h"
 #include "rules/flight_text.h"
 
@@ -795,6 +796,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
 	write_sources(&w, a);
+	jw_sep(&w, "nodes"), report_nodes_json(out, d, w.depth + 1);
 	write_flight(&w, a);
 	write_options(&w, &a->options, rules);
 	jw_open(&w, "notes", '[');
