@@ -74,7 +74,8 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 		int held = 0;
 
 		for (uint32_t k = 0; hang_rule && k < nh; k++)
-			held |= f->hangs[k].comm_id == g->comm_id && f->hangs[k].comm_seq == g->comm_seq && reported(f, k);
+			held |=
+			    f->hangs[k].comm_id == g->comm_id && f->hangs[k].comm_seq == g->comm_seq && reported(f, k);
 		if (held) {
 			i++;
 			continue;
@@ -83,7 +84,8 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 			"fsdpscope: collective-hang cleared: collective #%" PRIu64 " (%s) of communicator %s: no rank "
 			"waits in it past --hang-timeout any more (the missing ranks entered it, or the waiting ones "
 			"ended)\n",
-			g->comm_seq, record_op_name(g->op), flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)));
+			g->comm_seq, record_op_name(g->op),
+			flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)));
 		lines++;
 		h->hangs[i] = h->hangs[--h->nhangs];
 	}
@@ -96,8 +98,9 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 			continue;
 		if (h->nmismatches == HANG_LINES_MISMATCHES_MAX) {
 			if (!h->mismatches_full) {
-				fprintf(out, "fsdpscope: collective-mismatch: %d mismatches said; further ones are in the "
-					     "report at the end\n",
+				fprintf(out,
+					"fsdpscope: collective-mismatch: %d mismatches said; further ones are in the "
+					"report at the end\n",
 					HANG_LINES_MISMATCHES_MAX);
 				lines++;
 			}

@@ -22,8 +22,7 @@
 #include <string.h>
 
 /* What differs between a and b, in words: "count 1000 vs 999". */
-static void differences(const struct analysis_signature *a, const struct analysis_signature *b, char *buf,
-			size_t len)
+static void differences(const struct analysis_signature *a, const struct analysis_signature *b, char *buf, size_t len)
 {
 	size_t off = 0;
 
@@ -38,8 +37,8 @@ static void differences(const struct analysis_signature *a, const struct analysi
 		off += (size_t)snprintf(buf + off, len - off, "%sdtype %s vs %s", off ? ", " : "",
 					record_dtype_name(a->dtype), record_dtype_name(b->dtype));
 	if (a->root != b->root && off < len)
-		off += (size_t)snprintf(buf + off, len - off, "%sroot %" PRId32 " vs %" PRId32, off ? ", " : "", a->root,
-					b->root);
+		off += (size_t)snprintf(buf + off, len - off, "%sroot %" PRId32 " vs %" PRId32, off ? ", " : "",
+					a->root, b->root);
 	if (a->redop != b->redop && off < len)
 		snprintf(buf + off, len - off, "%sredop %s vs %s", off ? ", " : "", record_redop_name(a->redop),
 			 record_redop_name(b->redop));
@@ -71,17 +70,16 @@ static int one_mismatch(const struct rule *self, const struct analysis_result *a
 			 fl->mismatched_collectives > fl->mismatches_total ? fl->mismatched_collectives
 									   : (uint64_t)fl->mismatches_total,
 			 fl->nmismatches);
-	message = finding_printf("ranks of communicator %016" PRIx64 " issued different collectives as #%" PRIu64
-				 ": %s on rank%s %s, %s on rank%s %s (%s)",
-				 m->comm_id, m->comm_seq, sa, m->na == 1 ? "" : "s", ra, sb, m->nb == 1 ? "" : "s", rb,
-				 diff);
+	message =
+	    finding_printf("ranks of communicator %016" PRIx64 " issued different collectives as #%" PRIu64
+			   ": %s on rank%s %s, %s on rank%s %s (%s)",
+			   m->comm_id, m->comm_seq, sa, m->na == 1 ? "" : "s", ra, sb, m->nb == 1 ? "" : "s", rb, diff);
 	evidence = finding_printf("communicator %s, collective #%" PRIu64 "\n"
 				  "signature a: %s, issued by %" PRIu32 " rank%s: %s\n"
 				  "signature b: %s, issued by %" PRIu32 " rank%s: %s%s\n"
 				  "%s%s",
-				  comm, m->comm_seq, sa, m->na, m->na == 1 ? "" : "s", ra, sb, m->nb, m->nb == 1 ? "" : "s",
-				  rb, host,
-				  m->others ? "" : "no rank issued a third signature",
+				  comm, m->comm_seq, sa, m->na, m->na == 1 ? "" : "s", ra, sb, m->nb,
+				  m->nb == 1 ? "" : "s", rb, host, m->others ? "" : "no rank issued a third signature",
 				  m->others ? "other ranks issued a third signature (not listed)" : "");
 	if (evidence && more[0]) {
 		char *e = finding_printf("%s%s", evidence, more);
@@ -91,16 +89,16 @@ static int one_mismatch(const struct rule *self, const struct analysis_result *a
 	}
 	/* Not an FSDP setting: the same advice for every framework. */
 	fsdp2 = finding_printf(
-		"# The ranks ran different code at this point. Look for:\n"
-		"#  - a collective under a condition that differs per rank: `if rank == 0: dist.all_reduce(...)`,\n"
-		"#    logging or metrics that reduce on some ranks only, an early exit from a loop\n"
-		"#  - different model configs or shapes per rank (a config read from a per-node file,\n"
-		"#    uneven last batches): every rank must build the same model\n"
-		"#  - a wrap policy that differs per rank (fully_shard applied to other modules, or in\n"
-		"#    another order): apply the same policy on every rank, before any forward\n"
-		"# PyTorch can check this at every call (slow; for debugging only):\n"
-		"#   export TORCH_DISTRIBUTED_DEBUG=DETAIL      # collective fingerprints compared across ranks\n"
-		"#   export TORCH_NCCL_TRACE_BUFFER_SIZE=2000   # Flight Recorder: sequence ids per process group");
+	    "# The ranks ran different code at this point. Look for:\n"
+	    "#  - a collective under a condition that differs per rank: `if rank == 0: dist.all_reduce(...)`,\n"
+	    "#    logging or metrics that reduce on some ranks only, an early exit from a loop\n"
+	    "#  - different model configs or shapes per rank (a config read from a per-node file,\n"
+	    "#    uneven last batches): every rank must build the same model\n"
+	    "#  - a wrap policy that differs per rank (fully_shard applied to other modules, or in\n"
+	    "#    another order): apply the same policy on every rank, before any forward\n"
+	    "# PyTorch can check this at every call (slow; for debugging only):\n"
+	    "#   export TORCH_DISTRIBUTED_DEBUG=DETAIL      # collective fingerprints compared across ranks\n"
+	    "#   export TORCH_NCCL_TRACE_BUFFER_SIZE=2000   # Flight Recorder: sequence ids per process group");
 	f = findings_take(out, self, RULE_ERROR, message, evidence, fsdp2, NULL, NULL);
 	if (!f)
 		return -ENOMEM;
@@ -118,8 +116,7 @@ static int one_mismatch(const struct rule *self, const struct analysis_result *a
 	return 0;
 }
 
-static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c,
-		 findings_t *out)
+static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c, findings_t *out)
 {
 	const struct analysis_flight *fl = &a->flight;
 	uint32_t n = fl->nmismatches < ANALYSIS_MISMATCHES_MAX ? fl->nmismatches : ANALYSIS_MISMATCHES_MAX;
@@ -135,16 +132,15 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 }
 
 const struct rule rule_collective_mismatch = {
-	.id = "collective-mismatch",
-	.title = "Ranks issued different collectives at the same point (a desync)",
-	.explanation =
-		"Every rank of a communicator must issue the same sequence of collectives with the same "
-		"arguments: NCCL matches them by order alone. When the N-th collective differs between ranks "
-		"(another operation, another element count or dtype, another root), the ranks took different "
-		"code paths: NCCL then hangs, corrupts data silently (a count that still fits the buffers) or "
-		"fails, depending on what differs. Compared per communicator and sequence number, as PyTorch's "
-		"Flight Recorder matches collectives by process group and sequence id; point-to-point calls "
-		"are left out (the two sides of a send differ by nature).",
-	.max_severity = RULE_ERROR,
-	.check = check,
+    .id = "collective-mismatch",
+    .title = "Ranks issued different collectives at the same point (a desync)",
+    .explanation = "Every rank of a communicator must issue the same sequence of collectives with the same "
+		   "arguments: NCCL matches them by order alone. When the N-th collective differs between ranks "
+		   "(another operation, another element count or dtype, another root), the ranks took different "
+		   "code paths: NCCL then hangs, corrupts data silently (a count that still fits the buffers) or "
+		   "fails, depending on what differs. Compared per communicator and sequence number, as PyTorch's "
+		   "Flight Recorder matches collectives by process group and sequence id; point-to-point calls "
+		   "are left out (the two sides of a send differ by nature).",
+    .max_severity = RULE_ERROR,
+    .check = check,
 };

@@ -61,8 +61,7 @@ char *flight_comm_text(const struct analysis_result *a, uint64_t id, int32_t nra
 	return buf;
 }
 
-char *flight_rank_text(const struct analysis_result *a, const struct analysis_flight_rank *r, char *buf,
-		       size_t len)
+char *flight_rank_text(const struct analysis_result *a, const struct analysis_flight_rank *r, char *buf, size_t len)
 {
 	const struct source_summary *s = flight_source(a, r->source);
 
@@ -161,29 +160,30 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 	flight_rank_list(h->waiting, h->nwaiting, h->nwaiting, waiting, sizeof(waiting));
 	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
 	if (h->nmissing)
-		snprintf(buf, len, "missing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
+		snprintf(buf, len,
+			 "missing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
 			 who, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
 	else
-		snprintf(buf, len, "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "
-				   "none came out; rank%s %s %s waited %s (%s)",
+		snprintf(buf, len,
+			 "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "
+			 "none came out; rank%s %s %s waited %s (%s)",
 			 h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
 	return buf;
 }
 
-char *flight_mismatch_line(const struct analysis_result *a, const struct analysis_mismatch *m, char *buf,
-			   size_t len)
+char *flight_mismatch_line(const struct analysis_result *a, const struct analysis_mismatch *m, char *buf, size_t len)
 {
 	char comm[160], ra[200], rb[200], sa[96], sb[96];
 
 	flight_comm_text(a, m->comm_id, m->nranks, comm, sizeof(comm));
 	flight_int_list(m->a_ranks, m->na, m->na, ra, sizeof(ra));
 	flight_int_list(m->b_ranks, m->nb, m->nb, rb, sizeof(rb));
-	snprintf(buf, len, "communicator %s, collective #%" PRIu64 ": rank%s %s issued %s; rank%s %s issued %s%s",
-		 comm, m->comm_seq, m->na == 1 ? "" : "s", ra, flight_signature_text(&m->a, sa, sizeof(sa)),
+	snprintf(buf, len, "communicator %s, collective #%" PRIu64 ": rank%s %s issued %s; rank%s %s issued %s%s", comm,
+		 m->comm_seq, m->na == 1 ? "" : "s", ra, flight_signature_text(&m->a, sa, sizeof(sa)),
 		 m->nb == 1 ? "" : "s", rb, flight_signature_text(&m->b, sb, sizeof(sb)),
 		 m->others ? " (and other ranks something else)" : "");
 	return buf;

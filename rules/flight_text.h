@@ -39,8 +39,7 @@ char *flight_comm_text(const struct analysis_result *a, uint64_t id, int32_t nra
 
 /* flight_rank_text - "rank 2 (host node1, pid 4242)"; the host is left out
  * when unknown. */
-char *flight_rank_text(const struct analysis_result *a, const struct analysis_flight_rank *r, char *buf,
-		       size_t len);
+char *flight_rank_text(const struct analysis_result *a, const struct analysis_flight_rank *r, char *buf, size_t len);
 
 /* flight_rank_list - the ranks of list[0..n) as "0, 1, 3", with "and K
  * more" when total > n. */
@@ -67,7 +66,6 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 /* flight_mismatch_line - one line of a mismatch: "communicator 0123...,
  * collective #5: ranks 0, 1 issued AllGather count 1000 bf16; rank 2 issued
  * AllGather count 999 bf16". */
-char *flight_mismatch_line(const struct analysis_result *a, const struct analysis_mismatch *m, char *buf,
-			   size_t len);
+char *flight_mismatch_line(const struct analysis_result *a, const struct analysis_mismatch *m, char *buf, size_t len);
 
 #endif

@@ -37,7 +37,8 @@ static void add_hang(struct analysis_result *a)
 	h->op = FSS_OP_ALLGATHER;
 	h->dtype = FSS_DTYPE_BFLOAT16;
 	for (uint32_t r = 0; r < 4; r++) {
-		struct analysis_flight_rank fr = {.rank = (int32_t)r, .global_rank = (int32_t)r, .source = r, .pid = 1000 + r};
+		struct analysis_flight_rank fr = {
+		    .rank = (int32_t)r, .global_rank = (int32_t)r, .source = r, .pid = 1000 + r};
 
 		if (r == 2) {
 			fr.since_ns = 77 * S;
@@ -63,8 +64,8 @@ static void add_mismatch(struct analysis_result *a)
 	m->comm_id = COMM;
 	m->comm_seq = 5;
 	m->nranks = 4;
-	m->a = (struct analysis_signature){.count = 1000, .root = -1, .op = FSS_OP_ALLGATHER,
-					   .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
+	m->a = (struct analysis_signature){
+	    .count = 1000, .root = -1, .op = FSS_OP_ALLGATHER, .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
 	m->b = m->a;
 	m->b.count = 999;
 	m->a_ranks[m->na++] = 0;

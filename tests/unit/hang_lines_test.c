@@ -57,12 +57,12 @@ static void add_hang(struct analysis_result *r, uint64_t seq, uint64_t waited_ns
 	h->op = FSS_OP_ALLGATHER;
 	h->dtype = FSS_DTYPE_BFLOAT16;
 	h->waited_ns = waited_ns;
-	h->waiting[h->nwaiting++] = (struct analysis_flight_rank){.rank = 0, .source = 0, .pid = 500,
-								 .since_ns = waited_ns, .evidence = ANALYSIS_WAIT_HOST};
-	h->waiting[h->nwaiting++] = (struct analysis_flight_rank){.rank = 2, .source = 2, .pid = 502,
-								 .since_ns = waited_ns, .evidence = ANALYSIS_WAIT_HOST};
-	h->missing[h->nmissing++] = (struct analysis_flight_rank){.rank = 1, .source = 1, .pid = 501,
-								 .since_ns = waited_ns + S, .last_seq = seq - 1};
+	h->waiting[h->nwaiting++] = (struct analysis_flight_rank){
+	    .rank = 0, .source = 0, .pid = 500, .since_ns = waited_ns, .evidence = ANALYSIS_WAIT_HOST};
+	h->waiting[h->nwaiting++] = (struct analysis_flight_rank){
+	    .rank = 2, .source = 2, .pid = 502, .since_ns = waited_ns, .evidence = ANALYSIS_WAIT_HOST};
+	h->missing[h->nmissing++] = (struct analysis_flight_rank){
+	    .rank = 1, .source = 1, .pid = 501, .since_ns = waited_ns + S, .last_seq = seq - 1};
 }
 
 static void add_mismatch(struct analysis_result *r, uint64_t seq)
@@ -75,8 +75,8 @@ static void add_mismatch(struct analysis_result *r, uint64_t seq)
 	m->comm_id = 0x5eed;
 	m->comm_seq = seq;
 	m->nranks = 3;
-	m->a = (struct analysis_signature){.count = 100, .root = -1, .op = FSS_OP_ALLGATHER,
-					   .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
+	m->a = (struct analysis_signature){
+	    .count = 100, .root = -1, .op = FSS_OP_ALLGATHER, .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
 	m->b = m->a;
 	m->b.count = 99;
 	m->a_ranks[m->na++] = 1;
@@ -127,8 +127,9 @@ static void test_hang_once_then_cleared(void **state)
 	r->flight.hangs[0].waited_ns = 2 * S;
 	assert_int_equal(update(h, r, NULL, &text), 1);
 	assert_memory_equal(text, "fsdpscope: collective-hang: ", 28);
-	contains(text, "missing rank 1 (host host1, pid 501); collective #57 (AllGather) of communicator 0000000000005eed "
-		       "(3 ranks); ranks 0, 2 have waited 2.00 s (host)\n");
+	contains(text,
+		 "missing rank 1 (host host1, pid 501); collective #57 (AllGather) of communicator 0000000000005eed "
+		 "(3 ranks); ranks 0, 2 have waited 2.00 s (host)\n");
 	free(text);
 	/* the next diagnoses of the same hang say nothing */
 	r->flight.hangs[0].waited_ns = 3 * S;
@@ -140,8 +141,9 @@ static void test_hang_once_then_cleared(void **state)
 	memset(&r->flight.hangs, 0, sizeof(r->flight.hangs));
 	r->flight.nhangs = r->flight.hangs_total = 0;
 	assert_int_equal(update(h, r, NULL, &text), 1);
-	contains(text, "fsdpscope: collective-hang cleared: collective #57 (AllGather) of communicator 0000000000005eed "
-		       "(3 ranks)");
+	contains(text,
+		 "fsdpscope: collective-hang cleared: collective #57 (AllGather) of communicator 0000000000005eed "
+		 "(3 ranks)");
 	free(text);
 	assert_int_equal(update(h, r, NULL, &text), 0);
 	free(text);
@@ -227,10 +229,10 @@ static void test_mismatches_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hang_once_then_cleared),
-		cmocka_unit_test(test_unlisted_hang_not_cleared),
-		cmocka_unit_test(test_mismatch_once_and_disabled_rules),
-		cmocka_unit_test(test_mismatches_bounded),
+	    cmocka_unit_test(test_hang_once_then_cleared),
+	    cmocka_unit_test(test_unlisted_hang_not_cleared),
+	    cmocka_unit_test(test_mismatch_once_and_disabled_rules),
+	    cmocka_unit_test(test_mismatches_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -180,8 +180,8 @@ static void test_hang_with_every_rank_inside(void **state)
 
 	(void)state;
 	h->nmissing = 0;
-	h->waiting[2] = (struct analysis_flight_rank){.rank = 2, .source = 2, .pid = 1002, .since_ns = 80 * S,
-						      .last_seq = 17, .evidence = ANALYSIS_WAIT_GPU};
+	h->waiting[2] = (struct analysis_flight_rank){
+	    .rank = 2, .source = 2, .pid = 1002, .since_ns = 80 * S, .last_seq = 17, .evidence = ANALYSIS_WAIT_GPU};
 	h->nwaiting = 4;
 	list = fixture_run(&rule_collective_hang, a, NULL);
 	assert_int_equal(findings_count(list), 1);
@@ -220,8 +220,8 @@ static struct analysis_result *desynced(void)
 	m->nranks = 4;
 	m->na = 3;
 	m->nb = 1;
-	m->a = (struct analysis_signature){.count = 1000, .root = -1, .op = FSS_OP_ALLGATHER,
-					   .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
+	m->a = (struct analysis_signature){
+	    .count = 1000, .root = -1, .op = FSS_OP_ALLGATHER, .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
 	m->b = m->a;
 	m->b.count = 999;
 	m->a_ranks[0] = 0;
@@ -243,11 +243,13 @@ static void test_mismatch_names_both_signatures(void **state)
 	f = findings_get(list, 0);
 	assert_int_equal(f->severity, RULE_ERROR);
 	assert_string_equal(f->rule->id, "collective-mismatch");
-	contains(f->message, "as #5: AllGather count 1000 bfloat16 on ranks 0, 1, 3, AllGather count 999 bfloat16 on rank 2");
+	contains(f->message,
+		 "as #5: AllGather count 1000 bfloat16 on ranks 0, 1, 3, AllGather count 999 bfloat16 on rank 2");
 	contains(f->message, "(count 1000 vs 999)");
 	contains(f->evidence, "signature a: AllGather count 1000 bfloat16, issued by 3 ranks: 0, 1, 3");
-	contains(f->evidence, "signature b: AllGather count 999 bfloat16, issued by 1 rank: 2 (its first rank: host node-b, "
-			      "pid 1002)");
+	contains(f->evidence,
+		 "signature b: AllGather count 999 bfloat16, issued by 1 rank: 2 (its first rank: host node-b, "
+		 "pid 1002)");
 	contains(f->fix_fsdp2, "wrap policy that differs per rank");
 	contains(f->fix_fsdp2, "different model configs");
 	assert_true(fixture_metric(f, "a_count") == 1000);
@@ -268,16 +270,16 @@ static void test_mismatch_of_root_and_op(void **state)
 	findings_t *list;
 
 	(void)state;
-	m->a = (struct analysis_signature){.count = 64, .root = 0, .op = FSS_OP_BROADCAST, .dtype = FSS_DTYPE_FLOAT32,
-					   .redop = FSS_REDOP_NONE};
+	m->a = (struct analysis_signature){
+	    .count = 64, .root = 0, .op = FSS_OP_BROADCAST, .dtype = FSS_DTYPE_FLOAT32, .redop = FSS_REDOP_NONE};
 	m->b = m->a;
 	m->b.root = 1;
 	list = fixture_run(&rule_collective_mismatch, a, NULL);
 	contains(findings_get(list, 0)->message, "Broadcast count 64 float32 root 0 on ranks 0, 1, 3");
 	contains(findings_get(list, 0)->message, "(root 0 vs 1)");
 	findings_free(list);
-	m->b = (struct analysis_signature){.count = 64, .root = -1, .op = FSS_OP_ALLREDUCE, .dtype = FSS_DTYPE_FLOAT32,
-					   .redop = FSS_REDOP_SUM};
+	m->b = (struct analysis_signature){
+	    .count = 64, .root = -1, .op = FSS_OP_ALLREDUCE, .dtype = FSS_DTYPE_FLOAT32, .redop = FSS_REDOP_SUM};
 	list = fixture_run(&rule_collective_mismatch, a, NULL);
 	contains(findings_get(list, 0)->message, "AllReduce count 64 float32 redop sum on rank 2");
 	contains(findings_get(list, 0)->message, "op Broadcast vs AllReduce");
@@ -317,8 +319,9 @@ static void test_live_lines(void **state)
 	release(a);
 	a = desynced();
 	flight_mismatch_line(a, &a->flight.mismatches[0], line, sizeof(line));
-	contains(line, "collective #5: ranks 0, 1, 3 issued AllGather count 1000 bfloat16; rank 2 issued AllGather count 999 "
-		       "bfloat16");
+	contains(line,
+		 "collective #5: ranks 0, 1, 3 issued AllGather count 1000 bfloat16; rank 2 issued AllGather count 999 "
+		 "bfloat16");
 	release(a);
 	/* what "no hang" rests on */
 	a = hung(75 * S);
@@ -333,15 +336,15 @@ static void test_live_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hang_names_missing_and_waiting),
-		cmocka_unit_test(test_hang_below_timeout_is_silent),
-		cmocka_unit_test(test_no_flight_no_finding),
-		cmocka_unit_test(test_hang_with_every_rank_inside),
-		cmocka_unit_test(test_hangs_beyond_the_list_are_counted),
-		cmocka_unit_test(test_mismatch_names_both_signatures),
-		cmocka_unit_test(test_mismatch_of_root_and_op),
-		cmocka_unit_test(test_registry_reports_flight_first),
-		cmocka_unit_test(test_live_lines),
+	    cmocka_unit_test(test_hang_names_missing_and_waiting),
+	    cmocka_unit_test(test_hang_below_timeout_is_silent),
+	    cmocka_unit_test(test_no_flight_no_finding),
+	    cmocka_unit_test(test_hang_with_every_rank_inside),
+	    cmocka_unit_test(test_hangs_beyond_the_list_are_counted),
+	    cmocka_unit_test(test_mismatch_names_both_signatures),
+	    cmocka_unit_test(test_mismatch_of_root_and_op),
+	    cmocka_unit_test(test_registry_reports_flight_first),
+	    cmocka_unit_test(test_live_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
