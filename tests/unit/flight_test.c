@@ -535,6 +535,57 @@ static void test_ended_rank(void **state)
 	job_end(&j);
 }
 
+static void group_end(struct out *o, const struct rank *r, uint32_t group_id, uint32_t calls, uint64_t t0,
+		      uint64_t t1)
+{
+	struct fss_rec_group g;
+
+	record_init(&g, FSS_REC_GROUP, sizeof(g), r->source);
+	g.group_id = group_id;
+	g.calls = calls;
+	g.start_ns = t0;
+	g.end_enter_ns = t0 + 1000;
+	g.end_exit_ns = t1;
+	put(o, &g);
+}
+
+/* Calls inside ncclGroupStart/End return at enqueue; the group blocks in
+ * ncclGroupEnd: its calls are left at the group record. */
+static void test_group_hang(void **state)
+{
+	(void)state;
+	struct job j;
+	struct call g = AG;
+	g.group_id = 1;
+	job_start(&j, 3, FSS_FEATURE_ENTER);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 2; i++) {
+		collective(&j.o, &j.r[i], &g, T_HUNG, T_HUNG + 1000, 1);
+		collective(&j.o, &j.r[i], &g, T_HUNG + 2000, T_HUNG + 3000, 1);
+	}
+	for (int i = 0; i < 3; i++)
+		alive(&j.o, &j.r[i], T_HUNG + 61 * S);
+	struct analysis_result *r = snap(&j);
+	assert_int_equal(r->flight.nhangs, 1);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG); /* the group's first call */
+	assert_int_equal(h->nwaiting, 2);
+	assert_int_equal(h->waiting[0].evidence, ANALYSIS_WAIT_HOST);
+	assert_int_equal(h->waiting[0].since_ns, 61 * S);
+	assert_int_equal(h->nmissing, 1);
+	assert_int_equal(h->missing[0].rank, 2);
+	analysis_result_free(r);
+
+	/* the groups return (rank 2 came after all): nothing waits */
+	for (int i = 0; i < 2; i++)
+		group_end(&j.o, &j.r[i], 1, 2, T_HUNG, T_HUNG + 62 * S);
+	r = snap(&j);
+	assert_int_equal(r->flight.nhangs, 0);
+	assert_int_equal(r->flight.in_flight, 0);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
 /* ---- hangs: GPU evidence ---------------------------------------------------- */
 
 #define CUPTI_BASE (5 * S) /* CUPTI's clock reads this at CLOCK_MONOTONIC BASE */
@@ -769,6 +820,34 @@ static void test_mismatch_count_op_root(void **state)
 	job_end(&j);
 }
 
+/* A rank whose records lost 21 calls counts its comm_seq from what the
+ * trace holds: its numbers are off by 21, and its signatures (which
+ * alternate) would all differ from the others': they are not compared. */
+static void test_lost_calls_not_compared(void **state)
+{
+	(void)state;
+	struct job j;
+	struct call half = AG;
+	half.count = AG.count / 2;
+	job_start(&j, 3, FSS_FEATURE_ENTER);
+	for (int c = 1; c <= 300; c++)
+		for (int i = 0; i < 3; i++) {
+			uint64_t t = BASE + S + (uint64_t)c * STEP;
+
+			if (i == 1 && c >= 10 && c <= 30) {
+				j.r[i].seq++; /* lost: never reached the trace */
+				continue;
+			}
+			collective(&j.o, &j.r[i], c % 2 ? &AG : &half, t, t + STEP / 2, 1);
+		}
+	struct analysis_result *r = NULL;
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nmismatches, 0);
+	assert_int_equal(r->flight.mismatched_collectives, 0);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
 /* The calls never return (the stand-in blocks on the wrong size forever):
  * the enter records alone show the mismatch. */
 static void test_mismatch_from_enter(void **state)
@@ -952,11 +1031,13 @@ int main(void)
 		cmocka_unit_test(test_complete_trace),
 		cmocka_unit_test(test_all_entered_none_left),
 		cmocka_unit_test(test_ended_rank),
+		cmocka_unit_test(test_group_hang),
 		cmocka_unit_test(test_gpu_hang),
 		cmocka_unit_test(test_gpu_untied),
 		cmocka_unit_test(test_sync_hang),
 		cmocka_unit_test(test_mismatch_count_op_root),
 		cmocka_unit_test(test_mismatch_from_enter),
+		cmocka_unit_test(test_lost_calls_not_compared),
 		cmocka_unit_test(test_two_hosts),
 		cmocka_unit_test(test_bounded),
 		cmocka_unit_test(test_trace_file),
