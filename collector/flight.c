@@ -1167,9 +1167,13 @@ int flight_fill(const flight_t *f, uint64_t timeout_ns, uint64_t now_realtime_ns
 		}
 		/* collectives some rank is inside: distinct numbers waited in */
 		qsort(w, c->nmembers, sizeof(*w), wait_n_cmp);
+		uint64_t counted = 0;
+
 		for (size_t k = 0; k < c->nmembers; k++)
-			if (w[k].n && !w[k].ended && (k == 0 || w[k - 1].n != w[k].n || w[k - 1].ended))
+			if (w[k].n && !w[k].ended && w[k].n != counted) {
+				counted = w[k].n;
 				out->in_flight++;
+			}
 		if (comm_hang(c, w, c->nmembers, out->timeout_ns, out->now_realtime_ns, &h))
 			hang_keep(out, &h);
 	}
