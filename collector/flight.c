@@ -36,15 +36,12 @@
 #define FL_SYNCS_MAX 8u
 /* NCCL kernels (and correlations) waiting to be tied, per source. */
 #define FL_UNTIED_MAX 64u
-/* Calls may reach the trace a little out of seq order (one thread's call
- * entered before another's that was recorded ahead of it): more seq numbers
- * than this missing below the highest one seen are calls lost. */
-#define FL_SEQ_REORDER 8u
 /* Source ids below this are found through a direct index. */
 #define FL_DIRECT_MAX (1u << 20)
 
 /* fl_seq.flags */
-#define FL_SEQ_SIGNED 1u /* its signature went to the communicator's window */
+#define FL_SEQ_SIGNED 1u    /* its signature went to the communicator's window */
+#define FL_SEQ_UNCERTAIN 2u /* placed while calls numbered before it were missing: its comm_seq may be off */
 
 struct fl_seq {
 	uint64_t seq;      /* 0: empty */
@@ -105,9 +102,9 @@ struct fl_source {
 	uint64_t end_ns;         /* host time it ended */
 	int has_enter, has_gpu;  /* enter records; GPU intervals */
 	int cupti_tied;          /* an NCCL kernel was tied to one of its calls */
-	uint64_t max_seq, seen_seqs; /* the highest seq placed, and how many were */
-	int numbers_off;         /* calls missing (lost, left out by --keep, or before the trace starts): its
-	                            comm_seq numbers count what the trace holds, and are not compared */
+	uint64_t seen_seqs;      /* calls with a seq placed */
+	int numbers_off;         /* --keep summary left calls out: its comm_seq numbers count what the trace
+	                            holds, and are not compared */
 	uint64_t gpu_latest_end; /* latest end of any GPU activity, host base */
 	uint64_t untied_start;   /* latest start of an NCCL kernel not tied to a call, host base */
 	struct fl_rank_comm *rcs;
@@ -568,15 +565,18 @@ static struct fl_call *call_place(flight_t *f, struct fl_source *fs, const struc
 	if (rc->open_group && a->group_id != rc->open_group)
 		group_close(rc, a->enter_ns);
 	n = ++rc->issued;
-	if (a->seq) {
+	if (a->seq)
 		fs->seen_seqs++;
-		if (a->seq > fs->max_seq)
-			fs->max_seq = a->seq;
-		if (fs->max_seq > fs->seen_seqs + FL_SEQ_REORDER)
-			fs->numbers_off = 1;
-	}
 	if (e) {
-		*e = (struct fl_seq){.seq = a->seq, .comm_seq = n, .rc = (uint32_t)(rc - fs->rcs), .group_id = a->group_id};
+		/* seq numbers count every call from 1: fewer placed than this one's
+		 * number means calls before it are missing (lost, or before the
+		 * trace starts), or still to come (another thread's): either way its
+		 * comm_seq may differ from the one its peers give the same call */
+		*e = (struct fl_seq){.seq = a->seq,
+				     .comm_seq = n,
+				     .rc = (uint32_t)(rc - fs->rcs),
+				     .group_id = a->group_id,
+				     .flags = fs->seen_seqs < a->seq ? FL_SEQ_UNCERTAIN : 0};
 		*seqp = e;
 	} else {
 		*seqp = NULL;
@@ -604,10 +604,7 @@ static int call_sign(flight_t *f, struct fl_source *fs, struct fl_rank_comm *rc,
 					 .dtype = a->dtype,
 					 .redop = a->redop};
 
-	/* a source that dropped records may have lost calls */
-	if (fs->src->drops.ring || fs->src->drops.sink)
-		fs->numbers_off = 1;
-	if (!c || (e && (e->flags & FL_SEQ_SIGNED)) || fs->numbers_off)
+	if (!c || (e && (e->flags & (FL_SEQ_SIGNED | FL_SEQ_UNCERTAIN))) || fs->numbers_off)
 		return 0;
 	if (e)
 		e->flags |= FL_SEQ_SIGNED;
