@@ -21,7 +21,7 @@ const char cmd_lint_help[] =
 	"    fsdpscope lint - check a trace against the FSDP wrap, overlap and memory rules\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope lint [--json] [--fail-on info|warning|error] [--layers L]\n"
-	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE\n\n"
+	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE...\n\n"
 	"DESCRIPTION\n"
 	"    Analyses TRACE (written by 'fsdpscope run', the collector, or an agent's file\n"
 	"    sink) as 'fsdpscope report' does, runs every rule over the analysis and prints\n"
@@ -32,6 +32,12 @@ const char cmd_lint_help[] =
 	"    trace cannot vouch for (a rank lost collectives in them, or its records stop\n"
 	"    in them without a process_end) are left out, and lint says so on standard\n"
 	"    error.\n\n"
+	"    Several TRACEs (or folders: their *.fss files, in name order) are one job whose\n"
+	"    nodes each had a collector: they are merged, every node's clock moved onto the\n"
+	"    first trace's (clock anchors, refined by the collectives the nodes share), and\n"
+	"    diagnosed as one; 'fsdpscope report' shows each node's offset and residual\n"
+	"    (docs/collect.md, \"More than one node\"). A process found in two traces is an\n"
+	"    error. A trace that holds only some of its job's ranks is said to be partial.\n\n"
 	"    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
 	"    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
 	"    micro-batch and per step (docs/patterns.md).\n\n"
@@ -90,7 +96,8 @@ const char cmd_lint_help[] =
 	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
 	"    fsdpscope lint --threshold exposed_fraction=0.1 --threshold small_gather_bytes=4Mi run.fss\n"
 	"    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
-	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n";
+	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
+	"    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n";
 
 enum { OPT_JSON = DIAG_OPT_END, OPT_FAIL_ON, OPT_BRIEF, OPT_HELP };
 
@@ -144,8 +151,8 @@ int cmd_lint(int argc, char **argv)
 		}
 	}
 	/* A trace (or folder) a killed run left: say so before reading it. */
-	if (optind < argc)
-		run_unfinished_note(argv[optind], "fsdpscope lint", stderr);
+	for (int i = optind; i < argc; i++)
+		run_unfinished_note(argv[i], "fsdpscope lint", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
 		return EXIT_USAGE;
 	if (json) {
@@ -169,26 +176,26 @@ int cmd_lint(int argc, char **argv)
 	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", d.trace_path,
 			d.damage);
 	if (d.result->trace.dropped_records)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
 				"incomplete trace\n",
-			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+			d.trace_path, (unsigned long long)d.result->trace.dropped_records);
 	if (report_sources_troubled(d.result))
 		fprintf(stderr, "fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
 				"the verdict is drawn from an incomplete trace\n",
-			argv[optind], report_sources_troubled(d.result), d.result->nsources,
+			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
 			json ? "the report's \"sources\"" : "listed above");
-	lint_print_left_out(stderr, argv[optind], d.result);
+	lint_print_left_out(stderr, d.trace_path, d.result);
 	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
 				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
 				"ranges\n",
-			argv[optind]);
+			d.trace_path);
 	rc = lint_exit_status(d.result, d.damage[0] != 0, max, fail_on);
 	if (rc == EXIT_UNDIAGNOSED)
-		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", argv[optind], d.result->undecided_why,
+		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", d.trace_path, d.result->undecided_why,
 			d.result->trace.collectives ? "" : " (was the job run under 'fsdpscope run'?)");
 	diagnosis_free(&d);
 	return rc;

@@ -146,12 +146,19 @@ int dtype_bytes_parse(const char *text, double *out);
  */
 int optimizer_bytes_parse(const char *text, double *out);
 
+struct merge;
+
 /* The outcome of one diagnosis. */
 struct diagnosis {
 	struct analysis_result *result; /* owned */
 	findings_t *findings;           /* owned */
-	const char *trace_path;         /* borrowed */
+	const char *trace_path;         /* the trace, or with several all of them ("a.fss b.fss"); borrowed or
+	                                   label's */
 	char damage[256];               /* "" or where and why the trace stopped being readable */
+	struct merge *merge;            /* owned: the nodes of a job read from several traces, NULL for one */
+	char **paths;                   /* owned: the traces read, a folder's files in its place */
+	size_t npaths;
+	char *label;                    /* owned: trace_path when made here */
 };
 
 /*
@@ -178,14 +185,37 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 		  size_t errlen);
 
 /*
+ * diagnosis_run_traces - diagnosis_run over the n traces at paths, one job
+ * (collector/merge.h: each trace a node's, sources renumbered, clocks
+ * aligned on the first trace's); n == 1 is diagnosis_run. The paths are
+ * borrowed. A process found in two traces is refused (-EEXIST, err names
+ * it); damage of any trace is in d->damage, prefixed with its path.
+ */
+int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagnosis_flags *f, struct diagnosis *d,
+			 char *err, size_t errlen);
+
+/*
  * diagnosis_run_args - what lint and report do once their options are
- * parsed: check that exactly one TRACE remains in argv[first..argc), run
- * the diagnosis on it, and on failure say why on stderr as "fsdpscope CMD:
- * ...". Returns 0, or EXIT_USAGE (bad arguments, unreadable or damaged
- * trace).
+ * parsed: the TRACEs that remain in argv[first..argc) (at least one; a
+ * folder stands for its *.fss files, in name order, and which were read is
+ * said on stderr), run the diagnosis on them as one job, and on failure say
+ * why on stderr as "fsdpscope CMD: ...". A trace that holds only some of
+ * its job's ranks is said on stderr to be a partial job. Returns 0, or
+ * EXIT_USAGE (bad arguments, unreadable or damaged trace, a process in two
+ * traces).
  */
 int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d);
+
+/*
+ * diagnosis_trace_args - the traces argv[first..argc) names (at least one;
+ * a folder stands for its *.fss files, in name order, said on stderr as
+ * "fsdpscope CMD: DIR: reading ..."), into *paths (the caller's:
+ * diagnosis_trace_args_free) and *n. Returns 0, or EXIT_USAGE with why on
+ * stderr (none given, a folder without a trace or that cannot be read).
+ */
+int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***paths, size_t *n);
+void diagnosis_trace_args_free(char **paths, size_t n);
 
 /*
  * diagnosis_layers_max - the largest --layers that can describe the trace a

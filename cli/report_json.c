@@ -7,6 +7,7 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
+#include "cli/report_nodes.h"
 #include "common/json.h"
 
 #include "common/record.h"
@@ -672,6 +673,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
 	write_sources(&w, a);
+	jw_sep(&w, "nodes"), report_nodes_json(out, d, w.depth + 1);
 	write_options(&w, &a->options, rules);
 	jw_open(&w, "notes", '[');
 	for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)

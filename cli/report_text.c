@@ -3,6 +3,7 @@
  * findings' blocks (lint, report, the summary after `fsdpscope run`).
  */
 #include "cli/diagnosis.h"
+#include "cli/report_nodes.h"
 #include "cli/report_sources.h"
 
 #include "common/record.h"
@@ -395,6 +396,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	char b1[32], b2[32], b3[32], b4[32], t1[64], t2[64];
 
 	print_overview(out, d);
+	report_nodes_text(out, d);
 	fprintf(out, "sizes       AllGather per call %s .. %s (median %s per rank, %s), ReduceScatter median %s (%s)\n",
 		rule_format_bytes((double)s->allgather_bytes_min, b1, sizeof(b1)),
 		rule_format_bytes((double)s->allgather_bytes_max, b2, sizeof(b2)),
