@@ -44,9 +44,9 @@
 #define FL_SEQ_UNCERTAIN 2u /* placed while calls numbered before it were missing: its comm_seq may be off */
 
 struct fl_seq {
-	uint64_t seq;      /* 0: empty */
+	uint64_t seq; /* 0: empty */
 	uint64_t comm_seq;
-	uint32_t rc;       /* index into the source's rank_comms */
+	uint32_t rc; /* index into the source's rank_comms */
 	uint32_t group_id;
 	uint32_t flags;
 	uint32_t reserved;
@@ -66,18 +66,18 @@ struct fl_call {
 
 struct fl_rank_comm {
 	uint64_t handle, id_hash;
-	uint32_t comm;          /* index into flight.comms */
+	uint32_t comm; /* index into flight.comms */
 	int32_t rank, nranks;
-	uint32_t open_group;    /* group whose calls returned at enqueue, its ncclGroupEnd not yet */
-	uint64_t issued;        /* comm_seq of the latest call counted */
-	uint64_t entered;       /* highest comm_seq entered */
-	uint64_t left;          /* highest comm_seq returned (a group's calls: at its group record) */
-	uint64_t done_exit_ns;  /* host time `left` returned */
-	uint8_t done_op;        /* its op */
+	uint32_t open_group;   /* group whose calls returned at enqueue, its ncclGroupEnd not yet */
+	uint64_t issued;       /* comm_seq of the latest call counted */
+	uint64_t entered;      /* highest comm_seq entered */
+	uint64_t left;	       /* highest comm_seq returned (a group's calls: at its group record) */
+	uint64_t done_exit_ns; /* host time `left` returned */
+	uint8_t done_op;       /* its op */
 	uint8_t reserved[7];
-	uint64_t group_hi;      /* highest comm_seq of the open group */
-	uint64_t gpu_done;      /* highest comm_seq whose NCCL kernel CUPTI reported */
-	uint64_t sync_n;        /* `left` when the oldest open synchronize was entered */
+	uint64_t group_hi;		    /* highest comm_seq of the open group */
+	uint64_t gpu_done;		    /* highest comm_seq whose NCCL kernel CUPTI reported */
+	uint64_t sync_n;		    /* `left` when the oldest open synchronize was entered */
 	struct fl_call calls[FL_CALL_RING]; /* by comm_seq % FL_CALL_RING */
 };
 
@@ -88,25 +88,25 @@ struct fl_sync {
 };
 
 struct fl_untied {
-	uint32_t corr;      /* CUPTI correlation id, 0 empty */
+	uint32_t corr; /* CUPTI correlation id, 0 empty */
 	uint32_t reserved;
-	uint64_t seq;       /* correlations: the collective; kernels: 0 */
+	uint64_t seq; /* correlations: the collective; kernels: 0 */
 };
 
 struct fl_source {
 	const struct source *src;
 	uint32_t id;
 	int has_hello;
-	int64_t rt_offset;       /* CLOCK_REALTIME - CLOCK_MONOTONIC */
-	int ended;               /* process_end or process_exit */
-	uint64_t end_ns;         /* host time it ended */
-	int has_enter, has_gpu;  /* enter records; GPU intervals */
-	int cupti_tied;          /* an NCCL kernel was tied to one of its calls */
-	uint64_t seen_seqs;      /* calls with a seq placed */
-	int numbers_off;         /* --keep summary left calls out: its comm_seq numbers count what the trace
-	                            holds, and are not compared */
+	int64_t rt_offset;	 /* CLOCK_REALTIME - CLOCK_MONOTONIC */
+	int ended;		 /* process_end or process_exit */
+	uint64_t end_ns;	 /* host time it ended */
+	int has_enter, has_gpu;	 /* enter records; GPU intervals */
+	int cupti_tied;		 /* an NCCL kernel was tied to one of its calls */
+	uint64_t seen_seqs;	 /* calls with a seq placed */
+	int numbers_off;	 /* --keep summary left calls out: its comm_seq numbers count what the trace
+				    holds, and are not compared */
 	uint64_t gpu_latest_end; /* latest end of any GPU activity, host base */
-	uint64_t untied_start;   /* latest start of an NCCL kernel not tied to a call, host base */
+	uint64_t untied_start;	 /* latest start of an NCCL kernel not tied to a call, host base */
 	struct fl_rank_comm *rcs;
 	size_t nrcs, caprcs;
 	size_t last_rc;
@@ -115,22 +115,22 @@ struct fl_source {
 	uint32_t nsyncs;
 	uint32_t untied_at, corr_at;
 	struct fl_untied untied[FL_UNTIED_MAX]; /* kernels with no seq yet */
-	struct fl_untied corrs[FL_UNTIED_MAX];  /* correlation records no kernel used yet */
+	struct fl_untied corrs[FL_UNTIED_MAX];	/* correlation records no kernel used yet */
 };
 
 /* One rank's place in the signature of a comm_seq. */
 struct fl_sig_group {
 	struct analysis_signature sig;
 	uint32_t n;
-	uint32_t kept;             /* ranks[] used */
+	uint32_t kept; /* ranks[] used */
 	int32_t ranks[ANALYSIS_FLIGHT_RANKS_MAX];
 	int32_t min_rank;
-	uint32_t min_rank_source;  /* trace source of min_rank */
+	uint32_t min_rank_source; /* trace source of min_rank */
 };
 
 struct fl_slot {
-	uint64_t comm_seq;         /* 0: empty */
-	uint64_t first_rt;         /* CLOCK_REALTIME of its first report */
+	uint64_t comm_seq; /* 0: empty */
+	uint64_t first_rt; /* CLOCK_REALTIME of its first report */
 	uint32_t ngroups, others;
 	struct fl_sig_group g[FL_SIG_GROUPS];
 };
@@ -146,9 +146,9 @@ struct fl_comm {
 	uint32_t reserved;
 	struct fl_member *members;
 	size_t nmembers, capmembers;
-	uint64_t p2p_from;         /* lowest comm_seq of a Send / Recv on it, 0 none: later numbers are not compared */
-	struct fl_slot *slots;     /* [FL_SIG_WINDOW], made at its first report */
-	uint64_t mismatched;       /* slots retired with a mismatch */
+	uint64_t p2p_from;     /* lowest comm_seq of a Send / Recv on it, 0 none: later numbers are not compared */
+	struct fl_slot *slots; /* [FL_SIG_WINDOW], made at its first report */
+	uint64_t mismatched;   /* slots retired with a mismatch */
 	int has_first;
 	uint64_t first_rt;
 	struct analysis_mismatch first; /* the earliest retired mismatch */
@@ -339,7 +339,8 @@ static struct fl_rank_comm *rank_comm_get(flight_t *f, struct fl_source *fs, uin
 	rc->comm = ci;
 	rc->rank = sc->rank;
 	rc->nranks = sc->nranks;
-	c->members[c->nmembers++] = (struct fl_member){.source = (uint32_t)source_index(f, fs), .rc = (uint32_t)fs->nrcs};
+	c->members[c->nmembers++] =
+	    (struct fl_member){.source = (uint32_t)source_index(f, fs), .rc = (uint32_t)fs->nrcs};
 	fs->last_rc = fs->nrcs;
 	return &fs->rcs[fs->nrcs++];
 oom:
@@ -544,8 +545,8 @@ static void group_close(struct fl_rank_comm *rc, uint64_t exit_ns)
 /* The call's entry in the seq window and on its communicator: found when an
  * earlier record of it (its enter) placed it, else placed now. NULL when its
  * communicator is not known. */
-static struct fl_call *call_place(flight_t *f, struct fl_source *fs, const struct fl_args *a,
-				  struct fl_rank_comm **rcp, struct fl_seq **seqp, int *oom)
+static struct fl_call *call_place(flight_t *f, struct fl_source *fs, const struct fl_args *a, struct fl_rank_comm **rcp,
+				  struct fl_seq **seqp, int *oom)
 {
 	struct fl_seq *e = a->seq ? &fs->seqs[a->seq % FL_SEQ_WINDOW] : NULL;
 	struct fl_rank_comm *rc;
@@ -872,10 +873,10 @@ int flight_feed(flight_t *f, const struct source *src, const struct fss_record_h
 
 /* How one rank waits on one communicator. */
 struct fl_wait {
-	uint64_t n;        /* comm_seq it waits in, 0: it does not */
-	uint64_t waited;   /* ns, to now, or to its end */
-	uint8_t evidence;  /* enum analysis_wait_evidence */
-	uint8_t ended;     /* its process ended */
+	uint64_t n;	  /* comm_seq it waits in, 0: it does not */
+	uint64_t waited;  /* ns, to now, or to its end */
+	uint8_t evidence; /* enum analysis_wait_evidence */
+	uint8_t ended;	  /* its process ended */
 	uint8_t reserved[6];
 	const struct fl_source *fs;
 	const struct fl_rank_comm *rc;
@@ -1051,9 +1052,11 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 				}
 				h->nmissing++;
 			}
-			qsort(h->waiting, h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
+			qsort(h->waiting,
+			      h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
 			      sizeof(h->waiting[0]), flight_rank_cmp);
-			qsort(h->missing, h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
+			qsort(h->missing,
+			      h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
 			      sizeof(h->missing[0]), flight_rank_cmp);
 			return 1;
 		}

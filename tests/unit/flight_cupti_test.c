@@ -191,7 +191,8 @@ static void cupti_job(struct job *j, int later_activity)
 			if (c < N_HUNG) {
 				/* #N's kernel never ends, and the compute after it waits on it */
 				add_kernel(&b, NCCL_AG, corr, (uint32_t)i, to_cupti(t + MS), to_cupti(t + 3 * MS));
-				add_kernel(&b, GEMM, corr + 50, (uint32_t)i, to_cupti(t + 2 * MS), to_cupti(t + 4 * MS));
+				add_kernel(&b, GEMM, corr + 50, (uint32_t)i, to_cupti(t + 2 * MS),
+					   to_cupti(t + 4 * MS));
 			}
 			handle(j, i, &b);
 		}
@@ -281,8 +282,8 @@ int main(void)
 {
 	void *handle_lib = NULL;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_hang_seen_by_cupti_only, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cupti_silent_is_no_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hang_seen_by_cupti_only, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cupti_silent_is_no_evidence, setup, teardown),
 	};
 
 	have_real = cupti_api_load(&real_api, &handle_lib) == 0;

@@ -53,14 +53,14 @@ static inline void put(struct out *o, const void *rec)
 struct rank {
 	uint32_t source;
 	int32_t rank;
-	uint64_t seq;      /* per-source call number of the latest call */
+	uint64_t seq; /* per-source call number of the latest call */
 	int64_t rt_offset;
 	uint32_t sync_id;
 	uint64_t features;
 };
 
 static inline void hello(struct out *o, struct rank *r, uint32_t source, int32_t rank, uint64_t mono, int64_t rt_offset,
-		  uint64_t features)
+			 uint64_t features)
 {
 	struct fss_rec_process_hello h;
 
@@ -81,7 +81,7 @@ static inline void hello(struct out *o, struct rank *r, uint32_t source, int32_t
 }
 
 static inline void comm(struct out *o, const struct rank *r, uint64_t handle, uint64_t id, int32_t nranks, int32_t rank,
-		 uint64_t t)
+			uint64_t t)
 {
 	struct fss_rec_comm c;
 
@@ -107,7 +107,8 @@ struct call {
 	uint64_t handle; /* 0: HANDLE */
 };
 
-static const struct call AG __attribute__((unused)) = {FSS_OP_ALLGATHER, FSS_DTYPE_BFLOAT16, FSS_REDOP_NONE, 4096, -1, 0, 0};
+static const struct call AG
+    __attribute__((unused)) = {FSS_OP_ALLGATHER, FSS_DTYPE_BFLOAT16, FSS_REDOP_NONE, 4096, -1, 0, 0};
 
 static inline void enter(struct out *o, struct rank *r, const struct call *c, uint64_t t)
 {
@@ -130,7 +131,8 @@ static inline void enter(struct out *o, struct rank *r, const struct call *c, ui
 
 /* The collective record of the latest call entered (with_enter), or of a
  * new one. */
-static inline void collective(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1, int with_enter)
+static inline void collective(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1,
+			      int with_enter)
 {
 	struct fss_rec_collective k;
 
@@ -201,7 +203,7 @@ static inline void anchor(struct out *o, const struct rank *r, uint32_t domain, 
 /* An interval as agent/cupti.c writes it: CUPTI time base, an NCCL kernel
  * tied to its call's seq (0: not tied yet). */
 static inline void gpu(struct out *o, const struct rank *r, uint16_t kind, uint64_t start, uint64_t end, uint64_t seq,
-		uint32_t corr)
+		       uint32_t corr)
 {
 	struct fss_rec_gpu_interval g;
 
@@ -313,7 +315,7 @@ static inline void job_end(struct job *j)
 }
 
 static inline void group_end(struct out *o, const struct rank *r, uint32_t group_id, uint32_t calls, uint64_t t0,
-		      uint64_t t1)
+			     uint64_t t1)
 {
 	struct fss_rec_group g;
 

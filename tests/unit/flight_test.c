@@ -720,21 +720,21 @@ static void test_trace_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_hang),
-		cmocka_unit_test(test_wait_under_timeout),
-		cmocka_unit_test(test_complete_trace),
-		cmocka_unit_test(test_all_entered_none_left),
-		cmocka_unit_test(test_ended_rank),
-		cmocka_unit_test(test_group_hang),
-		cmocka_unit_test(test_gpu_hang),
-		cmocka_unit_test(test_gpu_untied),
-		cmocka_unit_test(test_sync_hang),
-		cmocka_unit_test(test_mismatch_count_op_root),
-		cmocka_unit_test(test_mismatch_from_enter),
-		cmocka_unit_test(test_lost_calls_not_compared),
-		cmocka_unit_test(test_two_hosts),
-		cmocka_unit_test(test_bounded),
-		cmocka_unit_test(test_trace_file),
+	    cmocka_unit_test(test_host_hang),
+	    cmocka_unit_test(test_wait_under_timeout),
+	    cmocka_unit_test(test_complete_trace),
+	    cmocka_unit_test(test_all_entered_none_left),
+	    cmocka_unit_test(test_ended_rank),
+	    cmocka_unit_test(test_group_hang),
+	    cmocka_unit_test(test_gpu_hang),
+	    cmocka_unit_test(test_gpu_untied),
+	    cmocka_unit_test(test_sync_hang),
+	    cmocka_unit_test(test_mismatch_count_op_root),
+	    cmocka_unit_test(test_mismatch_from_enter),
+	    cmocka_unit_test(test_lost_calls_not_compared),
+	    cmocka_unit_test(test_two_hosts),
+	    cmocka_unit_test(test_bounded),
+	    cmocka_unit_test(test_trace_file),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
