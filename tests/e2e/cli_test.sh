@@ -144,7 +144,7 @@ if [ -w /dev/full ]; then
   write_fails "help" "$FSS" help
   write_fails "CMD --help" "$FSS" dump --help
   # More than stdio's buffer (4 KiB): the write fails inside a printf, not at the final flush.
-  test "$("$FSS" help lint | wc -c)" -gt 4096 || echo "FAIL: help lint is no longer past 4 KiB: pick a longer output"
+  check "help lint is longer than 4 KiB" test "$("$FSS" help lint | wc -c)" -gt 4096
   write_fails "help lint (past the buffer)" "$FSS" help lint
   write_fails "version" "$FSS" version
 else
