@@ -636,6 +636,7 @@ static void sync_enter(uint16_t kind, const CUpti_CallbackData *cb)
 	r.thread = agent_thread_id();
 	r.peer = -1;
 	r.kind = kind;
+	r.dtype = FSS_DTYPE_UNKNOWN;
 	r.redop = FSS_REDOP_NONE;
 	r.path = FSS_PATH_INTERPOSE;
 	if (cb->correlationData)

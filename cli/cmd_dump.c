@@ -64,7 +64,7 @@ const char cmd_dump_help[] =
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
 	"                           clock_anchor, drops, process_end, correlation,\n"
-	"                           process_exit)\n"
+	"                           process_exit, sink, step_summary, enter, sync_exit)\n"
 	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
 	"                           and the writer's trace_end record (source 4294967295, the\n"
 	"                           file's own) where it lies, last in a closed trace\n"

@@ -1169,7 +1169,7 @@ static void test_sync_records(void **state)
 		assert_int_equal(e->peer, -1);
 		assert_int_equal(e->group_id, 0);
 		assert_int_equal(e->op, 0);
-		assert_int_equal(e->dtype, 0);
+		assert_int_equal(e->dtype, FSS_DTYPE_UNKNOWN);
 		assert_int_equal(e->redop, FSS_REDOP_NONE);
 		assert_int_equal(e->path, FSS_PATH_INTERPOSE);
 		assert_int_equal(e->thread, (uint32_t)gettid());
