@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,22 @@ static int parse_int(const char *text, long lo, long hi, int *out)
 	return 0;
 }
 
+int diagnosis_hang_timeout_parse(const char *text, uint64_t *ns)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	/* "> 0" also refuses NaN; isfinite refuses inf before the cap does */
+	if (end == text || *end || errno || !isfinite(v) || !(v > 0) || v > DIAG_HANG_TIMEOUT_MAX_S)
+		return -EINVAL;
+	*ns = (uint64_t)(v * 1e9);
+	if (*ns == 0)
+		return -EINVAL; /* below a nanosecond */
+	return 0;
+}
+
 /* option_expects - what a shared option takes, for the message that
  * refuses a value. */
 static const char *option_expects(int opt)
@@ -106,6 +123,8 @@ static const char *option_expects(int opt)
 		return "tokens from 0 to 1e15";
 	case DIAG_OPT_FSDP_COMM:
 		return "a communicator id, dimension or name ('fsdpscope report' lists them)";
+	case DIAG_OPT_HANG_TIMEOUT:
+		return "seconds above 0, at most 1e7 (60, 0.5)";
 	default:
 		return "see --help";
 	}
@@ -206,6 +225,10 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		if (!arg[0])
 			goto bad;
 		o->fsdp_comm = arg;
+		return 0;
+	case DIAG_OPT_HANG_TIMEOUT:
+		if (diagnosis_hang_timeout_parse(arg, &o->hang_timeout_ns))
+			goto bad;
 		return 0;
 	case DIAG_OPT_EXPOSED_MIN_NS:
 		if (rule_parse_number(arg, &v) || v > DIAG_EXPOSED_MIN_NS_MAX)

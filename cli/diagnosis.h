@@ -34,6 +34,7 @@ enum diagnosis_opt {
 	DIAG_OPT_TOKENS_PER_STEP,
 	DIAG_OPT_EXPOSED_MIN_NS,
 	DIAG_OPT_FSDP_COMM,
+	DIAG_OPT_HANG_TIMEOUT,
 	DIAG_OPT_END
 };
 
@@ -58,7 +59,19 @@ enum diagnosis_opt {
 	{"flops-per-step", required_argument, NULL, DIAG_OPT_FLOPS_PER_STEP},                                 \
 	{"tokens-per-step", required_argument, NULL, DIAG_OPT_TOKENS_PER_STEP},                               \
 	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS},                                 \
-	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM}
+	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM},                                           \
+	DIAGNOSIS_HANG_OPTION
+
+/* --hang-timeout alone, for `run`, which takes no other analysis flag. */
+#define DIAGNOSIS_HANG_OPTION {"hang-timeout", required_argument, NULL, DIAG_OPT_HANG_TIMEOUT}
+
+/* Its help lines (OPTIONS section), shared by lint, report, run and collect. */
+#define DIAGNOSIS_HANG_HELP \
+	"    --hang-timeout SEC     ranks waiting in a collective longer than SEC seconds while others\n" \
+	"                           have not entered it are a hang (collective-hang, error); also\n" \
+	"                           every rank inside one and none out for SEC (default 60; > 0,\n" \
+	"                           fractions allowed). Set it below the job's own NCCL / PyTorch\n" \
+	"                           timeout, or the job dies before a hang is named\n"
 
 /* The help text of the shared flags (OPTIONS section lines), a string
  * literal so that each command's static help text can include it. */
@@ -81,6 +94,7 @@ enum diagnosis_opt {
 	"    --fsdp-comm ID         the FSDP shard group, by the id or dimension 'report' lists under\n" \
 	"                           communicators (at least 4 hex digits of its start) or by the name\n" \
 	"                           the job gave it (ncclConfig_t.commName); default: told from traffic\n" \
+	DIAGNOSIS_HANG_HELP \
 	"  Ledger and MFU\n" \
 	"    --prefetch N           units gathered ahead (default 1)\n" \
 	"    --param-dtype T        dtype parameters are gathered and computed in: bf16 (default), fp16,\n" \
@@ -104,6 +118,7 @@ enum diagnosis_opt {
 #define DIAG_PEAK_FLOPS_MAX 1e21      /* FLOP/s of one GPU: a thousand times today's */
 #define DIAG_FLOPS_PER_STEP_MAX 1e30
 #define DIAG_TOKENS_PER_STEP_MAX 1e15
+#define DIAG_HANG_TIMEOUT_MAX_S 1e7   /* s: 115 days */
 
 /* --layers may exceed the forward gathers (units holding several layers, or
  * the whole model in one) up to this many layers: the deepest models
@@ -131,6 +146,13 @@ void diagnosis_flags_init(struct diagnosis_flags *f);
  * prefixed with cmd).
  */
 int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const char *cmd);
+
+/*
+ * diagnosis_hang_timeout_parse - --hang-timeout's SEC: a finite number of
+ * seconds above 0 (fractions allowed), at most DIAG_HANG_TIMEOUT_MAX_S, as
+ * nanoseconds in *ns. Returns 0 or -EINVAL.
+ */
+int diagnosis_hang_timeout_parse(const char *text, uint64_t *ns);
 
 /*
  * dtype_bytes_parse - bytes per element of "bf16", "fp16", "fp32", "fp8",
