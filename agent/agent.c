@@ -289,7 +289,9 @@ void agent_hello_build(struct fss_rec_process_hello *h)
 	h->path = FSS_PATH_INTERPOSE;
 	h->agent_version = (uint16_t)(FSS_AGENT_VERSION_MAJOR << 8 | FSS_AGENT_VERSION_MINOR);
 	clock_anchor(&h->mono_ns, &h->realtime_ns);
-	h->features = FSS_FEATURE_NCCL;
+	/* Every collective the wrappers record has its enter record; the
+	 * synchronizes come with CUPTI's callbacks (cupti.c), when it is on. */
+	h->features = FSS_FEATURE_NCCL | FSS_FEATURE_ENTER;
 	h->features |= agent_hooks.gpu_features();
 #ifdef FSS_AGENT_HAVE_NVTX
 	h->features |= FSS_FEATURE_NVTX;

@@ -108,7 +108,9 @@ void agent_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * agent_hello_build - the process_hello of this process as it is now (pid,
  * ppid, rank hints, host and command as interned strings, clock pair,
- * features). The sender writes it first on every new sink.
+ * features: NCCL and ENTER always, CUPTI's as agent_hooks.gpu_features
+ * says, NVTX when built with it). The sender writes it first on every new
+ * sink.
  */
 void agent_hello_build(struct fss_rec_process_hello *hello);
 

@@ -26,6 +26,18 @@
  *   - compute kernels are never launched inside a pushed id: they go out
  *     at once, with the seq if the map happens to have one.
  *
+ * Host waits on the GPU: on the agent's own subscriber (never when another
+ * tool holds CUPTI) the runtime-API callbacks of cudaStreamSynchronize,
+ * cudaEventSynchronize and cudaDeviceSynchronize are enabled, one callback
+ * id at a time, nothing else of the domain. On API_ENTER an enter record
+ * (kind STREAM_SYNC / EVENT_SYNC / DEVICE_SYNC, the stream or event handle,
+ * the last collective seq issued, a per-process sync_id) goes into the
+ * ring; on API_EXIT a sync_exit with the same sync_id and the cudaError_t
+ * returned. Between the two, the sync_id travels in CUPTI's correlationData
+ * and the rest in a per-thread stack of SYNC_NEST_MAX entries. These
+ * callbacks run on the job's threads: a clock read, a relaxed fetch_add and
+ * a ring push, no lock, no allocation, no syscall.
+ *
  * Threads: buffers come to cupti_handle_buffer() on CUPTI's thread and, on
  * a flush, on the flushing thread; one mutex guards the map and the held
  * intervals. None of this is the job's hot path. The hot path is
@@ -221,6 +233,7 @@ int cupti_api_load(struct cupti_api *api, void **handle)
 	RESOLVE(activity_push_external_correlation_id, "cuptiActivityPushExternalCorrelationId", 1);
 	RESOLVE(activity_pop_external_correlation_id, "cuptiActivityPopExternalCorrelationId", 1);
 	RESOLVE(get_timestamp, "cuptiGetTimestamp", 1);
+	RESOLVE(enable_callback, "cuptiEnableCallback", 0);
 #undef RESOLVE
 	*handle = h;
 	return 0;
@@ -550,13 +563,171 @@ static void pool_free_all(void)
 	}
 }
 
-/* ---- start ------------------------------------------------------------- */
+/* ---- host waits: synchronize callbacks -------------------------------- */
 
-/* The agent subscribes only to claim CUPTI; it enables no callback. */
+/* Every callback id of the three synchronizes in the CUDA 13 headers
+ * (cupti_runtime_cbid.h), each with its kind. */
+static const struct {
+	CUpti_CallbackId cbid;
+	uint16_t kind;
+} sync_cbids[] = {
+    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, FSS_ENTER_STREAM_SYNC},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, FSS_ENTER_STREAM_SYNC},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, FSS_ENTER_EVENT_SYNC},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, FSS_ENTER_DEVICE_SYNC},
+};
+#define SYNC_CBIDS (sizeof(sync_cbids) / sizeof(sync_cbids[0]))
+
+/* The parameters CUPTI hands the callbacks: the handle is their only field. */
+static_assert(offsetof(cudaStreamSynchronize_v3020_params, stream) == 0, "stream param moved");
+static_assert(offsetof(cudaStreamSynchronize_ptsz_v7000_params, stream) == 0, "stream param moved");
+static_assert(offsetof(cudaEventSynchronize_v3020_params, event) == 0, "event param moved");
+
+/* Synchronizes a thread is inside: one, in practice (the runtime does not
+ * report the calls it makes itself); an enter whose exit never came is
+ * overwritten. */
+#define SYNC_NEST_MAX 2u
+
+struct sync_open {
+	uint64_t enter_ns;
+	uint64_t after_seq;
+	uint32_t sync_id;
+	uint16_t kind;
+	uint16_t reserved;
+};
+
+static __thread struct sync_open tls_syncs[SYNC_NEST_MAX] __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_sync_depth __attribute__((tls_model("initial-exec")));
+
+static _Atomic uint32_t sync_ids; /* the last sync_id drawn in this process */
+
+static uint16_t sync_kind(CUpti_CallbackId cbid)
+{
+	for (size_t i = 0; i < SYNC_CBIDS; i++)
+		if (sync_cbids[i].cbid == cbid)
+			return sync_cbids[i].kind;
+	return 0;
+}
+
+/* The stream (or event) the call waits on, from its parameters. */
+static uint64_t sync_handle(uint16_t kind, const void *params)
+{
+	if (!params)
+		return 0;
+	if (kind == FSS_ENTER_STREAM_SYNC)
+		return (uint64_t)(uintptr_t)((const cudaStreamSynchronize_v3020_params *)params)->stream;
+	if (kind == FSS_ENTER_EVENT_SYNC)
+		return (uint64_t)(uintptr_t)((const cudaEventSynchronize_v3020_params *)params)->event;
+	return 0;
+}
+
+static void sync_enter(uint16_t kind, const CUpti_CallbackData *cb)
+{
+	struct fss_rec_enter r;
+	struct sync_open *o;
+
+	memset(&r, 0, sizeof(r));
+	r.head.type = FSS_REC_ENTER;
+	r.head.size = sizeof(r);
+	r.sync_id = atomic_fetch_add_explicit(&sync_ids, 1, memory_order_relaxed) + 1;
+	r.seq = atomic_load_explicit(&agent_counters.collectives, memory_order_relaxed);
+	r.stream = sync_handle(kind, cb->functionParams);
+	r.enter_ns = clock_mono_ns();
+	r.thread = agent_thread_id();
+	r.peer = -1;
+	r.kind = kind;
+	r.dtype = FSS_DTYPE_UNKNOWN;
+	r.redop = FSS_REDOP_NONE;
+	r.path = FSS_PATH_INTERPOSE;
+	if (cb->correlationData)
+		*cb->correlationData = r.sync_id;
+	o = &tls_syncs[tls_sync_depth < SYNC_NEST_MAX ? tls_sync_depth++ : SYNC_NEST_MAX - 1];
+	o->enter_ns = r.enter_ns;
+	o->after_seq = r.seq;
+	o->sync_id = r.sync_id;
+	o->kind = kind;
+	agent_emit(&r);
+}
+
+static void sync_exit(const CUpti_CallbackData *cb)
+{
+	uint64_t exit_ns = clock_mono_ns();
+	struct fss_rec_sync_exit r;
+	uint32_t id;
+	size_t i;
+
+	if (!tls_sync_depth)
+		return; /* its enter was not recorded (state, or CUPTI just came up) */
+	id = cb->correlationData ? (uint32_t)*cb->correlationData : tls_syncs[tls_sync_depth - 1].sync_id;
+	for (i = tls_sync_depth; i-- > 0;)
+		if (tls_syncs[i].sync_id == id)
+			break;
+	if (i == (size_t)-1)
+		return; /* not one of ours */
+	/* anything above it lost its exit */
+	tls_sync_depth = (uint32_t)i;
+	memset(&r, 0, sizeof(r));
+	r.head.type = FSS_REC_SYNC_EXIT;
+	r.head.size = sizeof(r);
+	r.enter_ns = tls_syncs[i].enter_ns;
+	r.exit_ns = exit_ns;
+	r.after_seq = tls_syncs[i].after_seq;
+	r.sync_id = id;
+	r.thread = agent_thread_id();
+	r.kind = tls_syncs[i].kind;
+	r.result = cb->functionReturnValue ? (int32_t)(*(const cudaError_t *)cb->functionReturnValue) : 0;
+	agent_emit(&r);
+}
+
+/* The subscriber's callback, on the job's thread inside its CUDA call. Only
+ * the synchronize ids are enabled; anything else is ignored. */
 static void CUPTIAPI subscriber_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id,
 					 const void *data)
 {
+	const CUpti_CallbackData *cb = data;
+	uint16_t kind;
+	int saved = errno;
+
+	(void)userdata;
+	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || !cb ||
+	    atomic_load_explicit(&cupti.status, memory_order_acquire) != AGENT_CUPTI_ON)
+		return;
+	if (!(kind = sync_kind(id)))
+		return;
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (agent_recording())
+			sync_enter(kind, cb);
+	} else if (cb->callbackSite == CUPTI_API_EXIT) {
+		sync_exit(cb); /* written whenever its enter was, so the pair stays whole */
+	}
+	errno = saved;
 }
+
+/* Enable the synchronize callbacks, only those: the rest of the runtime
+ * domain stays off (every enabled id costs the job a callback per call).
+ * Without them CUPTI still gives GPU intervals. */
+static void sync_callbacks_enable(void)
+{
+	size_t on = 0;
+	CUptiResult rc = CUPTI_SUCCESS;
+
+	if (!cupti.api.enable_callback) {
+		say("no cuptiEnableCallback: host waits (synchronizes) are not recorded\n");
+		return;
+	}
+	for (; on < SYNC_CBIDS; on++) {
+		rc = cupti.api.enable_callback(1, cupti.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, sync_cbids[on].cbid);
+		if (rc != CUPTI_SUCCESS)
+			break;
+	}
+	if (on == SYNC_CBIDS)
+		return;
+	while (on > 0)
+		cupti.api.enable_callback(0, cupti.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, sync_cbids[--on].cbid);
+	say("synchronize callbacks refused (%d): host waits are not recorded\n", (int)rc);
+}
+
+/* ---- start ------------------------------------------------------------- */
 
 static CUptiResult subscribe(char *holder, size_t holder_size)
 {
@@ -652,6 +823,7 @@ static void start_locked(void)
 	if (cupti.api.activity_flush_period)
 		cupti.api.activity_flush_period(CUPTI_FLUSH_PERIOD_MS);
 	atomic_store(&cupti.status, AGENT_CUPTI_ON);
+	sync_callbacks_enable();
 	pthread_mutex_lock(&cupti.lock);
 	anchor_emit(clock_mono_ns());
 	pthread_mutex_unlock(&cupti.lock);
@@ -741,6 +913,8 @@ void cupti_after_fork_child(void)
 	cupti.held_count = 0;
 	cupti.held_head = 0;
 	tls_pushed = 0;
+	tls_sync_depth = 0;
+	atomic_store(&sync_ids, 0);
 	if (atomic_load(&cupti.status) == AGENT_CUPTI_ON || atomic_load(&cupti.status) == AGENT_CUPTI_IDLE)
 		atomic_store(&cupti.status, AGENT_CUPTI_FAILED);
 }
@@ -770,6 +944,8 @@ void cupti_test_reset(void)
 	pool_free_all();
 	cupti.said_busy = 0;
 	tls_pushed = 0;
+	tls_sync_depth = 0;
+	atomic_store(&sync_ids, 0);
 	atomic_store(&cupti.status, AGENT_CUPTI_IDLE);
 }
 
@@ -794,4 +970,19 @@ size_t cupti_test_held(void)
 	n = cupti.held_count;
 	pthread_mutex_unlock(&cupti.lock);
 	return n;
+}
+
+void cupti_test_api_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *data)
+{
+	subscriber_callback(NULL, domain, cbid, data);
+}
+
+const CUpti_CallbackId *cupti_test_sync_cbids(size_t *n)
+{
+	static CUpti_CallbackId ids[SYNC_CBIDS];
+
+	for (size_t i = 0; i < SYNC_CBIDS; i++)
+		ids[i] = sync_cbids[i].cbid;
+	*n = SYNC_CBIDS;
+	return ids;
 }

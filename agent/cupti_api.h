@@ -39,6 +39,9 @@ struct cupti_api {
 	CUptiResult (*activity_push_external_correlation_id)(CUpti_ExternalCorrelationKind kind, uint64_t id);
 	CUptiResult (*activity_pop_external_correlation_id)(CUpti_ExternalCorrelationKind kind, uint64_t *last_id);
 	CUptiResult (*get_timestamp)(uint64_t *timestamp);
+	/* optional: the runtime-API callbacks for host waits (synchronizes); without it none are recorded */
+	CUptiResult (*enable_callback)(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+				       CUpti_CallbackId cbid);
 };
 
 /*
@@ -82,5 +85,16 @@ void cupti_test_callbacks(CUpti_BuffersCallbackRequestFunc *requested, CUpti_Buf
 
 /* cupti_test_held - intervals waiting for their external correlation. */
 size_t cupti_test_held(void);
+
+/*
+ * cupti_test_api_callback - the callback the agent subscribes with, so a
+ * test can play CUPTI's runtime-API callbacks with CUpti_CallbackData
+ * structs of its own (cupti_start must have subscribed: status ON).
+ */
+void cupti_test_api_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *data);
+
+/* cupti_test_sync_cbids - the runtime-API callback ids cupti_start enables
+ * (*n of them), in the order it enables them. */
+const CUpti_CallbackId *cupti_test_sync_cbids(size_t *n);
 
 #endif

@@ -11,10 +11,16 @@
  *
  * What a wrapper adds to a collective call, in state ON (docs/agent.md):
  * two clock reads (vDSO), one relaxed fetch_add for the call number, a few
- * thread-local loads and stores, and one ring push: no lock, no allocation,
- * no syscall. Arguments are passed through untouched and the real result is
- * returned as is. In state DORMANT a call is only counted; in OFF it is only
- * forwarded.
+ * thread-local loads and stores, and two ring reservations, each record
+ * built in place: the enter record before the real call, the collective
+ * record after it. No lock, no allocation, no syscall. Arguments are passed
+ * through untouched and the real result is returned as is. In state DORMANT
+ * a call is only counted; in OFF it is only forwarded.
+ *
+ * Calls in flight (docs/format.md): the enter record goes into the ring
+ * before the real call, so a caller that never returns (a peer that never
+ * came) has told the collector which collective it is waiting in: the
+ * sender drains an idle ring within milliseconds, whatever the caller does.
  *
  * Reentrancy: NCCL may call its own exported API internally (ncclBcast ->
  * ncclBroadcast, ncclCommInitAll -> ncclGroupStart ...). Those calls resolve
@@ -233,7 +239,57 @@ struct coll_args {
 	cudaStream_t stream;
 };
 
-static inline void coll_begin(struct wrap_call *c)
+/* Element sizes of ncclDataType_t (fss_dtype has the same numbering), here
+ * rather than a call into record_dtype_bytes on every collective. */
+static const uint8_t coll_dtype_bytes[FSS_DTYPE_MAX] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/* Out-of-range values are kept (truncated) rather than lost: the dtype enum
+ * is NCCL's own numbering. */
+static inline uint8_t coll_dtype(const struct coll_args *a)
+{
+	unsigned dtype = (unsigned)a->dtype;
+
+	return dtype < 255 ? (uint8_t)dtype : 254;
+}
+
+static inline uint8_t coll_redop(const struct coll_args *a)
+{
+	return a->redop < 0 ? FSS_REDOP_NONE : (a->redop < 255 ? (uint8_t)a->redop : 254);
+}
+
+/* The enter record of a collective about to be called, built in place in a
+ * reserved slot and committed at once: one ring reservation (a CAS), no
+ * lock, no allocation, no syscall. Every field is written (reserved
+ * included), so no stale bytes of an older record remain. */
+static inline void coll_enter(const struct wrap_call *c, const struct coll_args *a)
+{
+	ring_t *ring = agent_ring();
+	void *slot;
+	if (!ring || ring_reserve(ring, sizeof(struct fss_rec_enter), &slot) != 0)
+		return; /* full: dropped and counted by the ring */
+	struct fss_rec_enter *r = slot;
+	r->head.type = FSS_REC_ENTER;
+	r->head.size = sizeof(*r);
+	r->head.source = 0;
+	r->seq = c->seq;
+	r->comm = (uint64_t)(uintptr_t)a->comm;
+	r->stream = (uint64_t)(uintptr_t)a->stream;
+	r->count = a->count;
+	r->enter_ns = c->enter_ns;
+	r->thread = agent_thread_id();
+	r->peer = a->peer;
+	r->group_id = wrap_tls.depth > 0 ? wrap_tls.group_id : 0;
+	r->sync_id = 0;
+	r->kind = FSS_ENTER_COLLECTIVE;
+	r->op = a->op;
+	r->dtype = coll_dtype(a);
+	r->redop = coll_redop(a);
+	r->path = FSS_PATH_INTERPOSE;
+	r->reserved = 0;
+	ring_commit(ring, slot);
+}
+
+static inline void coll_begin(struct wrap_call *c, const struct coll_args *a)
 {
 	c->mode = WRAP_FORWARD;
 	c->correlated = 0;
@@ -257,11 +313,8 @@ static inline void coll_begin(struct wrap_call *c)
 		c->correlated = 1;
 	}
 	c->enter_ns = clock_mono_ns();
+	coll_enter(c, a);
 }
-
-/* Element sizes of ncclDataType_t (fss_dtype has the same numbering), here
- * rather than a call into record_dtype_bytes on every collective. */
-static const uint8_t coll_dtype_bytes[FSS_DTYPE_MAX] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 static inline void coll_end(const struct wrap_call *c, const struct coll_args *a, ncclResult_t res)
 {
@@ -301,28 +354,27 @@ static inline void coll_end(const struct wrap_call *c, const struct coll_args *a
 	r->result = (int32_t)res;
 	r->group_depth = (uint16_t)depth;
 	r->op = a->op;
-	/* Out-of-range values are kept (truncated) rather than lost: the dtype
-	 * enum is NCCL's own numbering. */
-	r->dtype = dtype < 255 ? (uint8_t)dtype : 254;
-	r->redop = a->redop < 0 ? FSS_REDOP_NONE : (a->redop < 255 ? (uint8_t)a->redop : 254);
+	r->dtype = coll_dtype(a);
+	r->redop = coll_redop(a);
 	r->path = FSS_PATH_INTERPOSE;
 	r->reserved = 0;
 	ring_commit(ring, slot);
 }
 
-/* The body of every collective wrapper: resolve, bracket, forward, record. */
+/* The body of every collective wrapper: resolve, gather the arguments,
+ * bracket (the enter record goes out before the real call), forward,
+ * record. The arguments are only copied into a struct on the stack: in
+ * states OFF and DORMANT nothing else of them is used. */
 #define WRAP_COLLECTIVE(name, args_init, ...)                                                                          \
 	do {                                                                                                           \
 		__typeof__(&name) real = REAL(name);                                                                   \
 		struct wrap_call c;                                                                                    \
 		if (__builtin_expect(!real, 0))                                                                        \
 			return ncclInternalError;                                                                      \
-		coll_begin(&c);                                                                                        \
+		const struct coll_args a = args_init;                                                                  \
+		coll_begin(&c, &a);                                                                                    \
 		ncclResult_t res = real(__VA_ARGS__);                                                                  \
-		if (c.mode != WRAP_FORWARD) {                                                                          \
-			const struct coll_args a = args_init;                                                          \
-			coll_end(&c, &a, res);                                                                         \
-		}                                                                                                      \
+		coll_end(&c, &a, res);                                                                                 \
 		return res;                                                                                            \
 	} while (0)
 

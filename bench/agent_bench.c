@@ -1,8 +1,15 @@
 /* agent_bench: what libfsdpscope-agent.so adds to an NCCL call, and to a
  * training step.
  *
- *   agent_bench --agent LIB [--fsdp-ref BIN] [--rounds R] [--calls N]
- *               [--grouped-calls N]
+ *   agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] [--fsdp-ref BIN] [--rounds R]
+ *               [--calls N] [--grouped-calls N]
+ *
+ * --agent-before names a second build of the agent (an earlier commit) that
+ * is run as one more mode, recording, interleaved with the others: what the
+ * change between the two costs per call is then measured in the same run,
+ * under the same load (bench/results/enter.txt: the enter record).
+ * --ring-slots sets FSDPSCOPE_RING_SLOTS of the recording modes (default
+ * the agent's 65536): a ring that holds a whole run drops nothing.
  *
  * 1. ns per ncclAllReduce (count 1, float, one-rank communicator of the CPU
  *    stand-in, FSDP_REF_LINK_LATENCY_US=0 so that the call itself is as
@@ -153,6 +160,7 @@ static int run(char *const argv[], const char *const *extra, char *out, size_t c
 struct drops_ctx {
 	struct fss_rec_drops last;
 	uint64_t collectives;
+	uint64_t enters;
 };
 
 static int on_record(void *ctx, const struct fss_record_head *rec)
@@ -162,6 +170,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 		memcpy(&d->last, rec, sizeof(d->last));
 	if (rec->type == FSS_REC_COLLECTIVE)
 		d->collectives++;
+	if (rec->type == FSS_REC_ENTER)
+		d->enters++;
 	return 0;
 }
 
@@ -200,43 +210,55 @@ static void print_loadavg(const char *when)
 	printf("# loadavg %s: %s\n", when, buf);
 }
 
-static void bench_calls(const char *self, const char *agent, int rounds, long calls, int grouped)
+static void bench_calls(const char *self, const char *agent, const char *before, const char *ring_slots, int rounds,
+			long calls, int grouped)
 {
-	enum { PLAIN, ON, DORMANT, DISABLED, MODES };
-	static const char *names[MODES] = {"without agent", "agent recording", "agent dormant", "agent disabled"};
+	enum { PLAIN, ON, DORMANT, DISABLED, BEFORE, MODES };
+	static const char *names[MODES] = {"without agent", "agent recording", "agent dormant", "agent disabled",
+					   "before, recording"};
+	int modes = before ? MODES : BEFORE;
 	double v[MODES][MAX_ROUNDS];
-	char preload[PATH_MAX + 16], outdir[] = "/tmp/agent_bench_XXXXXX", outenv[64], calls_s[32], buf[256];
-	uint64_t ring_dropped = 0, recorded = 0;
+	char preload[PATH_MAX + 16], preload_before[PATH_MAX + 16], outdir[] = "/tmp/agent_bench_XXXXXX";
+	char outenv[64], calls_s[32], buf[256], ringenv[64];
+	uint64_t ring_dropped = 0, recorded = 0, entered = 0, ring_dropped_before = 0, recorded_before = 0,
+		 entered_before = 0;
 
 	if (!mkdtemp(outdir)) {
 		perror("mkdtemp");
 		exit(1);
 	}
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent);
+	snprintf(preload_before, sizeof(preload_before), "LD_PRELOAD=%s", before ? before : "");
 	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", outdir);
 	snprintf(calls_s, sizeof(calls_s), "%ld", calls);
+	/* the recording modes' ring (FSDPSCOPE_RING_SLOTS), when asked: large
+	 * enough, no record is dropped however the sender keeps up, and a
+	 * failed reservation (cheaper than a record) cannot flatter a figure */
+	snprintf(ringenv, sizeof(ringenv), "FSDPSCOPE_RING_SLOTS=%s", ring_slots ? ring_slots : "65536");
 	char *argv[] = {(char *)self, grouped ? "--child-grouped" : "--child", calls_s, NULL};
 	const char *fast = "FSDP_REF_LINK_LATENCY_US=0";
 	const char *env[MODES][5] = {
 	    {fast, NULL},
-	    {fast, preload, outenv, NULL},
+	    {fast, preload, outenv, ringenv, NULL},
 	    {fast, preload, "FSDPSCOPE_DORMANT=1", NULL},
 	    {fast, preload, "FSDPSCOPE_DISABLE=1", NULL},
+	    {fast, preload_before, outenv, ringenv, NULL},
 	};
 
 	print_loadavg("before the call loop");
 	for (int r = 0; r < rounds; r++) {
-		for (int m = 0; m < MODES; m++) {
+		for (int m = 0; m < modes; m++) {
 			if (run(argv, env[m], buf, sizeof(buf)) != 0) {
 				fprintf(stderr, "agent_bench: child (%s) failed\n", names[m]);
 				exit(1);
 			}
 			v[m][r] = atof(buf);
-			if (m == ON) {
+			if (m == ON || m == BEFORE) {
 				struct drops_ctx d;
 				if (read_drops(outdir, &d) == 0) {
-					ring_dropped += d.last.ring_dropped;
-					recorded += d.collectives;
+					*(m == ON ? &ring_dropped : &ring_dropped_before) += d.last.ring_dropped;
+					*(m == ON ? &recorded : &recorded_before) += d.collectives;
+					*(m == ON ? &entered : &entered_before) += d.enters;
 				}
 			}
 		}
@@ -247,14 +269,23 @@ static void bench_calls(const char *self, const char *agent, int rounds, long ca
 	       grouped ? "inside a group (timed: the enqueue)" : "one by one (timed: the whole call)");
 	printf("%d rounds x %ld calls per mode (batches of %d, median batch per run)\n", rounds, calls, BATCH);
 	printf("%-18s %12s %12s %12s %14s\n", "mode", "ns/call", "min", "max", "added ns/call");
-	double base = median(v[PLAIN], (size_t)rounds);
-	for (int m = 0; m < MODES; m++) {
-		double med = median(v[m], (size_t)rounds); /* sorts v[m] */
-		printf("%-18s %12.1f %12.1f %12.1f %14.1f\n", names[m], med, v[m][0], v[m][rounds - 1],
-		       m == PLAIN ? 0.0 : med - base);
+	double base = median(v[PLAIN], (size_t)rounds), meds[MODES] = {0};
+	for (int m = 0; m < modes; m++) {
+		meds[m] = median(v[m], (size_t)rounds); /* sorts v[m] */
+		printf("%-18s %12.1f %12.1f %12.1f %14.1f\n", names[m], meds[m], v[m][0], v[m][rounds - 1],
+		       m == PLAIN ? 0.0 : meds[m] - base);
 	}
-	printf("recording runs: %llu collectives in the traces, %llu dropped by the ring\n",
-	       (unsigned long long)recorded, (unsigned long long)ring_dropped);
+	printf("recording runs: %llu collectives and %llu enter records in the traces, %llu dropped by the ring\n",
+	       (unsigned long long)recorded, (unsigned long long)entered, (unsigned long long)ring_dropped);
+	if (before) {
+		printf("before runs: %llu collectives and %llu enter records in the traces, %llu dropped by the ring\n",
+		       (unsigned long long)recorded_before, (unsigned long long)entered_before,
+		       (unsigned long long)ring_dropped_before);
+		printf("agent / before (recording): %.1f ns per call (ratio %.3f); added over the bare call: %.1f "
+		       "against %.1f ns (ratio %.3f)\n",
+		       meds[ON] - meds[BEFORE], meds[BEFORE] > 0 ? meds[ON] / meds[BEFORE] : 0.0, meds[ON] - base,
+		       meds[BEFORE] - base, meds[BEFORE] - base > 0 ? (meds[ON] - base) / (meds[BEFORE] - base) : 0.0);
+	}
 }
 
 /* Median step_ns of rank 0 in an fsdp_ref log, the first two steps skipped. */
@@ -326,7 +357,7 @@ fail:
 
 int main(int argc, char **argv)
 {
-	const char *agent = NULL, *fsdp_ref = NULL;
+	const char *agent = NULL, *before = NULL, *fsdp_ref = NULL, *ring_slots = NULL;
 	int rounds = 7;
 	long calls = 20000, grouped_calls = 500000;
 	char self[PATH_MAX];
@@ -339,6 +370,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--agent") && i + 1 < argc)
 			agent = argv[++i];
+		else if (!strcmp(argv[i], "--agent-before") && i + 1 < argc)
+			before = argv[++i];
+		else if (!strcmp(argv[i], "--ring-slots") && i + 1 < argc)
+			ring_slots = argv[++i];
 		else if (!strcmp(argv[i], "--fsdp-ref") && i + 1 < argc)
 			fsdp_ref = argv[++i];
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
@@ -348,13 +383,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--grouped-calls") && i + 1 < argc)
 			grouped_calls = atol(argv[++i]);
 		else {
-			fprintf(stderr, "usage: agent_bench --agent LIB [--fsdp-ref BIN] [--rounds R] [--calls N] "
-					"[--grouped-calls N]\n");
+			fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] "
+					"[--fsdp-ref BIN] [--rounds R] [--calls N] [--grouped-calls N]\n");
 			return 2;
 		}
 	}
 	if (!agent || rounds < 1 || rounds > MAX_ROUNDS || calls < BATCH || grouped_calls < BATCH) {
-		fprintf(stderr, "usage: agent_bench --agent LIB [--fsdp-ref BIN] [--rounds R (1..64)] [--calls N]\n");
+		fprintf(stderr, "usage: agent_bench --agent LIB [--agent-before LIB] [--ring-slots N] [--fsdp-ref BIN] "
+				"[--rounds R (1..64)] [--calls N] [--grouped-calls N]\n");
 		return 2;
 	}
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -372,8 +408,8 @@ int main(int argc, char **argv)
 		sum += now_ns();
 	printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns per read on this machine%s\n", (double)(now_ns() - t0) / 1e6,
 	       sum ? "" : " ");
-	bench_calls(self, agent, rounds, grouped_calls, 1);
-	bench_calls(self, agent, rounds, calls, 0);
+	bench_calls(self, agent, before, ring_slots, rounds, grouped_calls, 1);
+	bench_calls(self, agent, before, ring_slots, rounds, calls, 0);
 	if (fsdp_ref)
 		bench_steps(agent, fsdp_ref, rounds);
 	return 0;

@@ -5,6 +5,8 @@
 #include "common/json.h"
 #include "cli/output.h"
 
+#include "cli/diagnosis.h"
+#include "collector/merge.h"
 #include "collector/source.h"
 #include "common/error.h"
 #include "common/record.h"
@@ -24,7 +26,7 @@ const char cmd_dump_help[] =
 	"NAME\n"
 	"    fsdpscope dump - print every record of a trace as JSON lines\n\n"
 	"SYNOPSIS\n"
-	"    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE\n\n"
+	"    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE...\n\n"
 	"DESCRIPTION\n"
 	"    Reads TRACE (a file written by 'fsdpscope run' or by an agent's file sink,\n"
 	"    including a '.partial' file left by a writer that died) and prints each\n"
@@ -46,6 +48,9 @@ const char cmd_dump_help[] =
 	"    hello's rank (the RANK variable) prints as \"env_rank\", and a\n"
 	"    communicator record's rank (the process's rank in that communicator) as\n"
 	"    \"comm_rank\".\n\n"
+	"    Several TRACEs (or folders of them) are one job, a trace per node: printed\n"
+	"    merged, with \"node\" after \"rank\", sources renumbered and clocks aligned\n"
+	"    on the first trace's (docs/collect.md, \"More than one node\").\n\n"
 	"    Records of types this version does not know are printed as\n"
 	"    {\"type\":\"unknown\",\"type_id\":N,\"size\":S,...} and otherwise skipped.\n\n"
 	"    A damaged trace is dumped chunk by chunk around the damage: every chunk\n"
@@ -59,7 +64,7 @@ const char cmd_dump_help[] =
 	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
 	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
 	"                           clock_anchor, drops, process_end, correlation,\n"
-	"                           process_exit)\n"
+	"                           process_exit, sink, step_summary, enter, sync_exit)\n"
 	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
 	"                           and the writer's trace_end record (source 4294967295, the\n"
 	"                           file's own) where it lies, last in a closed trace\n"
@@ -75,10 +80,12 @@ const char cmd_dump_help[] =
 	"    fsdpscope dump run.fss | head\n"
 	"    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
 	"    fsdpscope dump --header rank3.fss.partial\n"
-	"    fsdpscope dump --sources --type process_hello run.fss\n";
+	"    fsdpscope dump --sources --type process_hello run.fss\n"
+	"    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
 
 struct dump {
 	sources_t *layer;   /* what each process is: ranks, strings, ends */
+	merge_t *merge;     /* several traces: the merged reading, else NULL */
 	int learning;       /* the first of two passes: feed the layer, print nothing */
 	int one_pass;       /* not a regular file: feed and print as records come */
 	unsigned type_mask; /* bit per record type; 0 = all */
@@ -181,6 +188,8 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	}
 	fprintf(d->out, "{\"type\":\"%s\",\"source\":%u,\"rank\":%d", record_type_name(rec->type), rec->source,
 		rank_of(d, rec->source));
+	if (d->merge)
+		fprintf(d->out, ",\"node\":%zu", merge_current(d->merge));
 	for (size_t i = 0; i < n; i++)
 		print_field(d, rec, &fields[i]);
 	fputs("}\n", d->out);
@@ -193,8 +202,18 @@ static int on_header(void *ctx, const struct fss_file_header *h)
 
 	if (!d->want_header || d->learning)
 		return 0;
+	if (d->merge) {
+		size_t n, k = merge_current(d->merge);
+		const struct merge_node *nodes = merge_nodes(d->merge, &n);
+
+		fprintf(d->out, "{\"type\":\"file_header\",\"node\":%zu,\"path\":", k);
+		json_string(d->out, nodes[k].path, strlen(nodes[k].path));
+		fputc(',', d->out);
+	} else {
+		fputs("{\"type\":\"file_header\",", d->out);
+	}
 	fprintf(d->out,
-		"{\"type\":\"file_header\",\"version\":\"%u.%u\",\"header_size\":%u,\"flags\":%u,"
+		"\"version\":\"%u.%u\",\"header_size\":%u,\"flags\":%u,"
 		"\"features\":%" PRIu64 ",\"created_mono_ns\":%" PRIu64 ",\"created_realtime_ns\":%" PRIu64
 		",\"chunk_payload_max\":%u,\"writer_pid\":%u}\n",
 		h->version_major, h->version_minor, h->header_size, h->flags, h->features, h->created_mono_ns,
@@ -263,6 +282,68 @@ static void print_sources(const struct dump *d)
 	}
 }
 
+/* Several traces (or a folder): one job's records, merged (merge.h). */
+static int dump_merged(struct dump *d, int argc, char **argv, int first)
+{
+	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
+	const struct merge_node *nodes;
+	char **paths;
+	char err[512];
+	size_t n, nnodes;
+	int rc = EXIT_OK, err_rc;
+
+	if (diagnosis_trace_args(argc, argv, first, "dump", &paths, &n))
+		return EXIT_USAGE;
+	if ((err_rc = merge_open(&d->merge, (const char *const *)paths, n, err, sizeof(err)))) {
+		fprintf(stderr, "fsdpscope dump: %s\n", err);
+		diagnosis_trace_args_free(paths, n);
+		return EXIT_USAGE;
+	}
+	d->layer = sources_new(NULL, NULL);
+	if (!d->layer) {
+		fprintf(stderr, "fsdpscope dump: out of memory\n");
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	/* as for one trace: learn first, then print */
+	d->learning = 1;
+	err_rc = merge_read(d->merge, &ops, d);
+	d->learning = 0;
+	sources_finish(d->layer);
+	if (err_rc != -ENOMEM)
+		err_rc = merge_read(d->merge, &ops, d);
+	if (d->want_sources && err_rc != -ENOMEM)
+		print_sources(d);
+	output_flush();
+	if (err_rc == -ENOMEM) {
+		fprintf(stderr, "fsdpscope dump: out of memory\n");
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	nodes = merge_nodes(d->merge, &nnodes);
+	for (size_t k = 0; k < nnodes; k++) {
+		const struct trace_read_info *info = &nodes[k].info;
+
+		if (nodes[k].read_rc == 0 && info->end == TRACE_END_NOT_MARKED)
+			fprintf(stderr, "fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
+					"cannot be told\n",
+				nodes[k].path, info->version_major, info->version_minor);
+		if (!nodes[k].read_rc)
+			continue;
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", nodes[k].path, info->message);
+		if (nodes[k].read_rc == FSS_E_TRUNCATED || nodes[k].read_rc == FSS_E_CORRUPT)
+			fprintf(stderr, "fsdpscope dump: %s: the %llu chunks that could be read were dumped above\n",
+				nodes[k].path, (unsigned long long)info->chunks);
+		rc = EXIT_USAGE;
+	}
+out:
+	sources_free(d->layer);
+	merge_free(d->merge);
+	d->merge = NULL;
+	diagnosis_trace_args_free(paths, n);
+	return rc;
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -296,9 +377,15 @@ int cmd_dump(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (argc - optind != 1) {
-		fprintf(stderr, "fsdpscope dump: give one trace file (see 'fsdpscope help dump')\n");
+	if (argc - optind < 1) {
+		fprintf(stderr, "fsdpscope dump: give a trace file, or several (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;
+	}
+	{
+		struct stat st;
+
+		if (argc - optind > 1 || (stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode)))
+			return dump_merged(&d, argc, argv, optind);
 	}
 	d.layer = sources_new(NULL, NULL);
 	if (!d.layer) {

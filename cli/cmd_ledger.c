@@ -20,7 +20,9 @@ const char cmd_ledger_help[] =
 	"SYNOPSIS\n"
 	"    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
 	"                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
-	"                     [--master-dtype T|none] [--optimizer O] [--json]\n\n"
+	"                     [--master-dtype T|none] [--optimizer O] [--json]\n"
+	"    fsdpscope ledger [--prefetch F] [--gpu-mem SIZE] [dtype and optimizer options] [--json]\n"
+	"                     TRACE...\n\n"
 	"DESCRIPTION\n"
 	"    Builds the memory ledger of a fully sharded job before it runs:\n"
 	"      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
@@ -33,7 +35,9 @@ const char cmd_ledger_help[] =
 	"                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
 	"    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
 	"    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
-	"    with P, N and U measured from the gathers.\n\n"
+	"    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
+	"    folders of them) instead of --params, --ranks and --units: several traces are\n"
+	"    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
 	"OPTIONS\n"
 	"    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
 	"    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
@@ -55,7 +59,9 @@ const char cmd_ledger_help[] =
 	"    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
 	"    # the same model wrapped as one unit: the transient row becomes the model\n"
 	"    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
-	"    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n";
+	"    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
+	"    # measured: the ledger of a job recorded by one collector per node\n"
+	"    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
 
 enum {
 	OPT_PARAMS = 0x200,
@@ -227,6 +233,54 @@ static int whole(double v, double lo, double hi)
 	return v >= lo && v <= hi && v == floor(v);
 }
 
+/*
+ * ledger_of_traces - the ledger measured from TRACEs (P, N and U from the
+ * gathers, as 'fsdpscope report' has it), with the options that describe
+ * what the traces cannot tell (dtypes, optimizer, prefetch, GPU memory).
+ */
+static int ledger_of_traces(int argc, char **argv, int first, const char *const *given, const struct ledger_input *in,
+			    int json)
+{
+	static const int plan_only[] = {OPT_PARAMS, OPT_RANKS, OPT_UNITS, OPT_UNIT_PARAMS};
+	struct diagnosis_flags flags;
+	struct diagnosis d;
+	struct analysis_options *o = &flags.analysis;
+
+	for (size_t i = 0; i < sizeof(plan_only) / sizeof(plan_only[0]); i++)
+		if (given[plan_only[i] - OPT_PARAMS]) {
+			fprintf(stderr, "fsdpscope ledger: --params, --ranks, --units and --unit-params plan a job; with "
+					"TRACEs they are measured: give one or the other (see 'fsdpscope ledger --help')\n");
+			return EXIT_USAGE;
+		}
+	diagnosis_flags_init(&flags);
+	if (given[OPT_PREFETCH - OPT_PARAMS])
+		o->prefetch = in->prefetch;
+	if (given[OPT_GPU_MEM - OPT_PARAMS])
+		o->gpu_mem_bytes = in->gpu_mem_bytes;
+	if (given[OPT_PARAM_DTYPE - OPT_PARAMS])
+		o->param_bytes = in->param_bytes;
+	if (given[OPT_GRAD_DTYPE - OPT_PARAMS])
+		o->grad_bytes = in->grad_bytes;
+	if (given[OPT_MASTER_DTYPE - OPT_PARAMS])
+		o->master_bytes = in->master_bytes;
+	if (given[OPT_OPTIMIZER - OPT_PARAMS])
+		o->optimizer_bytes = in->optimizer_bytes;
+	if (diagnosis_run_args(argc, argv, first, "ledger", &flags, &d))
+		return EXIT_USAGE;
+	if (!d.result->ledger.params) {
+		fprintf(stderr, "fsdpscope ledger: %s: no FSDP gathers measured, so no ledger (%s)\n", d.trace_path,
+			d.result->undecided_why[0] ? d.result->undecided_why : "see 'fsdpscope report'");
+		diagnosis_free(&d);
+		return EXIT_USAGE;
+	}
+	if (json)
+		diagnosis_print_ledger_json(stdout, &d.result->ledger);
+	else
+		print_text(&d.result->ledger, d.result->units.forward_units);
+	diagnosis_free(&d);
+	return EXIT_OK;
+}
+
 int cmd_ledger(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -307,11 +361,8 @@ int cmd_ledger(int argc, char **argv)
 		if (bad)
 			goto refuse;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "fsdpscope ledger: unexpected argument '%s' (see 'fsdpscope ledger --help')\n",
-			argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (optind < argc)
+		return ledger_of_traces(argc, argv, optind, given, &in, json);
 	if (in.params <= 0 || ranks <= 0 || (units <= 0 && in.largest_unit_params <= 0)) {
 		fprintf(stderr, "fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
 				"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");

@@ -9,6 +9,8 @@
 #include "cli/report_sources.h"
 #include "cli/run_session.h"
 
+#include "rules/flight_text.h"
+
 #include "common/error.h"
 
 #include <errno.h>
@@ -21,7 +23,7 @@ const char cmd_lint_help[] =
 	"    fsdpscope lint - check a trace against the FSDP wrap, overlap and memory rules\n\n"
 	"SYNOPSIS\n"
 	"    fsdpscope lint [--json] [--fail-on info|warning|error] [--layers L]\n"
-	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE\n\n"
+	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE...\n\n"
 	"DESCRIPTION\n"
 	"    Analyses TRACE (written by 'fsdpscope run', the collector, or an agent's file\n"
 	"    sink) as 'fsdpscope report' does, runs every rule over the analysis and prints\n"
@@ -32,10 +34,22 @@ const char cmd_lint_help[] =
 	"    trace cannot vouch for (a rank lost collectives in them, or its records stop\n"
 	"    in them without a process_end) are left out, and lint says so on standard\n"
 	"    error.\n\n"
+	"    Several TRACEs (or folders: their *.fss files, in name order) are one job whose\n"
+	"    nodes each had a collector: they are merged, every node's clock moved onto the\n"
+	"    first trace's (clock anchors, refined by the collectives the nodes share), and\n"
+	"    diagnosed as one; 'fsdpscope report' shows each node's offset and residual\n"
+	"    (docs/collect.md, \"More than one node\"). A process found in two traces is an\n"
+	"    error. A trace that holds only some of its job's ranks is said to be partial.\n\n"
 	"    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
 	"    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
 	"    micro-batch and per step (docs/patterns.md).\n\n"
 	"    The rules, in the order they report:\n"
+	"    collective-hang        ranks wait in collective #N of a communicator longer than\n"
+	"                           --hang-timeout while others never entered it (or all are\n"
+	"                           in it and none came out): error, naming the missing ranks\n"
+	"                           (host, pid, their last collective) and the waiting ones\n"
+	"    collective-mismatch    ranks of one communicator issued different collectives as\n"
+	"                           their N-th (op, count, dtype, root): error, both signatures\n"
 	"    not-diagnosed          no verdict: no training step, no FSDP communicator, or a\n"
 	"                           pattern the analysis does not cover: error, exit 3\n"
 	"    wrap-too-fine          more than one AllGather per repeating unit (per-Linear\n"
@@ -73,7 +87,9 @@ const char cmd_lint_help[] =
 	"       analysis does not cover, or no step the trace vouches for (every one lost\n"
 	"       collectives or was cut off; the not-diagnosed finding says which); whatever\n"
 	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
-	"    1  a finding reached --fail-on (in the steps the trace vouches for)\n"
+	"    1  a finding reached --fail-on (in the steps the trace vouches for); a\n"
+	"       collective-hang or collective-mismatch finding gives 1 even without a\n"
+	"       verdict on the wrap (a hung job's trace may hold too few steps for one)\n"
 	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
 	"       cut short (analysed up to there: where and why is printed), records the\n"
 	"       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
@@ -84,15 +100,29 @@ const char cmd_lint_help[] =
 	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
 	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
 	"    exposed-gather is then not checked, and lint says so on standard error\n"
-	"    (the exit status is unchanged: the wrap verdict stands on the collectives).\n\n"
+	"    (the exit status is unchanged: the wrap verdict stands on the collectives).\n"
+	"    Likewise a trace without enter records (format 1.3) and without GPU\n"
+	"    intervals cannot show a rank waiting in a call: no hang is ruled out, and\n"
+	"    lint says so on standard error (docs/hangs.md).\n\n"
 	"EXAMPLES\n"
 	"    fsdpscope lint run.fss\n"
 	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
 	"    fsdpscope lint --threshold exposed_fraction=0.1 --threshold small_gather_bytes=4Mi run.fss\n"
 	"    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
-	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n";
+	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
+	"    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n"
+	"    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n";
 
 enum { OPT_JSON = DIAG_OPT_END, OPT_FAIL_ON, OPT_BRIEF, OPT_HELP };
+
+/* flight_finding - a collective-hang or collective-mismatch finding at
+ * fail_on or above is in the list. */
+static int flight_finding(const findings_t *list, enum rule_severity fail_on)
+{
+	return (findings_find(list, "collective-hang") && findings_find(list, "collective-hang")->severity >= fail_on) ||
+	       (findings_find(list, "collective-mismatch") &&
+		findings_find(list, "collective-mismatch")->severity >= fail_on);
+}
 
 int cmd_lint(int argc, char **argv)
 {
@@ -144,8 +174,8 @@ int cmd_lint(int argc, char **argv)
 		}
 	}
 	/* A trace (or folder) a killed run left: say so before reading it. */
-	if (optind < argc)
-		run_unfinished_note(argv[optind], "fsdpscope lint", stderr);
+	for (int i = optind; i < argc; i++)
+		run_unfinished_note(argv[i], "fsdpscope lint", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
 		return EXIT_USAGE;
 	if (json) {
@@ -169,26 +199,34 @@ int cmd_lint(int argc, char **argv)
 	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", argv[optind],
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", d.trace_path,
 			d.damage);
 	if (d.result->trace.dropped_records)
 		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
 				"incomplete trace\n",
-			argv[optind], (unsigned long long)d.result->trace.dropped_records);
+			d.trace_path, (unsigned long long)d.result->trace.dropped_records);
 	if (report_sources_troubled(d.result))
 		fprintf(stderr, "fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
 				"the verdict is drawn from an incomplete trace\n",
-			argv[optind], report_sources_troubled(d.result), d.result->nsources,
+			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
 			json ? "the report's \"sources\"" : "listed above");
-	lint_print_left_out(stderr, argv[optind], d.result);
+	lint_print_left_out(stderr, d.trace_path, d.result);
 	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
 				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
 				"ranges\n",
-			argv[optind]);
+			d.trace_path);
 	rc = lint_exit_status(d.result, d.damage[0] != 0, max, fail_on);
+	/* A hang or a desync is a verdict on the job however far the unit
+	 * analysis got: a hung job's trace often holds too few steps. */
+	if (rc == EXIT_UNDIAGNOSED && flight_finding(d.findings, fail_on))
+		rc = EXIT_FINDING;
+	if (!flight_shows_waits(d.result) && d.result->trace.collectives)
+		fprintf(stderr, "fsdpscope lint: %s: no source recorded calls in flight (enter records or GPU "
+				"intervals): a hang cannot be seen in this trace, so none is ruled out\n",
+			d.trace_path);
 	if (rc == EXIT_UNDIAGNOSED)
-		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", argv[optind], d.result->undecided_why,
+		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", d.trace_path, d.result->undecided_why,
 			d.result->trace.collectives ? "" : " (was the job run under 'fsdpscope run'?)");
 	diagnosis_free(&d);
 	return rc;

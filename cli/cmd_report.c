@@ -14,7 +14,7 @@ const char cmd_report_help[] =
 	"    fsdpscope report - the whole diagnosis of a trace: counts, units, reshard policy,\n"
 	"    exposure, memory ledger, breakdown, ranks and findings\n\n"
 	"SYNOPSIS\n"
-	"    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE\n\n"
+	"    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE...\n\n"
 	"DESCRIPTION\n"
 	"    Reads TRACE and prints what the FSDP parameter lifecycle did, per step (medians\n"
 	"    over the analysed steps of the headline rank, warm-up steps left out):\n"
@@ -37,6 +37,11 @@ const char cmd_report_help[] =
 	"      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
 	"        signal, cut off), its drops and collectives missing from its sequence;\n"
 	"      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
+	"    Several TRACEs (or folders of them) are one job, one trace per node: merged\n"
+	"    with each node's clock aligned on the first trace's, and the 'nodes' section\n"
+	"    gives per node its trace, hosts, ranks, the offset applied (from the clock\n"
+	"    anchors, and from the collectives the nodes share), the residual and how many\n"
+	"    collectives it rests on (docs/collect.md, \"More than one node\").\n\n"
 	"    No figure comes from a step the trace cannot vouch for: a step in which (or at\n"
 	"    whose edge) a rank lost collectives, seen as gaps in its collective seq numbers,\n"
 	"    and the step in progress where a process's records stop without its\n"
@@ -57,7 +62,8 @@ const char cmd_report_help[] =
 	"    fsdpscope report run.fss\n"
 	"    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
 	"    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
-	"    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n";
+	"    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
+	"    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n";
 
 enum { OPT_JSON = DIAG_OPT_END, OPT_TEXT, OPT_HELP };
 
@@ -104,8 +110,8 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	/* A trace (or folder) a killed run left: say so before reading it. */
-	if (optind < argc)
-		run_unfinished_note(argv[optind], "fsdpscope report", stderr);
+	for (int i = optind; i < argc; i++)
+		run_unfinished_note(argv[i], "fsdpscope report", stderr);
 	if (diagnosis_run_args(argc, argv, optind, "report", &flags, &d))
 		return EXIT_USAGE;
 	if (json)
@@ -117,7 +123,7 @@ int cmd_report(int argc, char **argv)
 	if (d.damage[0]) {
 		fprintf(stderr, "fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
 				"analysed what could be read: %s\n",
-			argv[optind],
+			d.trace_path,
 			d.damage);
 		rc = EXIT_USAGE;
 	}

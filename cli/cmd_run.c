@@ -59,7 +59,8 @@ const char cmd_run_help[] =
 	"SYNOPSIS\n"
 	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
 	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
-	"                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--] CMD [ARGS...]\n\n"
+	"                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--hang-timeout SEC]\n"
+	"                  [--] CMD [ARGS...]\n\n"
 	"DESCRIPTION\n"
 	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
 	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
@@ -133,6 +134,12 @@ const char cmd_run_help[] =
 	"                         switches to last:1000 before the disk runs short, and says\n"
 	"                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
 	"                         docs/keep.md)\n"
+	"    --hang-timeout SEC   ranks waiting in a collective longer than SEC seconds while\n"
+	"                         others have not entered it are a hang (collective-hang;\n"
+	"                         default 60; > 0, fractions allowed): said on standard error\n"
+	"                         while the job runs ('fsdpscope: collective-hang: ...'), once\n"
+	"                         more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
+	"                         keep it below the job's own NCCL / PyTorch timeout\n"
 	"    -h, --help           this text (only before CMD)\n\n"
 	"FILES\n"
 	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
@@ -153,7 +160,9 @@ const char cmd_run_help[] =
 	"OVERHEAD\n"
 	"    Measured on a 2-core VM (bench/results/agent.txt, bench/agent_bench.c):\n"
 	"    57 ns added per wrapped NCCL call while recording (51 ns of it are the two\n"
-	"    CLOCK_MONOTONIC reads, 25.6 ns each there), 5.5 ns dormant, 3.5 ns with\n"
+	"    CLOCK_MONOTONIC reads, 25.6 ns each there), and about 24 ns more for the\n"
+	"    call's enter record (a second ring push; bench/results/enter.txt: x1.16-1.27\n"
+	"    of the recording cost, same run), 5.5 ns dormant, 3.5 ns with\n"
 	"    FSDPSCOPE_DISABLE=1. fsdp_ref step time with/without the agent: within the\n"
 	"    machine's noise (median ratio 0.96 over 7 rounds; ~0.02 % expected from\n"
 	"    the per-call figure). A process that never calls NCCL starts no thread.\n\n"
@@ -205,6 +214,7 @@ struct run_options {
 	const char *json_summary;
 	const char *metrics;
 	struct keep_policy keep;
+	struct diagnosis_flags flags; /* the analysis options: --hang-timeout only, the rest lint's defaults */
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
@@ -288,6 +298,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		{"metrics", required_argument, NULL, 'M'},
 		{"keep", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
+		DIAGNOSIS_HANG_OPTION,
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -298,6 +309,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	o->flush_timeout_s = RUN_DEFAULT_FLUSH_S;
 	o->wait_descendants_s = RUN_DEFAULT_WAIT_DESCENDANTS_S;
 	keep_policy_default(&o->keep);
+	diagnosis_flags_init(&o->flags);
 	optind = 1;
 	opterr = 0;
 	/* "+": stop at CMD, so that its options (--help too) stay its own. */
@@ -341,6 +353,10 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 			if (parse_seconds("--wait-descendants", optarg, &o->wait_descendants_s))
 				return FSS_E_USAGE;
 			break;
+		case DIAG_OPT_HANG_TIMEOUT:
+			if (diagnosis_option(&o->flags, opt, optarg, "run"))
+				return FSS_E_USAGE;
+			break;
 		default:
 			fprintf(stderr, "fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
 				argv[optind - 1]);
@@ -374,6 +390,7 @@ static int setup(struct run_state *st)
 		.leftovers = SESSION_LEFTOVERS_RECOVER,
 		.json_summary = st->opt.json_summary,
 		.keep = &st->opt.keep,
+		.flags = &st->opt.flags,
 	};
 	int err;
 

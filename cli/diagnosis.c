@@ -6,16 +6,21 @@
 #include "cli/commands.h"
 
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/ledger.h"
+#include "collector/merge.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void diagnosis_flags_init(struct diagnosis_flags *f)
 {
@@ -70,6 +75,22 @@ static int parse_int(const char *text, long lo, long hi, int *out)
 	return 0;
 }
 
+int diagnosis_hang_timeout_parse(const char *text, uint64_t *ns)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	/* "> 0" also refuses NaN; isfinite refuses inf before the cap does */
+	if (end == text || *end || errno || !isfinite(v) || !(v > 0) || v > DIAG_HANG_TIMEOUT_MAX_S)
+		return -EINVAL;
+	*ns = (uint64_t)(v * 1e9);
+	if (*ns == 0)
+		return -EINVAL; /* below a nanosecond */
+	return 0;
+}
+
 /* option_expects - what a shared option takes, for the message that
  * refuses a value. */
 static const char *option_expects(int opt)
@@ -102,6 +123,8 @@ static const char *option_expects(int opt)
 		return "tokens from 0 to 1e15";
 	case DIAG_OPT_FSDP_COMM:
 		return "a communicator id, dimension or name ('fsdpscope report' lists them)";
+	case DIAG_OPT_HANG_TIMEOUT:
+		return "seconds above 0, at most 1e7 (60, 0.5)";
 	default:
 		return "see --help";
 	}
@@ -202,6 +225,10 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		if (!arg[0])
 			goto bad;
 		o->fsdp_comm = arg;
+		return 0;
+	case DIAG_OPT_HANG_TIMEOUT:
+		if (diagnosis_hang_timeout_parse(arg, &o->hang_timeout_ns))
+			goto bad;
 		return 0;
 	case DIAG_OPT_EXPOSED_MIN_NS:
 		if (rule_parse_number(arg, &v) || v > DIAG_EXPOSED_MIN_NS_MAX)
@@ -406,17 +433,47 @@ int diagnosis_check(const struct diagnosis_flags *f, const struct analysis_resul
 int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diagnosis *d, char *err,
 		  size_t errlen)
 {
+	return diagnosis_run_traces(&path, 1, f, d, err, errlen);
+}
+
+/* damage_of - where and why trace `path` stops being readable, into buf. */
+static void damage_of(const char *path, const char *fallback, char *buf, size_t len)
+{
+	struct trace_parser_ops ops = {.on_record = on_record_skip};
+
+	if (trace_read_file(path, &ops, NULL, buf, len) == 0 || !buf[0])
+		snprintf(buf, len, "%s", fallback);
+}
+
+int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagnosis_flags *f, struct diagnosis *d,
+			 char *err, size_t errlen)
+{
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	d->trace_path = path;
+	d->trace_path = paths[0];
 	if (errlen)
 		err[0] = 0;
-	rc = analyze_trace(path, &f->analysis, &d->result, err, errlen);
+	if (n > 1) {
+		size_t len = 1;
+
+		for (size_t i = 0; i < n; i++)
+			len += strlen(paths[i]) + 1;
+		d->label = malloc(len);
+		if (!d->label) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		d->label[0] = 0;
+		for (size_t i = 0; i < n; i++)
+			strcat(strcat(d->label, i ? " " : ""), paths[i]);
+		d->trace_path = d->label;
+	}
+	rc = analyze_traces(paths, n, &f->analysis, &d->result, &d->merge, err, errlen);
 	if (rc) {
 		if (errlen && !err[0])
 			snprintf(err, errlen, "%s", fss_strerror(rc));
-		d->result = NULL;
+		diagnosis_free(d);
 		return rc;
 	}
 	if (diagnosis_check(f, d->result, err, errlen)) {
@@ -426,12 +483,28 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 	if (d->result->trace.truncated) {
 		/* Where and why: the analysis read up to the last good chunk; the
 		 * parser's own message says the offset. */
-		struct trace_parser_ops ops = {.on_record = on_record_skip};
+		const char *fallback = errlen && err[0] ? err : "the trace ends inside a chunk";
 		char why[200] = "";
 
-		if (trace_read_file(path, &ops, NULL, why, sizeof(why)) == 0 || !why[0])
-			snprintf(why, sizeof(why), "%s", errlen && err[0] ? err : "the trace ends inside a chunk");
-		snprintf(d->damage, sizeof(d->damage), "%s", why);
+		if (n == 1) {
+			damage_of(paths[0], fallback, why, sizeof(why));
+			snprintf(d->damage, sizeof(d->damage), "%s", why);
+		} else {
+			size_t off = 0;
+			const struct merge_node *nodes;
+			size_t nnodes;
+
+			nodes = merge_nodes(d->merge, &nnodes);
+			for (size_t k = 0; k < nnodes && off < sizeof(d->damage); k++) {
+				if (!nodes[k].read_rc)
+					continue;
+				damage_of(paths[k], "the trace ends inside a chunk", why, sizeof(why));
+				off += (size_t)snprintf(d->damage + off, sizeof(d->damage) - off, "%s%s: %s", off ? "; " : "",
+							paths[k], why);
+			}
+			if (!off)
+				snprintf(d->damage, sizeof(d->damage), "%s", fallback);
+		}
 	}
 	d->findings = findings_new();
 	if (!d->findings) {
@@ -452,23 +525,162 @@ void diagnosis_free(struct diagnosis *d)
 {
 	analysis_result_free(d->result);
 	findings_free(d->findings);
+	merge_free(d->merge);
+	for (size_t i = 0; i < d->npaths; i++)
+		free(d->paths[i]);
+	free(d->paths);
+	free(d->label);
+	if (d->trace_path == d->label)
+		d->trace_path = NULL;
 	d->result = NULL;
 	d->findings = NULL;
+	d->merge = NULL;
+	d->paths = NULL;
+	d->npaths = 0;
+	d->label = NULL;
+}
+
+static int path_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_path(char ***paths, size_t *n, const char *path)
+{
+	char **grown = realloc(*paths, (*n + 1) * sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	*paths = grown;
+	if (!(grown[*n] = strdup(path)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* A folder's traces: its regular files named *.fss, in name order. */
+static int folder_traces(const char *dir, char ***paths, size_t *n)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	size_t first = *n;
+	int rc = 0;
+
+	if (!dh)
+		return -errno;
+	while (!rc && (e = readdir(dh))) {
+		size_t len = strlen(e->d_name);
+		struct stat st;
+		char *full;
+
+		if (len <= 4 || strcmp(e->d_name + len - 4, ".fss") != 0 || e->d_name[0] == '.')
+			continue;
+		if (asprintf(&full, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
+			rc = add_path(paths, n, full);
+		free(full);
+	}
+	closedir(dh);
+	if (!rc)
+		qsort(*paths + first, *n - first, sizeof(**paths), path_cmp);
+	return rc;
+}
+
+/* partial_job_note - a trace that holds only some of its job's ranks is
+ * analysed as what it is, and said to be a part. */
+static void partial_job_note(const char *cmd, const struct diagnosis *d)
+{
+	const struct analysis_result *a = d->result;
+
+	if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
+		fprintf(stderr,
+			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; the other "
+			"ranks' traces (one per node) are read with it as one job: fsdpscope %s TRACE... or DIR...\n",
+			cmd, d->trace_path, a->ranks, a->world_size, cmd);
+}
+
+int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***out, size_t *nout)
+{
+	char **paths = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (first >= argc) {
+		fprintf(stderr, "fsdpscope %s: expected a TRACE (or several, or a folder of them) (see 'fsdpscope %s --help')\n",
+			cmd, cmd);
+		return EXIT_USAGE;
+	}
+	for (int i = first; i < argc && !rc; i++) {
+		struct stat st;
+		size_t before = n;
+
+		if (stat(argv[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+			rc = add_path(&paths, &n, argv[i]);
+			continue;
+		}
+		rc = folder_traces(argv[i], &paths, &n);
+		if (rc == -ENOMEM)
+			break;
+		if (rc) {
+			fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, argv[i], fss_strerror(rc));
+			goto fail;
+		}
+		if (n == before) {
+			fprintf(stderr, "fsdpscope %s: %s: a folder without a trace (no *.fss file in it)\n", cmd, argv[i]);
+			goto fail;
+		}
+		fprintf(stderr, "fsdpscope %s: %s: reading", cmd, argv[i]);
+		for (size_t k = before; k < n; k++)
+			fprintf(stderr, "%s %s", k > before ? "," : "", paths[k]);
+		fputc('\n', stderr);
+	}
+	if (rc) {
+		fprintf(stderr, "fsdpscope %s: out of memory\n", cmd);
+		goto fail;
+	}
+	*out = paths;
+	*nout = n;
+	return 0;
+fail:
+	diagnosis_trace_args_free(paths, n);
+	return EXIT_USAGE;
+}
+
+void diagnosis_trace_args_free(char **paths, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		free(paths[k]);
+	free(paths);
 }
 
 int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d)
 {
+	char **paths;
+	size_t n;
 	char err[512];
 
-	if (first != argc - 1) {
-		fprintf(stderr, "fsdpscope %s: expected one TRACE, got %d (see 'fsdpscope %s --help')\n", cmd,
-			argc - first, cmd);
+	memset(d, 0, sizeof(*d));
+	if (diagnosis_trace_args(argc, argv, first, cmd, &paths, &n))
 		return EXIT_USAGE;
+	if (diagnosis_run_traces((const char *const *)paths, n, f, d, err, sizeof(err))) {
+		/* several traces: the reason names the trace it is about */
+		if (n == 1)
+			fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, paths[0], err);
+		else
+			fprintf(stderr, "fsdpscope %s: %s\n", cmd, err);
+		goto fail;
 	}
-	if (diagnosis_run(argv[first], f, d, err, sizeof(err))) {
-		fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, argv[first], err);
-		return EXIT_USAGE;
-	}
+	d->paths = paths;
+	d->npaths = n;
+	partial_job_note(cmd, d);
 	return 0;
+fail:
+	diagnosis_trace_args_free(paths, n);
+	return EXIT_USAGE;
 }

@@ -34,6 +34,7 @@ enum diagnosis_opt {
 	DIAG_OPT_TOKENS_PER_STEP,
 	DIAG_OPT_EXPOSED_MIN_NS,
 	DIAG_OPT_FSDP_COMM,
+	DIAG_OPT_HANG_TIMEOUT,
 	DIAG_OPT_END
 };
 
@@ -58,7 +59,19 @@ enum diagnosis_opt {
 	{"flops-per-step", required_argument, NULL, DIAG_OPT_FLOPS_PER_STEP},                                 \
 	{"tokens-per-step", required_argument, NULL, DIAG_OPT_TOKENS_PER_STEP},                               \
 	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS},                                 \
-	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM}
+	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM},                                           \
+	DIAGNOSIS_HANG_OPTION
+
+/* --hang-timeout alone, for `run`, which takes no other analysis flag. */
+#define DIAGNOSIS_HANG_OPTION {"hang-timeout", required_argument, NULL, DIAG_OPT_HANG_TIMEOUT}
+
+/* Its help lines (OPTIONS section), shared by lint, report, run and collect. */
+#define DIAGNOSIS_HANG_HELP \
+	"    --hang-timeout SEC     ranks waiting in a collective longer than SEC seconds while others\n" \
+	"                           have not entered it are a hang (collective-hang, error); also\n" \
+	"                           every rank inside one and none out for SEC (default 60; > 0,\n" \
+	"                           fractions allowed). Set it below the job's own NCCL / PyTorch\n" \
+	"                           timeout, or the job dies before a hang is named\n"
 
 /* The help text of the shared flags (OPTIONS section lines), a string
  * literal so that each command's static help text can include it. */
@@ -81,6 +94,7 @@ enum diagnosis_opt {
 	"    --fsdp-comm ID         the FSDP shard group, by the id or dimension 'report' lists under\n" \
 	"                           communicators (at least 4 hex digits of its start) or by the name\n" \
 	"                           the job gave it (ncclConfig_t.commName); default: told from traffic\n" \
+	DIAGNOSIS_HANG_HELP \
 	"  Ledger and MFU\n" \
 	"    --prefetch N           units gathered ahead (default 1)\n" \
 	"    --param-dtype T        dtype parameters are gathered and computed in: bf16 (default), fp16,\n" \
@@ -104,6 +118,7 @@ enum diagnosis_opt {
 #define DIAG_PEAK_FLOPS_MAX 1e21      /* FLOP/s of one GPU: a thousand times today's */
 #define DIAG_FLOPS_PER_STEP_MAX 1e30
 #define DIAG_TOKENS_PER_STEP_MAX 1e15
+#define DIAG_HANG_TIMEOUT_MAX_S 1e7   /* s: 115 days */
 
 /* --layers may exceed the forward gathers (units holding several layers, or
  * the whole model in one) up to this many layers: the deepest models
@@ -133,6 +148,13 @@ void diagnosis_flags_init(struct diagnosis_flags *f);
 int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const char *cmd);
 
 /*
+ * diagnosis_hang_timeout_parse - --hang-timeout's SEC: a finite number of
+ * seconds above 0 (fractions allowed), at most DIAG_HANG_TIMEOUT_MAX_S, as
+ * nanoseconds in *ns. Returns 0 or -EINVAL.
+ */
+int diagnosis_hang_timeout_parse(const char *text, uint64_t *ns);
+
+/*
  * dtype_bytes_parse - bytes per element of "bf16", "fp16", "fp32", "fp8",
  * or "none" (0: no such copy, for --master-dtype none). Returns 0 or -EINVAL.
  */
@@ -146,12 +168,19 @@ int dtype_bytes_parse(const char *text, double *out);
  */
 int optimizer_bytes_parse(const char *text, double *out);
 
+struct merge;
+
 /* The outcome of one diagnosis. */
 struct diagnosis {
 	struct analysis_result *result; /* owned */
 	findings_t *findings;           /* owned */
-	const char *trace_path;         /* borrowed */
+	const char *trace_path;         /* the trace, or with several all of them ("a.fss b.fss"); borrowed or
+	                                   label's */
 	char damage[256];               /* "" or where and why the trace stopped being readable */
+	struct merge *merge;            /* owned: the nodes of a job read from several traces, NULL for one */
+	char **paths;                   /* owned: the traces read, a folder's files in its place */
+	size_t npaths;
+	char *label;                    /* owned: trace_path when made here */
 };
 
 /*
@@ -178,14 +207,37 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 		  size_t errlen);
 
 /*
+ * diagnosis_run_traces - diagnosis_run over the n traces at paths, one job
+ * (collector/merge.h: each trace a node's, sources renumbered, clocks
+ * aligned on the first trace's); n == 1 is diagnosis_run. The paths are
+ * borrowed. A process found in two traces is refused (-EEXIST, err names
+ * it); damage of any trace is in d->damage, prefixed with its path.
+ */
+int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagnosis_flags *f, struct diagnosis *d,
+			 char *err, size_t errlen);
+
+/*
  * diagnosis_run_args - what lint and report do once their options are
- * parsed: check that exactly one TRACE remains in argv[first..argc), run
- * the diagnosis on it, and on failure say why on stderr as "fsdpscope CMD:
- * ...". Returns 0, or EXIT_USAGE (bad arguments, unreadable or damaged
- * trace).
+ * parsed: the TRACEs that remain in argv[first..argc) (at least one; a
+ * folder stands for its *.fss files, in name order, and which were read is
+ * said on stderr), run the diagnosis on them as one job, and on failure say
+ * why on stderr as "fsdpscope CMD: ...". A trace that holds only some of
+ * its job's ranks is said on stderr to be a partial job. Returns 0, or
+ * EXIT_USAGE (bad arguments, unreadable or damaged trace, a process in two
+ * traces).
  */
 int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d);
+
+/*
+ * diagnosis_trace_args - the traces argv[first..argc) names (at least one;
+ * a folder stands for its *.fss files, in name order, said on stderr as
+ * "fsdpscope CMD: DIR: reading ..."), into *paths (the caller's:
+ * diagnosis_trace_args_free) and *n. Returns 0, or EXIT_USAGE with why on
+ * stderr (none given, a folder without a trace or that cannot be read).
+ */
+int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***paths, size_t *n);
+void diagnosis_trace_args_free(char **paths, size_t n);
 
 /*
  * diagnosis_layers_max - the largest --layers that can describe the trace a

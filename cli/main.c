@@ -73,6 +73,7 @@ int main(int argc, char **argv)
 {
 	const struct command *cmd;
 
+	(void)output_open(); /* without it, only a write failure's reason may be lost */
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;

@@ -10,6 +10,16 @@
 #define FSS_CLI_OUTPUT_H
 
 /*
+ * output_open - route stdout through a stream that keeps the errno of the
+ * first failed write (stdio loses it when a write fails inside a printf),
+ * buffered as stdout is (line-buffered on a terminal). Called once by the
+ * hub before any output; the descriptor is the same, so a job that
+ * inherits it writes where it always did. Returns 0 or a negative errno
+ * (stdout is then left as it was).
+ */
+int output_open(void);
+
+/*
  * output_flush - flush standard output now (a command does before it
  * writes to stderr, so that the two stay in order), keeping the errno of
  * the first failure for output_close. Returns 0 or a negative errno; a

@@ -7,7 +7,9 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
+#include "cli/report_nodes.h"
 #include "common/json.h"
+#include "rules/flight_text.h"
 
 #include "common/record.h"
 
@@ -506,6 +508,127 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 	jw_close(w, ']');
 }
 
+/* One rank of a hang (docs/report-schema.md, "flight"). */
+static void write_flight_rank(struct jw *w, const struct analysis_result *a, const struct analysis_flight_rank *r,
+			      int waiting)
+{
+	const struct source_summary *s = flight_source(a, r->source);
+
+	jw_open(w, NULL, '{');
+	jw_i64(w, "rank", r->rank);
+	jw_i64(w, "global_rank", r->global_rank);
+	jw_u64(w, "source", r->source);
+	jw_u64(w, "pid", r->pid);
+	jw_name(w, "host", s ? s->host : NULL);
+	jw_u64(w, "since_ns", r->since_ns);
+	if (r->last_seq) {
+		jw_u64(w, "last_seq", r->last_seq);
+		jw_str(w, "last_op", record_op_name(r->last_op));
+	} else {
+		jw_null(w, "last_seq");
+		jw_null(w, "last_op");
+	}
+	if (waiting)
+		jw_str(w, "evidence", flight_evidence_name(r->evidence));
+	else
+		jw_null(w, "evidence");
+	if (s)
+		jw_str(w, "end", source_end_name((enum source_end)s->end));
+	else
+		jw_null(w, "end");
+	jw_close(w, '}');
+}
+
+static void write_comm_names(struct jw *w, const struct analysis_result *a, uint64_t id)
+{
+	const struct analysis_comm *c = flight_comm(a, id);
+
+	jw_hex(w, "comm", id);
+	jw_str(w, "comm_role", c ? analysis_comm_role_name(c->role) : NULL);
+	jw_name(w, "comm_name", c ? c->name : NULL);
+}
+
+static void write_signature(struct jw *w, const char *key, const struct analysis_signature *s, const int32_t *ranks,
+			    uint32_t n)
+{
+	jw_open(w, key, '{');
+	jw_str(w, "op", record_op_name(s->op));
+	jw_u64(w, "count", s->count);
+	jw_str(w, "dtype", s->dtype == FSS_DTYPE_UNKNOWN ? NULL : record_dtype_name(s->dtype));
+	if (s->root >= 0)
+		jw_i64(w, "root", s->root);
+	else
+		jw_null(w, "root");
+	jw_str(w, "redop", s->redop == FSS_REDOP_NONE ? NULL : record_redop_name(s->redop));
+	jw_u64(w, "ranks_total", n);
+	jw_open(w, "ranks", '[');
+	for (uint32_t i = 0; i < n && i < ANALYSIS_FLIGHT_RANKS_MAX; i++)
+		jw_i64(w, NULL, ranks[i]);
+	jw_close(w, ']');
+	jw_close(w, '}');
+}
+
+/* Calls in flight: hangs and mismatches (collector/flight.c, docs/hangs.md). */
+static void write_flight(struct jw *w, const struct analysis_result *a)
+{
+	const struct analysis_flight *f = &a->flight;
+
+	jw_open(w, "flight", '{');
+	jw_bool(w, "shows_waits", flight_shows_waits(a));
+	jw_u64(w, "timeout_ns", f->timeout_ns ? f->timeout_ns : a->options.hang_timeout_ns);
+	if (f->now_realtime_ns)
+		jw_u64(w, "now_realtime_ns", f->now_realtime_ns);
+	else
+		jw_null(w, "now_realtime_ns");
+	jw_u64(w, "sources_enter", f->sources_enter);
+	jw_u64(w, "sources_cupti", f->sources_cupti);
+	jw_u64(w, "in_flight", f->in_flight);
+	jw_u64(w, "hangs_total", f->hangs_total);
+	jw_open(w, "hangs", '[');
+	for (uint32_t i = 0; i < f->nhangs && i < ANALYSIS_HANGS_MAX; i++) {
+		const struct analysis_hang *h = &f->hangs[i];
+
+		jw_open(w, NULL, '{');
+		write_comm_names(w, a, h->comm_id);
+		jw_i64(w, "nranks", h->nranks);
+		jw_u64(w, "comm_seq", h->comm_seq);
+		jw_str(w, "op", record_op_name(h->op));
+		jw_u64(w, "count", h->count);
+		jw_str(w, "dtype", h->dtype == FSS_DTYPE_UNKNOWN ? NULL : record_dtype_name(h->dtype));
+		jw_u64(w, "waited_ns", h->waited_ns);
+		jw_u64(w, "waiting_total", h->nwaiting);
+		jw_open(w, "waiting", '[');
+		for (uint32_t k = 0; k < h->nwaiting && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
+			write_flight_rank(w, a, &h->waiting[k], 1);
+		jw_close(w, ']');
+		jw_u64(w, "missing_total", h->nmissing);
+		jw_open(w, "missing", '[');
+		for (uint32_t k = 0; k < h->nmissing && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
+			write_flight_rank(w, a, &h->missing[k], 0);
+		jw_close(w, ']');
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_u64(w, "mismatches_total", f->mismatches_total);
+	jw_u64(w, "mismatched_collectives", f->mismatched_collectives);
+	jw_open(w, "mismatches", '[');
+	for (uint32_t i = 0; i < f->nmismatches && i < ANALYSIS_MISMATCHES_MAX; i++) {
+		const struct analysis_mismatch *m = &f->mismatches[i];
+
+		jw_open(w, NULL, '{');
+		write_comm_names(w, a, m->comm_id);
+		jw_i64(w, "nranks", m->nranks);
+		jw_u64(w, "comm_seq", m->comm_seq);
+		write_signature(w, "a", &m->a, m->a_ranks, m->na);
+		write_signature(w, "b", &m->b, m->b_ranks, m->nb);
+		jw_u64(w, "b_source", m->b_source);
+		jw_u64(w, "other_ranks", m->others);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+}
+
 static void write_options(struct jw *w, const struct analysis_options *o, const struct rule_config *rules)
 {
 	size_t n;
@@ -532,6 +655,7 @@ static void write_options(struct jw *w, const struct analysis_options *o, const 
 	jw_num(w, "tokens_per_step", o->tokens_per_step);
 	jw_u64(w, "gpu_mem_bytes", o->gpu_mem_bytes);
 	jw_str(w, "fsdp_comm", o->fsdp_comm);
+	jw_u64(w, "hang_timeout_ns", o->hang_timeout_ns);
 	jw_open(w, "thresholds", '{');
 	for (size_t i = 0; i < n; i++)
 		jw_num(w, t[i].name, rules ? rules->threshold[i] : t[i].default_value);
@@ -672,6 +796,8 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
 	write_sources(&w, a);
+	jw_sep(&w, "nodes"), report_nodes_json(out, d, w.depth + 1);
+	write_flight(&w, a);
 	write_options(&w, &a->options, rules);
 	jw_open(&w, "notes", '[');
 	for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)

@@ -3,9 +3,11 @@
  * findings' blocks (lint, report, the summary after `fsdpscope run`).
  */
 #include "cli/diagnosis.h"
+#include "cli/report_nodes.h"
 #include "cli/report_sources.h"
 
 #include "common/record.h"
+#include "rules/flight_text.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -388,6 +390,41 @@ static void print_ranks(FILE *out, const struct analysis_result *a)
 	}
 }
 
+/*
+ * Calls in flight, when there is something to say: the hangs and the
+ * mismatches, or calls still in flight at the end under the timeout, or
+ * that this trace cannot show a wait at all (then no hang is ruled out, and
+ * the report must not read as if it were).
+ */
+static void print_flight(FILE *out, const struct analysis_result *a)
+{
+	const struct analysis_flight *f = &a->flight;
+	char line[1024], t[32];
+
+	if (!flight_shows_waits(a)) {
+		if (a->trace.collectives)
+			fprintf(out, "\nCalls in flight: not recorded (no enter records, no GPU intervals): a hang cannot be "
+				     "seen in this trace, so none is ruled out\n");
+		return;
+	}
+	if (!f->nhangs && !f->nmismatches && !f->in_flight)
+		return;
+	fprintf(out, "\nCalls in flight (--hang-timeout %s; %u source%s with enter records, %u with GPU intervals)\n",
+		rule_format_ns((double)f->timeout_ns, t, sizeof(t)), f->sources_enter, f->sources_enter == 1 ? "" : "s",
+		f->sources_cupti);
+	for (uint32_t i = 0; i < f->nhangs && i < ANALYSIS_HANGS_MAX; i++)
+		fprintf(out, "  hang: %s\n", flight_hang_line(a, &f->hangs[i], line, sizeof(line)));
+	if (f->hangs_total > f->nhangs)
+		fprintf(out, "  and %u more hang%s\n", f->hangs_total - f->nhangs, f->hangs_total - f->nhangs == 1 ? "" : "s");
+	for (uint32_t i = 0; i < f->nmismatches && i < ANALYSIS_MISMATCHES_MAX; i++)
+		fprintf(out, "  mismatch: %s\n", flight_mismatch_line(a, &f->mismatches[i], line, sizeof(line)));
+	if (f->mismatched_collectives > f->nmismatches)
+		fprintf(out, "  %" PRIu64 " mismatched collectives in all\n", f->mismatched_collectives);
+	if (!f->nhangs && f->in_flight)
+		fprintf(out, "  %u collective%s in flight at the end, none waited past the timeout\n", f->in_flight,
+			f->in_flight == 1 ? "" : "s");
+}
+
 void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 {
 	const struct analysis_result *a = d->result;
@@ -395,6 +432,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	char b1[32], b2[32], b3[32], b4[32], t1[64], t2[64];
 
 	print_overview(out, d);
+	report_nodes_text(out, d);
 	fprintf(out, "sizes       AllGather per call %s .. %s (median %s per rank, %s), ReduceScatter median %s (%s)\n",
 		rule_format_bytes((double)s->allgather_bytes_min, b1, sizeof(b1)),
 		rule_format_bytes((double)s->allgather_bytes_max, b2, sizeof(b2)),
@@ -405,6 +443,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);
 	print_ranks(out, a);
+	print_flight(out, a);
 	report_sources_table(out, a);
 	if (a->nnotes) {
 		fprintf(out, "\nNotes\n");

@@ -16,6 +16,8 @@
 #include "cli/lint.h"
 #include "cli/report_sources.h"
 
+#include "cli/hang_lines.h"
+
 #include "collector/analyze.h"
 #include "collector/keep.h"
 #include "collector/live.h"
@@ -73,6 +75,9 @@ struct session {
 	uint64_t steps; /* steps the analyzer completed */
 	uint64_t steps_published, steps_diagnosed;
 	int64_t last_publish_ms, last_diagnosis_ms;
+	int flight_pending;   /* the latest diagnosis had calls in flight or a hang: diagnose again, steps or not */
+	int diagnosis_unpublished; /* a diagnosis the readers have not been shown */
+	hang_lines_t *hang_lines; /* the stderr lines of calls in flight: what was said */
 	struct diagnosis d;		 /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
@@ -85,6 +90,14 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote)
@@ -234,50 +247,58 @@ static size_t live_findings(const findings_t *list, struct live_finding *out, si
 }
 
 /* Diagnose result r (the rules on it) into the live state. */
-static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *given)
+static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *list)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	findings_t *list = (findings_t *)given;
-	size_t n = 0;
+	size_t n = live_findings(list, found, LIVE_FINDINGS_MAX);
 
-	if (!list) {
-		list = findings_new();
-		if (!list)
-			return;
-		if (rules_run(r, &s->flags->rules, list)) {
-			findings_free(list);
-			return;
-		}
-	}
-	n = live_findings(list, found, LIVE_FINDINGS_MAX);
 	live_set_diagnosis(s->live, r, found, n);
-	if (!given)
-		findings_free(list);
+}
+
+/* A diagnosis of what the analyzer holds now, into the live state and the
+ * stderr lines of calls in flight. Waits are measured to the session's
+ * clock (the job is running: the trace has no end yet). */
+static void diagnose_now(session_t *s)
+{
+	struct analysis_result *r = NULL;
+	findings_t *list;
+
+	analyzer_set_now(s->an, realtime_ns());
+	if (analyzer_snapshot(s->an, &r))
+		return;
+	list = findings_new();
+	if (list && rules_run(r, &s->flags->rules, list) == 0) {
+		live_diagnose(s, r, list);
+		hang_lines_update(s->hang_lines, r, list, stderr);
+		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
+		s->diagnosis_unpublished = 1;
+	}
+	findings_free(list);
+	analysis_result_free(r);
 }
 
 /* Now and then: a diagnosis of what the analyzer holds, and a new view
- * for the readers once steps completed. */
+ * for the readers. A diagnosis is due once steps completed, and, steps or
+ * not, while a rank is inside a collective (a hung job completes none). */
 static void live_tick(session_t *s)
 {
 	int64_t now;
 
-	if (!s->live || s->live_error || s->steps == s->steps_published)
+	if (!s->live || s->live_error)
 		return;
 	now = now_ms();
-	if (!s->analysis_error && s->steps != s->steps_diagnosed &&
-	    now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS) {
-		struct analysis_result *r = NULL;
-
-		if (analyzer_snapshot(s->an, &r) == 0) {
-			live_diagnose(s, r, NULL);
-			analysis_result_free(r);
-		}
+	if (!s->analysis_error && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS &&
+	    (s->steps != s->steps_diagnosed || s->flight_pending || live_in_flight(s->live))) {
+		diagnose_now(s);
 		s->steps_diagnosed = s->steps;
 		s->last_diagnosis_ms = now;
 	}
-	if (now - s->last_publish_ms >= SESSION_PUBLISH_EVERY_MS) {
-		if (live_publish(s->live, s->board) == 0)
+	if ((s->steps != s->steps_published || s->diagnosis_unpublished) &&
+	    now - s->last_publish_ms >= SESSION_PUBLISH_EVERY_MS) {
+		if (live_publish(s->live, s->board) == 0) {
 			s->steps_published = s->steps;
+			s->diagnosis_unpublished = 0;
+		}
 		s->last_publish_ms = now;
 	}
 }
@@ -291,7 +312,7 @@ static int start_readers(session_t *s)
 	struct sockaddr_un sun;
 	int rc;
 
-	if (live_new(&s->live) || live_board_new(&s->board))
+	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
 		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
 	sock = strdup(run_session_socket(s->rs));
@@ -951,6 +972,7 @@ void session_free(session_t *s)
 	metrics_server_stop(s->metrics);
 	live_board_free(s->board);
 	live_free(s->live);
+	hang_lines_free(s->hang_lines);
 	free(s->viewer_address);
 	keeper_free(s->keeper);
 	ingest_free(s->ing);

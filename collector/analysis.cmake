@@ -1,5 +1,5 @@
 # collector/analysis.cmake: the analysis library (steps, units, reshard,
-# exposure, ledger, breakdown, ranks) that rules/, cli/ and tui/ read
+# exposure, ledger, breakdown, ranks, calls in flight) that rules/, cli/ and tui/ read
 # through collector/analysis.h. Included from collector/CMakeLists.txt.
 add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analysis_names.c
@@ -13,6 +13,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
+  ${CMAKE_CURRENT_LIST_DIR}/flight.c
   ${CMAKE_CURRENT_LIST_DIR}/ledger.c
   ${CMAKE_CURRENT_LIST_DIR}/median.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c

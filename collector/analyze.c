@@ -22,7 +22,8 @@
  *   analyze_structure.c the result's counts, units, phases, reshard, ledger, gathers
  *   analyze_exposure.c  the result's exposure section
  *   analyze_comms.c     the result's communicators
- *   analyze_finish.c    analyzer_finish and analyzer_snapshot: the result as a whole
+ *   analyze_finish.c    analyzer_finish and analyzer_snapshot: the result as a whole, and its
+ *                       calls in flight (collector/flight.c keeps them from every record)
  *   analysis_names.c    option defaults and the report's names
  */
 #include "collector/analyze_internal.h"
@@ -45,10 +46,13 @@ int analyzer_new(analyzer_t **out, const struct analysis_options *opts)
 		a->opt.compute_ranges = ANALYSIS_DEFAULT_COMPUTE_RANGES;
 	if (a->opt.prefetch < 0)
 		a->opt.prefetch = 0;
+	if (!a->opt.hang_timeout_ns)
+		a->opt.hang_timeout_ns = ANALYSIS_DEFAULT_HANG_TIMEOUT_NS;
 	a->min_rank_seen = INT32_MAX;
 	a->tl = timeline_new(a->opt.step_ranges, a->opt.compute_ranges);
 	a->ranks = ranks_new();
-	if (!a->tl || !a->ranks) {
+	a->flight = flight_new();
+	if (!a->tl || !a->ranks || !a->flight) {
 		analyzer_free(a);
 		return -ENOMEM;
 	}
@@ -93,6 +97,7 @@ void analyzer_free(analyzer_t *a)
 		rank_state_free(a->rs[i]);
 	free(a->rs);
 	ranks_free(a->ranks);
+	flight_free(a->flight);
 	timeline_free(a->tl);
 	free(a->step_events);
 	free(a);
@@ -202,6 +207,10 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 	struct tl_source *src;
 	int rc = timeline_feed(a->tl, rec, &src);
 	if (rc < 0 || !src)
+		return rc;
+	/* every record of a source, after the layer took it in (its view knows
+	 * the communicators the calls name) */
+	if ((rc = flight_feed(a->flight, src->view, rec)) < 0)
 		return rc;
 	if (rec->type == FSS_REC_STEP_SUMMARY)
 		return keep_records(a, src, rec);

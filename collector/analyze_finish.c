@@ -14,6 +14,25 @@ static int result_sources(const analyzer_t *a, struct analysis_result *r)
 
 static int result_build(analyzer_t *a, struct analysis_result **out);
 
+/* The calls in flight, measured to the live session's clock in a snapshot
+ * (analyzer_set_now), to the trace's own end when finishing. */
+int analyze_fill_flight(const analyzer_t *a, struct analysis_result *r)
+{
+	uint64_t now = a->finished ? 0 : a->now_realtime_ns;
+
+	return flight_fill(a->flight, a->opt.hang_timeout_ns, now, &r->flight);
+}
+
+/* "No hang" is never said of a trace that could not show one: no source
+ * wrote enter records and none has CUPTI kernels. Last of the notes, so the
+ * others keep their places. */
+void analyze_flight_note(struct analysis_result *r)
+{
+	if (r->trace.sources && !r->flight.sources_enter && !r->flight.sources_cupti)
+		analyze_note(r, "no source records calls in flight (enter records, format 1.3) or CUPTI kernels: hangs "
+				"cannot be seen in this trace");
+}
+
 int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 {
 	*out = NULL;
@@ -73,7 +92,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 	r->trace.truncated = a->truncated;
 	r->trace.has_cupti = ts.gpu_intervals > 0;
 	r->trace.has_nvtx = ts.nvtx_ranges > 0;
-	if (result_sources(a, r) < 0) {
+	if (result_sources(a, r) < 0 || analyze_fill_flight(a, r) < 0) {
 		analysis_result_free(r);
 		return -ENOMEM;
 	}
@@ -215,6 +234,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 				  (unsigned long long)r->trace.collectives);
 		}
 		analyze_keep_finish(a, r);
+		analyze_flight_note(r);
 		*out = r;
 		return 0;
 	}
@@ -327,6 +347,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 	if (tot.unmatched && r->ranks > 1)
 		analyze_note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
 	analyze_keep_finish(a, r);
+	analyze_flight_note(r);
 	*out = r;
 	return 0;
 }

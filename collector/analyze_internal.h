@@ -16,6 +16,7 @@
 #include "collector/analyze.h"
 #include "collector/breakdown.h"
 #include "collector/comm_roles.h"
+#include "collector/flight.h"
 #include "collector/ledger.h"
 #include "collector/median.h"
 #include "collector/overlap.h"
@@ -215,6 +216,7 @@ struct analyzer {
 	struct analysis_step_event *step_events; /* the step callback's events, reused */
 	size_t step_events_cap;
 	struct step_summaries kept; /* what a --keep trace left out (analyze.c, keep_records) */
+	flight_t *flight;           /* calls in flight: hangs and mismatches (collector/flight.c) */
 };
 
 
@@ -263,6 +265,10 @@ int analyze_rank_entry_cmp(const void *x, const void *y);
 
 /* analyze_exposure.c */
 void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r);
+
+/* analyze_finish.c */
+int analyze_fill_flight(const analyzer_t *a, struct analysis_result *r);
+void analyze_flight_note(struct analysis_result *r);
 
 /* analyze_comms.c */
 void analyze_fill_comms(const analyzer_t *a, const struct rank_state *v, struct analysis_result *r);

@@ -16,7 +16,12 @@
  *          written in full, any other becomes one step_summary record.
  *
  * Records are placed in steps by their host time: a step is [start_ns,
- * start_ns + step_ns) of its rank, the time the analysis gives it.
+ * start_ns + step_ns) of its rank, the time the analysis gives it. A call's
+ * enter record and its exit (the collective, or the sync_exit) carry the
+ * same enter_ns, so they are placed in the same step: both kept or both
+ * left out, never an exit without its enter. An enter whose exit never came
+ * (a hung call) waits with its undecided step and is written in full at the
+ * source's end.
  */
 #include "collector/keep.h"
 
@@ -521,11 +526,13 @@ static struct kept_source *source_state(keeper_t *k, uint32_t id)
 	return s;
 }
 
-/* The raw records of a step: left out of a summarised step. */
+/* The raw records of a step: left out of a summarised step. Enter and
+ * sync_exit records are the entries of its calls: they go with it. */
 static int droppable(uint16_t type)
 {
 	return type == FSS_REC_COLLECTIVE || type == FSS_REC_GROUP || type == FSS_REC_GPU_INTERVAL ||
-	       type == FSS_REC_NVTX_RANGE || type == FSS_REC_CORRELATION;
+	       type == FSS_REC_NVTX_RANGE || type == FSS_REC_CORRELATION || type == FSS_REC_ENTER ||
+	       type == FSS_REC_SYNC_EXIT;
 }
 
 /* Host time of a raw record; a correlation has none and goes with the
@@ -539,6 +546,13 @@ static uint64_t record_time(struct kept_source *s, const struct fss_record_head 
 		break;
 	case FSS_REC_GROUP:
 		t = ((const struct fss_rec_group *)rec)->start_ns;
+		break;
+	case FSS_REC_ENTER:
+		/* the collective's own enter_ns: an enter and its exit land in one step */
+		t = ((const struct fss_rec_enter *)rec)->enter_ns;
+		break;
+	case FSS_REC_SYNC_EXIT:
+		t = ((const struct fss_rec_sync_exit *)rec)->enter_ns; /* with its enter */
 		break;
 	case FSS_REC_NVTX_RANGE:
 		t = ((const struct fss_rec_nvtx_range *)rec)->start_ns;

@@ -131,6 +131,25 @@ static struct live_comm *comm_for(struct live_slot *s, const struct source *src,
 	return c;
 }
 
+/*
+ * The collectives of a communicator are numbered from 1 in each rank's
+ * issue order (comm_seq, docs/hangs.md), so the highest number entered is
+ * how many the rank entered there, and the highest left how many it
+ * returned from: counted, not read from the per-source seq (which numbers
+ * every communicator's calls together). A source with enter records
+ * (FSS_FEATURE_ENTER) enters with them; one without enters and leaves with
+ * its collective record. An enter record lost (a full ring) cannot leave a
+ * rank further out than in.
+ */
+static void count_left(struct live_comm *lc, const struct source *src)
+{
+	lc->left++;
+	if (!(src->features & FSS_FEATURE_ENTER))
+		lc->entered++; /* entered and returned at once, as far as the trace tells */
+	if (lc->entered < lc->left)
+		lc->entered = lc->left; /* its enter record was lost */
+}
+
 int live_on_record(live_t *l, const struct fss_record_head *rec, const struct source *src)
 {
 	l->job.records_total++;
@@ -160,8 +179,23 @@ int live_on_record(live_t *l, const struct fss_record_head *rec, const struct so
 			lc->collectives++;
 			if (c->seq > lc->last_seq)
 				lc->last_seq = c->seq;
+			count_left(lc, src);
 		}
+	} else if (rec->type == FSS_REC_ENTER && rec->size >= sizeof(struct fss_rec_enter)) {
+		const struct fss_rec_enter *e = (const void *)rec;
+		struct live_comm *lc = e->kind == FSS_ENTER_COLLECTIVE ? comm_for(s, src, e->comm) : NULL;
+		if (lc)
+			lc->entered++;
 	}
+	return 0;
+}
+
+int live_in_flight(const live_t *l)
+{
+	for (size_t i = 0; i < l->nslots; i++)
+		for (size_t c = 0; c < l->slots[i]->r.ncomms; c++)
+			if (l->slots[i]->r.comms[c].entered > l->slots[i]->r.comms[c].left)
+				return 1;
 	return 0;
 }
 
@@ -265,6 +299,7 @@ void live_set_diagnosis(live_t *l, const struct analysis_result *res, const stru
 	j->reshard = (int)res->reshard.policy;
 	j->exposed_allgather_ns_per_step = res->exposure.exposed_allgather_ns_per_step;
 	j->compute_wait_ns_per_step = res->exposure.compute_wait_ns_per_step;
+	j->flight = res->flight;
 
 	j->nfindings = 0;
 	for (size_t i = 0; i < nfindings && j->nfindings < LIVE_FINDINGS_MAX; i++) {

@@ -84,6 +84,10 @@ struct live_comm {
 	uint8_t reserved[7];
 	uint64_t collectives;          /* collective calls recorded on it */
 	uint64_t last_seq;             /* fss_rec_collective.seq of the latest (per source) */
+	uint64_t entered;              /* comm_seq of the latest collective the rank entered on it (its enter
+	                                  record; its collective record for a source without enter records):
+	                                  the collectives it issued there, from 1 in issue order */
+	uint64_t left;                 /* comm_seq of the latest it returned from (its collective record) */
 };
 
 /* One rank (one source of the trace). */
@@ -146,6 +150,8 @@ struct live_job {
 	struct live_finding findings[LIVE_FINDINGS_MAX];
 	size_t ngathers;
 	struct live_gather gathers[LIVE_GATHERS_MAX];
+	struct analysis_flight flight; /* the latest diagnosis' calls in flight: hangs (waits past the timeout)
+	                                  and mismatches; all 0 before the first diagnosis */
 };
 
 /* What readers see: one consistent copy. */
@@ -180,6 +186,11 @@ void live_step_cb(void *live, const struct analysis_step_info *step);
  * on it, copied as plain data. findings[] holds nfindings entries. */
 void live_set_diagnosis(live_t *l, const struct analysis_result *r, const struct live_finding *findings,
 			size_t nfindings);
+
+/* live_in_flight - some rank is inside a collective now: it entered one on
+ * a communicator it has not returned from (entered > left). A session keeps
+ * diagnosing while this holds, steps or not: a hang completes no step. */
+int live_in_flight(const live_t *l);
 
 /* live_memory - the bytes the live state holds: it grows with the sources
  * (processes) it has seen, never with steps or records. */

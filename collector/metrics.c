@@ -171,6 +171,7 @@ enum family_id {
 	F_DIAG_EXPOSED,
 	F_DIAG_COMPUTE_WAIT,
 	F_FINDINGS,
+	F_COLLECTIVE_HANG,
 	F_RANK_INFO,
 	F_RANK_ENDED,
 	F_RANK_RECORDS,
@@ -238,6 +239,9 @@ static const struct family families[F_MAX] = {
     [F_DIAG_COMPUTE_WAIT] = {"fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge",
 			     "Time per step compute waited on gathers, headline rank, latest diagnosis."},
     [F_FINDINGS] = {"fsdpscope_findings", "gauge", "Findings of the latest diagnosis, by rule and severity."},
+    [F_COLLECTIVE_HANG] = {"fsdpscope_collective_hang", "gauge",
+			   "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout "
+			   "that others have not entered), else 0."},
     [F_RANK_INFO] = {"fsdpscope_rank_info", "gauge", "Always 1; the process behind a rank label."},
     [F_RANK_ENDED] = {"fsdpscope_rank_ended", "gauge", "1 once the rank's process has ended."},
     [F_RANK_RECORDS] = {"fsdpscope_rank_records_total", "counter", "Records the session received from the rank."},
@@ -276,7 +280,8 @@ static const struct family families[F_MAX] = {
     [F_COMPUTE_TOTAL] = {"fsdpscope_compute_seconds_total", "counter",
 			 "Compute time in the rank's analysed steps, summed."},
     [F_COLLECTIVE_SEQ] = {"fsdpscope_collective_seq", "gauge",
-			  "Sequence number of the rank's latest collective on the communicator."},
+			  "Highest collective number (from 1 per communicator, in issue order) the rank (its rank in the "
+			  "communicator) has entered or left there."},
     [F_COMM_COLLECTIVES] = {"fsdpscope_comm_collectives_total", "counter",
 			    "Collective calls the rank recorded on the communicator."},
     [F_COMM_ROLE] = {"fsdpscope_comm_role", "gauge", "1 for the communicator's role as the latest diagnosis gave it."},
@@ -519,10 +524,59 @@ static int comm_repeated(const struct live_rank *k, size_t c)
 	return 0;
 }
 
+/* The (communicator, rank in it) of ranks[i].comms[c] was written for an
+ * earlier entry already (two sources claiming one rank of a communicator:
+ * a restarted process): its first writer keeps the labels. */
+static int comm_rank_repeated(const struct live_view *v, size_t i, size_t c)
+{
+	const struct live_comm *m = &v->ranks[i].comms[c];
+
+	for (size_t j = 0; j <= i; j++) {
+		const struct live_rank *k = &v->ranks[j];
+		size_t n = j == i ? c : (k->ncomms < LIVE_COMMS_MAX ? k->ncomms : LIVE_COMMS_MAX);
+
+		for (size_t d = 0; d < n; d++)
+			if (k->comms[d].id_hash == m->id_hash && k->comms[d].rank == m->rank)
+				return 1;
+	}
+	return 0;
+}
+
+/* fsdpscope_collective_seq{comm,rank,state}: per communicator and rank in
+ * it, the highest collective number entered and left. Labelled by the rank
+ * in the communicator, not the process's: the same series on every node's
+ * collector of a job, so that the fleet's Prometheus compares the ranks of
+ * one communicator across nodes (docs/metrics.md). */
+static void render_collective_seq(struct render *r)
+{
+	static const char *const states[] = {"entered", "left"};
+	const struct live_view *v = r->v;
+
+	for (size_t st = 0; st < 2; st++)
+		for (size_t i = 0; i < v->nranks; i++) {
+			const struct live_rank *k = &v->ranks[i];
+			size_t n = k->ncomms < LIVE_COMMS_MAX ? k->ncomms : LIVE_COMMS_MAX;
+
+			for (size_t c = 0; c < n; c++) {
+				const struct live_comm *m = &k->comms[c];
+
+				/* a communicator without its comm record has no id and no
+				 * rank to be labelled with */
+				if (!m->id_hash || m->rank < 0 || comm_rank_repeated(v, i, c))
+					continue;
+				sample_begin(r, F_COLLECTIVE_SEQ);
+				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
+					   m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
+			}
+		}
+}
+
 static void render_comms(struct render *r)
 {
-	static const enum family_id comm_families[] = {F_COLLECTIVE_SEQ, F_COMM_COLLECTIVES, F_COMM_ROLE};
+	static const enum family_id comm_families[] = {F_COMM_COLLECTIVES, F_COMM_ROLE};
 	const struct live_view *v = r->v;
+
+	render_collective_seq(r);
 
 	for (size_t f = 0; f < sizeof comm_families / sizeof comm_families[0]; f++) {
 		for (size_t i = 0; i < v->nranks; i++) {
@@ -534,9 +588,7 @@ static void render_comms(struct render *r)
 					continue;
 				sample_begin(r, comm_families[f]);
 				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash, r->rank_label[i]);
-				if (comm_families[f] == F_COLLECTIVE_SEQ)
-					out_printf(&r->o, "} %" PRIu64 "\n", m->last_seq);
-				else if (comm_families[f] == F_COMM_COLLECTIVES)
+				if (comm_families[f] == F_COMM_COLLECTIVES)
 					out_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
 				else
 					out_printf(&r->o, ",role=\"%s\"} 1\n", analysis_comm_role_name(m->role));
@@ -603,6 +655,7 @@ static void render_job(struct render *r)
 	sample_u64(r, F_RANKS, v ? v->nranks : 0);
 	sample_u64(r, F_DIAGNOSED, diagnosed);
 	sample_u64(r, F_DIAGNOSES, j ? j->diagnoses : 0);
+	sample_u64(r, F_COLLECTIVE_HANG, diagnosed && j->flight.nhangs > 0);
 	for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++)
 		sample_label_u64(r, F_VERDICT, "verdict", analysis_verdict_name(verdicts[i]),
 				 diagnosed && j->verdict == verdicts[i]);

@@ -412,6 +412,13 @@ int sources_feed(sources_t *s, const struct fss_record_head *rec)
 	case FSS_REC_GROUP:
 		note_time(src, ((const struct fss_rec_group *)rec)->end_exit_ns);
 		break;
+	case FSS_REC_ENTER:
+		/* a call entered: while it blocks, the source's latest time */
+		note_time(src, ((const struct fss_rec_enter *)rec)->enter_ns);
+		break;
+	case FSS_REC_SYNC_EXIT:
+		note_time(src, ((const struct fss_rec_sync_exit *)rec)->exit_ns);
+		break;
 	case FSS_REC_CLOCK_ANCHOR: {
 		const struct fss_rec_clock_anchor *a = (const void *)rec;
 

@@ -259,6 +259,8 @@ static void render_comm(struct out *o, const struct live_comm *c)
 	out_text(o, "role", analysis_comm_role_name(c->role), 32);
 	out_u64(o, "collectives", c->collectives);
 	out_u64(o, "last_seq", c->last_seq);
+	out_u64(o, "entered", c->entered);
+	out_u64(o, "left", c->left);
 	out_close(o, '}');
 }
 
@@ -331,6 +333,145 @@ static void render_rank(struct out *o, const struct live_rank *r)
 	out_close(o, '}');
 }
 
+/* enum analysis_wait_evidence's names, as the report writes them
+ * (rules/flight_text.c, which the collector cannot link). */
+static const char *evidence_name(int evidence)
+{
+	static const char *const names[] = {"none", "host", "gpu", "sync"};
+
+	return evidence >= 0 && evidence < 4 ? names[evidence] : "none";
+}
+
+static void out_hex(struct out *o, const char *key, uint64_t v)
+{
+	char hex[24];
+
+	snprintf(hex, sizeof(hex), "%016" PRIx64, v);
+	out_text(o, key, hex, sizeof(hex));
+}
+
+static void render_flight_rank(struct out *o, const struct analysis_flight_rank *r, int waiting)
+{
+	out_open(o, '{');
+	out_i64(o, "rank", r->rank);
+	out_u64(o, "source", r->source);
+	out_u64(o, "pid", r->pid);
+	out_u64(o, "since_ns", r->since_ns);
+	out_u64_or_null(o, "last_seq", r->last_seq, r->last_seq != 0);
+	if (r->last_seq)
+		out_text(o, "last_op", record_op_name(r->last_op), 32);
+	else
+		out_null(o, "last_op");
+	if (waiting)
+		out_text(o, "evidence", evidence_name(r->evidence), 16);
+	else
+		out_null(o, "evidence");
+	out_close(o, '}');
+}
+
+static void render_signature(struct out *o, const char *key, const struct analysis_signature *s, const int32_t *ranks,
+			     uint32_t n)
+{
+	out_key(o, key);
+	out_open(o, '{');
+	out_text(o, "op", record_op_name(s->op), 32);
+	out_u64(o, "count", s->count);
+	if (s->dtype == FSS_DTYPE_UNKNOWN)
+		out_null(o, "dtype");
+	else
+		out_text(o, "dtype", record_dtype_name(s->dtype), 32);
+	if (s->root >= 0)
+		out_i64(o, "root", s->root);
+	else
+		out_null(o, "root");
+	if (s->redop == FSS_REDOP_NONE)
+		out_null(o, "redop");
+	else
+		out_text(o, "redop", record_redop_name(s->redop), 32);
+	out_u64(o, "ranks_total", n);
+	out_key(o, "ranks");
+	out_open(o, '[');
+	for (uint32_t i = 0; i < at_most(n, ANALYSIS_FLIGHT_RANKS_MAX); i++) {
+		out_sep(o);
+		out_fmt(o, "%" PRId32, ranks[i]);
+		o->comma = 1;
+	}
+	out_close(o, ']');
+	out_close(o, '}');
+}
+
+/* The latest diagnosis' calls in flight (docs/live.md, "flight"): null
+ * before the first diagnosis. */
+static void render_flight(struct out *o, const struct live_job *j)
+{
+	const struct analysis_flight *f = &j->flight;
+
+	out_key(o, "flight");
+	if (!j->diagnosed) {
+		out_raw(o, "null", 4);
+		o->comma = 1;
+		return;
+	}
+	out_open(o, '{');
+	out_bool(o, "hang", f->nhangs > 0);
+	out_bool(o, "shows_waits", f->sources_enter > 0 || f->sources_cupti > 0);
+	out_u64(o, "timeout_ns", f->timeout_ns);
+	out_u64_or_null(o, "now_realtime_ns", f->now_realtime_ns, f->now_realtime_ns != 0);
+	out_u64(o, "sources_enter", f->sources_enter);
+	out_u64(o, "sources_cupti", f->sources_cupti);
+	out_u64(o, "in_flight", f->in_flight);
+	out_u64(o, "hangs_total", f->hangs_total);
+	out_key(o, "hangs");
+	out_open(o, '[');
+	for (uint32_t i = 0; i < at_most(f->nhangs, ANALYSIS_HANGS_MAX); i++) {
+		const struct analysis_hang *h = &f->hangs[i];
+
+		out_open(o, '{');
+		out_hex(o, "comm", h->comm_id);
+		out_i64(o, "nranks", h->nranks);
+		out_u64(o, "comm_seq", h->comm_seq);
+		out_text(o, "op", record_op_name(h->op), 32);
+		out_u64(o, "count", h->count);
+		if (h->dtype == FSS_DTYPE_UNKNOWN)
+			out_null(o, "dtype");
+		else
+			out_text(o, "dtype", record_dtype_name(h->dtype), 32);
+		out_u64(o, "waited_ns", h->waited_ns);
+		out_u64(o, "waiting_total", h->nwaiting);
+		out_key(o, "waiting");
+		out_open(o, '[');
+		for (uint32_t k = 0; k < at_most(h->nwaiting, ANALYSIS_FLIGHT_RANKS_MAX); k++)
+			render_flight_rank(o, &h->waiting[k], 1);
+		out_close(o, ']');
+		out_u64(o, "missing_total", h->nmissing);
+		out_key(o, "missing");
+		out_open(o, '[');
+		for (uint32_t k = 0; k < at_most(h->nmissing, ANALYSIS_FLIGHT_RANKS_MAX); k++)
+			render_flight_rank(o, &h->missing[k], 0);
+		out_close(o, ']');
+		out_close(o, '}');
+	}
+	out_close(o, ']');
+	out_u64(o, "mismatches_total", f->mismatches_total);
+	out_u64(o, "mismatched_collectives", f->mismatched_collectives);
+	out_key(o, "mismatches");
+	out_open(o, '[');
+	for (uint32_t i = 0; i < at_most(f->nmismatches, ANALYSIS_MISMATCHES_MAX); i++) {
+		const struct analysis_mismatch *m = &f->mismatches[i];
+
+		out_open(o, '{');
+		out_hex(o, "comm", m->comm_id);
+		out_i64(o, "nranks", m->nranks);
+		out_u64(o, "comm_seq", m->comm_seq);
+		render_signature(o, "a", &m->a, m->a_ranks, m->na);
+		render_signature(o, "b", &m->b, m->b_ranks, m->nb);
+		out_u64(o, "other_ranks", m->others);
+		out_close(o, '}');
+	}
+	out_close(o, ']');
+	out_close(o, '}');
+}
+
 static void render_job(struct out *o, const struct live_job *j)
 {
 	int d = j->diagnosed != 0;
@@ -386,6 +527,7 @@ static void render_job(struct out *o, const struct live_job *j)
 		out_close(o, '}');
 	}
 	out_close(o, ']');
+	render_flight(o, j);
 	out_close(o, '}');
 }
 

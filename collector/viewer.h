@@ -3,7 +3,7 @@
  * live view as a stream of snapshots for `fsdpscope top --connect` and
  * other tools.
  *
- * Protocol "fsdpscope.live/1": a viewer connects to the session's viewer
+ * Protocol "fsdpscope.live/2": a viewer connects to the session's viewer
  * socket and writes nothing; the session writes one JSON object per line,
  * a whole snapshot each (docs/live-schema.json), the first at once, then
  * one per publish. A viewer that reads slowly misses snapshots (it always
@@ -22,7 +22,7 @@
 
 #include "collector/live.h"
 
-#define VIEWER_PROTOCOL "fsdpscope.live/1"
+#define VIEWER_PROTOCOL "fsdpscope.live/2"
 
 /* viewer_render - the snapshot JSON of view `v` (one line, '\n' ended) in a
  * malloc'd buffer. 0 or -ENOMEM. */

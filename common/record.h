@@ -348,8 +348,8 @@ struct fss_rec_sink {
 	uint64_t repeat_count; /* records copied, right after the preamble */
 };
 
-/* One completed step of one rank whose raw records (collective, group,
- * gpu_interval, nvtx_range, correlation) a session left out of the trace
+/* One completed step of one rank whose raw records (collective, group, enter,
+ * sync_exit, gpu_interval, nvtx_range, correlation) a session left out of the trace
  * (--keep summary, docs/keep.md): the figures its live analysis found. The
  * session writes it into the rank's source when the step completes, after
  * the step's own records would have been. The seq numbers it covers are
@@ -399,8 +399,7 @@ enum fss_enter_kind {
  */
 struct fss_rec_enter {
 	struct fss_record_head head;
-	uint64_t seq;       /* collective: its seq (= fss_rec_collective.seq); synchronize: the seq of the last
-	                       collective the process had issued before it, 0 none */
+	uint64_t seq;       /* collective: its seq; synchronize: the seq of the last collective issued before it */
 	uint64_t comm;      /* collective: ncclComm_t handle; synchronize: 0 */
 	uint64_t stream;    /* collective: cudaStream_t; stream sync: the stream; event sync: the event; 0 */
 	uint64_t count;     /* collective: count argument as passed (as fss_rec_collective.count); 0 */
@@ -411,7 +410,7 @@ struct fss_rec_enter {
 	uint32_t sync_id;   /* synchronize: per-source number from 1, named by its sync_exit; collective: 0 */
 	uint16_t kind;      /* enum fss_enter_kind */
 	uint8_t op;         /* collective: enum fss_coll_op; 0 */
-	uint8_t dtype;      /* collective: enum fss_dtype; 0 */
+	uint8_t dtype;      /* collective: enum fss_dtype; FSS_DTYPE_UNKNOWN */
 	uint8_t redop;      /* collective: enum fss_redop; FSS_REDOP_NONE */
 	uint8_t path;       /* enum fss_path */
 	uint16_t reserved;  /* 0 */

@@ -18,15 +18,18 @@ static const char *nvtx_kind_name(unsigned v) { return record_nvtx_kind_name((ui
 static const char *clock_domain_name(unsigned v) { return record_clock_domain_name(v); }
 static const char *enter_kind_name(unsigned v) { return record_enter_kind_name((uint16_t)v); }
 
-#define F(T, field, kind) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, NULL}
-#define E(T, field, kind, fn) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, fn}
+#define F(T, field, kind) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, NULL, FIELD_CLOCK_NONE}
+#define E(T, field, kind, fn) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, fn, FIELD_CLOCK_NONE}
+/* A time field: u64 nanoseconds on `clock`. */
+#define TM(T, field, clock) {#field, offsetof(T, field), sizeof(((T *)0)->field), FIELD_U64, NULL, clock}
+#define MONO FIELD_CLOCK_MONO
 
 #define T struct fss_rec_process_hello
 static const struct record_field hello_fields[] = {
 	F(T, pid, FIELD_U32), F(T, ppid, FIELD_U32), F(T, rank, FIELD_I32), F(T, local_rank, FIELD_I32),
 	F(T, world_size, FIELD_I32), F(T, slurm_procid, FIELD_I32), F(T, ompi_rank, FIELD_I32),
 	F(T, host, FIELD_STRING_ID), F(T, command, FIELD_STRING_ID), E(T, path, FIELD_ENUM16, path_name),
-	F(T, agent_version, FIELD_U16), F(T, mono_ns, FIELD_U64), F(T, realtime_ns, FIELD_U64),
+	F(T, agent_version, FIELD_U16), TM(T, mono_ns, MONO), TM(T, realtime_ns, FIELD_CLOCK_REALTIME),
 	F(T, features, FIELD_U64),
 };
 #undef T
@@ -40,7 +43,7 @@ static const struct record_field string_fields[] = {
 #define T struct fss_rec_comm
 static const struct record_field comm_fields[] = {
 	F(T, comm, FIELD_HEX64), F(T, id_hash, FIELD_HEX64), F(T, parent_comm, FIELD_HEX64),
-	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, nranks, FIELD_I32), F(T, rank, FIELD_I32),
+	TM(T, enter_ns, MONO), TM(T, exit_ns, MONO), F(T, nranks, FIELD_I32), F(T, rank, FIELD_I32),
 	F(T, device, FIELD_I32), F(T, color, FIELD_I32), F(T, key, FIELD_I32), F(T, result, FIELD_I32),
 	E(T, event, FIELD_ENUM16, comm_event_name), E(T, path, FIELD_ENUM16, path_name), F(T, thread, FIELD_U32),
 	F(T, name, FIELD_STRING_ID), F(T, reserved, FIELD_RESERVED),
@@ -51,7 +54,7 @@ static const struct record_field comm_fields[] = {
 static const struct record_field collective_fields[] = {
 	F(T, seq, FIELD_U64), F(T, comm, FIELD_HEX64), F(T, stream, FIELD_HEX64), F(T, count, FIELD_U64),
 	F(T, bytes, FIELD_U64), F(T, sendbuff, FIELD_HEX64), F(T, recvbuff, FIELD_HEX64),
-	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, group_id, FIELD_U32), F(T, thread, FIELD_U32),
+	TM(T, enter_ns, MONO), TM(T, exit_ns, MONO), F(T, group_id, FIELD_U32), F(T, thread, FIELD_U32),
 	F(T, peer, FIELD_I32), F(T, result, FIELD_I32), F(T, group_depth, FIELD_U16),
 	E(T, op, FIELD_ENUM8, op_name), E(T, dtype, FIELD_ENUM8, dtype_name), E(T, redop, FIELD_ENUM8, redop_name),
 	E(T, path, FIELD_ENUM8, path_name), F(T, reserved, FIELD_RESERVED),
@@ -60,15 +63,15 @@ static const struct record_field collective_fields[] = {
 
 #define T struct fss_rec_group
 static const struct record_field group_fields[] = {
-	F(T, group_id, FIELD_U32), F(T, calls, FIELD_U32), F(T, start_ns, FIELD_U64),
-	F(T, end_enter_ns, FIELD_U64), F(T, end_exit_ns, FIELD_U64), F(T, result, FIELD_I32),
+	F(T, group_id, FIELD_U32), F(T, calls, FIELD_U32), TM(T, start_ns, MONO),
+	TM(T, end_enter_ns, MONO), TM(T, end_exit_ns, MONO), F(T, result, FIELD_I32),
 	F(T, thread, FIELD_U32),
 };
 #undef T
 
 #define T struct fss_rec_gpu_interval
 static const struct record_field gpu_interval_fields[] = {
-	F(T, start_ns, FIELD_U64), F(T, end_ns, FIELD_U64), F(T, stream, FIELD_U64),
+	TM(T, start_ns, FIELD_CLOCK_CUPTI), TM(T, end_ns, FIELD_CLOCK_CUPTI), F(T, stream, FIELD_U64),
 	F(T, collective_seq, FIELD_U64), F(T, bytes, FIELD_U64), F(T, correlation_id, FIELD_U32),
 	F(T, device, FIELD_U32), F(T, context, FIELD_U32), F(T, name, FIELD_STRING_ID),
 	E(T, kind, FIELD_ENUM16, gpu_kind_name), F(T, copy_kind, FIELD_U16), F(T, reserved, FIELD_RESERVED),
@@ -77,7 +80,7 @@ static const struct record_field gpu_interval_fields[] = {
 
 #define T struct fss_rec_nvtx_range
 static const struct record_field nvtx_range_fields[] = {
-	F(T, start_ns, FIELD_U64), F(T, end_ns, FIELD_U64), F(T, range_id, FIELD_U64),
+	TM(T, start_ns, MONO), TM(T, end_ns, MONO), F(T, range_id, FIELD_U64),
 	F(T, domain, FIELD_STRING_ID), F(T, name, FIELD_STRING_ID), F(T, thread, FIELD_U32),
 	F(T, end_thread, FIELD_U32), E(T, kind, FIELD_ENUM16, nvtx_kind_name), F(T, depth, FIELD_U16),
 	F(T, category, FIELD_U32),
@@ -86,21 +89,21 @@ static const struct record_field nvtx_range_fields[] = {
 
 #define T struct fss_rec_clock_anchor
 static const struct record_field clock_anchor_fields[] = {
-	F(T, mono_ns, FIELD_U64), F(T, other_ns, FIELD_U64), E(T, domain, FIELD_ENUM32, clock_domain_name),
+	TM(T, mono_ns, MONO), TM(T, other_ns, FIELD_CLOCK_DOMAIN), E(T, domain, FIELD_ENUM32, clock_domain_name),
 	F(T, reserved, FIELD_RESERVED),
 };
 #undef T
 
 #define T struct fss_rec_drops
 static const struct record_field drops_fields[] = {
-	F(T, at_ns, FIELD_U64), F(T, ring_dropped, FIELD_U64), F(T, sink_dropped, FIELD_U64),
+	TM(T, at_ns, MONO), F(T, ring_dropped, FIELD_U64), F(T, sink_dropped, FIELD_U64),
 	F(T, cupti_dropped, FIELD_U64), F(T, records_written, FIELD_U64), F(T, nvtx_dropped, FIELD_U64),
 };
 #undef T
 
 #define T struct fss_rec_process_end
 static const struct record_field process_end_fields[] = {
-	F(T, at_ns, FIELD_U64), F(T, collectives, FIELD_U64), F(T, exit_code, FIELD_I32),
+	TM(T, at_ns, MONO), F(T, collectives, FIELD_U64), F(T, exit_code, FIELD_I32),
 	F(T, reserved, FIELD_RESERVED),
 };
 #undef T
@@ -113,7 +116,7 @@ static const struct record_field correlation_fields[] = {
 
 #define T struct fss_rec_process_exit
 static const struct record_field process_exit_fields[] = {
-	F(T, at_ns, FIELD_U64), F(T, pid, FIELD_U32), F(T, wait_status, FIELD_I32),
+	TM(T, at_ns, MONO), F(T, pid, FIELD_U32), F(T, wait_status, FIELD_I32),
 };
 #undef T
 
@@ -135,13 +138,13 @@ static const struct record_field sink_fields[] = {
 static const struct record_field step_summary_fields[] = {
 	F(T, rank, FIELD_I32),
 	F(T, ordinal, FIELD_U32),
-	F(T, start_ns, FIELD_U64),
-	F(T, step_ns, FIELD_U64),
-	F(T, allgather_ns, FIELD_U64),
-	F(T, exposed_allgather_ns, FIELD_U64),
-	F(T, compute_wait_ns, FIELD_U64),
-	F(T, compute_ns, FIELD_U64),
-	F(T, exposed_comm_ns, FIELD_U64),
+	TM(T, start_ns, MONO),
+	TM(T, step_ns, FIELD_CLOCK_DURATION),
+	TM(T, allgather_ns, FIELD_CLOCK_DURATION),
+	TM(T, exposed_allgather_ns, FIELD_CLOCK_DURATION),
+	TM(T, compute_wait_ns, FIELD_CLOCK_DURATION),
+	TM(T, compute_ns, FIELD_CLOCK_DURATION),
+	TM(T, exposed_comm_ns, FIELD_CLOCK_DURATION),
 	F(T, seq_first, FIELD_U64),
 	F(T, seq_last, FIELD_U64),
 	F(T, events, FIELD_U32),
@@ -157,7 +160,7 @@ static const struct record_field step_summary_fields[] = {
 #define T struct fss_rec_enter
 static const struct record_field enter_fields[] = {
 	F(T, seq, FIELD_U64), F(T, comm, FIELD_HEX64), F(T, stream, FIELD_HEX64), F(T, count, FIELD_U64),
-	F(T, enter_ns, FIELD_U64), F(T, thread, FIELD_U32), F(T, peer, FIELD_I32), F(T, group_id, FIELD_U32),
+	TM(T, enter_ns, MONO), F(T, thread, FIELD_U32), F(T, peer, FIELD_I32), F(T, group_id, FIELD_U32),
 	F(T, sync_id, FIELD_U32), E(T, kind, FIELD_ENUM16, enter_kind_name), E(T, op, FIELD_ENUM8, op_name),
 	E(T, dtype, FIELD_ENUM8, dtype_name), E(T, redop, FIELD_ENUM8, redop_name), E(T, path, FIELD_ENUM8, path_name),
 	F(T, reserved, FIELD_RESERVED),
@@ -166,7 +169,7 @@ static const struct record_field enter_fields[] = {
 
 #define T struct fss_rec_sync_exit
 static const struct record_field sync_exit_fields[] = {
-	F(T, enter_ns, FIELD_U64), F(T, exit_ns, FIELD_U64), F(T, after_seq, FIELD_U64), F(T, sync_id, FIELD_U32),
+	TM(T, enter_ns, MONO), TM(T, exit_ns, MONO), F(T, after_seq, FIELD_U64), F(T, sync_id, FIELD_U32),
 	F(T, thread, FIELD_U32), E(T, kind, FIELD_ENUM16, enter_kind_name), F(T, reserved, FIELD_RESERVED),
 	F(T, result, FIELD_I32),
 };
@@ -231,4 +234,51 @@ uint64_t record_field_uint(const void *rec, const struct record_field *f)
 	}
 	default: return 0;
 	}
+}
+
+unsigned record_shift_clock(void *rec, enum field_clock clock, int64_t delta_ns)
+{
+	const struct fss_record_head *head = rec;
+	const struct record_field *f;
+	unsigned moved = 0;
+	size_t n;
+
+	f = record_fields(head->type, &n);
+	for (size_t i = 0; f && i < n; i++) {
+		unsigned char *p = (unsigned char *)rec + f[i].offset;
+		uint64_t v;
+
+		if (f[i].clock != clock || f[i].size != 8)
+			continue;
+		memcpy(&v, p, 8);
+		if (!v)
+			continue;
+		if (delta_ns < 0 && v <= (uint64_t)-(delta_ns + 1) + 1)
+			v = 1;
+		else
+			v += (uint64_t)delta_ns;
+		memcpy(p, &v, 8);
+		moved++;
+	}
+	return moved;
+}
+
+uint64_t record_latest_time(const void *rec, enum field_clock clock)
+{
+	const struct fss_record_head *head = rec;
+	const struct record_field *f;
+	uint64_t latest = 0;
+	size_t n;
+
+	f = record_fields(head->type, &n);
+	for (size_t i = 0; f && i < n; i++) {
+		uint64_t v;
+
+		if (f[i].clock != clock || f[i].size != 8)
+			continue;
+		v = record_field_uint(rec, &f[i]);
+		if (v > latest)
+			latest = v;
+	}
+	return latest;
 }

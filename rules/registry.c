@@ -1,6 +1,7 @@
 /*
  * registry.c - the list of rules, in the order they run and are reported:
- * the wrap first (the thing to fix before looking anywhere else), then
+ * a job that hangs or desyncs first (nothing else matters until it runs),
+ * then the wrap (the thing to fix before looking anywhere else), then
  * overlap, policy, sizes, dtypes and ranks.
  */
 #include "rules/rules.h"
@@ -8,6 +9,8 @@
 #include <string.h>
 
 static const struct rule *const registry[] = {
+	&rule_collective_hang,
+	&rule_collective_mismatch,
 	&rule_not_diagnosed,
 	&rule_wrap_too_fine,
 	&rule_wrap_too_coarse,

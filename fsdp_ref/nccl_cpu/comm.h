@@ -32,7 +32,7 @@ struct ncclComm {
 	/* Link-model accounting of the group being executed (group.c). */
 	int group_active;
 	int group_has_collective;
-	uint64_t group_t0_ns;	   /* max(own arrival, last rank's arrival) */
+	uint64_t group_t0_ns;	   /* max(own arrival, last rank's arrival), CLOCK_REALTIME */
 	uint64_t group_wire_bytes; /* collectives' wire bytes */
 	uint64_t group_sent_bytes; /* Send payload bytes */
 	uint64_t group_recv_bytes; /* Recv payload bytes */

@@ -41,7 +41,9 @@ static int op_is_collective(const struct op *op)
 
 static ncclResult_t group_execute(struct op *ops, size_t nops)
 {
-	uint64_t start = sync_now_ns();
+	/* Arrival stamps are compared with other ranks' (the barrier's, the
+	 * Send headers'): on the clock all processes share. */
+	uint64_t start = sync_shared_now_ns();
 	for (size_t i = 0; i < nops; i++) {
 		struct ncclComm *c = ops[i].comm;
 		c->group_active = 1;

@@ -51,7 +51,8 @@ void link_model_sleep_until(uint64_t deadline_ns)
 	    .tv_sec = (time_t)(deadline_ns / 1000000000ull),
 	    .tv_nsec = (long)(deadline_ns % 1000000000ull),
 	};
-	/* Absolute deadline: a signal just restarts the same wait. */
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+	/* Absolute deadline: a signal just restarts the same wait; a step of
+	 * the clock moves the wake-up with it, as it moves the stamps. */
+	while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR) {
 	}
 }

@@ -6,8 +6,10 @@
  * than
  *     t_last + latency + wire_bytes / bandwidth
  * where t_last is when the last rank arrived. The caller sleeps until then
- * (an absolute CLOCK_MONOTONIC deadline), so the time is independent of CPU
- * load and a compute thread keeps the CPU meanwhile. */
+ * (an absolute CLOCK_REALTIME deadline: t_last is another process's stamp,
+ * and CLOCK_REALTIME is the clock processes in different time namespaces
+ * share), so the time is independent of CPU load and a compute thread keeps
+ * the CPU meanwhile. */
 #ifndef FSS_NCCL_CPU_LINK_MODEL_H
 #define FSS_NCCL_CPU_LINK_MODEL_H
 
@@ -29,7 +31,7 @@ int link_model_from_env(struct link_model *out, const char **bad_var);
 /* The completion deadline for wire_bytes leaving at t0_ns. */
 uint64_t link_model_deadline(const struct link_model *m, uint64_t t0_ns, uint64_t wire_bytes);
 
-/* Sleep until CLOCK_MONOTONIC reaches deadline_ns (no-op if it has). */
+/* Sleep until CLOCK_REALTIME reaches deadline_ns (no-op if it has). */
 void link_model_sleep_until(uint64_t deadline_ns);
 
 #endif

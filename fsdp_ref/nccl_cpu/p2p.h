@@ -18,7 +18,8 @@ struct op;
  * The operations of one communicator progress together, so paired
  * exchanges larger than a ring cannot deadlock; communicators are
  * completed one after another, in the order they first appear. start_ns is
- * this rank's arrival at the group (stamped into sent headers). Adds the
+ * this rank's arrival at the group (sync_shared_now_ns, stamped into sent
+ * headers). Adds the
  * payload bytes and the senders' stamps to each communicator's group
  * accounting. Returns ncclSuccess or the first failure. */
 ncclResult_t p2p_run(struct op *ops, size_t nops, uint64_t start_ns);

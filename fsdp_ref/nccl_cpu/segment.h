@@ -41,7 +41,7 @@ struct segment_header {
 	uint32_t reserved;
 	_Alignas(64) _Atomic uint32_t barrier_count; /* ranks arrived at the open barrier */
 	_Alignas(64) _Atomic uint32_t barrier_gen;   /* futex word: +1 per completed barrier */
-	_Atomic uint64_t barrier_time_ns;	     /* CLOCK_MONOTONIC when the last rank arrived */
+	_Atomic uint64_t barrier_time_ns;	     /* CLOCK_REALTIME when the last rank arrived */
 };
 
 struct segment_rank {

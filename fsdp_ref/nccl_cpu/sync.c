@@ -28,6 +28,13 @@ uint64_t sync_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t sync_shared_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -128,7 +135,7 @@ int sync_barrier(struct ncclComm *c, uint64_t *t_last_ns)
 	uint32_t gen = atomic_load(&h->barrier_gen);
 	if (atomic_fetch_add(&h->barrier_count, 1) == (uint32_t)c->nranks - 1) {
 		atomic_store(&h->barrier_count, 0);
-		atomic_store(&h->barrier_time_ns, now);
+		atomic_store(&h->barrier_time_ns, sync_shared_now_ns());
 		atomic_store(&h->barrier_gen, gen + 1);
 		if (c->nranks > 1)
 			sync_wake_all(&h->barrier_gen);

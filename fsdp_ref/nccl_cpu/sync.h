@@ -13,8 +13,16 @@
 
 struct ncclComm;
 
-/* CLOCK_MONOTONIC in ns: one clock for every process on the machine. */
+/* CLOCK_MONOTONIC in ns: for this process's own waits and timeouts. Its
+ * value differs between time namespaces (unshare --time), so it never goes
+ * into shared memory. */
 uint64_t sync_now_ns(void);
+
+/* CLOCK_REALTIME in ns: the clock of every stamp that crosses processes
+ * (arrival times in the segment, the Send header's stamp) and of the link
+ * model's deadlines computed from them. It is the one clock that processes
+ * in different time namespaces share (docs/nccl_cpu.md, "Clocks"). */
+uint64_t sync_shared_now_ns(void);
 
 /* Wake every waiter on a futex word in shared memory. */
 void sync_wake_all(_Atomic uint32_t *word);
@@ -29,7 +37,8 @@ int sync_wait(struct ncclComm *comm, _Atomic uint32_t *word, uint32_t old, uint6
 	      int npeers);
 
 /* Barrier over all ranks of comm. On success *t_last_ns (if not NULL) is
- * the time the last rank arrived, and comm->barriers is incremented.
+ * the time the last rank arrived (sync_shared_now_ns), and comm->barriers
+ * is incremented.
  * Errors as sync_wait. */
 int sync_barrier(struct ncclComm *comm, uint64_t *t_last_ns);
 

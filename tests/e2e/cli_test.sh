@@ -143,6 +143,9 @@ if [ -w /dev/full ]; then
   write_fails "ledger --json" "$FSS" ledger --params 7e9 --ranks 8 --units 32 --json
   write_fails "help" "$FSS" help
   write_fails "CMD --help" "$FSS" dump --help
+  # More than stdio's buffer (4 KiB): the write fails inside a printf, not at the final flush.
+  check "help lint is longer than 4 KiB" test "$("$FSS" help lint | wc -c)" -gt 4096
+  write_fails "help lint (past the buffer)" "$FSS" help lint
   write_fails "version" "$FSS" version
 else
   echo "SKIP: /dev/full is not writable here: the write-error checks did not run"

@@ -26,6 +26,16 @@
  * makes rank R's sequence numbers skip N calls at its second step (records
  * the agent lost).
  *
+ * Calls in flight (format 1.3): --stall R:S makes every source write an
+ * enter record before each collective (FSS_FEATURE_ENTER), and rank R stop
+ * before the first collective of step S while the others enter it (an
+ * AllGather, comm_seq = their collectives on the communicator so far + 1)
+ * and never return; --stall-for SEC later (default 5) every rank's sender
+ * still reports (a drops record) and then the trace stops with no end, as
+ * the trace of a hung job killed under `fsdpscope collect` does.
+ * --mismatch R:S makes rank R issue the first AllGather of step S with one
+ * element fewer per rank than the others (a desync; the job goes on).
+ *
  * --layers 0 is the whole-model wrap: one unit, the root, holding the root
  * and 4 blocks' parameters.
  *
@@ -48,6 +58,8 @@ struct gen {
 	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
 	int rank_hint, kill_rank, cut_rank, lose_rank, lose_calls;
 	int last_rank_steps; /* -1: every rank records every step */
+	int stall_rank, stall_step, stall_for_s; /* --stall R:S, --stall-for SEC; stall_rank -1: none */
+	int mismatch_rank, mismatch_step;        /* --mismatch R:S; -1: none */
 	uint8_t dtype;
 	uint64_t block_params, root_params;
 };
@@ -59,12 +71,15 @@ struct pending {
 		struct fss_record_head head;
 		struct fss_rec_collective coll;
 		struct fss_rec_nvtx_range range;
+		struct fss_rec_enter enter;
 	} u;
 };
 
 struct source {
 	int rank;
 	uint64_t seq;
+	int enter;  /* write an enter record before each collective (--stall) */
+	int shrink; /* the next collective has one element fewer per rank (--mismatch) */
 	struct pending *items;
 	size_t n, cap;
 };
@@ -112,12 +127,40 @@ static int add_range(struct source *s, uint64_t start, uint64_t end, uint32_t na
 	return push(s, &p);
 }
 
+/* The enter record of collective `seq` (written before the call, as the agent does). */
+static int add_enter(struct source *s, uint8_t op, uint8_t dtype, uint64_t count, uint64_t enter, uint64_t seq)
+{
+	struct pending p = {.at = enter};
+
+	record_init(&p.u.enter, FSS_REC_ENTER, sizeof(p.u.enter), (uint32_t)s->rank);
+	p.u.enter.seq = seq;
+	p.u.enter.comm = 0xc0ffee;
+	p.u.enter.stream = 0x5;
+	p.u.enter.count = count;
+	p.u.enter.enter_ns = enter;
+	p.u.enter.thread = THREAD_COMM;
+	p.u.enter.peer = -1;
+	p.u.enter.kind = FSS_ENTER_COLLECTIVE;
+	p.u.enter.op = op;
+	p.u.enter.dtype = dtype;
+	p.u.enter.redop = op == FSS_OP_ALLGATHER ? FSS_REDOP_NONE : FSS_REDOP_SUM;
+	p.u.enter.path = FSS_PATH_SYNTHETIC;
+	return push(s, &p);
+}
+
 static int add_coll(struct source *s, const struct gen *g, uint8_t op, uint8_t dtype, uint64_t elements,
 		    uint64_t enter, uint64_t exit_ns)
 {
 	struct pending p = {.at = exit_ns};
-	uint64_t count = elements / (uint64_t)g->ranks;
+	uint64_t count = elements / (uint64_t)g->ranks - (s->shrink ? 1 : 0);
 
+	s->shrink = 0;
+	if (s->enter) {
+		int rc = add_enter(s, op, dtype, count, enter, s->seq + 1);
+
+		if (rc)
+			return rc;
+	}
 	record_init(&p.u.coll, FSS_REC_COLLECTIVE, sizeof(p.u.coll), (uint32_t)s->rank);
 	p.u.coll.seq = ++s->seq;
 	p.u.coll.comm = 0xc0ffee;
@@ -236,10 +279,13 @@ int main(int argc, char **argv)
 		{"no-nvtx-steps", no_argument, NULL, 'N'}, {"no-nvtx", no_argument, NULL, 'M'},
 		{"no-rank-hint", no_argument, NULL, 'H'},       {"kill", required_argument, NULL, 'K'},
 		{"cut", required_argument, NULL, 'C'},          {"lose", required_argument, NULL, 'L'},
-		{"last-rank-steps", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
+		{"last-rank-steps", required_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
+		{"stall-for", required_argument, NULL, 'F'},    {"mismatch", required_argument, NULL, 'X'},
+		{NULL, 0, NULL, 0},
 	};
 	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
 			.rank_hint = 1, .kill_rank = -1, .cut_rank = -1, .lose_rank = -1, .last_rank_steps = -1,
+			.stall_rank = -1, .stall_for_s = 5, .mismatch_rank = -1,
 			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
 	const char *out = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
@@ -272,6 +318,19 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'S': g.last_rank_steps = atoi(optarg); break;
+		case 'T':
+			if (sscanf(optarg, "%d:%d", &g.stall_rank, &g.stall_step) != 2) {
+				fprintf(stderr, "lint_gen_trace: --stall RANK:STEP\n");
+				return 2;
+			}
+			break;
+		case 'F': g.stall_for_s = atoi(optarg); break;
+		case 'X':
+			if (sscanf(optarg, "%d:%d", &g.mismatch_rank, &g.mismatch_step) != 2) {
+				fprintf(stderr, "lint_gen_trace: --mismatch RANK:STEP\n");
+				return 2;
+			}
+			break;
 		default: fprintf(stderr, "lint_gen_trace: bad option\n"); return 2;
 		}
 	}
@@ -279,6 +338,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T] ...\n");
 		return 2;
 	}
+	if (g.stall_rank >= 0)
+		wo.features |= FSS_FEATURE_ENTER;
 	if (g.layers == 0) {
 		g.root_params += 4 * g.block_params;
 		g.k = 1;
@@ -294,6 +355,7 @@ int main(int argc, char **argv)
 		struct fss_rec_comm c;
 
 		src[r].rank = r;
+		src[r].enter = g.stall_rank >= 0;
 		record_init(&h, FSS_REC_PROCESS_HELLO, sizeof(h), (uint32_t)r);
 		h.pid = 1000 + (uint32_t)r;
 		h.ppid = 999;
@@ -331,8 +393,30 @@ int main(int argc, char **argv)
 	for (int s = 0; s < g.steps && !rc; s++) {
 		uint64_t end = t;
 
+		if (s == g.stall_step && g.stall_rank >= 0) {
+			/* the hang: the others enter the step's first gather, rank
+			 * stall_rank never does, nobody returns; their senders still
+			 * report stall_for_s later */
+			for (int r = 0; r < g.ranks && !rc; r++) {
+				struct fss_rec_drops d;
+
+				src[r].n = 0;
+				if (r != g.stall_rank)
+					rc = add_enter(&src[r], FSS_OP_ALLGATHER, g.dtype, unit_params(&g, 0) / (uint64_t)g.ranks,
+						       t + 1000 * (uint64_t)r, src[r].seq + 1);
+				for (size_t i = 0; i < src[r].n && !rc; i++)
+					rc = trace_writer_append(w, &src[r].items[i].u);
+				record_init(&d, FSS_REC_DROPS, sizeof(d), (uint32_t)r);
+				d.at_ns = t + (uint64_t)g.stall_for_s * 1000000000ull;
+				if (!rc)
+					rc = trace_writer_append(w, &d);
+			}
+			break;
+		}
 		for (int r = 0; r < g.ranks && !rc; r++) {
 			uint64_t e;
+
+			src[r].shrink = r == g.mismatch_rank && s == g.mismatch_step;
 
 			if (r == g.ranks - 1 && g.last_rank_steps >= 0 && s >= g.last_rank_steps)
 				continue;
@@ -353,7 +437,7 @@ int main(int argc, char **argv)
 		struct fss_rec_process_end e;
 		struct fss_rec_process_exit x;
 
-		if (r == g.cut_rank)
+		if (r == g.cut_rank || (g.stall_rank >= 0 && g.stall_step < g.steps))
 			continue;
 		if (r == g.kill_rank) {
 			record_init(&x, FSS_REC_PROCESS_EXIT, sizeof(x), (uint32_t)r);

@@ -6,8 +6,12 @@ Uses the jsonschema package when it is installed (Debian: python3-jsonschema)
 and always also runs the small validator below, which implements the subset
 of JSON Schema 2020-12 the fsdpscope schema uses ($ref to #/$defs, type,
 enum, const, pattern, minimum, required, properties, additionalProperties,
-items, oneOf). Every document is first parsed strictly: a duplicate key in
-an object, NaN or Infinity, or text after the document is a violation.
+items, oneOf), plus one keyword of its own: "x-count": {"key": K, "max": M}
+on an array property says its length is min(K's value in the same object,
+M), the list holding the first M of a count given beside it (jsonschema
+ignores the keyword). Every document is first parsed strictly: a duplicate
+key in an object, NaN or Infinity, or text after the document is a
+violation.
 Exits 1 with every violation listed when a document fails, 2 on bad usage.
 
 strict_loads() and problems() are also what tests/e2e/accuracy_test.py runs
@@ -99,6 +103,13 @@ def check(root, schema, value, path, errors):
                 errors.append("%s: key %r is not in the schema" % (path, key))
             elif isinstance(extra, dict):
                 check(root, extra, sub, path + "." + key, errors)
+        for key, sub in props.items():
+            count = sub.get("x-count")
+            if count and isinstance(value.get(key), list) and isinstance(value.get(count["key"]), int):
+                want = min(value[count["key"]], count["max"])
+                if len(value[key]) != want:
+                    errors.append("%s.%s: %d items, but %s is %d (at most %d listed): expected %d" % (
+                        path, key, len(value[key]), count["key"], value[count["key"]], count["max"], want))
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             check(root, schema["items"], item, "%s[%d]" % (path, i), errors)

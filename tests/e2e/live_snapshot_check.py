@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """live_snapshot_check.py SCHEMA FILE... - check snapshots of the viewer
-endpoint (fsdpscope.live/1, docs/live.md) against docs/live-schema.json.
+endpoint (fsdpscope.live/2, docs/live.md) against docs/live-schema.json.
 
 Each FILE holds snapshot lines as a viewer reads them off the socket, one
 JSON object a line. Every line is parsed strictly (lint_schema_check's
@@ -71,6 +71,9 @@ def rank_relations(r, where, errors):
             got = sum(s[field] for s in analysed)
             if got != t[total]:
                 errors.append("%s: window's %s add up to %d, totals.%s is %d" % (where, field, got, total, t[total]))
+    for i, c in enumerate(comms):
+        if c["left"] > c["entered"]:
+            errors.append("%s.comms[%d]: left %d > entered %d" % (where, i, c["left"], c["entered"]))
     on_comms = sum(c["collectives"] for c in comms)
     if on_comms > r["collectives"]:
         errors.append("%s: %d collectives on its comms, %d in all" % (where, on_comms, r["collectives"]))
@@ -92,6 +95,11 @@ def relations(doc):
         errors.append("$.job: records_total %d < the ranks' records %d" % (job["records_total"], records))
     if job["diagnosed"] != (job["diagnoses"] > 0):
         errors.append("$.job: diagnosed is %r after %d diagnoses" % (job["diagnosed"], job["diagnoses"]))
+    flight = job["flight"]
+    if (flight is None) == job["diagnosed"]:
+        errors.append("$.job: flight is %s with diagnosed %r" % ("null" if flight is None else "set", job["diagnosed"]))
+    if flight is not None and flight["hang"] != (len(flight["hangs"]) > 0):
+        errors.append("$.job.flight: hang is %r with %d hangs" % (flight["hang"], len(flight["hangs"])))
     if not job["diagnosed"]:
         set_fields = [f for f in DIAGNOSIS_FIELDS if job[f] is not None]
         if set_fields or job["findings"] or job["gathers"]:

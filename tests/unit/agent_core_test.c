@@ -34,6 +34,7 @@
 #include "agent/strings.h"
 #include "common/record.h"
 #include "common/strtab.h"
+#include "common/trace_parser.h"
 #include "tests/unit/agent_core_trace.h"
 
 static char tmpdir[64];
@@ -503,7 +504,9 @@ static void test_dormant_connects_and_reconnects(void **state)
 	assert_int_equal(s->comms[0].comm, (uint64_t)(uintptr_t)comm);
 	assert_int_equal(s->comms[0].nranks, 1);
 	assert_int_equal(s->ncolls, 3);
-	assert_seqs(s, 6); /* call numbers go on counting the dormant calls */
+	/* the dormant calls wrote none; call numbers go on counting them */
+	assert_int_equal(s->by_type[FSS_REC_ENTER], 3);
+	assert_seqs(s, 6);
 	reader_free(&r);
 	assert_int_equal(wait_state(AGENT_DORMANT, 5000), 0);
 	assert_int_equal(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
@@ -525,6 +528,7 @@ static void test_dormant_connects_and_reconnects(void **state)
 	assert_int_equal(s->comms[0].event, FSS_COMM_INIT);
 	assert_int_equal(s->comms[1].event, FSS_COMM_DESTROY);
 	assert_int_equal(s->ncolls, 1);
+	assert_int_equal(s->by_type[FSS_REC_ENTER], 1);
 	assert_int_equal(s->colls[0].seq, 10);
 	assert_true(s->have_end);
 	reader_free(&r);
@@ -534,6 +538,44 @@ static void test_dormant_connects_and_reconnects(void **state)
 }
 
 /* ---- the wrappers ------------------------------------------------------------------- */
+
+/* The enter and collective records of a trace, in file order. */
+struct in_flight {
+	struct fss_rec_enter enters[64];
+	size_t nenters;
+	size_t enter_at[64]; /* index among the file's records */
+	uint64_t coll_seq[64];
+	size_t coll_at[64];
+	size_t ncolls;
+	size_t records;
+	uint64_t features;
+};
+
+static int in_flight_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct in_flight *f = ctx;
+
+	if (rec->type == FSS_REC_PROCESS_HELLO && f->records == 0)
+		f->features = ((const struct fss_rec_process_hello *)rec)->features;
+	if (rec->type == FSS_REC_ENTER && f->nenters < 64) {
+		f->enter_at[f->nenters] = f->records;
+		memcpy(&f->enters[f->nenters++], rec, sizeof(struct fss_rec_enter));
+	}
+	if (rec->type == FSS_REC_COLLECTIVE && f->ncolls < 64) {
+		f->coll_at[f->ncolls] = f->records;
+		f->coll_seq[f->ncolls++] = ((const struct fss_rec_collective *)rec)->seq;
+	}
+	f->records++;
+	return 0;
+}
+
+static void in_flight_read(struct in_flight *f, const char *path)
+{
+	struct trace_parser_ops ops = {.on_record = in_flight_record};
+
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(trace_read(path, &ops, f, NULL), 0);
+}
 
 static uint64_t split_hash(uint64_t parent, uint64_t split_no, int32_t color)
 {
@@ -660,6 +702,43 @@ static void test_wrappers(void **state)
 	assert_int_equal(s.comms[3].id_hash, s.comms[0].id_hash);
 	assert_true(s.have_end);
 	assert_int_equal(s.drops.ring_dropped, 0);
+
+	/* Calls in flight: one enter record per collective, before it, with
+	 * the collective's own arguments and enter time. */
+	struct in_flight f;
+	in_flight_read(&f, path);
+	assert_true(f.features & FSS_FEATURE_ENTER);
+	assert_true(f.features & FSS_FEATURE_NCCL);
+	assert_int_equal(f.nenters, nwant);
+	assert_int_equal(f.ncolls, nwant);
+	for (size_t i = 0; i < nwant; i++) {
+		const struct fss_rec_enter *e = &f.enters[i];
+		const struct fss_rec_collective *r = &s.colls[i];
+		assert_int_equal(e->head.size, sizeof(*e));
+		assert_int_equal(e->kind, FSS_ENTER_COLLECTIVE);
+		assert_int_equal(e->seq, r->seq);
+		assert_int_equal(f.coll_seq[i], r->seq);
+		assert_true(f.enter_at[i] < f.coll_at[i]);
+		assert_int_equal(e->comm, r->comm);
+		assert_int_equal(e->stream, r->stream);
+		assert_int_equal(e->count, r->count);
+		assert_int_equal(e->op, r->op);
+		assert_int_equal(e->dtype, r->dtype);
+		assert_int_equal(e->redop, r->redop);
+		assert_int_equal(e->peer, r->peer);
+		assert_int_equal(e->group_id, r->group_id);
+		assert_int_equal(e->thread, r->thread);
+		assert_int_equal(e->enter_ns, r->enter_ns);
+		assert_int_equal(e->sync_id, 0);
+		assert_int_equal(e->path, FSS_PATH_INTERPOSE);
+		assert_int_equal(e->reserved, 0);
+	}
+	/* outside a group the call runs between its enter and its record; inside
+	 * one it is only queued, and every enter of the group comes before the
+	 * group's launch */
+	assert_true(f.enter_at[1] > f.coll_at[0]);
+	assert_true(f.enter_at[9] < f.coll_at[9]);
+	assert_true(s.groups[0].end_enter_ns >= f.enters[9].enter_ns);
 	summary_free(&s);
 }
 
@@ -688,6 +767,7 @@ static void test_off_forwards_only(void **state)
 	struct trace_summary s;
 	assert_int_equal(summary_read_file(&s, path), 0);
 	assert_int_equal(s.ncolls, 0);
+	assert_int_equal(s.by_type[FSS_REC_ENTER], 0);
 	assert_int_equal(s.ncomms, 1);
 	summary_free(&s);
 }

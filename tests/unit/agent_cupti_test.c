@@ -7,6 +7,8 @@
  * device) and fed to cupti_handle_buffer(), the handler the agent
  * registers. The rest of CUPTI (subscribe, enable, flush, push/pop) is a
  * fake table, so the "another subscriber holds CUPTI" paths can be played.
+ * The synchronize callbacks (host waits on the GPU) are played with real
+ * CUpti_CallbackData structs and the runtime API's own parameter structs.
  *
  * The agent core is replaced by test doubles defined here: agent_emit
  * copies records into an array, agent_intern keeps a string table. */
@@ -149,6 +151,15 @@ static struct {
 	uint64_t last_push;
 	CUpti_BuffersCallbackRequestFunc requested;
 	CUpti_BuffersCallbackCompleteFunc completed;
+	/* cuptiEnableCallback calls, in order */
+	struct {
+		uint32_t enable;
+		CUpti_SubscriberHandle subscriber;
+		CUpti_CallbackDomain domain;
+		CUpti_CallbackId cbid;
+	} callbacks[32];
+	int ncallbacks;
+	int refuse_callback_at; /* > 0: the n-th enable is refused */
 } fake;
 
 static CUptiResult fake_get_version(uint32_t *v)
@@ -233,6 +244,20 @@ static CUptiResult fake_pop(CUpti_ExternalCorrelationKind kind, uint64_t *last)
 	return CUPTI_SUCCESS;
 }
 
+static CUptiResult fake_enable_callback(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain domain,
+					CUpti_CallbackId cbid)
+{
+	assert_true(fake.ncallbacks < 32);
+	fake.callbacks[fake.ncallbacks].enable = enable;
+	fake.callbacks[fake.ncallbacks].subscriber = sub;
+	fake.callbacks[fake.ncallbacks].domain = domain;
+	fake.callbacks[fake.ncallbacks].cbid = cbid;
+	fake.ncallbacks++;
+	if (enable && fake.refuse_callback_at > 0 && fake.ncallbacks == fake.refuse_callback_at)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	return CUPTI_SUCCESS;
+}
+
 #define FAKE_TIMESTAMP 1234567890123ull
 
 static CUptiResult fake_timestamp(uint64_t *t)
@@ -262,6 +287,7 @@ static void fake_api_init(void)
 	    .activity_push_external_correlation_id = fake_push,
 	    .activity_pop_external_correlation_id = fake_pop,
 	    .get_timestamp = fake_timestamp,
+	    .enable_callback = fake_enable_callback,
 	};
 }
 
@@ -275,6 +301,7 @@ static int setup(void **state)
 	n_intern_calls = 0;
 	atomic_store(&agent_state_now, AGENT_ON);
 	atomic_store(&agent_counters.cupti_dropped, 0);
+	atomic_store(&agent_counters.collectives, 0);
 	unsetenv(AGENT_ENV_CUPTI);
 	unsetenv(AGENT_ENV_DEBUG);
 	cupti_test_reset();
@@ -730,6 +757,7 @@ static void test_start_busy_at_subscribe(void **state)
 	assert_int_equal(fake.subscribed, 1);
 	assert_int_equal(fake.registered, 0); /* the other tool keeps its buffers */
 	assert_int_equal(fake.enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 0);
+	assert_int_equal(fake.ncallbacks, 0); /* nor its callbacks: no synchronize is seen */
 	/* said once on stderr (DEBUG) and once in the trace, naming the holder */
 	assert_non_null(strstr(err, "held by another subscriber (Nsight Systems)"));
 	assert_null(strstr(strstr(err, "held by another") + 1, "held by another"));
@@ -776,6 +804,7 @@ static void test_start_busy_at_enable(void **state)
 	assert_int_equal(fake.disabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION], 1);
 	assert_int_equal(fake.enabled[CUPTI_ACTIVITY_KIND_MEMCPY], 0);
 	assert_int_equal(fake.unsubscribed, 1);
+	assert_int_equal(fake.ncallbacks, 0);
 	assert_int_equal(strings_containing("held by another subscriber"), 1);
 }
 
@@ -1012,6 +1041,234 @@ static void test_concurrent_buffers(void **state)
 	assert_int_equal(count_of_type(FSS_REC_GPU_INTERVAL), FEED_BUFFERS);
 }
 
+/* ---- host waits: the synchronize callbacks ----------------------------- */
+
+/* A callback as CUPTI makes it for a runtime API function: the real
+ * CUpti_CallbackData of cupti_callbacks.h. */
+static void play_callback(CUpti_CallbackId cbid, CUpti_ApiCallbackSite site, const void *params, cudaError_t *ret,
+			  uint64_t *correlation)
+{
+	CUpti_CallbackData d;
+
+	memset(&d, 0, sizeof(d));
+	d.callbackSite = site;
+	d.functionName = "cudaSomething";
+	d.functionParams = params;
+	d.functionReturnValue = site == CUPTI_API_EXIT ? ret : NULL;
+	d.correlationData = correlation;
+	d.correlationId = 77;
+	cupti_test_api_callback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
+}
+
+/* Started: the four synchronize ids of the runtime domain are enabled on
+ * the agent's subscriber, one by one, and nothing else. */
+static void test_sync_callbacks_enabled(void **state)
+{
+	static const CUpti_CallbackId want[] = {
+	    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+	    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+	    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+	    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+	};
+	size_t n;
+	const CUpti_CallbackId *ids = cupti_test_sync_cbids(&n);
+
+	(void)state;
+	cupti_start();
+	assert_int_equal(cupti_status(), AGENT_CUPTI_ON);
+	assert_int_equal(n, 4);
+	assert_int_equal(fake.ncallbacks, 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(ids[i], want[i]);
+		assert_int_equal(fake.callbacks[i].enable, 1);
+		assert_int_equal(fake.callbacks[i].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+		assert_int_equal(fake.callbacks[i].cbid, want[i]);
+		assert_ptr_equal(fake.callbacks[i].subscriber, (CUpti_SubscriberHandle)(uintptr_t)0x5u);
+	}
+	cupti_start(); /* decided: nothing enabled twice */
+	assert_int_equal(fake.ncallbacks, 4);
+}
+
+/* One refused: those enabled before are disabled again; GPU activity
+ * stays on. */
+static void test_sync_callbacks_refused(void **state)
+{
+	(void)state;
+	fake.refuse_callback_at = 3;
+	cupti_start();
+	assert_int_equal(cupti_status(), AGENT_CUPTI_ON);
+	assert_int_equal(fake.ncallbacks, 5); /* 2 enabled, the third refused, 2 disabled */
+	assert_int_equal(fake.callbacks[3].enable, 0);
+	assert_int_equal(fake.callbacks[3].cbid, fake.callbacks[1].cbid);
+	assert_int_equal(fake.callbacks[4].enable, 0);
+	assert_int_equal(fake.callbacks[4].cbid, fake.callbacks[0].cbid);
+	assert_int_equal(fake.enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL], 1);
+}
+
+static const struct fss_rec_enter *enter_of(size_t nth)
+{
+	return nth_of_type(FSS_REC_ENTER, nth);
+}
+
+static const struct fss_rec_sync_exit *sync_exit_of(size_t nth)
+{
+	return nth_of_type(FSS_REC_SYNC_EXIT, nth);
+}
+
+/* Each synchronize: an enter at API_ENTER (its handle, the last collective
+ * issued, a new sync_id), a sync_exit at API_EXIT (the same sync_id, enter
+ * time and seq, the cudaError_t returned). */
+static void test_sync_records(void **state)
+{
+	cudaStreamSynchronize_v3020_params sp = {.stream = (cudaStream_t)(uintptr_t)0x1234};
+	cudaStreamSynchronize_ptsz_v7000_params pp = {.stream = (cudaStream_t)(uintptr_t)0x5678};
+	cudaEventSynchronize_v3020_params ep = {.event = (cudaEvent_t)(uintptr_t)0x9abc};
+	cudaError_t ok = cudaSuccess, failed = cudaErrorLaunchFailure;
+	uint64_t corr[4] = {0};
+	static const struct {
+		CUpti_CallbackId cbid;
+		uint16_t kind;
+		uint64_t handle;
+	} calls[] = {
+	    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, FSS_ENTER_STREAM_SYNC, 0x1234},
+	    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, FSS_ENTER_STREAM_SYNC, 0x5678},
+	    {CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, FSS_ENTER_EVENT_SYNC, 0x9abc},
+	    {CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, FSS_ENTER_DEVICE_SYNC, 0},
+	};
+	const void *params[] = {&sp, &pp, &ep, NULL};
+
+	(void)state;
+	cupti_start();
+	assert_int_equal(cupti_status(), AGENT_CUPTI_ON);
+	n_emitted = 0; /* the start's clock anchor */
+	for (size_t i = 0; i < 4; i++) {
+		atomic_store(&agent_counters.collectives, 10 * (i + 1)); /* collectives issued before it */
+		play_callback(calls[i].cbid, CUPTI_API_ENTER, params[i], NULL, &corr[i]);
+		assert_int_equal(count_of_type(FSS_REC_ENTER), i + 1);
+		assert_int_equal(count_of_type(FSS_REC_SYNC_EXIT), i);
+		atomic_fetch_add(&agent_counters.collectives, 3); /* other threads go on issuing */
+		play_callback(calls[i].cbid, CUPTI_API_EXIT, params[i], i == 2 ? &failed : &ok, &corr[i]);
+		assert_int_equal(count_of_type(FSS_REC_SYNC_EXIT), i + 1);
+	}
+	assert_int_equal(n_emitted, 8);
+	for (size_t i = 0; i < 4; i++) {
+		const struct fss_rec_enter *e = enter_of(i);
+		const struct fss_rec_sync_exit *x = sync_exit_of(i);
+
+		assert_non_null(e);
+		assert_non_null(x);
+		assert_ptr_equal((const void *)emitted[2 * i].bytes, (const void *)e); /* enter, then its exit */
+		assert_int_equal(e->head.size, sizeof(*e));
+		assert_int_equal(e->kind, calls[i].kind);
+		assert_int_equal(e->stream, calls[i].handle);
+		assert_int_equal(e->seq, 10 * (i + 1));
+		assert_int_equal(e->sync_id, i + 1);
+		assert_int_equal(corr[i], i + 1); /* handed to the exit through CUPTI */
+		assert_int_equal(e->comm, 0);
+		assert_int_equal(e->count, 0);
+		assert_int_equal(e->peer, -1);
+		assert_int_equal(e->group_id, 0);
+		assert_int_equal(e->op, 0);
+		assert_int_equal(e->dtype, FSS_DTYPE_UNKNOWN);
+		assert_int_equal(e->redop, FSS_REDOP_NONE);
+		assert_int_equal(e->path, FSS_PATH_INTERPOSE);
+		assert_int_equal(e->thread, (uint32_t)gettid());
+		assert_true(e->enter_ns > 0);
+		assert_int_equal(x->head.size, sizeof(*x));
+		assert_int_equal(x->sync_id, e->sync_id);
+		assert_int_equal(x->kind, e->kind);
+		assert_int_equal(x->enter_ns, e->enter_ns);
+		assert_true(x->exit_ns >= x->enter_ns);
+		assert_int_equal(x->after_seq, e->seq);
+		assert_int_equal(x->thread, e->thread);
+		assert_int_equal(x->result, i == 2 ? cudaErrorLaunchFailure : cudaSuccess);
+		assert_int_equal(x->reserved, 0);
+	}
+}
+
+/* Two waits open on one thread (the second's exit first) pair by
+ * sync_id; an exit without a recorded enter writes nothing. */
+static void test_sync_pairs_by_id(void **state)
+{
+	cudaStreamSynchronize_v3020_params sp = {.stream = (cudaStream_t)(uintptr_t)0x1};
+	cudaError_t ok = cudaSuccess;
+	uint64_t a = 0, b = 0, stranger = 999;
+
+	(void)state;
+	cupti_start();
+	n_emitted = 0;
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_ENTER, &sp, NULL, &a);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_API_ENTER, NULL, NULL, &b);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_API_EXIT, NULL, &ok, &b);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_EXIT, &sp, &ok, &a);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_EXIT, &sp, &ok, &stranger);
+	assert_int_equal(count_of_type(FSS_REC_ENTER), 2);
+	assert_int_equal(count_of_type(FSS_REC_SYNC_EXIT), 2);
+	assert_int_equal(a, 1);
+	assert_int_equal(b, 2);
+	assert_int_equal(sync_exit_of(0)->sync_id, 2);
+	assert_int_equal(sync_exit_of(0)->kind, FSS_ENTER_DEVICE_SYNC);
+	assert_int_equal(sync_exit_of(0)->enter_ns, enter_of(1)->enter_ns);
+	assert_int_equal(sync_exit_of(1)->sync_id, 1);
+	assert_int_equal(sync_exit_of(1)->kind, FSS_ENTER_STREAM_SYNC);
+	assert_int_equal(sync_exit_of(1)->enter_ns, enter_of(0)->enter_ns);
+}
+
+/* Dormant: nothing; an enter recorded while ON keeps its exit when the
+ * state changes in between; ids the agent did not enable, another domain,
+ * or CUPTI not on (a fork child): nothing. */
+static void test_sync_only_when_recording(void **state)
+{
+	cudaStreamSynchronize_v3020_params sp = {.stream = (cudaStream_t)(uintptr_t)0x1};
+	cudaError_t ok = cudaSuccess;
+	uint64_t c = 0;
+	CUpti_CallbackData d;
+
+	(void)state;
+	cupti_start();
+	n_emitted = 0;
+	atomic_store(&agent_state_now, AGENT_DORMANT);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_ENTER, &sp, NULL, &c);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_EXIT, &sp, &ok, &c);
+	assert_int_equal(n_emitted, 0);
+
+	atomic_store(&agent_state_now, AGENT_ON);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_ENTER, &sp, NULL, &c);
+	atomic_store(&agent_state_now, AGENT_DORMANT);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_EXIT, &sp, &ok, &c);
+	assert_int_equal(count_of_type(FSS_REC_ENTER), 1);
+	assert_int_equal(count_of_type(FSS_REC_SYNC_EXIT), 1);
+	assert_int_equal(enter_of(0)->sync_id, 1); /* the dormant one drew no id */
+	atomic_store(&agent_state_now, AGENT_ON);
+
+	n_emitted = 0;
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER, NULL, NULL, &c);
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020, CUPTI_API_ENTER, &sp, NULL, &c);
+	memset(&d, 0, sizeof(d));
+	d.callbackSite = CUPTI_API_ENTER;
+	d.correlationData = &c;
+	cupti_test_api_callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &d);
+	cupti_test_api_callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+				NULL);
+	assert_int_equal(n_emitted, 0);
+
+	cupti_after_fork_child();
+	play_callback(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_ENTER, &sp, NULL, &c);
+	assert_int_equal(n_emitted, 0);
+}
+
+/* Without cuptiEnableCallback (an older CUPTI's table): GPU activity, no
+ * synchronizes. */
+static void test_sync_without_enable_callback(void **state)
+{
+	(void)state;
+	fake_api.enable_callback = NULL;
+	cupti_test_use_api(&fake_api);
+	cupti_start();
+	assert_int_equal(cupti_status(), AGENT_CUPTI_ON);
+	assert_int_equal(fake.ncallbacks, 0);
+}
+
 /* A forked child never calls into the parent's CUPTI. */
 static void test_fork_child_stops(void **state)
 {
@@ -1039,6 +1296,7 @@ static void test_real_library_loads(void **state)
 	assert_non_null(real_api.activity_register_callbacks);
 	assert_non_null(real_api.activity_push_external_correlation_id);
 	assert_non_null(real_api.get_timestamp);
+	assert_non_null(real_api.enable_callback); /* synchronizes are seen with the real library */
 }
 
 int main(void)
@@ -1064,6 +1322,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_concurrent_buffers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_child_stops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_real_library_loads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_callbacks_enabled, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_callbacks_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_records, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_pairs_by_id, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_only_when_recording, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_without_enable_callback, setup, teardown),
 	};
 
 	have_real = cupti_api_load(&real_api, &handle) == 0;

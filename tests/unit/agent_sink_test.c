@@ -3,7 +3,8 @@
  * and resumption"): the sink record, the return channel's acks and the
  * retention they shrink, the failover file that repeats what the collector
  * did not acknowledge, the reconnect that sends the file and removes it,
- * garbage on the return channel, and TCP connection keys.
+ * garbage on the return channel, TCP connection keys, and an enter record
+ * that reaches the collector while its caller is still blocked.
  *
  * The agent's sources are compiled into this program, as in
  * agent_core_test.c, and the real sender thread runs; the collector is a
@@ -19,6 +20,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <nccl.h>
 
 #include "agent/agent.h"
 #include "agent/emit.h"
@@ -1097,6 +1100,182 @@ static void test_tcp_key(void **state)
 	close(lfd);
 }
 
+/* ---- calls in flight ------------------------------------------------------------------ */
+
+/* Two ranks of one stand-in communicator, each on its own thread: rank 0
+ * enters an AllReduce at once and stays inside it until rank 1 is released
+ * into the same AllReduce by the test. */
+struct blocked_rank {
+	pthread_t thread;
+	int rank;
+	ncclUniqueId id;
+	_Atomic(ncclComm_t) comm; /* published before the AllReduce */
+	_Atomic int go;		  /* rank 1: enter the AllReduce */
+	_Atomic int returned;	  /* the AllReduce returned */
+	ncclResult_t init_res, res, destroy_res;
+	float x, y;
+};
+
+static void *blocked_rank_main(void *arg)
+{
+	struct blocked_rank *b = arg;
+	ncclComm_t comm = NULL;
+
+	b->init_res = ncclCommInitRank(&comm, 2, b->id, b->rank);
+	if (b->init_res != ncclSuccess) {
+		atomic_store(&b->returned, 1);
+		return NULL;
+	}
+	atomic_store(&b->comm, comm);
+	while (b->rank == 1 && !atomic_load(&b->go))
+		pause_ms(1);
+	b->res = ncclAllReduce(&b->x, &b->y, 1, ncclFloat32, ncclSum, comm, NULL);
+	atomic_store(&b->returned, 1);
+	b->destroy_res = ncclCommDestroy(comm);
+	return NULL;
+}
+
+/* Index in the fake's records of the first enter of a collective on comm
+ * (and its seq), or -1. Under the fake's lock. */
+static long find_enter(const struct recs *r, uint64_t comm, uint64_t *seq)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		const struct fss_rec_enter *e = (const void *)recs_get(r, i);
+		if (e->head.type == FSS_REC_ENTER && e->kind == FSS_ENTER_COLLECTIVE && e->comm == comm) {
+			*seq = e->seq;
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+static long find_collective(const struct recs *r, uint64_t seq)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		const struct fss_rec_collective *c = (const void *)recs_get(r, i);
+		if (c->head.type == FSS_REC_COLLECTIVE && c->seq == seq)
+			return (long)i;
+	}
+	return -1;
+}
+
+struct enter_wait {
+	struct fake *f;
+	uint64_t comm, seq;
+	long at;
+};
+
+static int enter_seen(void *arg)
+{
+	struct enter_wait *w = arg;
+
+	pthread_mutex_lock(&w->f->mu);
+	w->at = find_enter(&w->f->r, w->comm, &w->seq);
+	pthread_mutex_unlock(&w->f->mu);
+	return w->at >= 0;
+}
+
+static int comm_published(void *arg)
+{
+	return atomic_load(&((struct blocked_rank *)arg)->comm) != NULL ||
+	       atomic_load(&((struct blocked_rank *)arg)->returned);
+}
+
+struct coll_wait {
+	struct fake *f;
+	uint64_t seq;
+	long at;
+};
+
+static int collective_seen(void *arg)
+{
+	struct coll_wait *w = arg;
+
+	pthread_mutex_lock(&w->f->mu);
+	w->at = find_collective(&w->f->r, w->seq);
+	pthread_mutex_unlock(&w->f->mu);
+	return w->at >= 0;
+}
+
+/* A rank blocked inside a collective has told the collector which one: its
+ * enter record arrives while the call is still blocked (its peer has not
+ * even been let in), with no flush asked for; the collective record of the
+ * same seq follows once the call returns. Only order is asserted. */
+static void test_enter_reaches_collector_while_blocked(void **state)
+{
+	(void)state;
+	char addr[256], out[256];
+	struct fake f;
+	struct blocked_rank ranks[2];
+	int lfd, cfd;
+
+	/* the stand-in's dead-peer timeout far above the test's own waits */
+	setenv("FSDP_REF_NCCL_TIMEOUT_S", "120", 1);
+	setenv("FSDP_REF_LINK_LATENCY_US", "0", 1);
+	subdir(out, sizeof(out), "blocked");
+	assert_int_equal(listener_open(tmpdir, "blocked.sock", addr, sizeof(addr), &lfd), 0);
+	fresh_source(addr, out, "0", NULL);
+	agent_activate();
+	cfd = listener_accept(lfd, WAIT_MS);
+	assert_true(cfd >= 0);
+	fake_start(&f, cfd, 0);
+
+	memset(ranks, 0, sizeof(ranks));
+	assert_int_equal(pncclGetUniqueId(&ranks[0].id), ncclSuccess);
+	ranks[1].id = ranks[0].id;
+	for (int i = 0; i < 2; i++) {
+		ranks[i].rank = i;
+		ranks[i].x = (float)(i + 1);
+		assert_int_equal(pthread_create(&ranks[i].thread, NULL, blocked_rank_main, &ranks[i]), 0);
+	}
+	assert_true(wait_for(comm_published, &ranks[0]));
+	assert_int_equal(ranks[0].init_res, ncclSuccess);
+	ncclComm_t comm0 = atomic_load(&ranks[0].comm);
+
+	/* rank 0 is inside its AllReduce, waiting for rank 1, which has not
+	 * been let in: its enter record must reach the collector now */
+	struct enter_wait ew = {.f = &f, .comm = (uint64_t)(uintptr_t)comm0};
+	int seen = wait_for(enter_seen, &ew);
+	int returned_then = atomic_load(&ranks[0].returned);
+	pthread_mutex_lock(&f.mu);
+	long coll_then = seen ? find_collective(&f.r, ew.seq) : -1;
+	pthread_mutex_unlock(&f.mu);
+
+	atomic_store(&ranks[1].go, 1); /* release, whatever the outcome: no thread is left behind */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(ranks[i].thread, NULL), 0);
+	assert_true(seen);
+	assert_int_equal(returned_then, 0);
+	assert_int_equal(coll_then, -1);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(ranks[i].init_res, ncclSuccess);
+		assert_int_equal(ranks[i].res, ncclSuccess);
+		assert_int_equal(ranks[i].destroy_res, ncclSuccess);
+		assert_true(ranks[i].y == 3.0f);
+	}
+
+	/* the exit: the collective record of the same seq, after the enter */
+	struct coll_wait cw = {.f = &f, .seq = ew.seq};
+	assert_true(wait_for(collective_seen, &cw));
+	assert_true(cw.at > ew.at);
+	pthread_mutex_lock(&f.mu);
+	const struct fss_rec_enter *e = (const void *)recs_get(&f.r, (size_t)ew.at);
+	const struct fss_rec_collective *c = (const void *)recs_get(&f.r, (size_t)cw.at);
+	assert_int_equal(e->op, FSS_OP_ALLREDUCE);
+	assert_int_equal(e->count, 1);
+	assert_int_equal(e->enter_ns, c->enter_ns);
+	assert_int_equal(e->thread, c->thread);
+	assert_int_equal(c->comm, (uint64_t)(uintptr_t)comm0);
+	pthread_mutex_unlock(&f.mu);
+
+	sender_stop(5000);
+	fake_join(&f);
+	fake_free(&f);
+	close(lfd);
+	unsetenv("FSDP_REF_NCCL_TIMEOUT_S");
+	unsetenv("FSDP_REF_LINK_LATENCY_US");
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1118,11 +1297,17 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sink_record_fields),	     cmocka_unit_test(test_fork_child_draws_its_own_id),
-	    cmocka_unit_test(test_acks_shrink_retention),    cmocka_unit_test(test_garbage_on_return_channel),
-	    cmocka_unit_test(test_failover_repeats_unacked), cmocka_unit_test(test_reconnect_sends_file),
-	    cmocka_unit_test(test_collector_restart_chain),  cmocka_unit_test(test_collector_that_keeps_hanging_up),
-	    cmocka_unit_test(test_collector_that_refuses),   cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_sink_record_fields),
+	    cmocka_unit_test(test_fork_child_draws_its_own_id),
+	    cmocka_unit_test(test_acks_shrink_retention),
+	    cmocka_unit_test(test_garbage_on_return_channel),
+	    cmocka_unit_test(test_failover_repeats_unacked),
+	    cmocka_unit_test(test_reconnect_sends_file),
+	    cmocka_unit_test(test_collector_restart_chain),
+	    cmocka_unit_test(test_collector_that_keeps_hanging_up),
+	    cmocka_unit_test(test_collector_that_refuses),
+	    cmocka_unit_test(test_tcp_key),
+	    cmocka_unit_test(test_enter_reaches_collector_while_blocked),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -655,6 +655,120 @@ static void test_summary_decisions(void **state)
 	sources_free(srcs);
 }
 
+static void enter_of(struct fss_rec_enter *e, const struct fss_rec_collective *c)
+{
+	record_init(e, FSS_REC_ENTER, sizeof *e, c->head.source);
+	e->seq = c->seq;
+	e->op = c->op;
+	e->kind = FSS_ENTER_COLLECTIVE;
+	e->enter_ns = c->enter_ns;
+	e->peer = -1;
+	e->redop = FSS_REDOP_NONE;
+}
+
+/* summary:1 with calls in flight: a summarised step leaves its enter and
+ * sync_exit records out with its collectives and counts them in its
+ * records; a kept step writes them in their order; the enter of a call that
+ * never returned waits and is written at the source's end. */
+static void test_summary_enter_records(void **state)
+{
+	(void)state;
+	char trace[160];
+	snprintf(trace, sizeof trace, "%s/enter.fss", dir);
+	empty_trace(trace);
+	sources_t *srcs = sources_new(NULL, NULL);
+	struct fss_rec_process_hello hello;
+	record_init(&hello, FSS_REC_PROCESS_HELLO, sizeof hello, 0);
+	hello.rank = 0;
+	hello.features = FSS_FEATURE_NCCL | FSS_FEATURE_ENTER;
+	assert_int_equal(sources_feed(srcs, &hello.head), 0);
+	const struct source *src = sources_find(srcs, 0);
+
+	struct keep_policy p;
+	assert_int_equal(keep_policy_parse("summary:1", &p), 0);
+	keeper_t *k;
+	assert_int_equal(keeper_new(&k, &p, NULL, trace, dir), 0);
+	struct fake f = {.k = k};
+	keeper_set_hooks(k, &(struct keeper_hooks){.ingest = &fake_ops, .ingest_ctx = &f});
+	assert_int_equal(keeper_on_record(k, &hello.head, src), 0);
+
+	const uint64_t ms = 1000000;
+	uint64_t t0 = 0, seq = 1;
+	uint32_t sync_id = 1;
+	for (uint32_t i = 0; i < 6; i++) {
+		uint64_t len = i == 4 ? 30 * ms : 10 * ms;
+		unsigned before = f.nwritten_types;
+		for (int j = 0; j < 2; j++) {
+			struct fss_rec_collective c;
+			struct fss_rec_enter e;
+			coll(&c, seq++, t0 + (uint64_t)(j + 1) * ms);
+			enter_of(&e, &c);
+			int re = keeper_on_record(k, &e.head, src);
+			int rc = keeper_on_record(k, &c.head, src);
+			assert_int_equal(re, i < 1 ? 0 : 1); /* the full step goes out at once */
+			assert_int_equal(rc, re);
+		}
+		/* a host wait after the step's second collective */
+		struct fss_rec_enter se;
+		record_init(&se, FSS_REC_ENTER, sizeof se, 0);
+		se.kind = FSS_ENTER_STREAM_SYNC;
+		se.seq = seq - 1;
+		se.sync_id = sync_id;
+		se.enter_ns = t0 + 3 * ms;
+		struct fss_rec_sync_exit sx;
+		record_init(&sx, FSS_REC_SYNC_EXIT, sizeof sx, 0);
+		sx.kind = FSS_ENTER_STREAM_SYNC;
+		sx.after_seq = seq - 1;
+		sx.sync_id = sync_id++;
+		sx.enter_ns = se.enter_ns;
+		sx.exit_ns = t0 + 4 * ms;
+		assert_int_equal(keeper_on_record(k, &se.head, src), i < 1 ? 0 : 1);
+		assert_int_equal(keeper_on_record(k, &sx.head, src), i < 1 ? 0 : 1);
+		struct analysis_step_info si = {
+		    .rank = 0, .ordinal = i, .start_ns = t0, .step_ns = len, .allgathers = 2, .events = 2};
+		keeper_on_step(k, &si);
+		if (i == 4) { /* kept: every record of it, in order */
+			static const uint16_t want[] = {FSS_REC_ENTER,	    FSS_REC_COLLECTIVE, FSS_REC_ENTER,
+							FSS_REC_COLLECTIVE, FSS_REC_ENTER,	FSS_REC_SYNC_EXIT};
+			assert_int_equal(f.nwritten_types - before, 6);
+			for (unsigned j = 0; j < 6; j++)
+				assert_int_equal(f.written_types[before + j], want[j]);
+		} else if (i > 1) { /* summarised (step 1 only sets the median): the summary alone */
+			assert_int_equal(f.nwritten_types - before, 1);
+			assert_int_equal(f.written_types[before], FSS_REC_STEP_SUMMARY);
+		}
+		t0 += len;
+	}
+	struct keeper_stats st;
+	keeper_get_stats(k, &st);
+	assert_int_equal(st.steps_summarised, 4);
+	assert_int_equal(st.steps_standing_out, 1);
+	assert_int_equal(st.records_left_out, 4 * 6);
+	for (unsigned i = 0; i < f.nsummaries; i++) {
+		const struct fss_rec_step_summary *r = &f.summaries[i];
+		assert_int_equal(r->collectives, 2);
+		assert_int_equal(r->records, 6); /* 2 collectives, 2 enters, a sync's enter and exit */
+		assert_int_equal(r->seq_first, 2 * r->ordinal + 1);
+		assert_int_equal(r->seq_last, 2 * r->ordinal + 2);
+	}
+
+	/* a call that never returns: its enter is held with its undecided step,
+	 * and written at the source's end */
+	struct fss_rec_collective hung;
+	struct fss_rec_enter he;
+	coll(&hung, seq, t0 + ms);
+	enter_of(&he, &hung);
+	assert_int_equal(keeper_on_record(k, &he.head, src), 1);
+	struct fss_rec_process_exit ex;
+	record_init(&ex, FSS_REC_PROCESS_EXIT, sizeof ex, 0);
+	unsigned before = f.nwritten_types;
+	assert_int_equal(keeper_on_record(k, &ex.head, src), 0);
+	assert_int_equal(f.nwritten_types - before, 1);
+	assert_int_equal(f.written_types[before], FSS_REC_ENTER);
+	keeper_free(k);
+	sources_free(srcs);
+}
+
 /* ---- summary on synthetic traces ----------------------------------------- */
 
 /* A session in miniature: records through the per-source layer, the live
@@ -806,6 +920,132 @@ static int has_note(const struct analysis_result *r, const char *text)
 	return 0;
 }
 
+/* Copy a trace, an enter record before each collective (as an agent of
+ * format 1.3 writes them) and a stream synchronize pair after every
+ * ReduceScatter. */
+struct entering {
+	trace_writer_t *w;
+	uint32_t sync_ids[8];
+};
+
+static int enters_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct entering *en = ctx;
+	if (rec->type == FSS_REC_TRACE_END)
+		return 0;
+	if (rec->type == FSS_REC_PROCESS_HELLO) {
+		struct fss_rec_process_hello h;
+		memcpy(&h, rec, sizeof h);
+		h.features |= FSS_FEATURE_ENTER;
+		return trace_writer_append(en->w, &h.head);
+	}
+	if (rec->type != FSS_REC_COLLECTIVE)
+		return trace_writer_append(en->w, rec);
+	const struct fss_rec_collective *c = (const void *)rec;
+	struct fss_rec_enter e;
+	enter_of(&e, c);
+	e.comm = c->comm;
+	e.count = c->count;
+	e.dtype = c->dtype;
+	e.redop = c->redop;
+	e.group_id = c->group_id;
+	int rc = trace_writer_append(en->w, &e.head);
+	if (!rc)
+		rc = trace_writer_append(en->w, rec);
+	if (!rc && c->op == FSS_OP_REDUCESCATTER && rec->source < 8) {
+		struct fss_rec_enter se;
+		record_init(&se, FSS_REC_ENTER, sizeof se, rec->source);
+		se.kind = FSS_ENTER_STREAM_SYNC;
+		se.seq = c->seq;
+		se.sync_id = ++en->sync_ids[rec->source];
+		se.enter_ns = c->exit_ns + 1;
+		se.peer = -1;
+		se.redop = FSS_REDOP_NONE;
+		struct fss_rec_sync_exit sx;
+		record_init(&sx, FSS_REC_SYNC_EXIT, sizeof sx, rec->source);
+		sx.kind = se.kind;
+		sx.after_seq = se.seq;
+		sx.sync_id = se.sync_id;
+		sx.enter_ns = se.enter_ns;
+		sx.exit_ns = se.enter_ns + 1000;
+		rc = trace_writer_append(en->w, &se.head);
+		if (!rc)
+			rc = trace_writer_append(en->w, &sx.head);
+	}
+	return rc;
+}
+
+static void with_enters(const char *in, const char *out)
+{
+	struct entering en = {0};
+	assert_int_equal(trace_writer_open(&en.w, out, NULL), 0);
+	struct trace_parser_ops ops = {.on_record = enters_record};
+	assert_int_equal(trace_read(in, &ops, &en, NULL), 0);
+	assert_int_equal(trace_writer_close(en.w), 0);
+}
+
+/* Calls in flight of a kept trace, per source: which collective seqs and
+ * sync ids have an enter, which an exit. */
+#define PAIRS_MAX 65536
+struct pairs {
+	uint8_t coll[8][PAIRS_MAX]; /* bit 0: enter, bit 1: collective */
+	uint8_t sync[8][PAIRS_MAX]; /* bit 0: enter, bit 1: sync_exit */
+	uint64_t records_left_out;  /* the summaries' records */
+	uint64_t enters;
+};
+
+static int pairs_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct pairs *p = ctx;
+	if (rec->source >= 8)
+		return 0;
+	if (rec->type == FSS_REC_ENTER) {
+		const struct fss_rec_enter *e = (const void *)rec;
+		p->enters++;
+		if (e->kind == FSS_ENTER_COLLECTIVE && e->seq < PAIRS_MAX)
+			p->coll[rec->source][e->seq] |= 1;
+		else if (e->kind != FSS_ENTER_COLLECTIVE && e->sync_id < PAIRS_MAX)
+			p->sync[rec->source][e->sync_id] |= 1;
+	} else if (rec->type == FSS_REC_COLLECTIVE) {
+		uint64_t seq = ((const struct fss_rec_collective *)rec)->seq;
+		if (seq < PAIRS_MAX)
+			p->coll[rec->source][seq] |= 2;
+	} else if (rec->type == FSS_REC_SYNC_EXIT) {
+		uint32_t id = ((const struct fss_rec_sync_exit *)rec)->sync_id;
+		if (id < PAIRS_MAX)
+			p->sync[rec->source][id] |= 2;
+	} else if (rec->type == FSS_REC_STEP_SUMMARY) {
+		p->records_left_out += ((const struct fss_rec_step_summary *)rec)->records;
+	}
+	return 0;
+}
+
+/* Every call of `path` has both its enter and its exit, or neither; a
+ * collective without its enter is allowed only as the first call a source
+ * has in the trace (last:N cut its segment off in between). Returns the
+ * pairs read (callers free). */
+static struct pairs *pairs_whole(const char *path, int ranks)
+{
+	struct pairs *p = calloc(1, sizeof *p);
+	assert_non_null(p);
+	struct trace_parser_ops ops = {.on_record = pairs_record};
+	assert_int_equal(trace_read(path, &ops, p, NULL), 0);
+	assert_true(p->enters > 0);
+	for (int s = 0; s < ranks; s++) {
+		int first = 1;
+		for (size_t i = 0; i < PAIRS_MAX; i++) {
+			if (!p->coll[s][i])
+				continue;
+			if (!(first && p->coll[s][i] == 2))
+				assert_int_equal(p->coll[s][i], 3);
+			first = 0;
+		}
+		for (size_t i = 0; i < PAIRS_MAX; i++)
+			assert_true(p->sync[s][i] == 0 || p->sync[s][i] == 3);
+	}
+	return p;
+}
+
 static void summary_on(const struct synth_config *c, const char *name)
 {
 	char in[160], out[160];
@@ -931,6 +1171,76 @@ static void test_last_session(void **state)
 	analysis_result_free(a);
 	analysis_result_free(b);
 	keeper_free(ss.k);
+}
+
+/* A synthetic job whose agents write enter records: summary leaves each
+ * summarised call out whole (enter and exit) and counts its enters in the
+ * step's records; last:N keeps every enter with its exit; both diagnose as
+ * the whole trace does. */
+static void test_enter_records_kept_with_their_step(void **state)
+{
+	(void)state;
+	char syn[160], in[160], sum_out[160], last_out[160];
+	snprintf(syn, sizeof syn, "%s/en-synth.fss", dir);
+	snprintf(in, sizeof in, "%s/en-full.fss", dir);
+	snprintf(sum_out, sizeof sum_out, "%s/en-summary.fss", dir);
+	snprintf(last_out, sizeof last_out, "%s/en-last.fss", dir);
+	struct synth_config c;
+	synth_defaults(&c);
+	c.steps = 80;
+	struct synth_truth truth;
+	assert_int_equal(synth_write(syn, &c, &truth), 0);
+	with_enters(syn, in);
+
+	struct counts full = {0};
+	count(in, &full);
+	assert_int_equal(full.by_type[FSS_REC_ENTER] - full.by_type[FSS_REC_SYNC_EXIT],
+			 full.by_type[FSS_REC_COLLECTIVE]);
+	free(pairs_whole(in, c.ranks));
+
+	/* summary */
+	struct session ss = {.skip_source = UINT32_MAX};
+	run_session(&ss, in, sum_out, "summary", 0);
+	struct keeper_stats st;
+	keeper_get_stats(ss.k, &st);
+	assert_true(st.steps_summarised > 0);
+	struct counts sum = {0};
+	count(sum_out, &sum);
+	assert_true(sum.by_type[FSS_REC_ENTER] < full.by_type[FSS_REC_ENTER]);
+	assert_true(sum.by_type[FSS_REC_SYNC_EXIT] < full.by_type[FSS_REC_SYNC_EXIT]);
+	static const uint16_t raw[] = {FSS_REC_COLLECTIVE,  FSS_REC_GROUP, FSS_REC_GPU_INTERVAL, FSS_REC_NVTX_RANGE,
+				       FSS_REC_CORRELATION, FSS_REC_ENTER, FSS_REC_SYNC_EXIT};
+	uint64_t raw_full = 0, raw_kept = 0;
+	for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
+		raw_full += full.by_type[raw[i]];
+		raw_kept += sum.by_type[raw[i]];
+	}
+	assert_int_equal(raw_kept + st.records_left_out, raw_full);
+	struct pairs *p = pairs_whole(sum_out, c.ranks);
+	for (int s = 0; s < c.ranks; s++)
+		for (size_t i = 1; i < PAIRS_MAX; i++) /* summary never cuts a call: no collective alone */
+			assert_true(p->coll[s][i] == 0 || p->coll[s][i] == 3);
+	assert_int_equal(p->records_left_out, st.records_left_out); /* the summaries count every record left out */
+	free(p);
+	struct analysis_result *a = analyse(in), *b = analyse(sum_out);
+	same_diagnosis(a, b);
+	analysis_result_free(b);
+	keeper_free(ss.k);
+
+	/* last:20 */
+	struct session sl = {.skip_source = UINT32_MAX};
+	run_session(&sl, in, last_out, "last:20", 0);
+	keeper_get_stats(sl.k, &st);
+	assert_true(st.segments_removed > 0);
+	struct counts last = {0};
+	count(last_out, &last);
+	assert_true(last.by_type[FSS_REC_ENTER] < full.by_type[FSS_REC_ENTER]);
+	free(pairs_whole(last_out, c.ranks));
+	b = analyse(last_out);
+	same_diagnosis(a, b);
+	analysis_result_free(a);
+	analysis_result_free(b);
+	keeper_free(sl.k);
 }
 
 /* A step that lost a collective after the full steps is kept in full. */
@@ -1225,6 +1535,8 @@ int main(void)
 	    cmocka_unit_test(test_disk_guard),
 	    cmocka_unit_test(test_projection),
 	    cmocka_unit_test(test_summary_decisions),
+	    cmocka_unit_test(test_summary_enter_records),
+	    cmocka_unit_test(test_enter_records_kept_with_their_step),
 	    cmocka_unit_test(test_summary_nvtx_steps),
 	    cmocka_unit_test(test_summary_period_steps),
 	    cmocka_unit_test(test_summary_keeps_lost_step),

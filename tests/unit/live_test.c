@@ -14,6 +14,10 @@
  *    diagnosis from it carries them, the gathers and the roles;
  *  - the board: a reader thread acquires and releases copies while the
  *    session publishes (counts of generations, no timing);
+ *  - collectives in flight: per rank and communicator the numbers entered
+ *    (enter records) and left (collective records), from 1 per
+ *    communicator whatever the per-source seq, groups and sources without
+ *    enter records included; the diagnosis' hangs held and cleared;
  *  - memory: 200 k steps of records keep the analyzer's pending items under
  *    a bound and the live state's size fixed once the window has filled.
  */
@@ -417,7 +421,7 @@ static void test_snapshot(void **state)
 
 /* ---- records made here: one rank, a period step of 9 collectives ---------- */
 
-static void gen_open(struct session *s, uint32_t src)
+static void gen_open_features(struct session *s, uint32_t src, uint64_t features)
 {
 	struct fss_rec_process_hello h;
 	record_init(&h, FSS_REC_PROCESS_HELLO, sizeof h, src);
@@ -428,7 +432,7 @@ static void gen_open(struct session *s, uint32_t src)
 	h.path = FSS_PATH_SYNTHETIC;
 	h.mono_ns = 1000;
 	h.realtime_ns = 1000;
-	h.features = FSS_FEATURE_NCCL;
+	h.features = features;
 	assert_int_equal(sources_feed(s->sources, &h.head), 0);
 	struct fss_rec_comm cm;
 	record_init(&cm, FSS_REC_COMM, sizeof cm, src);
@@ -441,6 +445,11 @@ static void gen_open(struct session *s, uint32_t src)
 	cm.enter_ns = 2000;
 	cm.exit_ns = 3000;
 	assert_int_equal(sources_feed(s->sources, &cm.head), 0);
+}
+
+static void gen_open(struct session *s, uint32_t src)
+{
+	gen_open_features(s, src, FSS_FEATURE_NCCL);
 }
 
 /* One step of source src: forward gathers of 3 units, backward re-gathers of
@@ -615,6 +624,181 @@ static void test_memory_bounded(void **state)
 	session_close(&s);
 }
 
+/* ---- collectives in flight: entered and left per communicator ------------ */
+
+static void feed_comm(struct session *s, uint32_t src, uint64_t handle, uint64_t id_hash, int32_t rank)
+{
+	struct fss_rec_comm cm;
+	record_init(&cm, FSS_REC_COMM, sizeof cm, src);
+	cm.comm = handle;
+	cm.id_hash = id_hash;
+	cm.nranks = 2;
+	cm.rank = rank;
+	cm.device = cm.color = cm.key = -1;
+	cm.event = FSS_COMM_INIT;
+	cm.enter_ns = 2000;
+	cm.exit_ns = 3000;
+	assert_int_equal(sources_feed(s->sources, &cm.head), 0);
+}
+
+static void feed_enter(struct session *s, uint32_t src, uint64_t handle, uint64_t seq, uint16_t kind)
+{
+	struct fss_rec_enter e;
+	record_init(&e, FSS_REC_ENTER, sizeof e, src);
+	e.seq = seq;
+	e.comm = kind == FSS_ENTER_COLLECTIVE ? handle : 0;
+	e.count = 10;
+	e.enter_ns = 5000 + seq * 100;
+	e.peer = -1;
+	e.kind = kind;
+	e.op = kind == FSS_ENTER_COLLECTIVE ? FSS_OP_ALLGATHER : 0;
+	e.dtype = FSS_DTYPE_FLOAT32;
+	e.redop = FSS_REDOP_NONE;
+	e.path = FSS_PATH_SYNTHETIC;
+	assert_int_equal(sources_feed(s->sources, &e.head), 0);
+}
+
+static void feed_coll(struct session *s, uint32_t src, uint64_t handle, uint64_t seq)
+{
+	struct fss_rec_collective c;
+	record_init(&c, FSS_REC_COLLECTIVE, sizeof c, src);
+	c.seq = seq;
+	c.comm = handle;
+	c.count = 10;
+	c.dtype = FSS_DTYPE_FLOAT32;
+	c.bytes = 40;
+	c.op = FSS_OP_ALLGATHER;
+	c.peer = -1;
+	c.path = FSS_PATH_SYNTHETIC;
+	c.enter_ns = 5000 + seq * 100;
+	c.exit_ns = c.enter_ns + 50;
+	assert_int_equal(sources_feed(s->sources, &c.head), 0);
+}
+
+static const struct live_comm *view_comm(const struct live_view *v, uint32_t source, uint64_t id_hash)
+{
+	const struct live_rank *r = view_rank(v, source);
+	assert_non_null(r);
+	for (size_t i = 0; i < r->ncomms; i++)
+		if (r->comms[i].id_hash == id_hash)
+			return &r->comms[i];
+	fail_msg("source %u has no communicator %llx", source, (unsigned long long)id_hash);
+	return NULL;
+}
+
+/*
+ * Source 0 (enter records) issues on communicators A and B: A#1, B#1, A#2,
+ * a stream sync, a group of A#3 and A#4 (both entered, then both return),
+ * A#5 entered and never returned. Source 1 (no enter records) issues A#1,
+ * A#2 and B#1 as collective records only. The numbers are per
+ * communicator, from 1, in issue order, whatever the per-source seq: the
+ * collectives entered and left there, counted.
+ */
+static void test_entered_left_per_comm(void **state)
+{
+	(void)state;
+	struct session s;
+	session_open(&s);
+	gen_open_features(&s, 0, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER); /* its comm 0x1000 stays unused */
+	gen_open(&s, 1);
+	feed_comm(&s, 0, 0xa0, 0xaaaa, 0);
+	feed_comm(&s, 0, 0xb0, 0xbbbb, 1);
+	feed_comm(&s, 1, 0xa1, 0xaaaa, 1);
+	feed_comm(&s, 1, 0xb1, 0xbbbb, 0);
+
+	feed_enter(&s, 0, 0xa0, 1, FSS_ENTER_COLLECTIVE);
+	feed_coll(&s, 0, 0xa0, 1);
+	feed_enter(&s, 0, 0xb0, 2, FSS_ENTER_COLLECTIVE);
+	feed_coll(&s, 0, 0xb0, 2);
+	feed_enter(&s, 0, 0xa0, 3, FSS_ENTER_COLLECTIVE);
+	feed_coll(&s, 0, 0xa0, 3);
+	feed_enter(&s, 0, 0, 3, FSS_ENTER_STREAM_SYNC); /* not a collective: numbers nothing */
+	feed_enter(&s, 0, 0xa0, 4, FSS_ENTER_COLLECTIVE);
+	feed_enter(&s, 0, 0xa0, 5, FSS_ENTER_COLLECTIVE);
+	assert_true(live_in_flight(s.live)); /* inside the group's calls */
+	feed_coll(&s, 0, 0xa0, 4);
+	feed_coll(&s, 0, 0xa0, 5);
+	feed_enter(&s, 0, 0xa0, 6, FSS_ENTER_COLLECTIVE);
+
+	feed_coll(&s, 1, 0xa1, 1);
+	feed_coll(&s, 1, 0xa1, 2);
+	feed_coll(&s, 1, 0xb1, 3);
+
+	live_board_t *b;
+	assert_int_equal(live_board_new(&b), 0);
+	assert_int_equal(live_publish(s.live, b), 0);
+	const struct live_view *v = live_board_acquire(b);
+	const struct live_comm *c = view_comm(v, 0, 0xaaaa);
+	assert_int_equal(c->entered, 5); /* A#1..A#5: source seqs 1, 3, 4, 5, 6 */
+	assert_int_equal(c->left, 4);
+	assert_int_equal(c->rank, 0);
+	assert_int_equal(c->collectives, 4);
+	c = view_comm(v, 0, 0xbbbb);
+	assert_int_equal(c->entered, 1);
+	assert_int_equal(c->left, 1);
+	assert_int_equal(c->rank, 1);
+	c = view_comm(v, 1, 0xaaaa);
+	assert_int_equal(c->entered, 2);
+	assert_int_equal(c->left, 2);
+	c = view_comm(v, 1, 0xbbbb);
+	assert_int_equal(c->entered, 1);
+	assert_int_equal(c->left, 1);
+	live_board_release(b, v);
+	/* source 0 is still inside A#5 */
+	assert_true(live_in_flight(s.live));
+	feed_coll(&s, 0, 0xa0, 6);
+	assert_false(live_in_flight(s.live));
+	assert_int_equal(live_publish(s.live, b), 0);
+	v = live_board_acquire(b);
+	assert_int_equal(view_comm(v, 0, 0xaaaa)->left, 5);
+	live_board_release(b, v);
+	/* a collective record whose enter record was lost: never more out than in */
+	feed_coll(&s, 0, 0xb0, 9);
+	assert_int_equal(live_publish(s.live, b), 0);
+	v = live_board_acquire(b);
+	assert_int_equal(view_comm(v, 0, 0xbbbb)->entered, 2);
+	assert_int_equal(view_comm(v, 0, 0xbbbb)->left, 2);
+	live_board_release(b, v);
+	live_board_free(b);
+	session_close(&s);
+}
+
+/* The diagnosis' calls in flight are held as they were given. */
+static void test_flight_in_diagnosis(void **state)
+{
+	(void)state;
+	live_t *l;
+	struct analysis_result *r = calloc(1, sizeof *r);
+	assert_non_null(r);
+	assert_int_equal(live_new(&l), 0);
+	r->flight.timeout_ns = 1000000000;
+	r->flight.nhangs = 1;
+	r->flight.hangs_total = 1;
+	r->flight.hangs[0].comm_id = 0xaaaa;
+	r->flight.hangs[0].comm_seq = 57;
+	r->flight.hangs[0].nmissing = 1;
+	r->flight.hangs[0].missing[0].rank = 1;
+	live_set_diagnosis(l, r, NULL, 0);
+	live_board_t *b;
+	assert_int_equal(live_board_new(&b), 0);
+	assert_int_equal(live_publish(l, b), 0);
+	const struct live_view *v = live_board_acquire(b);
+	assert_int_equal(v->job.flight.nhangs, 1);
+	assert_int_equal(v->job.flight.hangs[0].comm_seq, 57);
+	assert_int_equal(v->job.flight.hangs[0].missing[0].rank, 1);
+	live_board_release(b, v);
+	/* the next diagnosis without it clears it */
+	memset(&r->flight, 0, sizeof r->flight);
+	live_set_diagnosis(l, r, NULL, 0);
+	assert_int_equal(live_publish(l, b), 0);
+	v = live_board_acquire(b);
+	assert_int_equal(v->job.flight.nhangs, 0);
+	live_board_release(b, v);
+	live_board_free(b);
+	live_free(l);
+	free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -622,6 +806,8 @@ int main(void)
 		cmocka_unit_test(test_snapshot),
 		cmocka_unit_test(test_board_reader),
 		cmocka_unit_test(test_memory_bounded),
+		cmocka_unit_test(test_entered_left_per_comm),
+		cmocka_unit_test(test_flight_in_diagnosis),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

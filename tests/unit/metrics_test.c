@@ -89,6 +89,8 @@ static struct live_view *sample_view(uint64_t step_ns)
 	j->reshard = ANALYSIS_RESHARD_TRUE;
 	j->exposed_allgather_ns_per_step = 3000000000ull;
 	j->compute_wait_ns_per_step = 1;
+	j->flight.nhangs = 1;
+	j->flight.hangs_total = 1;
 	add_finding(j, "wrap-too-fine", 2);
 	add_finding(j, "exposed-gather", 1);
 	add_finding(j, ODD_RULE, 0);
@@ -122,11 +124,20 @@ static struct live_view *sample_view(uint64_t step_ns)
 					 .compute_wait_ns_sum = 35000000,
 					 .compute_ns_sum = 400000000};
 	r->ncomms = 3;
-	r->comms[0] = (struct live_comm){
-	    .id_hash = COMM_A, .nranks = 2, .role = ANALYSIS_ROLE_FSDP, .collectives = 4300, .last_seq = 4242};
-	r->comms[1] = (struct live_comm){.id_hash = COMM_B, .nranks = 2, .collectives = 3, .last_seq = 2};
+	r->comms[0] = (struct live_comm){.id_hash = COMM_A,
+					 .nranks = 2,
+					 .role = ANALYSIS_ROLE_FSDP,
+					 .collectives = 4300,
+					 .last_seq = 4242,
+					 .entered = 4300,
+					 .left = 4299};
+	r->comms[1] = (struct live_comm){.id_hash = COMM_B, .nranks = 2, .collectives = 3, .last_seq = 2,
+					 .entered = 3, .left = 3};
 	r->comms[2] = r->comms[0];
 	r->comms[2].last_seq = 1;
+	/* a communicator whose comm record was not seen: no id, no rank */
+	r->comms[3] = (struct live_comm){.rank = -1, .collectives = 7, .entered = 7, .left = 7};
+	r->ncomms = 4;
 
 	r = &v->ranks[1];
 	r->rank = 1;
@@ -145,7 +156,9 @@ static struct live_view *sample_view(uint64_t step_ns)
 					 .rank = 1,
 					 .role = ANALYSIS_ROLE_FSDP,
 					 .collectives = 4299,
-					 .last_seq = 4241};
+					 .last_seq = 4241,
+					 .entered = 4299,
+					 .left = 4299};
 
 	r = &v->ranks[2];
 	r->rank = 1;
@@ -153,6 +166,11 @@ static struct live_view *sample_view(uint64_t step_ns)
 	r->pid = 103;
 	r->ended = 1;
 	r->records = 10;
+	/* it claims rank 1 of COMM_A too (a restarted process): the first
+	 * source keeps the series */
+	r->ncomms = 1;
+	r->comms[0] = v->ranks[1].comms[0];
+	r->comms[0].entered = r->comms[0].left = 5;
 
 	r = &v->ranks[3];
 	r->rank = -1;
@@ -448,6 +466,7 @@ static void test_render_empty(void **state)
 	assert_true(value(p, "fsdpscope_live_generation", "") == 0);
 	assert_true(value(p, "fsdpscope_ranks", "") == 0);
 	assert_true(value(p, "fsdpscope_diagnosed", "") == 0);
+	assert_true(value(p, "fsdpscope_collective_hang", "") == 0);
 	assert_true(value(p, "fsdpscope_records_total", "") == 0);
 	assert_true(value(p, "fsdpscope_verdict", "verdict=\"diagnosed\"") == 0);
 	assert_true(value(p, "fsdpscope_build_info", "version=\"" FSS_VERSION "\",format=\"1.3\"") == 1);
@@ -535,11 +554,19 @@ static void test_render_view(void **state)
 	assert_int_equal(count(p, "fsdpscope_step_seconds"), 2);
 	assert_int_equal(count(p, "fsdpscope_rank_info"), 4);
 
-	/* Communicators: the id hash in hex, the repeated one written once. */
-	assert_int_equal(count(p, "fsdpscope_collective_seq"), 3);
-	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"0\"") == 4242);
-	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"deadbeef01234567\",rank=\"0\"") == 2);
-	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"1\"") == 4241);
+	/* Communicators: the id hash in hex, the repeated one written once;
+	 * per communicator and rank in it, the collective numbers entered and
+	 * left; none for a communicator without an id or a rank */
+	assert_int_equal(count(p, "fsdpscope_collective_seq"), 6);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"0\",state=\"entered\"") == 4300);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"0\",state=\"left\"") == 4299);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"deadbeef01234567\",rank=\"0\",state=\"entered\"") == 3);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"deadbeef01234567\",rank=\"0\",state=\"left\"") == 3);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"1\",state=\"entered\"") == 4299);
+	assert_true(value(p, "fsdpscope_collective_seq", "comm=\"00ab00cd00ef0012\",rank=\"1\",state=\"left\"") == 4299);
+	assert_null(find(p, "fsdpscope_collective_seq", "comm=\"0000000000000000\",rank=\"-1\",state=\"entered\""));
+	/* the latest diagnosis holds a hang */
+	assert_true(value(p, "fsdpscope_collective_hang", "") == 1);
 	assert_true(value(p, "fsdpscope_comm_collectives_total", "comm=\"00ab00cd00ef0012\",rank=\"0\"") == 4300);
 	assert_true(value(p, "fsdpscope_comm_role", "comm=\"00ab00cd00ef0012\",rank=\"0\",role=\"fsdp\"") == 1);
 
@@ -560,6 +587,8 @@ static void test_render_undecided(void **state)
 	assert_non_null(p);
 	v->job.verdict = ANALYSIS_UNDECIDED;
 	v->job.undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
+	v->job.flight.nhangs = 0; /* the hang cleared */
+	v->job.flight.hangs_total = 0;
 	render_ok(v, &text);
 	parse(text, p);
 	assert_true(value(p, "fsdpscope_verdict", "verdict=\"undecided\"") == 1);
@@ -568,6 +597,7 @@ static void test_render_undecided(void **state)
 	assert_true(value(p, "fsdpscope_undecided_reason", "reason=\"no-fsdp-group\"") == 0);
 	assert_int_equal(count(p, "fsdpscope_repeating_units"), 0);
 	assert_int_equal(count(p, "fsdpscope_reshard"), 0);
+	assert_true(value(p, "fsdpscope_collective_hang", "") == 0);
 	assert_true(value(p, "fsdpscope_step_seconds", "rank=\"0\"") == 1);
 	promtool_check(text);
 	free(text);

@@ -44,6 +44,89 @@ static void test_field_tables_cover_every_byte(void **state)
 	assert_int_equal(record_known_size(FSS_REC_TYPE_MAX), 0);
 }
 
+/* Every time field says which clock it is on, so that a trace's stamps can
+ * be moved onto another time base from the table alone: a field named *_ns
+ * without a clock (a new record type's) fails here. */
+static void test_time_fields_name_their_clock(void **state)
+{
+	unsigned mono = 0;
+
+	(void)state;
+	for (uint16_t t = 1; t < FSS_REC_TYPE_MAX; t++) {
+		size_t n;
+		const struct record_field *f = record_fields(t, &n);
+
+		for (size_t i = 0; i < n; i++) {
+			size_t len = strlen(f[i].name);
+			int named_ns = len > 3 && strcmp(f[i].name + len - 3, "_ns") == 0;
+
+			if (named_ns && f[i].clock == FIELD_CLOCK_NONE)
+				fail_msg("%s.%s is a time without a clock in common/record_fields.c", record_type_name(t),
+					 f[i].name);
+			if (f[i].clock != FIELD_CLOCK_NONE) {
+				assert_int_equal(f[i].size, 8);
+				assert_int_equal(f[i].kind, FIELD_U64);
+			}
+			mono += f[i].clock == FIELD_CLOCK_MONO;
+		}
+	}
+	assert_true(mono >= 17); /* hello, comm x2, collective x2, group x3, nvtx x2, anchor, drops, ... */
+}
+
+/* record_shift_clock moves exactly the fields on the clock it is given, by
+ * delta, and back; zero stays zero; nothing falls to zero or below. */
+static void test_shift_clock_moves_only_that_clock(void **state)
+{
+	_Alignas(8) unsigned char rec[FSS_RECORD_MAX_BYTES], orig[FSS_RECORD_MAX_BYTES];
+
+	(void)state;
+	for (uint16_t t = 1; t < FSS_REC_TYPE_MAX; t++) {
+		size_t n, size = sample_record(t, 0, t, rec);
+		const struct record_field *f = record_fields(t, &n);
+		unsigned want = 0;
+
+		memcpy(orig, rec, size);
+		for (size_t i = 0; i < n; i++)
+			want += f[i].clock == FIELD_CLOCK_MONO;
+		assert_int_equal(record_shift_clock(rec, FIELD_CLOCK_MONO, -1000), want);
+		for (size_t i = 0; i < n; i++) {
+			uint64_t before = record_field_uint(orig, &f[i]), after = record_field_uint(rec, &f[i]);
+
+			if (f[i].clock == FIELD_CLOCK_MONO)
+				assert_true(after == before - 1000);
+			else if (f[i].kind != FIELD_TEXT)
+				assert_true(after == before);
+		}
+		if (want)
+			assert_true(record_latest_time(rec, FIELD_CLOCK_MONO) + 1000 ==
+				    record_latest_time(orig, FIELD_CLOCK_MONO));
+		else
+			assert_true(record_latest_time(rec, FIELD_CLOCK_MONO) == 0);
+		record_shift_clock(rec, FIELD_CLOCK_MONO, 1000);
+		assert_memory_equal(rec, orig, size);
+	}
+	/* A stamp of 0 is no time; one that would fall to 0 or below stops at 1. */
+	struct fss_rec_collective c;
+	record_init(&c, FSS_REC_COLLECTIVE, sizeof(c), 0);
+	c.enter_ns = 500;
+	c.exit_ns = 0;
+	assert_int_equal(record_shift_clock(&c, FIELD_CLOCK_MONO, -500), 1);
+	assert_true(c.enter_ns == 1 && c.exit_ns == 0);
+	c.enter_ns = 10;
+	record_shift_clock(&c, FIELD_CLOCK_MONO, INT64_MIN);
+	assert_true(c.enter_ns == 1);
+	/* The GPU side is on the CUPTI base: not moved with CLOCK_MONOTONIC. */
+	struct fss_rec_gpu_interval g;
+	record_init(&g, FSS_REC_GPU_INTERVAL, sizeof(g), 0);
+	g.start_ns = 100;
+	g.end_ns = 200;
+	assert_int_equal(record_shift_clock(&g, FIELD_CLOCK_MONO, 7), 0);
+	assert_true(record_latest_time(&g, FIELD_CLOCK_CUPTI) == 200);
+	struct fss_rec_string str;
+	record_init(&str, FSS_REC_STRING, sizeof(str), 0);
+	assert_true(record_latest_time(&str, FIELD_CLOCK_MONO) == 0);
+}
+
 static void test_names_and_dtypes(void **state)
 {
 	(void)state;
@@ -212,6 +295,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_field_tables_cover_every_byte),
+		cmocka_unit_test(test_time_fields_name_their_clock),
+		cmocka_unit_test(test_shift_clock_moves_only_that_clock),
 		cmocka_unit_test(test_names_and_dtypes),
 		cmocka_unit_test(test_every_type_round_trips_bit_exact),
 		cmocka_unit_test(test_unknown_and_short_records),

@@ -377,7 +377,7 @@ static void test_render(void **state)
 	/* One line, '\n' ended, the schema first. */
 	assert_true(len > 2 && json[len - 1] == '\n' && json[len - 2] == '}');
 	assert_ptr_equal(strchr(json, '\n'), json + len - 1);
-	assert_memory_equal(json, "{\"schema\":\"fsdpscope.live/1\",\"generation\":1,", 43);
+	assert_memory_equal(json, "{\"schema\":\"fsdpscope.live/2\",\"generation\":1,", 43);
 	/* Escapes: every byte that is not valid UTF-8 as \u00XX, valid UTF-8 kept. */
 	assert_non_null(strstr(json, "\"message\":\"a\\\"b\\\\c\\nd\\u0001e\\u00fff \xc3\xa9 \\u00ed\\u00a0\\u0080\""));
 	/* A text that fills its array, with no NUL, ends with the array. */
@@ -403,7 +403,7 @@ static void test_render(void **state)
 	assert_non_null(both);
 	memcpy(both, json, len);
 	memcpy(both + len, json2, len2);
-	assert_memory_equal(both + len, "{\"schema\":\"fsdpscope.live/1\",\"generation\":2,", 43);
+	assert_memory_equal(both + len, "{\"schema\":\"fsdpscope.live/2\",\"generation\":2,", 43);
 	snprintf(path, sizeof(path), "%s/render.jsonl", tmpdir);
 	write_file(path, both, len + len2);
 	snapshot_check(path, NULL);
@@ -432,13 +432,98 @@ static void test_render(void **state)
 		char *dup = malloc(len + 32);
 
 		assert_non_null(dup);
-		memcpy(dup, "{\"schema\":\"fsdpscope.live/1\",", 29);
+		memcpy(dup, "{\"schema\":\"fsdpscope.live/2\",", 29);
 		memcpy(dup + 29, json + 1, len - 1);
 		snprintf(path, sizeof(path), "%s/dup.jsonl", tmpdir);
 		write_file(path, dup, len + 28);
 		snapshot_check(path, "duplicate key 'schema'");
 		free(dup);
 	}
+	free(json);
+}
+
+/*
+ * The calls in flight of a diagnosis: a hang (rank 2 missing, three waiting)
+ * and a mismatch carried in the snapshot as the view holds them, each list
+ * as long as the count beside it; the checker refuses a list cut short.
+ */
+static void test_flight(void **state)
+{
+	struct view_shape shape = {.nranks = 3, .nstrip = 2, .diagnosed = 1};
+	struct live_view *v = make_view(&shape);
+	struct analysis_flight *f = &v->job.flight;
+	struct analysis_hang *h = &f->hangs[0];
+	struct analysis_mismatch *m = &f->mismatches[0];
+	char path[256], *json, *cut;
+	size_t len;
+
+	(void)state;
+	v->ranks[0].comms[0].entered = 41;
+	v->ranks[0].comms[0].left = 40;
+	f->timeout_ns = 1000000000;
+	f->now_realtime_ns = 1764547200000000000ull;
+	f->sources_enter = 3;
+	f->in_flight = 1;
+	f->nhangs = f->hangs_total = 1;
+	h->comm_id = 0xfedcba9876543210ull;
+	h->comm_seq = 41;
+	h->count = 1024;
+	h->waited_ns = 5000000000ull;
+	h->nranks = 4;
+	h->op = FSS_OP_ALLGATHER;
+	h->dtype = FSS_DTYPE_BFLOAT16;
+	for (int32_t r = 0; r < 4; r++) {
+		struct analysis_flight_rank fr = {.rank = r, .source = (uint32_t)r, .pid = 100 + (uint32_t)r};
+
+		if (r == 2) {
+			fr.since_ns = 6000000000ull;
+			fr.last_seq = 40;
+			fr.last_op = FSS_OP_REDUCESCATTER;
+			h->missing[h->nmissing++] = fr;
+		} else {
+			fr.since_ns = 5000000000ull;
+			fr.last_seq = 41;
+			fr.last_op = FSS_OP_ALLGATHER;
+			fr.evidence = ANALYSIS_WAIT_HOST;
+			h->waiting[h->nwaiting++] = fr;
+		}
+	}
+	f->nmismatches = f->mismatches_total = 1;
+	f->mismatched_collectives = 1;
+	m->comm_id = h->comm_id;
+	m->comm_seq = 7;
+	m->nranks = 4;
+	m->a = (struct analysis_signature){.count = 1000, .root = -1, .op = FSS_OP_ALLGATHER,
+					   .dtype = FSS_DTYPE_BFLOAT16, .redop = FSS_REDOP_NONE};
+	m->b = m->a;
+	m->b.count = 999;
+	m->na = 3;
+	m->a_ranks[0] = 0;
+	m->a_ranks[1] = 1;
+	m->a_ranks[2] = 3;
+	m->nb = 1;
+	m->b_ranks[0] = 2;
+	assert_int_equal(viewer_render(v, &json, &len), 0);
+	live_view_free(v);
+	assert_non_null(strstr(json, "\"entered\":41,\"left\":40"));
+	assert_non_null(strstr(json, "\"flight\":{\"hang\":true,\"shows_waits\":true,\"timeout_ns\":1000000000,"));
+	assert_non_null(strstr(json, "\"comm\":\"fedcba9876543210\",\"nranks\":4,\"comm_seq\":41,\"op\":\"AllGather\""));
+	assert_non_null(strstr(json, "\"waiting_total\":3,\"waiting\":[{\"rank\":0,"));
+	assert_non_null(strstr(json, "\"missing_total\":1,\"missing\":[{\"rank\":2,\"source\":2,\"pid\":102,"
+				     "\"since_ns\":6000000000,\"last_seq\":40,\"last_op\":\"ReduceScatter\",\"evidence\":null}]"));
+	assert_non_null(strstr(json, "\"b\":{\"op\":\"AllGather\",\"count\":999,\"dtype\":\"bfloat16\",\"root\":null,"
+				     "\"redop\":null,\"ranks_total\":1,\"ranks\":[2]}"));
+	snprintf(path, sizeof(path), "%s/flight.jsonl", tmpdir);
+	write_file(path, json, len);
+	snapshot_check(path, NULL);
+	/* one waiting rank more counted than listed */
+	cut = strdup(json);
+	assert_non_null(cut);
+	memcpy(strstr(cut, "\"waiting_total\":3") + strlen("\"waiting_total\":"), "4", 1);
+	snprintf(path, sizeof(path), "%s/flight-cut.jsonl", tmpdir);
+	write_file(path, cut, len);
+	snapshot_check(path, "waiting: 3 items, but waiting_total is 4");
+	free(cut);
 	free(json);
 }
 
@@ -853,9 +938,9 @@ static void test_folder(void **state)
 
 static void test_client_protocol(void **state)
 {
-	static const char other[] = "{\"schema\":\"fsdpscope.live/2\",\"generation\":1}\n";
-	static const char good[] = "{\"schema\":\"fsdpscope.live/1\",\"generation\":7}\n";
-	static const char half[] = "{\"schema\":\"fsdpscope.live/1\",\"gener";
+	static const char other[] = "{\"schema\":\"fsdpscope.live/1\",\"generation\":1}\n";
+	static const char good[] = "{\"schema\":\"fsdpscope.live/2\",\"generation\":7}\n";
+	static const char half[] = "{\"schema\":\"fsdpscope.live/2\",\"gener";
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char path[200];
 	viewer_client_t *c;
@@ -881,7 +966,7 @@ static void test_client_protocol(void **state)
 	assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), -EPROTO);
 	assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), 1);
 	assert_int_equal(len, sizeof(good) - 2);
-	assert_string_equal(json, "{\"schema\":\"fsdpscope.live/1\",\"generation\":7}");
+	assert_string_equal(json, "{\"schema\":\"fsdpscope.live/2\",\"generation\":7}");
 	/* A half line at the end is no snapshot. */
 	assert_int_equal(viewer_client_next(c, &json, &len, WAIT_MS), -EPIPE);
 	viewer_client_close(c);
@@ -897,6 +982,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_render),
 	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_flight),
 	    cmocka_unit_test(test_stream),
 	    cmocka_unit_test(test_slow_viewer),
 	    cmocka_unit_test(test_close_and_stop),

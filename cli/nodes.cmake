@@ -1,0 +1,3 @@
+# cli/nodes.cmake: the report's "nodes" section (a job read from several
+# traces, one per node). Included from cli/CMakeLists.txt.
+target_sources(fsdpscope PRIVATE ${CMAKE_CURRENT_LIST_DIR}/report_nodes.c)

@@ -1,0 +1,26 @@
+/*
+ * analyze_traces.h - the diagnosis of one job from several traces (one per
+ * node), merged as collector/merge.h reads them.
+ */
+#ifndef FSS_COLLECTOR_ANALYZE_TRACES_H
+#define FSS_COLLECTOR_ANALYZE_TRACES_H
+
+#include <stddef.h>
+
+#include "collector/analysis.h"
+#include "collector/merge.h"
+
+/*
+ * analyze_traces - analyse the n traces at paths as one job. One trace is
+ * analyze_trace's analysis exactly (*merge set to NULL). Several are read
+ * through a merge (sources renumbered, clocks aligned on the first trace's),
+ * handed back in *merge (the caller's, merge_free) for what it says of the
+ * nodes; the result's trace.truncated, end and gaps are those of the worst
+ * trace ("clean" only when every trace is). Returns 0 with *out set, or a
+ * negative errno / FSS_E_* with the reason in err: a file that is not a
+ * trace or cannot be read (named), a process in two traces (-EEXIST).
+ */
+int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
+		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * collective_hang.c - rule collective-hang: ranks wait inside collective #N
+ * of a communicator for longer than --hang-timeout while others have not
+ * entered it (or every rank entered and none has come out).
+ *
+ * The analysis of calls in flight (result->flight, docs/hangs.md) decides
+ * the hang from the ranks' enter records, their GPU kernels and their
+ * synchronizes; this rule only words it, one finding per hang: who is
+ * missing (rank, host, pid, the last collective each completed and how long
+ * ago), who waits and since when, and what to look at. A collective is
+ * named as PyTorch's Flight Recorder names it: by its process group
+ * (communicator) and its sequence number there.
+ */
+#include "rules/flight_text.h"
+#include "rules/rules.h"
+
+#include "common/record.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The missing ranks, one line each: rank, host, pid, last collective. */
+static void missing_lines(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
+{
+	uint32_t n = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (uint32_t i = 0; i < n && off < len; i++) {
+		const struct analysis_flight_rank *r = &h->missing[i];
+		const struct source_summary *s = flight_source(a, r->source);
+		char who[160], ago[32];
+
+		flight_rank_text(a, r, who, sizeof(who));
+		if (r->last_seq)
+			off +=
+			    (size_t)snprintf(buf + off, len - off,
+					     "\n  %s: has not entered #%" PRIu64 "; its last completed collective here "
+					     "is #%" PRIu64 " (%s), %s ago",
+					     who, h->comm_seq, r->last_seq, record_op_name(r->last_op),
+					     rule_format_ns((double)r->since_ns, ago, sizeof(ago)));
+		else
+			off +=
+			    (size_t)snprintf(buf + off, len - off,
+					     "\n  %s: has not entered #%" PRIu64 "; it completed no collective on this "
+					     "communicator",
+					     who, h->comm_seq);
+		if (off < len && s && s->end != SOURCE_END_CUT_OFF)
+			off += (size_t)snprintf(buf + off, len - off, " (its process ended: %s)",
+						source_end_name((enum source_end)s->end));
+	}
+	if (off < len && h->nmissing > n)
+		snprintf(buf + off, len - off, "\n  and %" PRIu32 " more ranks missing", h->nmissing - n);
+}
+
+/* The waiting ranks: the longest wait first, how it is known. */
+static void waiting_lines(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
+{
+	uint32_t n = h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX;
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (uint32_t i = 0; i < n && off < len; i++) {
+		const struct analysis_flight_rank *r = &h->waiting[i];
+		char who[160], since[32];
+
+		off += (size_t)snprintf(
+		    buf + off, len - off, "\n  %s: waiting for %s (%s)", flight_rank_text(a, r, who, sizeof(who)),
+		    rule_format_ns((double)r->since_ns, since, sizeof(since)),
+		    r->evidence == ANALYSIS_WAIT_HOST	? "host: entered, not returned"
+		    : r->evidence == ANALYSIS_WAIT_GPU	? "gpu: its NCCL kernel has not completed"
+		    : r->evidence == ANALYSIS_WAIT_SYNC ? "sync: the host waits in a synchronize after it"
+							: "how: not known");
+	}
+	if (off < len && h->nwaiting > n)
+		snprintf(buf + off, len - off, "\n  and %" PRIu32 " more ranks waiting", h->nwaiting - n);
+}
+
+static int one_hang(const struct rule *self, const struct analysis_result *a, const struct analysis_hang *h,
+		    uint32_t more, findings_t *out)
+{
+	const struct analysis_flight *fl = &a->flight;
+	char comm[200], coll[96], waited[32], timeout[32], missing[2048], waiting[2048], who[200], more_text[96] = "";
+	char *message, *evidence, *fsdp2;
+	struct finding *f;
+
+	flight_comm_text(a, h->comm_id, h->nranks, comm, sizeof(comm));
+	flight_collective_text(h, coll, sizeof(coll));
+	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
+	rule_format_ns((double)fl->timeout_ns, timeout, sizeof(timeout));
+	missing_lines(a, h, missing, sizeof(missing));
+	waiting_lines(a, h, waiting, sizeof(waiting));
+	if (more)
+		snprintf(more_text, sizeof(more_text),
+			 "\n%" PRIu32 " more hang%s beyond the %u listed (the report's flight)", more,
+			 more == 1 ? "" : "s", ANALYSIS_HANGS_MAX);
+	if (h->nmissing) {
+		char list[160];
+		uint32_t nm = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
+
+		if (h->nmissing == 1)
+			flight_rank_text(a, &h->missing[0], who, sizeof(who));
+		else
+			snprintf(who, sizeof(who), "ranks %s",
+				 flight_rank_list(h->missing, nm, h->nmissing, list, sizeof(list)));
+		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: %s never entered it, and "
+					 "%" PRIu32 " rank%s %s waited %s in it",
+					 coll, h->comm_id, who, h->nwaiting, h->nwaiting == 1 ? "" : "s",
+					 h->nwaiting == 1 ? "has" : "have", waited);
+	} else {
+		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
+					 "entered it and none has come out for %s",
+					 coll, h->comm_id, h->nwaiting, waited);
+	}
+	evidence =
+	    finding_printf("communicator %s, collective %s\n"
+			   "the longest wait: %s, over --hang-timeout %s\n"
+			   "missing (%" PRIu32 "):%s\n"
+			   "waiting (%" PRIu32 "):%s%s",
+			   comm, coll, waited, timeout, h->nmissing,
+			   h->nmissing ? missing : " none: every rank is inside it", h->nwaiting, waiting, more_text);
+	/* Not an FSDP setting: the same advice for every framework. */
+	fsdp2 = finding_printf(
+	    "# First find where the missing rank is (the waiting ones only wait for it):\n"
+	    "#   py-spy dump --pid PID            # its Python stack (add --native for C frames)\n"
+	    "#   gdb -p PID -batch -ex 'thread apply all bt'\n"
+	    "# Usual causes: a data-loader or checkpoint stall on that rank (slow storage, a dead\n"
+	    "#   worker), or a rank that took another branch: a collective under `if rank == 0:`,\n"
+	    "#   an early `break` or a caught exception on one rank, a different number of batches.\n"
+	    "%s"
+	    "# Make a hang end, and leave evidence, instead of idling every GPU:\n"
+	    "#   export TORCH_NCCL_ASYNC_ERROR_HANDLING=3      # (the default) tear down on a timed-out collective\n"
+	    "#   dist.init_process_group(\"nccl\", timeout=datetime.timedelta(minutes=10))\n"
+	    "#   export TORCH_NCCL_TRACE_BUFFER_SIZE=2000      # Flight Recorder: each rank's last collectives\n"
+	    "#   export TORCH_NCCL_DUMP_ON_TIMEOUT=1           # dumped when the timeout fires\n"
+	    "# and watch it live: fsdpscope collect --hang-timeout SEC --metrics PORT\n"
+	    "#   (fsdpscope_collective_hang, fsdpscope_collective_seq)",
+	    h->nmissing ? ""
+			: "# Every rank is inside it: a peer or link failure (NCCL_DEBUG=INFO), a GPU that stopped\n"
+			  "#   (nvidia-smi, dmesg for Xid errors), or ranks that disagree on the call\n"
+			  "#   (collective-mismatch).\n");
+	f = findings_take(out, self, RULE_ERROR, message, evidence, fsdp2, NULL, NULL);
+	if (!f)
+		return -ENOMEM;
+	finding_metric(f, "comm_seq", (double)h->comm_seq);
+	finding_metric(f, "waited_ns", (double)h->waited_ns);
+	finding_metric(f, "timeout_ns", (double)fl->timeout_ns);
+	finding_metric(f, "nranks", h->nranks);
+	finding_metric(f, "waiting_ranks", h->nwaiting);
+	finding_metric(f, "missing_ranks", h->nmissing);
+	if (h->nmissing) {
+		finding_metric(f, "first_missing_rank", h->missing[0].rank);
+		finding_metric(f, "first_missing_last_seq", (double)h->missing[0].last_seq);
+	}
+	finding_metric(f, "hangs_total", fl->hangs_total);
+	return 0;
+}
+
+static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c, findings_t *out)
+{
+	const struct analysis_flight *fl = &a->flight;
+	uint32_t n = fl->nhangs < ANALYSIS_HANGS_MAX ? fl->nhangs : ANALYSIS_HANGS_MAX;
+
+	(void)c;
+	for (uint32_t i = 0; i < n; i++) {
+		/* Only waits past the timeout are hangs: the analysis reports
+		 * no other, and a hand-built result is held to the same. */
+		if (fl->hangs[i].waited_ns <= fl->timeout_ns)
+			continue;
+		int err =
+		    one_hang(self, a, &fl->hangs[i], i + 1 == n && fl->hangs_total > n ? fl->hangs_total - n : 0, out);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+const struct rule rule_collective_hang = {
+    .id = "collective-hang",
+    .title = "Ranks wait in a collective that others never entered (a hang)",
+    .explanation = "A collective completes only when every rank of its communicator has joined it. When some ranks "
+		   "have been inside collective #N for longer than the hang timeout while others have not entered "
+		   "it, the job is hung: every waiting GPU idles until NCCL's or PyTorch's timeout fires, if one is "
+		   "set. The cause is on the missing ranks, not on the waiting ones: a rank stuck in data loading or "
+		   "a checkpoint, a rank that took another code path and issues a different collective (or none), "
+		   "or a dead process. Collectives are numbered per communicator in issue order, as PyTorch's Flight "
+		   "Recorder numbers them per process group, so the numbers here can be matched with its dumps.",
+    .max_severity = RULE_ERROR,
+    .check = check,
+};

@@ -1,0 +1,190 @@
+/*
+ * flight_text.c - calls in flight in words (flight_text.h).
+ */
+#include "rules/flight_text.h"
+
+#include "common/record.h"
+#include "rules/rules.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+int flight_shows_waits(const struct analysis_result *a)
+{
+	return a->flight.sources_enter > 0 || a->flight.sources_cupti > 0;
+}
+
+const struct source_summary *flight_source(const struct analysis_result *a, uint32_t source)
+{
+	for (uint32_t i = 0; a->sources && i < a->nsources; i++)
+		if (a->sources[i].source == source)
+			return &a->sources[i];
+	return NULL;
+}
+
+const struct analysis_comm *flight_comm(const struct analysis_result *a, uint64_t id)
+{
+	for (uint32_t i = 0; i < a->ncomms && i < ANALYSIS_COMMS_MAX; i++)
+		if (a->comms[i].id == id)
+			return &a->comms[i];
+	return NULL;
+}
+
+const char *flight_evidence_name(int evidence)
+{
+	switch (evidence) {
+	case ANALYSIS_WAIT_HOST:
+		return "host";
+	case ANALYSIS_WAIT_GPU:
+		return "gpu";
+	case ANALYSIS_WAIT_SYNC:
+		return "sync";
+	default:
+		return "none";
+	}
+}
+
+char *flight_comm_text(const struct analysis_result *a, uint64_t id, int32_t nranks, char *buf, size_t len)
+{
+	const struct analysis_comm *c = flight_comm(a, id);
+	size_t off = (size_t)snprintf(buf, len, "%016" PRIx64 " (", id);
+
+	if (off >= len)
+		return buf;
+	if (c && c->role != ANALYSIS_ROLE_UNKNOWN)
+		off += (size_t)snprintf(buf + off, len - off, "%s, ", analysis_comm_role_name(c->role));
+	if (off < len && c && c->name[0])
+		off += (size_t)snprintf(buf + off, len - off, "\"%s\", ", c->name);
+	if (off < len)
+		snprintf(buf + off, len - off, "%" PRId32 " rank%s)", nranks, nranks == 1 ? "" : "s");
+	return buf;
+}
+
+char *flight_rank_text(const struct analysis_result *a, const struct analysis_flight_rank *r, char *buf, size_t len)
+{
+	const struct source_summary *s = flight_source(a, r->source);
+
+	if (s && s->host[0])
+		snprintf(buf, len, "rank %" PRId32 " (host %s, pid %" PRIu32 ")", r->rank, s->host, r->pid);
+	else
+		snprintf(buf, len, "rank %" PRId32 " (pid %" PRIu32 ")", r->rank, r->pid);
+	return buf;
+}
+
+/* The shared tail of the two list writers: "and K more". */
+static void list_more(char *buf, size_t len, size_t off, uint32_t n, uint32_t total)
+{
+	if (off < len && total > n)
+		snprintf(buf + off, len - off, " and %" PRIu32 " more", total - n);
+}
+
+char *flight_rank_list(const struct analysis_flight_rank *list, uint32_t n, uint32_t total, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	if (len)
+		buf[0] = 0;
+	if (n > ANALYSIS_FLIGHT_RANKS_MAX)
+		n = ANALYSIS_FLIGHT_RANKS_MAX;
+	for (uint32_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%" PRId32, i ? ", " : "", list[i].rank);
+	list_more(buf, len, off, n, total);
+	return buf;
+}
+
+char *flight_int_list(const int32_t *ranks, uint32_t n, uint32_t total, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	if (len)
+		buf[0] = 0;
+	if (n > ANALYSIS_FLIGHT_RANKS_MAX)
+		n = ANALYSIS_FLIGHT_RANKS_MAX;
+	for (uint32_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%" PRId32, i ? ", " : "", ranks[i]);
+	list_more(buf, len, off, n, total);
+	return buf;
+}
+
+char *flight_collective_text(const struct analysis_hang *h, char *buf, size_t len)
+{
+	if (h->dtype == FSS_DTYPE_UNKNOWN)
+		snprintf(buf, len, "#%" PRIu64 " (%s)", h->comm_seq, record_op_name(h->op));
+	else
+		snprintf(buf, len, "#%" PRIu64 " (%s, count %" PRIu64 ", %s)", h->comm_seq, record_op_name(h->op),
+			 h->count, record_dtype_name(h->dtype));
+	return buf;
+}
+
+/* Collectives whose root is part of what the ranks must agree on. */
+static int op_has_root(uint8_t op)
+{
+	return op == FSS_OP_BROADCAST || op == FSS_OP_REDUCE || op == FSS_OP_GATHER || op == FSS_OP_SCATTER;
+}
+
+/* Collectives that reduce, with a reduction op. */
+static int op_has_redop(uint8_t op)
+{
+	return op == FSS_OP_ALLREDUCE || op == FSS_OP_REDUCESCATTER || op == FSS_OP_REDUCE;
+}
+
+char *flight_signature_text(const struct analysis_signature *s, char *buf, size_t len)
+{
+	size_t off = (size_t)snprintf(buf, len, "%s count %" PRIu64, record_op_name(s->op), s->count);
+
+	if (off < len && s->dtype != FSS_DTYPE_UNKNOWN)
+		off += (size_t)snprintf(buf + off, len - off, " %s", record_dtype_name(s->dtype));
+	if (off < len && (op_has_root(s->op) || s->root >= 0))
+		off += (size_t)snprintf(buf + off, len - off, " root %" PRId32, s->root);
+	if (off < len && op_has_redop(s->op) && s->redop != FSS_REDOP_NONE)
+		snprintf(buf + off, len - off, " redop %s", record_redop_name(s->redop));
+	return buf;
+}
+
+char *flight_hang_line(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
+{
+	char comm[160], who[160] = "", waiting[200], waited[32];
+	uint32_t nm = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
+	size_t off = 0;
+
+	for (uint32_t i = 0; i < nm && off < sizeof(who); i++) {
+		char one[128];
+
+		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s", i ? ", " : "",
+					flight_rank_text(a, &h->missing[i], one, sizeof(one)));
+	}
+	if (off < sizeof(who) && h->nmissing > nm)
+		snprintf(who + off, sizeof(who) - off, " and %" PRIu32 " more", h->nmissing - nm);
+	flight_comm_text(a, h->comm_id, h->nranks, comm, sizeof(comm));
+	flight_rank_list(h->waiting, h->nwaiting, h->nwaiting, waiting, sizeof(waiting));
+	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
+	if (h->nmissing)
+		snprintf(buf, len,
+			 "missing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
+			 who, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
+			 h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+	else
+		snprintf(buf, len,
+			 "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "
+			 "none came out; rank%s %s %s waited %s (%s)",
+			 h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
+			 h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+	return buf;
+}
+
+char *flight_mismatch_line(const struct analysis_result *a, const struct analysis_mismatch *m, char *buf, size_t len)
+{
+	char comm[160], ra[200], rb[200], sa[96], sb[96];
+
+	flight_comm_text(a, m->comm_id, m->nranks, comm, sizeof(comm));
+	flight_int_list(m->a_ranks, m->na, m->na, ra, sizeof(ra));
+	flight_int_list(m->b_ranks, m->nb, m->nb, rb, sizeof(rb));
+	snprintf(buf, len, "communicator %s, collective #%" PRIu64 ": rank%s %s issued %s; rank%s %s issued %s%s", comm,
+		 m->comm_seq, m->na == 1 ? "" : "s", ra, flight_signature_text(&m->a, sa, sizeof(sa)),
+		 m->nb == 1 ? "" : "s", rb, flight_signature_text(&m->b, sb, sizeof(sb)),
+		 m->others ? " (and other ranks something else)" : "");
+	return buf;
+}

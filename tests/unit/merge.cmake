@@ -1,0 +1,4 @@
+# collector/merge: several traces (one per node) as one job, clocks aligned
+# (synthetic nodes with known offsets and collectives, wrong anchors, GPU
+# kernel ends, a node with no shared communicator, duplicate processes).
+fss_unit_test(NAME merge_test SOURCES unit/merge_test.c LIBS fss_collector fss_common TIMEOUT 60)
