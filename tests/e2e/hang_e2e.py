@@ -30,8 +30,8 @@ Scenarios:
                 N) and exits 1
   hang_run      the same job under 'fsdpscope run --hang-timeout 1': the line
                 while every rank is alive, then SIGTERM to fsdpscope (forwarded
-                to the job); the trace holds a process_exit for every process
-                of the job, and its lint names the hang as above
+                to the job); the ranks the session reaped have process_exit
+                records (killed by SIGTERM), and lint names the hang as above
   mismatch      a 3-rank job with --mismatch-at 0:2 under 'fsdpscope run': lint
                 --json has a collective-mismatch finding naming rank 0, the
                 collective number and both counts of the fault line
@@ -464,6 +464,7 @@ def scenario_hang_collect(args):
         c.kill()
         stop_ranks(ranks)
     check(rc == 0, f"collect exited {rc}: {c.stderr()}")
+    check("error collective-hang:" in c.stderr(), f"collect's closing lint summary has no collective-hang: {c.stderr()}")
     trace = os.path.join(out, "collect.fss")
     check(os.path.exists(trace), f"no trace at {trace}: {c.stderr()}")
     doc = lint_json(args, trace, "--hang-timeout", "1", want_rc=1)
@@ -506,11 +507,18 @@ def scenario_hang_run(args):
     check(rc == 128 + signal.SIGTERM, f"fsdpscope run exited {rc}, not the job's 128 + SIGTERM: {read_text(errp)}")
     trace = os.path.join(out, "trace.fss")
     check(os.path.exists(trace), f"no trace at {trace}: {read_text(errp)}")
+    check("error collective-hang:" in read_text(errp), f"run's closing lint summary has no collective-hang: "
+          f"{read_text(errp)}")
     records = dump(args, trace)
     hellos = {r["pid"] for r in records if r["type"] == "process_hello"}
-    exits = {r["pid"]: r for r in records if r["type"] == "process_exit"}
-    check(len(hellos) >= nranks and hellos <= set(exits),
-          f"processes without a process_exit (the session reaps the job): {sorted(hellos - set(exits))}")
+    exits = {r["pid"]: r["wait_status"] for r in records if r["type"] == "process_exit"}
+    # The ranks the session reaped (the launcher, killed, left them to it)
+    # have a process_exit saying SIGTERM killed them; a rank its launcher
+    # reaped first has none (no one else saw its status).
+    check(len(hellos) == nranks, f"the trace holds {len(hellos)} processes, not the {nranks} ranks")
+    check(exits and set(exits) <= hellos and all(st & 0x7F == signal.SIGTERM for st in exits.values()),
+          f"the session's process_exit records (pid: wait status) are {exits}: want some, of the ranks, "
+          f"each killed by SIGTERM")
     doc = lint_json(args, trace, "--hang-timeout", "1", want_rc=1)
     check_hang_finding(doc, fault, nranks, "lint of run's trace")
 
@@ -525,6 +533,7 @@ def scenario_mismatch(args):
              *MODEL, "--batch", "6", "--steps", "5", "--mismatch-at", f"{MISMATCH_RANK}:{MISMATCH_STEP}",
              "--log", log], env=env, timeout=WAIT_S)
     check(r.returncode == 1, f"fsdpscope run of the mismatched job exited {r.returncode}, not the job's 1: {r.stderr}")
+    check("error collective-mismatch:" in r.stderr, f"run's closing lint summary has no collective-mismatch: {r.stderr}")
     fault = fault_line(log, "mismatch")
     check(fault, f"rank {MISMATCH_RANK} wrote no mismatch line to {log}: {r.stderr}")
     check_fault(fault, "mismatch", MISMATCH_RANK, MISMATCH_STEP, nranks)
@@ -566,7 +575,8 @@ def scenario_no_hang(args):
              args.fsdp_ref, "--backend", "cpu", "--nranks", "4", "--shard-group", "2", *MODEL, "--batch", "4",
              "--steps", "6"], env=env, timeout=WAIT_S)
     check(r.returncode == 0, f"fsdpscope run exited {r.returncode}: {r.stderr}")
-    check(not hang_lines(r.stderr), f"run said a hang of an undisturbed job: {hang_lines(r.stderr)}")
+    said = [line for line in r.stderr.splitlines() if line.startswith("fsdpscope: collective-")]
+    check(not said, f"run said a hang or a mismatch of an undisturbed job: {said}")
     with open(summary) as f:
         streamed = json.load(f)
     doc = lint_json(args, os.path.join(out, "trace.fss"), "--hang-timeout", "1")
