@@ -74,8 +74,19 @@ def check(cond, what):
         raise Fail(what)
 
 
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def sanitizer_clean(text, what):
+    """A sanitized build reports on stderr: none of its reports is accepted."""
+    marks = [m for m in SANITIZER_MARKS if m in (text or "")]
+    check(not marks, f"{what}: a sanitizer report ({marks[0] if marks else ''}): {text}")
+
+
 def run(cmd, env=None, timeout=600):
-    return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+    r = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+    sanitizer_clean(r.stderr, " ".join(os.path.basename(c) for c in cmd[:2]))
+    return r
 
 
 def fresh(path):
@@ -618,6 +629,11 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     try:
         fn(args)
+        # the stderr of every process the scenario ran in the background
+        for root, _, files in os.walk(os.path.join(args.work, args.scenario)):
+            for name in files:
+                if name.endswith(".err"):
+                    sanitizer_clean(read_text(os.path.join(root, name)), os.path.join(root, name))
     except Fail as e:
         print(f"FAIL: {e}")
         return 1
