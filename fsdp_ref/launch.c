@@ -189,7 +189,7 @@ static int supervise(pid_t *pids, int n)
 		if (pid == 0) { /* stopping the job: poll through the grace and the deadline */
 			sleep_ms(10);
 			elapsed_ms += 10;
-			int sig = !termed && elapsed_ms >= LAUNCH_GRACE_MS		     ? SIGTERM
+			int sig = !termed && elapsed_ms >= LAUNCH_GRACE_MS			  ? SIGTERM
 				  : termed == 1 && elapsed_ms >= LAUNCH_GRACE_MS + LAUNCH_KILL_MS ? SIGKILL
 												  : 0;
 			if (sig) {

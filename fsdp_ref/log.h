@@ -64,16 +64,16 @@ struct log_record {
  * its job hang or desync, written once, before the collective it concerns.
  * It has a "fault" key and no "loss": readers of step lines skip it. */
 struct log_fault {
-	const char *fault;	  /* "stall" or "mismatch" */
+	const char *fault; /* "stall" or "mismatch" */
 	int step, rank, world_size;
-	const char *comm;	  /* the communicator's role: world, dp_shard, dp_replicate, dp_regather, tp */
-	uint64_t comm_handle;	  /* its ncclComm_t (fsdpscope's collective records carry the same) */
+	const char *comm;	    /* the communicator's role: world, dp_shard, dp_replicate, dp_regather, tp */
+	uint64_t comm_handle;	    /* its ncclComm_t (fsdpscope's collective records carry the same) */
 	int comm_rank, comm_nranks; /* this rank in it, and its size */
-	uint64_t comm_seq;	  /* the collective's number on it, from 1 in issue order */
-	const char *op;		  /* "AllGather", "ReduceScatter", "AllReduce", "Broadcast" */
-	uint64_t count;		  /* the count the trainer meant */
-	uint64_t issued_count;	  /* the count passed to NCCL (count - 1 for a mismatch) */
-	int64_t realtime_ns;	  /* CLOCK_REALTIME when written (a benchmark's start) */
+	uint64_t comm_seq;	    /* the collective's number on it, from 1 in issue order */
+	const char *op;		    /* "AllGather", "ReduceScatter", "AllReduce", "Broadcast" */
+	uint64_t count;		    /* the count the trainer meant */
+	uint64_t issued_count;	    /* the count passed to NCCL (count - 1 for a mismatch) */
+	int64_t realtime_ns;	    /* CLOCK_REALTIME when written (a benchmark's start) */
 };
 
 struct run_log;

@@ -100,7 +100,8 @@ static int plan_run(struct run_plan *p, char *err, size_t errlen)
 	const struct {
 		const char *flag;
 		int rank, step;
-	} faults[] = {{"--stall-at", o->stall_rank, o->stall_step}, {"--mismatch-at", o->mismatch_rank, o->mismatch_step}};
+	} faults[] = {{"--stall-at", o->stall_rank, o->stall_step},
+		      {"--mismatch-at", o->mismatch_rank, o->mismatch_step}};
 	for (int i = 0; i < 2; i++) {
 		if (faults[i].rank < 0)
 			continue;
@@ -111,8 +112,9 @@ static int plan_run(struct run_plan *p, char *err, size_t errlen)
 		}
 	}
 	if (o->stall_rank >= 0 && o->stall_rank == o->mismatch_rank && o->stall_step == o->mismatch_step) {
-		snprintf(err, errlen, "--stall-at and --mismatch-at name the same rank and step: the stall would come "
-				      "first and the mismatch never");
+		snprintf(err, errlen,
+			 "--stall-at and --mismatch-at name the same rank and step: the stall would come "
+			 "first and the mismatch never");
 		return -EINVAL;
 	}
 	if ((rc = wrap_parse(o->wrap, o->model.layers, &p->wrap, err, errlen)) < 0)
@@ -295,12 +297,12 @@ static void train_fault_report(void *arg, const struct comm_fault_report *r)
 {
 	const struct fault_context *fc = arg;
 	const struct rank_state *s = fc->s;
-	const char *role = r->comm == s->world	      ? "world"
-			   : r->comm == s->shard      ? "dp_shard"
-			   : r->comm == s->replica    ? "dp_replicate"
-			   : r->comm == s->regather   ? "dp_regather"
-			   : r->comm == s->tp_comm    ? "tp"
-						      : "unknown";
+	const char *role = r->comm == s->world	    ? "world"
+			   : r->comm == s->shard    ? "dp_shard"
+			   : r->comm == s->replica  ? "dp_replicate"
+			   : r->comm == s->regather ? "dp_regather"
+			   : r->comm == s->tp_comm  ? "tp"
+						    : "unknown";
 	int comm_rank = -1, comm_nranks = -1;
 	ncclCommUserRank(r->comm, &comm_rank);
 	ncclCommCount(r->comm, &comm_nranks);
