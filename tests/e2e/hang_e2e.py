@@ -16,8 +16,9 @@ Scenarios:
                 (the other ranks wait in that collective: the job lives on,
                 nothing exits) until SIGTERM ends it; the comm_seq it gives is
                 the collectives its log counts for steps 0..2, plus 1;
-                --mismatch-at 0:2 names count and count - 1, and the job fails
-                (every rank: the stand-in's ncclInvalidUsage); bad values exit 2
+                --mismatch-at 0:2 names count and count - 1 (and its comm_seq,
+                counted the same way), and the job fails in that step (exit
+                1: the stand-in's ncclInvalidUsage); bad values exit 2
   hang_collect  fsdpscope collect --hang-timeout 1 --metrics, a 3-rank job
                 started as torchrun starts ranks, --stall-at 1:3: the stderr
                 line 'fsdpscope: collective-hang:' comes while every rank
@@ -385,7 +386,7 @@ def scenario_faults(args):
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
 
-    # --mismatch-at: the fault line with both counts; the job fails on every rank.
+    # --mismatch-at: the fault line with both counts; the job fails in that step.
     log = os.path.join(work, "mismatch.jsonl")
     r = run([*base, "--mismatch-at", f"{MISMATCH_RANK}:{MISMATCH_STEP}", "--log", log], env=env, timeout=WAIT_S)
     check(r.returncode == 1, f"fsdp_ref --mismatch-at exited {r.returncode}, not 1: {r.stderr}")
