@@ -33,6 +33,12 @@ Scenarios:
                 while every rank is alive, then SIGTERM to fsdpscope (forwarded
                 to the job); the ranks the session reaped have process_exit
                 records (killed by SIGTERM), and lint names the hang as above
+  hang_hsdp     a hang on a communicator other than the world's (HSDP: 4 ranks,
+                shard groups of 2; rank 1 stalls before an AllGather of its
+                shard group): a live line and lint's flight section name that
+                communicator (the id hash of rank 1's handle in the trace), its
+                own collective number (the fault line's), rank 1 (its pid)
+                missing and rank 0 waiting
   mismatch      a 3-rank job with --mismatch-at 0:2 under 'fsdpscope run': lint
                 --json has a collective-mismatch finding naming rank 0, the
                 collective number and both counts of the fault line
@@ -535,6 +541,70 @@ def scenario_hang_run(args):
     check_hang_finding(doc, fault, nranks, "lint of run's trace")
 
 
+def scenario_hang_hsdp(args):
+    """A hang on a communicator that is not the world's: HSDP (4 ranks, shard
+    groups of 2), rank 1 stalls before step 3's first collective, an AllGather
+    on its shard group. The diagnosis names that communicator (by the id hash
+    the agent gave rank 1's handle) and its own collective number there."""
+    work = fresh(os.path.join(args.work, "hang_hsdp"))
+    env = private_env(work)
+    out = os.path.join(work, "run")
+    log = os.path.join(work, "log.jsonl")
+    errp = os.path.join(work, "run.err")
+    nranks = 4
+    with open(errp, "w") as err:
+        p = subprocess.Popen([args.fsdpscope, "run", "--hang-timeout", "1", "--out", out, "--",
+                              args.fsdp_ref, "--backend", "cpu", "--nranks", str(nranks), "--shard-group", "2",
+                              *MODEL, "--batch", "4", "--steps", "6", "--stall-at", f"{STALL_RANK}:{STALL_STEP}",
+                              "--log", log], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                             start_new_session=True)
+    try:
+        def hung():
+            check(p.poll() is None, f"fsdpscope run exited {p.returncode} before the hang was said: {read_text(errp)}")
+            return hang_lines(read_text(errp))
+        wait_for(hung, f"the line '{HANG_LINE}' on run's stderr")
+        check(len(descendants(p.pid)) == nranks + 1, "a process of the job ended before the hang was said")
+        fault = fault_line(log, "stall")
+        check(fault, f"rank {STALL_RANK} wrote no stall line to {log}")
+        check(fault["comm"] == "dp_shard" and fault["comm_nranks"] == 2 and fault["comm_rank"] == STALL_RANK % 2,
+              f"the stall is not on rank {STALL_RANK}'s shard group: {fault}")
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=WAIT_S)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for q in descendants(p.pid):
+            os.kill(q, signal.SIGKILL)
+    check(rc == 128 + signal.SIGTERM, f"fsdpscope run exited {rc}, not the job's 128 + SIGTERM: {read_text(errp)}")
+    trace = os.path.join(out, "trace.fss")
+    records = dump(args, trace)
+    pid = {r["rank"]: r["pid"] for r in records if r["type"] == "process_hello"}
+    ids = [r["id_hash"] for r in records if r["type"] == "comm" and r["rank"] == STALL_RANK
+           and r["comm"] == fault["comm_handle"]]
+    check(len(ids) == 1, f"rank {STALL_RANK}'s comm records give {ids} for its handle {fault['comm_handle']}")
+    comm = ids[0][2:].rjust(16, "0")
+    n = fault["comm_seq"]
+    # Live: a line for that communicator's collective, rank 1 (its pid) missing.
+    said = [line for line in hang_lines(read_text(errp))
+            if f"collective #{n} (AllGather) of communicator {comm}" in line]
+    check(said, f"no hang line names collective #{n} of the shard group {comm}: {hang_lines(read_text(errp))}")
+    check(re.search(rf"missing rank {fault['comm_rank']} \([^)]*pid {pid[STALL_RANK]}\)", said[0]),
+          f"the shard group's hang line does not name rank {fault['comm_rank']} (pid {pid[STALL_RANK]}): {said[0]}")
+    # Post mortem: the report's flight section holds that hang, with rank 1 missing, rank 0 waiting.
+    doc = lint_json(args, trace, "--hang-timeout", "1", want_rc=1)
+    hangs = [h for h in doc["flight"]["hangs"] if h["comm"] == comm and h["comm_seq"] == n]
+    check(len(hangs) == 1, f"lint's flight has no hang at #{n} of {comm}: "
+          f"{[(h['comm'], h['comm_seq']) for h in doc['flight']['hangs']]}")
+    h = hangs[0]
+    missing = [(m["global_rank"], m["rank"], m["pid"]) for m in h["missing"]]
+    waiting = [w["global_rank"] for w in h["waiting"]]
+    check(missing == [(STALL_RANK, fault["comm_rank"], pid[STALL_RANK])] and waiting == [0],
+          f"the shard group's hang: missing {missing}, waiting {waiting}; want missing rank {STALL_RANK} "
+          f"(comm rank {fault['comm_rank']}, pid {pid[STALL_RANK]}) and rank 0 waiting")
+    check(h["op"] == "AllGather" and h["count"] == fault["count"], f"the hung collective is not the fault's: {h}")
+
+
 def scenario_mismatch(args):
     work = fresh(os.path.join(args.work, "mismatch"))
     env = private_env(work)
@@ -602,6 +672,7 @@ SCENARIOS = {
     "faults": (scenario_faults, False),
     "hang_collect": (scenario_hang_collect, True),
     "hang_run": (scenario_hang_run, True),
+    "hang_hsdp": (scenario_hang_hsdp, True),
     "mismatch": (scenario_mismatch, True),
     "no_hang": (scenario_no_hang, True),
 }
