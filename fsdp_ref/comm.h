@@ -27,6 +27,30 @@ enum comm_op {
 	COMM_ALLGATHER_COALESCED, /* group_size AllGathers inside one ncclGroupStart / ncclGroupEnd */
 };
 
+/* Faults a test injects (fsdp_ref --stall-at, --mismatch-at), to make a
+ * real job hang or desync at a known collective. */
+enum comm_fault_kind {
+	COMM_FAULT_STALL = 1, /* stop just before the request's NCCL call and wait for a signal, forever */
+	COMM_FAULT_MISMATCH,  /* issue the request's (first) AllGather with count - 1: a smaller
+				 collective than the peers', never past the buffers */
+};
+
+/* What a fault did, told to the caller just before the NCCL call it
+ * concerns: the ground truth a test compares with fsdpscope's diagnosis. */
+struct comm_fault_report {
+	enum comm_fault_kind kind;
+	int step;	     /* the step given to comm_arm_fault */
+	ncclComm_t comm;     /* the collective's communicator */
+	uint64_t comm_seq;   /* its number on comm: collectives this thread issued on comm, from 1, in issue
+				order (each call of a coalesced group counts), the collective's own included */
+	enum comm_op op;     /* COMM_ALLGATHER for a call of a COMM_ALLGATHER_COALESCED group */
+	size_t count;	     /* the count the request asked for */
+	size_t issued_count; /* the count passed to NCCL: count - 1 for a mismatch; count for a stall */
+};
+
+/* Called on the communication thread; may write the log and stderr. */
+typedef void (*comm_fault_fn)(void *arg, const struct comm_fault_report *r);
+
 /* One AllGather of a COMM_ALLGATHER_COALESCED request. */
 struct comm_gather {
 	const void *send;
@@ -53,10 +77,22 @@ struct comm_request {
 	int64_t start_ns, end_ns; /* host time around the NCCL call (CLOCK_MONOTONIC) */
 	/* private */
 	int state;
+	int fault;	/* enum comm_fault_kind given at submit, 0 none */
+	int fault_step; /* its step, and whom to tell (comm_arm_fault) */
+	comm_fault_fn fault_report;
+	void *fault_arg;
 	struct comm_request *next;
 };
 
 struct comm_thread;
+
+/* Arm one fault: the first request submitted after this call (a stall), or
+ * the first AllGather request (a mismatch), is given the fault, and
+ * `report` is called with `arg` just before the NCCL call. The trainer arms
+ * at the start of `step`, before the step submits anything, so the fault
+ * lands on that step's first collective (first AllGather). One fault of
+ * each kind may be armed at a time; arming a kind again replaces it. */
+void comm_arm_fault(struct comm_thread *ct, enum comm_fault_kind kind, int step, comm_fault_fn report, void *arg);
 
 /* Start the thread for backend `be` (it calls be->thread_init first).
  * NULL on failure. */

@@ -163,28 +163,40 @@ static int exit_code_of(int status)
 	return 1;
 }
 
-/* The parent of a fork: wait for all ranks; on the first failure, terminate
- * the others (SIGTERM, then SIGKILL after 5 s). */
+/* How long the others may take to end by themselves after the first
+ * failure, before they are told to: a rank whose collective failed (every
+ * rank of a mismatched collective, the peers of a dead rank) exits on its
+ * own, and the fsdpscope agent in it flushes its last records on the way;
+ * a SIGTERM in the middle would lose them. */
+#define LAUNCH_GRACE_MS 2000
+#define LAUNCH_KILL_MS 5000 /* then SIGKILL, this long after the SIGTERM */
+
+/* The parent of a fork: wait for all ranks; on the first failure, let the
+ * others end by themselves for LAUNCH_GRACE_MS, then terminate them
+ * (SIGTERM, then SIGKILL after LAUNCH_KILL_MS). */
 static int supervise(pid_t *pids, int n)
 {
-	int remaining = n, first_failure = 0;
-	int64_t kill_deadline_ms = -1, elapsed_ms = 0;
+	int remaining = n, first_failure = 0, termed = 0;
+	int64_t elapsed_ms = 0; /* since the first failure */
 	while (remaining > 0) {
 		int status;
-		pid_t pid = waitpid(-1, &status, kill_deadline_ms >= 0 ? WNOHANG : 0);
+		pid_t pid = waitpid(-1, &status, first_failure ? WNOHANG : 0);
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (pid == 0) { /* terminating: poll until the deadline */
+		if (pid == 0) { /* stopping the job: poll through the grace and the deadline */
 			sleep_ms(10);
 			elapsed_ms += 10;
-			if (elapsed_ms >= kill_deadline_ms) {
+			int sig = !termed && elapsed_ms >= LAUNCH_GRACE_MS			  ? SIGTERM
+				  : termed == 1 && elapsed_ms >= LAUNCH_GRACE_MS + LAUNCH_KILL_MS ? SIGKILL
+												  : 0;
+			if (sig) {
 				for (int i = 0; i < n; i++)
 					if (pids[i] > 0)
-						kill(pids[i], SIGKILL);
-				kill_deadline_ms = 1LL << 60;
+						kill(pids[i], sig);
+				termed++;
 			}
 			continue;
 		}
@@ -205,10 +217,6 @@ static int supervise(pid_t *pids, int n)
 			else
 				fprintf(stderr, "fsdp_ref: rank %d exited with status %d; stopping the other ranks\n",
 					r, code);
-			for (int i = 0; i < n; i++)
-				if (pids[i] > 0)
-					kill(pids[i], SIGTERM);
-			kill_deadline_ms = 5000;
 			elapsed_ms = 0;
 		}
 	}

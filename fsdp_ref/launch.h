@@ -4,7 +4,8 @@
  *  - standalone: `fsdp_ref --nranks N` forks N rank processes. Rank 0 creates
  *    the NCCL unique id and hands it to the others through shared memory;
  *    the parent only supervises: it waits for all ranks, and when one fails
- *    it kills the others and exits with the first failure's status. N = 1
+ *    it gives the others a grace to end by themselves, kills the rest and
+ *    exits with the first failure's status. N = 1
  *    runs in the calling process.
  *  - under a launcher (torchrun-, srun-like): RANK and WORLD_SIZE (and
  *    optionally LOCAL_RANK) in the environment and --unique-id-file PATH:

@@ -88,6 +88,34 @@ static void put_str(struct line *l, const char *key, const char *s)
 	put(l, "\"");
 }
 
+/* Write the line and free it. */
+static int line_flush(struct run_log *log, struct line *l)
+{
+	int rc = 0;
+	if (l->failed) {
+		rc = -ENOMEM;
+	} else {
+		ssize_t n = write(log->fd, l->buf, l->len);
+		rc = n < 0 ? -errno : (size_t)n == l->len ? 0 : -EIO;
+	}
+	free(l->buf);
+	return rc;
+}
+
+int log_write_fault(struct run_log *log, const struct log_fault *f)
+{
+	struct line l = {0};
+	put(&l, "{\"fault\":\"%s\",\"step\":%d,\"rank\":%d,\"world_size\":%d", f->fault, f->step, f->rank,
+	    f->world_size);
+	put_str(&l, "comm", f->comm);
+	put(&l, ",\"comm_handle\":\"0x%" PRIx64 "\",\"comm_rank\":%d,\"comm_nranks\":%d,\"comm_seq\":%" PRIu64,
+	    f->comm_handle, f->comm_rank, f->comm_nranks, f->comm_seq);
+	put_str(&l, "op", f->op);
+	put(&l, ",\"count\":%" PRIu64 ",\"issued_count\":%" PRIu64 ",\"realtime_ns\":%" PRId64 "}\n", f->count,
+	    f->issued_count, f->realtime_ns);
+	return line_flush(log, &l);
+}
+
 int log_write(struct run_log *log, const struct log_record *r)
 {
 	struct line l = {0};
@@ -162,13 +190,5 @@ int log_write(struct run_log *log, const struct log_record *r)
 		put(&l, "]");
 	}
 	put(&l, "}\n");
-	int rc = 0;
-	if (l.failed) {
-		rc = -ENOMEM;
-	} else {
-		ssize_t n = write(log->fd, l.buf, l.len);
-		rc = n < 0 ? -errno : (size_t)n == l.len ? 0 : -EIO;
-	}
-	free(l.buf);
-	return rc;
+	return line_flush(log, &l);
 }

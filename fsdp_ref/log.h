@@ -60,6 +60,22 @@ struct log_record {
 	uint64_t persistent_elements; /* their elements */
 };
 
+/* A fault line (--stall-at, --mismatch-at): what the trainer did to make
+ * its job hang or desync, written once, before the collective it concerns.
+ * It has a "fault" key and no "loss": readers of step lines skip it. */
+struct log_fault {
+	const char *fault; /* "stall" or "mismatch" */
+	int step, rank, world_size;
+	const char *comm;	    /* the communicator's role: world, dp_shard, dp_replicate, dp_regather, tp */
+	uint64_t comm_handle;	    /* its ncclComm_t (fsdpscope's collective records carry the same) */
+	int comm_rank, comm_nranks; /* this rank in it, and its size */
+	uint64_t comm_seq;	    /* the collective's number on it, from 1 in issue order */
+	const char *op;		    /* "AllGather", "ReduceScatter", "AllReduce", "Broadcast" */
+	uint64_t count;		    /* the count the trainer meant */
+	uint64_t issued_count;	    /* the count passed to NCCL (count - 1 for a mismatch) */
+	int64_t realtime_ns;	    /* CLOCK_REALTIME when written (a benchmark's start) */
+};
+
 struct run_log;
 
 /* Open `path` for appending; `truncate` empties it first (rank 0). NULL with
@@ -67,6 +83,8 @@ struct run_log;
 struct run_log *log_open(const char *path, int truncate);
 /* Append one line. 0 or -errno. */
 int log_write(struct run_log *log, const struct log_record *r);
+/* Append one fault line. Safe from any thread (one write(2)). 0 or -errno. */
+int log_write_fault(struct run_log *log, const struct log_fault *f);
 void log_close(struct run_log *log);
 
 #endif /* FSDP_REF_LOG_H */

@@ -31,6 +31,8 @@ enum {
 	OPT_LOG,
 	OPT_QUIET,
 	OPT_HOLD_AT,
+	OPT_STALL_AT,
+	OPT_MISMATCH_AT,
 	OPT_STYLE,
 	OPT_GRAD_ACCUM,
 	OPT_GRAD_SYNC,
@@ -76,6 +78,8 @@ static const struct option long_options[] = {
     {"log", required_argument, NULL, OPT_LOG},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"hold-at", required_argument, NULL, OPT_HOLD_AT},
+    {"stall-at", required_argument, NULL, OPT_STALL_AT},
+    {"mismatch-at", required_argument, NULL, OPT_MISMATCH_AT},
     {"style", required_argument, NULL, OPT_STYLE},
     {"grad-accum", required_argument, NULL, OPT_GRAD_ACCUM},
     {"grad-sync", required_argument, NULL, OPT_GRAD_SYNC},
@@ -208,8 +212,23 @@ void options_usage(FILE *out)
 	      "    --comm-names    name the communicators in ncclConfig_t.commName: world, dp_shard,\n"
 	      "                    dp_replicate, dp_regather, tp\n"
 	      "\n"
+	      "FAULTS (a real hang or desync at a known collective, for fsdpscope's tests)\n"
+	      "    --stall-at R:S  rank R, at step S, stops just before its first collective of the\n"
+	      "                    step and waits for a signal (SIGTERM, SIGINT end it): the other\n"
+	      "                    ranks of its communicator wait inside that collective, a hang.\n"
+	      "                    It first writes one line to stderr and, with --log, a \"fault\"\n"
+	      "                    line: the step, the communicator, the collective's number on\n"
+	      "                    it (comm_seq, from 1) and its op\n"
+	      "    --mismatch-at R:S\n"
+	      "                    rank R issues its first AllGather of step S with count - 1: a\n"
+	      "                    desync (the stand-in fails it on every rank with\n"
+	      "                    ncclInvalidUsage, and the job ends with that error); the same\n"
+	      "                    lines first, with both counts\n"
+	      "\n"
 	      "ENVIRONMENT\n"
 	      "    FSDP_REF_LINK_LATENCY_US, FSDP_REF_LINK_GBPS   link model of the NCCL stand-in\n"
+	      "    FSDP_REF_NCCL_TIMEOUT_S   the stand-in's wait for a peer before it fails a\n"
+	      "                    collective (60 s; above a hang detector's threshold with --stall-at)\n"
 	      "\n"
 	      "EXAMPLES\n"
 	      "    fsdp_ref --nranks 4 --layers 8 --wrap linear --steps 5 --log l.jsonl\n"
@@ -218,6 +237,7 @@ void options_usage(FILE *out)
 	      "    fsdp_ref --nranks 4 --shard-group 2 --style fsdp1 --sync-module-states\n"
 	      "    fsdp_ref --nranks 4 --tp 2 --wrap linear --log tp.jsonl    (2 x 2 mesh)\n"
 	      "    fsdp_ref --nranks 4 --style zero3 --bucket 3000 --persistence-threshold 64\n"
+	      "    FSDP_REF_NCCL_TIMEOUT_S=600 fsdp_ref --nranks 3 --stall-at 1:3 --log hang.jsonl\n"
 	      "    torchrun-like: RANK=1 WORLD_SIZE=2 fsdp_ref --unique-id-file /tmp/id\n",
 	      out);
 }
@@ -241,6 +261,20 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+/* "R:S": a rank and a step, both >= 0. */
+static int parse_rank_step(const char *s, int *rank, int *step)
+{
+	char r[16];
+	const char *colon = strchr(s, ':');
+	size_t len = colon ? (size_t)(colon - s) : 0;
+
+	if (!colon || len == 0 || len >= sizeof r)
+		return -1;
+	memcpy(r, s, len);
+	r[len] = '\0';
+	return parse_int(r, 0, 1 << 20, rank) < 0 || parse_int(colon + 1, 0, 1 << 30, step) < 0 ? -1 : 0;
 }
 
 /* An element count: a decimal integer, or an integral number in e-notation
@@ -303,6 +337,10 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 	    .max_reuse_distance = 1000000000,
 	    .max_live = 1000000000,
 	    .reduce_bucket = 500000000,
+	    .stall_rank = -1,
+	    .stall_step = -1,
+	    .mismatch_rank = -1,
+	    .mismatch_step = -1,
 	};
 	char zero3_flag[64] = ""; /* the first zero3-only flag given */
 	optind = 1;
@@ -402,6 +440,13 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			}
 			break;
 		}
+		case OPT_STALL_AT:
+		case OPT_MISMATCH_AT:
+			if (parse_rank_step(optarg, c == OPT_STALL_AT ? &o->stall_rank : &o->mismatch_rank,
+					    c == OPT_STALL_AT ? &o->stall_step : &o->mismatch_step) < 0)
+				return options_fail(err, errlen, "bad %s '%s': use RANK:STEP, both >= 0 (such as 1:3)",
+						    name, optarg);
+			break;
 		case OPT_QUIET:
 			o->quiet = 1;
 			break;

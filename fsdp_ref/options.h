@@ -39,6 +39,9 @@ struct fsdp_options {
 	int quiet;		      /* --quiet: no per-step line on stdout */
 	int hold_step;		      /* --hold-at S:FIFO: rank 0 waits before step S ... */
 	const char *hold_path;	      /* ... for a byte from FIFO (NULL: never) */
+	int stall_rank, stall_step;   /* --stall-at R:S: rank R stops before step S's first collective (-1: never) */
+	int mismatch_rank, mismatch_step; /* --mismatch-at R:S: rank R's first AllGather of step S is one
+					     element short (-1: never) */
 	enum fsdp_style style;	      /* --style fsdp2|fsdp1|zero3 */
 	int grad_accum;		      /* --grad-accum K: micro-batches per optimizer step (1) */
 	int grad_sync_last;	      /* --grad-sync last: reduce only on the last micro-batch */

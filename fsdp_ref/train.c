@@ -18,9 +18,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsdp_ref/checkpoint.h"
@@ -93,6 +95,26 @@ static int plan_run(struct run_plan *p, char *err, size_t errlen)
 			 "--tp %d must divide the %d tokens of a data-parallel rank (--batch / %d x --seq): each tp "
 			 "rank holds 1/%d of them between blocks",
 			 p->tp, tokens, n, p->tp);
+		return -EINVAL;
+	}
+	const struct {
+		const char *flag;
+		int rank, step;
+	} faults[] = {{"--stall-at", o->stall_rank, o->stall_step},
+		      {"--mismatch-at", o->mismatch_rank, o->mismatch_step}};
+	for (int i = 0; i < 2; i++) {
+		if (faults[i].rank < 0)
+			continue;
+		if (faults[i].rank >= p->world_size || faults[i].step >= o->steps) {
+			snprintf(err, errlen, "bad %s %d:%d: the job has ranks 0..%d and steps 0..%d", faults[i].flag,
+				 faults[i].rank, faults[i].step, p->world_size - 1, o->steps - 1);
+			return -EINVAL;
+		}
+	}
+	if (o->stall_rank >= 0 && o->stall_rank == o->mismatch_rank && o->stall_step == o->mismatch_step) {
+		snprintf(err, errlen,
+			 "--stall-at and --mismatch-at name the same rank and step: the stall would come "
+			 "first and the mismatch never");
 		return -EINVAL;
 	}
 	if ((rc = wrap_parse(o->wrap, o->model.layers, &p->wrap, err, errlen)) < 0)
@@ -244,6 +266,81 @@ static void train_hold(const char *path)
 		n = read(fd, &c, 1);
 	while (n < 0 && errno == EINTR);
 	close(fd);
+}
+
+/* What the fault report needs to name the communicator and write the line. */
+struct fault_context {
+	const struct rank_state *s;
+	int rank, world_size;
+};
+
+static const char *comm_op_name(enum comm_op op)
+{
+	switch (op) {
+	case COMM_REDUCE_SCATTER:
+		return "ReduceScatter";
+	case COMM_ALLREDUCE:
+		return "AllReduce";
+	case COMM_BROADCAST:
+		return "Broadcast";
+	case COMM_ALLGATHER:
+	case COMM_ALLGATHER_COALESCED:
+		break;
+	}
+	return "AllGather";
+}
+
+/* --stall-at / --mismatch-at (comm_fault_fn, on the communication thread):
+ * the ground truth, on stderr and as a fault line of --log, before the
+ * collective it concerns. */
+static void train_fault_report(void *arg, const struct comm_fault_report *r)
+{
+	const struct fault_context *fc = arg;
+	const struct rank_state *s = fc->s;
+	const char *role = r->comm == s->world	    ? "world"
+			   : r->comm == s->shard    ? "dp_shard"
+			   : r->comm == s->replica  ? "dp_replicate"
+			   : r->comm == s->regather ? "dp_regather"
+			   : r->comm == s->tp_comm  ? "tp"
+						    : "unknown";
+	int comm_rank = -1, comm_nranks = -1;
+	ncclCommUserRank(r->comm, &comm_rank);
+	ncclCommCount(r->comm, &comm_nranks);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	const char *op = comm_op_name(r->op);
+	int stall = r->kind == COMM_FAULT_STALL;
+	struct log_fault f = {
+	    .fault = stall ? "stall" : "mismatch",
+	    .step = r->step,
+	    .rank = fc->rank,
+	    .world_size = fc->world_size,
+	    .comm = role,
+	    .comm_handle = (uint64_t)(uintptr_t)r->comm,
+	    .comm_rank = comm_rank,
+	    .comm_nranks = comm_nranks,
+	    .comm_seq = r->comm_seq,
+	    .op = op,
+	    .count = r->count,
+	    .issued_count = r->issued_count,
+	    .realtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec,
+	};
+	if (stall)
+		fprintf(stderr,
+			"fsdp_ref: rank %d: --stall-at %d:%d: stopped before collective %llu on communicator %s (%s of "
+			"%zu elements; rank %d of %d in it); waiting for a signal\n",
+			fc->rank, fc->rank, r->step, (unsigned long long)r->comm_seq, role, op, r->count, comm_rank,
+			comm_nranks);
+	else
+		fprintf(stderr,
+			"fsdp_ref: rank %d: --mismatch-at %d:%d: collective %llu on communicator %s (%s; rank %d of %d "
+			"in it) issued with count %zu instead of %zu\n",
+			fc->rank, fc->rank, r->step, (unsigned long long)r->comm_seq, role, op, comm_rank, comm_nranks,
+			r->issued_count, r->count);
+	fflush(stderr);
+	int rc = s->log ? log_write_fault(s->log, &f) : 0;
+	if (rc < 0)
+		fprintf(stderr, "fsdp_ref: rank %d: writing the fault line to the log: %s\n", fc->rank, strerror(-rc));
 }
 
 static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, const struct launch_info *li)
@@ -418,6 +515,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		init_broadcasts = st.broadcasts;
 	}
 
+	struct fault_context fault_ctx = {.s = &s, .rank = rank, .world_size = n};
 	struct optim_config ocfg = {.lr = o->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
 	const struct model_params *params = s.z3 ? zero3_model_params(s.z3) : fsdp_model_params(s.rt);
 	double tokens = (double)o->batch * o->model.seq * k;
@@ -427,6 +525,12 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		char name[32];
 		if (o->hold_path && step == o->hold_step && rank == 0)
 			train_hold(o->hold_path);
+		/* armed before the step submits anything: the fault lands on its first
+		 * collective (first AllGather) */
+		if (rank == o->stall_rank && step == o->stall_step)
+			comm_arm_fault(s.ct, COMM_FAULT_STALL, step, train_fault_report, &fault_ctx);
+		if (rank == o->mismatch_rank && step == o->mismatch_step)
+			comm_arm_fault(s.ct, COMM_FAULT_MISMATCH, step, train_fault_report, &fault_ctx);
 		snprintf(name, sizeof name, "step %d", step);
 		markers_push(name);
 		runtime_step_begin(&s);
@@ -549,7 +653,11 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 		if (rc < 0) {
 			/* Peers may be blocked in collectives this rank will never issue, and
 			 * its own comm thread may be blocked in one: no orderly cleanup is
-			 * possible. A forking parent stops the other ranks. */
+			 * possible. A forking parent stops the other ranks. This one is
+			 * ending already: a SIGTERM from the parent (another rank failed
+			 * first) would only cut short what _exit's handlers still do (an
+			 * interposer's last flush); SIGKILL still ends it. */
+			signal(SIGTERM, SIG_IGN);
 			fprintf(stderr, "fsdp_ref: rank %d: step %d failed: %s\n", rank, step, strerror(-rc));
 			fflush(NULL);
 			_exit(1);
