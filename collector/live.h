@@ -37,6 +37,9 @@
 #define LIVE_TEXT_BYTES 256
 /* Forward gathers kept for the gather sequence. */
 #define LIVE_GATHERS_MAX 512
+/* Bytes of a rank's host and command names, and of a finding's fix. */
+#define LIVE_NAME_BYTES 64
+#define LIVE_FIX_BYTES 1024
 
 /* One step of one rank, as the window keeps it. */
 struct live_step {
@@ -112,6 +115,8 @@ struct live_rank {
 	struct live_comm comms[LIVE_COMMS_MAX];
 	size_t nstrip;                 /* events of the last step, issue order */
 	struct live_event strip[LIVE_STRIP_MAX];
+	char host[LIVE_NAME_BYTES];    /* its hello's host name, "" until known */
+	char command[LIVE_NAME_BYTES]; /* its hello's command (argv[0]), "" until known */
 };
 
 /* A finding so far, as the rules gave it on the latest diagnosis. */
@@ -120,6 +125,7 @@ struct live_finding {
 	int severity;                  /* enum rule_severity */
 	char message[LIVE_TEXT_BYTES];
 	char evidence[LIVE_TEXT_BYTES];
+	char fix[LIVE_FIX_BYTES];      /* the fix as the rule words it (FSDP2 first), "" none; cut to fit */
 };
 
 /* One forward gather of the headline rank's representative step. */
