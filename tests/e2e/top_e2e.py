@@ -261,10 +261,11 @@ class Pane:
         return int(out) if out.isdigit() else None
 
     def top_pid(self):
-        """fsdpscope top: the pane shell's child named fsdpscope, None when gone."""
+        """fsdpscope top: the pane's outermost descendant running it, None when gone."""
         sh = self.shell_pid()
         if not sh:
             return None
+        procs = {}
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
@@ -273,11 +274,18 @@ class Pane:
                     stat = f.read()
             except OSError:
                 continue
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            if ppid == sh and comm == "fsdpscope":
-                return int(d)
-        return None
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            is_top = self.args.fsdpscope.encode() in argv and b"top" in argv
+            procs[int(d)] = (int(stat[stat.rindex(")") + 2:].split()[1]), is_top)
+        level, found = [sh], []
+        while level and not found:
+            found = [p for p, (pp, top) in procs.items() if pp in level and top]
+            level = [p for p, (pp, _) in procs.items() if pp in level]
+        return found[0] if len(found) == 1 else None
 
     def rc(self):
         """top's exit status once the pane's script has recorded it, else None."""
@@ -321,8 +329,7 @@ class Pane:
 
 
 def top_session(args, work, top_args, **kw):
-    pane = Pane(args, work, top_args, **kw)
-    return pane
+    return Pane(args, work, top_args, **kw)
 
 
 # ------------------------------------------------------------------ screen reading
@@ -473,8 +480,8 @@ def sort_column(header):
     return None
 
 
-UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "%": 1.0, "B": 1, "kB": 1e3, "MB": 1e6,
-         "GB": 1e9, "k": 1e3, "M": 1e6}
+UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "h": 3600.0, "%": 1.0, "B": 1, "kB": 1e3,
+         "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "k": 1e3, "M": 1e6}
 
 
 def number(cell):
@@ -814,6 +821,9 @@ def main():
     ap.add_argument("--tmux", default=shutil.which("tmux"))
     ap.add_argument("--sanitized", action="store_true")
     args = ap.parse_args()
+    for a in ("fsdpscope", "agent", "fsdp_ref", "work", "tmux"):
+        if getattr(args, a):
+            setattr(args, a, os.path.abspath(getattr(args, a)))
     os.environ["FSDPSCOPE_AGENT"] = args.agent
     for var in ("FSDPSCOPE_SINK", "FSDPSCOPE_OUT", "FSDPSCOPE_DISABLE", "FSDPSCOPE_DORMANT", "LD_PRELOAD",
                 "NVTX_INJECTION64_PATH", "TMUX"):
