@@ -485,63 +485,112 @@ UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "h": 3600.0,
 
 
 def number(cell):
-    """A cell's value for ordering: a number with its unit, or the text."""
-    cell = cell.strip()
-    m = re.match(r"^([-+]?\d+(?:\.\d+)?)\s*([a-zA-Zµ%]*)", cell)
-    if not m:
+    """A cell's value for ordering: a number with its unit (a selection mark before it dropped), None for text."""
+    cell = re.sub(r"^[^\w+-]+", "", cell.strip())
+    m = re.match(r"^([-+]?\d+(?:\.\d+)?)([a-zA-Zµ%]*)(?:/\d+)?$", cell)
+    if not m or (m.group(2) and m.group(2) not in UNITS):
         return None
     return float(m.group(1)) * UNITS.get(m.group(2), 1.0)
 
 
-def column_cells(screen, pids, span):
-    """The cells under the header span, for each rank row, top to bottom."""
-    rows = [l for l in screen.splitlines() if any(rank_row(l, r, p) for r, p in pids.items())]
+def header_spans(header):
+    return [(m.group(0), m.span()) for m in re.finditer(r"\S+", header)]
+
+
+def column_cells(screen, pids, col):
+    """The cells of header column `col` (an index into header_spans), one per
+    rank row, top to bottom: each token of a row belongs to the header label it
+    overlaps most (the nearest when it overlaps none)."""
+    lines = screen.splitlines()
+    spans = header_spans(table_header(screen))
+    rows = [l for l in lines if any(rank_row(l, r, p) for r, p in pids.items())]
     cells = []
     for l in rows:
-        # the cell: the token(s) of the row that overlap the header's span
-        toks = [m for m in re.finditer(r"\S+(?: [a-zA-Zµ%]+\b)?", l) if m.start() < span[1] + 2 and m.end() > span[0] - 2]
-        cells.append(" ".join(t.group(0) for t in toks))
+        mine = []
+        for m in re.finditer(r"\S+", l):
+            a, b = m.span()
+            best = max(range(len(spans)), key=lambda i: (min(b, spans[i][1][1]) - max(a, spans[i][1][0]),
+                                                         -abs((a + b) / 2 - sum(spans[i][1]) / 2)))
+            if best == col:
+                mine.append(m.group(0))
+        cells.append(" ".join(mine))
     return cells
+
+
+def sorted_as(vals, desc):
+    if desc is None:
+        return vals == sorted(vals) or vals == sorted(vals, reverse=True)
+    return vals == sorted(vals, reverse=desc)
+
+
+def check_sorted(screen, pids, what):
+    """The rows read back are in the order of the column the header marks:
+    (column, direction, cells), cells None when the column is not numeric."""
+    header = table_header(screen)
+    check(header, f"{what}: no rank table header on screen:\n{screen}")
+    col = sort_column(header)
+    check(col, f"{what}: the rank table's header marks no sort column: {header!r}")
+    name, desc, span = col
+    index = [sp for _, sp in header_spans(header)].index(span)
+    cells = column_cells(screen, pids, index)
+    check(len(cells) == len(pids), f"{what}: {len(cells)} rank rows, want {len(pids)}:\n{screen}")
+    vals = [number(c) for c in cells]
+    if any(v is None for v in vals):
+        return name, desc, None
+    check(sorted_as(vals, desc), f"{what}: sorted by {name!r} ({'descending' if desc else 'ascending'}) "
+                                 f"but the column reads {cells}:\n{screen}")
+    return name, desc, cells
 
 
 def scenario_sort(args):
     work = fresh(os.path.join(args.work, "sort"))
     trace, pids, _ = make_trace(args, work, "linear", 4, "linear", 4)
     pane = top_session(args, work, ["--step-keys", trace], cols=120)
-    checked = []
+    checked, seen = [], []
     try:
-        s = pane.wait_screen(lambda t: all_ranks_shown(pids)(t) and table_header(t), "the rank table")
+        pane.wait_screen(lambda t: all_ranks_shown(pids)(t) and table_header(t), "the rank table")
         s = step_to_end(pane, "sort")
-        seen = set()
-        for press in range(12):
-            header = table_header(s)
-            check(header, f"no rank table header on screen:\n{s}")
-            col = sort_column(header)
-            check(col, f"the rank table's header marks no sort column: {header!r}")
-            name, desc, span = col
-            cells = column_cells(s, pids, span)
-            vals = [number(c) for c in cells]
-            if all(v is not None for v in vals) and len(vals) == len(pids):
-                ok = vals == sorted(vals) or vals == sorted(vals, reverse=True)
-                if desc is True:
-                    ok = vals == sorted(vals, reverse=True)
-                elif desc is False:
-                    ok = vals == sorted(vals)
-                check(ok, f"sorted by {name!r} ({'descending' if desc else 'ascending' if desc is False else '?'}) "
-                          f"but the column reads {cells}:\n{s}")
-                checked.append((name, cells))
-            seen.add(name)
+        ncols = len(header_spans(table_header(s)))
+        # s, then > across the others: every column in turn.
+        for press in range(ncols):
+            name, desc, cells = check_sorted(s, pids, f"sort column {press}")
+            seen.append(name)
+            if cells:
+                checked.append((name, desc, cells))
+            if press == ncols - 1:
+                break
             key = "s" if press == 0 else ">"
+            header = table_header(s)
             pane.keys(key)
             s = pane.wait_screen(lambda t, h=header: table_header(t) and table_header(t) != h,
                                  f"the sort column to move on {key}")
-        check(len({n for n, _ in checked}) >= 4, f"fewer than 4 numeric columns checked: {checked}")
+        check(len(set(seen)) == ncols, f"s / > did not visit every column: {seen}")
+        check(len(checked) >= 4, f"fewer than 4 numeric columns read back sorted: {checked}")
+        # < goes back; R reverses the order of the same column.
+        header = table_header(s)
+        pane.keys("<")
+        s = pane.wait_screen(lambda t: table_header(t) != header, "the sort column to move back on <")
+        name, desc, _ = check_sorted(s, pids, "after <")
+        check(name == seen[-2], f"< went to {name}, not {seen[-2]}")
+        for name in ("STEP", "PID"):
+            while sort_column(table_header(s))[0] != name:
+                header = table_header(s)
+                pane.keys("<")
+                s = pane.wait_screen(lambda t, h=header: table_header(t) != h, f"< towards {name}")
+            _, desc, cells = check_sorted(s, pids, f"sorted by {name}")
+            header = table_header(s)
+            pane.keys("R")
+            s = pane.wait_screen(lambda t, h=header: table_header(t) != h, f"R to reverse the {name} order")
+            name2, desc2, cells2 = check_sorted(s, pids, f"sorted by {name} reversed")
+            check(name2 == name and desc2 is not None and desc2 != desc, f"R: {name} {desc} became {name2} {desc2}")
+            check(cells2 == cells[::-1] or len(set(cells)) < len(cells), f"R: {cells} reversed reads {cells2}")
+            checked.append((name + " reversed", desc2, cells2))
         pane.keys("q")
         check(pane.wait_exit("q") == 0, f"top exited {pane.rc()} after q")
     finally:
         pane.kill()
-    for name, cells in checked:
-        print(f"sort by {name}: {cells}")
+    for name, desc, cells in checked:
+        print(f"sort by {name} ({'descending' if desc else 'ascending'}): {cells}")
 
 
 def scenario_restore(args, how):
