@@ -48,6 +48,11 @@ static void missing_lines(const struct analysis_result *a, const struct analysis
 					     "\n  %s: has not entered #%" PRIu64 "; it completed no collective on this "
 					     "communicator",
 					     who, h->comm_seq);
+		if (off < len && r->evidence)
+			off += (size_t)snprintf(buf + off, len - off,
+						"; it is itself waiting in a collective of another communicator (%s): "
+						"blocked there, not the cause",
+						flight_evidence_name(r->evidence));
 		if (off < len && s && s->end != SOURCE_END_CUT_OFF)
 			off += (size_t)snprintf(buf + off, len - off, " (its process ended: %s)",
 						source_end_name((enum source_end)s->end));
@@ -107,9 +112,11 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 			snprintf(who, sizeof(who), "ranks %s",
 				 flight_rank_list(h->missing, nm, h->nmissing, list, sizeof(list)));
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: %s never entered it, and "
-					 "%" PRIu32 " rank%s %s waited %s in it",
+					 "%" PRIu32 " rank%s %s waited %s in it%s",
 					 coll, h->comm_id, who, h->nwaiting, h->nwaiting == 1 ? "" : "s",
-					 h->nwaiting == 1 ? "has" : "have", waited);
+					 h->nwaiting == 1 ? "has" : "have", waited,
+					 h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)"
+						    : "");
 	} else {
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
 					 "entered it and none has come out for %s",
@@ -156,6 +163,7 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 		finding_metric(f, "first_missing_last_seq", (double)h->missing[0].last_seq);
 	}
 	finding_metric(f, "hangs_total", fl->hangs_total);
+	finding_metric(f, "cascade", h->cascade);
 	return 0;
 }
 
