@@ -117,6 +117,14 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 					 h->nwaiting == 1 ? "has" : "have", waited,
 					 h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)"
 						    : "");
+	} else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks) {
+		/* a node's trace alone: the others of the communicator are another collector's */
+		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: the %" PRIu32 " of its %" PRId32
+					 " ranks in this trace entered it and none has come out for %s; the other %" PRIu32
+					 " are not in this trace (another node's collector has them: lint every node's "
+					 "trace together to see which of them never entered it)",
+					 coll, h->comm_id, h->nwaiting, h->nranks, waited,
+					 (uint32_t)h->nranks - h->nwaiting);
 	} else {
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
 					 "entered it and none has come out for %s",
@@ -128,7 +136,11 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 			   "missing (%" PRIu32 "):%s\n"
 			   "waiting (%" PRIu32 "):%s%s",
 			   comm, coll, waited, timeout, h->nmissing,
-			   h->nmissing ? missing : " none: every rank is inside it", h->nwaiting, waiting, more_text);
+			   h->nmissing ? missing
+			   : h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks
+			       ? " none in this trace: the ranks it lacks are another node's"
+			       : " none: every rank is inside it",
+			   h->nwaiting, waiting, more_text);
 	/* Not an FSDP setting: the same advice for every framework. */
 	fsdp2 = finding_printf(
 	    "# First find where the missing rank is (the waiting ones only wait for it):\n"

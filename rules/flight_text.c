@@ -169,6 +169,14 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 			 h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
+		snprintf(buf, len,
+			 "no rank of this trace missing: the %" PRIu32 " of %" PRId32 " ranks here entered collective #%" PRIu64
+			 " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
+			 "%s (%s)",
+			 h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
+			 waiting, h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
 	else
 		snprintf(buf, len,
 			 "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "
