@@ -57,6 +57,8 @@ struct top_info {
 	uint64_t replay_steps;     /* replay: steps in the trace, 0 until known */
 	double peak_flops;         /* for MFU (from --peak-flops), 0 unknown */
 	double tokens_per_step;    /* for tokens/s (from --tokens-per-step), 0 unknown */
+	double flops_per_step;     /* for MFU with peak_flops: the job's FLOPs per step (6 x P x tokens when
+	                              P is known), 0 unknown (no MFU shown) */
 };
 
 /* A source of views. Every callback is called on the dashboard's thread. */
