@@ -66,10 +66,14 @@ void draw_findings(struct top_canvas *c, struct top_state *st, int row, int nrow
 		return;
 	findings_summary(v, text, sizeof text);
 	canvas_put(c, row, 0, -1, CANVAS_BOLD, CANVAS_COLOR_NONE, text);
-	if (focused && n > 0 && lines > 0)
-		canvas_put(c, row, c->cols - 24, 24, CANVAS_DIM, CANVAS_COLOR_NONE, "  Enter / f: fix    ");
-	else if (n > 0 && lines <= 0)
-		canvas_put(c, row, c->cols - 16, 16, CANVAS_DIM, CANVAS_COLOR_NONE, "   f: findings");
+	{
+		/* what the keys do here, where it fits beside the summary */
+		const char *hint = focused && lines > 0 ? "  Enter / f: fix" : "  f: findings";
+		int w = utf8_cells(hint);
+
+		if (n > 0 && utf8_cells(text) + w <= c->cols)
+			canvas_put(c, row, c->cols - w, w, CANVAS_DIM, CANVAS_COLOR_NONE, hint);
+	}
 	st->page[TOP_PANE_FINDINGS] = lines > 0 ? lines : 1;
 	if (n == 0) {
 		st->finding_sel = 0;

@@ -109,7 +109,7 @@ void draw_strip(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	if (nrows < 4)
 		return;
 	canvas_printf(c, row + 3, 0, -1, CANVAS_DIM, CANVAS_COLOR_NONE,
-		      "%s exposed comm  %s hidden comm  %s compute   1 cell = %s   numbers: forward unit",
+		      "%s exposed comm  %s hidden comm  %s compute  cell %s  numbers: forward unit",
 		      glyph[SLICE_EXPOSED], glyph[SLICE_HIDDEN], glyph[SLICE_COMPUTE],
 		      fmt_ns(b, sizeof b, step / (uint64_t)width));
 }
