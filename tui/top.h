@@ -100,9 +100,13 @@ struct top_options {
  * top_run_screen - the dashboard on the terminal until the user quits, the
  * feed fails and the user quits, or (exit_with_job) the job ends. Restores
  * the terminal on every way out: q, ^C, SIGTERM, a crash of the dashboard
- * (SIGSEGV / SIGABRT / SIGBUS: the terminal is restored, then the signal is
- * raised again). Returns 0, or a negative errno (no terminal, ncurses
- * could not start) with a message in err.
+ * (SIGSEGV / SIGABRT / SIGBUS / SIGFPE: the terminal is restored, then the
+ * signal is raised again). Returns 0, or a negative errno with a message in
+ * err: -ENOTTY (no terminal), -EIO (ncurses could not start), -EINTR
+ * (SIGTERM or SIGHUP ended the screen: the terminal is restored and the
+ * signals' handlers are the caller's again; the caller stops the job).
+ * Test hook: with FSDPSCOPE_TOP_CRASH_KEY=1 in the environment, key `C`
+ * calls abort() (the crash path, for tests).
  */
 int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *err, size_t errlen);
 
