@@ -156,7 +156,7 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 		canvas_fill(c, row, 0, -1, CANVAS_REVERSE, CANVAS_COLOR_NONE, " ");
 		col = canvas_printf(c, row, 0, c->cols - wr, CANVAS_REVERSE | CANVAS_BOLD, CANVAS_COLOR_NONE,
 				    " fsdpscope top  %s ", mode_name(in->mode));
-		canvas_printf(c, row, col, c->cols - wr - col, CANVAS_REVERSE, CANVAS_COLOR_NONE, " %s ",
+		canvas_printf(c, row, col, c->cols - wr - col - 1, CANVAS_REVERSE, CANVAS_COLOR_NONE, " %s ",
 			      command[0] ? command : "-");
 		at = c->cols - wr < 0 ? 0 : c->cols - wr;
 		canvas_put(c, row, at, -1, CANVAS_REVERSE | CANVAS_BOLD, c->color ? color : CANVAS_COLOR_NONE, right);

@@ -181,6 +181,8 @@ static void draw_bottom(struct top_canvas *c, const struct top_state *st, const 
 		}
 		return;
 	}
+	if (st->opt.once)
+		return; /* a snapshot: no keys to offer */
 	if (st->info.job_state == TOP_JOB_ENDED && !st->opt.exit_with_job)
 		snprintf(line, sizeof line, " the job has ended: q quits");
 	else

@@ -27,6 +27,7 @@
 #include "tui/keys.h"
 
 static SCREEN *screen;
+static FILE *term_out, *term_in; /* ncurses' own streams on descriptors 1 and 0 */
 static volatile sig_atomic_t term_is_open;
 static volatile int pending; /* TERM_SIG_* bits, set by handlers, taken atomically */
 static int sig_pipe[2] = {-1, -1};
@@ -37,6 +38,15 @@ static const int soft_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 static struct sigaction old_soft[4], old_crash[5];
 static stack_t old_stack;
+
+static void close_streams(void)
+{
+	if (term_out)
+		fclose(term_out);
+	if (term_in)
+		fclose(term_in);
+	term_out = term_in = NULL;
+}
 
 static void on_soft(int sig)
 {
@@ -98,8 +108,19 @@ int term_open(int want_color, char *err, size_t errlen)
 	setlocale(LC_ALL, "");
 	setlocale(LC_NUMERIC, "C"); /* figures keep their decimal point */
 	utf8_on = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	screen = newterm(term && term[0] ? term : NULL, stdout, stdin);
+	/* Streams of our own on the terminal's descriptors: the program's stdout
+	 * may be a stream without a descriptor (cli/output.c puts a checked one in
+	 * its place), and ncurses needs one. */
+	term_out = fdopen(fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3), "w");
+	term_in = fdopen(fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3), "r");
+	if (!term_out || !term_in) {
+		snprintf(err, errlen, "could not open the terminal: %s", strerror(errno));
+		close_streams();
+		return -EIO;
+	}
+	screen = newterm(term && term[0] ? term : NULL, term_out, term_in);
 	if (!screen) {
+		close_streams();
 		snprintf(err, errlen, "could not start the terminal (TERM=%s): set TERM, or use --once",
 			 term ? term : "");
 		return -EIO;
@@ -109,6 +130,7 @@ int term_open(int want_color, char *err, size_t errlen)
 		endwin();
 		delscreen(screen);
 		screen = NULL;
+		close_streams();
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -errno;
 	}
@@ -171,6 +193,7 @@ void term_close(void)
 	}
 	delscreen(screen);
 	screen = NULL;
+	close_streams();
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
 	sig_pipe[0] = sig_pipe[1] = -1;
