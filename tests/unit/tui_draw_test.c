@@ -209,7 +209,7 @@ static void test_sort_each_column(void **state)
 			ranks_order(&fx.st, v, order);
 			for (size_t i = 1; i < 23; i++) {
 				const struct live_rank *a = &v->ranks[order[i - 1]], *b = &v->ranks[order[i]];
-				double x, y;
+				double x = 0, y = 0;
 				int cmp;
 
 				if (col == TOP_COL_HOST) {
