@@ -193,19 +193,18 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 		if (step_ns && in->peak_flops > 0 && in->flops_per_step > 0)
 			at += (size_t)snprintf(line + at, sizeof line - at, "  MFU %.0f%%",
 					       100.0 * in->flops_per_step * 1e9 / (double)step_ns / in->peak_flops);
-		if (v)
+		if (v) {
+			size_t drops_at = at + 2;
+
 			at += (size_t)snprintf(line + at, sizeof line - at, "  dropped %" PRIu64,
 					       v->job.records_dropped_total);
-		canvas_put(c, row + 1, 0, -1, 0, CANVAS_COLOR_NONE, line);
-		if (v && v->job.records_dropped_total > 0) {
-			int r = canvas_find(c, row + 1, "dropped");
-
-			if (r == row + 1) {
-				/* the drops stand out: they make every other figure a lower bound */
-				char *p = strstr(line, "dropped");
-				canvas_attr(c, row + 1, (int)(p - line), -1, CANVAS_BOLD,
+			canvas_put(c, row + 1, 0, -1, 0, CANVAS_COLOR_NONE, line);
+			/* drops stand out: they make every other figure a lower bound */
+			if (v->job.records_dropped_total > 0 && drops_at < sizeof line)
+				canvas_attr(c, row + 1, utf8_cells(line) - utf8_cells(line + drops_at), -1, CANVAS_BOLD,
 					    c->color ? CANVAS_COLOR_YELLOW : CANVAS_COLOR_NONE);
-			}
+		} else {
+			canvas_put(c, row + 1, 0, -1, 0, CANVAS_COLOR_NONE, line);
 		}
 	}
 

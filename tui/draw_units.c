@@ -88,7 +88,7 @@ static int units_title(const struct live_view *v, char *buf, size_t len)
 		snprintf(buf, len, "no units: no repeating unit in the forward gathers (%zu gathers)", j->ngathers);
 		return 0;
 	}
-	snprintf(buf, len, "%u gather%s per repeating unit, %u units; %u AllGathers per step, reshard_after_forward %s",
+	snprintf(buf, len, "%u gather%s per repeating unit, %u units; %u AllGathers a step; reshard %s",
 		 j->gathers_per_unit, j->gathers_per_unit == 1 ? "" : "s", j->repeating_units, j->allgathers_per_step,
 		 reshard_words(j->reshard));
 	return 1;
@@ -173,7 +173,8 @@ void draw_units(struct top_canvas *c, struct top_state *st, int row, int nrows)
 		if (g->count > 16)
 			memcpy(marks + at, "+", 2);
 		x = canvas_printf(c, row + 1 + i, 0, list_w, 0, CANVAS_COLOR_NONE, " %-9s ", label);
-		x += canvas_printf(c, row + 1 + i, x, list_w - x, 0, c->color ? CANVAS_COLOR_CYAN : 0, "%-17s", marks);
+		canvas_put(c, row + 1 + i, x, list_w - x, 0, c->color ? CANVAS_COLOR_CYAN : 0, marks);
+		x += 17; /* the marks' column: 16 gathers and a "+" */
 		canvas_printf(c, row + 1 + i, x, list_w - x, 0, CANVAS_COLOR_NONE, " %3u gather%s %7s  %s", g->count,
 			      g->count == 1 ? " " : "s", fmt_bytes(a, sizeof a, g->bytes), name[0] ? name : "");
 	}

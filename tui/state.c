@@ -79,7 +79,11 @@ static int clamp(int v, int lo, int hi)
 	return v < lo ? lo : v;
 }
 
-/* Move the focused list by delta rows (INT_MIN / INT_MAX: to an end); the
+/* Deltas that go to an end of a list. */
+#define TO_FIRST (-1000000)
+#define TO_LAST 1000000
+
+/* Move the focused list by delta rows (TO_FIRST / TO_LAST: to an end); the
  * layout clamps to the list's length when it draws. */
 static void scroll_by(struct top_state *st, int delta)
 {
@@ -97,9 +101,9 @@ static void scroll_by(struct top_state *st, int delta)
 		at = &st->rank_sel;
 	else
 		return;
-	if (delta == -1000000)
+	if (delta == TO_FIRST)
 		*at = 0;
-	else if (delta == 1000000)
+	else if (delta == TO_LAST)
 		*at = 1 << 28;
 	else
 		*at = clamp(*at + delta, 0, 1 << 28);
@@ -268,12 +272,12 @@ int state_key(struct top_state *st, int code)
 		page_by(st, page_of(st));
 		break;
 	case TOP_ACT_HOME:
-		scroll_by(st, -1000000);
+		scroll_by(st, TO_FIRST);
 		if (st->screen == TOP_SCREEN_MAIN && st->pane == TOP_PANE_RANKS)
 			st->rank_scroll = 0;
 		break;
 	case TOP_ACT_END:
-		scroll_by(st, 1000000);
+		scroll_by(st, TO_LAST);
 		break;
 	case TOP_ACT_OPEN:
 		if (st->screen != TOP_SCREEN_MAIN)

@@ -15,7 +15,9 @@
  *   - 80x24 holds the header, 10 rank rows and the findings summary and hides
  *     nothing; 40x12 says what it hides;
  *   - the fix box shows the selected finding's fix; the time strip numbers
- *     the gathers and marks exposure; an ASCII canvas has no byte >= 0x80.
+ *     the gathers and marks exposure; an ASCII canvas has no byte >= 0x80;
+ *   - the header: replay step k/n, PAUSED, how the job ended, tokens/s and
+ *     MFU when known (no MFU otherwise), the drops in bold.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -466,6 +468,42 @@ static void test_strip_ascii(void **state)
 	assert_true(canvas_find(fx.c, 0, "time strip of rank 0") > 0);
 }
 
+static void test_header(void **state)
+{
+	struct live_view *v = tv_view(4);
+	char line[2048];
+	const char *p;
+
+	(void)state;
+	v->job.records_dropped_total = 42;
+	show(v, TOP_MODE_REPLAY, 100, 24, 1);
+	/* rank 0's last step: 100 ms; 8192 tokens a step: 81.9k tok/s; 1e12 FLOPs a
+	 * step on a 1e14 FLOP/s peak: 10% */
+	fx.feed.info.tokens_per_step = 8192;
+	fx.feed.info.flops_per_step = 1e12;
+	fx.feed.info.peak_flops = 1e14;
+	fx.feed.info.replay_step = 3;
+	fx.feed.info.replay_steps = 8;
+	fx.feed.info.job_state = TOP_JOB_ENDED;
+	snprintf(fx.feed.info.how, sizeof fx.feed.info.how, "exited 0");
+	assert_int_equal(state_refresh(&fx.st), 1);
+	state_key(&fx.st, 'p');
+	redraw();
+	canvas_row_text(fx.c, 0, line, sizeof line);
+	assert_non_null(strstr(line, "PAUSED  step 3/8  job ended: exited 0"));
+	canvas_row_text(fx.c, 1, line, sizeof line);
+	assert_non_null(strstr(line, "ranks 4  steps 8  step 100ms ▁▂▃▄▅▆▇█  tok/s 81.9k  MFU 10%  dropped 42"));
+	/* the drops in bold */
+	p = strstr(line, "dropped");
+	assert_true(canvas_cell(fx.c, 1, utf8_cells(line) - utf8_cells(p))->attr & CANVAS_BOLD);
+	assert_false(canvas_cell(fx.c, 1, 1)->attr & CANVAS_BOLD);
+	/* no MFU without FLOPs a step */
+	fx.feed.info.flops_per_step = 0;
+	state_refresh(&fx.st);
+	redraw();
+	assert_int_equal(canvas_find(fx.c, 0, "MFU"), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -482,6 +520,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_40x12, teardown),
 		cmocka_unit_test_teardown(test_fix_box, teardown),
 		cmocka_unit_test_teardown(test_strip_ascii, teardown),
+		cmocka_unit_test_teardown(test_header, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
