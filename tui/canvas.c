@@ -139,8 +139,7 @@ int canvas_put(struct top_canvas *c, int row, int col, int width, uint8_t attr, 
 	return written;
 }
 
-int canvas_printf(struct top_canvas *c, int row, int col, int width, uint8_t attr, uint8_t color, const char *fmt,
-		  ...)
+int canvas_printf(struct top_canvas *c, int row, int col, int width, uint8_t attr, uint8_t color, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;

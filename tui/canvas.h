@@ -39,8 +39,8 @@ struct top_cell {
 
 struct top_canvas {
 	int cols, rows;
-	int utf8;  /* 1: block and line glyphs may be used; 0: ASCII only */
-	int color; /* 1: colour pairs are shown (the terminal puts them on screen) */
+	int utf8;		/* 1: block and line glyphs may be used; 0: ASCII only */
+	int color;		/* 1: colour pairs are shown (the terminal puts them on screen) */
 	struct top_cell *cells; /* rows x cols, row major */
 };
 
@@ -64,8 +64,8 @@ void canvas_clear(struct top_canvas *c);
 int canvas_put(struct top_canvas *c, int row, int col, int width, uint8_t attr, uint8_t color, const char *text);
 
 /* canvas_printf - canvas_put of a formatted text (cut at 1 KiB). */
-int canvas_printf(struct top_canvas *c, int row, int col, int width, uint8_t attr, uint8_t color, const char *fmt,
-		  ...) __attribute__((format(printf, 7, 8)));
+int canvas_printf(struct top_canvas *c, int row, int col, int width, uint8_t attr, uint8_t color, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* canvas_fill - n cells from (row, col) set to `text`'s first character
  * with attr and color (n < 0: to the right edge). */

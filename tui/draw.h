@@ -22,13 +22,13 @@
 /* Where each part of the main screen goes (rows from the top; 0 rows: hidden). */
 struct top_layout {
 	int cols, rows;
-	int header_row, header_rows; /* mode line, figures line, the hang banner when there is one */
-	int table_row, table_rows;   /* the rank table: its header row, then table_rows - 1 rank rows */
+	int header_row, header_rows;	 /* mode line, figures line, the hang banner when there is one */
+	int table_row, table_rows;	 /* the rank table: its header row, then table_rows - 1 rank rows */
 	int findings_row, findings_rows; /* the summary line, then one line a finding */
 	int strip_row, strip_rows;
-	int bottom_row;              /* keys / messages / what is hidden */
-	int columns;                 /* bit (1 << enum top_column) per column shown */
-	char hides[200];             /* "terminal 60x15: rank table cut to 5 rows; strip hidden", "" */
+	int bottom_row;	 /* keys / messages / what is hidden */
+	int columns;	 /* bit (1 << enum top_column) per column shown */
+	char hides[200]; /* "terminal 60x15: rank table cut to 5 rows; strip hidden", "" */
 };
 
 /* layout_compute - the main screen's layout for a canvas of cols x rows

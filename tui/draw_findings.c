@@ -162,8 +162,8 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	if (st->fix_scroll < 0)
 		st->fix_scroll = 0;
 	at = 0;
-	for (int i = 0, shown = 0; shown < lines &&
-				   wrap_line(f->fix[0] ? f->fix : "(this rule gives no fix)", &at, inner, line, sizeof line) >= 0;
+	for (int i = 0, shown = 0; shown < lines && wrap_line(f->fix[0] ? f->fix : "(this rule gives no fix)", &at,
+							      inner, line, sizeof line) >= 0;
 	     i++) {
 		if (i < st->fix_scroll)
 			continue;
@@ -173,6 +173,7 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	canvas_fill(c, row + nrows - 1, 0, -1, CANVAS_DIM, CANVAS_COLOR_NONE, c->utf8 ? "─" : "-");
 	if (total > lines)
 		canvas_printf(c, row + nrows - 1, 2, -1, CANVAS_DIM, CANVAS_COLOR_NONE, " lines %d-%d of %d ",
-			      st->fix_scroll + 1, st->fix_scroll + lines < total ? st->fix_scroll + lines : total, total);
+			      st->fix_scroll + 1, st->fix_scroll + lines < total ? st->fix_scroll + lines : total,
+			      total);
 	st->page[TOP_PANE_STRIP] = lines;
 }

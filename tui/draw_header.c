@@ -12,11 +12,16 @@
 static const char *mode_name(int mode)
 {
 	switch (mode) {
-	case TOP_MODE_RUN: return "run";
-	case TOP_MODE_CONNECT: return "connect";
-	case TOP_MODE_REPLAY: return "replay";
-	case TOP_MODE_ATTACH: return "attach";
-	default: return "top";
+	case TOP_MODE_RUN:
+		return "run";
+	case TOP_MODE_CONNECT:
+		return "connect";
+	case TOP_MODE_REPLAY:
+		return "replay";
+	case TOP_MODE_ATTACH:
+		return "attach";
+	default:
+		return "top";
 	}
 }
 
@@ -85,8 +90,7 @@ int hang_banner(const struct live_view *v, char *buf, size_t len)
 	}
 	if (h->nmissing > 0)
 		snprintf(buf, len, "HANG: %s has not entered %s; rank%s %s wait%s %.0f s", who, comm,
-			 h->nwaiting == 1 ? "" : "s", waiters, h->nwaiting == 1 ? "s" : "",
-			 (double)h->waited_ns / 1e9);
+			 h->nwaiting == 1 ? "" : "s", waiters, h->nwaiting == 1 ? "s" : "", (double)h->waited_ns / 1e9);
 	else
 		snprintf(buf, len, "HANG: every rank is inside %s and none came out for %.0f s", comm,
 			 (double)h->waited_ns / 1e9);
@@ -182,8 +186,8 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 			at += (size_t)snprintf(line + at, sizeof line - at, "  nodes %u", in->nodes);
 		at += (size_t)snprintf(line + at, sizeof line - at, "  steps %" PRIu64, steps);
 		if (step_ns)
-			at += (size_t)snprintf(line + at, sizeof line - at, "  step %s %s", fmt_ns(a, sizeof a, step_ns),
-					       spark);
+			at += (size_t)snprintf(line + at, sizeof line - at, "  step %s %s",
+					       fmt_ns(a, sizeof a, step_ns), spark);
 		else
 			at += (size_t)snprintf(line + at, sizeof line - at, "  step -");
 		if (step_ns && in->tokens_per_step > 0) {
@@ -210,10 +214,10 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 
 	/* Where things are: the log (run), the address (connect), the trace (replay). */
 	{
-		const char *what = in->mode == TOP_MODE_RUN	? "log"
+		const char *what = in->mode == TOP_MODE_RUN	  ? "log"
 				   : in->mode == TOP_MODE_CONNECT ? "session"
-				   : in->mode == TOP_MODE_REPLAY	? "trace"
-								: "source";
+				   : in->mode == TOP_MODE_REPLAY  ? "trace"
+								  : "source";
 		int x = canvas_printf(c, row + 2, 0, -1, CANVAS_DIM, CANVAS_COLOR_NONE, " %s %s", what,
 				      in->source[0] ? in->source : "-");
 

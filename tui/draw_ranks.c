@@ -15,22 +15,22 @@ struct column {
 	const char *label; /* header; the sort marker goes after it */
 	const char *words; /* for messages */
 	int width;
-	int left;          /* 1: left-aligned text */
+	int left; /* 1: left-aligned text */
 };
 
 /* Widths add up to 80 with a blank between columns (80x24 shows them all). */
 static const struct column columns[TOP_COL_MAX] = {
-	[TOP_COL_RANK] = {"RANK", "rank", 5, 0},
-	[TOP_COL_HOST] = {"HOST", "host", 6, 1},
-	[TOP_COL_PID] = {"PID", "pid", 7, 0},
-	[TOP_COL_STEP] = {"STEP", "step time", 7, 0},
-	[TOP_COL_GATHERS] = {"AG/st", "AllGathers per step", 7, 0},
-	[TOP_COL_EXPOSED] = {"EXPOS", "exposed gather time", 6, 0},
-	[TOP_COL_SHARE] = {"EXP%", "exposed share of the step", 5, 0},
-	[TOP_COL_COMPUTE] = {"COMP", "compute", 6, 0},
-	[TOP_COL_SLOWEST] = {"SLOWEST", "slowest collective", 9, 1},
-	[TOP_COL_LATE] = {"LATE", "lateness", 7, 0},
-	[TOP_COL_DROPS] = {"DROP", "records dropped", 5, 0},
+    [TOP_COL_RANK] = {"RANK", "rank", 5, 0},
+    [TOP_COL_HOST] = {"HOST", "host", 6, 1},
+    [TOP_COL_PID] = {"PID", "pid", 7, 0},
+    [TOP_COL_STEP] = {"STEP", "step time", 7, 0},
+    [TOP_COL_GATHERS] = {"AG/st", "AllGathers per step", 7, 0},
+    [TOP_COL_EXPOSED] = {"EXPOS", "exposed gather time", 6, 0},
+    [TOP_COL_SHARE] = {"EXP%", "exposed share of the step", 5, 0},
+    [TOP_COL_COMPUTE] = {"COMP", "compute", 6, 0},
+    [TOP_COL_SLOWEST] = {"SLOWEST", "slowest collective", 9, 1},
+    [TOP_COL_LATE] = {"LATE", "lateness", 7, 0},
+    [TOP_COL_DROPS] = {"DROP", "records dropped", 5, 0},
 };
 
 const char *ranks_column_name(int col)
@@ -104,22 +104,40 @@ static int column_value(const struct live_rank *r, int col, int mode, double *ou
 	int stepped = r->last.step_ns > 0;
 
 	switch (col) {
-	case TOP_COL_RANK: *out = r->rank; return r->rank >= 0;
-	case TOP_COL_PID: *out = r->pid; return 1;
-	case TOP_COL_STEP: *out = (double)r->last.step_ns; return stepped;
-	case TOP_COL_GATHERS: *out = r->last.allgathers; return stepped;
-	case TOP_COL_EXPOSED: *out = (double)r->last.exposed_allgather_ns; return stepped && measures_exposure(mode);
+	case TOP_COL_RANK:
+		*out = r->rank;
+		return r->rank >= 0;
+	case TOP_COL_PID:
+		*out = r->pid;
+		return 1;
+	case TOP_COL_STEP:
+		*out = (double)r->last.step_ns;
+		return stepped;
+	case TOP_COL_GATHERS:
+		*out = r->last.allgathers;
+		return stepped;
+	case TOP_COL_EXPOSED:
+		*out = (double)r->last.exposed_allgather_ns;
+		return stepped && measures_exposure(mode);
 	case TOP_COL_SHARE:
 		*out = stepped ? (double)r->last.exposed_allgather_ns / (double)r->last.step_ns : 0;
 		return stepped && measures_exposure(mode);
-	case TOP_COL_COMPUTE: *out = (double)r->last.compute_ns; return stepped && measures_exposure(mode);
+	case TOP_COL_COMPUTE:
+		*out = (double)r->last.compute_ns;
+		return stepped && measures_exposure(mode);
 	case TOP_COL_SLOWEST:
 		e = slowest_event(r);
 		*out = e ? (double)(e->end_ns - e->start_ns) : 0;
 		return e != NULL;
-	case TOP_COL_LATE: *out = (double)r->lateness_ns; return stepped;
-	case TOP_COL_DROPS: *out = (double)r->dropped; return 1;
-	default: *out = 0; return 0;
+	case TOP_COL_LATE:
+		*out = (double)r->lateness_ns;
+		return stepped;
+	case TOP_COL_DROPS:
+		*out = (double)r->dropped;
+		return 1;
+	default:
+		*out = 0;
+		return 0;
 	}
 }
 
@@ -182,10 +200,17 @@ static void cell_text(const struct top_state *st, const struct live_view *v, con
 		else
 			snprintf(buf, len, "?");
 		return;
-	case TOP_COL_HOST: snprintf(buf, len, "%s", r->host[0] ? r->host : "-"); return;
-	case TOP_COL_PID: snprintf(buf, len, "%u", r->pid); return;
-	case TOP_COL_DROPS: fmt_count(buf, len, (double)r->dropped); return;
-	default: break;
+	case TOP_COL_HOST:
+		snprintf(buf, len, "%s", r->host[0] ? r->host : "-");
+		return;
+	case TOP_COL_PID:
+		snprintf(buf, len, "%u", r->pid);
+		return;
+	case TOP_COL_DROPS:
+		fmt_count(buf, len, (double)r->dropped);
+		return;
+	default:
+		break;
 	}
 	if (col == TOP_COL_SLOWEST) {
 		e = slowest_event(r);
@@ -204,18 +229,24 @@ static void cell_text(const struct top_state *st, const struct live_view *v, con
 		return;
 	}
 	switch (col) {
-	case TOP_COL_STEP: fmt_ns(buf, len, r->last.step_ns); break;
+	case TOP_COL_STEP:
+		fmt_ns(buf, len, r->last.step_ns);
+		break;
 	case TOP_COL_GATHERS:
 		if (v->job.repeating_units > 0 && v->job.allgathers_per_step > 0)
 			snprintf(buf, len, "%u/%u", r->last.allgathers, v->job.allgathers_per_step);
 		else
 			snprintf(buf, len, "%u", r->last.allgathers);
 		break;
-	case TOP_COL_EXPOSED: fmt_ns(buf, len, r->last.exposed_allgather_ns); break;
+	case TOP_COL_EXPOSED:
+		fmt_ns(buf, len, r->last.exposed_allgather_ns);
+		break;
 	case TOP_COL_SHARE:
 		snprintf(buf, len, "%.0f%%", 100.0 * (double)r->last.exposed_allgather_ns / (double)r->last.step_ns);
 		break;
-	case TOP_COL_COMPUTE: fmt_ns(buf, len, r->last.compute_ns); break;
+	case TOP_COL_COMPUTE:
+		fmt_ns(buf, len, r->last.compute_ns);
+		break;
 	case TOP_COL_LATE:
 		if (r->lateness_ns == 0 && !v->job.diagnosed)
 			snprintf(buf, len, "-");
@@ -224,7 +255,9 @@ static void cell_text(const struct top_state *st, const struct live_view *v, con
 		else
 			fmt_ns(buf, len, (uint64_t)r->lateness_ns);
 		break;
-	default: snprintf(buf, len, "?"); break;
+	default:
+		snprintf(buf, len, "?");
+		break;
 	}
 }
 

@@ -31,8 +31,8 @@ static enum slice classify(const struct live_rank *r, uint64_t t0, uint64_t t1)
 
 	for (size_t i = 0; i < r->nstrip; i++) {
 		const struct live_event *e = &r->strip[i];
-		uint64_t ex_end = e->start_ns + (e->exposed_ns < e->end_ns - e->start_ns ? e->exposed_ns
-											    : e->end_ns - e->start_ns);
+		uint64_t ex_end =
+		    e->start_ns + (e->exposed_ns < e->end_ns - e->start_ns ? e->exposed_ns : e->end_ns - e->start_ns);
 
 		if (e->end_ns <= e->start_ns)
 			continue;

@@ -42,24 +42,36 @@ static size_t groups_of(const struct live_job *j, struct group *g, size_t max)
 static const char *undecided_words(int reason)
 {
 	switch (reason) {
-	case ANALYSIS_UNDECIDED_NO_COLLECTIVES: return "no collective seen yet";
-	case ANALYSIS_UNDECIDED_NO_FSDP: return "no communicator carries both AllGathers and ReduceScatters";
-	case ANALYSIS_UNDECIDED_NO_STEP: return "no repeating training step yet";
-	case ANALYSIS_UNDECIDED_NO_REDUCTION: return "steps without ReduceScatters: forward and backward cannot be told";
-	case ANALYSIS_UNDECIDED_PATTERN: return "gathers and reduce-scatters that match no known pattern";
-	case ANALYSIS_UNDECIDED_INCOMPLETE: return "every step lost collectives or was cut off";
-	default: return "not known";
+	case ANALYSIS_UNDECIDED_NO_COLLECTIVES:
+		return "no collective seen yet";
+	case ANALYSIS_UNDECIDED_NO_FSDP:
+		return "no communicator carries both AllGathers and ReduceScatters";
+	case ANALYSIS_UNDECIDED_NO_STEP:
+		return "no repeating training step yet";
+	case ANALYSIS_UNDECIDED_NO_REDUCTION:
+		return "steps without ReduceScatters: forward and backward cannot be told";
+	case ANALYSIS_UNDECIDED_PATTERN:
+		return "gathers and reduce-scatters that match no known pattern";
+	case ANALYSIS_UNDECIDED_INCOMPLETE:
+		return "every step lost collectives or was cut off";
+	default:
+		return "not known";
 	}
 }
 
 static const char *reshard_words(int reshard)
 {
 	switch (reshard) {
-	case ANALYSIS_RESHARD_TRUE: return "true";
-	case ANALYSIS_RESHARD_FALSE: return "false";
-	case ANALYSIS_RESHARD_GROUP: return "group";
-	case ANALYSIS_RESHARD_MIXED: return "mixed";
-	default: return "unknown";
+	case ANALYSIS_RESHARD_TRUE:
+		return "true";
+	case ANALYSIS_RESHARD_FALSE:
+		return "false";
+	case ANALYSIS_RESHARD_GROUP:
+		return "group";
+	case ANALYSIS_RESHARD_MIXED:
+		return "mixed";
+	default:
+		return "unknown";
 	}
 }
 

@@ -61,17 +61,28 @@ char *fmt_count(char *buf, size_t len, double n)
 const char *op_short(int op)
 {
 	switch (op) {
-	case FSS_OP_ALLGATHER: return "AG";
-	case FSS_OP_REDUCESCATTER: return "RS";
-	case FSS_OP_ALLREDUCE: return "AR";
-	case FSS_OP_BROADCAST: return "BC";
-	case FSS_OP_REDUCE: return "RD";
-	case FSS_OP_SEND: return "SD";
-	case FSS_OP_RECV: return "RV";
-	case FSS_OP_ALLTOALL: return "AA";
-	case FSS_OP_GATHER: return "GA";
-	case FSS_OP_SCATTER: return "SC";
-	default: return "??";
+	case FSS_OP_ALLGATHER:
+		return "AG";
+	case FSS_OP_REDUCESCATTER:
+		return "RS";
+	case FSS_OP_ALLREDUCE:
+		return "AR";
+	case FSS_OP_BROADCAST:
+		return "BC";
+	case FSS_OP_REDUCE:
+		return "RD";
+	case FSS_OP_SEND:
+		return "SD";
+	case FSS_OP_RECV:
+		return "RV";
+	case FSS_OP_ALLTOALL:
+		return "AA";
+	case FSS_OP_GATHER:
+		return "GA";
+	case FSS_OP_SCATTER:
+		return "SC";
+	default:
+		return "??";
 	}
 }
 
@@ -85,9 +96,13 @@ const char *op_long(int op)
 const char *severity_name(int severity)
 {
 	switch (severity) {
-	case 0: return "info";
-	case 1: return "warning";
-	case 2: return "error";
-	default: return "unknown";
+	case 0:
+		return "info";
+	case 1:
+		return "warning";
+	case 2:
+		return "error";
+	default:
+		return "unknown";
 	}
 }

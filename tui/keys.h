@@ -22,7 +22,7 @@
 #define TOP_KEY_ENTER 0x10a
 #define TOP_KEY_ESC 0x10b
 #define TOP_KEY_TAB 0x10c
-#define TOP_KEY_RESIZE 0x10d /* the terminal changed size (not in the table: term.c's) */
+#define TOP_KEY_RESIZE 0x10d	/* the terminal changed size (not in the table: term.c's) */
 #define TOP_KEY_INTERRUPT 0x10e /* ^C (SIGINT while the screen runs) */
 
 enum top_action {
@@ -52,11 +52,11 @@ enum top_action {
 };
 
 struct top_key {
-	int code;         /* a byte or TOP_KEY_* */
+	int code;	  /* a byte or TOP_KEY_* */
 	const char *name; /* as the help view shows it: "q", "F10", "PgUp" */
-	int action;       /* enum top_action */
+	int action;	  /* enum top_action */
 	const char *help; /* one line; the first key of an action carries it, the others "" */
-	int hidden;       /* 1: not listed (the crash hook) */
+	int hidden;	  /* 1: not listed (the crash hook) */
 };
 
 /* keys_table - the table, n entries in *n. */

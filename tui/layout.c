@@ -17,9 +17,8 @@
 #include "tui/draw.h"
 
 /* Columns dropped first when the terminal is narrow, in order. */
-static const int drop_order[] = {TOP_COL_SLOWEST, TOP_COL_DROPS, TOP_COL_LATE, TOP_COL_PID,
-				 TOP_COL_COMPUTE, TOP_COL_HOST,  TOP_COL_SHARE, TOP_COL_EXPOSED,
-				 TOP_COL_GATHERS};
+static const int drop_order[] = {TOP_COL_SLOWEST, TOP_COL_DROPS, TOP_COL_LATE,	  TOP_COL_PID,	  TOP_COL_COMPUTE,
+				 TOP_COL_HOST,	  TOP_COL_SHARE, TOP_COL_EXPOSED, TOP_COL_GATHERS};
 
 static int min_int(int a, int b)
 {
@@ -186,7 +185,8 @@ static void draw_bottom(struct top_canvas *c, const struct top_state *st, const 
 	if (st->info.job_state == TOP_JOB_ENDED && !st->opt.exit_with_job)
 		snprintf(line, sizeof line, " the job has ended: q quits");
 	else
-		snprintf(line, sizeof line, " q quit  p pause  s < > sort  r rank  f findings  u units  Tab pane  ? help");
+		snprintf(line, sizeof line,
+			 " q quit  p pause  s < > sort  r rank  f findings  u units  Tab pane  ? help");
 	canvas_put(c, row, 0, -1, CANVAS_DIM, CANVAS_COLOR_NONE, line);
 	if (st->view && st->screen == TOP_SCREEN_MAIN) {
 		int k = snprintf(line, sizeof line, " sort: %s %s", ranks_column_words(st->sort_col),
@@ -206,7 +206,8 @@ void top_draw(struct top_canvas *c, struct top_state *st)
 	layout_compute(st, c->cols, c->rows, &l);
 	draw_header(c, st, 0);
 	if (!st->view) {
-		canvas_put(c, l.table_row, 0, -1, CANVAS_BOLD, CANVAS_COLOR_NONE, " waiting for the job's first view...");
+		canvas_put(c, l.table_row, 0, -1, CANVAS_BOLD, CANVAS_COLOR_NONE,
+			   " waiting for the job's first view...");
 		draw_bottom(c, st, &l);
 		return;
 	}

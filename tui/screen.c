@@ -66,7 +66,8 @@ int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *e
 
 	while (!st.quit) {
 		int ffd = !st.feed_error && feed->fd ? feed->fd(feed->ctx) : -1;
-		struct pollfd p[3] = {{.fd = 0, .events = POLLIN}, {.fd = term_signal_fd(), .events = POLLIN},
+		struct pollfd p[3] = {{.fd = 0, .events = POLLIN},
+				      {.fd = term_signal_fd(), .events = POLLIN},
 				      {.fd = ffd, .events = POLLIN}};
 		int64_t due = last_draw + delay - now_ms();
 		int timeout = due < 0 ? 0 : (int)due, sigs, draw = 0, key;

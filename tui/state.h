@@ -22,12 +22,7 @@ enum top_screen_kind {
 };
 
 /* Panes of the main screen the scroll keys can act on (Tab cycles). */
-enum top_pane {
-	TOP_PANE_RANKS = 0,
-	TOP_PANE_FINDINGS = 1,
-	TOP_PANE_STRIP = 2,
-	TOP_PANE_MAX
-};
+enum top_pane { TOP_PANE_RANKS = 0, TOP_PANE_FINDINGS = 1, TOP_PANE_STRIP = 2, TOP_PANE_MAX };
 
 /* Columns of the rank table, left to right. */
 enum top_column {
@@ -51,23 +46,23 @@ struct top_state {
 	const struct live_view *view; /* shown, held from feed->acquire; NULL before the first */
 	struct top_info info;
 	int paused;
-	int missed;          /* paused: newer views came since (the header says so) */
-	int screen;          /* enum top_screen_kind */
-	int pane;            /* enum top_pane: where the scroll keys act */
-	int sort_col;        /* enum top_column */
-	int sort_desc;       /* 1: highest first */
-	int strip_rank;      /* rank of the time strip; -1: the slowest rank */
-	int rank_sel;        /* selected row of the rank table, in sorted order */
-	int rank_scroll;     /* first row shown */
+	int missed;	 /* paused: newer views came since (the header says so) */
+	int screen;	 /* enum top_screen_kind */
+	int pane;	 /* enum top_pane: where the scroll keys act */
+	int sort_col;	 /* enum top_column */
+	int sort_desc;	 /* 1: highest first */
+	int strip_rank;	 /* rank of the time strip; -1: the slowest rank */
+	int rank_sel;	 /* selected row of the rank table, in sorted order */
+	int rank_scroll; /* first row shown */
 	int finding_sel, finding_scroll;
 	int fix_open, fix_scroll;
 	int units_scroll, help_scroll;
 	int page[TOP_PANE_MAX]; /* rows each pane showed when last drawn (PgUp / PgDn) */
-	int asking_quit;     /* run mode: the stop / leave / cancel question is on screen */
-	int quit;            /* the screen is to end */
-	int crash_key;       /* FSDPSCOPE_TOP_CRASH_KEY=1: `C` aborts (test hook) */
-	int feed_error;      /* the feed's last failure (negative errno), 0 */
-	char message[200];   /* one line for the bottom of the screen, "" */
+	int asking_quit;	/* run mode: the stop / leave / cancel question is on screen */
+	int quit;		/* the screen is to end */
+	int crash_key;		/* FSDPSCOPE_TOP_CRASH_KEY=1: `C` aborts (test hook) */
+	int feed_error;		/* the feed's last failure (negative errno), 0 */
+	char message[200];	/* one line for the bottom of the screen, "" */
 };
 
 /* state_init - the state at start: main screen, ranks pane, sorted by

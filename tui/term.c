@@ -54,7 +54,9 @@ static void on_soft(int sig)
 	char b = 1;
 
 	__atomic_fetch_or(&pending,
-			  sig == SIGINT ? TERM_SIG_INTERRUPT : sig == SIGWINCH ? TERM_SIG_RESIZE : TERM_SIG_TERMINATE,
+			  sig == SIGINT	    ? TERM_SIG_INTERRUPT
+			  : sig == SIGWINCH ? TERM_SIG_RESIZE
+					    : TERM_SIG_TERMINATE,
 			  __ATOMIC_SEQ_CST);
 	if (sig_pipe[1] >= 0 && write(sig_pipe[1], &b, 1) < 0) {
 		/* full: a wake-up is already waiting */
@@ -150,9 +152,9 @@ int term_open(int want_color, char *err, size_t errlen)
 	color_on = 0;
 	if (want_color && !getenv("NO_COLOR") && has_colors() && start_color() == OK) {
 		static const short fg[CANVAS_COLOR_MAX] = {
-			[CANVAS_COLOR_RED] = COLOR_RED,	    [CANVAS_COLOR_GREEN] = COLOR_GREEN,
-			[CANVAS_COLOR_YELLOW] = COLOR_YELLOW, [CANVAS_COLOR_BLUE] = COLOR_BLUE,
-			[CANVAS_COLOR_MAGENTA] = COLOR_MAGENTA, [CANVAS_COLOR_CYAN] = COLOR_CYAN,
+		    [CANVAS_COLOR_RED] = COLOR_RED,	    [CANVAS_COLOR_GREEN] = COLOR_GREEN,
+		    [CANVAS_COLOR_YELLOW] = COLOR_YELLOW,   [CANVAS_COLOR_BLUE] = COLOR_BLUE,
+		    [CANVAS_COLOR_MAGENTA] = COLOR_MAGENTA, [CANVAS_COLOR_CYAN] = COLOR_CYAN,
 		};
 
 		use_default_colors();
@@ -245,22 +247,40 @@ int term_key(void)
 	int ch = getch();
 
 	switch (ch) {
-	case ERR: return -1;
-	case KEY_UP: return TOP_KEY_UP;
-	case KEY_DOWN: return TOP_KEY_DOWN;
-	case KEY_LEFT: return TOP_KEY_LEFT;
-	case KEY_RIGHT: return TOP_KEY_RIGHT;
-	case KEY_PPAGE: return TOP_KEY_PGUP;
-	case KEY_NPAGE: return TOP_KEY_PGDN;
-	case KEY_HOME: return TOP_KEY_HOME;
-	case KEY_END: return TOP_KEY_END;
-	case KEY_F(10): return TOP_KEY_F10;
-	case KEY_ENTER: case '\n': case '\r': return TOP_KEY_ENTER;
-	case 27: return TOP_KEY_ESC;
-	case '\t': return TOP_KEY_TAB;
-	case KEY_RESIZE: return TOP_KEY_RESIZE;
-	case 3: return TOP_KEY_INTERRUPT;
-	default: return ch >= 0 && ch < 256 ? ch : 0;
+	case ERR:
+		return -1;
+	case KEY_UP:
+		return TOP_KEY_UP;
+	case KEY_DOWN:
+		return TOP_KEY_DOWN;
+	case KEY_LEFT:
+		return TOP_KEY_LEFT;
+	case KEY_RIGHT:
+		return TOP_KEY_RIGHT;
+	case KEY_PPAGE:
+		return TOP_KEY_PGUP;
+	case KEY_NPAGE:
+		return TOP_KEY_PGDN;
+	case KEY_HOME:
+		return TOP_KEY_HOME;
+	case KEY_END:
+		return TOP_KEY_END;
+	case KEY_F(10):
+		return TOP_KEY_F10;
+	case KEY_ENTER:
+	case '\n':
+	case '\r':
+		return TOP_KEY_ENTER;
+	case 27:
+		return TOP_KEY_ESC;
+	case '\t':
+		return TOP_KEY_TAB;
+	case KEY_RESIZE:
+		return TOP_KEY_RESIZE;
+	case 3:
+		return TOP_KEY_INTERRUPT;
+	default:
+		return ch >= 0 && ch < 256 ? ch : 0;
 	}
 }
 

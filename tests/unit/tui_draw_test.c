@@ -180,17 +180,38 @@ static int figure(const struct live_rank *r, int col, double *out)
 		if (r->strip[i].end_ns - r->strip[i].start_ns > longest)
 			longest = r->strip[i].end_ns - r->strip[i].start_ns;
 	switch (col) {
-	case TOP_COL_RANK: *out = r->rank; break;
-	case TOP_COL_PID: *out = r->pid; break;
-	case TOP_COL_STEP: *out = (double)r->last.step_ns; break;
-	case TOP_COL_GATHERS: *out = r->last.allgathers; break;
-	case TOP_COL_EXPOSED: *out = (double)r->last.exposed_allgather_ns; break;
-	case TOP_COL_SHARE: *out = (double)r->last.exposed_allgather_ns / (double)r->last.step_ns; break;
-	case TOP_COL_COMPUTE: *out = (double)r->last.compute_ns; break;
-	case TOP_COL_SLOWEST: *out = (double)longest; break;
-	case TOP_COL_LATE: *out = (double)r->lateness_ns; break;
-	case TOP_COL_DROPS: *out = (double)r->dropped; break;
-	default: return 0;
+	case TOP_COL_RANK:
+		*out = r->rank;
+		break;
+	case TOP_COL_PID:
+		*out = r->pid;
+		break;
+	case TOP_COL_STEP:
+		*out = (double)r->last.step_ns;
+		break;
+	case TOP_COL_GATHERS:
+		*out = r->last.allgathers;
+		break;
+	case TOP_COL_EXPOSED:
+		*out = (double)r->last.exposed_allgather_ns;
+		break;
+	case TOP_COL_SHARE:
+		*out = (double)r->last.exposed_allgather_ns / (double)r->last.step_ns;
+		break;
+	case TOP_COL_COMPUTE:
+		*out = (double)r->last.compute_ns;
+		break;
+	case TOP_COL_SLOWEST:
+		*out = (double)longest;
+		break;
+	case TOP_COL_LATE:
+		*out = (double)r->lateness_ns;
+		break;
+	case TOP_COL_DROPS:
+		*out = (double)r->dropped;
+		break;
+	default:
+		return 0;
 	}
 	return 1;
 }
@@ -223,8 +244,8 @@ static void test_sort_each_column(void **state)
 				if (fx.st.sort_desc)
 					cmp = -cmp;
 				if (cmp > 0)
-					fail_msg("column %s (%s): rows %zu and %zu out of order", ranks_column_name(col),
-						 fx.st.sort_desc ? "desc" : "asc", i - 1, i);
+					fail_msg("column %s (%s): rows %zu and %zu out of order",
+						 ranks_column_name(col), fx.st.sort_desc ? "desc" : "asc", i - 1, i);
 				if (cmp == 0)
 					assert_true(a->rank < b->rank); /* ties by rank */
 			}
@@ -334,8 +355,9 @@ static void test_hang_banner(void **state)
 	(void)state;
 	tv_hang(v);
 	show(v, TOP_MODE_RUN, 140, 24, 1);
-	row = canvas_find(fx.c, 0, "HANG: rank 1 (node0, pid 1001) has not entered collective #57 (AllGather) of "
-				   "communicator 00c0ffee00000001; ranks 0, 2 wait 63 s");
+	row = canvas_find(fx.c, 0,
+			  "HANG: rank 1 (node0, pid 1001) has not entered collective #57 (AllGather) of "
+			  "communicator 00c0ffee00000001; ranks 0, 2 wait 63 s");
 	if (row < 0) {
 		dump(fx.c);
 		fail_msg("no hang banner");
@@ -453,9 +475,9 @@ static void test_strip_ascii(void **state)
 	canvas_row_text(fx.c, row + 1, line, sizeof line);
 	assert_int_equal(line[0], '0'); /* the gather of unit 0, at the step's start */
 	canvas_row_text(fx.c, row + 2, line, sizeof line);
-	assert_int_equal(line[0], '#');      /* exposed at the start */
+	assert_int_equal(line[0], '#');	    /* exposed at the start */
 	assert_non_null(strstr(line, "=")); /* hidden after it */
-	assert_non_null(strstr(line, "."));  /* compute */
+	assert_non_null(strstr(line, ".")); /* compute */
 	assert_true(canvas_find(fx.c, 0, "# exposed comm  = hidden comm  . compute  cell ") > 0);
 	/* ASCII only on a canvas that is not UTF-8 */
 	for (int r = 0; r < fx.c->rows; r++)
@@ -507,20 +529,20 @@ static void test_header(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_row_per_rank, teardown),
-		cmocka_unit_test_teardown(test_scroll_300, teardown),
-		cmocka_unit_test_teardown(test_slowest_stands_out, teardown),
-		cmocka_unit_test_teardown(test_sort_each_column, teardown),
-		cmocka_unit_test_teardown(test_units_per_linear, teardown),
-		cmocka_unit_test_teardown(test_units_per_block, teardown),
-		cmocka_unit_test_teardown(test_units_why_none, teardown),
-		cmocka_unit_test_teardown(test_hang_banner, teardown),
-		cmocka_unit_test_teardown(test_attach_na, teardown),
-		cmocka_unit_test_teardown(test_80x24, teardown),
-		cmocka_unit_test_teardown(test_40x12, teardown),
-		cmocka_unit_test_teardown(test_fix_box, teardown),
-		cmocka_unit_test_teardown(test_strip_ascii, teardown),
-		cmocka_unit_test_teardown(test_header, teardown),
+	    cmocka_unit_test_teardown(test_row_per_rank, teardown),
+	    cmocka_unit_test_teardown(test_scroll_300, teardown),
+	    cmocka_unit_test_teardown(test_slowest_stands_out, teardown),
+	    cmocka_unit_test_teardown(test_sort_each_column, teardown),
+	    cmocka_unit_test_teardown(test_units_per_linear, teardown),
+	    cmocka_unit_test_teardown(test_units_per_block, teardown),
+	    cmocka_unit_test_teardown(test_units_why_none, teardown),
+	    cmocka_unit_test_teardown(test_hang_banner, teardown),
+	    cmocka_unit_test_teardown(test_attach_na, teardown),
+	    cmocka_unit_test_teardown(test_80x24, teardown),
+	    cmocka_unit_test_teardown(test_40x12, teardown),
+	    cmocka_unit_test_teardown(test_fix_box, teardown),
+	    cmocka_unit_test_teardown(test_strip_ascii, teardown),
+	    cmocka_unit_test_teardown(test_header, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,7 +127,8 @@ static void test_help_lists_every_key(void **state)
 		int helped = 0;
 
 		for (size_t i = 0; i < n; i++)
-			helped |= keys[i].action == a && keys[i].help[0] && (keys[i].hidden || strstr(text, keys[i].help));
+			helped |=
+			    keys[i].action == a && keys[i].help[0] && (keys[i].hidden || strstr(text, keys[i].help));
 		if (!helped)
 			fail_msg("action %d has no help line", a);
 	}
@@ -303,13 +304,10 @@ static void test_once_no_view(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pause_freezes),
-		cmocka_unit_test(test_help_lists_every_key),
-		cmocka_unit_test(test_quit_asks_in_run_mode),
-		cmocka_unit_test(test_replay_keys),
-		cmocka_unit_test(test_crash_key_aborts),
-		cmocka_unit_test(test_once_plain_text),
-		cmocka_unit_test(test_once_no_view),
+	    cmocka_unit_test(test_pause_freezes),	  cmocka_unit_test(test_help_lists_every_key),
+	    cmocka_unit_test(test_quit_asks_in_run_mode), cmocka_unit_test(test_replay_keys),
+	    cmocka_unit_test(test_crash_key_aborts),	  cmocka_unit_test(test_once_plain_text),
+	    cmocka_unit_test(test_once_no_view),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -212,10 +212,10 @@ static void test_crash(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_quit_key),
-		cmocka_unit_test(test_interrupt_is_quit),
-		cmocka_unit_test(test_sigterm),
-		cmocka_unit_test(test_crash),
+	    cmocka_unit_test(test_quit_key),
+	    cmocka_unit_test(test_interrupt_is_quit),
+	    cmocka_unit_test(test_sigterm),
+	    cmocka_unit_test(test_crash),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,16 +43,31 @@ struct live_view *tv_view(size_t n)
 		}
 		r->totals.steps = 8;
 		r->nstrip = 2;
-		r->strip[0] = (struct live_event){.start_ns = 1000 * MS, .end_ns = 1010 * MS + i * 1000,
-						  .op = FSS_OP_ALLGATHER, .phase = 1, .calls = 1, .unit = 0,
-						  .bytes = 1 << 20, .exposed_ns = 5 * MS};
-		r->strip[1] = (struct live_event){.start_ns = 1080 * MS, .end_ns = 1090 * MS,
-						  .op = FSS_OP_REDUCESCATTER, .phase = 2, .calls = 1,
-						  .unit = UINT32_MAX, .bytes = 1 << 20, .exposed_ns = 0};
+		r->strip[0] = (struct live_event){.start_ns = 1000 * MS,
+						  .end_ns = 1010 * MS + i * 1000,
+						  .op = FSS_OP_ALLGATHER,
+						  .phase = 1,
+						  .calls = 1,
+						  .unit = 0,
+						  .bytes = 1 << 20,
+						  .exposed_ns = 5 * MS};
+		r->strip[1] = (struct live_event){.start_ns = 1080 * MS,
+						  .end_ns = 1090 * MS,
+						  .op = FSS_OP_REDUCESCATTER,
+						  .phase = 2,
+						  .calls = 1,
+						  .unit = UINT32_MAX,
+						  .bytes = 1 << 20,
+						  .exposed_ns = 0};
 		r->ncomms = 1;
-		r->comms[0] = (struct live_comm){.id_hash = 0x00c0ffee00000001ull, .nranks = (uint32_t)n,
-						 .rank = (int32_t)i, .role = ANALYSIS_ROLE_FSDP, .collectives = 100,
-						 .last_seq = 100, .entered = 100, .left = 100};
+		r->comms[0] = (struct live_comm){.id_hash = 0x00c0ffee00000001ull,
+						 .nranks = (uint32_t)n,
+						 .rank = (int32_t)i,
+						 .role = ANALYSIS_ROLE_FSDP,
+						 .collectives = 100,
+						 .last_seq = 100,
+						 .entered = 100,
+						 .left = 100};
 	}
 	return v;
 }
@@ -112,8 +127,8 @@ void tv_hang(struct live_view *v)
 	h->nmissing = 1;
 	h->waiting[0] = (struct analysis_flight_rank){.rank = 0, .global_rank = 0, .source = 0, .pid = 1000};
 	h->waiting[1] = (struct analysis_flight_rank){.rank = 2, .global_rank = 2, .source = 2, .pid = 1002};
-	h->missing[0] = (struct analysis_flight_rank){.rank = 1, .global_rank = 1, .source = 1, .pid = 1001,
-						      .last_seq = 56};
+	h->missing[0] =
+	    (struct analysis_flight_rank){.rank = 1, .global_rank = 1, .source = 1, .pid = 1001, .last_seq = 56};
 	add_finding(&v->job, "collective-hang", 2, "rank 1 has not entered collective #57", "");
 	v->job.diagnosed = 1;
 }
@@ -167,8 +182,13 @@ void tv_feed_init(struct tv_feed *f, int mode)
 	f->info.exit_status = -1;
 	snprintf(f->info.command, sizeof f->info.command, "fsdp_ref --wrap linear");
 	snprintf(f->info.source, sizeof f->info.source, "/tmp/job.log");
-	f->feed = (struct top_feed){.ctx = f, .acquire = f_acquire, .release = f_release, .wait = f_wait,
-				    .fd = NULL, .info = f_info, .step = mode == TOP_MODE_REPLAY ? f_step : NULL,
+	f->feed = (struct top_feed){.ctx = f,
+				    .acquire = f_acquire,
+				    .release = f_release,
+				    .wait = f_wait,
+				    .fd = NULL,
+				    .info = f_info,
+				    .step = mode == TOP_MODE_REPLAY ? f_step : NULL,
 				    .quit = mode == TOP_MODE_RUN ? f_quit : NULL};
 }
 

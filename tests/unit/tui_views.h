@@ -30,8 +30,8 @@ struct tv_feed {
 	live_board_t *board;
 	uint64_t seen;
 	struct top_info info;
-	int steps;            /* feed->step calls */
-	int quits, quit_how;  /* feed->quit calls, the last how */
+	int steps;	     /* feed->step calls */
+	int quits, quit_how; /* feed->quit calls, the last how */
 	struct top_feed feed;
 };
 void tv_feed_init(struct tv_feed *f, int mode);
