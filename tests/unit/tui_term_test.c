@@ -5,6 +5,7 @@
  * modes (ICANON, ECHO) are back as they were on every way out:
  *
  *   - q (replay mode: no question), ^C (the same as q);
+ *   - a resize (SIGWINCH) redraws at the new size;
  *   - SIGTERM: top_run_screen returns -EINTR;
  *   - a crash (FSDPSCOPE_TOP_CRASH_KEY=1, key C): the child dies of SIGABRT
  *     with the terminal restored by the crash handler.
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -177,6 +179,27 @@ static void test_interrupt_is_quit(void **state)
 	close(fd);
 }
 
+static void test_resize(void **state)
+{
+	struct winsize ws = {.ws_row = 15, .ws_col = 60};
+	struct termios before;
+	int fd, status;
+	pid_t pid;
+
+	(void)state;
+	pid = start(&fd, &before, 0);
+	/* a smaller window: the kernel sends SIGWINCH, the screen redraws at 60x15
+	 * and says what it hides */
+	assert_int_equal(ioctl(fd, TIOCSWINSZ, &ws), 0);
+	assert_true(read_until(fd, "terminal 60x15"));
+	assert_int_equal(write(fd, "q", 1), 1);
+	status = reap(pid, fd);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), CHILD_OK);
+	assert_restored(fd, &before);
+	close(fd);
+}
+
 static void test_sigterm(void **state)
 {
 	struct termios before;
@@ -214,6 +237,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_quit_key),
 	    cmocka_unit_test(test_interrupt_is_quit),
+	    cmocka_unit_test(test_resize),
 	    cmocka_unit_test(test_sigterm),
 	    cmocka_unit_test(test_crash),
 	};
