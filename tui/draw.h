@@ -41,7 +41,7 @@ void top_draw(struct top_canvas *c, struct top_state *st);
 
 /* Each view: draws rows [row, row + nrows) of the canvas. */
 int draw_header(struct top_canvas *c, const struct top_state *st, int row); /* returns rows used */
-int header_rows(const struct top_state *st);
+int header_rows(const struct top_state *st, int cols);			    /* 3, and the hang banner's 1 or 2 */
 void draw_ranks(struct top_canvas *c, struct top_state *st, const struct top_layout *l);
 void draw_findings(struct top_canvas *c, struct top_state *st, int row, int nrows);
 void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows);

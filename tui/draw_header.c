@@ -99,9 +99,45 @@ int hang_banner(const struct live_view *v, char *buf, size_t len)
 	return 1;
 }
 
-int header_rows(const struct top_state *st)
+/* The cells of the first row of text for a row of `cols` cells: cut at
+ * the last blank that fits (or at cols when there is none). */
+static int fit_cut(const char *text, int cols, size_t *bytes)
 {
-	return 3 + (st->view && st->view->job.flight.nhangs > 0);
+	const unsigned char *s = (const unsigned char *)text;
+	size_t at = 0, blank = 0;
+	int cells = 0, blank_cells = 0;
+
+	while (s[at] && cells < cols) {
+		if (s[at] == ' ') {
+			blank = at;
+			blank_cells = cells;
+		}
+		at++;
+		while ((s[at] & 0xc0) == 0x80)
+			at++;
+		cells++;
+	}
+	if (s[at] && blank > 0) {
+		*bytes = blank + 1;
+		return blank_cells;
+	}
+	*bytes = at;
+	return cells;
+}
+
+/* Rows of the hang banner at this width: 1, or 2 when it is longer. */
+static int banner_rows(const struct live_view *v, int cols)
+{
+	char line[1024];
+
+	if (!hang_banner(v, line, sizeof line))
+		return 0;
+	return utf8_cells(line) > cols ? 2 : 1;
+}
+
+int header_rows(const struct top_state *st, int cols)
+{
+	return 3 + banner_rows(st->view, cols);
 }
 
 /* The last steps of rank r as a sparkline of at most n cells into buf. */
@@ -226,9 +262,20 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 	}
 
 	if (hang_banner(v, line, sizeof line)) {
-		canvas_fill(c, row + 3, 0, -1, CANVAS_REVERSE | CANVAS_BOLD, c->color ? CANVAS_COLOR_RED : 0, " ");
-		canvas_put(c, row + 3, 0, -1, CANVAS_REVERSE | CANVAS_BOLD, c->color ? CANVAS_COLOR_RED : 0, line);
-		return 4;
+		/* reverse video (red where colour is allowed), over two rows when long */
+		uint8_t attr = CANVAS_REVERSE | CANVAS_BOLD, hang_color = c->color ? CANVAS_COLOR_RED : 0;
+		int rows = banner_rows(v, c->cols);
+		const char *rest = line;
+
+		for (int r = 0; r < rows; r++) {
+			size_t bytes;
+			int cells = fit_cut(rest, c->cols, &bytes);
+
+			canvas_fill(c, row + 3 + r, 0, -1, attr, hang_color, " ");
+			canvas_put(c, row + 3 + r, r ? 2 : 0, r ? -1 : cells, attr, hang_color, rest);
+			rest += r ? strlen(rest) : bytes;
+		}
+		return 3 + rows;
 	}
 	return 3;
 }

@@ -48,7 +48,7 @@ static void layout_with(const struct top_state *st, int cols, int rows, int bott
 	memset(l, 0, sizeof *l);
 	l->cols = cols;
 	l->rows = rows;
-	l->header_rows = min_int(header_rows(st), rows > 1 ? rows - 1 : 1);
+	l->header_rows = min_int(header_rows(st, cols), rows > 1 ? rows - 1 : 1);
 	l->bottom_row = rows - bottom;
 	avail = rows - l->header_rows - bottom;
 	if (avail < 0)
