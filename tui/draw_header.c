@@ -190,7 +190,11 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 			snprintf(pos, sizeof pos, "step %" PRIu64 "/%" PRIu64 "  ", in->replay_step, in->replay_steps);
 		else if (in->mode == TOP_MODE_REPLAY)
 			snprintf(pos, sizeof pos, "step %" PRIu64 "  ", in->replay_step);
-		if (snprintf(right, sizeof right, " %s%s%s ", st->paused ? "PAUSED  " : "", pos, words) < 0)
+		if (snprintf(right, sizeof right, " %s%s%s ",
+			     !st->paused  ? ""
+			     : st->missed ? "PAUSED (newer views)  "
+					  : "PAUSED  ",
+			     pos, words) < 0)
 			right[0] = '\0';
 		wr = utf8_cells(right);
 		canvas_fill(c, row, 0, -1, CANVAS_REVERSE, CANVAS_COLOR_NONE, " ");

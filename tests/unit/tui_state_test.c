@@ -71,7 +71,7 @@ static void test_pause_freezes(void **state)
 	assert_int_equal(st.view->generation, first);
 	top_draw(c, &st);
 	assert_true(canvas_find(c, 0, "steps 5") == 1);
-	assert_true(canvas_find(c, 0, "PAUSED") == 0);
+	assert_true(canvas_find(c, 0, "PAUSED (newer views)") == 0);
 
 	/* space resumes, at the newest view */
 	assert_int_equal(state_key(&st, ' '), 1);
