@@ -350,6 +350,12 @@ def all_ranks_shown(pids):
     return lambda s: ranks_shown(s, pids) == set(pids)
 
 
+def row_texts(screen, pids):
+    """The rank rows, whatever their order, the selection mark dropped."""
+    return sorted(re.sub(r"^\W+", "", l) for l in screen.splitlines()
+                  if any(rank_row(l, r, p) for r, p in pids.items()))
+
+
 def replay_step(screen):
     """The header's replay counter: (k, n), n 0 while the replay does not know it."""
     m = STEP_RE.search(screen)
@@ -438,6 +444,7 @@ def scenario_pause(args):
         k0, n = replay_step(s)
         check(doc["steps_seen"] >= k0 + 2, f"the replay has too few steps left to pause across: {k0} of "
                                            f"{doc['steps_seen']}")
+        rows_before = row_texts(s, pids)
         pane.keys("p")
         s = pane.wait_screen(lambda t: PAUSED_RE.search(t), "PAUSED after p")
         header_before = table_header(s)
@@ -446,6 +453,7 @@ def scenario_pause(args):
         pane.keys("n", "n", ">")
         s = pane.wait_screen(lambda t: table_header(t) != header_before, "the sort key's effect while paused")
         check(PAUSED_RE.search(s), f"not paused any more after n n >:\n{s}")
+        check(row_texts(s, pids) == rows_before, f"paused, the rank rows changed:\n{s}")
         check(replay_step(s) == (k0, n), f"paused, the step counter moved from {k0}/{n} to {replay_step(s)}:\n{s}")
         pane.keys("p")
         s = pane.wait_screen(lambda t: not PAUSED_RE.search(t), "the pause to end after p again")
