@@ -454,7 +454,8 @@ def scenario_pause(args):
         s = pane.wait_screen(lambda t: table_header(t) != header_before, "the sort key's effect while paused")
         check(PAUSED_RE.search(s), f"not paused any more after n n >:\n{s}")
         check(row_texts(s, pids) == rows_before, f"paused, the rank rows changed:\n{s}")
-        check(replay_step(s) == (k0, n), f"paused, the rank rows stayed (the view froze) but the header's step counter moved from {k0}/{n} to {replay_step(s)}:\n{s}")
+        check(replay_step(s) == (k0, n), f"paused, the rank rows stayed (the view froze) but the header's step "
+                                         f"counter moved from {k0}/{n} to {replay_step(s)}:\n{s}")
         pane.keys("p")
         s = pane.wait_screen(lambda t: not PAUSED_RE.search(t), "the pause to end after p again")
         s = pane.wait_screen(lambda t: replay_step(t) == (k0 + 2, n),
