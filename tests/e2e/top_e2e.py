@@ -165,6 +165,7 @@ def fsdp_ref_cmd(args, nranks, wrap, steps, model=MODEL, extra=()):
 
 def make_trace(args, work, name, nranks, wrap, steps, model=MODEL):
     """A trace of fsdp_ref under `fsdpscope run`: (path, {rank: pid}, lint document)."""
+    skip_if_agent_cannot_load(args)
     out = os.path.join(work, name)
     shutil.rmtree(out, ignore_errors=True)
     r = run([args.fsdpscope, "run", "--out", out, "--", *fsdp_ref_cmd(args, nranks, wrap, steps, model)])
