@@ -26,8 +26,9 @@ Scenarios:
   replay_block   the same job wrapped per block: a row for every rank; the
                  units view shows its units, and neither wrap-too-fine nor
                  "8 gathers per repeating unit" is on any screen
-  pause          p: PAUSED, and the step counter stays while n steps the
-                 feed twice; p again: the counter shows those two steps
+  pause          p: PAUSED, and while n steps the feed twice the rank rows,
+                 the header's steps seen and its replay counter (step k)
+                 stay; p again: the counter shows those two steps
   sort           s / > move the sort column: for each column the header
                  marks, the rows read back are in that column's order
   restore_quit   stty -g in the pane is the same before top and after q
@@ -357,6 +358,12 @@ def row_texts(screen, pids):
                   if any(rank_row(l, r, p) for r, p in pids.items()))
 
 
+def steps_seen(screen):
+    """The header's steps seen (of the view shown), None when absent."""
+    m = re.search(r"\bsteps (\d+)\b", screen)
+    return int(m.group(1)) if m else None
+
+
 def replay_step(screen):
     """The header's replay counter: (k, n), n 0 while the replay does not know it."""
     m = STEP_RE.search(screen)
@@ -445,7 +452,7 @@ def scenario_pause(args):
         k0, n = replay_step(s)
         check(doc["steps_seen"] >= k0 + 2, f"the replay has too few steps left to pause across: {k0} of "
                                            f"{doc['steps_seen']}")
-        rows_before = row_texts(s, pids)
+        rows_before, steps_before = row_texts(s, pids), steps_seen(s)
         pane.keys("p")
         s = pane.wait_screen(lambda t: PAUSED_RE.search(t), "PAUSED after p")
         header_before = table_header(s)
@@ -455,6 +462,8 @@ def scenario_pause(args):
         s = pane.wait_screen(lambda t: table_header(t) != header_before, "the sort key's effect while paused")
         check(PAUSED_RE.search(s), f"not paused any more after n n >:\n{s}")
         check(row_texts(s, pids) == rows_before, f"paused, the rank rows changed:\n{s}")
+        check(steps_seen(s) == steps_before, f"paused, the header's steps seen moved from {steps_before} to "
+                                             f"{steps_seen(s)}:\n{s}")
         check(replay_step(s) == (k0, n), f"paused, the rank rows stayed (the view froze) but the header's step "
                                          f"counter moved from {k0}/{n} to {replay_step(s)}:\n{s}")
         pane.keys("p")
