@@ -231,10 +231,11 @@ class Pane:
         return r.stdout
 
     def kill(self):
-        """The server and everything in it (top, and a job it launched)."""
-        pid = self.top_pid()
+        """The server and everything in the pane: top, and a job it launched
+        (in a process group of its own, which the pane's hangup does not reach)."""
+        procs = self.descendants()
         self.tmux("kill-server", check_rc=False)
-        if pid:
+        for pid in procs:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -264,11 +265,8 @@ class Pane:
         out = self.tmux("display-message", "-p", "-t", self.target, "#{pane_pid}", check_rc=False).strip()
         return int(out) if out.isdigit() else None
 
-    def top_pid(self):
-        """fsdpscope top: the pane's outermost descendant running it, None when gone."""
-        sh = self.shell_pid()
-        if not sh:
-            return None
+    def processes(self):
+        """pid -> (parent pid, runs fsdpscope top) of every process now."""
         procs = {}
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -276,16 +274,31 @@ class Pane:
             try:
                 with open(f"/proc/{d}/stat") as f:
                     stat = f.read()
-            except OSError:
-                continue
-            try:
                 with open(f"/proc/{d}/cmdline", "rb") as f:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
             is_top = self.args.fsdpscope.encode() in argv and b"top" in argv
             procs[int(d)] = (int(stat[stat.rindex(")") + 2:].split()[1]), is_top)
-        level, found = [sh], []
+        return procs
+
+    def descendants(self):
+        """Every process under the pane's shell, nearest first."""
+        sh = self.shell_pid()
+        if not sh:
+            return []
+        procs, out, level = self.processes(), [], [sh]
+        while level:
+            level = [p for p, (pp, _) in procs.items() if pp in level]
+            out += level
+        return out
+
+    def top_pid(self):
+        """fsdpscope top: the pane's outermost descendant running it, None when gone."""
+        sh = self.shell_pid()
+        if not sh:
+            return None
+        procs, level, found = self.processes(), [sh], []
         while level and not found:
             found = [p for p, (pp, top) in procs.items() if pp in level and top]
             level = [p for p, (pp, _) in procs.items() if pp in level]
