@@ -458,13 +458,18 @@ def scenario_replay(args, wrap):
 
 def scenario_pause(args):
     work = fresh(os.path.join(args.work, "pause"))
-    trace, pids, doc = make_trace(args, work, "linear", 4, "linear", 6)
+    trace, pids, doc = make_trace(args, work, "linear", 4, "linear", 8)
     pane = top_session(args, work, ["--step-keys", trace])
     try:
         s = pane.wait_screen(lambda t: replay_step(t) and all_ranks_shown(pids)(t), "the first view")
+        # Past the first views (the first steps come out together, once the
+        # analysis has found the step), so that a view two steps on differs.
+        while replay_step(s)[0] < 3 or steps_seen(s) < replay_step(s)[0]:
+            k = replay_step(s)[0]
+            check(k + 2 < doc["steps_seen"], f"no step to pause at before the end: step {k}:\n{s}")
+            pane.keys("n")
+            s = pane.wait_screen(lambda t, k=k: replay_step(t) and replay_step(t)[0] > k, f"step {k + 1} after n")
         k0, n = replay_step(s)
-        check(doc["steps_seen"] >= k0 + 2, f"the replay has too few steps left to pause across: {k0} of "
-                                           f"{doc['steps_seen']}")
         rows_before, steps_before = row_texts(s, pids), steps_seen(s)
         pane.keys("p")
         s = pane.wait_screen(lambda t: PAUSED_RE.search(t), "PAUSED after p")
@@ -484,6 +489,8 @@ def scenario_pause(args):
         s = pane.wait_screen(lambda t: replay_step(t) == (k0 + 2, n),
                              f"the step counter at {k0 + 2}/{n} (the two steps taken while paused)")
         check(ranks_shown(s, pids) == set(pids), f"unpaused: not every rank's row:\n{s}")
+        s = pane.wait_screen(lambda t: steps_seen(t) == steps_before + 2,
+                             f"the view's steps seen at {steps_before + 2} after p again")
         pane.keys("q")
         check(pane.wait_exit("q") == 0, f"top exited {pane.rc()} after q")
     finally:
