@@ -69,6 +69,7 @@ struct top_replay_feed {
 	pthread_cond_t cv;
 	uint64_t permits;   /* step keys not yet used */
 	uint64_t views;     /* views published */
+	int unpaced;        /* a view was published and no step key has moved past it yet */
 	int done;           /* the thread has published its last view (or failed) */
 	int stopping;
 	struct top_info info;
@@ -175,8 +176,12 @@ static int diagnose_snapshot(top_replay_feed_t *f)
 	return rc;
 }
 
-static void set_info(top_replay_feed_t *f, int job_state, const char *how, uint64_t steps_total)
+/* The view of the live state and what the feed says of it, together: a
+ * step() that sees the new view sees its info too. */
+static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_t steps_total)
 {
+	int rc = live_publish(f->live, f->board);
+
 	pthread_mutex_lock(&f->mu);
 	f->info.replay_step = f->job_step;
 	f->info.job_state = job_state;
@@ -185,15 +190,8 @@ static void set_info(top_replay_feed_t *f, int job_state, const char *how, uint6
 	if (steps_total)
 		f->info.replay_steps = steps_total;
 	top_board_feed_set_info(f->bf, &f->info);
-	pthread_mutex_unlock(&f->mu);
-}
-
-static int publish(top_replay_feed_t *f)
-{
-	int rc = live_publish(f->live, f->board);
-
-	pthread_mutex_lock(&f->mu);
 	f->views++;
+	f->unpaced = 1;
 	pthread_cond_broadcast(&f->cv);
 	pthread_mutex_unlock(&f->mu);
 	return rc;
@@ -208,8 +206,10 @@ static int pace(top_replay_feed_t *f)
 	if (f->o.step_keys) {
 		while (!f->permits && !f->stopping)
 			pthread_cond_wait(&f->cv, &f->mu);
-		if (f->permits)
+		if (f->permits) {
 			f->permits--;
+			f->unpaced = 0;
+		}
 	} else if (f->o.speed > 0 && f->trace_ns > f->paced_ns) {
 		double d = (double)(f->trace_ns - f->paced_ns) / f->o.speed;
 		uint64_t ns = d > (double)REPLAY_PAUSE_MAX_NS ? REPLAY_PAUSE_MAX_NS : (uint64_t)d;
@@ -239,16 +239,11 @@ static int on_job_step(top_replay_feed_t *f)
 		return 0;
 	rc = diagnose_snapshot(f);
 	if (rc == 0)
-		rc = publish(f);
+		rc = publish(f, TOP_JOB_RUNNING, NULL, 0);
 	if (rc)
 		return rc;
-	if (f->o.only_end) {
-		/* --once --step N: the view at step N is the one. */
-		set_info(f, TOP_JOB_RUNNING, NULL, 0);
-		return REPLAY_STOP;
-	}
-	set_info(f, TOP_JOB_RUNNING, NULL, 0);
-	return pace(f);
+	/* --once --step N: the view at step N is the one. */
+	return f->o.only_end ? REPLAY_STOP : pace(f);
 }
 
 static int replay_on_header(void *ctx, const struct fss_file_header *h)
@@ -315,8 +310,8 @@ static int replay_finish(top_replay_feed_t *f, int read_rc)
 		analyzer_set_truncated(f->an);
 	else if (read_rc)
 		return read_rc;
-	/* The step key shows the end too. */
-	if (f->o.step_keys && f->views && pace(f))
+	/* The step key shows the end too (unless the key that read to here is owed a view). */
+	if (f->o.step_keys && f->unpaced && pace(f))
 		return REPLAY_STOP;
 	rc = analyzer_finish(f->an, &r);
 	if (rc == 0)
@@ -325,10 +320,7 @@ static int replay_finish(top_replay_feed_t *f, int read_rc)
 	if (rc)
 		return rc;
 	f->job_step = job_steps(f);
-	rc = publish(f);
-	if (rc == 0)
-		set_info(f, TOP_JOB_ENDED, "the trace ends here", f->job_step ? f->job_step : 1);
-	return rc;
+	return publish(f, TOP_JOB_ENDED, "the trace ends here", f->job_step ? f->job_step : 1);
 }
 
 static void *replay_thread(void *arg)

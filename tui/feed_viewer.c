@@ -672,7 +672,9 @@ static int connect_error(const char *address, int rc, char *err, size_t errlen)
 	const char *path = strncmp(address, "unix:", 5) ? address : address + 5;
 	struct stat st;
 
-	if (rc == -ENOENT)
+	if (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+		snprintf(err, errlen, "%s: not a viewer socket (not a socket at all)", path);
+	else if (rc == -ENOENT)
 		snprintf(err, errlen,
 			 "%s: no session there (no such socket): start one with 'fsdpscope collect' or 'fsdpscope run', "
 			 "or give the viewer socket it printed",
@@ -685,7 +687,7 @@ static int connect_error(const char *address, int rc, char *err, size_t errlen)
 			 "%s: permission denied: a session's viewer socket is its user's alone; run top as the user who "
 			 "runs the session",
 			 path);
-	else if (rc == -ENOTSOCK || (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode)))
+	else if (rc == -ENOTSOCK)
 		snprintf(err, errlen, "%s: not a viewer socket (not a socket at all)", path);
 	else
 		snprintf(err, errlen, "%s: %s", path, fss_strerror(rc));
