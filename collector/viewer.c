@@ -511,11 +511,11 @@ static void render_job(struct out *o, const struct live_job *j)
 		out_text(o, "rule", f->rule, sizeof(f->rule));
 		out_text(o, "severity", severity_name(f->severity), 32);
 		out_text(o, "message", f->message, sizeof(f->message));
-		out_text(o, "evidence", f->evidence, sizeof(f->evidence));
 		if (f->fix[0])
 			out_text(o, "fix", f->fix, sizeof(f->fix));
 		else
 			out_null(o, "fix");
+		out_text(o, "evidence", f->evidence, sizeof(f->evidence));
 		out_close(o, '}');
 	}
 	out_close(o, ']');
