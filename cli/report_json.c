@@ -528,7 +528,7 @@ static void write_flight_rank(struct jw *w, const struct analysis_result *a, con
 		jw_null(w, "last_seq");
 		jw_null(w, "last_op");
 	}
-	if (waiting)
+	if (waiting || r->evidence)
 		jw_str(w, "evidence", flight_evidence_name(r->evidence));
 	else
 		jw_null(w, "evidence");
@@ -596,6 +596,7 @@ static void write_flight(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "count", h->count);
 		jw_str(w, "dtype", h->dtype == FSS_DTYPE_UNKNOWN ? NULL : record_dtype_name(h->dtype));
 		jw_u64(w, "waited_ns", h->waited_ns);
+		jw_bool(w, "cascade", h->cascade);
 		jw_u64(w, "waiting_total", h->nwaiting);
 		jw_open(w, "waiting", '[');
 		for (uint32_t k = 0; k < h->nwaiting && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)

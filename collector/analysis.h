@@ -542,7 +542,8 @@ struct analysis_flight_rank {
 	uint64_t last_seq;   /* missing: comm_seq of the last collective it completed on the communicator
 	                        (0: none); waiting: comm_seq (N) */
 	uint8_t last_op;     /* enum fss_coll_op of that collective, 0 */
-	uint8_t evidence;    /* waiting: enum analysis_wait_evidence; missing: 0 */
+	uint8_t evidence;    /* waiting: enum analysis_wait_evidence; missing: how it is itself waiting in a
+	                        collective of another communicator (it is blocked there, not the cause), 0 */
 	uint8_t reserved[6];
 };
 
@@ -556,7 +557,9 @@ struct analysis_hang {
 	uint64_t waited_ns;   /* the longest wait among the waiting ranks */
 	int32_t nranks;       /* ranks in the communicator */
 	uint8_t op, dtype;    /* the waiting ranks' collective */
-	uint16_t reserved;
+	uint8_t cascade;      /* 1: every missing rank is itself waiting in another communicator's collective:
+	                         this hang follows from another (hangs[] lists the others first) */
+	uint8_t reserved;
 	uint32_t nwaiting, nmissing; /* ranks in each list; the arrays hold the first ANALYSIS_FLIGHT_RANKS_MAX */
 	struct analysis_flight_rank waiting[ANALYSIS_FLIGHT_RANKS_MAX];
 	struct analysis_flight_rank missing[ANALYSIS_FLIGHT_RANKS_MAX];
@@ -603,7 +606,9 @@ struct analysis_flight {
 	uint32_t mismatches_total;
 	uint32_t reserved;
 	uint64_t mismatched_collectives; /* (communicator, comm_seq) pairs whose ranks disagree, all of them */
-	struct analysis_hang hangs[ANALYSIS_HANGS_MAX];          /* longest wait first */
+	struct analysis_hang hangs[ANALYSIS_HANGS_MAX];          /* hangs with a rank that is not itself waiting
+	                                                            first (the cause), then cascades; longest
+	                                                            wait first within each */
 	struct analysis_mismatch mismatches[ANALYSIS_MISMATCHES_MAX]; /* earliest first */
 };
 

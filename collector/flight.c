@@ -1101,6 +1101,62 @@ static void mismatch_keep(struct analysis_flight *out, uint64_t *rts, const stru
 		out->nmismatches++;
 }
 
+/* How source fs is itself waiting in a collective of a communicator other
+ * than comm_id, 0 when it is not: a rank blocked there cannot enter the
+ * hang's collective, so it is not what that hang waits for. */
+static uint8_t waits_elsewhere(const struct fl_source *fs, uint64_t comm_id, uint64_t timeout, uint64_t now)
+{
+	for (size_t i = 0; i < fs->nrcs; i++) {
+		struct fl_wait w;
+
+		if (fs->rcs[i].id_hash == comm_id)
+			continue;
+		rank_wait(fs, &fs->rcs[i], now, &w);
+		/* as comm_hang counts waits: a rank that ended inside a call after
+		 * waiting past the timeout was still waiting as far as the trace tells */
+		if (w.n && (!w.ended || w.waited > timeout))
+			return w.evidence;
+	}
+	return 0;
+}
+
+/* Mark the hangs whose missing ranks all wait in other collectives (the
+ * cascade of a hang elsewhere: in an HSDP job a shard group's hang leaves
+ * the replicate groups' ranks waiting for ranks that are themselves stuck),
+ * and list the hangs that have a free missing rank first. */
+static void hangs_order(const flight_t *f, struct analysis_flight *out)
+{
+	for (uint32_t i = 0; i < out->nhangs; i++) {
+		struct analysis_hang *h = &out->hangs[i];
+		uint32_t listed = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
+		uint32_t blocked = 0;
+
+		for (uint32_t k = 0; k < listed; k++) {
+			struct analysis_flight_rank *r = &h->missing[k];
+
+			r->evidence = 0;
+			for (size_t j = 0; j < f->nsrcs; j++)
+				if (f->srcs[j]->id == r->source)
+					r->evidence = waits_elsewhere(f->srcs[j], h->comm_id, out->timeout_ns,
+								     out->now_realtime_ns);
+			blocked += r->evidence ? 1u : 0u;
+		}
+		h->cascade = listed && blocked == listed && listed == h->nmissing;
+	}
+	/* insertion sort: cause first, then the longest wait (at most ANALYSIS_HANGS_MAX) */
+	for (uint32_t i = 1; i < out->nhangs; i++) {
+		struct analysis_hang t = out->hangs[i];
+		uint32_t j = i;
+
+		while (j > 0 && (out->hangs[j - 1].cascade > t.cascade ||
+				 (out->hangs[j - 1].cascade == t.cascade && out->hangs[j - 1].waited_ns < t.waited_ns))) {
+			out->hangs[j] = out->hangs[j - 1];
+			j--;
+		}
+		out->hangs[j] = t;
+	}
+}
+
 int flight_fill(const flight_t *f, uint64_t timeout_ns, uint64_t now_realtime_ns, struct analysis_flight *out)
 {
 	struct fl_wait *w = NULL;
@@ -1178,5 +1234,6 @@ int flight_fill(const flight_t *f, uint64_t timeout_ns, uint64_t now_realtime_ns
 			hang_keep(out, &h);
 	}
 	free(w);
+	hangs_order(f, out);
 	return 0;
 }

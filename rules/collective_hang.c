@@ -48,6 +48,11 @@ static void missing_lines(const struct analysis_result *a, const struct analysis
 					     "\n  %s: has not entered #%" PRIu64 "; it completed no collective on this "
 					     "communicator",
 					     who, h->comm_seq);
+		if (off < len && r->evidence)
+			off += (size_t)snprintf(buf + off, len - off,
+						"; it is itself waiting in a collective of another communicator (%s): "
+						"blocked there, not the cause",
+						flight_evidence_name(r->evidence));
 		if (off < len && s && s->end != SOURCE_END_CUT_OFF)
 			off += (size_t)snprintf(buf + off, len - off, " (its process ended: %s)",
 						source_end_name((enum source_end)s->end));
@@ -107,9 +112,19 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 			snprintf(who, sizeof(who), "ranks %s",
 				 flight_rank_list(h->missing, nm, h->nmissing, list, sizeof(list)));
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: %s never entered it, and "
-					 "%" PRIu32 " rank%s %s waited %s in it",
+					 "%" PRIu32 " rank%s %s waited %s in it%s",
 					 coll, h->comm_id, who, h->nwaiting, h->nwaiting == 1 ? "" : "s",
-					 h->nwaiting == 1 ? "has" : "have", waited);
+					 h->nwaiting == 1 ? "has" : "have", waited,
+					 h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)"
+						    : "");
+	} else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks) {
+		/* a node's trace alone: the others of the communicator are another collector's */
+		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: the %" PRIu32 " of its %" PRId32
+					 " ranks in this trace entered it and none has come out for %s; the other %" PRIu32
+					 " are not in this trace (another node's collector has them: lint every node's "
+					 "trace together to see which of them never entered it)",
+					 coll, h->comm_id, h->nwaiting, h->nranks, waited,
+					 (uint32_t)h->nranks - h->nwaiting);
 	} else {
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
 					 "entered it and none has come out for %s",
@@ -121,7 +136,11 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 			   "missing (%" PRIu32 "):%s\n"
 			   "waiting (%" PRIu32 "):%s%s",
 			   comm, coll, waited, timeout, h->nmissing,
-			   h->nmissing ? missing : " none: every rank is inside it", h->nwaiting, waiting, more_text);
+			   h->nmissing ? missing
+			   : h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks
+			       ? " none in this trace: the ranks it lacks are another node's"
+			       : " none: every rank is inside it",
+			   h->nwaiting, waiting, more_text);
 	/* Not an FSDP setting: the same advice for every framework. */
 	fsdp2 = finding_printf(
 	    "# First find where the missing rank is (the waiting ones only wait for it):\n"
@@ -156,6 +175,7 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 		finding_metric(f, "first_missing_last_seq", (double)h->missing[0].last_seq);
 	}
 	finding_metric(f, "hangs_total", fl->hangs_total);
+	finding_metric(f, "cascade", h->cascade);
 	return 0;
 }
 

@@ -144,15 +144,18 @@ char *flight_signature_text(const struct analysis_signature *s, char *buf, size_
 
 char *flight_hang_line(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
 {
-	char comm[160], who[160] = "", waiting[200], waited[32];
+	char comm[160], who[320] = "", waiting[200], waited[32];
 	uint32_t nm = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
 	size_t off = 0;
 
 	for (uint32_t i = 0; i < nm && off < sizeof(who); i++) {
 		char one[128];
 
-		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s", i ? ", " : "",
-					flight_rank_text(a, &h->missing[i], one, sizeof(one)));
+		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s%s%s%s", i ? ", " : "",
+					flight_rank_text(a, &h->missing[i], one, sizeof(one)),
+					h->missing[i].evidence ? " (itself waiting elsewhere: " : "",
+					h->missing[i].evidence ? flight_evidence_name(h->missing[i].evidence) : "",
+					h->missing[i].evidence ? ")" : "");
 	}
 	if (off < sizeof(who) && h->nmissing > nm)
 		snprintf(who + off, sizeof(who) - off, " and %" PRIu32 " more", h->nmissing - nm);
@@ -161,9 +164,18 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
 	if (h->nmissing)
 		snprintf(buf, len,
-			 "missing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
-			 who, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
+			 "%smissing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
+			 h->cascade ? "follows from another hang: " : "", who, h->comm_seq, record_op_name(h->op), comm,
+			 h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
+		snprintf(buf, len,
+			 "no rank of this trace missing: the %" PRIu32 " of %" PRId32 " ranks here entered collective #%" PRIu64
+			 " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
+			 "%s (%s)",
+			 h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
+			 waiting, h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
 	else
 		snprintf(buf, len,

@@ -57,6 +57,8 @@ struct top_info {
 	uint64_t replay_steps;     /* replay: steps in the trace, 0 until known */
 	double peak_flops;         /* for MFU (from --peak-flops), 0 unknown */
 	double tokens_per_step;    /* for tokens/s (from --tokens-per-step), 0 unknown */
+	double flops_per_step;     /* for MFU with peak_flops: the job's FLOPs per step (6 x P x tokens when
+	                              P is known), 0 unknown (no MFU shown) */
 };
 
 /* A source of views. Every callback is called on the dashboard's thread. */
@@ -98,9 +100,13 @@ struct top_options {
  * top_run_screen - the dashboard on the terminal until the user quits, the
  * feed fails and the user quits, or (exit_with_job) the job ends. Restores
  * the terminal on every way out: q, ^C, SIGTERM, a crash of the dashboard
- * (SIGSEGV / SIGABRT / SIGBUS: the terminal is restored, then the signal is
- * raised again). Returns 0, or a negative errno (no terminal, ncurses
- * could not start) with a message in err.
+ * (SIGSEGV / SIGABRT / SIGBUS / SIGFPE: the terminal is restored, then the
+ * signal is raised again). Returns 0, or a negative errno with a message in
+ * err: -ENOTTY (no terminal), -EIO (ncurses could not start), -EINTR
+ * (SIGTERM or SIGHUP ended the screen: the terminal is restored and the
+ * signals' handlers are the caller's again; the caller stops the job).
+ * Test hook: with FSDPSCOPE_TOP_CRASH_KEY=1 in the environment, key `C`
+ * calls abort() (the crash path, for tests).
  */
 int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *err, size_t errlen);
 

@@ -603,6 +603,24 @@ def scenario_hang_hsdp(args):
           f"the shard group's hang: missing {missing}, waiting {waiting}; want missing rank {STALL_RANK} "
           f"(comm rank {fault['comm_rank']}, pid {pid[STALL_RANK]}) and rank 0 waiting")
     check(h["op"] == "AllGather" and h["count"] == fault["count"], f"the hung collective is not the fault's: {h}")
+    # The cause comes first; the hangs it causes are marked as its cascade. Rank 0 waits in the
+    # shard group's hang, so a replicate group's hang that misses rank 0 follows from it; the
+    # stalled rank's own replicate group misses the stalled rank itself, which waits nowhere.
+    first = doc["flight"]["hangs"][0]
+    check(first["comm"] == comm and first["comm_seq"] == n and not first["cascade"],
+          f"the first hang listed is not the shard group's, the cause: {first['comm']} #{first['comm_seq']}")
+    for g in doc["flight"]["hangs"]:
+        blocked = [m for m in g["missing"] if m["evidence"] is not None]
+        stalled = [m for m in g["missing"] if m["global_rank"] == STALL_RANK]
+        check(not stalled or not stalled[0]["evidence"],
+              f"the stalled rank is said to wait elsewhere in {g['comm']} #{g['comm_seq']}: {stalled}")
+        check(g["cascade"] == (len(blocked) == len(g["missing"]) > 0),
+              f"hang {g['comm']} #{g['comm_seq']}: cascade {g['cascade']} but missing {g['missing']}")
+        if g["cascade"]:
+            check(all(m["global_rank"] != STALL_RANK for m in g["missing"]) and
+                  doc["flight"]["hangs"].index(g) > 0, f"a cascade listed before its cause: {g}")
+    check(any(g["cascade"] for g in doc["flight"]["hangs"]),
+          f"no replicate-group hang is marked as the shard group's cascade: {doc['flight']['hangs']}")
 
 
 def scenario_mismatch(args):

@@ -22,7 +22,10 @@ CLOCK_REALTIME, docs/nccl_cpu.md "Clocks", so the job runs as one). Then:
   * `dump` of the two traces gives one job's records (sources 0-3, node B's
     stamps on node A's clock); `ledger --json` of them measures one
     collector's P, N and U;
-  * `lint` of node B's trace alone works and says it is a partial job.
+  * `lint` of node B's trace alone works and says it is a partial job;
+  * a hang across the nodes (rank 2 on node B stalled, ranks 0-1 on node A
+    waiting): node A's collector says its ranks wait and the others are
+    another node's, the merged lint names rank 2 as missing.
 
 Needs root (unshare --time): skips with the reason otherwise. No timing is
 asserted (the 1 s tolerance is on an offset of 1000 s set by the test).
@@ -61,13 +64,13 @@ def can_unshare_time():
 class Node:
     """One node: a collector on its own socket and --out (in the time namespace when shifted)."""
 
-    def __init__(self, args, work, name, shifted):
+    def __init__(self, args, work, name, shifted, more=()):
         self.name = name
         self.out = os.path.join(work, name)
         xdg = ce.private_runtime_dir(os.path.join(work, f"{name}-rt"))
         self.env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
         sock = os.path.join(xdg, "collect.sock")
-        extra = ["--listen", f"unix:{sock}", "--until-idle", "1"]
+        extra = ["--listen", f"unix:{sock}", "--until-idle", "1", *more]
         prefix = UNSHARE if shifted else []
         self.prefix = prefix
         self.err_path = os.path.join(work, f"{name}.collect.err")
@@ -107,14 +110,32 @@ class Node:
         self.errf.close()
 
 
-def start_rank(args, work, node, lines, rank, uid, tag):
+def start_rank(args, work, node, lines, rank, uid, tag, more=()):
     env = dict(node.env)
     env.update(lines)
     env.update(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 2))
+    # the stand-in's dead-peer timeout far above any hang timeout here
+    env.update(FSDP_REF_NCCL_TIMEOUT_S="600")
     err = open(os.path.join(work, f"rank{rank}-{tag}.err"), "w")
-    p = subprocess.Popen([*node.prefix, args.fsdp_ref, "--backend", "cpu", "--unique-id-file", uid, *FSDP_ARGS],
-                         env=env, stdout=subprocess.DEVNULL, stderr=err)
+    # its own process group: `unshare --fork` runs the rank as its child, and a kill must reach both
+    p = subprocess.Popen([*node.prefix, args.fsdp_ref, "--backend", "cpu", "--unique-id-file", uid, *FSDP_ARGS,
+                          *more], env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     return p, err
+
+
+def kill_ranks(procs):
+    """SIGKILL every rank's process group (as a job timeout would), and reap. All are
+    stopped first, so that none sees another die (the stand-in fails a collective
+    whose peer died) before it is killed itself."""
+    for sig in (19, 9):  # SIGSTOP, then SIGKILL
+        for p, _ in procs:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+    for p, log in procs:
+        p.wait()
+        log.close()
 
 
 def run_job(args, work, nodes, placement, tag):
@@ -133,6 +154,53 @@ def run_job(args, work, nodes, placement, tag):
         ce.stop_ranks(ranks)
         for n in nodes:
             n.kill()
+
+
+HANG_RANK = 2  # on node B
+
+
+def hang_across_nodes(args, work):
+    """Rank 2 (node B) stops before a collective of step 3; ranks 0, 1 (node A)
+    wait in it. Node A's collector sees its ranks inside a collective and none
+    missing: only the merged traces name rank 2. The ranks are killed once node
+    A has said its partial hang (an order, not a time)."""
+    more = ["--hang-timeout", "1"]
+    a, b = Node(args, work, "hangA", False, more), Node(args, work, "hangB", True, more)
+    uid = os.path.join(work, "uid-hang")
+    ranks = []
+    try:
+        lines = [a.wait_ready(), b.wait_ready()]
+        for r in range(4):
+            node = a if r < 2 else b
+            ranks.append(start_rank(args, work, node, lines[0 if r < 2 else 1], r, uid, "hang",
+                                    ["--stall-at", f"{HANG_RANK}:3"]))
+        ce.wait_for(lambda: "fsdpscope: collective-hang:" in a.stderr(), "node A's collector to say a hang")
+        check(all(p.poll() is None for p, _ in ranks), "a rank ended before node A said the hang")
+        said = [l for l in a.stderr().splitlines() if l.startswith("fsdpscope: collective-hang:")][0]
+        check("another node's" in said and "every rank entered" not in said,
+              f"node A's collector claims to see the whole communicator: {said}")
+    finally:
+        kill_ranks(ranks)
+    trace_a, trace_b = a.wait(), b.wait()
+
+    r = ce.run([args.fsdpscope, "lint", "--json", "--hang-timeout", "1", trace_a, trace_b], timeout=300)
+    check(r.returncode == 1, f"lint of the hung job's two traces exited {r.returncode}: {r.stderr}")
+    doc = json.loads(r.stdout)
+    hangs = doc["flight"]["hangs"]
+    check(hangs, f"the merged traces name no hang: {doc['flight']}")
+    h = hangs[0]
+    missing = [m["global_rank"] for m in h["missing"]]
+    waiting = [w["global_rank"] for w in h["waiting"]]
+    check(missing == [HANG_RANK] and waiting == [0, 1, 3] and not h["cascade"],
+          f"the merged hang: missing {missing}, waiting {waiting}; want rank {HANG_RANK} missing, 0, 1, 3 waiting")
+    check(any(f["rule"] == "collective-hang" for f in doc["findings"]), "no collective-hang finding merged")
+
+    # Node A alone: its ranks wait, and it says the rest are another node's.
+    r = ce.run([args.fsdpscope, "lint", "--json", "--hang-timeout", "1", trace_a], timeout=300)
+    alone = json.loads(r.stdout)
+    msgs = [f["message"] for f in alone["findings"] if f["rule"] == "collective-hang"]
+    check(msgs and all("not in this trace" in m for m in msgs) and not alone["flight"]["hangs"][0]["missing"],
+          f"node A alone: {msgs}")
 
 
 def decisions(doc):
@@ -228,6 +296,9 @@ def scenario(args):
     # The same trace twice is refused.
     r = ce.run([args.fsdpscope, "lint", trace_a, trace_a])
     check(r.returncode == 2 and "the same file" in r.stderr, f"lint A A: {r.returncode} {r.stderr}")
+
+    # A hang across the nodes: seen whole only in the merged post-mortem.
+    hang_across_nodes(args, work)
 
 
 def main():

@@ -170,7 +170,11 @@ static void handle(struct job *j, int i, struct buf *b)
  * #N. With later_activity a compute kernel that ends after #N's launch
  * arrives in a later buffer of ranks 0, 1, 3 (the GPU goes on with other
  * streams: CUPTI is alive). */
-static void cupti_job(struct job *j, int later_activity)
+/* rank 2's #N in the desync variant: one element short, as fsdp_ref
+ * --mismatch-at issues it */
+static const struct call AG_SHORT = {FSS_OP_ALLGATHER, FSS_DTYPE_BFLOAT16, FSS_REDOP_NONE, 4095, -1, 0, 0};
+
+static void cupti_job_ex(struct job *j, int later_activity, int desync)
 {
 	struct buf b = {.data = aligned_alloc(8, 1 << 16), .cap = 1 << 16};
 
@@ -184,9 +188,11 @@ static void cupti_job(struct job *j, int later_activity)
 			uint64_t t = BASE + S + (uint64_t)c * STEP;
 			uint32_t corr = (uint32_t)(100 * c + i);
 
-			if (c == N_HUNG && i == 2)
+			if (c == N_HUNG && i == 2 && !desync)
 				continue;
-			collective(&j->o, &j->r[i], &AG, t, t + 20000, 1); /* returns at enqueue */
+			/* returns at enqueue; in the desync, rank 2 issues #N with another count and
+			 * real NCCL does not check: every rank's #N kernel waits for ever */
+			collective(&j->o, &j->r[i], c == N_HUNG && i == 2 ? &AG_SHORT : &AG, t, t + 20000, 1);
 			add_ext(&b, corr, j->r[i].seq); /* written at launch, inside the pushed seq */
 			if (c < N_HUNG) {
 				/* #N's kernel never ends, and the compute after it waits on it */
@@ -199,7 +205,7 @@ static void cupti_job(struct job *j, int later_activity)
 	}
 	if (later_activity)
 		for (int i = 0; i < 4; i++) {
-			if (i == 2)
+			if (i == 2 && !desync)
 				continue;
 			add_kernel(&b, GEMM, 9000, (uint32_t)i, to_cupti(T_HUNG + MS), to_cupti(T_HUNG + 2 * S));
 			handle(j, i, &b);
@@ -207,6 +213,11 @@ static void cupti_job(struct job *j, int later_activity)
 	for (int i = 0; i < 4; i++)
 		alive(&j->o, &j->r[i], T_HUNG + 70 * S);
 	free(b.data);
+}
+
+static void cupti_job(struct job *j, int later_activity)
+{
+	cupti_job_ex(j, later_activity, 0);
 }
 
 static int setup(void **state)
@@ -278,12 +289,47 @@ static void test_cupti_silent_is_no_evidence(void **state)
 	job_end(&j);
 }
 
+/* A desync on real NCCL: every host returned from #N at enqueue, only the
+ * signatures and CUPTI tell. The mismatch names both counts; the hang is
+ * every rank inside #N with GPU evidence, none missing. */
+static void test_desync_seen_on_the_gpu(void **state)
+{
+	(void)state;
+	if (!have_real) {
+		print_message("libcupti not loadable here: the CUPTI walk is not tested\n");
+		skip();
+	}
+	struct job j;
+	cupti_job_ex(&j, 1, 1);
+	struct analysis_result *r = snap(&j);
+	const struct analysis_flight *fl = &r->flight;
+	assert_int_equal(fl->nmismatches, 1);
+	const struct analysis_mismatch *m = &fl->mismatches[0];
+	assert_int_equal(m->comm_id, COMM_ID);
+	assert_int_equal(m->comm_seq, N_HUNG);
+	assert_int_equal(m->a.count, 4096);
+	assert_int_equal(m->na, 3);
+	assert_int_equal(m->b.count, 4095);
+	assert_int_equal(m->nb, 1);
+	assert_int_equal(m->b_ranks[0], 2);
+	assert_int_equal(fl->nhangs, 1);
+	const struct analysis_hang *h = &fl->hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG);
+	assert_int_equal(h->nmissing, 0);
+	assert_int_equal(h->nwaiting, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(h->waiting[i].evidence, ANALYSIS_WAIT_GPU);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
 int main(void)
 {
 	void *handle_lib = NULL;
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_hang_seen_by_cupti_only, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cupti_silent_is_no_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_desync_seen_on_the_gpu, setup, teardown),
 	};
 
 	have_real = cupti_api_load(&real_api, &handle_lib) == 0;

@@ -191,6 +191,29 @@ static void test_hang_with_every_rank_inside(void **state)
 	release(a);
 }
 
+/* One node's trace of a hang across nodes: every rank it holds is inside,
+ * the communicator's others are another collector's; never "all ranks". */
+static void test_hang_of_a_partial_trace(void **state)
+{
+	struct analysis_result *a = hung(90 * S);
+	struct analysis_hang *h = &a->flight.hangs[0];
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	h->nmissing = 0;
+	h->nwaiting = 2;
+	h->nranks = 4;
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	contains(f->message, "the 2 of its 4 ranks in this trace entered it");
+	contains(f->message, "the other 2 are not in this trace");
+	assert_null(strstr(f->message, "all 2 ranks"));
+	findings_free(list);
+	release(a);
+}
+
 static void test_hangs_beyond_the_list_are_counted(void **state)
 {
 	struct analysis_result *a = hung(75 * S);
@@ -340,6 +363,7 @@ int main(void)
 	    cmocka_unit_test(test_hang_below_timeout_is_silent),
 	    cmocka_unit_test(test_no_flight_no_finding),
 	    cmocka_unit_test(test_hang_with_every_rank_inside),
+	    cmocka_unit_test(test_hang_of_a_partial_trace),
 	    cmocka_unit_test(test_hangs_beyond_the_list_are_counted),
 	    cmocka_unit_test(test_mismatch_names_both_signatures),
 	    cmocka_unit_test(test_mismatch_of_root_and_op),

@@ -1,0 +1,89 @@
+/*
+ * once.c - top_print_once: one snapshot of the dashboard as plain text
+ * (tui/top.h): the same canvas the screen draws, written without escape
+ * sequences, for scripts and logs.
+ */
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tui/canvas.h"
+#include "tui/draw.h"
+#include "tui/state.h"
+#include "tui/top.h"
+
+#define FIRST_VIEW_MS 10000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The page's size: the options', else COLUMNS / LINES, else 80 x 24. */
+static void page_size(const struct top_options *opt, int *cols, int *rows)
+{
+	const char *ec = getenv("COLUMNS"), *er = getenv("LINES");
+
+	*cols = opt->cols > 0 ? opt->cols : ec && atoi(ec) > 0 ? atoi(ec) : 80;
+	*rows = opt->rows > 0 ? opt->rows : er && atoi(er) > 0 ? atoi(er) : 24;
+}
+
+/* The environment's locale says UTF-8 (the caller's locale is left as it was). */
+static int locale_utf8(void)
+{
+	const char *vars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && v[0])
+			return strcasestr(v, "UTF-8") != NULL || strcasestr(v, "utf8") != NULL;
+	}
+	return 0;
+}
+
+int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f)
+{
+	struct top_state st;
+	struct top_canvas *c;
+	int cols, rows, rc;
+	int64_t until = now_ms() + FIRST_VIEW_MS;
+
+	state_init(&st, feed, opt);
+	if (feed->wait)
+		feed->wait(feed->ctx, 0);
+	state_refresh(&st);
+	while (!st.view) {
+		int64_t left = until - now_ms();
+		int w;
+
+		if (left <= 0 || !feed->wait) {
+			state_done(&st);
+			return -ETIMEDOUT;
+		}
+		w = feed->wait(feed->ctx, (int)left);
+		if (w < 0) {
+			state_done(&st);
+			return w;
+		}
+		state_refresh(&st);
+	}
+	page_size(opt, &cols, &rows);
+	rc = canvas_new(&c, cols, rows, locale_utf8());
+	if (rc < 0) {
+		state_done(&st);
+		return rc;
+	}
+	c->color = 0;
+	top_draw(c, &st);
+	rc = canvas_write_text(c, f);
+	canvas_free(c);
+	state_done(&st);
+	return rc;
+}
