@@ -168,7 +168,7 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 		SESSION_RUN_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
 	};
-	int opt;
+	int opt, longindex, end = argc;
 	double v;
 
 	memset(a, 0, sizeof(*a));
@@ -182,8 +182,15 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 	optind = 1;
 	opterr = 0;
 	*help = 0;
-	/* "+": stop at CMD (or a trace), so that CMD's options stay its own. */
-	while ((opt = getopt_long(argc, argv, "+bd:r:h", options, NULL)) != -1) {
+	/* Everything after the first "--" is CMD's, its options (--help too) included:
+	 * only what comes before it is parsed, in any order (traces and options mixed). */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			end = i;
+			a->dashdash = 1;
+			break;
+		}
+	while ((longindex = 0, opt = getopt_long(end, argv, "bd:r:h", options, &longindex)) != -1) {
 		switch (opt) {
 		case 'h':
 		case TOP_OPT_HELP:
@@ -251,7 +258,7 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 					a->out_given = 1;
 				} else {
 					a->run_options_given = 1;
-					a->run_option_name = argv[optind - 1];
+					a->run_option_name = options[longindex].name;
 				}
 				break;
 			}
@@ -261,9 +268,17 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 		}
 		}
 	}
-	a->dashdash = optind > 1 && !strcmp(argv[optind - 1], "--");
-	a->rest = &argv[optind];
-	a->nrest = argc - optind;
+	if (a->dashdash) {
+		if (optind < end) {
+			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n", argv[optind]);
+			return -1;
+		}
+		a->rest = &argv[end + 1];
+		a->nrest = argc - end - 1;
+	} else {
+		a->rest = &argv[optind];
+		a->nrest = argc - optind;
+	}
 	return 0;
 }
 
@@ -466,7 +481,7 @@ int cmd_top(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (mode != TOP_MODE_RUN && a.run_options_given) {
-		fprintf(stderr, TOP_PROG ": %s is an option of -- CMD (the job top launches), not of %s\n",
+		fprintf(stderr, TOP_PROG ": --%s is an option of -- CMD (the job top launches), not of %s\n",
 			a.run_option_name, mode == TOP_MODE_CONNECT ? "--connect" : "a replay");
 		return EXIT_USAGE;
 	}

@@ -299,6 +299,11 @@ static int start_readers(session_t *s)
 
 	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
 		return -ENOMEM;
+	/* A first view at once, empty: a viewer that connects to a session no
+	 * rank has reached yet gets a snapshot (the protocol's first line comes
+	 * at once), so it can tell a viewer socket from any other. */
+	if (live_publish(s->live, s->board))
+		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
 	sock = strdup(run_session_socket(s->rs));
 	slash = sock ? strrchr(sock, '/') : NULL;

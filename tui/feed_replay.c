@@ -180,8 +180,9 @@ static int diagnose_snapshot(top_replay_feed_t *f)
  * step() that sees the new view sees its info too. */
 static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_t steps_total)
 {
-	int rc = live_publish(f->live, f->board);
+	int rc;
 
+	/* The info first: whoever sees the view sees its info. */
 	pthread_mutex_lock(&f->mu);
 	f->info.replay_step = f->job_step;
 	f->info.job_state = job_state;
@@ -190,6 +191,9 @@ static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_
 	if (steps_total)
 		f->info.replay_steps = steps_total;
 	top_board_feed_set_info(f->bf, &f->info);
+	pthread_mutex_unlock(&f->mu);
+	rc = live_publish(f->live, f->board);
+	pthread_mutex_lock(&f->mu);
 	f->views++;
 	f->unpaced = 1;
 	pthread_cond_broadcast(&f->cv);
