@@ -34,81 +34,81 @@
 #define TOP_PAGE_MAX 10000
 
 const char cmd_top_help[] =
-	"NAME\n"
-	"    fsdpscope top - the dashboard: a job's ranks, steps, gathers and findings live\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope top [OPTIONS] [RUN OPTIONS] -- CMD [ARGS...]   launch CMD and watch it\n"
-	"    fsdpscope top [OPTIONS] --connect [ADDR]                  watch a running session\n"
-	"    fsdpscope top [OPTIONS] TRACE...                          replay a recorded trace\n\n"
-	"DESCRIPTION\n"
-	"    A terminal dashboard in the manner of htop and nvtop: a header (the job, steps\n"
-	"    seen, step time and its sparkline, records dropped, a banner when a collective\n"
-	"    hangs), one row per rank (host, pid, step time, AllGathers per step, exposed\n"
-	"    gather time, compute, slowest collective, lateness, drops), the findings with\n"
-	"    their fixes, the last step of one rank as a time strip, and the forward gathers\n"
-	"    grouped by repeating unit. Keys: ? or h lists them; q quits.\n\n"
-	"    It draws from snapshots of a session's live state (docs/live.md), never from\n"
-	"    the collector itself, so watching never holds the job up: a slow terminal only\n"
-	"    misses snapshots.\n\n"
-	"    -- CMD: runs CMD as 'fsdpscope run' does (the agent in its environment, one\n"
-	"    trace DIR/NAME.fss), and watches it. The dashboard owns the terminal: CMD's\n"
-	"    standard output and error go to DIR/NAME.log (never replacing a file: NAME-2.log,\n"
-	"    ...), which the header names, and its standard input is closed. q while the\n"
-	"    job runs asks: stop it (SIGTERM to its process group; the session then ends as\n"
-	"    run's, with the trace and the lint summary) or leave it running and recorded\n"
-	"    (the screen ends, and fsdpscope stays until the job ends, as 'collect' would,\n"
-	"    saying where the trace will be). ^C in the dashboard is q. When the job ends\n"
-	"    the dashboard says how and stays until q (--exit-with-job: it leaves then);\n"
-	"    the session's summary is printed once the terminal is back.\n\n"
-	"    --connect ADDR: the viewer socket of a running 'fsdpscope collect' or\n"
-	"    'fsdpscope run' (unix:PATH or PATH; both print it at start). Without ADDR,\n"
-	"    the session in ./" TOP_DEFAULT_DIR " (or --out DIR): its private folder's\n"
-	"    viewer.sock, as docs/collect.md names it; with several there, they are\n"
-	"    listed. Only the user who runs the session may connect.\n\n"
-	"    TRACE...: the trace read as 'lint' reads it (several: one job, one per node),\n"
-	"    fed to the analysis and the live state as a session feeds them; a view at each\n"
-	"    completed step, paced by the trace's own time (--speed), and at the end the\n"
-	"    finished diagnosis, which is what 'fsdpscope lint' says of the trace.\n\n"
-	"    Without a terminal (a pipe, a script), top needs --once.\n\n"
-	"OPTIONS\n"
-	"    -d SEC              redraw at most every SEC seconds (default 1; fractions allowed)\n"
-	"    --no-color          no colour (bold and reverse video stay); colour is also off\n"
-	"                        when NO_COLOR is set or the terminal has none\n"
-	"    -b, --once          print one plain-text snapshot and exit: for a replay the state at\n"
-	"                        its end (or at --step N), for --connect the newest view, for\n"
-	"                        -- CMD the view when the job has ended\n"
-	"    --cols C, --rows R  the page of --once (default 80 x 24)\n"
-	"    --exit-with-job     leave the dashboard when the job ends\n"
-	"    -r RANK             the rank of the time strip at start (default: the slowest)\n"
-	"    --connect [ADDR]    watch a running session (see above)\n"
-	"    --out DIR           -- CMD: as run's; --connect without ADDR: where to look\n"
-	"  Replay\n"
-	"    --speed X           X times the trace's own pace (default 1); 0 as fast as it reads\n"
-	"    --step N            start at step N (with --once: the state at step N)\n"
-	"    --step-keys         advance one step per n key only (deterministic: tests, demos)\n"
-	"  Run (-- CMD): the options of 'fsdpscope run', the same way\n"
-	"    --out DIR  --name NAME  --dormant  --no-cupti  --flush-timeout SEC\n"
-	"    --wait-descendants SEC  --json-summary FILE  --metrics [HOST:]PORT\n"
-	"    --keep full|summary|last:N  --hang-timeout SEC\n\n"
-	"EXIT STATUS\n"
-	"    0 after q (connect, replay); -- CMD: CMD's exit status, as run's (128+N when a\n"
-	"    signal ended it); 2 for a usage error, no terminal without --once, no session\n"
-	"    to connect to, a file that is not a trace.\n\n"
-	"OVERHEAD\n"
-	"    The dashboard reads copies of the live state that the session publishes anyway\n"
-	"    (at most 10 a second, after steps); a viewer that reads slowly misses copies and\n"
-	"    never makes the session wait. fsdp_ref step time with a dashboard watching\n"
-	"    over --connect, reading every snapshot, against none, in one run\n"
-	"    (bench/top_bench.sh, bench/results/top.txt): see the ratio there; within the\n"
-	"    machine's noise on a 2-core VM.\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope top -- fsdp_ref --backend cpu --nranks 4 --layers 8 --wrap linear --steps 200\n"
-	"    fsdpscope top --out runs/exp1 --exit-with-job -- torchrun --nproc-per-node 8 train.py\n"
-	"    fsdpscope collect &  fsdpscope top --connect\n"
-	"    fsdpscope top --connect unix:fsdpscope-out/.fsdpscope-run.Ab12Cd/viewer.sock\n"
-	"    fsdpscope top --speed 0 fsdpscope-out/trace.fss\n"
-	"    fsdpscope top --once --step 5 --cols 120 --rows 40 fsdpscope-out/trace.fss\n"
-	"    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n";
+    "NAME\n"
+    "    fsdpscope top - the dashboard: a job's ranks, steps, gathers and findings live\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope top [OPTIONS] [RUN OPTIONS] -- CMD [ARGS...]   launch CMD and watch it\n"
+    "    fsdpscope top [OPTIONS] --connect [ADDR]                  watch a running session\n"
+    "    fsdpscope top [OPTIONS] TRACE...                          replay a recorded trace\n\n"
+    "DESCRIPTION\n"
+    "    A terminal dashboard in the manner of htop and nvtop: a header (the job, steps\n"
+    "    seen, step time and its sparkline, records dropped, a banner when a collective\n"
+    "    hangs), one row per rank (host, pid, step time, AllGathers per step, exposed\n"
+    "    gather time, compute, slowest collective, lateness, drops), the findings with\n"
+    "    their fixes, the last step of one rank as a time strip, and the forward gathers\n"
+    "    grouped by repeating unit. Keys: ? or h lists them; q quits.\n\n"
+    "    It draws from snapshots of a session's live state (docs/live.md), never from\n"
+    "    the collector itself, so watching never holds the job up: a slow terminal only\n"
+    "    misses snapshots.\n\n"
+    "    -- CMD: runs CMD as 'fsdpscope run' does (the agent in its environment, one\n"
+    "    trace DIR/NAME.fss), and watches it. The dashboard owns the terminal: CMD's\n"
+    "    standard output and error go to DIR/NAME.log (never replacing a file: NAME-2.log,\n"
+    "    ...), which the header names, and its standard input is closed. q while the\n"
+    "    job runs asks: stop it (SIGTERM to its process group; the session then ends as\n"
+    "    run's, with the trace and the lint summary) or leave it running and recorded\n"
+    "    (the screen ends, and fsdpscope stays until the job ends, as 'collect' would,\n"
+    "    saying where the trace will be). ^C in the dashboard is q. When the job ends\n"
+    "    the dashboard says how and stays until q (--exit-with-job: it leaves then);\n"
+    "    the session's summary is printed once the terminal is back.\n\n"
+    "    --connect ADDR: the viewer socket of a running 'fsdpscope collect' or\n"
+    "    'fsdpscope run' (unix:PATH or PATH; both print it at start). Without ADDR,\n"
+    "    the session in ./" TOP_DEFAULT_DIR " (or --out DIR): its private folder's\n"
+    "    viewer.sock, as docs/collect.md names it; with several there, they are\n"
+    "    listed. Only the user who runs the session may connect.\n\n"
+    "    TRACE...: the trace read as 'lint' reads it (several: one job, one per node),\n"
+    "    fed to the analysis and the live state as a session feeds them; a view at each\n"
+    "    completed step, paced by the trace's own time (--speed), and at the end the\n"
+    "    finished diagnosis, which is what 'fsdpscope lint' says of the trace.\n\n"
+    "    Without a terminal (a pipe, a script), top needs --once.\n\n"
+    "OPTIONS\n"
+    "    -d SEC              redraw at most every SEC seconds (default 1; fractions allowed)\n"
+    "    --no-color          no colour (bold and reverse video stay); colour is also off\n"
+    "                        when NO_COLOR is set or the terminal has none\n"
+    "    -b, --once          print one plain-text snapshot and exit: for a replay the state at\n"
+    "                        its end (or at --step N), for --connect the newest view, for\n"
+    "                        -- CMD the view when the job has ended\n"
+    "    --cols C, --rows R  the page of --once (default 80 x 24)\n"
+    "    --exit-with-job     leave the dashboard when the job ends\n"
+    "    -r RANK             the rank of the time strip at start (default: the slowest)\n"
+    "    --connect [ADDR]    watch a running session (see above)\n"
+    "    --out DIR           -- CMD: as run's; --connect without ADDR: where to look\n"
+    "  Replay\n"
+    "    --speed X           X times the trace's own pace (default 1); 0 as fast as it reads\n"
+    "    --step N            start at step N (with --once: the state at step N)\n"
+    "    --step-keys         advance one step per n key only (deterministic: tests, demos)\n"
+    "  Run (-- CMD): the options of 'fsdpscope run', the same way\n"
+    "    --out DIR  --name NAME  --dormant  --no-cupti  --flush-timeout SEC\n"
+    "    --wait-descendants SEC  --json-summary FILE  --metrics [HOST:]PORT\n"
+    "    --keep full|summary|last:N  --hang-timeout SEC\n\n"
+    "EXIT STATUS\n"
+    "    0 after q (connect, replay); -- CMD: CMD's exit status, as run's (128+N when a\n"
+    "    signal ended it); 2 for a usage error, no terminal without --once, no session\n"
+    "    to connect to, a file that is not a trace.\n\n"
+    "OVERHEAD\n"
+    "    The dashboard reads copies of the live state that the session publishes anyway\n"
+    "    (at most 10 a second, after steps); a viewer that reads slowly misses copies and\n"
+    "    never makes the session wait. fsdp_ref step time with a dashboard watching\n"
+    "    over --connect, reading every snapshot, against none, in one run\n"
+    "    (bench/top_bench.sh, bench/results/top.txt): see the ratio there; within the\n"
+    "    machine's noise on a 2-core VM.\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope top -- fsdp_ref --backend cpu --nranks 4 --layers 8 --wrap linear --steps 200\n"
+    "    fsdpscope top --out runs/exp1 --exit-with-job -- torchrun --nproc-per-node 8 train.py\n"
+    "    fsdpscope collect &  fsdpscope top --connect\n"
+    "    fsdpscope top --connect unix:fsdpscope-out/.fsdpscope-run.Ab12Cd/viewer.sock\n"
+    "    fsdpscope top --speed 0 fsdpscope-out/trace.fss\n"
+    "    fsdpscope top --once --step 5 --cols 120 --rows 40 fsdpscope-out/trace.fss\n"
+    "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n";
 
 enum {
 	TOP_OPT_NO_COLOR = 0x200,
@@ -155,18 +155,18 @@ static int parse_number(const char *opt, const char *arg, double min, double max
 static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 {
 	static const struct option options[] = {
-		{"no-color", no_argument, NULL, TOP_OPT_NO_COLOR},
-		{"once", no_argument, NULL, 'b'},
-		{"exit-with-job", no_argument, NULL, TOP_OPT_EXIT_WITH_JOB},
-		{"cols", required_argument, NULL, TOP_OPT_COLS},
-		{"rows", required_argument, NULL, TOP_OPT_ROWS},
-		{"step-keys", no_argument, NULL, TOP_OPT_STEP_KEYS},
-		{"speed", required_argument, NULL, TOP_OPT_SPEED},
-		{"step", required_argument, NULL, TOP_OPT_STEP},
-		{"connect", no_argument, NULL, TOP_OPT_CONNECT},
-		{"help", no_argument, NULL, TOP_OPT_HELP},
-		SESSION_RUN_LONG_OPTIONS,
-		{NULL, 0, NULL, 0},
+	    {"no-color", no_argument, NULL, TOP_OPT_NO_COLOR},
+	    {"once", no_argument, NULL, 'b'},
+	    {"exit-with-job", no_argument, NULL, TOP_OPT_EXIT_WITH_JOB},
+	    {"cols", required_argument, NULL, TOP_OPT_COLS},
+	    {"rows", required_argument, NULL, TOP_OPT_ROWS},
+	    {"step-keys", no_argument, NULL, TOP_OPT_STEP_KEYS},
+	    {"speed", required_argument, NULL, TOP_OPT_SPEED},
+	    {"step", required_argument, NULL, TOP_OPT_STEP},
+	    {"connect", no_argument, NULL, TOP_OPT_CONNECT},
+	    {"help", no_argument, NULL, TOP_OPT_HELP},
+	    SESSION_RUN_LONG_OPTIONS,
+	    {NULL, 0, NULL, 0},
 	};
 	int opt, longindex, end = argc;
 	double v;
@@ -212,8 +212,8 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 			break;
 		case TOP_OPT_COLS:
 		case TOP_OPT_ROWS:
-			if (parse_number(opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg, opt == TOP_OPT_COLS ? 20 : 5,
-					 TOP_PAGE_MAX, &v))
+			if (parse_number(opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg,
+					 opt == TOP_OPT_COLS ? 20 : 5, TOP_PAGE_MAX, &v))
 				return -1;
 			if (v != floor(v)) {
 				fprintf(stderr, TOP_PROG ": %s %s: expected a whole number\n",
@@ -240,7 +240,8 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 		case TOP_OPT_STEP:
 			if (parse_number("--step", optarg, 1, 1e12, &v) || v != floor(v)) {
 				if (v != floor(v))
-					fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n", optarg);
+					fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n",
+						optarg);
 				return -1;
 			}
 			a->step = (long long)v;
@@ -270,7 +271,8 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 	}
 	if (a->dashdash) {
 		if (optind < end) {
-			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n", argv[optind]);
+			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n",
+				argv[optind]);
 			return -1;
 		}
 		a->rest = &argv[end + 1];
@@ -292,8 +294,9 @@ static int find_session(const char *dir, char *addr, size_t len)
 
 	if (!d) {
 		fprintf(stderr,
-			TOP_PROG ": --connect: no session in %s (%s): start 'fsdpscope collect' or 'fsdpscope run' there, "
-				 "or give the viewer socket it printed (--connect unix:PATH)\n",
+			TOP_PROG
+			": --connect: no session in %s (%s): start 'fsdpscope collect' or 'fsdpscope run' there, "
+			"or give the viewer socket it printed (--connect unix:PATH)\n",
 			dir, strerror(errno));
 		return -1;
 	}
@@ -313,7 +316,8 @@ static int find_session(const char *dir, char *addr, size_t len)
 	closedir(d);
 	if (n == 0) {
 		fprintf(stderr,
-			TOP_PROG ": --connect: no session in %s (no %s*/" RUN_VIEWER_SOCKET "): start 'fsdpscope collect' "
+			TOP_PROG ": --connect: no session in %s (no %s*/" RUN_VIEWER_SOCKET
+				 "): start 'fsdpscope collect' "
 				 "there, or give the viewer socket a session printed (--connect unix:PATH)\n",
 			dir, RUN_FOLDER_PREFIX);
 		return -1;
@@ -477,7 +481,7 @@ int cmd_top(int argc, char **argv)
 	}
 	if (mode == TOP_MODE_REPLAY && a.nrest == 0) {
 		fprintf(stderr, TOP_PROG ": nothing to watch: give -- CMD, --connect [ADDR] or a TRACE (see 'fsdpscope "
-				"help top')\n");
+					 "help top')\n");
 		return EXIT_USAGE;
 	}
 	if (mode != TOP_MODE_RUN && a.run_options_given) {
@@ -494,8 +498,9 @@ int cmd_top(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!a.opt.once && !(isatty(STDIN_FILENO) && isatty(STDOUT_FILENO))) {
-		fprintf(stderr, TOP_PROG ": not a terminal: the dashboard needs one; use --once (or -b) for a plain-text "
-				"snapshot\n");
+		fprintf(stderr,
+			TOP_PROG ": not a terminal: the dashboard needs one; use --once (or -b) for a plain-text "
+				 "snapshot\n");
 		return EXIT_USAGE;
 	}
 	if (mode == TOP_MODE_CONNECT)

@@ -907,7 +907,8 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->stats = stats;
 	err = diagnose(s);
 	if (err && s->options_error[0]) {
-		fprintf(stderr, "%s: %s\n%s: the trace is written: 'fsdpscope lint %s' with options that fit it reads it\n",
+		fprintf(stderr,
+			"%s: %s\n%s: the trace is written: 'fsdpscope lint %s' with options that fit it reads it\n",
 			s->o.prog, s->options_error, s->o.prog, s->trace_path);
 	} else if (err) {
 		fprintf(stderr, "%s: the live analysis could not finish (%s); 'fsdpscope lint %s' reads the trace\n",
@@ -1009,7 +1010,8 @@ static int parse_seconds(const char *prog, const char *opt, const char *arg, int
 	errno = 0;
 	v = strtol(arg, &end, 10);
 	if (!*arg || *end || errno || v < 0 || v > SESSION_MAX_WAIT_S) {
-		fprintf(stderr, "%s: %s: '%s' is not a number of seconds (0..%d)\n", prog, opt, arg, SESSION_MAX_WAIT_S);
+		fprintf(stderr, "%s: %s: '%s' is not a number of seconds (0..%d)\n", prog, opt, arg,
+			SESSION_MAX_WAIT_S);
 		return -1;
 	}
 	*out = (int)v;
@@ -1039,7 +1041,8 @@ int session_run_option(struct session_run_options *o, int opt, const char *arg, 
 		return 0;
 	case SESSION_OPT_KEEP:
 		if (keep_policy_parse(arg, &o->keep)) {
-			fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
+			fprintf(stderr,
+				"%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
 				prog, arg);
 			return -1;
 		}
@@ -1122,10 +1125,11 @@ int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
 		return -ENOMEM;
 	}
 	if (keep_nvtx)
-		fprintf(stderr,
-			"%s: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX ranges will not be "
-			"recorded\n",
-			s->o.prog, nvtx);
+		fprintf(
+		    stderr,
+		    "%s: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX ranges will not be "
+		    "recorded\n",
+		    s->o.prog, nvtx);
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		e = -errno;
 		fprintf(stderr, "%s: pipe: %s\n", s->o.prog, strerror(errno));
@@ -1168,10 +1172,11 @@ int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
 		return -e;
 	}
 	if (run_session_set_job(s->rs, p) < 0)
-		fprintf(stderr,
-			"%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
-			"tell whether its job still runs\n",
-			s->o.prog, run_session_folder(s->rs));
+		fprintf(
+		    stderr,
+		    "%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
+		    "tell whether its job still runs\n",
+		    s->o.prog, run_session_folder(s->rs));
 	*pid = p;
 	return 0;
 }

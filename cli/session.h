@@ -175,16 +175,16 @@ struct live_board *session_board(session_t *s);
 
 /* The options of a session that launches its job (`fsdpscope run`, `fsdpscope top -- CMD`). */
 struct session_run_options {
-	const char *dir;		/* --out DIR */
-	const char *name;		/* --name NAME */
-	int dormant;			/* --dormant */
-	int no_cupti;			/* --no-cupti */
-	int flush_timeout_s;		/* --flush-timeout SEC */
-	int wait_descendants_s;		/* --wait-descendants SEC */
-	const char *json_summary;	/* --json-summary FILE */
-	const char *metrics;		/* --metrics [HOST:]PORT */
-	struct keep_policy keep;	/* --keep */
-	struct diagnosis_flags flags;	/* --hang-timeout; the rest lint's defaults */
+	const char *dir;	      /* --out DIR */
+	const char *name;	      /* --name NAME */
+	int dormant;		      /* --dormant */
+	int no_cupti;		      /* --no-cupti */
+	int flush_timeout_s;	      /* --flush-timeout SEC */
+	int wait_descendants_s;	      /* --wait-descendants SEC */
+	const char *json_summary;     /* --json-summary FILE */
+	const char *metrics;	      /* --metrics [HOST:]PORT */
+	struct keep_policy keep;      /* --keep */
+	struct diagnosis_flags flags; /* --hang-timeout; the rest lint's defaults */
 };
 
 /* getopt_long values of those options (cmd_run.c's letters; a caller's own options use others). */
@@ -201,15 +201,14 @@ enum {
 };
 
 /* The struct option entries of the session's options, to splice into a command's table. */
-#define SESSION_RUN_LONG_OPTIONS                                                          \
-	{"out", required_argument, NULL, SESSION_OPT_OUT},                                \
-	    {"name", required_argument, NULL, SESSION_OPT_NAME},                          \
-	    {"dormant", no_argument, NULL, SESSION_OPT_DORMANT},                          \
-	    {"no-cupti", no_argument, NULL, SESSION_OPT_NO_CUPTI},                        \
-	    {"flush-timeout", required_argument, NULL, SESSION_OPT_FLUSH_TIMEOUT},        \
-	    {"wait-descendants", required_argument, NULL, SESSION_OPT_WAIT_DESCENDANTS},  \
-	    {"json-summary", required_argument, NULL, SESSION_OPT_JSON_SUMMARY},          \
-	    {"metrics", required_argument, NULL, SESSION_OPT_METRICS},                    \
+#define SESSION_RUN_LONG_OPTIONS                                                                                       \
+	{"out", required_argument, NULL, SESSION_OPT_OUT}, {"name", required_argument, NULL, SESSION_OPT_NAME},        \
+	    {"dormant", no_argument, NULL, SESSION_OPT_DORMANT},                                                       \
+	    {"no-cupti", no_argument, NULL, SESSION_OPT_NO_CUPTI},                                                     \
+	    {"flush-timeout", required_argument, NULL, SESSION_OPT_FLUSH_TIMEOUT},                                     \
+	    {"wait-descendants", required_argument, NULL, SESSION_OPT_WAIT_DESCENDANTS},                               \
+	    {"json-summary", required_argument, NULL, SESSION_OPT_JSON_SUMMARY},                                       \
+	    {"metrics", required_argument, NULL, SESSION_OPT_METRICS},                                                 \
 	    {"keep", required_argument, NULL, SESSION_OPT_KEEP}, DIAGNOSIS_HANG_OPTION
 
 /* session_run_options_init - run's defaults: ./fsdpscope-out, trace, 5 s flush, 3600 s descendants, keep full. */
@@ -227,11 +226,11 @@ int session_run_options_check(const struct session_run_options *o, const char *p
 
 /* How session_spawn starts the job. */
 struct session_job {
-	char *const *argv;  /* CMD ARGS..., NULL-terminated */
-	const char *agent;  /* the agent's path (session_find_agent) */
+	char *const *argv; /* CMD ARGS..., NULL-terminated */
+	const char *agent; /* the agent's path (session_find_agent) */
 	int dormant, no_cupti;
-	int output_fd;      /* the job's stdout and stderr, -1: left as they are */
-	int stdin_null;     /* the job's stdin is /dev/null (closed to it) */
+	int output_fd;	/* the job's stdout and stderr, -1: left as they are */
+	int stdin_null; /* the job's stdin is /dev/null (closed to it) */
 };
 
 /*

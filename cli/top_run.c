@@ -53,14 +53,14 @@ struct top_run {
 	pthread_t thread;
 	int thread_started;
 	pthread_mutex_t mu; /* guards what follows */
-	int stop;           /* quit STOP asked: SIGTERM the job */
-	int stopped;        /* the SIGTERM was sent */
-	int left;           /* quit LEAVE */
-	int ended;          /* the job ended (info says how) */
-	int finished;       /* the session has ended */
-	int finish_rc;      /* session_finish's */
-	int status;         /* CMD's wait status */
-	int saved_err;      /* the real stderr while the screen is up, else -1 */
+	int stop;	    /* quit STOP asked: SIGTERM the job */
+	int stopped;	    /* the SIGTERM was sent */
+	int left;	    /* quit LEAVE */
+	int ended;	    /* the job ended (info says how) */
+	int finished;	    /* the session has ended */
+	int finish_rc;	    /* session_finish's */
+	int status;	    /* CMD's wait status */
+	int saved_err;	    /* the real stderr while the screen is up, else -1 */
 	off_t finish_off;   /* where in the log the session's end began, -1 not there */
 };
 
@@ -193,7 +193,8 @@ static int open_log(top_run_t *r)
 		if (errno != EEXIST) {
 			int e = -errno;
 
-			fprintf(stderr, TOP_PROG ": cannot create the job's log in %s: %s\n", r->o.dir, strerror(errno));
+			fprintf(stderr, TOP_PROG ": cannot create the job's log in %s: %s\n", r->o.dir,
+				strerror(errno));
 			return e;
 		}
 	}
@@ -240,14 +241,16 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 	if (err)
 		goto fail;
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		fprintf(stderr, TOP_PROG ": warning: cannot become the job's subreaper (%s): processes that outlive %s "
-				"will not be waited for\n",
+		fprintf(stderr,
+			TOP_PROG ": warning: cannot become the job's subreaper (%s): processes that outlive %s "
+				 "will not be waited for\n",
 			strerror(errno), argv[0]);
 	r->info.mode = TOP_MODE_RUN;
 	r->info.job_state = TOP_JOB_RUNNING;
 	r->info.exit_status = -1;
 	for (int i = 0; argv[i] && off < sizeof(r->info.command); i++)
-		off += (size_t)snprintf(r->info.command + off, sizeof(r->info.command) - off, "%s%s", i ? " " : "", argv[i]);
+		off += (size_t)snprintf(r->info.command + off, sizeof(r->info.command) - off, "%s%s", i ? " " : "",
+					argv[i]);
 	snprintf(r->info.source, sizeof(r->info.source), "%s", r->log_path);
 	snprintf(r->info.trace, sizeof(r->info.trace), "%s/%s.fss", o->dir, o->name);
 	r->info.peak_flops = o->flags.analysis.peak_flops;

@@ -25,13 +25,13 @@ struct top_board_feed {
 	int efd;
 	pthread_t thread;
 	int thread_started;
-	pthread_mutex_t mu;    /* guards what follows */
+	pthread_mutex_t mu; /* guards what follows */
 	struct top_info info;
-	uint64_t info_gen;     /* rises with every set_info / fail */
-	uint64_t info_seen;    /* info_gen as the dashboard last saw it (wait) */
-	uint64_t published;    /* the board's newest generation as the watcher saw it */
-	uint64_t shown;        /* the generation the dashboard was last told of (wait) */
-	int error;             /* a negative errno once the producer failed */
+	uint64_t info_gen;  /* rises with every set_info / fail */
+	uint64_t info_seen; /* info_gen as the dashboard last saw it (wait) */
+	uint64_t published; /* the board's newest generation as the watcher saw it */
+	uint64_t shown;	    /* the generation the dashboard was last told of (wait) */
+	int error;	    /* a negative errno once the producer failed */
 	int stopping;
 };
 

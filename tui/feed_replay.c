@@ -57,20 +57,20 @@ struct top_replay_feed {
 	uint64_t *steps;
 	uint8_t *has_coll;
 	size_t nsrc;
-	int step_seen;      /* a step callback since the last check */
-	uint64_t job_step;  /* steps every rank with collectives has completed */
-	uint64_t trace_ns;  /* the latest host time read (pacing) */
-	uint64_t paced_ns;  /* trace_ns at the last view */
-	int error;          /* the read failed (out of memory): said and stopped */
+	int step_seen;	   /* a step callback since the last check */
+	uint64_t job_step; /* steps every rank with collectives has completed */
+	uint64_t trace_ns; /* the latest host time read (pacing) */
+	uint64_t paced_ns; /* trace_ns at the last view */
+	int error;	   /* the read failed (out of memory): said and stopped */
 
 	pthread_t thread;
 	int thread_started;
 	pthread_mutex_t mu; /* guards what follows */
 	pthread_cond_t cv;
-	uint64_t permits;   /* step keys not yet used */
-	uint64_t views;     /* views published */
-	int unpaced;        /* a view was published and no step key has moved past it yet */
-	int done;           /* the thread has published its last view (or failed) */
+	uint64_t permits; /* step keys not yet used */
+	uint64_t views;	  /* views published */
+	int unpaced;	  /* a view was published and no step key has moved past it yet */
+	int done;	  /* the thread has published its last view (or failed) */
 	int stopping;
 	struct top_info info;
 };
@@ -96,7 +96,8 @@ size_t top_live_findings(const findings_t *list, struct live_finding *out, size_
 			off += (size_t)snprintf(l->fix + off, sizeof(l->fix) - off, "%sFSDP1:\n%s", off ? "\n" : "",
 						f->fix_fsdp1);
 		if (f->fix_deepspeed && off < sizeof(l->fix))
-			snprintf(l->fix + off, sizeof(l->fix) - off, "%sDeepSpeed:\n%s", off ? "\n" : "", f->fix_deepspeed);
+			snprintf(l->fix + off, sizeof(l->fix) - off, "%sDeepSpeed:\n%s", off ? "\n" : "",
+				 f->fix_deepspeed);
 	}
 	return n;
 }
@@ -369,7 +370,8 @@ static int check_trace(const char *path, char *err, size_t errlen)
 	n = read(fd, &h, sizeof(h));
 	close(fd);
 	if (n < (ssize_t)sizeof(h)) {
-		snprintf(err, errlen, "%s: not a trace (%s)", path, n < 0 ? strerror(errno) : "shorter than a trace's header");
+		snprintf(err, errlen, "%s: not a trace (%s)", path,
+			 n < 0 ? strerror(errno) : "shorter than a trace's header");
 		return FSS_E_NOT_TRACE;
 	}
 	p = trace_parser_new(&ops, NULL);
@@ -377,7 +379,8 @@ static int check_trace(const char *path, char *err, size_t errlen)
 		return -ENOMEM;
 	rc = trace_parser_feed(p, &h, sizeof(h));
 	if (rc)
-		snprintf(err, errlen, "%s: %s", path, trace_parser_error(p)[0] ? trace_parser_error(p) : fss_strerror(rc));
+		snprintf(err, errlen, "%s: %s", path,
+			 trace_parser_error(p)[0] ? trace_parser_error(p) : fss_strerror(rc));
 	trace_parser_free(p);
 	return rc;
 }
@@ -441,7 +444,8 @@ int top_replay_feed_new(top_replay_feed_t **out, const char *const *paths, size_
 	f->info.exit_status = -1;
 	f->info.replay_stepping = o->step_keys;
 	for (size_t i = 0; i < n && off < sizeof(f->info.source); i++)
-		off += (size_t)snprintf(f->info.source + off, sizeof(f->info.source) - off, "%s%s", i ? " " : "", paths[i]);
+		off += (size_t)snprintf(f->info.source + off, sizeof(f->info.source) - off, "%s%s", i ? " " : "",
+					paths[i]);
 	if (n > 1) {
 		rc = merge_open(&f->merge, paths, n, err, errlen);
 		if (rc)

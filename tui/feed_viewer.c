@@ -533,7 +533,8 @@ static void dec_job(struct dec *d, json_t *o, struct live_job *j)
 	dg = j->diagnosed = get_bool(d, o, "diagnosed");
 	/* before the first diagnosis these are null: the view's zeros */
 	j->verdict = get_enum(d, o, "verdict", (const char *(*)(int))analysis_verdict_name, 16, !dg, 0);
-	j->undecided_reason = get_enum(d, o, "undecided_reason", analysis_undecided_name, ANALYSIS_UNDECIDED_MAX, !dg, 0);
+	j->undecided_reason =
+	    get_enum(d, o, "undecided_reason", analysis_undecided_name, ANALYSIS_UNDECIDED_MAX, !dg, 0);
 	j->reshard = get_enum(d, o, "reshard", reshard_name, 8, !dg, 0);
 	j->repeating_units = (uint32_t)get_u64n(d, o, "repeating_units", !dg, 0);
 	j->gathers_per_unit = (uint32_t)get_u64n(d, o, "gathers_per_unit", !dg, 0);
@@ -651,7 +652,8 @@ static void *viewer_thread(void *arg)
 			break;
 		}
 		if (rc < 0) {
-			snprintf(how, sizeof(how), "the session sent a line that is not a snapshot: %s", fss_strerror(rc));
+			snprintf(how, sizeof(how), "the session sent a line that is not a snapshot: %s",
+				 fss_strerror(rc));
 			top_board_feed_fail(f->bf, rc, how);
 			break;
 		}
@@ -675,18 +677,21 @@ static int connect_error(const char *address, int rc, char *err, size_t errlen)
 	if (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
 		snprintf(err, errlen, "%s: not a viewer socket (not a socket at all)", path);
 	else if (rc == -ENOENT)
-		snprintf(err, errlen,
-			 "%s: no session there (no such socket): start one with 'fsdpscope collect' or 'fsdpscope run', "
-			 "or give the viewer socket it printed",
-			 path);
+		snprintf(
+		    err, errlen,
+		    "%s: no session there (no such socket): start one with 'fsdpscope collect' or 'fsdpscope run', "
+		    "or give the viewer socket it printed",
+		    path);
 	else if (rc == -ECONNREFUSED)
 		snprintf(err, errlen,
-			 "%s: no session there (nothing listens on the socket: the session that made it has ended)", path);
-	else if (rc == -EACCES || rc == -EPERM)
-		snprintf(err, errlen,
-			 "%s: permission denied: a session's viewer socket is its user's alone; run top as the user who "
-			 "runs the session",
+			 "%s: no session there (nothing listens on the socket: the session that made it has ended)",
 			 path);
+	else if (rc == -EACCES || rc == -EPERM)
+		snprintf(
+		    err, errlen,
+		    "%s: permission denied: a session's viewer socket is its user's alone; run top as the user who "
+		    "runs the session",
+		    path);
 	else if (rc == -ENOTSOCK)
 		snprintf(err, errlen, "%s: not a viewer socket (not a socket at all)", path);
 	else
@@ -714,8 +719,9 @@ int top_viewer_feed_new(top_viewer_feed_t **out, const char *address, char *err,
 	}
 	rc = viewer_client_next(f->client, &line, &len, VIEWER_FIRST_MS);
 	if (rc == 0 || rc == -EPROTO) {
-		snprintf(err, errlen, "%s: not a viewer socket (%s): give the session's viewer socket (DIR/.../viewer.sock)",
-			 address, rc ? "what it sent is not a " VIEWER_PROTOCOL " snapshot" : "no snapshot came in 5 s");
+		snprintf(
+		    err, errlen, "%s: not a viewer socket (%s): give the session's viewer socket (DIR/.../viewer.sock)",
+		    address, rc ? "what it sent is not a " VIEWER_PROTOCOL " snapshot" : "no snapshot came in 5 s");
 		rc = -EPROTO;
 		goto fail;
 	}

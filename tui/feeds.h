@@ -82,12 +82,12 @@ int top_viewer_decode(const char *json, size_t len, struct live_view **out, char
 /* ---- replay mode: a recorded trace ------------------------------------------ */
 
 struct top_replay_options {
-	double speed;        /* paced by the trace's own time: 1 real time, 2 twice as fast; 0 as fast as it reads */
-	int step_keys;       /* advance only on feed->step (after the first view): the deterministic mode */
+	double speed;	     /* paced by the trace's own time: 1 real time, 2 twice as fast; 0 as fast as it reads */
+	int step_keys;	     /* advance only on feed->step (after the first view): the deterministic mode */
 	uint64_t first_step; /* --step N: read to step N before the first view (0: the first step) */
-	int only_end;        /* one view only: at first_step when given, else at the trace's end (--once) */
+	int only_end;	     /* one view only: at first_step when given, else at the trace's end (--once) */
 	const struct analysis_options *analysis; /* borrowed; NULL: defaults */
-	const struct rule_config *rules;         /* borrowed; NULL: defaults */
+	const struct rule_config *rules;	 /* borrowed; NULL: defaults */
 };
 
 typedef struct top_replay_feed top_replay_feed_t;

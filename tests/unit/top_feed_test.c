@@ -486,7 +486,8 @@ static void viewer_bad_lines(void **state)
 	assert_int_equal(top_viewer_decode("{\"schema\":\"other/1\"}", 20, &out, err, sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "schema"));
 	/* a duplicate key */
-	assert_int_equal(asprintf(&dup, "{\"schema\":\"%s\",\"schema\":\"%s\"}", VIEWER_PROTOCOL, VIEWER_PROTOCOL) > 0, 1);
+	assert_int_equal(asprintf(&dup, "{\"schema\":\"%s\",\"schema\":\"%s\"}", VIEWER_PROTOCOL, VIEWER_PROTOCOL) > 0,
+			 1);
 	assert_int_equal(top_viewer_decode(dup, strlen(dup), &out, err, sizeof(err)), -EPROTO);
 	free(dup);
 	/* a field of the wrong type, named with its place */
@@ -607,8 +608,8 @@ static void run_log_stdin(void **state)
 	char *log;
 
 	(void)state;
-	r = start_job("io", "echo out-line; echo err-line >&2; if read x; then echo stdin-open; else echo stdin-closed; fi",
-		      &f);
+	r = start_job(
+	    "io", "echo out-line; echo err-line >&2; if read x; then echo stdin-open; else echo stdin-closed; fi", &f);
 	assert_non_null(f.quit);
 	assert_null(f.step);
 	f.info(f.ctx, &info);
@@ -659,8 +660,8 @@ static void run_quit_stop(void **state)
 	int code;
 
 	(void)state;
-	snprintf(script, sizeof(script), "exec %s --backend cpu --nranks 2 --layers 2 --wrap linear --steps 1000000 --quiet",
-		 FSS_FSDP_REF);
+	snprintf(script, sizeof(script),
+		 "exec %s --backend cpu --nranks 2 --layers 2 --wrap linear --steps 1000000 --quiet", FSS_FSDP_REF);
 	r = start_job("stop", script, &f);
 	wait_for_steps(&f, 2);
 	assert_int_equal(f.quit(f.ctx, TOP_QUIT_STOP), 0);
@@ -718,11 +719,11 @@ static void run_quit_leave(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(replay_step_keys),   cmocka_unit_test(replay_once),
-		cmocka_unit_test(viewer_roundtrip),   cmocka_unit_test(viewer_feed_socket),
-		cmocka_unit_test(viewer_bad_lines),   cmocka_unit_test(viewer_connect_errors),
-		cmocka_unit_test(run_log_stdin),      cmocka_unit_test(run_quit_stop),
-		cmocka_unit_test(run_quit_leave),
+	    cmocka_unit_test(replay_step_keys), cmocka_unit_test(replay_once),
+	    cmocka_unit_test(viewer_roundtrip), cmocka_unit_test(viewer_feed_socket),
+	    cmocka_unit_test(viewer_bad_lines), cmocka_unit_test(viewer_connect_errors),
+	    cmocka_unit_test(run_log_stdin),	cmocka_unit_test(run_quit_stop),
+	    cmocka_unit_test(run_quit_leave),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
