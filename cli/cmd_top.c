@@ -223,9 +223,10 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 			*(opt == TOP_OPT_COLS ? &a->opt.cols : &a->opt.rows) = (int)v;
 			break;
 		case 'r':
-			if (parse_number("-r", optarg, 0, INT_MAX, &v) || v != floor(v)) {
-				if (v != floor(v))
-					fprintf(stderr, TOP_PROG ": -r %s: expected a rank (0, 1, ...)\n", optarg);
+			if (parse_number("-r", optarg, 0, INT_MAX, &v))
+				return -1;
+			if (v != floor(v)) {
+				fprintf(stderr, TOP_PROG ": -r %s: expected a rank (0, 1, ...)\n", optarg);
 				return -1;
 			}
 			a->opt.first_rank = (int)v;
@@ -238,10 +239,10 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 				return -1;
 			break;
 		case TOP_OPT_STEP:
-			if (parse_number("--step", optarg, 1, 1e12, &v) || v != floor(v)) {
-				if (v != floor(v))
-					fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n",
-						optarg);
+			if (parse_number("--step", optarg, 1, 1e12, &v))
+				return -1;
+			if (v != floor(v)) {
+				fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n", optarg);
 				return -1;
 			}
 			a->step = (long long)v;

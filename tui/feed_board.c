@@ -177,9 +177,36 @@ static int cb_fd(void *ctx)
 	return ((top_board_feed_t *)ctx)->efd;
 }
 
+/* Distinct host names among the view's ranks, 0 when none is known. */
+static uint32_t count_hosts(const struct live_view *v)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; v && i < v->nranks; i++) {
+		size_t k;
+
+		if (!v->ranks[i].host[0])
+			continue;
+		for (k = 0; k < i && strncmp(v->ranks[k].host, v->ranks[i].host, LIVE_NAME_BYTES); k++)
+			;
+		n += k == i;
+	}
+	return n;
+}
+
 static void cb_info(void *ctx, struct top_info *out)
 {
-	top_board_feed_get_info(ctx, out);
+	top_board_feed_t *f = ctx;
+
+	top_board_feed_get_info(f, out);
+	/* The producer left the nodes to the view: the hosts its ranks name. */
+	if (!out->nodes) {
+		const struct live_view *v = live_board_acquire(f->board);
+
+		out->nodes = count_hosts(v);
+		if (v)
+			live_board_release(f->board, v);
+	}
 }
 
 void top_board_feed_bind(top_board_feed_t *f, struct top_feed *feed)

@@ -27,8 +27,9 @@ typedef struct top_board_feed top_board_feed_t;
 /*
  * top_board_feed_new - a feed of the views published on `board` (borrowed:
  * it must outlive the feed), with `info` as what it says of the job until
- * top_board_feed_set_info. Its fd is readable when a newer view or a new
- * info is there. 0 with *out, or a negative errno (-ENOMEM, an eventfd or
+ * top_board_feed_set_info; an info.nodes of 0 is filled in with the
+ * distinct hosts the latest view's ranks name. Its fd is readable when a
+ * newer view or a new info is there. 0 with *out, or a negative errno (-ENOMEM, an eventfd or
  * thread that could not be made).
  */
 int top_board_feed_new(top_board_feed_t **out, live_board_t *board, const struct top_info *info);

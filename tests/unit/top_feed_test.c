@@ -242,6 +242,8 @@ static void replay_once(void **state)
 	assert_non_null(v);
 	assert_int_equal(v->generation, 1); /* the only view is the end's */
 	assert_equals_lint(v);
+	f.info(f.ctx, &info);
+	assert_int_equal(info.nodes, 1); /* the ranks' hosts: one machine */
 	f.release(f.ctx, v);
 	top_replay_feed_free(rf);
 
