@@ -21,6 +21,13 @@ expect_error() {
 	local rc=$?
 	[ $rc -eq 2 ] || fail "top $*: exit $rc, expected 2"
 	grep -qF -- "$want" "$work/err" || fail "top $*: stderr lacks '$want': $(cat "$work/err")"
+	no_sanitizer_report "$work/err"
+}
+
+# A sanitizer build's report goes to stderr: none may be there.
+no_sanitizer_report() { # FILE...
+	grep -lE "Sanitizer|runtime error:" "$@" 2>/dev/null && fail "a sanitizer report in $*"
+	return 0
 }
 
 mkdir -p "$work/empty"
@@ -71,6 +78,8 @@ done
 [ -n "$pids" ] || fail "no hello in the trace"
 grep -q "wrap-too-fine" "$work/replay.out" || fail "the replay's view lacks wrap-too-fine"
 grep -q $'\e' "$work/replay.out" && fail "--once printed an escape sequence"
+
+no_sanitizer_report "$work/run.err" "$work/replay.err" "$work/run/io.log"
 
 # help
 "$fs" help top >"$work/help" || fail "help top"
