@@ -411,16 +411,6 @@ static int run_replay(struct top_args *a)
 	return rc;
 }
 
-static top_run_t *volatile top_signal_run;
-
-/* --once in run mode: a signal to fsdpscope stops the job, as run forwards it. */
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (top_signal_run)
-		top_run_stop(top_signal_run);
-}
-
 static int run_job(struct top_args *a)
 {
 	top_run_t *r;
@@ -433,15 +423,7 @@ static int run_job(struct top_args *a)
 		return EXIT_USAGE;
 	top_run_bind(r, &feed);
 	if (a->opt.once) {
-		struct sigaction sa;
-
-		memset(&sa, 0, sizeof(sa));
-		sigemptyset(&sa.sa_mask);
-		sa.sa_handler = on_signal;
-		top_signal_run = r;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
+		top_run_catch_signals();
 		/* The view when the job has ended: the session's last, the final diagnosis. */
 		code = top_run_finish(r);
 		rc = show(&feed, &a->opt);
@@ -449,10 +431,10 @@ static int run_job(struct top_args *a)
 		top_run_screen_begin(r);
 		rc = show(&feed, &a->opt);
 		top_run_screen_end(r);
-		if (rc) {
-			/* No screen: the job must not run on unwatched and unasked. */
+		top_run_catch_signals();
+		/* No screen (it failed, or a signal ended it): the job must not run on unwatched and unasked. */
+		if (rc)
 			top_run_stop(r);
-		}
 		code = top_run_finish(r);
 	}
 	top_run_free(r);

@@ -64,6 +64,27 @@ struct top_run {
 	off_t finish_off;   /* where in the log the session's end began, -1 not there */
 };
 
+/* A signal to fsdpscope while no screen handles them: stop the job, as run forwards it. */
+static volatile sig_atomic_t top_run_signalled;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	top_run_signalled = 1;
+}
+
+void top_run_catch_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_signal;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -128,7 +149,7 @@ static void *session_thread(void *arg)
 		session_poll(r->session, TOP_RUN_POLL_MS);
 		children = reap(r, &leader_done);
 		pthread_mutex_lock(&r->mu);
-		stop = r->stop && !r->stopped;
+		stop = (r->stop || top_run_signalled) && !r->stopped;
 		if (stop)
 			r->stopped = 1;
 		pthread_mutex_unlock(&r->mu);

@@ -44,8 +44,16 @@ void top_run_screen_end(top_run_t *r);
  */
 int top_run_finish(top_run_t *r);
 
-/* top_run_stop - as quit TOP_QUIT_STOP (a signal to fsdpscope in --once). */
+/* top_run_stop - as quit TOP_QUIT_STOP. */
 void top_run_stop(top_run_t *r);
+
+/*
+ * top_run_catch_signals - from now on SIGINT, SIGTERM and SIGHUP to
+ * fsdpscope stop the job (SIGTERM to its group, as quit TOP_QUIT_STOP):
+ * while no screen handles them (--once, and after the screen, while a job
+ * left running is recorded to its end).
+ */
+void top_run_catch_signals(void);
 
 void top_run_free(top_run_t *r);
 
