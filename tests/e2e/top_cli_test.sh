@@ -44,6 +44,9 @@ expect_error "for a replay" --step 2 --once -- true
 expect_error "no command after '--'" --once --
 expect_error "unknown option" --bogus x.fss
 expect_error "expected a number" -d zero x.fss
+expect_error "expected full, summary" --once --out "$work/k" --keep bogus -- true
+expect_error "is not a number of seconds" --once --out "$work/k" --wait-descendants x -- true
+expect_error "must be a plain file name" --once --out "$work/k" --name a/b -- true
 expect_error "command not found" --once --out "$work/nf" -- no-such-command-fsdpscope
 
 # -- CMD --once: the job's output in the log, stdin closed, the view at its end
