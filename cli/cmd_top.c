@@ -77,7 +77,7 @@ const char cmd_top_help[] =
     "    -b, --once          print one plain-text snapshot and exit: for a replay the state at\n"
     "                        its end (or at --step N), for --connect the newest view, for\n"
     "                        -- CMD the view when the job has ended\n"
-    "    --cols C, --rows R  the page of --once (default 80 x 24)\n"
+    "    --cols C, --rows R  the page of --once (default 80 x 24; 0: $COLUMNS / $LINES)\n"
     "    --exit-with-job     leave the dashboard when the job ends\n"
     "    -r RANK             the rank of the time strip at start (default: the slowest)\n"
     "    --connect [ADDR]    watch a running session (see above)\n"
@@ -213,12 +213,14 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 			break;
 		case TOP_OPT_COLS:
 		case TOP_OPT_ROWS:
-			if (parse_number(opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg,
-					 opt == TOP_OPT_COLS ? 20 : 5, TOP_PAGE_MAX, &v))
+			if (parse_number(opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg, 0, TOP_PAGE_MAX, &v))
 				return -1;
-			if (v != floor(v)) {
-				fprintf(stderr, TOP_PROG ": %s %s: expected a whole number\n",
-					opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg);
+			/* 0: the terminal's COLUMNS / LINES; else a page that holds a row */
+			if (v != floor(v) || (v > 0 && v < (opt == TOP_OPT_COLS ? 20 : 5))) {
+				fprintf(stderr,
+					TOP_PROG ": %s %s: expected 0 (COLUMNS / LINES) or a whole number from %d\n",
+					opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg,
+					opt == TOP_OPT_COLS ? 20 : 5);
 				return -1;
 			}
 			*(opt == TOP_OPT_COLS ? &a->opt.cols : &a->opt.rows) = (int)v;
@@ -452,7 +454,8 @@ int cmd_top(int argc, char **argv)
 		fputs(cmd_top_help, stdout);
 		return EXIT_OK;
 	}
-	a.opt.color = a.opt.color != -1 && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	/* NO_COLOR set at all turns colour off (the screen also asks the terminal) */
+	a.opt.color = a.opt.color != -1 && !getenv("NO_COLOR");
 	if (a.connect)
 		mode = TOP_MODE_CONNECT;
 	else if (a.dashdash)
