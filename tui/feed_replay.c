@@ -36,6 +36,8 @@
 /* The longest pause between two steps, whatever --speed says: a trace with
  * a long idle stretch still moves. */
 #define REPLAY_PAUSE_MAX_NS (10ull * 1000000000ull)
+/* --speed 0: a view at most this often (no screen shows more), each one diagnosed. */
+#define REPLAY_FAST_VIEW_MS 50
 /* Stops the read from a callback (never a value trace_read returns itself). */
 #define REPLAY_STOP 1000001
 
@@ -61,6 +63,7 @@ struct top_replay_feed {
 	uint64_t job_step; /* steps every rank with collectives has completed */
 	uint64_t trace_ns; /* the latest host time read (pacing) */
 	uint64_t paced_ns; /* trace_ns at the last view */
+	int64_t view_ms;   /* CLOCK_MONOTONIC of the last view (--speed 0) */
 	int error;	   /* the read failed (out of memory): said and stopped */
 
 	pthread_t thread;
@@ -242,6 +245,19 @@ static int on_job_step(top_replay_feed_t *f)
 		return 0;
 	if (f->o.only_end && !f->o.first_step)
 		return 0;
+	/* As fast as it reads: a diagnosis per step would cost more than the
+	 * reading, for views no one could see; the step counter still shows each
+	 * view's step. */
+	if (!f->o.step_keys && f->o.speed == 0 && !f->o.only_end) {
+		struct timespec ts;
+		int64_t now;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		if (f->views && now - f->view_ms < REPLAY_FAST_VIEW_MS)
+			return 0;
+		f->view_ms = now;
+	}
 	rc = diagnose_snapshot(f);
 	if (rc == 0)
 		rc = publish(f, TOP_JOB_RUNNING, NULL, 0);
