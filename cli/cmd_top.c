@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define TOP_PROG "fsdpscope top"
@@ -288,7 +290,24 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 	return 0;
 }
 
-/* --connect without ADDR: the one session in DIR (its private folder's viewer socket). */
+/* Something listens on the unix socket at path (a dead session's socket stays behind). */
+static int listening(const char *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd, ok;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return 1; /* let the connect say what is wrong with it */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 1;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	ok = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 || errno == EACCES || errno == EPERM;
+	close(fd);
+	return ok;
+}
+
+/* --connect without ADDR: the one live session in DIR (its private folder's viewer socket). */
 static int find_session(const char *dir, char *addr, size_t len)
 {
 	DIR *d = opendir(dir);
@@ -311,7 +330,7 @@ static int find_session(const char *dir, char *addr, size_t len)
 		if (strncmp(e->d_name, RUN_FOLDER_PREFIX, strlen(RUN_FOLDER_PREFIX)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/" RUN_VIEWER_SOCKET, dir, e->d_name);
-		if (stat(path, &st) < 0 && errno != EACCES)
+		if ((stat(path, &st) < 0 && errno != EACCES) || !listening(path))
 			continue;
 		if (n < 8)
 			snprintf(found[n], sizeof(found[n]), "%s", path);
