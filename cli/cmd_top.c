@@ -340,7 +340,7 @@ static int find_session(const char *dir, char *addr, size_t len)
 	if (n == 0) {
 		fprintf(stderr,
 			TOP_PROG ": --connect: no session in %s (no %s*/" RUN_VIEWER_SOCKET
-				 "): start 'fsdpscope collect' "
+				 " that a session listens on): start 'fsdpscope collect' "
 				 "there, or give the viewer socket a session printed (--connect unix:PATH)\n",
 			dir, RUN_FOLDER_PREFIX);
 		return -1;
