@@ -8,7 +8,8 @@ set -u
 fs=$1 ref=$2
 export FSDPSCOPE_AGENT=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/top_cli_test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+cpid=
+trap '[ -n "$cpid" ] && kill "$cpid" 2>/dev/null; rm -rf "$work"' EXIT
 fails=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -83,6 +84,24 @@ grep -q "wrap-too-fine" "$work/replay.out" || fail "the replay's view lacks wrap
 grep -q $'\e' "$work/replay.out" && fail "--once printed an escape sequence"
 
 no_sanitizer_report "$work/run.err" "$work/replay.err" "$work/run/io.log"
+
+# --connect without ADDR: the session collect runs in DIR, before any rank reached it
+mkdir -p "$work/col"
+"$fs" collect --listen "unix:$work/c.sock" --out "$work/col" </dev/null >/dev/null 2>"$work/col.err" &
+cpid=$!
+for _ in $(seq 600); do
+	grep -q "live view" "$work/col.err" 2>/dev/null && break
+	sleep 0.1
+done
+grep -q "live view" "$work/col.err" || fail "collect printed no viewer socket: $(cat "$work/col.err")"
+"$fs" top --connect --out "$work/col" --once </dev/null >"$work/conn.out" 2>"$work/conn.err"
+rc=$?
+[ $rc -eq 0 ] || fail "top --connect --out DIR --once: exit $rc: $(cat "$work/conn.err")"
+grep -q "connect" "$work/conn.out" || fail "the connected view does not say connect: $(head -2 "$work/conn.out")"
+kill -TERM "$cpid"
+wait "$cpid"
+cpid=
+no_sanitizer_report "$work/conn.err" "$work/col.err"
 
 # help
 "$fs" help top >"$work/help" || fail "help top"
