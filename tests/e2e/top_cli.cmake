@@ -1,5 +1,6 @@
 # `fsdpscope top` from the command line, without a terminal (tests/e2e/top_cli_test.sh):
-# every error a clear message and exit 2, -- CMD --once (the job's log, its
+# every error a clear message and exit 2, --connect to a real collect session,
+# -- CMD --once (the job's log, its
 # stdin closed, the last view), a replay's --once, help with EXAMPLES and
 # OVERHEAD. The dashboard in a real terminal is tests/e2e/top_e2e.py's (tmux).
 if(TARGET fsdp_ref AND TARGET fsdpscope_agent)
