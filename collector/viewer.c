@@ -297,6 +297,8 @@ static void render_rank(struct out *o, const struct live_rank *r)
 		out_null(o, "rank");
 	out_u64(o, "source", r->source);
 	out_u64(o, "pid", r->pid);
+	out_text(o, "host", r->host, sizeof(r->host));
+	out_text(o, "command", r->command, sizeof(r->command));
 	out_bool(o, "ended", r->ended != 0);
 	out_u64(o, "records", r->records);
 	out_u64(o, "dropped", r->dropped);
@@ -509,6 +511,10 @@ static void render_job(struct out *o, const struct live_job *j)
 		out_text(o, "rule", f->rule, sizeof(f->rule));
 		out_text(o, "severity", severity_name(f->severity), 32);
 		out_text(o, "message", f->message, sizeof(f->message));
+		if (f->fix[0])
+			out_text(o, "fix", f->fix, sizeof(f->fix));
+		else
+			out_null(o, "fix");
 		out_text(o, "evidence", f->evidence, sizeof(f->evidence));
 		out_close(o, '}');
 	}
