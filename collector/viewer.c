@@ -195,22 +195,6 @@ static const char *severity_name(int severity)
 	return severity >= 0 && severity < 3 ? names[severity] : "unknown";
 }
 
-/* The policy alone: the group size G of "group:G" is not in the view. */
-static const char *reshard_name(int reshard)
-{
-	switch (reshard) {
-	case ANALYSIS_RESHARD_TRUE:
-		return "true";
-	case ANALYSIS_RESHARD_FALSE:
-		return "false";
-	case ANALYSIS_RESHARD_GROUP:
-		return "group";
-	case ANALYSIS_RESHARD_MIXED:
-		return "mixed";
-	default:
-		return "unknown";
-	}
-}
 
 static void render_step(struct out *o, const struct live_step *s)
 {
@@ -489,7 +473,7 @@ static void render_job(struct out *o, const struct live_job *j)
 	if (d) {
 		out_text(o, "verdict", analysis_verdict_name(j->verdict), 32);
 		out_text(o, "undecided_reason", analysis_undecided_name(j->undecided_reason), 32);
-		out_text(o, "reshard", reshard_name(j->reshard), 32);
+		out_text(o, "reshard", analysis_reshard_name(j->reshard), 32);
 	} else {
 		out_null(o, "verdict");
 		out_null(o, "undecided_reason");

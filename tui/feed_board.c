@@ -262,3 +262,52 @@ void top_board_feed_free(top_board_feed_t *f)
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }
+
+/* ---- feeds built on a board feed ------------------------------------------ */
+
+/* ctx begins with the struct top_feed the call goes to (top_feed_forward). */
+static const struct live_view *fwd_acquire(void *ctx)
+{
+	const struct top_feed *in = ctx;
+
+	return in->acquire(in->ctx);
+}
+
+static void fwd_release(void *ctx, const struct live_view *v)
+{
+	const struct top_feed *in = ctx;
+
+	in->release(in->ctx, v);
+}
+
+static int fwd_wait(void *ctx, int timeout_ms)
+{
+	const struct top_feed *in = ctx;
+
+	return in->wait(in->ctx, timeout_ms);
+}
+
+static int fwd_fd(void *ctx)
+{
+	const struct top_feed *in = ctx;
+
+	return in->fd(in->ctx);
+}
+
+static void fwd_info(void *ctx, struct top_info *out)
+{
+	const struct top_feed *in = ctx;
+
+	in->info(in->ctx, out);
+}
+
+void top_feed_forward(struct top_feed *feed, void *owner)
+{
+	memset(feed, 0, sizeof(*feed));
+	feed->ctx = owner;
+	feed->acquire = fwd_acquire;
+	feed->release = fwd_release;
+	feed->wait = fwd_wait;
+	feed->fd = fwd_fd;
+	feed->info = fwd_info;
+}

@@ -24,6 +24,8 @@
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -42,8 +44,8 @@
 #define REPLAY_STOP 1000001
 
 struct top_replay_feed {
+	struct top_feed inner; /* bf's callbacks, first: top_feed_forward delegates to them */
 	top_board_feed_t *bf;
-	struct top_feed inner; /* bf's callbacks: the replay's own delegate to them */
 	live_board_t *board;
 	struct top_replay_options o;
 	struct analysis_options adef;
@@ -77,6 +79,7 @@ struct top_replay_feed {
 	int stopping;
 	struct top_info info;
 };
+static_assert(offsetof(struct top_replay_feed, inner) == 0, "top_feed_forward needs the inner feed first");
 
 size_t top_live_findings(const findings_t *list, struct live_finding *out, size_t max)
 {
@@ -491,50 +494,9 @@ fail:
 	return rc;
 }
 
-static const struct live_view *cb_acquire(void *ctx)
-{
-	top_replay_feed_t *f = ctx;
-
-	return f->inner.acquire(f->inner.ctx);
-}
-
-static void cb_release(void *ctx, const struct live_view *v)
-{
-	top_replay_feed_t *f = ctx;
-
-	f->inner.release(f->inner.ctx, v);
-}
-
-static int cb_wait(void *ctx, int timeout_ms)
-{
-	top_replay_feed_t *f = ctx;
-
-	return f->inner.wait(f->inner.ctx, timeout_ms);
-}
-
-static int cb_fd(void *ctx)
-{
-	top_replay_feed_t *f = ctx;
-
-	return f->inner.fd(f->inner.ctx);
-}
-
-static void cb_info(void *ctx, struct top_info *out)
-{
-	top_replay_feed_t *f = ctx;
-
-	f->inner.info(f->inner.ctx, out);
-}
-
 void top_replay_feed_bind(top_replay_feed_t *f, struct top_feed *feed)
 {
-	memset(feed, 0, sizeof(*feed));
-	feed->ctx = f;
-	feed->acquire = cb_acquire;
-	feed->release = cb_release;
-	feed->wait = cb_wait;
-	feed->fd = cb_fd;
-	feed->info = cb_info;
+	top_feed_forward(feed, f);
 	feed->step = f->o.step_keys ? cb_step : NULL;
 }
 

@@ -19,6 +19,8 @@
 #include "common/error.h"
 #include "common/record.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -210,18 +212,7 @@ static const char *severity_name(int i)
 
 static const char *reshard_name(int i)
 {
-	switch (i) {
-	case ANALYSIS_RESHARD_TRUE:
-		return "true";
-	case ANALYSIS_RESHARD_FALSE:
-		return "false";
-	case ANALYSIS_RESHARD_GROUP:
-		return "group";
-	case ANALYSIS_RESHARD_MIXED:
-		return "mixed";
-	default:
-		return "unknown";
-	}
+	return analysis_reshard_name(i);
 }
 
 static const char *evidence_name(int i)
@@ -607,10 +598,10 @@ int top_viewer_decode(const char *json, size_t len, struct live_view **out, char
 /* ---- the feed ---------------------------------------------------------------- */
 
 struct top_viewer_feed {
+	struct top_feed inner; /* bf's callbacks, first: top_feed_forward delegates to them */
 	viewer_client_t *client;
 	live_board_t *board;
 	top_board_feed_t *bf;
-	struct top_feed inner;
 	struct top_info info;
 	struct live_view *first; /* decoded at connect, put on the board by the thread */
 	pthread_t thread;
@@ -618,6 +609,7 @@ struct top_viewer_feed {
 	pthread_mutex_t mu;
 	int stopping;
 };
+static_assert(offsetof(struct top_viewer_feed, inner) == 0, "top_feed_forward needs the inner feed first");
 
 static int stopping(top_viewer_feed_t *f)
 {
@@ -761,50 +753,9 @@ fail:
 	return rc;
 }
 
-static const struct live_view *vcb_acquire(void *ctx)
-{
-	top_viewer_feed_t *f = ctx;
-
-	return f->inner.acquire(f->inner.ctx);
-}
-
-static void vcb_release(void *ctx, const struct live_view *v)
-{
-	top_viewer_feed_t *f = ctx;
-
-	f->inner.release(f->inner.ctx, v);
-}
-
-static int vcb_wait(void *ctx, int timeout_ms)
-{
-	top_viewer_feed_t *f = ctx;
-
-	return f->inner.wait(f->inner.ctx, timeout_ms);
-}
-
-static int vcb_fd(void *ctx)
-{
-	top_viewer_feed_t *f = ctx;
-
-	return f->inner.fd(f->inner.ctx);
-}
-
-static void vcb_info(void *ctx, struct top_info *out)
-{
-	top_viewer_feed_t *f = ctx;
-
-	f->inner.info(f->inner.ctx, out);
-}
-
 void top_viewer_feed_bind(top_viewer_feed_t *f, struct top_feed *feed)
 {
-	memset(feed, 0, sizeof(*feed));
-	feed->ctx = f;
-	feed->acquire = vcb_acquire;
-	feed->release = vcb_release;
-	feed->wait = vcb_wait;
-	feed->fd = vcb_fd;
-	feed->info = vcb_info;
+	top_feed_forward(feed, f);
 }
 
 void top_viewer_feed_free(top_viewer_feed_t *f)

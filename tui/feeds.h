@@ -37,6 +37,14 @@ int top_board_feed_new(top_board_feed_t **out, live_board_t *board, const struct
 /* top_board_feed_bind - fill `feed` with f's callbacks (step and quit NULL). */
 void top_board_feed_bind(top_board_feed_t *f, struct top_feed *feed);
 
+/*
+ * top_feed_forward - fill `feed` so that its view and info callbacks go to
+ * the struct top_feed that `owner` begins with (a feed built on a board
+ * feed keeps that feed's callbacks as its first member), and its ctx is
+ * owner, for the step and quit the caller sets after (NULL here).
+ */
+void top_feed_forward(struct top_feed *feed, void *owner);
+
 /* top_board_feed_set_info - replace what the feed says of the job (any thread); wakes the dashboard. */
 void top_board_feed_set_info(top_board_feed_t *f, const struct top_info *info);
 
