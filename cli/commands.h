@@ -50,6 +50,9 @@ extern const char cmd_report_help[];
 int cmd_run(int argc, char **argv);
 extern const char cmd_run_help[];
 
+int cmd_top(int argc, char **argv);
+extern const char cmd_top_help[];
+
 /* command_find - the table entry for name, NULL if there is none. */
 const struct command *command_find(const char *name);
 

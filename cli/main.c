@@ -16,6 +16,7 @@ static const struct command commands[] = {
 	{"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", cmd_lint_help, cmd_lint},
 	{"report", "the whole diagnosis of a trace, as text or JSON", cmd_report_help, cmd_report},
 	{"run", "run a job with the agent and record one trace", cmd_run_help, cmd_run},
+	{"top", "the dashboard: watch a job, a running session or a recorded trace", cmd_top_help, cmd_top},
 	{"version", "print the version and the trace format version", cmd_version_help, cmd_version},
 };
 
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	/* run reads its own --help: from CMD on, every word is the job's. */
-	if (cmd->run != cmd_run && wants_help(argc - 1, argv + 1)) {
+	if (cmd->run != cmd_run && cmd->run != cmd_top && wants_help(argc - 1, argv + 1)) {
 		fputs(cmd->help, stdout);
 		return finish(EXIT_OK);
 	}

@@ -26,8 +26,10 @@
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
+#include "tui/feeds.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,29 +231,11 @@ static void keeper_messages(session_t *s)
 		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
-/* The rules' findings as the live state keeps them (plain, bounded). */
-static size_t live_findings(const findings_t *list, struct live_finding *out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < findings_count(list) && n < max; i++) {
-		const struct finding *f = findings_get(list, i);
-		struct live_finding *l = &out[n++];
-
-		memset(l, 0, sizeof(*l));
-		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
-		l->severity = (int)f->severity;
-		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
-		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
-	}
-	return n;
-}
-
 /* Diagnose result r (the rules on it) into the live state. */
 static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *list)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	size_t n = live_findings(list, found, LIVE_FINDINGS_MAX);
+	size_t n = top_live_findings(list, found, LIVE_FINDINGS_MAX);
 
 	live_set_diagnosis(s->live, r, found, n);
 }
@@ -313,6 +298,11 @@ static int start_readers(session_t *s)
 	int rc;
 
 	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
+		return -ENOMEM;
+	/* A first view at once, empty: a viewer that connects to a session no
+	 * rank has reached yet gets a snapshot (the protocol's first line comes
+	 * at once), so it can tell a viewer socket from any other. */
+	if (live_publish(s->live, s->board))
 		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
 	sock = strdup(run_session_socket(s->rs));
@@ -917,7 +907,8 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->stats = stats;
 	err = diagnose(s);
 	if (err && s->options_error[0]) {
-		fprintf(stderr, "%s: %s\n%s: the trace is written: 'fsdpscope lint %s' with options that fit it reads it\n",
+		fprintf(stderr,
+			"%s: %s\n%s: the trace is written: 'fsdpscope lint %s' with options that fit it reads it\n",
 			s->o.prog, s->options_error, s->o.prog, s->trace_path);
 	} else if (err) {
 		fprintf(stderr, "%s: the live analysis could not finish (%s); 'fsdpscope lint %s' reads the trace\n",
@@ -985,4 +976,207 @@ void session_free(session_t *s)
 	free(s->private_sink);
 	free(s->trace_path);
 	free(s);
+}
+
+struct live_board *session_board(session_t *s)
+{
+	return s->board;
+}
+
+/* ---- what `run` and `top -- CMD` share ------------------------------------------ */
+
+#define SESSION_DEFAULT_DIR "fsdpscope-out"
+#define SESSION_DEFAULT_NAME "trace"
+#define SESSION_DEFAULT_FLUSH_S 5
+#define SESSION_DEFAULT_WAIT_DESCENDANTS_S 3600
+#define SESSION_MAX_WAIT_S (30 * 86400)
+
+void session_run_options_init(struct session_run_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->dir = SESSION_DEFAULT_DIR;
+	o->name = SESSION_DEFAULT_NAME;
+	o->flush_timeout_s = SESSION_DEFAULT_FLUSH_S;
+	o->wait_descendants_s = SESSION_DEFAULT_WAIT_DESCENDANTS_S;
+	keep_policy_default(&o->keep);
+	diagnosis_flags_init(&o->flags);
+}
+
+static int parse_seconds(const char *prog, const char *opt, const char *arg, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (!*arg || *end || errno || v < 0 || v > SESSION_MAX_WAIT_S) {
+		fprintf(stderr, "%s: %s: '%s' is not a number of seconds (0..%d)\n", prog, opt, arg,
+			SESSION_MAX_WAIT_S);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog)
+{
+	switch (opt) {
+	case SESSION_OPT_OUT:
+		o->dir = arg;
+		return 0;
+	case SESSION_OPT_NAME:
+		o->name = arg;
+		return 0;
+	case SESSION_OPT_DORMANT:
+		o->dormant = 1;
+		return 0;
+	case SESSION_OPT_NO_CUPTI:
+		o->no_cupti = 1;
+		return 0;
+	case SESSION_OPT_JSON_SUMMARY:
+		o->json_summary = arg;
+		return 0;
+	case SESSION_OPT_METRICS:
+		o->metrics = arg;
+		return 0;
+	case SESSION_OPT_KEEP:
+		if (keep_policy_parse(arg, &o->keep)) {
+			fprintf(stderr,
+				"%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
+				prog, arg);
+			return -1;
+		}
+		return 0;
+	case SESSION_OPT_FLUSH_TIMEOUT:
+		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
+	case SESSION_OPT_WAIT_DESCENDANTS:
+		return parse_seconds(prog, "--wait-descendants", arg, &o->wait_descendants_s);
+	case DIAG_OPT_HANG_TIMEOUT: {
+		const char *cmd = strrchr(prog, ' ');
+
+		return diagnosis_option(&o->flags, opt, arg, cmd ? cmd + 1 : prog) ? -1 : 0;
+	}
+	default:
+		return 1;
+	}
+}
+
+int session_run_options_check(const struct session_run_options *o, const char *prog)
+{
+	if (!*o->dir) {
+		fprintf(stderr, "%s: --out: empty directory name\n", prog);
+		return -1;
+	}
+	if (!*o->name || strchr(o->name, '/') || o->name[0] == '.') {
+		fprintf(stderr, "%s: --name: '%s' must be a plain file name (no '/', not starting with '.')\n", prog,
+			o->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* In the child, before exec: the job's environment, its stdio. */
+static void spawn_child(session_t *s, const struct session_job *j, const char *ld_preload, int keep_nvtx)
+{
+	setpgid(0, 0);
+	setenv("LD_PRELOAD", ld_preload, 1);
+	if (!keep_nvtx)
+		setenv("NVTX_INJECTION64_PATH", j->agent, 1);
+	setenv("FSDPSCOPE_SINK", s->private_sink, 1);
+	setenv("FSDPSCOPE_OUT", run_session_folder(s->rs), 1);
+	if (j->dormant)
+		setenv("FSDPSCOPE_DORMANT", "1", 1);
+	if (j->no_cupti)
+		setenv("FSDPSCOPE_CUPTI", "0", 1);
+	if (j->stdin_null) {
+		int fd = open("/dev/null", O_RDONLY);
+
+		if (fd >= 0 && fd != STDIN_FILENO) {
+			dup2(fd, STDIN_FILENO);
+			close(fd);
+		} else if (fd < 0) {
+			close(STDIN_FILENO);
+		}
+	}
+	if (j->output_fd >= 0) {
+		dup2(j->output_fd, STDOUT_FILENO);
+		dup2(j->output_fd, STDERR_FILENO);
+	}
+}
+
+int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
+{
+	const char *old = getenv("LD_PRELOAD"), *nvtx = getenv("NVTX_INJECTION64_PATH");
+	char *ld_preload = NULL;
+	int errpipe[2], e = 0, keep_nvtx = nvtx && *nvtx && strcmp(nvtx, j->agent) != 0;
+	ssize_t n;
+	pid_t p;
+
+	*pid = -1;
+	/* The agent first, unless an ASan runtime is listed, which insists on being first. */
+	if (!old || !*old)
+		n = asprintf(&ld_preload, "%s", j->agent);
+	else if (strstr(old, "libasan") || strstr(old, "clang_rt.asan"))
+		n = asprintf(&ld_preload, "%s:%s", old, j->agent);
+	else
+		n = asprintf(&ld_preload, "%s:%s", j->agent, old);
+	if (n < 0) {
+		fprintf(stderr, "%s: out of memory\n", s->o.prog);
+		return -ENOMEM;
+	}
+	if (keep_nvtx)
+		fprintf(
+		    stderr,
+		    "%s: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX ranges will not be "
+		    "recorded\n",
+		    s->o.prog, nvtx);
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		e = -errno;
+		fprintf(stderr, "%s: pipe: %s\n", s->o.prog, strerror(errno));
+		free(ld_preload);
+		return e;
+	}
+	fflush(NULL);
+	p = fork();
+	if (p == 0) {
+		spawn_child(s, j, ld_preload, keep_nvtx);
+		execvp(j->argv[0], j->argv);
+		e = errno;
+		if (write(errpipe[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+	}
+	free(ld_preload);
+	close(errpipe[1]);
+	if (p < 0) {
+		e = -errno;
+		fprintf(stderr, "%s: fork: %s\n", s->o.prog, strerror(errno));
+		close(errpipe[0]);
+		return e;
+	}
+	setpgid(p, p); /* also in the child: whichever runs first */
+	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
+	do
+		n = read(errpipe[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(errpipe[0]);
+	if (n == (ssize_t)sizeof(e)) {
+		int status;
+
+		while (waitpid(p, &status, 0) < 0 && errno == EINTR)
+			;
+		if (e == ENOENT && !strchr(j->argv[0], '/'))
+			fprintf(stderr, "%s: %s: command not found\n", s->o.prog, j->argv[0]);
+		else
+			fprintf(stderr, "%s: cannot run %s: %s\n", s->o.prog, j->argv[0], strerror(e));
+		return -e;
+	}
+	if (run_session_set_job(s->rs, p) < 0)
+		fprintf(
+		    stderr,
+		    "%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
+		    "tell whether its job still runs\n",
+		    s->o.prog, run_session_folder(s->rs));
+	*pid = p;
+	return 0;
 }

@@ -696,4 +696,8 @@ const char *analysis_phase_source_name(int source);
  */
 char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, size_t len);
 
+/* analysis_reshard_name - the policy alone, enum analysis_reshard: "true", "false",
+ * "group", "mixed", else "unknown" (where the group size G is not at hand). */
+const char *analysis_reshard_name(int reshard);
+
 #endif

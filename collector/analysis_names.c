@@ -144,3 +144,19 @@ char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, 
 	}
 	return buf;
 }
+
+const char *analysis_reshard_name(int reshard)
+{
+	switch (reshard) {
+	case ANALYSIS_RESHARD_TRUE:
+		return "true";
+	case ANALYSIS_RESHARD_FALSE:
+		return "false";
+	case ANALYSIS_RESHARD_GROUP:
+		return "group";
+	case ANALYSIS_RESHARD_MIXED:
+		return "mixed";
+	default:
+		return "unknown";
+	}
+}

@@ -29,6 +29,22 @@ struct live_slot {
 	uint64_t dropped_counted;             /* r.dropped as added to job.records_dropped_total */
 };
 
+/* The hello's host or command name from the first part of its string
+ * record (names longer than a part are cut there; the view keeps fewer
+ * bytes anyway). */
+static void take_name(char *dst, size_t len, uint32_t want, const struct fss_rec_string *str)
+{
+	size_t n;
+
+	if (!want || str->id != want || str->offset != 0)
+		return;
+	n = str->total_len < FSS_STRING_PART_BYTES ? str->total_len : FSS_STRING_PART_BYTES;
+	if (n >= len)
+		n = len - 1;
+	memcpy(dst, str->text, n);
+	dst[n] = '\0';
+}
+
 struct live {
 	struct live_job job;
 	struct live_slot **slots; /* arrival order */
@@ -171,7 +187,11 @@ int live_on_record(live_t *l, const struct fss_record_head *rec, const struct so
 		l->job.records_dropped_total += r->dropped - s->dropped_counted;
 		s->dropped_counted = r->dropped;
 	}
-	if (rec->type == FSS_REC_COLLECTIVE && rec->size >= sizeof(struct fss_rec_collective)) {
+	if (rec->type == FSS_REC_STRING && rec->size >= sizeof(struct fss_rec_string) && src->has_hello) {
+		const struct fss_rec_string *str = (const void *)rec;
+		take_name(r->host, sizeof r->host, src->host, str);
+		take_name(r->command, sizeof r->command, src->command, str);
+	} else if (rec->type == FSS_REC_COLLECTIVE && rec->size >= sizeof(struct fss_rec_collective)) {
 		const struct fss_rec_collective *c = (const void *)rec;
 		r->collectives++;
 		struct live_comm *lc = comm_for(s, src, c->comm);
@@ -308,6 +328,7 @@ void live_set_diagnosis(live_t *l, const struct analysis_result *res, const stru
 		f->severity = findings[i].severity;
 		copy_text(f->message, sizeof f->message, findings[i].message);
 		copy_text(f->evidence, sizeof f->evidence, findings[i].evidence);
+		copy_text(f->fix, sizeof f->fix, findings[i].fix);
 	}
 
 	/* the forward gathers of the representative step, in issue order: a

@@ -195,22 +195,6 @@ static const char *severity_name(int severity)
 	return severity >= 0 && severity < 3 ? names[severity] : "unknown";
 }
 
-/* The policy alone: the group size G of "group:G" is not in the view. */
-static const char *reshard_name(int reshard)
-{
-	switch (reshard) {
-	case ANALYSIS_RESHARD_TRUE:
-		return "true";
-	case ANALYSIS_RESHARD_FALSE:
-		return "false";
-	case ANALYSIS_RESHARD_GROUP:
-		return "group";
-	case ANALYSIS_RESHARD_MIXED:
-		return "mixed";
-	default:
-		return "unknown";
-	}
-}
 
 static void render_step(struct out *o, const struct live_step *s)
 {
@@ -297,6 +281,8 @@ static void render_rank(struct out *o, const struct live_rank *r)
 		out_null(o, "rank");
 	out_u64(o, "source", r->source);
 	out_u64(o, "pid", r->pid);
+	out_text(o, "host", r->host, sizeof(r->host));
+	out_text(o, "command", r->command, sizeof(r->command));
 	out_bool(o, "ended", r->ended != 0);
 	out_u64(o, "records", r->records);
 	out_u64(o, "dropped", r->dropped);
@@ -487,7 +473,7 @@ static void render_job(struct out *o, const struct live_job *j)
 	if (d) {
 		out_text(o, "verdict", analysis_verdict_name(j->verdict), 32);
 		out_text(o, "undecided_reason", analysis_undecided_name(j->undecided_reason), 32);
-		out_text(o, "reshard", reshard_name(j->reshard), 32);
+		out_text(o, "reshard", analysis_reshard_name(j->reshard), 32);
 	} else {
 		out_null(o, "verdict");
 		out_null(o, "undecided_reason");
@@ -509,6 +495,10 @@ static void render_job(struct out *o, const struct live_job *j)
 		out_text(o, "rule", f->rule, sizeof(f->rule));
 		out_text(o, "severity", severity_name(f->severity), 32);
 		out_text(o, "message", f->message, sizeof(f->message));
+		if (f->fix[0])
+			out_text(o, "fix", f->fix, sizeof(f->fix));
+		else
+			out_null(o, "fix");
 		out_text(o, "evidence", f->evidence, sizeof(f->evidence));
 		out_close(o, '}');
 	}

@@ -16,6 +16,7 @@ PACKAGES=(
   jq python3-jsonschema                        # end-to-end tests read and validate JSON output
   python3                                      # end-to-end test drivers
   libmicrohttpd-dev                            # the /metrics endpoint of live sessions
+  libjansson-dev                               # top --connect: the viewer socket's JSON read back strictly
   prometheus curl                              # tests: promtool check metrics, a real HTTP client
   time                                         # bench/collect_bench.sh: /usr/bin/time for the collector's CPU and memory
 )

@@ -59,21 +59,6 @@ static const char *undecided_words(int reason)
 	}
 }
 
-static const char *reshard_words(int reshard)
-{
-	switch (reshard) {
-	case ANALYSIS_RESHARD_TRUE:
-		return "true";
-	case ANALYSIS_RESHARD_FALSE:
-		return "false";
-	case ANALYSIS_RESHARD_GROUP:
-		return "group";
-	case ANALYSIS_RESHARD_MIXED:
-		return "mixed";
-	default:
-		return "unknown";
-	}
-}
 
 /* The units' title line; 1 when there are units to list. */
 static int units_title(const struct live_view *v, char *buf, size_t len)
@@ -102,7 +87,7 @@ static int units_title(const struct live_view *v, char *buf, size_t len)
 	}
 	snprintf(buf, len, "%u gather%s per repeating unit, %u units; %u AllGathers a step; reshard %s",
 		 j->gathers_per_unit, j->gathers_per_unit == 1 ? "" : "s", j->repeating_units, j->allgathers_per_step,
-		 reshard_words(j->reshard));
+		 analysis_reshard_name(j->reshard));
 	return 1;
 }
 

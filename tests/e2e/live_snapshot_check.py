@@ -106,6 +106,9 @@ def relations(doc):
             errors.append("$.job: not diagnosed, yet %s" % (", ".join(set_fields) or "findings or gathers"))
     elif job["verdict"] is None:
         errors.append("$.job: diagnosed without a verdict")
+    for i, f in enumerate(job["findings"]):
+        if f["fix"] == "":
+            errors.append("$.job.findings[%d]: fix is \"\" (a finding without a fix has null)" % i)
     if len(job["findings"]) > FINDINGS_MAX or len(job["gathers"]) > GATHERS_MAX:
         errors.append("$.job: more findings or gathers than the live state keeps")
     sources = [r["source"] for r in ranks]
