@@ -567,6 +567,21 @@ def sorted_as(vals, desc):
     return vals == sorted(vals, reverse=desc)
 
 
+def sorted_screen(pids, what, before):
+    """A wait_screen predicate: the rank table's header differs from `before`
+    and its rows are in the order it marks. A screen caught halfway through a
+    redraw (the header new, the rows not yet) is waited past, not failed."""
+    def pred(t):
+        if not table_header(t) or table_header(t) == before:
+            return False
+        try:
+            check_sorted(t, pids, what)
+        except Fail:
+            return False
+        return True
+    return pred
+
+
 def check_sorted(screen, pids, what):
     """The rows read back are in the order of the column the header marks:
     (column, direction, cells), cells None when the column is not numeric."""
@@ -608,25 +623,27 @@ def scenario_sort(args):
             key = "s" if press == 0 else ">"
             header = table_header(s)
             pane.keys(key)
-            s = pane.wait_screen(lambda t, h=header: table_header(t) and table_header(t) != h,
-                                 f"the sort column to move on {key}")
+            s = pane.wait_screen(sorted_screen(pids, key, header), f"the sort column to move on {key}, "
+                                 f"the rows in its order")
         check(len(set(seen)) == ncols, f"s / > did not visit every column: {seen}")
         check(len(checked) >= 4, f"fewer than 4 numeric columns read back sorted: {checked}")
         # < goes back; R reverses the order of the same column.
         header = table_header(s)
         pane.keys("<")
-        s = pane.wait_screen(lambda t: table_header(t) != header, "the sort column to move back on <")
+        s = pane.wait_screen(sorted_screen(pids, "<", header), "the sort column to move back on <, the rows "
+                             "in its order")
         name, desc, _ = check_sorted(s, pids, "after <")
         check(name == seen[-2], f"< went to {name}, not {seen[-2]}")
         for name in ("STEP", "PID"):
             while sort_column(table_header(s))[0] != name:
                 header = table_header(s)
                 pane.keys("<")
-                s = pane.wait_screen(lambda t, h=header: table_header(t) != h, f"< towards {name}")
+                s = pane.wait_screen(sorted_screen(pids, "<", header), f"< towards {name}, the rows in order")
             _, desc, cells = check_sorted(s, pids, f"sorted by {name}")
             header = table_header(s)
             pane.keys("R")
-            s = pane.wait_screen(lambda t, h=header: table_header(t) != h, f"R to reverse the {name} order")
+            s = pane.wait_screen(sorted_screen(pids, "R", header), f"R to reverse the {name} order, the rows "
+                                 f"in the new order")
             name2, desc2, cells2 = check_sorted(s, pids, f"sorted by {name} reversed")
             check(name2 == name and desc2 is not None and desc2 != desc, f"R: {name} {desc} became {name2} {desc2}")
             check(cells2 == cells[::-1] or len(set(cells)) < len(cells), f"R: {cells} reversed reads {cells2}")
@@ -718,6 +735,9 @@ def scenario_no_color(args):
                            [*extra, "--step-keys", trace], env=env)
         try:
             pane.wait_screen(all_ranks_shown(pids), f"{what}: the rank rows")
+            if what == "control":
+                pane.wait_screen(colour_codes, "colour escapes without NO_COLOR (the slowest rank, severities)",
+                                 escapes=True)
             s = pane.screen(escapes=True)
             got[what] = (colour_codes(s), s)
             pane.keys("q")
