@@ -43,11 +43,6 @@
 #include <unistd.h>
 
 #define RUN_AGENT_NAME "libfsdpscope-agent.so"
-#define RUN_DEFAULT_DIR "fsdpscope-out"
-#define RUN_DEFAULT_NAME "trace"
-#define RUN_DEFAULT_FLUSH_S 5
-#define RUN_DEFAULT_WAIT_DESCENDANTS_S 3600
-#define RUN_MAX_WAIT_S (30 * 86400)
 /* Processes named in a message; more are counted. */
 #define RUN_NAMED_PIDS 8
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
@@ -111,8 +106,8 @@ const char cmd_run_help[] =
 	"      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
 	"      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
 	"OPTIONS\n"
-	"    --out DIR            directory for the trace (created; default ./" RUN_DEFAULT_DIR ")\n"
-	"    --name NAME          trace file name, DIR/NAME.fss (default " RUN_DEFAULT_NAME "); a\n"
+	"    --out DIR            directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")\n"
+	"    --name NAME          trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
 	"                         file of that name is never replaced (see above)\n"
 	"    --dormant            start the agents dormant: they count calls but record\n"
 	"                         nothing until a collector asks for data\n"
@@ -204,17 +199,8 @@ static void run_on_child(int sig)
 }
 
 struct run_options {
-	const char *dir;
-	const char *name;
-	int dormant;
-	int no_cupti;
+	struct session_run_options s; /* --out, --name, ... : parsed as `top -- CMD` parses them */
 	int help;
-	int flush_timeout_s;
-	int wait_descendants_s;
-	const char *json_summary;
-	const char *metrics;
-	struct keep_policy keep;
-	struct diagnosis_flags flags; /* the analysis options: --hang-timeout only, the rest lint's defaults */
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
@@ -271,93 +257,31 @@ static void describe_status(int status, char *buf, size_t len)
 		snprintf(buf, len, "status 0x%x", (unsigned)status);
 }
 
-static int parse_seconds(const char *opt, const char *arg, int *out)
-{
-	char *end;
-	long v = strtol(arg, &end, 10);
-
-	if (*end || end == arg || v < 0 || v > RUN_MAX_WAIT_S) {
-		fprintf(stderr, "fsdpscope run: %s: '%s' is not a number of seconds (0..%d)\n", opt, arg,
-			RUN_MAX_WAIT_S);
-		return FSS_E_USAGE;
-	}
-	*out = (int)v;
-	return 0;
-}
-
 static int parse_options(int argc, char **argv, struct run_options *o)
 {
 	static const struct option options[] = {
-		{"out", required_argument, NULL, 'o'},
-		{"name", required_argument, NULL, 'n'},
-		{"dormant", no_argument, NULL, 'D'},
-		{"no-cupti", no_argument, NULL, 'C'},
-		{"flush-timeout", required_argument, NULL, 'F'},
-		{"wait-descendants", required_argument, NULL, 'W'},
-		{"json-summary", required_argument, NULL, 'J'},
-		{"metrics", required_argument, NULL, 'M'},
-		{"keep", required_argument, NULL, 'K'},
+		SESSION_RUN_LONG_OPTIONS,
 		{"help", no_argument, NULL, 'h'},
-		DIAGNOSIS_HANG_OPTION,
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
 
 	memset(o, 0, sizeof(*o));
-	o->dir = RUN_DEFAULT_DIR;
-	o->name = RUN_DEFAULT_NAME;
-	o->flush_timeout_s = RUN_DEFAULT_FLUSH_S;
-	o->wait_descendants_s = RUN_DEFAULT_WAIT_DESCENDANTS_S;
-	keep_policy_default(&o->keep);
-	diagnosis_flags_init(&o->flags);
+	session_run_options_init(&o->s);
 	optind = 1;
 	opterr = 0;
 	/* "+": stop at CMD, so that its options (--help too) stay its own. */
 	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-		switch (opt) {
-		case 'o':
-			o->dir = optarg;
-			break;
-		case 'n':
-			o->name = optarg;
-			break;
-		case 'D':
-			o->dormant = 1;
-			break;
-		case 'C':
-			o->no_cupti = 1;
-			break;
-		case 'h':
+		int rc;
+
+		if (opt == 'h') {
 			o->help = 1;
 			return 0;
-		case 'J':
-			o->json_summary = optarg;
-			break;
-		case 'M':
-			o->metrics = optarg;
-			break;
-		case 'K':
-			if (keep_policy_parse(optarg, &o->keep)) {
-				fprintf(stderr,
-					"fsdpscope run: --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
-					"10000000)\n",
-					optarg);
-				return FSS_E_USAGE;
-			}
-			break;
-		case 'F':
-			if (parse_seconds("--flush-timeout", optarg, &o->flush_timeout_s))
-				return FSS_E_USAGE;
-			break;
-		case 'W':
-			if (parse_seconds("--wait-descendants", optarg, &o->wait_descendants_s))
-				return FSS_E_USAGE;
-			break;
-		case DIAG_OPT_HANG_TIMEOUT:
-			if (diagnosis_option(&o->flags, opt, optarg, "run"))
-				return FSS_E_USAGE;
-			break;
-		default:
+		}
+		rc = session_run_option(&o->s, opt, optarg, "fsdpscope run");
+		if (rc < 0)
+			return FSS_E_USAGE;
+		if (rc > 0) {
 			fprintf(stderr, "fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
 				argv[optind - 1]);
 			return FSS_E_USAGE;
@@ -367,15 +291,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		fprintf(stderr, "fsdpscope run: no command given: fsdpscope run [OPTIONS] -- CMD [ARGS...]\n");
 		return FSS_E_USAGE;
 	}
-	if (!*o->dir) {
-		fprintf(stderr, "fsdpscope run: --out: empty directory name\n");
+	if (session_run_options_check(&o->s, "fsdpscope run"))
 		return FSS_E_USAGE;
-	}
-	if (!*o->name || strchr(o->name, '/') || o->name[0] == '.') {
-		fprintf(stderr, "fsdpscope run: --name: '%s' must be a plain file name (no '/', not starting with '.')\n",
-			o->name);
-		return FSS_E_USAGE;
-	}
 	o->argv = &argv[optind];
 	return 0;
 }
@@ -384,13 +301,13 @@ static int setup(struct run_state *st)
 {
 	struct session_options so = {
 		.prog = "fsdpscope run",
-		.dir = st->opt.dir,
-		.name = st->opt.name,
+		.dir = st->opt.s.dir,
+		.name = st->opt.s.name,
 		.argv = st->opt.argv,
 		.leftovers = SESSION_LEFTOVERS_RECOVER,
-		.json_summary = st->opt.json_summary,
-		.keep = &st->opt.keep,
-		.flags = &st->opt.flags,
+		.json_summary = st->opt.s.json_summary,
+		.keep = &st->opt.s.keep,
+		.flags = &st->opt.s.flags,
 	};
 	int err;
 
@@ -402,8 +319,8 @@ static int setup(struct run_state *st)
 		fprintf(stderr, "fsdpscope run: out of memory\n");
 		return err;
 	}
-	if (st->opt.metrics) {
-		err = session_metrics_option("fsdpscope run", st->opt.metrics, &st->metrics, &so.metrics_remote);
+	if (st->opt.s.metrics) {
+		err = session_metrics_option("fsdpscope run", st->opt.s.metrics, &st->metrics, &so.metrics_remote);
 		if (err)
 			return err;
 		so.metrics = st->metrics;
@@ -437,9 +354,9 @@ static void child_environment(const struct run_state *st)
 		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
 	setenv("FSDPSCOPE_SINK", st->sink, 1);
 	setenv("FSDPSCOPE_OUT", run_session_folder(session_run_session(st->session)), 1);
-	if (st->opt.dormant)
+	if (st->opt.s.dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
-	if (st->opt.no_cupti)
+	if (st->opt.s.no_cupti)
 		setenv("FSDPSCOPE_CUPTI", "0", 1);
 }
 
@@ -616,12 +533,12 @@ static int supervise(struct run_state *st, pid_t pid)
 			 * lives (^C still reaches what CMD left), else comes back. */
 			if (st->tty >= 0 && kill(-pid, 0) < 0)
 				tcsetpgrp(st->tty, getpgrp());
-			deadline = now_ms() + (int64_t)st->opt.wait_descendants_s * 1000;
-			if (n && st->opt.wait_descendants_s) {
+			deadline = now_ms() + (int64_t)st->opt.s.wait_descendants_s * 1000;
+			if (n && st->opt.s.wait_descendants_s) {
 				fprintf(stderr, "fsdpscope run: %s exited; waiting for the %zu process%s it left running (",
 					st->opt.argv[0], n, n == 1 ? "" : "es");
 				print_pids(pids, n, RUN_NAMED_PIDS);
-				fprintf(stderr, "), at most %d s (--wait-descendants)\n", st->opt.wait_descendants_s);
+				fprintf(stderr, "), at most %d s (--wait-descendants)\n", st->opt.s.wait_descendants_s);
 			}
 		}
 		if (!leader_done)
@@ -643,7 +560,7 @@ static int supervise(struct run_state *st, pid_t pid)
 /* After the job: wait (bounded) for the agents' final flushes. */
 static void drain(struct run_state *st)
 {
-	int64_t deadline = now_ms() + (int64_t)st->opt.flush_timeout_s * 1000;
+	int64_t deadline = now_ms() + (int64_t)st->opt.s.flush_timeout_s * 1000;
 
 	session_poll(st->session, 0); /* accept what is waiting in the backlog */
 	while (!run_stop_wait && session_open_connections(st->session) > 0) {
@@ -653,7 +570,7 @@ static void drain(struct run_state *st)
 			fprintf(stderr,
 				"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
 				"trace without them (see --flush-timeout)\n",
-				session_open_connections(st->session), st->opt.flush_timeout_s);
+				session_open_connections(st->session), st->opt.s.flush_timeout_s);
 			break;
 		}
 		session_poll(st->session, left < 100 ? (int)left : 100);
@@ -692,12 +609,12 @@ static void print_job_notes(void *ctx, const struct ingest_stats *s)
 	}
 	if (st->left_running) {
 		fprintf(stderr, "fsdpscope run: warning: %zu process%s still running %d s after %s exited (", st->left_running,
-			st->left_running == 1 ? "" : "es", st->opt.wait_descendants_s, st->opt.argv[0]);
+			st->left_running == 1 ? "" : "es", st->opt.s.wait_descendants_s, st->opt.argv[0]);
 		print_pids(st->left_pids, st->left_running, RUN_NAMED_PIDS);
 		fprintf(stderr,
 			"): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
 			"next 'fsdpscope run --out %s' merges\n",
-			run_session_folder(session_run_session(st->session)), st->opt.dir);
+			run_session_folder(session_run_session(st->session)), st->opt.s.dir);
 	}
 }
 

@@ -985,8 +985,6 @@ struct live_board *session_board(session_t *s)
 
 /* ---- what `run` and `top -- CMD` share ------------------------------------------ */
 
-#define SESSION_DEFAULT_DIR "fsdpscope-out"
-#define SESSION_DEFAULT_NAME "trace"
 #define SESSION_DEFAULT_FLUSH_S 5
 #define SESSION_DEFAULT_WAIT_DESCENDANTS_S 3600
 #define SESSION_MAX_WAIT_S (30 * 86400)

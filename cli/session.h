@@ -173,6 +173,10 @@ struct live_board *session_board(session_t *s);
 
 /* ---- what `run` and `top -- CMD` share: the session's options, the job ---- */
 
+/* Where a session that launches its job writes by default (run's help names them). */
+#define SESSION_DEFAULT_DIR "fsdpscope-out"
+#define SESSION_DEFAULT_NAME "trace"
+
 /* The options of a session that launches its job (`fsdpscope run`, `fsdpscope top -- CMD`). */
 struct session_run_options {
 	const char *dir;	      /* --out DIR */
