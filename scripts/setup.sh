@@ -11,6 +11,7 @@ PACKAGES=(
   clang libclang-rt-14-dev llvm                # sanitizer and libFuzzer builds, BPF objects
   libcmocka-dev                                # unit tests
   libncurses-dev                               # the ncurses dashboard
+  tmux                                         # tests: fsdpscope top in a real terminal (tests/e2e/top_e2e.py)
   libbpf-dev bpftool                           # attach by PID (eBPF uprobes)
   jq python3-jsonschema                        # end-to-end tests read and validate JSON output
   python3                                      # end-to-end test drivers
