@@ -41,6 +41,11 @@ int state_refresh(struct top_state *st)
 	memset(&info, 0, sizeof info);
 	if (st->feed->info) {
 		st->feed->info(st->feed->ctx, &info);
+		if (st->paused && st->view) {
+			/* the replay's position belongs to the view shown: it freezes with it */
+			info.replay_step = st->info.replay_step;
+			info.replay_steps = st->info.replay_steps;
+		}
 		changed = memcmp(&info, &st->info, sizeof info) != 0;
 		st->info = info;
 	}
