@@ -48,6 +48,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_support as support  # noqa: E402  (the shared check / run / wait_for)
+
 SKIP = 77
 WAIT_S = 300
 HOLD = 11  # the step before which the linear job is held for /metrics
@@ -56,34 +59,15 @@ HOLD = 11  # the step before which the linear job is held for /metrics
 MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16", "--batch", "4"]
 
 
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
+Fail, check, fresh = support.Fail, support.check, support.fresh
 
 
 def run(cmd, env=None, timeout=600):
-    return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
-
-
-def fresh(path):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
+    return support.run(cmd, env=env, timeout=timeout, sanitized=False)
 
 
 def wait_for(cond, what, limit=WAIT_S):
-    """Poll cond() until true; a generous limit, never asserted as a duration."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise Fail(f"gave up waiting ({limit} s) for {what}")
+    return support.wait_for(cond, what, limit)
 
 
 def private_runtime_dir(work):

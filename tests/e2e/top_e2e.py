@@ -69,6 +69,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_support as support  # noqa: E402  (the shared check / run / wait_for)
+
 SKIP = 77
 WAIT_S = 120
 
@@ -92,57 +95,20 @@ PER_UNIT_RE = re.compile(r"\b\d+ gathers? per repeating unit\b")
 SGR_RE = re.compile(r"\x1b\[([0-9;:]*)m")
 
 
-class Fail(Exception):
-    pass
+Fail, check, fresh, read_text = support.Fail, support.check, support.fresh, support.read_text
+sanitizer_clean = support.sanitizer_clean
 
 
 class Skip(Exception):
     pass
 
 
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-
-
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
-def sanitizer_clean(text, what):
-    marks = [m for m in SANITIZER_MARKS if m in (text or "")]
-    check(not marks, f"{what}: a sanitizer report ({marks[0] if marks else ''}): {text}")
-
-
 def run(cmd, env=None, timeout=300):
-    r = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
-    sanitizer_clean(r.stderr, " ".join(os.path.basename(c) for c in cmd[:2]))
-    return r
-
-
-def fresh(path):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+    return support.run(cmd, env=env, timeout=timeout)
 
 
 def wait_for(cond, what, limit=WAIT_S):
-    """Poll cond() until it gives something true; a generous limit, never asserted as a duration."""
-    deadline = time.monotonic() + limit
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise Fail(f"gave up waiting ({limit} s) for {what}")
-        time.sleep(0.05)
+    return support.wait_for(cond, what, limit)
 
 
 # ------------------------------------------------------------------ traces
