@@ -433,6 +433,16 @@ def scenario_hang_collect(args):
             check(seq.get((str(r), "left")) == n - 1,
                   f"fsdpscope_collective_seq{{rank=\"{r}\",state=\"left\"}} is {seq.get((str(r), 'left'))}, want {n - 1}")
         check(all(p.poll() is None for p, _ in ranks), "a rank ended while the test read /metrics")
+        # A trace measures a wait to its last record, and a hung rank writes only its
+        # once-a-second drops records: the job is killed only once one rank has sent two more
+        # records than when the hang was seen (nranks + 1 more in all), so that the trace ends
+        # past the timeout whatever the phase of those records (an order, not a time).
+        def records(text):
+            return sum(v for _, v in samples(text, "fsdpscope_rank_records_total"))
+        base = records(text)
+        wait_for(lambda: records(scrape(url[0])) >= base + nranks + 1,
+                 "the hung ranks' next records on /metrics")
+        check(all(p.poll() is None for p, _ in ranks), "a rank ended while the test waited for its records")
         # The job dies as a launcher's timeout kills it; then the collector stops.
         for p, _ in ranks:
             p.send_signal(signal.SIGKILL)

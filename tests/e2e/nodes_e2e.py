@@ -165,7 +165,7 @@ def hang_across_nodes(args, work):
     missing: only the merged traces name rank 2. The ranks are killed once node
     A has said its partial hang (an order, not a time)."""
     more = ["--hang-timeout", "1"]
-    a, b = Node(args, work, "hangA", False, more), Node(args, work, "hangB", True, more)
+    a, b = Node(args, work, "hangA", False, more + ["--metrics", "127.0.0.1:0"]), Node(args, work, "hangB", True, more)
     uid = os.path.join(work, "uid-hang")
     ranks = []
     try:
@@ -179,6 +179,19 @@ def hang_across_nodes(args, work):
         said = [l for l in a.stderr().splitlines() if l.startswith("fsdpscope: collective-hang:")][0]
         check("another node's" in said and "every rank entered" not in said,
               f"node A's collector claims to see the whole communicator: {said}")
+        # A trace measures a wait to its last record; hung ranks write only their drops
+        # records, once a second: kill once node A's 2 ranks have sent 3 more records than
+        # when the hang was said (one of them two), so that the traces end past the timeout
+        # (an order, not a time).
+        url = [w for w in a.stderr().split() if w.startswith("http://") and w.endswith("/metrics")]
+        check(url, f"collect --metrics printed no address: {a.stderr()}")
+
+        def records():
+            return sum(float(l.split()[-1]) for l in (ce.scrape(url[0]) or "").splitlines()
+                       if l.startswith("fsdpscope_rank_records_total{"))
+        base = records()
+        ce.wait_for(lambda: records() >= base + 3, "node A's hung ranks' next records")
+        check(all(p.poll() is None for p, _ in ranks), "a rank ended before the test killed the job")
     finally:
         kill_ranks(ranks)
     trace_a, trace_b = a.wait(), b.wait()
