@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/lifecycle.h"
 #include "agent/comms.h"
 #include "agent/emit.h"
 #include "agent/strings.h"
@@ -114,6 +115,7 @@ static void agent_read_config(void)
 	c->sink_timeout_ms = (int)env_long(AGENT_ENV_SINK_TIMEOUT, 1000, 10, 600000);
 	c->retry_ms = (int)env_long(AGENT_ENV_RETRY, 1000, 0, 3600000);
 	c->retain_bytes = (uint64_t)env_long(AGENT_ENV_RETAIN, 16l << 20, 0, 1l << 30);
+	c->exit_wait_ms = (int)env_long(AGENT_ENV_EXIT_WAIT, AGENT_EXIT_WAIT_MS, 1, 600000);
 	c->dormant = agent_dormant;
 	c->cupti = !(cupti && strcmp(cupti, "0") == 0);
 	c->rank = (int)env_long("RANK", FSS_RANK_UNKNOWN, 0, INT32_MAX);

@@ -44,6 +44,8 @@
 #define AGENT_ENV_RETRY "FSDPSCOPE_RETRY_MS"
 /* bytes of sent chunks kept until the collector acknowledges them (default 16 MiB) */
 #define AGENT_ENV_RETAIN "FSDPSCOPE_RETAIN_BYTES"
+/* the longest a process's exit waits for the sender's last drain (default AGENT_EXIT_WAIT_MS) */
+#define AGENT_ENV_EXIT_WAIT "FSDPSCOPE_EXIT_WAIT_MS"
 
 /* Agent states. Producers check one relaxed atomic load. */
 enum agent_state {
@@ -146,6 +148,7 @@ struct agent_config {
 	int sink_timeout_ms;	/* FSDPSCOPE_SINK_TIMEOUT_MS */
 	int retry_ms;		/* FSDPSCOPE_RETRY_MS, 0: never retry the socket */
 	uint64_t retain_bytes;	/* FSDPSCOPE_RETAIN_BYTES */
+	int exit_wait_ms;	/* FSDPSCOPE_EXIT_WAIT_MS */
 	int dormant;		/* FSDPSCOPE_DORMANT=1 */
 	int cupti;		/* FSDPSCOPE_CUPTI is not "0" */
 	int rank, local_rank, world_size, slurm_procid, ompi_rank; /* hints for the hello, -1 unset */

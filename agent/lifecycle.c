@@ -101,7 +101,8 @@ void agent_exit_flush(int status)
 		atomic_store(&agent_exit_status, status & 0xff); /* what the parent's wait sees */
 	if (atomic_load(&agent_cupti_started))
 		cupti_flush(); /* CUPTI's last buffers go into the ring before the final drain */
-	sender_stop(AGENT_EXIT_WAIT_MS);
+	/* 0: the configuration was never read (an exit before the agent began) */
+	sender_stop(agent_config.exit_wait_ms > 0 ? agent_config.exit_wait_ms : AGENT_EXIT_WAIT_MS);
 	atomic_store(&agent_state_now, AGENT_OFF);
 }
 
