@@ -7,6 +7,7 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
+#include "cli/json_writer.h"
 #include "cli/report_nodes.h"
 #include "common/json.h"
 #include "rules/flight_text.h"
@@ -17,70 +18,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* A pretty-printing writer: two-space indent, one key per line. */
-struct jw {
-	FILE *out;
-	int depth;
-	int first; /* no member written yet at this depth */
-};
-
-static void jw_sep(struct jw *w, const char *key)
-{
-	fputs(w->first ? "\n" : ",\n", w->out);
-	w->first = 0;
-	for (int i = 0; i < w->depth; i++)
-		fputs("  ", w->out);
-	if (key) {
-		json_string(w->out, key, strlen(key));
-		fputs(": ", w->out);
-	}
-}
-
-static void jw_open(struct jw *w, const char *key, char bracket)
-{
-	if (w->depth > 0)
-		jw_sep(w, key);
-	fputc(bracket, w->out);
-	w->depth++;
-	w->first = 1;
-}
-
-static void jw_close(struct jw *w, char bracket)
-{
-	w->depth--;
-	if (!w->first) {
-		fputc('\n', w->out);
-		for (int i = 0; i < w->depth; i++)
-			fputs("  ", w->out);
-	}
-	fputc(bracket, w->out);
-	w->first = 0;
-}
-
-static void jw_u64(struct jw *w, const char *key, uint64_t v)
-{
-	jw_sep(w, key);
-	fprintf(w->out, "%" PRIu64, v);
-}
-
-static void jw_i64(struct jw *w, const char *key, int64_t v)
-{
-	jw_sep(w, key);
-	fprintf(w->out, "%" PRId64, v);
-}
-
-static void jw_null(struct jw *w, const char *key)
-{
-	jw_sep(w, key);
-	fputs("null", w->out);
-}
-
-static void jw_bool(struct jw *w, const char *key, int v)
-{
-	jw_sep(w, key);
-	fputs(v ? "true" : "false", w->out);
-}
 
 /* jw_num - a double; null when not finite (JSON has no NaN). */
 static void jw_num(struct jw *w, const char *key, double v)
@@ -99,16 +36,6 @@ static void jw_ratio(struct jw *w, const char *key, double v)
 		jw_null(w, key);
 	else
 		jw_num(w, key, v);
-}
-
-/* jw_str - a string; NULL prints null. */
-static void jw_str(struct jw *w, const char *key, const char *s)
-{
-	jw_sep(w, key);
-	if (s)
-		json_string(w->out, s, strlen(s));
-	else
-		fputs("null", w->out);
 }
 
 /* jw_name - a name field that is "" when unknown: null then. */
@@ -797,7 +724,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
 	write_sources(&w, a);
-	jw_sep(&w, "nodes"), report_nodes_json(out, d, w.depth + 1);
+	report_nodes_json(&w, d);
 	write_flight(&w, a);
 	write_options(&w, &a->options, rules);
 	jw_open(&w, "notes", '[');

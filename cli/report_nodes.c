@@ -3,6 +3,8 @@
  */
 #include "cli/report_nodes.h"
 
+#include "cli/json_writer.h"
+
 #include "collector/merge.h"
 #include "common/json.h"
 #include "rules/rules.h"
@@ -11,74 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The report's pretty printing, for one section written from here. */
-struct pw {
-	FILE *out;
-	int depth;
-	int first;
-};
-
-static void pw_sep(struct pw *w, const char *key)
+/* A count that is not known (no node merged) is null. */
+static void jw_u64_or_null(struct jw *w, const char *key, uint64_t v, int known)
 {
-	fputs(w->first ? "\n" : ",\n", w->out);
-	w->first = 0;
-	for (int i = 0; i < w->depth; i++)
-		fputs("  ", w->out);
-	if (key) {
-		json_string(w->out, key, strlen(key));
-		fputs(": ", w->out);
-	}
-}
-
-static void pw_open(struct pw *w, const char *key, char bracket, int top)
-{
-	if (!top)
-		pw_sep(w, key);
-	fputc(bracket, w->out);
-	w->depth++;
-	w->first = 1;
-}
-
-static void pw_close(struct pw *w, char bracket)
-{
-	w->depth--;
-	if (!w->first) {
-		fputc('\n', w->out);
-		for (int i = 0; i < w->depth; i++)
-			fputs("  ", w->out);
-	}
-	fputc(bracket, w->out);
-	w->first = 0;
-}
-
-static void pw_i64(struct pw *w, const char *key, int64_t v)
-{
-	pw_sep(w, key);
-	fprintf(w->out, "%" PRId64, v);
-}
-
-static void pw_u64_or_null(struct pw *w, const char *key, uint64_t v, int known)
-{
-	pw_sep(w, key);
 	if (known)
-		fprintf(w->out, "%" PRIu64, v);
+		jw_u64(w, key, v);
 	else
-		fputs("null", w->out);
-}
-
-static void pw_str(struct pw *w, const char *key, const char *s)
-{
-	pw_sep(w, key);
-	if (s)
-		json_string(w->out, s, strlen(s));
-	else
-		fputs("null", w->out);
-}
-
-static void pw_bool(struct pw *w, const char *key, int v)
-{
-	pw_sep(w, key);
-	fputs(v ? "true" : "false", w->out);
+		jw_null(w, key);
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -133,23 +74,21 @@ static const char *end_name(enum trace_end end)
 	}
 }
 
-void report_nodes_json(FILE *out, const struct diagnosis *d, int depth)
+void report_nodes_json(struct jw *w, const struct diagnosis *d)
 {
 	const struct analysis_result *a = d->result;
-	struct pw w = {.out = out, .depth = depth, .first = 1};
 	const struct merge_node *nodes = NULL;
 	size_t nnodes = 1;
 
 	if (d->merge)
 		nodes = merge_nodes(d->merge, &nnodes);
-	w.depth = depth - 1;
-	pw_open(&w, NULL, '{', 1);
-	pw_i64(&w, "traces", (int64_t)nnodes);
-	pw_i64(&w, "ranks", a->ranks);
-	pw_i64(&w, "world_size", a->world_size);
-	pw_bool(&w, "partial", a->world_size > 0 && a->ranks < (uint32_t)a->world_size);
-	pw_str(&w, "time_base", "CLOCK_MONOTONIC of the first trace");
-	pw_open(&w, "per_node", '[', 0);
+	jw_open(w, "nodes", '{');
+	jw_i64(w, "traces", (int64_t)nnodes);
+	jw_i64(w, "ranks", a->ranks);
+	jw_i64(w, "world_size", a->world_size);
+	jw_bool(w, "partial", a->world_size > 0 && a->ranks < (uint32_t)a->world_size);
+	jw_str(w, "time_base", "CLOCK_MONOTONIC of the first trace");
+	jw_open(w, "per_node", '[');
 	for (size_t k = 0; k < nnodes; k++) {
 		const struct merge_node *n = nodes ? &nodes[k] : NULL;
 		struct single s;
@@ -157,35 +96,35 @@ void report_nodes_json(FILE *out, const struct diagnosis *d, int depth)
 
 		if (!n)
 			single_node(a, &s);
-		pw_open(&w, NULL, '{', 0);
-		pw_i64(&w, "node", (int64_t)k);
-		pw_str(&w, "trace", n ? n->path : d->trace_path);
-		pw_open(&w, "hosts", '[', 0);
+		jw_open(w, NULL, '{');
+		jw_i64(w, "node", (int64_t)k);
+		jw_str(w, "trace", n ? n->path : d->trace_path);
+		jw_open(w, "hosts", '[');
 		for (uint32_t h = 0; h < (n ? n->nhosts : s.nhosts) && h < MERGE_NODE_HOSTS_MAX; h++)
-			pw_str(&w, NULL, n ? n->hosts[h] : s.hosts[h]);
-		pw_close(&w, ']');
-		pw_open(&w, "ranks", '[', 0);
+			jw_str(w, NULL, n ? n->hosts[h] : s.hosts[h]);
+		jw_close(w, ']');
+		jw_open(w, "ranks", '[');
 		for (uint32_t r = 0; r < (n ? n->nranks : s.nranks) && r < MERGE_NODE_RANKS_MAX; r++)
-			pw_i64(&w, NULL, n ? n->ranks[r] : s.ranks[r]);
-		pw_close(&w, ']');
-		pw_i64(&w, "sources", n ? n->sources : a->nsources);
-		pw_str(&w, "basis", merge_basis_name(n ? n->basis : MERGE_BASIS_REFERENCE));
-		pw_i64(&w, "offset_ns", n ? n->offset_ns : 0);
-		pw_i64(&w, "from_anchors_ns", n ? n->anchor_offset_ns : 0);
-		pw_i64(&w, "from_collectives_ns", n ? n->collective_offset_ns : 0);
-		pw_u64_or_null(&w, "residual_ns", refined ? n->residual_ns : 0, refined);
-		pw_u64_or_null(&w, "residual_max_ns", refined ? n->residual_max_ns : 0, refined);
-		pw_i64(&w, "collectives", n ? (int64_t)n->collectives : 0);
-		pw_u64_or_null(&w, "anchors", n ? n->anchors : 0, n != NULL);
+			jw_i64(w, NULL, n ? n->ranks[r] : s.ranks[r]);
+		jw_close(w, ']');
+		jw_i64(w, "sources", n ? n->sources : a->nsources);
+		jw_str(w, "basis", merge_basis_name(n ? n->basis : MERGE_BASIS_REFERENCE));
+		jw_i64(w, "offset_ns", n ? n->offset_ns : 0);
+		jw_i64(w, "from_anchors_ns", n ? n->anchor_offset_ns : 0);
+		jw_i64(w, "from_collectives_ns", n ? n->collective_offset_ns : 0);
+		jw_u64_or_null(w, "residual_ns", refined ? n->residual_ns : 0, refined);
+		jw_u64_or_null(w, "residual_max_ns", refined ? n->residual_max_ns : 0, refined);
+		jw_i64(w, "collectives", n ? (int64_t)n->collectives : 0);
+		jw_u64_or_null(w, "anchors", n ? n->anchors : 0, n != NULL);
 		if (n && n->aligned_to >= 0)
-			pw_i64(&w, "aligned_to", n->aligned_to);
+			jw_i64(w, "aligned_to", n->aligned_to);
 		else
-			pw_str(&w, "aligned_to", NULL);
-		pw_str(&w, "end", n ? end_name(n->info.end) : a->trace.end);
-		pw_close(&w, '}');
+			jw_str(w, "aligned_to", NULL);
+		jw_str(w, "end", n ? end_name(n->info.end) : a->trace.end);
+		jw_close(w, '}');
 	}
-	pw_close(&w, ']');
-	pw_close(&w, '}');
+	jw_close(w, ']');
+	jw_close(w, '}');
 }
 
 /* "0..3", "0, 2, 5..7" */

@@ -12,12 +12,12 @@
 #include "cli/diagnosis.h"
 
 /*
- * report_nodes_json - the value of the report's "nodes" key (an object),
- * pretty-printed as report_json.c prints the rest, its members `depth`
- * levels deep; no newline after its closing brace. One trace gives one
- * node, the reference, its figures from the analysis' sources.
+ * report_nodes_json - the report's "nodes" member (an object) through the
+ * report's writer, at its depth. One trace gives one node, the reference,
+ * its figures from the analysis' sources.
  */
-void report_nodes_json(FILE *out, const struct diagnosis *d, int depth);
+struct jw;
+void report_nodes_json(struct jw *w, const struct diagnosis *d);
 
 /*
  * report_nodes_text - a "nodes" block for the text report when the job was
