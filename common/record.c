@@ -135,7 +135,7 @@ const char *record_comm_event_name(uint16_t event)
 {
 	static const char *const names[] = {
 		[FSS_COMM_INIT] = "init", [FSS_COMM_SPLIT] = "split",
-		[FSS_COMM_DESTROY] = "destroy", [FSS_COMM_ABORT] = "abort",
+		[FSS_COMM_DESTROY] = "destroy", [FSS_COMM_ABORT] = "abort", [FSS_COMM_OBSERVED] = "observed",
 	};
 	return NAME_OF(names, event);
 }

@@ -108,6 +108,26 @@ enum fss_comm_event {
 	FSS_COMM_SPLIT = 2,   /* ncclCommSplit: parent_comm is set */
 	FSS_COMM_DESTROY = 3, /* ncclCommDestroy (and Finalize) */
 	FSS_COMM_ABORT = 4,   /* ncclCommAbort */
+	FSS_COMM_OBSERVED = 5, /* first seen in use, its creation not seen (fsdpscope attach: made before the
+	                          probes were placed): id_hash, nranks and rank are inferred, `inferred` says how (1.4) */
+};
+
+/* fss_rec_comm.inferred: which of its fields were inferred rather than read
+ * from the call that made the communicator, and how (format 1.4). 0 for
+ * every record of the agent and for communicators attach saw created. */
+enum fss_comm_inferred {
+	FSS_COMM_INFER_ID = 1u << 0,            /* id_hash: matched across the attached ranks by the order, kinds
+	                                            and sizes of their collectives on it (not the unique id) */
+	FSS_COMM_INFER_NRANKS_ATTACHED = 1u << 1, /* nranks: the attached processes that share it, raised to the
+	                                            highest rank seen + 1 (a lower bound when some rank was not
+	                                            attached) */
+	FSS_COMM_INFER_RANK_INPLACE = 1u << 2,   /* rank: from in-place AllGathers, sendbuff = recvbuff + rank x bytes */
+	FSS_COMM_INFER_RANK_ENV = 1u << 3,       /* rank: RANK (else SLURM_PROCID, OMPI_COMM_WORLD_RANK) of the
+	                                            process's environment, for a communicator of every attached rank */
+	FSS_COMM_INFER_RANK_ORDER = 1u << 4,     /* rank: a guess, the process's place by pid among those that share
+	                                            it; nothing measured says it */
+	FSS_COMM_INFER_MEMBERS = 1u << 5,        /* several communicators have the same calls (HSDP's shard groups):
+	                                            which processes share one is a guess */
 };
 
 enum fss_gpu_kind {
@@ -200,7 +220,7 @@ struct fss_rec_comm {
 	uint16_t path;        /* enum fss_path */
 	uint32_t thread;      /* kernel thread id of the caller */
 	uint32_t name;        /* string id of the name the job gave it (ncclConfig_t.commName), 0 if none */
-	uint32_t reserved;    /* 0 */
+	uint32_t inferred;    /* enum fss_comm_inferred bits (1.4; 0 before) */
 };
 
 /* One collective or point-to-point call, as issued by the host. */

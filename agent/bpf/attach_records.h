@@ -1,0 +1,101 @@
+/*
+ * attach_records.h - the records of attached processes, from their probe
+ * events (agent/bpf/attach.h): the same records as the agent's, path
+ * uprobe (docs/format.md), one stream per process.
+ *
+ * Per process: a process_hello (path uprobe, features UPROBE | ENTER, the
+ * rank hints its environment gives), its strings, then for every call an
+ * enter record at the call's entry and its collective record at its exit
+ * (the same seq), group records for outermost groups, comm records for
+ * communicators seen made (init, split: exact where the call says it) or
+ * first seen in use (event OBSERVED, fields inferred: format 1.4,
+ * fss_comm_inferred), and a process_exit when the kernel saw it go.
+ *
+ * A communicator made before the attach is known only by its handle. Its
+ * calls (and every later call of that process) are held back until its
+ * identity is decided, so that its comm record comes before its first
+ * collective as a reader expects: once every process that uses a
+ * signature class has made ATTACH_RECORDS_WINDOW calls on it (or at
+ * attach_records_decide(final)), the communicators of all processes are
+ * grouped by the set of (op, count, datatype) of their calls (a
+ * communicator's calls have the same kinds and sizes on every rank),
+ * the rank in each comes from in-place AllGathers, else the environment
+ * (a communicator every attached process shares), else pid order (a
+ * guess, and flagged so); nranks from the processes that share it.
+ * Everything inferred is said in the record's `inferred` bits, never
+ * presented as read.
+ *
+ * No libbpf here: the module is fed events, so tests feed it the events
+ * of a known job (tests/unit/attach_records_test.c).
+ */
+#ifndef FSS_AGENT_BPF_ATTACH_RECORDS_H
+#define FSS_AGENT_BPF_ATTACH_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/bpf/attach.h"
+
+/* Calls on one communicator of one process before its identity is decided. */
+#define ATTACH_RECORDS_WINDOW 64u
+
+typedef struct attach_records attach_records_t;
+
+/* What the attaching side read of a process before its first event. */
+struct attach_process {
+	uint32_t pid, ppid;
+	int32_t rank, local_rank, world_size, slurm_procid, ompi_rank; /* from /proc/PID/environ, -1 when absent */
+	const char *command; /* argv[0] (/proc/PID/cmdline), copied */
+	const char *host;    /* the host name, copied */
+	uint64_t mono_ns, realtime_ns; /* read together, for the hello */
+};
+
+/* Where the records go: one call per record, in the process's order, head.source 0
+ * (the session's ingest numbers sources). */
+typedef int (*attach_record_fn)(void *ctx, uint32_t pid, const void *record);
+
+/*
+ * attach_records_new - the records of processes yet to be added, handed to
+ * fn. 0 with *out (attach_records_free), or -ENOMEM.
+ */
+int attach_records_new(attach_records_t **out, attach_record_fn fn, void *ctx);
+
+/*
+ * attach_records_add - a process just attached: its hello and strings go
+ * out now. -EEXIST when pid is already there; fn's error.
+ */
+int attach_records_add(attach_records_t *a, const struct attach_process *p);
+
+/*
+ * attach_records_event - one event of an added process (others are
+ * counted and dropped). Records of decided communicators and of calls on
+ * no communicator go out at once, the others are held (see above).
+ * ATTACH_FN_PROCESS_EXIT ends the process: what it held is decided with
+ * what is known, then its process_exit record. 0, or fn's error.
+ */
+int attach_records_event(attach_records_t *a, const struct attach_event *ev);
+
+/*
+ * attach_records_decide - decide every communicator whose classes are
+ * complete (final: every communicator, with what is known: at the end of
+ * the attach) and send what was held for them. 0, or fn's error.
+ */
+int attach_records_decide(attach_records_t *a, int final);
+
+/* What was inferred, and counts, for the attach's own summary. */
+struct attach_records_stats {
+	uint32_t processes;
+	uint64_t events;            /* events taken */
+	uint64_t events_unknown;    /* events of no added process, or unpaired (an exit without its enter) */
+	uint64_t collectives;       /* collective records sent */
+	uint64_t held;              /* records held now */
+	uint32_t comms_made;        /* communicators seen made (init / split) */
+	uint32_t comms_observed;    /* communicators first seen in use (OBSERVED records sent) */
+	uint32_t rank_inplace, rank_env, rank_order; /* OBSERVED records whose rank came from each */
+	uint32_t members_guessed;   /* OBSERVED records with FSS_COMM_INFER_MEMBERS */
+};
+void attach_records_stats(const attach_records_t *a, struct attach_records_stats *out);
+
+void attach_records_free(attach_records_t *a);
+
+#endif
