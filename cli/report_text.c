@@ -129,16 +129,20 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 	const struct analysis_exposure *e = &a->exposure;
 	const struct analysis_breakdown *b = &a->breakdown;
 	char b1[32], b2[32], b3[32], b4[32], policy[32];
+	/* attached sources have no NVTX: the period is all there is */
+	int attach_period = a->trace.sources_attached && a->step_detection == ANALYSIS_STEPS_PERIOD;
 
 	fprintf(out, "fsdpscope report: %s\n\n", d->trace_path);
 	fprintf(out, "trace       %u rank%s (largest communicator %d), headline rank %d; %" PRIu64 " records, %" PRIu64
 		     " collectives, %" PRIu64 " GPU intervals, %" PRIu64 " NVTX ranges, %" PRIu64 " dropped\n",
 		a->ranks, a->ranks == 1 ? "" : "s", a->world_size, a->headline_rank, a->trace.records,
 		a->trace.collectives, a->trace.gpu_intervals, a->trace.nvtx_ranges, a->trace.dropped_records);
-	fprintf(out, "steps       %u analysed of %u seen (%u warm-up, %u irregular), found by %s%s%s%s; step %s\n",
+	fprintf(out, "steps       %u analysed of %u seen (%u warm-up, %u irregular), found by %s%s%s%s%s%s%s; step %s\n",
 		a->steps_analyzed, a->steps_seen, a->warmup_steps, a->irregular_steps,
 		analysis_step_detection_name(a->step_detection), a->step_range_name[0] ? " (e.g. \"" : "",
-		a->step_range_name, a->step_range_name[0] ? "\")" : "", rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
+		a->step_range_name, a->step_range_name[0] ? "\")" : "", attach_period ? " (" : "",
+		attach_period ? analysis_attach_steps_why() : "", attach_period ? ")" : "",
+		rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
 	if (a->trust.collectives_lost)
 		fprintf(out, "left out    %u step%s (all ranks) that lost collectives: %" PRIu64 " missing on %u rank%s\n",
 			a->trust.steps_lost_all, a->trust.steps_lost_all == 1 ? "" : "s", a->trust.collectives_lost,
@@ -202,7 +206,9 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 		     "root %s)\n",
 		analysis_reshard_format(&a->reshard, policy, sizeof(policy)), a->reshard.resharded_units,
 		a->reshard.retained_units, a->reshard.group_units, a->reshard.root_resharded ? "resharded" : "kept");
-	if (e->source == ANALYSIS_EXPOSURE_NONE) {
+	if (e->source == ANALYSIS_EXPOSURE_NONE && a->trace.sources_attached) {
+		fprintf(out, "exposure    %s\n", analysis_attach_exposure_why());
+	} else if (e->source == ANALYSIS_EXPOSURE_NONE) {
 		fprintf(out, "exposure    not measured (no GPU intervals and no compute ranges in the trace)\n");
 	} else {
 		fprintf(out, "exposure    from %s timing, of step %u (the representative step: its compute wait is the median; "
@@ -445,6 +451,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	print_ranks(out, a);
 	print_flight(out, a);
 	report_sources_table(out, a);
+	report_sources_attach(out, a);
 	if (a->nnotes) {
 		fprintf(out, "\nNotes\n");
 		for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)
