@@ -262,7 +262,13 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
 			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
 			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
-	if (a->trace.sources_cut && t->steps_cut_all)
+	if (a->trace.sources_cut && a->trace.sources_attached)
+		/* attach writes no process_end: a process_exit said these died */
+		fprintf(out, "fsdpscope lint: %s: %u process%s died while attached (killed, or exited non-zero): %u "
+			     "step%s in progress there left out of the verdict\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
+			t->steps_cut_all == 1 ? "" : "s");
+	else if (a->trace.sources_cut && t->steps_cut_all)
 		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
 			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,

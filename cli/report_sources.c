@@ -59,7 +59,8 @@ static char *end_words(const struct source_summary *s, char *buf, size_t len)
 /* "rank 1, pid 1001, host node-b" (what is known of it). */
 static void who(const struct source_summary *s, char *buf, size_t len)
 {
-	int n = s->rank >= 0 ? snprintf(buf, len, "rank %d, pid %u", (int)s->rank, s->pid)
+	int n = s->rank >= 0 ? snprintf(buf, len, "rank %d%s, pid %u", (int)s->rank,
+					source_rank_is_guess((enum source_rank_from)s->rank_from) ? "?" : "", s->pid)
 			     : snprintf(buf, len, "source %u (rank unknown), pid %u", s->source, s->pid);
 
 	if (n > 0 && (size_t)n < len && s->host[0])
