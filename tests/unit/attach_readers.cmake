@@ -4,10 +4,10 @@
 # what report, lint and dump print of it (tests/e2e/attach_readers_test.sh,
 # the trace written by the same program). Registered here, after the unit
 # program exists (the e2e fragments are read first).
-if(TARGET fss_rules AND TARGET fss_analysis)
+if(TARGET fss_rules AND TARGET fss_metrics)
   fss_unit_test(NAME attach_readers_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/attach_readers_test.c
-    LIBS fss_rules fss_analysis fss_common TIMEOUT 60)
+    LIBS fss_rules fss_metrics fss_live fss_analysis fss_common TIMEOUT 60)
 endif()
 if(TARGET attach_readers_test AND TARGET fsdpscope)
   add_test(NAME attach_readers_e2e

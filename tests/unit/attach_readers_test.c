@@ -7,7 +7,8 @@
  * exposed-gather says "not measured" rather than nothing, the attach
  * section's counts, and that sources attach let go are not counted as dead;
  * then the same job with one rank killed (process_exit SIGKILL): that one
- * is reported killed.
+ * is reported killed. The live state and /metrics of the same job carry no
+ * exposure figures for its ranks (absent, not 0).
  *
  * The job: 4 ranks, a root unit and 4 blocks wrapped per block, resharded,
  * 8 steps, host timing as the stand-in NCCL blocks (no time is asserted).
@@ -28,7 +29,10 @@
 
 #include "collector/analysis.h"
 #include "collector/analyze.h"
+#include "collector/live.h"
+#include "collector/metrics.h"
 #include "common/record.h"
+#include "common/trace_parser.h"
 #include "common/trace_writer.h"
 #include "rules/findings.h"
 #include "rules/rules.h"
@@ -405,6 +409,80 @@ static void test_killed_reported(void **state)
 			assert_int_equal(r->sources[i].end, SOURCE_END_DETACHED);
 }
 
+/* ---- the live state and /metrics --------------------------------------- */
+
+struct live_session {
+	sources_t *sources;
+	analyzer_t *a;
+	live_t *live;
+};
+
+static int live_record(void *ctx, struct source *src, const struct fss_record_head *rec)
+{
+	struct live_session *s = ctx;
+	int rc = analyzer_feed(s->a, rec);
+
+	return rc ? rc : live_on_record(s->live, rec, src);
+}
+
+static int live_feed(void *ctx, const struct fss_record_head *rec)
+{
+	return sources_feed(((struct live_session *)ctx)->sources, rec);
+}
+
+/* The ranks of an attached job: steps analysed, no exposure figure. */
+static void test_live_and_metrics(void **state)
+{
+	const struct fixture *f = *state;
+	static const struct source_ops ops = {.on_record = live_record};
+	struct trace_parser_ops parser = {.on_record = live_feed};
+	struct live_session s;
+	struct analysis_result *r;
+	live_board_t *b;
+	char *text;
+	size_t len;
+
+	s.sources = sources_new(&ops, &s);
+	assert_non_null(s.sources);
+	assert_int_equal(analyzer_new(&s.a, NULL), 0);
+	assert_int_equal(live_new(&s.live), 0);
+	analyzer_on_step(s.a, live_step_cb, s.live);
+	assert_int_equal(trace_read(f->path, &parser, &s, NULL), 0);
+	assert_int_equal(sources_finish(s.sources), 0);
+	assert_int_equal(analyzer_finish(s.a, &r), 0); /* the steps come at the end: 160 events per rank */
+	live_set_diagnosis(s.live, r, NULL, 0);
+	analysis_result_free(r);
+	assert_int_equal(live_board_new(&b), 0);
+	assert_int_equal(live_publish(s.live, b), 0);
+	const struct live_view *v = live_board_acquire(b);
+	assert_non_null(v);
+	assert_int_equal(v->nranks, RANKS);
+	assert_int_equal(v->job.sources_attached, RANKS);
+	assert_int_equal(v->job.exposure_source, ANALYSIS_EXPOSURE_NONE);
+	for (size_t i = 0; i < v->nranks; i++) {
+		assert_true(v->ranks[i].attached);
+		assert_true(v->ranks[i].totals.steps > 0);
+		assert_false(v->ranks[i].ended);
+		assert_int_equal(v->ranks[i].rank_from == SOURCE_RANK_GUESSED_ORDER, v->ranks[i].rank == 2);
+	}
+	assert_int_equal(metrics_render(v, &text, &len), 0);
+	/* what uprobes can time is there; what needs GPU timing is not, not as 0 */
+	assert_non_null(strstr(text, "\nfsdpscope_step_seconds{"));
+	assert_non_null(strstr(text, "\nfsdpscope_allgathers_per_step{"));
+	assert_null(strstr(text, "\nfsdpscope_allgather_exposed_seconds_per_step{"));
+	assert_null(strstr(text, "\nfsdpscope_allgather_exposed_seconds_total{"));
+	assert_null(strstr(text, "\nfsdpscope_compute_seconds_per_step{"));
+	assert_null(strstr(text, "\nfsdpscope_compute_wait_seconds_total{"));
+	assert_null(strstr(text, "\nfsdpscope_diagnosis_allgather_exposed_seconds_per_step "));
+	assert_null(strstr(text, "\nfsdpscope_diagnosis_compute_wait_seconds_per_step "));
+	free(text);
+	live_board_release(b, v);
+	live_board_free(b);
+	live_free(s.live);
+	analyzer_free(s.a);
+	sources_free(s.sources);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "--write") == 0) {
@@ -421,6 +499,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_attach_section, setup_detached, teardown),
 		cmocka_unit_test_setup_teardown(test_detached_not_dead, setup_detached, teardown),
 		cmocka_unit_test_setup_teardown(test_killed_reported, setup_killed, teardown),
+		cmocka_unit_test_setup_teardown(test_live_and_metrics, setup_detached, teardown),
 	};
 	return cmocka_run_group_tests(detached, NULL, NULL);
 }
