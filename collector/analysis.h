@@ -432,7 +432,7 @@ struct analysis_rank {
 	uint32_t steps_lost;           /* steps left out: they lost collectives (struct analysis_trust) */
 	uint32_t steps_cut;            /* steps left out: in progress when its records stop */
 	uint64_t collectives_lost;     /* gaps in its collective seq numbers */
-	int32_t cut;                   /* 1: its records stop without its process_end */
+	int32_t cut;                   /* 1: its records stop without its process_end (attached: its process died) */
 	uint32_t reserved2;
 };
 
@@ -502,7 +502,8 @@ struct analysis_trust {
 	uint32_t steps_lost;        /* the headline rank's steps left out for lost collectives */
 	uint32_t steps_cut;         /* the headline rank's steps left out: cut off */
 	uint32_t ranks_lost;        /* ranks that lost collectives */
-	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end */
+	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end
+	                               (attached ones: whose process_exit says they died) */
 	uint32_t steps_lost_all;    /* steps left out for lost collectives, all ranks */
 	uint32_t steps_cut_all;     /* steps left out as cut off, all ranks */
 	uint64_t collectives_lost;  /* all ranks: seq numbers missing */

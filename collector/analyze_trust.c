@@ -185,6 +185,11 @@ void analyze_step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal
 	a->on_step(a->on_step_ctx, &si);
 }
 
+static int rank_attached(const struct rank_state *rs)
+{
+	return rs->src->view && source_is_attached(rs->src->view);
+}
+
 /* A source's drops and process_end records: what it says it lost, and how
  * many calls it made. */
 void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *rec)
@@ -201,6 +206,10 @@ void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *r
 	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
 		rs->reaped = 1;
 		rs->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
+		/* attach writes no process_end: an attached process the kernel saw
+		 * exit 0 ended as one that wrote it (its count of calls unknown) */
+		if (rank_attached(rs) && WIFEXITED(rs->wait_status) && WEXITSTATUS(rs->wait_status) == 0)
+			rs->has_end = 1;
 	}
 }
 
@@ -236,24 +245,14 @@ static int has_lost_step(const struct rank_state *rs)
 	return rs->steps_lost > 0;
 }
 
-static int rank_attached(const struct rank_state *rs)
-{
-	return rs->src->view && source_is_attached(rs->src->view);
-}
-
 int analyze_rank_stopped(const struct rank_state *rs)
 {
 	/* attach writes no process_end: an attached source stopped short only
 	 * when the kernel saw its process die; without a process_exit it was
 	 * still running when attach let it go (its records are whole) */
 	if (rank_attached(rs))
-		return rs->reaped && !(WIFEXITED(rs->wait_status) && WEXITSTATUS(rs->wait_status) == 0);
+		return rs->reaped && !rs->has_end;
 	return !rs->has_end;
-}
-
-static int is_cut(const struct rank_state *rs)
-{
-	return analyze_rank_stopped(rs);
 }
 
 int analyze_rank_detached(const struct rank_state *rs)
@@ -310,7 +309,7 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 		analyze_note(r, "%llu collectives lost outside the steps (gaps in the seq numbers): no step left out",
 		     (unsigned long long)t->collectives_lost);
 	}
-	x = lowest_rank(a, is_cut);
+	x = lowest_rank(a, analyze_rank_stopped);
 	if (x && t->ranks_cut == 1) {
 		char step[64] = "no step was in progress there", how[48] = "the trace was cut short, or the process died";
 		if (x->steps_cut)

@@ -168,8 +168,9 @@ static int observed(struct gen *g, int r, uint64_t handle, uint64_t id, int nran
 }
 
 /* The attached job's trace; kill: rank KILLED_RANK is killed halfway
- * (process_exit of SIGKILL, the kernel saw it go), the others are still
- * running when attach lets go (no end record at all). */
+ * (process_exit of SIGKILL, the kernel saw it go) and the last rank exits 0
+ * at the end; the others (all of them without kill) are still running when
+ * attach lets go (no end record at all). */
 static int write_trace(const char *path, int kill)
 {
 	struct trace_writer_options wo = {.features = FSS_FEATURE_UPROBE | FSS_FEATURE_ENTER};
@@ -216,6 +217,12 @@ static int write_trace(const char *path, int kill)
 		x.pid = 1000 + KILLED_RANK;
 		x.wait_status = 9; /* waitpid() status of SIGKILL */
 		rc = trace_writer_append(g.w, &x);
+		/* and the last rank exited 0 at the end: clean, attach writes no process_end */
+		record_init(&x, FSS_REC_PROCESS_EXIT, sizeof(x), RANKS - 1);
+		x.pid = 1000 + RANKS - 1;
+		x.wait_status = 0;
+		if (!rc)
+			rc = trace_writer_append(g.w, &x);
 	}
 	if (trace_writer_close(g.w) && !rc)
 		rc = -EIO;
@@ -391,22 +398,32 @@ static void test_detached_not_dead(void **state)
 	assert_string_equal(source_end_name(SOURCE_END_DETACHED), "detached");
 }
 
-/* One rank killed while attached: that one is reported killed, the others detached. */
+/* One rank killed while attached: that one is reported killed; one that
+ * exited 0 ended cleanly; the others detached. */
 static void test_killed_reported(void **state)
 {
 	const struct analysis_result *r = ((struct fixture *)*state)->r;
 	const struct source_summary *k = by_pid(r, 1000 + KILLED_RANK);
+	const struct source_summary *x = by_pid(r, 1000 + RANKS - 1);
 
 	assert_non_null(k);
 	assert_int_equal(k->end, SOURCE_END_SIGNALED);
 	assert_int_equal(k->signal, 9);
-	assert_int_equal(r->attach.detached, RANKS - 1);
+	assert_non_null(x);
+	assert_int_equal(x->end, SOURCE_END_CLEAN);
+	assert_int_equal(x->exit_code, 0);
+	assert_int_equal(r->attach.detached, RANKS - 2);
 	assert_int_equal(r->trace.sources_cut, 1);
 	assert_int_equal(r->trust.ranks_cut, 1);
 	assert_true(has_note(r, "killed by signal 9"));
 	for (uint32_t i = 0; i < r->nsources; i++)
-		if (r->sources[i].pid != 1000 + KILLED_RANK)
+		if (r->sources[i].pid < 1000 + KILLED_RANK)
 			assert_int_equal(r->sources[i].end, SOURCE_END_DETACHED);
+	for (uint32_t i = 0; i < r->nper_rank; i++) {
+		assert_int_equal(r->per_rank[i].cut, r->per_rank[i].pid == 1000 + KILLED_RANK);
+		if (r->per_rank[i].pid == 1000 + RANKS - 1)
+			assert_int_equal(r->per_rank[i].steps_cut, 0); /* exited 0: its end is whole */
+	}
 }
 
 /* ---- the live state and /metrics --------------------------------------- */
