@@ -36,8 +36,16 @@
 
 #include "agent/bpf/attach.h"
 
-/* Calls on one communicator of one process before its identity is decided. */
-#define ATTACH_RECORDS_WINDOW 64u
+/* Calls on one communicator of one process before its identity is decided
+ * (or twice as many calls of the process since the communicator was first
+ * seen, for one used a few times a step): a step of the largest per-Linear
+ * fsdp_ref model is about 100 calls, and the sizes of a whole step must be
+ * seen for the ranks' windows to match wherever in the step they began. */
+#define ATTACH_RECORDS_WINDOW 128u
+
+/* Records one process may hold; one more forces the decision with what is
+ * known (memory stays bounded: about 100 bytes a record). */
+#define ATTACH_RECORDS_HOLD_MAX 8192u
 
 typedef struct attach_records attach_records_t;
 
