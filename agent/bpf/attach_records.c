@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "agent/bpf/attach_records.h"
 #include "common/record.h"
@@ -536,6 +537,21 @@ static void comm_rec_base(struct fss_rec_comm *r, uint16_t event, uint64_t handl
 	r->thread = exit_ev->tid;
 }
 
+/* A handle first seen in use (made before the probes): its record is
+ * decided later, and every record of the process waits behind it. */
+static int comm_observe(struct proc *p, uint64_t handle, const struct attach_event *ev, struct comm **out_)
+{
+	struct comm *m = comm_add(p, handle);
+	if (!m)
+		return -ENOMEM;
+	m->state = COMM_OBSERVED;
+	comm_rec_base(&m->rec, FSS_COMM_OBSERVED, handle, NULL, ev);
+	m->rec.result = 0;
+	m->rec.thread = ev->tid;
+	*out_ = m;
+	return out_patched(p, m, &m->rec);
+}
+
 static int on_collective_enter(attach_records_t *a, struct proc *p, struct thread *t, struct frame *f)
 {
 	struct call c = call_of(&f->ev);
@@ -548,19 +564,8 @@ static int on_collective_enter(attach_records_t *a, struct proc *p, struct threa
 	if (t->group_depth > 0)
 		t->group_calls++;
 	struct comm *m = c.comm ? comm_find(p, c.comm) : NULL;
-	if (c.comm && !m) {
-		/* made before the probes: its record is decided later, and every
-		 * record of the process waits behind it */
-		m = comm_add(p, c.comm);
-		if (!m)
-			return -ENOMEM;
-		m->state = COMM_OBSERVED;
-		comm_rec_base(&m->rec, FSS_COMM_OBSERVED, c.comm, NULL, &f->ev);
-		m->rec.result = 0;
-		err = out_patched(p, m, &m->rec);
-		if (err)
-			return err;
-	}
+	if (c.comm && !m && (err = comm_observe(p, c.comm, &f->ev, &m)) != 0)
+		return err;
 	if (m && m->state != COMM_DECIDED)
 		comm_note_call(m, &c);
 
@@ -664,10 +669,8 @@ static int comm_made(attach_records_t *a, struct proc *p, const struct fss_rec_c
 	int ok = r->comm && (r->result == NCCL_SUCCESS || r->result == NCCL_IN_PROGRESS);
 	if (ok) {
 		struct comm *old = comm_find(p, r->comm);
-		if (old && old->state == COMM_DECIDED)
+		if (old)
 			old->alive = 0; /* freed without ncclCommDestroy: the handle came back */
-		else if (old)
-			old->alive = 0;
 		struct comm *m = comm_add(p, r->comm);
 		if (!m)
 			return -ENOMEM;
@@ -739,6 +742,15 @@ static int on_split_exit(attach_records_t *a, struct proc *p, const struct frame
 	struct fss_rec_comm r;
 	int shrink = ev->fn == ATTACH_FN_COMM_SHRINK;
 
+	if (parent_handle && !parent) {
+		/* made before the probes: the split is a use of it (a kind of call
+		 * of its own, the same on every rank that splits it) */
+		const struct call split_call = {.dtype = FSS_DTYPE_UNKNOWN, .redop = FSS_REDOP_NONE, .peer = -1};
+		int err = comm_observe(p, parent_handle, in, &parent);
+		if (err)
+			return err;
+		comm_note_call(parent, &split_call);
+	}
 	comm_rec_base(&r, FSS_COMM_SPLIT, 0, f, ev);
 	r.parent_comm = parent_handle;
 	if (!shrink) {
@@ -1043,6 +1055,74 @@ static void comm_patch(attach_records_t *a, struct proc *p, struct comm *m)
 	m->state = COMM_DECIDED;
 }
 
+static struct comm *member_comm(attach_records_t *a, const struct member *m)
+{
+	return &a->procs[m->proc].comms[m->comm];
+}
+
+/* Does c (guessed ranks, one instance) look like the other dimension of
+ * the device mesh whose shard dimension s was split into instances (HSDP:
+ * replicas all-reduce what the shard groups reduce-scattered)? The same
+ * processes, m instances of equal size in s, and most of c's calls
+ * AllReduces of the sizes s reduce-scatters. */
+static int mesh_of(attach_records_t *a, const struct cls *c, const struct cls *sh)
+{
+	if (sh == c || sh->ninstances < 2 || sh->rank_bit != FSS_COMM_INFER_RANK_INPLACE ||
+	    sh->nmembers != c->nmembers)
+		return 0;
+	for (size_t i = 0; i < c->nmembers; i++)
+		if (!cls_has_proc(sh, c->members[i].proc))
+			return 0;
+	for (uint32_t i = 0; i < sh->ninstances; i++) {
+		size_t n = 0;
+		for (size_t k = 0; k < sh->nmembers; k++)
+			n += member_comm(a, &sh->members[k])->instance == i;
+		if (n * sh->ninstances != sh->nmembers)
+			return 0;
+	}
+	uint64_t matched = 0;
+	for (size_t i = 0; i < c->nsigs; i++) {
+		const struct sig *x = &c->sigs[i];
+		if (x->op != FSS_OP_ALLREDUCE)
+			continue;
+		for (size_t k = 0; k < sh->nsigs; k++)
+			if (sh->sigs[k].op == FSS_OP_REDUCESCATTER && sh->sigs[k].count == x->count &&
+			    sh->sigs[k].dtype == x->dtype) {
+				matched += x->n;
+				break;
+			}
+	}
+	return matched * 2 > c->sig_calls;
+}
+
+/* A class of guessed ranks that is the mesh's other dimension: one
+ * instance per rank of the shard groups, its rank the shard group's place
+ * (instances are in pid order): still a guess, said by both bits. */
+static int cls_mesh(attach_records_t *a, struct cls *c)
+{
+	if (c->ninstances != 1 || c->rank_bit == FSS_COMM_INFER_RANK_INPLACE)
+		return 0;
+	for (size_t k = 0; k < a->nclasses; k++) {
+		const struct cls *sh = &a->classes[k];
+		if (!mesh_of(a, c, sh))
+			continue;
+		uint32_t per = (uint32_t)(sh->nmembers / sh->ninstances);
+		for (size_t i = 0; i < c->nmembers; i++) {
+			struct comm *m = member_comm(a, &c->members[i]);
+			for (size_t j = 0; j < sh->nmembers; j++) {
+				const struct comm *o = member_comm(a, &sh->members[j]);
+				if (sh->members[j].proc != c->members[i].proc)
+					continue;
+				m->instance = (uint32_t)o->rec.rank;
+				m->rec.rank = (int32_t)o->instance;
+			}
+		}
+		c->rank_bit = FSS_COMM_INFER_RANK_ORDER;
+		return cls_instances(c, per);
+	}
+	return 0;
+}
+
 /* Every undecided OBSERVED communicator: into a class, with its rank. */
 static int decide_observed(attach_records_t *a)
 {
@@ -1083,6 +1163,8 @@ static int decide_observed(attach_records_t *a)
 	}
 	for (size_t k = first_new; k < a->nclasses && !err; k++)
 		err = cls_rank_new(a, &a->classes[k]);
+	for (size_t k = first_new; k < a->nclasses && !err; k++)
+		err = cls_mesh(a, &a->classes[k]);
 	if (err)
 		return err;
 
@@ -1264,6 +1346,19 @@ static int on_process_exit(attach_records_t *a, struct proc *p, const struct att
 	int err = decide_pass(a, 1);
 	if (err)
 		return err;
+	if (WIFEXITED(ev->ret)) {
+		/* It left through exit(): where the agent would write its
+		 * process_end (a source that ended whole), and every call the
+		 * probes saw was delivered before it. */
+		struct fss_rec_process_end e;
+		record_init(&e, FSS_REC_PROCESS_END, sizeof(e), 0);
+		e.at_ns = ev->ts_ns;
+		e.collectives = p->seq;
+		e.exit_code = WEXITSTATUS(ev->ret);
+		err = out(a, p, &e);
+		if (err)
+			return err;
+	}
 	struct fss_rec_process_exit r;
 	record_init(&r, FSS_REC_PROCESS_EXIT, sizeof(r), 0);
 	r.at_ns = ev->ts_ns;
@@ -1272,6 +1367,24 @@ static int on_process_exit(attach_records_t *a, struct proc *p, const struct att
 	err = out(a, p, &r);
 	p->exited = 1;
 	return err;
+}
+
+static int is_life(unsigned fn)
+{
+	return fn >= ATTACH_FN_COMM_INIT_RANK && fn <= ATTACH_FN_COMM_FINALIZE;
+}
+
+/* Does NCCL's `outer` call the API function `inner` itself? ncclBcast is
+ * ncclBroadcast; the communicator functions run groups and each other
+ * (ncclCommInitAll). Anything else entered inside an open call means that
+ * call's exit was lost (a full ring): a stale frame must not make every
+ * later call of the thread look nested. */
+static int nests(unsigned outer, unsigned inner)
+{
+	if (outer == ATTACH_FN_BCAST && inner == ATTACH_FN_BROADCAST)
+		return 1;
+	return is_life(outer) &&
+	       (inner == ATTACH_FN_GROUP_START || inner == ATTACH_FN_GROUP_END || is_life(inner));
 }
 
 int attach_records_event(attach_records_t *a, const struct attach_event *ev)
@@ -1294,6 +1407,12 @@ int attach_records_event(attach_records_t *a, const struct attach_event *ev)
 		a->st.events_unknown++;
 		return 0;
 	}
+	int nested = t->depth > 0 && nests(t->stack[t->depth - 1].ev.fn, ev->fn);
+	if (t->depth > 0 && !nested) {
+		/* no NCCL call makes this one: the calls still open lost their exits */
+		a->st.events_unknown += t->depth;
+		t->depth = 0;
+	}
 	if (t->depth == STACK_MAX) {
 		a->st.events_unknown++;
 		return 0;
@@ -1301,7 +1420,7 @@ int attach_records_event(attach_records_t *a, const struct attach_event *ev)
 	struct frame *f = &t->stack[t->depth++];
 	memset(f, 0, sizeof(*f));
 	f->ev = *ev;
-	f->nested = t->depth > 1;
+	f->nested = nested;
 	if (!f->nested && is_collective(ev->fn))
 		return on_collective_enter(a, p, t, f);
 	return 0;

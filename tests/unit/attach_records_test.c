@@ -73,6 +73,7 @@ struct job {
 	int inplace;        /* AllGathers in place (FSDP2) */
 	int env;            /* RANK in every process's environment */
 	int shard;          /* HSDP: shard groups of this many ranks, and a replicate communicator; 0 none */
+	int exit;           /* the processes exit (status 0) after their last step */
 	int offset[MAX_RANKS]; /* calls of its stream before the attach */
 };
 
@@ -198,6 +199,11 @@ static struct evs gen_job(struct job *j)
 		g.rep_comm = 0x6660000ull + (uint64_t)r * 0x10000u;
 		for (int s = 0; s < j->steps; s++)
 			gen_step(&g);
+		if (j->exit) {
+			struct attach_event x = {.ts_ns = g.t + 1000, .pid = pid_of(r), .tid = pid_of(r),
+						 .fn = ATTACH_FN_PROCESS_EXIT, .kind = ATTACH_EV_EXIT};
+			ev_push(&e, &x);
+		}
 	}
 	qsort(e.v, e.n, sizeof(*e.v), ev_cmp);
 	return e;
@@ -398,13 +404,20 @@ static void test_hsdp(void **state)
 	assert_int_equal(sh[0]->id_hash, sh[1]->id_hash);
 	assert_int_equal(sh[2]->id_hash, sh[3]->id_hash);
 	assert_int_not_equal(sh[0]->id_hash, sh[2]->id_hash);
+	/* the replicas {0,2} and {1,3}: the mesh's other dimension, a guess */
 	for (int r = 0; r < 4; r++) {
 		assert_int_not_equal(rep[r]->id_hash, sh[0]->id_hash);
 		assert_int_not_equal(rep[r]->id_hash, sh[2]->id_hash);
-		assert_int_equal(rep[r]->id_hash, rep[0]->id_hash);
-		assert_int_equal(rep[r]->inferred & FSS_COMM_INFER_MEMBERS, 0);
+		assert_int_equal(rep[r]->id_hash, rep[r % 2]->id_hash);
+		assert_int_equal(rep[r]->nranks, 2);
+		assert_int_equal(rep[r]->rank, r / 2);
+		assert_int_equal(rep[r]->inferred, FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED |
+							   FSS_COMM_INFER_RANK_ORDER | FSS_COMM_INFER_MEMBERS);
 	}
-	assert_int_equal(st.members_guessed, 4);
+	assert_int_not_equal(rep[0]->id_hash, rep[1]->id_hash);
+	assert_int_equal(st.members_guessed, 8);
+	assert_int_equal(st.rank_inplace, 4);
+	assert_int_equal(st.rank_order, 4);
 	free(s.v);
 }
 
@@ -627,6 +640,225 @@ static void test_nested_unpaired_exit(void **state)
 	free(s.v);
 }
 
+/* ---- bounds, late ranks, splits of observed communicators, ends ------------------------- */
+
+static void call_on(attach_records_t *a, uint32_t pid, uint64_t t, uint16_t fn, const uint64_t arg[8])
+{
+	struct attach_event e = {.ts_ns = t, .pid = pid, .tid = pid, .fn = fn, .kind = ATTACH_EV_ENTER};
+	memcpy(e.arg, arg, sizeof(e.arg));
+	assert_int_equal(attach_records_event(a, &e), 0);
+	memset(e.arg, 0, sizeof(e.arg));
+	e.kind = ATTACH_EV_EXIT;
+	e.ts_ns = t + 1;
+	assert_int_equal(attach_records_event(a, &e), 0);
+}
+
+static void add_pid(attach_records_t *a, uint32_t pid, int32_t rank)
+{
+	struct attach_process p = {.pid = pid, .ppid = 1, .rank = rank, .local_rank = -1, .world_size = -1,
+				   .slurm_procid = -1, .ompi_rank = -1, .command = "python", .host = "n"};
+	assert_int_equal(attach_records_add(a, &p), 0);
+}
+
+/* An in-place AllGather of rank r of n on comm. */
+static void gather_on(attach_records_t *a, uint32_t pid, uint64_t t, uint64_t comm, int r, uint64_t count)
+{
+	uint64_t recv = 0x10000000ull;
+	uint64_t g[8] = {recv + (uint64_t)r * count * 4, recv, count, FSS_DTYPE_FLOAT32, comm, 0};
+	call_on(a, pid, t, ATTACH_FN_ALLGATHER, g);
+}
+
+/* A rank that stops calling keeps the others' windows incomplete: the cap
+ * on held records decides, and memory stays bounded. */
+static void test_hold_cap(void **state)
+{
+	(void)state;
+	struct sink s = {0};
+	attach_records_t *a = NULL;
+	assert_int_equal(attach_records_new(&a, on_record, &s), 0);
+	add_pid(a, 10, -1);
+	add_pid(a, 20, -1);
+	gather_on(a, 20, 1, 0xb, 1, 100); /* one call, then silence */
+	uint64_t max_held = 0;
+	struct attach_records_stats st;
+	for (uint64_t i = 0; i < 2u * ATTACH_RECORDS_HOLD_MAX; i++) {
+		gather_on(a, 10, 10 + 2 * i, 0xa, 0, 100 + i % 3);
+		attach_records_stats(a, &st);
+		if (st.held > max_held)
+			max_held = st.held;
+	}
+	/* pid 10 holds at most the cap and the one record over it, pid 20 its
+	 * comm, enter and collective */
+	assert_true(max_held <= ATTACH_RECORDS_HOLD_MAX + 1 + 3);
+	assert_true(max_held >= ATTACH_RECORDS_HOLD_MAX); /* it did hold until the cap */
+	assert_int_equal(st.held, 0);
+	assert_int_equal(st.comms_observed, 2);
+	assert_int_equal(st.collectives, 2u * ATTACH_RECORDS_HOLD_MAX + 1);
+	attach_records_free(a);
+	free(s.v);
+}
+
+/* A rank attached after the others were decided joins their communicator. */
+static void test_late_rank(void **state)
+{
+	(void)state;
+	struct sink s = {0};
+	attach_records_t *a = NULL;
+	assert_int_equal(attach_records_new(&a, on_record, &s), 0);
+	add_pid(a, 10, -1);
+	add_pid(a, 20, -1);
+	uint64_t t = 100;
+	for (unsigned i = 0; i < ATTACH_RECORDS_WINDOW; i++, t += 10) {
+		gather_on(a, 10, t, 0xa, 0, 64 + i % 5);
+		gather_on(a, 20, t + 1, 0xb, 1, 64 + i % 5);
+	}
+	struct attach_records_stats st;
+	attach_records_stats(a, &st);
+	assert_int_equal(st.comms_observed, 2); /* decided at the window, not at the end */
+	add_pid(a, 30, -1);
+	for (unsigned i = 0; i < ATTACH_RECORDS_WINDOW; i++, t += 10)
+		gather_on(a, 30, t, 0xc, 2, 64 + i % 5);
+	const struct fss_rec_comm *c0 = observed(&s, 10, 0xa), *c2 = observed(&s, 30, 0xc);
+	assert_int_equal(c0->nranks, 2);
+	assert_int_equal(c2->id_hash, c0->id_hash);
+	assert_int_equal(c2->rank, 2);
+	assert_int_equal(c2->nranks, 3); /* raised by its rank */
+	assert_int_equal(c2->inferred, FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED | FSS_COMM_INFER_RANK_INPLACE);
+	attach_records_free(a);
+	free(s.v);
+}
+
+/* A split of a communicator first seen in use: the child's id_hash is the
+ * agent's key over the parent's inferred one (INFER_ID said), its nranks
+ * the processes that made it, its rank from the keys; a destroy of an
+ * observed communicator carries what it was decided to be. */
+static void test_split_observed(void **state)
+{
+	(void)state;
+	struct sink s = {0};
+	attach_records_t *a = NULL;
+	assert_int_equal(attach_records_new(&a, on_record, &s), 0);
+	add_pid(a, 10, -1);
+	add_pid(a, 20, -1);
+	for (int r = 0; r < 2; r++) {
+		uint32_t pid = r ? 20 : 10;
+		gather_on(a, pid, 100, r ? 0xb : 0xa, r, 64);
+		/* split(parent, color 5, key 1 - r): the keys reverse the ranks */
+		struct attach_event e = {.ts_ns = 200, .pid = pid, .tid = pid, .fn = ATTACH_FN_COMM_SPLIT,
+					 .kind = ATTACH_EV_ENTER, .arg = {r ? 0xb : 0xa, 5, (uint64_t)(1 - r), 0x777}};
+		assert_int_equal(attach_records_event(a, &e), 0);
+		e.kind = ATTACH_EV_EXIT;
+		e.ts_ns = 201;
+		e.out[0] = r ? 0xbb : 0xaa;
+		e.nout = 1;
+		assert_int_equal(attach_records_event(a, &e), 0);
+		uint64_t d[8] = {r ? 0xb : 0xa};
+		call_on(a, pid, 300, ATTACH_FN_COMM_DESTROY, d);
+	}
+	struct attach_records_stats st;
+	attach_records_stats(a, &st);
+	assert_true(st.held > 0); /* undecided: too few calls */
+	assert_int_equal(attach_records_decide(a, 1), 0);
+	const struct fss_rec_comm *p0 = observed(&s, 10, 0xa), *p1 = observed(&s, 20, 0xb);
+	assert_int_equal(p0->id_hash, p1->id_hash);
+	const struct fss_rec_comm *child[2] = {NULL, NULL}, *end[2] = {NULL, NULL};
+	for (size_t i = 0; i < s.n; i++) {
+		const struct fss_rec_comm *c = (const void *)head_of(&s.v[i]);
+		int r = s.v[i].pid == 20;
+		if (c->head.type != FSS_REC_COMM)
+			continue;
+		if (c->event == FSS_COMM_SPLIT)
+			child[r] = c;
+		if (c->event == FSS_COMM_DESTROY)
+			end[r] = c;
+	}
+	unsigned char k[20];
+	uint64_t ph = p0->id_hash, no = 0;
+	int32_t color = 5;
+	memcpy(k, &ph, 8);
+	memcpy(k + 8, &no, 8);
+	memcpy(k + 16, &color, 4);
+	for (int r = 0; r < 2; r++) {
+		assert_non_null(child[r]);
+		assert_int_equal(child[r]->id_hash, record_hash_bytes(k, sizeof k));
+		assert_int_equal(child[r]->nranks, 2);
+		assert_int_equal(child[r]->rank, 1 - r);
+		assert_true(child[r]->inferred & FSS_COMM_INFER_ID);
+		assert_true(child[r]->inferred & FSS_COMM_INFER_NRANKS_ATTACHED);
+		assert_non_null(end[r]);
+		assert_int_equal(end[r]->id_hash, p0->id_hash);
+		assert_int_equal(end[r]->nranks, 2);
+		assert_int_equal(end[r]->rank, r);
+		assert_true(end[r]->inferred & FSS_COMM_INFER_ID);
+	}
+	attach_records_stats(a, &st);
+	assert_int_equal(st.held, 0);
+	attach_records_free(a);
+	free(s.v);
+}
+
+/* ncclCommInitAll: the agent's per-process key, one record per device. */
+static void test_init_all(void **state)
+{
+	(void)state;
+	struct sink s = {0};
+	attach_records_t *a = one_proc(&s);
+	size_t before = s.n;
+	struct attach_event e = {.ts_ns = 5, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_ALL,
+				 .kind = ATTACH_EV_ENTER, .arg = {0x9000, 2, 0}};
+	assert_int_equal(attach_records_event(a, &e), 0);
+	/* NCCL's own group calls inside it are not recorded */
+	ev(a, ATTACH_FN_GROUP_START, ATTACH_EV_ENTER, 6, NULL, 0);
+	ev(a, ATTACH_FN_GROUP_START, ATTACH_EV_EXIT, 7, NULL, 0);
+	ev(a, ATTACH_FN_GROUP_END, ATTACH_EV_ENTER, 8, NULL, 0);
+	ev(a, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 9, NULL, 0);
+	e.kind = ATTACH_EV_EXIT;
+	e.ts_ns = 10;
+	e.out[0] = 0x100;
+	e.out[1] = 0x200;
+	e.nout = 2;
+	assert_int_equal(attach_records_event(a, &e), 0);
+	assert_int_equal(s.n - before, 2);
+	struct {
+		uint64_t pid, call;
+	} key = {77, 0};
+	for (int i = 0; i < 2; i++) {
+		const struct fss_rec_comm *c = (const void *)head_of(&s.v[before + (size_t)i]);
+		assert_int_equal(c->head.type, FSS_REC_COMM);
+		assert_int_equal(c->event, FSS_COMM_INIT);
+		assert_int_equal(c->comm, i ? 0x200 : 0x100);
+		assert_int_equal(c->id_hash, record_hash_bytes(&key, sizeof key));
+		assert_int_equal(c->nranks, 2);
+		assert_int_equal(c->rank, i);
+	}
+	attach_records_free(a);
+	free(s.v);
+}
+
+/* A collective whose exit was lost (a full ring) does not make the
+ * thread's later calls look nested in it. */
+static void test_lost_exit(void **state)
+{
+	(void)state;
+	struct sink s = {0};
+	attach_records_t *a = one_proc(&s);
+	uint64_t ar[8] = {0x10, 0x10, 4, FSS_DTYPE_FLOAT32, FSS_REDOP_SUM, 0, 0};
+	ev(a, ATTACH_FN_ALLREDUCE, ATTACH_EV_ENTER, 10, ar, 0); /* its exit never comes */
+	for (uint64_t i = 0; i < 3; i++) {
+		ev(a, ATTACH_FN_ALLREDUCE, ATTACH_EV_ENTER, 20 + 2 * i, ar, 0);
+		ev(a, ATTACH_FN_ALLREDUCE, ATTACH_EV_EXIT, 21 + 2 * i, NULL, 0);
+	}
+	struct attach_records_stats st;
+	attach_records_stats(a, &st);
+	assert_int_equal(st.collectives, 3); /* comm 0: no communicator, nothing held */
+	assert_int_equal(st.held, 0);
+	assert_int_equal(st.events_unknown, 1);
+	const struct fss_rec_collective *k = (const void *)head_of(&s.v[s.n - 1]);
+	assert_int_equal(k->seq, 4); /* the lost one had its seq and its enter */
+	attach_records_free(a);
+	free(s.v);
+}
+
 /* ---- the analysis reads them as the agent's ---------------------------------------------- */
 
 static char dir[] = "/tmp/fss-attach-records-XXXXXX";
@@ -634,7 +866,7 @@ static char dir[] = "/tmp/fss-attach-records-XXXXXX";
 static void test_analysis(void **state)
 {
 	(void)state;
-	struct job j = {.ranks = 3, .steps = 12, .inplace = 1, .offset = {0, 13, 60}};
+	struct job j = {.ranks = 3, .steps = 12, .inplace = 1, .exit = 1, .offset = {0, 13, 60}};
 	struct sink s = {0};
 	run_job(&j, &s, 1, NULL);
 	char path[128];
@@ -661,7 +893,17 @@ static void test_analysis(void **state)
 	assert_int_equal(r->per_step.allgathers, 1 + 2 * LAYERS * LINEARS);
 	assert_int_equal(r->per_step.reduce_scatters, 1 + LAYERS * LINEARS);
 	assert_int_equal(r->units.shard_ranks, 3);
-	fprintf(stderr, "steps seen %u analyzed %u warmup %u\n", r->steps_seen, r->steps_analyzed, r->warmup_steps);
+	/* every generated step is found; a rank whose attach landed inside
+	 * step 0 analyses the others */
+	assert_int_equal(r->steps_seen, j.steps);
+	assert_int_equal(r->steps_analyzed, j.steps);
+	assert_int_equal(r->nper_rank, 3);
+	for (uint32_t i = 0; i < r->nper_rank; i++) {
+		const struct analysis_rank *k = &r->per_rank[i];
+		assert_int_equal(k->rank, (int32_t)i);
+		assert_int_equal(k->steps_seen, j.steps);
+		assert_int_equal(k->steps_analyzed, j.offset[i] ? j.steps - 1 : j.steps);
+	}
 	assert_int_equal(r->nsources, 3);
 	for (uint32_t i = 0; i < r->nsources; i++)
 		assert_int_equal(r->sources[i].rank, (int32_t)r->sources[i].source);
@@ -694,6 +936,11 @@ int main(void)
 	    cmocka_unit_test(test_split_of_init),
 	    cmocka_unit_test(test_groups),
 	    cmocka_unit_test(test_nested_unpaired_exit),
+	    cmocka_unit_test(test_hold_cap),
+	    cmocka_unit_test(test_late_rank),
+	    cmocka_unit_test(test_split_observed),
+	    cmocka_unit_test(test_init_all),
+	    cmocka_unit_test(test_lost_exit),
 	    cmocka_unit_test(test_analysis),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
