@@ -35,7 +35,7 @@
 
 struct sent {
 	uint32_t pid;
-	unsigned char rec[FSS_RECORD_MAX_BYTES];
+	_Alignas(8) unsigned char rec[FSS_RECORD_MAX_BYTES]; /* records are read in place */
 };
 
 struct sink {
