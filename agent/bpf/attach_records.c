@@ -42,9 +42,9 @@
 #define NCCL_SUCCESS 0
 #define NCCL_IN_PROGRESS 7
 
-#define STACK_MAX 8u            /* NCCL calls one thread is inside at once (its own nested calls) */
-#define SIGS_MAX 1024u          /* distinct call signatures kept per undecided communicator */
-#define MATCH_MIN 0.5           /* signature overlap two communicators need to be one */
+#define STACK_MAX 8u		/* NCCL calls one thread is inside at once (its own nested calls) */
+#define SIGS_MAX 1024u		/* distinct call signatures kept per undecided communicator */
+#define MATCH_MIN 0.5		/* signature overlap two communicators need to be one */
 #define INPLACE_RANK_MAX 65536u /* a larger offset is a separate send buffer, not a rank's slice */
 
 /* One kind of call on a communicator: what is the same on every rank. */
@@ -57,40 +57,40 @@ struct sig {
 
 enum comm_state {
 	COMM_DECIDED = 0, /* its record went out, or waits only for the records before it */
-	COMM_OBSERVED,    /* first seen in use: identity undecided */
-	COMM_SPLIT,       /* made by a split or shrink: nranks / rank (and id_hash if the parent is undecided) */
+	COMM_OBSERVED,	  /* first seen in use: identity undecided */
+	COMM_SPLIT,	  /* made by a split or shrink: nranks / rank (and id_hash if the parent is undecided) */
 };
 
 struct comm {
 	uint64_t handle;
-	int state;     /* enum comm_state */
-	int alive;     /* not destroyed: found by its handle */
-	int ready;     /* OBSERVED / SPLIT with enough calls to decide */
+	int state;		 /* enum comm_state */
+	int alive;		 /* not destroyed: found by its handle */
+	int ready;		 /* OBSERVED / SPLIT with enough calls to decide */
 	struct fss_rec_comm rec; /* what it is (OBSERVED / SPLIT: filled at the decision) */
-	uint32_t splits;         /* splits and shrinks made from it */
+	uint32_t splits;	 /* splits and shrinks made from it */
 	/* undecided: */
-	size_t *patch;           /* queue offsets of its records still to fill (the first is its own) */
+	size_t *patch; /* queue offsets of its records still to fill (the first is its own) */
 	size_t npatch, patch_cap;
-	uint64_t calls;          /* calls on it */
+	uint64_t calls;		  /* calls on it */
 	uint64_t first_proc_call; /* the process's calls before its first */
 	struct sig *sigs;
 	size_t nsigs, sigs_cap;
 	uint32_t gathers, gathers_inplace;
-	int64_t inplace_rank;    /* -1 none yet, -2 in-place offsets disagree */
+	int64_t inplace_rank; /* -1 none yet, -2 in-place offsets disagree */
 	/* split / shrink: */
-	size_t parent;           /* index of the parent in the process's comms */
+	size_t parent; /* index of the parent in the process's comms */
 	uint64_t split_no;
 	int32_t parent_rank_key; /* the parent rank, for the order of equal keys */
 	/* decided: */
-	int cls;                 /* class index, -1 */
+	int cls; /* class index, -1 */
 	uint32_t instance;
 };
 
 struct frame {
 	struct attach_event ev; /* the entry */
-	uint64_t seq;           /* collectives: its seq */
-	int nested;             /* an NCCL call inside an NCCL call: not recorded */
-	uint32_t group_id;      /* at the entry */
+	uint64_t seq;		/* collectives: its seq */
+	int nested;		/* an NCCL call inside an NCCL call: not recorded */
+	uint32_t group_id;	/* at the entry */
 	uint16_t group_depth;
 };
 
@@ -126,15 +126,15 @@ struct member {
 
 struct cls {
 	uint32_t ordinal;
-	uint32_t rank_bit;         /* FSS_COMM_INFER_RANK_* its members' ranks came from */
-	int env_kind;              /* rank from the environment: 0 RANK, 1 SLURM_PROCID, 2 OMPI */
-	struct sig *sigs;          /* its first member's calls */
+	uint32_t rank_bit; /* FSS_COMM_INFER_RANK_* its members' ranks came from */
+	int env_kind;	   /* rank from the environment: 0 RANK, 1 SLURM_PROCID, 2 OMPI */
+	struct sig *sigs;  /* its first member's calls */
 	size_t nsigs;
 	uint64_t sig_calls;
 	struct member *members;
 	size_t nmembers, members_cap;
 	uint32_t ninstances;
-	int32_t *inst_nranks;      /* per instance */
+	int32_t *inst_nranks; /* per instance */
 	uint64_t *inst_hash;
 };
 
@@ -455,13 +455,14 @@ static void comm_note_call(struct comm *m, const struct call *c)
 	m->calls++;
 	for (i = 0; i < m->nsigs; i++) {
 		const struct sig *s = &m->sigs[i];
-		if (s->op == c->op && s->count == c->count && s->dtype == dtype && s->redop == redop && s->root == c->peer)
+		if (s->op == c->op && s->count == c->count && s->dtype == dtype && s->redop == redop &&
+		    s->root == c->peer)
 			break;
 	}
 	if (i == m->nsigs && m->nsigs < SIGS_MAX &&
 	    grow((void **)&m->sigs, &m->sigs_cap, m->nsigs + 1, sizeof(*m->sigs)) == 0)
-		m->sigs[m->nsigs++] = (struct sig){.count = c->count, .root = c->peer, .op = c->op, .dtype = dtype,
-						   .redop = redop};
+		m->sigs[m->nsigs++] =
+		    (struct sig){.count = c->count, .root = c->peer, .op = c->op, .dtype = dtype, .redop = redop};
 	if (i < m->nsigs)
 		m->sigs[i].n++;
 	if (c->op == FSS_OP_ALLGATHER) {
@@ -600,8 +601,7 @@ static int on_collective_enter(attach_records_t *a, struct proc *p, struct threa
 	return err;
 }
 
-static int on_collective_exit(attach_records_t *a, struct proc *p, const struct frame *f,
-			      const struct attach_event *ev)
+static int on_collective_exit(attach_records_t *a, struct proc *p, const struct frame *f, const struct attach_event *ev)
 {
 	struct call c = call_of(&f->ev);
 	struct fss_rec_collective r;
@@ -940,8 +940,8 @@ static int cls_rank_new(attach_records_t *a, struct cls *k)
 	int inplace = n > 0, env = -1;
 
 	for (size_t i = 1; i < n; i++) /* pid order: what a guess of members or ranks goes by */
-		for (size_t j = i; j > 0 && a->procs[k->members[j - 1].proc].info.pid > a->procs[k->members[j].proc].info.pid;
-		     j--) {
+		for (size_t j = i;
+		     j > 0 && a->procs[k->members[j - 1].proc].info.pid > a->procs[k->members[j].proc].info.pid; j--) {
 			struct member t = k->members[j];
 			k->members[j] = k->members[j - 1];
 			k->members[j - 1] = t;
@@ -959,7 +959,8 @@ static int cls_rank_new(attach_records_t *a, struct cls *k)
 			struct comm *m = &a->procs[k->members[i].proc].comms[k->members[i].comm];
 			uint32_t before = 0;
 			for (size_t j = 0; j < i; j++) /* members are in pid order */
-				if (a->procs[k->members[j].proc].comms[k->members[j].comm].inplace_rank == m->inplace_rank)
+				if (a->procs[k->members[j].proc].comms[k->members[j].comm].inplace_rank ==
+				    m->inplace_rank)
 					before++;
 			m->instance = before;
 			m->rec.rank = (int32_t)m->inplace_rank;
@@ -1067,8 +1068,7 @@ static struct comm *member_comm(attach_records_t *a, const struct member *m)
  * AllReduces of the sizes s reduce-scatters. */
 static int mesh_of(attach_records_t *a, const struct cls *c, const struct cls *sh)
 {
-	if (sh == c || sh->ninstances < 2 || sh->rank_bit != FSS_COMM_INFER_RANK_INPLACE ||
-	    sh->nmembers != c->nmembers)
+	if (sh == c || sh->ninstances < 2 || sh->rank_bit != FSS_COMM_INFER_RANK_INPLACE || sh->nmembers != c->nmembers)
 		return 0;
 	for (size_t i = 0; i < c->nmembers; i++)
 		if (!cls_has_proc(sh, c->members[i].proc))
@@ -1247,19 +1247,21 @@ static int decide_splits(attach_records_t *a, int force)
 						const struct comm *o = &a->procs[qi].comms[k];
 						if (o->parent == SIZE_MAX || o->rec.comm == 0 ||
 						    a->procs[qi].comms[o->parent].state != COMM_DECIDED ||
-						    a->procs[qi].comms[o->parent].rec.id_hash != ph || o->split_no != m->split_no ||
-						    o->rec.color != m->rec.color)
+						    a->procs[qi].comms[o->parent].rec.id_hash != ph ||
+						    o->split_no != m->split_no || o->rec.color != m->rec.color)
 							continue;
 						nranks++;
 						int32_t ok = o->rec.key, mk = m->rec.key;
-						int32_t opr = a->procs[qi].comms[o->parent].rec.rank, mpr = parent->rec.rank;
+						int32_t opr = a->procs[qi].comms[o->parent].rec.rank,
+							mpr = parent->rec.rank;
 						if (ok < mk || (ok == mk && opr < mpr))
 							rank++;
 					}
 				m->rec.id_hash = h;
 				m->rec.nranks = nranks;
 				m->rec.rank = rank;
-				m->rec.inferred = FSS_COMM_INFER_NRANKS_ATTACHED | (parent->rec.inferred & ~FSS_COMM_INFER_NRANKS_ATTACHED);
+				m->rec.inferred = FSS_COMM_INFER_NRANKS_ATTACHED |
+						  (parent->rec.inferred & ~FSS_COMM_INFER_NRANKS_ATTACHED);
 				comm_patch(a, p, m);
 				changed = 1;
 			}
@@ -1383,8 +1385,7 @@ static int nests(unsigned outer, unsigned inner)
 {
 	if (outer == ATTACH_FN_BCAST && inner == ATTACH_FN_BROADCAST)
 		return 1;
-	return is_life(outer) &&
-	       (inner == ATTACH_FN_GROUP_START || inner == ATTACH_FN_GROUP_END || is_life(inner));
+	return is_life(outer) && (inner == ATTACH_FN_GROUP_START || inner == ATTACH_FN_GROUP_END || is_life(inner));
 }
 
 int attach_records_event(attach_records_t *a, const struct attach_event *ev)

@@ -70,10 +70,10 @@ static const struct fss_record_head *head_of(const struct sent *e)
 struct job {
 	int ranks;
 	int steps;
-	int inplace;        /* AllGathers in place (FSDP2) */
-	int env;            /* RANK in every process's environment */
-	int shard;          /* HSDP: shard groups of this many ranks, and a replicate communicator; 0 none */
-	int exit;           /* the processes exit (status 0) after their last step */
+	int inplace;	       /* AllGathers in place (FSDP2) */
+	int env;	       /* RANK in every process's environment */
+	int shard;	       /* HSDP: shard groups of this many ranks, and a replicate communicator; 0 none */
+	int exit;	       /* the processes exit (status 0) after their last step */
 	int offset[MAX_RANKS]; /* calls of its stream before the attach */
 };
 
@@ -109,7 +109,7 @@ struct gen_rank {
 	struct job *j;
 	int r;
 	uint64_t t;
-	int calls;          /* calls generated so far */
+	int calls; /* calls generated so far */
 	struct evs *out;
 	uint64_t shard_comm, rep_comm;
 };
@@ -156,8 +156,8 @@ static void gen_reduce(struct gen_rank *g, int u)
 	uint64_t a[8] = {base, base + 0x800000ull, shard, FSS_DTYPE_FLOAT32, FSS_REDOP_AVG, g->shard_comm, 0x99};
 	gen_call(g, ATTACH_FN_REDUCESCATTER, a);
 	if (g->j->shard) { /* HSDP: the reduced shard is all-reduced across the replicas */
-		uint64_t b[8] = {base + 0x800000ull, base + 0x800000ull, shard, FSS_DTYPE_FLOAT32, FSS_REDOP_AVG,
-				 g->rep_comm, 0x99};
+		uint64_t b[8] = {base + 0x800000ull, base + 0x800000ull, shard, FSS_DTYPE_FLOAT32,
+				 FSS_REDOP_AVG,	     g->rep_comm,	 0x99};
 		gen_call(g, ATTACH_FN_ALLREDUCE, b);
 	}
 }
@@ -174,8 +174,8 @@ static void gen_step(struct gen_rank *g)
 		gen_reduce(g, u);
 	}
 	gen_reduce(g, 0);
-	uint64_t loss[8] = {0x6000, 0x6000, 1, FSS_DTYPE_FLOAT32, FSS_REDOP_SUM, g->j->shard ? g->rep_comm : g->shard_comm,
-			    0x99};
+	uint64_t loss[8] = {
+	    0x6000, 0x6000, 1, FSS_DTYPE_FLOAT32, FSS_REDOP_SUM, g->j->shard ? g->rep_comm : g->shard_comm, 0x99};
 	gen_call(g, ATTACH_FN_ALLREDUCE, loss);
 }
 
@@ -200,8 +200,11 @@ static struct evs gen_job(struct job *j)
 		for (int s = 0; s < j->steps; s++)
 			gen_step(&g);
 		if (j->exit) {
-			struct attach_event x = {.ts_ns = g.t + 1000, .pid = pid_of(r), .tid = pid_of(r),
-						 .fn = ATTACH_FN_PROCESS_EXIT, .kind = ATTACH_EV_EXIT};
+			struct attach_event x = {.ts_ns = g.t + 1000,
+						 .pid = pid_of(r),
+						 .tid = pid_of(r),
+						 .fn = ATTACH_FN_PROCESS_EXIT,
+						 .kind = ATTACH_EV_EXIT};
 			ev_push(&e, &x);
 		}
 	}
@@ -212,9 +215,17 @@ static struct evs gen_job(struct job *j)
 static void add_procs(attach_records_t *a, const struct job *j)
 {
 	for (int r = 0; r < j->ranks; r++) {
-		struct attach_process p = {.pid = pid_of(r), .ppid = 1, .rank = j->env ? r : -1, .local_rank = -1,
-					   .world_size = -1, .slurm_procid = -1, .ompi_rank = -1,
-					   .command = "python", .host = "node7", .mono_ns = 1000, .realtime_ns = 5000};
+		struct attach_process p = {.pid = pid_of(r),
+					   .ppid = 1,
+					   .rank = j->env ? r : -1,
+					   .local_rank = -1,
+					   .world_size = -1,
+					   .slurm_procid = -1,
+					   .ompi_rank = -1,
+					   .command = "python",
+					   .host = "node7",
+					   .mono_ns = 1000,
+					   .realtime_ns = 5000};
 		assert_int_equal(attach_records_add(a, &p), 0);
 	}
 }
@@ -351,13 +362,21 @@ static void test_inplace_4(void **state)
 static void test_decided_live(void **state)
 {
 	(void)state;
-	struct job j = {.ranks = 3, .steps = 8, .inplace = 1, .offset = {5, 0, 40}};
+	struct job j = {.ranks = 3, .steps = 8, .inplace = 1, .offset = {5, 0, 90}};
 	struct sink s = {0};
 	struct attach_records_stats st;
-	run_job(&j, &s, 0, &st);
+	run_job(&j, &s, 0, &st); /* no attach_records_decide, no exit */
 	assert_int_equal(st.comms_observed, 3);
 	assert_int_equal(st.held, 0);
-	assert_int_equal(st.collectives, 3ull * j.steps * calls_per_step(&j) - 45);
+	assert_int_equal(st.collectives, 3ull * j.steps * calls_per_step(&j) - 95);
+	/* windows nearly a step apart still match */
+	const struct fss_rec_comm *c0 = observed(&s, pid_of(0), 0x5550000ull);
+	for (int r = 0; r < 3; r++) {
+		const struct fss_rec_comm *c = observed(&s, pid_of(r), 0x5550000ull + (uint64_t)r * 0x10000u);
+		assert_int_equal(c->id_hash, c0->id_hash);
+		assert_int_equal(c->rank, r);
+		assert_int_equal(c->nranks, 3);
+	}
 	free(s.v);
 }
 
@@ -397,7 +416,7 @@ static void test_hsdp(void **state)
 		assert_int_equal(sh[r]->nranks, 2);
 		assert_int_equal(sh[r]->rank, r % 2);
 		assert_int_equal(sh[r]->inferred, FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED |
-							  FSS_COMM_INFER_RANK_INPLACE | FSS_COMM_INFER_MEMBERS);
+						      FSS_COMM_INFER_RANK_INPLACE | FSS_COMM_INFER_MEMBERS);
 		check_order(&s, pid_of(r), (uint64_t)j.steps * calls_per_step(&j) - (uint64_t)j.offset[r]);
 	}
 	/* shard groups {0,1} and {2,3}: members by pid order */
@@ -412,7 +431,7 @@ static void test_hsdp(void **state)
 		assert_int_equal(rep[r]->nranks, 2);
 		assert_int_equal(rep[r]->rank, r / 2);
 		assert_int_equal(rep[r]->inferred, FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED |
-							   FSS_COMM_INFER_RANK_ORDER | FSS_COMM_INFER_MEMBERS);
+						       FSS_COMM_INFER_RANK_ORDER | FSS_COMM_INFER_MEMBERS);
 	}
 	assert_int_not_equal(rep[0]->id_hash, rep[1]->id_hash);
 	assert_int_equal(st.members_guessed, 8);
@@ -427,8 +446,15 @@ static attach_records_t *one_proc(struct sink *s)
 {
 	attach_records_t *a = NULL;
 	assert_int_equal(attach_records_new(&a, on_record, s), 0);
-	struct attach_process p = {.pid = 77, .ppid = 1, .rank = -1, .local_rank = -1, .world_size = -1,
-				   .slurm_procid = -1, .ompi_rank = -1, .command = "train", .host = "h"};
+	struct attach_process p = {.pid = 77,
+				   .ppid = 1,
+				   .rank = -1,
+				   .local_rank = -1,
+				   .world_size = -1,
+				   .slurm_procid = -1,
+				   .ompi_rank = -1,
+				   .command = "train",
+				   .host = "h"};
 	assert_int_equal(attach_records_add(a, &p), 0);
 	assert_int_equal(attach_records_add(a, &p), -EEXIST);
 	return a;
@@ -447,13 +473,23 @@ static void test_init_seen(void **state)
 	(void)state;
 	struct sink s = {0};
 	attach_records_t *a = one_proc(&s);
-	struct attach_event in = {.ts_ns = 10, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_RANK,
-				  .kind = ATTACH_EV_ENTER, .arg = {0x1234, 8, 5}, .uid_ok = 1};
+	struct attach_event in = {.ts_ns = 10,
+				  .pid = 77,
+				  .tid = 78,
+				  .fn = ATTACH_FN_COMM_INIT_RANK,
+				  .kind = ATTACH_EV_ENTER,
+				  .arg = {0x1234, 8, 5},
+				  .uid_ok = 1};
 	for (int i = 0; i < ATTACH_UNIQUE_ID_BYTES; i++)
 		in.uid[i] = (uint8_t)(i * 7 + 3);
 	assert_int_equal(attach_records_event(a, &in), 0);
-	struct attach_event outev = {.ts_ns = 20, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_RANK,
-				     .kind = ATTACH_EV_EXIT, .out = {0xc0ffee}, .nout = 1};
+	struct attach_event outev = {.ts_ns = 20,
+				     .pid = 77,
+				     .tid = 78,
+				     .fn = ATTACH_FN_COMM_INIT_RANK,
+				     .kind = ATTACH_EV_EXIT,
+				     .out = {0xc0ffee},
+				     .nout = 1};
 	assert_int_equal(attach_records_event(a, &outev), 0);
 	uint64_t ag[8] = {0x1000, 0x1000, 64, FSS_DTYPE_FLOAT32, 0xc0ffee, 0};
 	for (int i = 0; i < 3; i++) {
@@ -506,16 +542,31 @@ static void test_split_of_init(void **state)
 	(void)state;
 	struct sink s = {0};
 	attach_records_t *a = one_proc(&s);
-	struct attach_event in = {.ts_ns = 10, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_RANK,
-				  .kind = ATTACH_EV_ENTER, .arg = {0x1234, 1, 0}, .uid_ok = 1};
+	struct attach_event in = {.ts_ns = 10,
+				  .pid = 77,
+				  .tid = 78,
+				  .fn = ATTACH_FN_COMM_INIT_RANK,
+				  .kind = ATTACH_EV_ENTER,
+				  .arg = {0x1234, 1, 0},
+				  .uid_ok = 1};
 	assert_int_equal(attach_records_event(a, &in), 0);
-	struct attach_event o = {.ts_ns = 20, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_RANK,
-				 .kind = ATTACH_EV_EXIT, .out = {0xa}, .nout = 1};
+	struct attach_event o = {.ts_ns = 20,
+				 .pid = 77,
+				 .tid = 78,
+				 .fn = ATTACH_FN_COMM_INIT_RANK,
+				 .kind = ATTACH_EV_EXIT,
+				 .out = {0xa},
+				 .nout = 1};
 	assert_int_equal(attach_records_event(a, &o), 0);
 	uint64_t sp[8] = {0xa, 3, 0, 0x5678, 0};
 	ev(a, ATTACH_FN_COMM_SPLIT, ATTACH_EV_ENTER, 30, sp, 0);
-	struct attach_event so = {.ts_ns = 40, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_SPLIT,
-				  .kind = ATTACH_EV_EXIT, .out = {0xb}, .nout = 1};
+	struct attach_event so = {.ts_ns = 40,
+				  .pid = 77,
+				  .tid = 78,
+				  .fn = ATTACH_FN_COMM_SPLIT,
+				  .kind = ATTACH_EV_EXIT,
+				  .out = {0xb},
+				  .nout = 1};
 	assert_int_equal(attach_records_event(a, &so), 0);
 	const struct fss_rec_comm *c = (const void *)head_of(&s.v[s.n - 1]);
 	assert_int_equal(c->event, FSS_COMM_SPLIT);
@@ -609,8 +660,8 @@ static void test_nested_unpaired_exit(void **state)
 	ev(a, ATTACH_FN_BROADCAST, ATTACH_EV_ENTER, 11, br, 0);
 	ev(a, ATTACH_FN_BROADCAST, ATTACH_EV_EXIT, 12, NULL, 0);
 	ev(a, ATTACH_FN_BCAST, ATTACH_EV_EXIT, 13, NULL, 3);
-	struct attach_event x = {.ts_ns = 99, .pid = 77, .tid = 77, .fn = ATTACH_FN_PROCESS_EXIT,
-				 .kind = ATTACH_EV_EXIT, .ret = 9};
+	struct attach_event x = {
+	    .ts_ns = 99, .pid = 77, .tid = 77, .fn = ATTACH_FN_PROCESS_EXIT, .kind = ATTACH_EV_EXIT, .ret = 9};
 	assert_int_equal(attach_records_event(a, &x), 0);
 	ev(a, ATTACH_FN_ALLREDUCE, ATTACH_EV_EXIT, 100, NULL, 0); /* the process is gone */
 	attach_records_stats(a, &st);
@@ -655,8 +706,15 @@ static void call_on(attach_records_t *a, uint32_t pid, uint64_t t, uint16_t fn, 
 
 static void add_pid(attach_records_t *a, uint32_t pid, int32_t rank)
 {
-	struct attach_process p = {.pid = pid, .ppid = 1, .rank = rank, .local_rank = -1, .world_size = -1,
-				   .slurm_procid = -1, .ompi_rank = -1, .command = "python", .host = "n"};
+	struct attach_process p = {.pid = pid,
+				   .ppid = 1,
+				   .rank = rank,
+				   .local_rank = -1,
+				   .world_size = -1,
+				   .slurm_procid = -1,
+				   .ompi_rank = -1,
+				   .command = "python",
+				   .host = "n"};
 	assert_int_equal(attach_records_add(a, &p), 0);
 }
 
@@ -723,7 +781,8 @@ static void test_late_rank(void **state)
 	assert_int_equal(c2->id_hash, c0->id_hash);
 	assert_int_equal(c2->rank, 2);
 	assert_int_equal(c2->nranks, 3); /* raised by its rank */
-	assert_int_equal(c2->inferred, FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED | FSS_COMM_INFER_RANK_INPLACE);
+	assert_int_equal(c2->inferred,
+			 FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED | FSS_COMM_INFER_RANK_INPLACE);
 	attach_records_free(a);
 	free(s.v);
 }
@@ -744,8 +803,12 @@ static void test_split_observed(void **state)
 		uint32_t pid = r ? 20 : 10;
 		gather_on(a, pid, 100, r ? 0xb : 0xa, r, 64);
 		/* split(parent, color 5, key 1 - r): the keys reverse the ranks */
-		struct attach_event e = {.ts_ns = 200, .pid = pid, .tid = pid, .fn = ATTACH_FN_COMM_SPLIT,
-					 .kind = ATTACH_EV_ENTER, .arg = {r ? 0xb : 0xa, 5, (uint64_t)(1 - r), 0x777}};
+		struct attach_event e = {.ts_ns = 200,
+					 .pid = pid,
+					 .tid = pid,
+					 .fn = ATTACH_FN_COMM_SPLIT,
+					 .kind = ATTACH_EV_ENTER,
+					 .arg = {r ? 0xb : 0xa, 5, (uint64_t)(1 - r), 0x777}};
 		assert_int_equal(attach_records_event(a, &e), 0);
 		e.kind = ATTACH_EV_EXIT;
 		e.ts_ns = 201;
@@ -804,8 +867,12 @@ static void test_init_all(void **state)
 	struct sink s = {0};
 	attach_records_t *a = one_proc(&s);
 	size_t before = s.n;
-	struct attach_event e = {.ts_ns = 5, .pid = 77, .tid = 78, .fn = ATTACH_FN_COMM_INIT_ALL,
-				 .kind = ATTACH_EV_ENTER, .arg = {0x9000, 2, 0}};
+	struct attach_event e = {.ts_ns = 5,
+				 .pid = 77,
+				 .tid = 78,
+				 .fn = ATTACH_FN_COMM_INIT_ALL,
+				 .kind = ATTACH_EV_ENTER,
+				 .arg = {0x9000, 2, 0}};
 	assert_int_equal(attach_records_event(a, &e), 0);
 	/* NCCL's own group calls inside it are not recorded */
 	ev(a, ATTACH_FN_GROUP_START, ATTACH_EV_ENTER, 6, NULL, 0);
