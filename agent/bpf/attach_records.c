@@ -710,10 +710,11 @@ static int on_init_exit(attach_records_t *a, struct proc *p, const struct frame 
 		}
 		return 0;
 	}
-	/* InitRank / Config: (comm *, nranks, id by value on the stack, rank): the
-	 * rank is the third register. Scalable: (comm *, nranks, myrank, ...). */
+	/* Arguments by their C position (attach.bpf.c): InitRank / Config
+	 * (comm *, nranks, the id (in uid[], its slot 0), rank, config *);
+	 * Scalable (comm *, nranks, myrank, nId, commIds *, config *). */
 	r.nranks = (int32_t)(uint32_t)in->arg[1];
-	r.rank = (int32_t)(uint32_t)in->arg[2];
+	r.rank = (int32_t)(uint32_t)in->arg[ev->fn == ATTACH_FN_COMM_INIT_RANK_SCALABLE ? 2 : 3];
 	if (made && (ev->ret == NCCL_SUCCESS || ev->ret == NCCL_IN_PROGRESS)) {
 		r.comm = made;
 		r.id_hash = in->uid_ok ? record_hash_bytes(in->uid, ATTACH_UNIQUE_ID_BYTES) : 0;

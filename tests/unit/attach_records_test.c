@@ -478,7 +478,7 @@ static void test_init_seen(void **state)
 				  .tid = 78,
 				  .fn = ATTACH_FN_COMM_INIT_RANK,
 				  .kind = ATTACH_EV_ENTER,
-				  .arg = {0x1234, 8, 5},
+				  .arg = {0x1234, 8, 0, 5}, /* C positions: the id is in uid[] */
 				  .uid_ok = 1};
 	for (int i = 0; i < ATTACH_UNIQUE_ID_BYTES; i++)
 		in.uid[i] = (uint8_t)(i * 7 + 3);
@@ -547,7 +547,7 @@ static void test_split_of_init(void **state)
 				  .tid = 78,
 				  .fn = ATTACH_FN_COMM_INIT_RANK,
 				  .kind = ATTACH_EV_ENTER,
-				  .arg = {0x1234, 1, 0},
+				  .arg = {0x1234, 1, 0, 0},
 				  .uid_ok = 1};
 	assert_int_equal(attach_records_event(a, &in), 0);
 	struct attach_event o = {.ts_ns = 20,
