@@ -25,6 +25,10 @@
 #define PENDING_MAX 64
 /* The socket's send buffer: a burst of held records goes out in one write. */
 #define STREAM_SNDBUF (4u << 20)
+/* No event for this long while calls are held (a hung or idle job): decide
+ * the communicators with what was seen, so that the live view shows the
+ * calls (a hang among them) rather than waiting for calls that do not come. */
+#define IDLE_DECIDE_MS 3000
 
 enum proc_state {
 	PROC_NO_NCCL = 0, /* looked at, no libnccl mapped (yet): looked at again */
@@ -40,6 +44,8 @@ struct proc {
 	int fd;         /* the connection, -1 before the first record */
 	trace_writer_t *w;
 	int stream_failed;
+	int stream_closed; /* its stream ended: a later record (held ones decided late) is counted, not sent */
+	uint64_t late;
 	unsigned char (*pending)[FSS_RECORD_MAX_BYTES];
 	size_t npending;
 	uint64_t records;
@@ -57,6 +63,8 @@ struct attach_capture {
 	struct proc *procs;
 	size_t nprocs, capprocs;
 	int64_t last_scan_ms;
+	int64_t last_event_ms;
+	int idle_decided; /* decided at the last idle stretch: not again until an event */
 	uint64_t events;
 	char host[256];
 	char first_command[256];
@@ -165,6 +173,8 @@ static void stream_drain_acks(struct proc *p)
 
 static void stream_close(struct proc *p)
 {
+	if (p->w || p->fd >= 0)
+		p->stream_closed = 1;
 	if (p->w)
 		(void)trace_writer_close(p->w); /* its trace_end: the stream ended as its writer meant */
 	p->w = NULL;
@@ -187,6 +197,10 @@ static int on_record(void *ctx, uint32_t pid, const void *record)
 
 	if (!p || p->stream_failed)
 		return 0;
+	if (p->stream_closed) {
+		p->late++;
+		return 0;
+	}
 	if (!p->w) {
 		if (h->type == FSS_REC_PROCESS_HELLO || h->type == FSS_REC_STRING) {
 			if (!p->pending && !(p->pending = calloc(PENDING_MAX, sizeof(*p->pending))))
@@ -221,6 +235,8 @@ static int on_event(void *ctx, const struct attach_event *ev)
 	int err;
 
 	c->events++;
+	c->last_event_ms = now_ms();
+	c->idle_decided = 0;
 	err = attach_records_event(c->rec, ev);
 	if (err)
 		return err;
@@ -452,6 +468,17 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 	rc = attach_records_decide(c->rec, 0);
 	if (rc < 0)
 		return rc;
+	if (!c->idle_decided && c->last_event_ms && now_ms() - c->last_event_ms >= IDLE_DECIDE_MS) {
+		struct attach_records_stats rs;
+
+		attach_records_stats(c->rec, &rs);
+		if (rs.held) {
+			rc = attach_records_decide(c->rec, 1);
+			if (rc < 0)
+				return rc;
+		}
+		c->idle_decided = 1;
+	}
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct proc *p = &c->procs[i];
 
@@ -529,6 +556,15 @@ void attach_capture_detach(attach_capture_t *c)
 			"%s: warning: %" PRIu64 " probe events were lost (the ring buffer was full): counts from this "
 			"attach are low by up to that many calls\n",
 			c->prog, lost);
+	{
+		uint64_t late = 0;
+
+		for (size_t i = 0; i < c->nprocs; i++)
+			late += c->procs[i].late;
+		if (late)
+			fprintf(stderr, "%s: %" PRIu64 " records came after their process's stream had ended: not recorded\n",
+				c->prog, late);
+	}
 	if (rs.events_unknown)
 		fprintf(stderr, "%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
 			c->prog, rs.events_unknown);

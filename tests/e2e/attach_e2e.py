@@ -270,7 +270,7 @@ def scenario_fsdp(args, work, nranks, wrap):
     by_rank = {s["rank"]: s for s in doc["sources"]}
     check(sorted(by_rank) == list(range(nranks)), f"source ranks {sorted(by_rank)}")
     for s in doc["sources"]:
-        check("inplace" in (s.get("rank_from") or ""), f"rank {s['rank']} from {s.get('rank_from')}, want in-place")
+        check(s.get("rank_from") == "inferred:in-place-allgather", f"rank {s['rank']} from {s.get('rank_from')}, want in-place")
     check(doc["exposure"]["source"] == "none", f"exposure source {doc['exposure']['source']} in attach mode")
     # AllGathers per step: the log's (every step of fsdp_ref issues the same)
     want_ag = {r: {d["allgathers"] for d in v[logged[r]:]} for r, v in log.items()}

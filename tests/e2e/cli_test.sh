@@ -84,7 +84,7 @@ check "dump from a pipe: strict JSON" strict_lines "$tmp/p.jsonl"
 "$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
 check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
 "$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"
-check "--header first" jq -e '.type == "file_header" and .version == "1.3"' "$tmp/hd" >/dev/null
+check "--header first" jq -e '.type == "file_header" and .version == "1.4"' "$tmp/hd" >/dev/null
 
 # A truncated trace: every complete chunk dumped, then where and why.
 size=$(stat -c %s "$tmp/t.fss")
