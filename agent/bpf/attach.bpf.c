@@ -294,16 +294,27 @@ int attach_exit(struct pt_regs *ctx)
 }
 
 /*
- * A process's end: do_exit(code) of its thread-group leader, code in the
- * waitpid() format. A kprobe rather than the sched_process_exit tracepoint,
- * which does not carry the code. The leader's code is the group's: in an
- * exit_group from another thread the leader is killed with the group's
- * exit code. Filtered by the tgids map, so other processes cost a lookup.
+ * A process's end: the sched_process_exit tracepoint of its thread-group
+ * leader, ret = its task's exit_code (set by do_exit before the
+ * tracepoint, in the waitpid() format). The leader's code is the group's:
+ * in an exit_group from another thread the leader is killed with the
+ * group's exit code. Filtered by the tgids map, so the exits of every
+ * other thread of the machine cost a lookup.
+ *
+ * Not a kprobe on do_exit (reading its code argument): kernels built
+ * without CONFIG_KPROBES (the VMs this project is tested on) have none,
+ * and they refuse fentry programs too; a BTF tracepoint needs only the
+ * kernel's BTF, which attach requires anyway. exit_code is read through a
+ * one-field task_struct that libbpf relocates against that BTF at load
+ * (CO-RE), so nothing of this kernel's layout is compiled in.
  */
-SEC("kprobe/do_exit")
-int attach_process_exit(struct pt_regs *ctx)
+struct task_struct {
+	int exit_code;
+} __attribute__((preserve_access_index));
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(attach_process_exit, struct task_struct *task)
 {
-	long code = (long)PT_REGS_PARM1(ctx);
 	struct attach_event *e;
 	__u32 pid, tid;
 
@@ -320,7 +331,7 @@ int attach_process_exit(struct pt_regs *ctx)
 	e->tid = tid;
 	e->fn = ATTACH_FN_PROCESS_EXIT;
 	e->kind = ATTACH_EV_EXIT;
-	e->ret = (__s32)code;
+	e->ret = task->exit_code;
 	e->nout = 0;
 	e->uid_ok = 0;
 #pragma unroll

@@ -4,7 +4,7 @@
  * set what must be set before load (ring size, pid namespace), load, then
  * attach by hand: an entry and a return uprobe per function per process
  * (the pid given to the kernel filters the probe to that process), and
- * one kprobe on do_exit for all of them.
+ * one BTF tracepoint on process exit for all of them.
  *
  * libbpf prints its own diagnostics to stderr by default; a command that
  * owns the terminal (the dashboard) cannot have that, so they are kept,
@@ -38,7 +38,7 @@ struct attach_proc {
 struct attach {
 	struct attach_bpf *skel;
 	struct ring_buffer *rb;
-	struct bpf_link *exit_link; /* the do_exit kprobe, placed with the first process */
+	struct bpf_link *exit_link; /* the process-exit tracepoint, placed with the first process */
 	attach_event_fn fn;
 	void *ctx;
 	struct attach_proc *procs;
@@ -56,15 +56,30 @@ static int libbpf_keep_last(enum libbpf_print_level level, const char *fmt, va_l
 	if (level == LIBBPF_DEBUG)
 		return 0;
 	vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
+	if (strncmp(libbpf_last, "libbpf: ", 8) == 0)
+		memmove(libbpf_last, libbpf_last + 8, strlen(libbpf_last + 8) + 1);
 	n = strlen(libbpf_last);
 	while (n && (libbpf_last[n - 1] == '\n' || libbpf_last[n - 1] == ' '))
 		libbpf_last[--n] = '\0';
 	return 0;
 }
 
+/* FSDPSCOPE_DEBUG set: libbpf's own prints too, every level, on stderr. */
+static int libbpf_keep_and_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	va_list copy;
+
+	va_copy(copy, ap);
+	vfprintf(stderr, fmt, copy);
+	va_end(copy);
+	return libbpf_keep_last(level, fmt, ap);
+}
+
 static void libbpf_quiet(void)
 {
-	libbpf_set_print(libbpf_keep_last);
+	const char *debug = getenv("FSDPSCOPE_DEBUG");
+
+	libbpf_set_print(debug && debug[0] && strcmp(debug, "0") != 0 ? libbpf_keep_and_print : libbpf_keep_last);
 	libbpf_last[0] = '\0';
 }
 
@@ -334,7 +349,8 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 		a->exit_link = bpf_program__attach(a->skel->progs.attach_process_exit);
 		if (!a->exit_link) {
 			rc = -errno;
-			snprintf(err, errlen, "cannot place the kprobe on do_exit (to see processes end): %s%s",
+			snprintf(err, errlen,
+				 "cannot attach to the sched_process_exit tracepoint (to see processes end): %s%s",
 				 strerror(-rc), libbpf_said(said, sizeof(said)));
 			goto fail;
 		}

@@ -51,6 +51,7 @@ enum probe_call {
 struct probe_results {
 	int32_t ret[PROBE_NCALLS]; /* each call's ncclResult_t as the program saw it */
 	uint64_t fake_comm;        /* the ncclComm_t passed to the collectives */
+	uint64_t comm_ptr;         /* the ncclComm_t * ncclCommInitRank was given */
 	uint64_t comm_after;       /* *comm after ncclCommInitRank */
 	uint32_t tid;              /* the thread that made the calls */
 	uint32_t pad;

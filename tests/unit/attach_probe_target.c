@@ -90,6 +90,7 @@ static void calls(int out, void *comm)
 	res.ret[PROBE_COMM_INIT_RANK] = init_rank(&made, (int)PROBE_NRANKS, id, (int)PROBE_RANK);
 	res.ret[PROBE_COMM_DESTROY] = destroy(NULL);
 	res.fake_comm = (uint64_t)(uintptr_t)comm;
+	res.comm_ptr = (uint64_t)(uintptr_t)&made;
 	res.comm_after = (uint64_t)(uintptr_t)made;
 	res.tid = (uint32_t)syscall(SYS_gettid);
 	write_all(out, &res, sizeof(res));

@@ -1,0 +1,564 @@
+/*
+ * attach_probe_test.c - the probes themselves (agent/bpf/attach.c,
+ * attach.bpf.c) on live processes: needs root (or CAP_BPF + CAP_PERFMON),
+ * skips with 77 and a message where attach_available says no.
+ *
+ * Deterministic by construction: attach_probe_target waits on a pipe
+ * before each batch of calls, the test attaches, then lets it go and
+ * drains until the events it expects have arrived (counts, with a
+ * generous deadline that only turns a hang into a failure). What is
+ * asserted is what arrived: every argument, the 7th and 8th from the
+ * stack, the unique id bytes, the return values as the program saw them,
+ * the order per thread, the function from the cookie.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/bpf/attach.h"
+#include "tests/unit/attach_probe_calls.h"
+
+#define DRAIN_DEADLINE_S 60 /* only a hang reaches it */
+
+/* ---- collecting events ---- */
+
+struct events {
+	struct attach_event *ev;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, const struct attach_event *ev)
+{
+	struct events *e = ctx;
+
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? 2 * e->cap : 256;
+		struct attach_event *p = realloc(e->ev, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		e->ev = p;
+		e->cap = cap;
+	}
+	e->ev[e->n++] = *ev;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Events of pid with fn and kind so far. */
+static size_t count_of(const struct events *e, pid_t pid, unsigned fn, unsigned kind)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < e->n; i++)
+		n += e->ev[i].pid == (uint32_t)pid && e->ev[i].fn == fn && e->ev[i].kind == kind;
+	return n;
+}
+
+/* Poll a until pid has at least want events of fn / kind. */
+static void drain_until(attach_t *a, const struct events *e, pid_t pid, unsigned fn, unsigned kind, size_t want)
+{
+	double deadline = now_s() + DRAIN_DEADLINE_S;
+
+	while (count_of(e, pid, fn, kind) < want) {
+		assert_true(attach_poll(a, 100) >= 0);
+		if (now_s() > deadline)
+			fail_msg("waited %d s for %zu %s events of %d, got %zu", DRAIN_DEADLINE_S, want,
+				 attach_fn_name(fn), (int)pid, count_of(e, pid, fn, kind));
+	}
+}
+
+/* ---- the target process ---- */
+
+struct target {
+	pid_t pid;
+	int cmd, out;
+};
+
+static struct target target_start(const char *lib, const char *comm)
+{
+	int cmd[2], out[2];
+	struct target t;
+	char b;
+
+	assert_int_equal(pipe(cmd), 0);
+	assert_int_equal(pipe(out), 0);
+	t.pid = fork();
+	assert_true(t.pid >= 0);
+	if (t.pid == 0) {
+		char in_fd[16], out_fd[16];
+
+		close(cmd[1]);
+		close(out[0]);
+		snprintf(in_fd, sizeof(in_fd), "%d", cmd[0]);
+		snprintf(out_fd, sizeof(out_fd), "%d", out[1]);
+		unsetenv("NCCL_DEBUG");
+		execl(ATTACH_TEST_TARGET, ATTACH_TEST_TARGET, lib, comm, in_fd, out_fd, (char *)NULL);
+		_exit(127);
+	}
+	close(cmd[0]);
+	close(out[1]);
+	t.cmd = cmd[1];
+	t.out = out[0];
+	assert_int_equal(read(t.out, &b, 1), 1);
+	assert_int_equal(b, 'R');
+	return t;
+}
+
+static void read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		assert_true(n > 0);
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void target_send(const struct target *t, const char *cmd, size_t len)
+{
+	assert_int_equal(write(t->cmd, cmd, len), (ssize_t)len);
+}
+
+/* Exit with code and reap: the wait status. */
+static int target_exit(struct target *t, unsigned char code)
+{
+	char cmd[2] = {'x', (char)code};
+	int status;
+
+	target_send(t, cmd, 2);
+	assert_int_equal(waitpid(t->pid, &status, 0), t->pid);
+	close(t->cmd);
+	close(t->out);
+	return status;
+}
+
+static void target_group_pair(const struct target *t)
+{
+	char k;
+
+	target_send(t, "g", 1);
+	assert_int_equal(read(t->out, &k, 1), 1);
+	assert_int_equal(k, 'k');
+}
+
+static attach_t *attach_open(struct events *e)
+{
+	char err[1024];
+	attach_t *a = NULL;
+	int rc = attach_new(&a, 0, collect, e, err, sizeof(err));
+
+	if (rc)
+		fail_msg("attach_new: %s", err);
+	return a;
+}
+
+static void attach_ok(attach_t *a, pid_t pid, struct attach_target *t)
+{
+	char err[1024];
+	int rc = attach_pid(a, pid, t, err, sizeof(err));
+
+	if (rc)
+		fail_msg("attach_pid(%d): %d %s", (int)pid, rc, err);
+}
+
+/* ---- the calls ---- */
+
+struct expect {
+	unsigned fn;
+	unsigned nargs;
+	uint64_t arg[8];
+};
+
+static void expected_calls(uint64_t comm, struct expect x[PROBE_NCALLS])
+{
+	const uint64_t s = PROBE_SEND, r = PROBE_RECV, n = PROBE_COUNT, dt = PROBE_DTYPE, op = PROBE_OP,
+		       root = PROBE_ROOT, peer = PROBE_PEER, st = PROBE_STREAM;
+
+	memset(x, 0, PROBE_NCALLS * sizeof(*x));
+	x[PROBE_GROUP_START] = (struct expect){ATTACH_FN_GROUP_START, 0, {0}};
+	x[PROBE_ALLGATHER] = (struct expect){ATTACH_FN_ALLGATHER, 6, {s, r, n, dt, comm, st}};
+	x[PROBE_ALLREDUCE] = (struct expect){ATTACH_FN_ALLREDUCE, 7, {s, r, n, dt, op, comm, st}};
+	x[PROBE_REDUCESCATTER] = (struct expect){ATTACH_FN_REDUCESCATTER, 7, {s, r, n, dt, op, comm, st}};
+	x[PROBE_BROADCAST] = (struct expect){ATTACH_FN_BROADCAST, 7, {s, r, n, dt, root, comm, st}};
+	x[PROBE_BCAST] = (struct expect){ATTACH_FN_BCAST, 6, {s, n, dt, root, comm, st}};
+	/* 8 arguments: comm is the 7th, stream the 8th, both on the stack. */
+	x[PROBE_REDUCE] = (struct expect){ATTACH_FN_REDUCE, 8, {s, r, n, dt, op, root, comm, st}};
+	x[PROBE_SEND_CALL] = (struct expect){ATTACH_FN_SEND, 6, {s, n, dt, peer, comm, st}};
+	x[PROBE_RECV_CALL] = (struct expect){ATTACH_FN_RECV, 6, {r, n, dt, peer, comm, st}};
+	x[PROBE_GROUP_END] = (struct expect){ATTACH_FN_GROUP_END, 0, {0}};
+	/* The unique id by value takes no register: its slot is 0, the id is in uid[]. */
+	x[PROBE_COMM_INIT_RANK] = (struct expect){ATTACH_FN_COMM_INIT_RANK, 4, {0, PROBE_NRANKS, 0, PROBE_RANK}};
+	x[PROBE_COMM_DESTROY] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {0}};
+}
+
+/*
+ * The events of tid, walked in order against the calls: each call's enter
+ * (args), then its exit (ret). A library may call probed functions inside
+ * others (NCCL's init runs groups): those nested pairs are stepped over,
+ * each enter still before its exit.
+ */
+static void check_calls(const struct events *e, pid_t pid, const struct probe_results *res)
+{
+	struct expect x[PROBE_NCALLS];
+	size_t i = 0;
+	uint64_t last_ts = 0;
+
+	expected_calls(res->fake_comm, x);
+	for (unsigned c = 0; c < PROBE_NCALLS; c++) {
+		const struct attach_event *enter = NULL, *exit = NULL;
+		int depth = 0;
+
+		for (; i < e->n && !enter; i++)
+			if (e->ev[i].pid == (uint32_t)pid && e->ev[i].tid == res->tid && e->ev[i].fn == x[c].fn &&
+			    e->ev[i].kind == ATTACH_EV_ENTER)
+				enter = &e->ev[i];
+		if (!enter)
+			fail_msg("call %u (%s): no enter event", c, attach_fn_name(x[c].fn));
+		for (; i < e->n && !exit; i++) {
+			const struct attach_event *v = &e->ev[i];
+
+			if (v->pid != (uint32_t)pid || v->tid != res->tid || v->fn != x[c].fn)
+				continue;
+			if (v->kind == ATTACH_EV_ENTER)
+				depth++;
+			else if (depth-- == 0)
+				exit = v;
+		}
+		if (!exit)
+			fail_msg("call %u (%s): no exit event", c, attach_fn_name(x[c].fn));
+		assert_true(enter->ts_ns >= last_ts);
+		assert_true(exit->ts_ns >= enter->ts_ns);
+		last_ts = exit->ts_ns;
+		for (unsigned k = 0; k < 8; k++) {
+			uint64_t want = x[c].arg[k];
+
+			if (c == PROBE_COMM_INIT_RANK && k == 0)
+				want = res->comm_ptr;
+			if (enter->arg[k] != want)
+				fail_msg("call %u (%s) arg %u: 0x%llx, want 0x%llx", c, attach_fn_name(x[c].fn), k,
+					 (unsigned long long)enter->arg[k], (unsigned long long)want);
+		}
+		assert_int_equal(exit->ret, res->ret[c]);
+		if (c == PROBE_COMM_INIT_RANK) {
+			assert_int_equal(enter->uid_ok, 1);
+			for (unsigned b = 0; b < ATTACH_UNIQUE_ID_BYTES; b++)
+				assert_int_equal(enter->uid[b], probe_uid_byte(b));
+			/* The exit reads *comm through the pointer saved at entry. */
+			assert_int_equal(exit->nout, 1);
+			assert_int_equal(exit->out[0], res->comm_after);
+		} else {
+			assert_int_equal(enter->uid_ok, 0);
+			assert_int_equal(exit->nout, 0);
+		}
+	}
+}
+
+static void run_calls(const char *lib, const char *comm)
+{
+	struct events e = {0};
+	struct attach_target at;
+	struct probe_results res;
+	struct target t;
+	attach_t *a;
+	int status;
+
+	t = target_start(lib, comm);
+	a = attach_open(&e);
+	attach_ok(a, t.pid, &at);
+	assert_int_equal(at.pid, t.pid);
+	assert_int_equal(at.probes, 2 * at.functions);
+	target_send(&t, "c", 1);
+	read_all(t.out, &res, sizeof(res));
+	drain_until(a, &e, t.pid, ATTACH_FN_COMM_DESTROY, ATTACH_EV_EXIT, 1);
+	check_calls(&e, t.pid, &res);
+	assert_int_equal(attach_lost(a), 0);
+
+	/* Its end, with its status as waitpid gives it. */
+	status = target_exit(&t, 7);
+	drain_until(a, &e, t.pid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT, 1);
+	for (size_t i = 0; i < e.n; i++)
+		if (e.ev[i].fn == ATTACH_FN_PROCESS_EXIT) {
+			assert_int_equal(e.ev[i].pid, t.pid);
+			assert_int_equal(e.ev[i].tid, t.pid);
+			assert_int_equal(e.ev[i].ret, status);
+			assert_true(WIFEXITED(e.ev[i].ret) && WEXITSTATUS(e.ev[i].ret) == 7);
+		}
+	assert_int_equal(count_of(&e, t.pid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT), 1);
+	assert_int_equal(attach_drop_pid(a, t.pid), 0);
+	assert_int_equal(attach_drop_pid(a, t.pid), -ENOENT);
+	attach_free(a);
+	free(e.ev);
+}
+
+static int have_real_nccl(void)
+{
+	if (access(ATTACH_TEST_REAL_NCCL, R_OK) != 0) {
+		print_message("skipped: no real libnccl at %s\n", ATTACH_TEST_REAL_NCCL);
+		return 0;
+	}
+	return 1;
+}
+
+/* The toolkit's NCCL 2.28: every call fails without a GPU, and is seen with its arguments. */
+static void test_real_nccl_calls(void **state)
+{
+	(void)state;
+	if (!have_real_nccl())
+		skip();
+	run_calls(ATTACH_TEST_REAL_NCCL, "fake");
+}
+
+/* The stand-in, NULL comms: the same calls, its own return values. */
+static void test_standin_calls(void **state)
+{
+	(void)state;
+	run_calls(ATTACH_TEST_STANDIN, "null");
+}
+
+static void test_real_nccl_resolved_all(void **state)
+{
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	attach_t *a;
+
+	(void)state;
+	if (!have_real_nccl())
+		skip();
+	t = target_start(ATTACH_TEST_REAL_NCCL, "null");
+	a = attach_open(&e);
+	attach_ok(a, t.pid, &at);
+	assert_int_equal(at.functions, ATTACH_FN_PROCESS_EXIT - 1);
+	assert_int_equal(at.probes, 2 * (ATTACH_FN_PROCESS_EXIT - 1));
+	assert_string_equal(at.missing, "");
+	assert_non_null(strstr(at.mapped, "libnccl.so"));
+	assert_int_equal(strncmp(at.opened, "/proc/", 6), 0);
+	attach_free(a);
+	target_exit(&t, 0);
+	free(e.ev);
+}
+
+/* Processes with nothing to attach: the error and what it says. */
+static void test_errors(void **state)
+{
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	char err[1024];
+	attach_t *a;
+	pid_t dead;
+	int status;
+
+	(void)state;
+	a = attach_open(&e);
+
+	t = target_start("none", "null");
+	assert_int_equal(attach_pid(a, t.pid, &at, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "libc.so.6"));
+	assert_non_null(strstr(err, "fsdpscope run"));
+	target_exit(&t, 0);
+
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, &status, 0), dead);
+	assert_int_equal(attach_pid(a, dead, &at, err, sizeof(err)), -ESRCH);
+	assert_non_null(strstr(err, "no process"));
+
+	/* Attached twice by one attach_t. */
+	t = target_start(ATTACH_TEST_STANDIN, "null");
+	attach_ok(a, t.pid, &at);
+	assert_int_equal(attach_pid(a, t.pid, &at, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "already attached"));
+	target_exit(&t, 0);
+	attach_free(a);
+	free(e.ev);
+}
+
+static void *thread_wait(void *arg)
+{
+	int fd = *(int *)arg;
+	char b;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	if (write(fd, &tid, sizeof(tid)) != sizeof(tid))
+		return NULL;
+	/* Until the pipe's write end closes. */
+	while (read(fd, &b, 1) > 0)
+		;
+	return NULL;
+}
+
+/* A thread id is not a process: said, and nothing placed. */
+static void test_thread_not_process(void **state)
+{
+	struct events e = {0};
+	struct attach_target at;
+	char err[1024];
+	int sv[2];
+	pthread_t th;
+	pid_t tid;
+	attach_t *a;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(pthread_create(&th, NULL, thread_wait, &sv[1]), 0);
+	read_all(sv[0], &tid, sizeof(tid));
+	a = attach_open(&e);
+	assert_int_equal(attach_pid(a, tid, &at, err, sizeof(err)), -ESRCH);
+	assert_non_null(strstr(err, "thread"));
+	assert_int_equal(at.probes, 0);
+	close(sv[0]);
+	pthread_join(th, NULL);
+	close(sv[1]);
+	attach_free(a);
+}
+
+/* perf event file descriptors this process holds: one per probe placed. */
+static int perf_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		char path[300], link[256];
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		n += strcmp(link, "anon_inode:[perf_event]") == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Two attach_t on one process both see its calls; once one drops it (and
+ * once it is freed) its probes are gone: the other, still attached, is the
+ * witness that the calls were made, and a probe runs in the calling thread
+ * before the call goes on, so what would have come has come.
+ */
+static void test_two_then_detach(void **state)
+{
+	struct events ea = {0}, eb = {0};
+	struct attach_target ta, tb;
+	struct target t;
+	attach_t *a, *b;
+	int base = perf_fds();
+
+	(void)state;
+	t = target_start(ATTACH_TEST_STANDIN, "null");
+	a = attach_open(&ea);
+	b = attach_open(&eb);
+	attach_ok(a, t.pid, &ta);
+	attach_ok(b, t.pid, &tb);
+	/* One perf event per uprobe and uretprobe (the exit tracepoint is a BPF link, not a perf event). */
+	assert_int_equal(perf_fds(), base + (int)ta.probes + (int)tb.probes);
+
+	target_group_pair(&t);
+	drain_until(a, &ea, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 1);
+	drain_until(b, &eb, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 1);
+	assert_int_equal(ea.n, 4);
+	assert_int_equal(eb.n, 4);
+
+	assert_int_equal(attach_drop_pid(a, t.pid), 0);
+	assert_int_equal(perf_fds(), base + (int)tb.probes);
+	target_group_pair(&t);
+	drain_until(b, &eb, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 2);
+	assert_int_equal(attach_poll(a, 0), 0);
+	assert_int_equal(ea.n, 4);
+
+	/* Freed: every probe gone. */
+	attach_free(b);
+	attach_free(a);
+	assert_int_equal(perf_fds(), base);
+
+	/* A fresh attach still sees the process: the probes of the freed ones were removed, not broken. */
+	a = attach_open(&ea);
+	ea.n = 0;
+	attach_ok(a, t.pid, &ta);
+	target_group_pair(&t);
+	drain_until(a, &ea, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 1);
+	assert_int_equal(ea.n, 4);
+	attach_free(a);
+	target_exit(&t, 0);
+	free(ea.ev);
+	free(eb.ev);
+}
+
+/* Killed by a signal: PROCESS_EXIT's status says which. */
+static void test_exit_by_signal(void **state)
+{
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	attach_t *a;
+	int status;
+
+	(void)state;
+	t = target_start(ATTACH_TEST_STANDIN, "null");
+	a = attach_open(&e);
+	attach_ok(a, t.pid, &at);
+	assert_int_equal(kill(t.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(t.pid, &status, 0), t.pid);
+	drain_until(a, &e, t.pid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT, 1);
+	assert_int_equal(e.n, 1);
+	assert_true(WIFSIGNALED(e.ev[0].ret) && WTERMSIG(e.ev[0].ret) == SIGKILL);
+	assert_int_equal(e.ev[0].ret, status);
+	/* Dropping a process that is gone works. */
+	assert_int_equal(attach_drop_pid(a, t.pid), 0);
+	close(t.cmd);
+	close(t.out);
+	attach_free(a);
+	free(e.ev);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_real_nccl_resolved_all), cmocka_unit_test(test_real_nccl_calls),
+		cmocka_unit_test(test_standin_calls),	       cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_thread_not_process),     cmocka_unit_test(test_two_then_detach),
+		cmocka_unit_test(test_exit_by_signal),
+	};
+	char err[1024];
+
+	if (attach_available(err, sizeof(err)) != 0) {
+		printf("attach_probe_test: skipped: %s\n", err);
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
