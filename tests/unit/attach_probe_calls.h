@@ -57,4 +57,30 @@ struct probe_results {
 	uint32_t pad;
 };
 
+/* Command 'p' on the stand-in ("pair"): a real 2-rank communicator with a
+ * helper rank, then split, a 1-rank CommInitAll and CommInitRankConfig. */
+enum probe_pair_call {
+	PAIR_INIT_RANK,   /* (&comm, 2, uid, 0) */
+	PAIR_ALLREDUCE,   /* (buf, buf, PAIR_COUNT, ncclFloat32, ncclSum, comm, NULL) */
+	PAIR_SPLIT,       /* (comm, 0, PAIR_KEY, &split, NULL) */
+	PAIR_INIT_ALL,    /* (all, 1, NULL) */
+	PAIR_INIT_CONFIG, /* (&cfg_comm, 1, uid2, 0, &config) */
+	PAIR_DESTROY,     /* (split), (all[0]), (cfg_comm), (comm): four calls */
+	PAIR_NCALLS = PAIR_DESTROY + 4
+};
+#define PAIR_COUNT 4u
+#define PAIR_KEY 1u
+
+struct probe_pair_results {
+	int32_t ret[PAIR_NCALLS];
+	uint64_t comm_ptr, comm;        /* &comm, and what the init wrote */
+	uint64_t buf;                   /* the AllReduce buffer */
+	uint64_t split_ptr, split;
+	uint64_t all_ptr, all;
+	uint64_t cfg_ptr, cfg, config_ptr;
+	uint8_t uid[128], uid2[128];
+	uint32_t tid;
+	int32_t helper_status; /* rank 1's wait status: 0 when all its calls succeeded */
+};
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * attach_probe_target - the process attach_probe_test attaches to.
  *
- *   attach_probe_target LIB|none null|fake CMD_FD OUT_FD
+ *   attach_probe_target LIB|none null|fake|pair CMD_FD OUT_FD
  *
  * dlopens LIB (a libnccl.so.2; "none": no NCCL at all), writes 'R' to
  * OUT_FD, then obeys one byte at a time from CMD_FD, so that the test
@@ -11,6 +11,10 @@
  *       a distinct pointer that a real libnccl rejects as corrupted without
  *       touching a GPU)
  *   'g' one ncclGroupStart / ncclGroupEnd pair, then 'k'
+ *   'p' ("pair" only, on the stand-in): the calls of enum probe_pair_call on
+ *       a 2-rank communicator whose other rank is a helper child forked
+ *       at start (it joins, reduces, splits and destroys on its own), then
+ *       struct probe_pair_results
  *   'x' followed by one byte N: exit(N)
  * EOF on CMD_FD: exit(0).
  */
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nccl.h>
@@ -96,6 +101,71 @@ static void calls(int out, void *comm)
 	write_all(out, &res, sizeof(res));
 }
 
+static ncclUniqueId pair_uid;
+static pid_t pair_helper_pid;
+
+/* Rank 1 of the pair: the same collective calls as rank 0's, unattached. */
+static void pair_helper(void)
+{
+	__typeof__(ncclCommInitRank) *init_rank = need("ncclCommInitRank");
+	__typeof__(ncclAllReduce) *all_reduce = need("ncclAllReduce");
+	__typeof__(ncclCommSplit) *split = need("ncclCommSplit");
+	__typeof__(ncclCommDestroy) *destroy = need("ncclCommDestroy");
+	float buf[PAIR_COUNT] = {1, 2, 3, 4};
+	ncclComm_t c, sc;
+
+	if (init_rank(&c, 2, pair_uid, 1) != ncclSuccess ||
+	    all_reduce(buf, buf, PAIR_COUNT, ncclFloat32, ncclSum, c, NULL) != ncclSuccess ||
+	    split(c, 0, 0, &sc, NULL) != ncclSuccess || destroy(sc) != ncclSuccess || destroy(c) != ncclSuccess)
+		_exit(1);
+	_exit(0);
+}
+
+static void pair_calls(int out)
+{
+	__typeof__(ncclCommInitRank) *init_rank = need("ncclCommInitRank");
+	__typeof__(ncclCommInitRankConfig) *init_config = need("ncclCommInitRankConfig");
+	__typeof__(ncclCommInitAll) *init_all = need("ncclCommInitAll");
+	__typeof__(ncclGetUniqueId) *get_uid = need("ncclGetUniqueId");
+	__typeof__(ncclAllReduce) *all_reduce = need("ncclAllReduce");
+	__typeof__(ncclCommSplit) *split = need("ncclCommSplit");
+	__typeof__(ncclCommDestroy) *destroy = need("ncclCommDestroy");
+	static float buf[PAIR_COUNT] = {1, 2, 3, 4};
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t c = NULL, sc = NULL, all[1] = {NULL}, cc = NULL;
+	struct probe_pair_results res;
+	ncclUniqueId uid2;
+
+	memset(&res, 0, sizeof(res));
+	res.ret[PAIR_INIT_RANK] = init_rank(&c, 2, pair_uid, 0);
+	res.ret[PAIR_ALLREDUCE] = all_reduce(buf, buf, PAIR_COUNT, ncclFloat32, ncclSum, c, NULL);
+	res.ret[PAIR_SPLIT] = split(c, 0, (int)PAIR_KEY, &sc, NULL);
+	res.ret[PAIR_INIT_ALL] = init_all(all, 1, NULL);
+	if (get_uid(&uid2) != ncclSuccess)
+		exit(6);
+	res.ret[PAIR_INIT_CONFIG] = init_config(&cc, 1, uid2, 0, &config);
+	res.ret[PAIR_DESTROY] = destroy(sc);
+	res.ret[PAIR_DESTROY + 1] = destroy(all[0]);
+	res.ret[PAIR_DESTROY + 2] = destroy(cc);
+	res.ret[PAIR_DESTROY + 3] = destroy(c);
+	res.comm_ptr = (uint64_t)(uintptr_t)&c;
+	res.comm = (uint64_t)(uintptr_t)c;
+	res.buf = (uint64_t)(uintptr_t)buf;
+	res.split_ptr = (uint64_t)(uintptr_t)&sc;
+	res.split = (uint64_t)(uintptr_t)sc;
+	res.all_ptr = (uint64_t)(uintptr_t)all;
+	res.all = (uint64_t)(uintptr_t)all[0];
+	res.cfg_ptr = (uint64_t)(uintptr_t)&cc;
+	res.cfg = (uint64_t)(uintptr_t)cc;
+	res.config_ptr = (uint64_t)(uintptr_t)&config;
+	memcpy(res.uid, pair_uid.internal, sizeof(res.uid));
+	memcpy(res.uid2, uid2.internal, sizeof(res.uid2));
+	res.tid = (uint32_t)syscall(SYS_gettid);
+	if (waitpid(pair_helper_pid, &res.helper_status, 0) != pair_helper_pid)
+		res.helper_status = -1;
+	write_all(out, &res, sizeof(res));
+}
+
 int main(int argc, char **argv)
 {
 	void *comm = NULL;
@@ -103,7 +173,7 @@ int main(int argc, char **argv)
 	char cmd;
 
 	if (argc != 5) {
-		fprintf(stderr, "usage: attach_probe_target LIB|none null|fake CMD_FD OUT_FD\n");
+		fprintf(stderr, "usage: attach_probe_target LIB|none null|fake|pair CMD_FD OUT_FD\n");
 		return 2;
 	}
 	in = atoi(argv[3]);
@@ -118,10 +188,27 @@ int main(int argc, char **argv)
 	/* Large and zeroed: a real libnccl reads its magic words and rejects it. */
 	if (strcmp(argv[2], "fake") == 0)
 		comm = calloc(1, 64u << 20);
+	if (strcmp(argv[2], "pair") == 0) {
+		__typeof__(ncclGetUniqueId) *get_uid = need("ncclGetUniqueId");
+		pid_t helper;
+
+		if (get_uid(&pair_uid) != ncclSuccess)
+			return 6;
+		helper = pair_helper_pid = fork();
+		if (helper < 0)
+			return 7;
+		if (helper == 0) {
+			close(in);
+			close(out);
+			pair_helper();
+		}
+	}
 	write_all(out, "R", 1);
 	while (read(in, &cmd, 1) == 1) {
 		if (cmd == 'c') {
 			calls(out, comm);
+		} else if (cmd == 'p') {
+			pair_calls(out);
 		} else if (cmd == 'g') {
 			__typeof__(ncclGroupStart) *group_start = need("ncclGroupStart");
 			__typeof__(ncclGroupEnd) *group_end = need("ncclGroupEnd");

@@ -219,32 +219,32 @@ static void expected_calls(uint64_t comm, struct expect x[PROBE_NCALLS])
 }
 
 /*
- * The events of tid, walked in order against the calls: each call's enter
- * (args), then its exit (ret). A library may call probed functions inside
- * others (NCCL's init runs groups): those nested pairs are stepped over,
- * each enter still before its exit.
+ * The events of tid, walked in order against the calls x[0..n): each
+ * call's enter (its args asserted), then its exit (ret asserted). A
+ * library may call probed functions inside others (an init may run
+ * groups): those nested pairs are stepped over, each enter still before
+ * its exit. enters[] / exits[] get the events matched, for more checks.
  */
-static void check_calls(const struct events *e, pid_t pid, const struct probe_results *res)
+static void walk_calls(const struct events *e, pid_t pid, uint32_t tid, const struct expect *x, size_t n,
+		       const int32_t *ret, const struct attach_event **enters, const struct attach_event **exits)
 {
-	struct expect x[PROBE_NCALLS];
-	size_t i = 0;
 	uint64_t last_ts = 0;
+	size_t i = 0;
 
-	expected_calls(res->fake_comm, x);
-	for (unsigned c = 0; c < PROBE_NCALLS; c++) {
+	for (size_t c = 0; c < n; c++) {
 		const struct attach_event *enter = NULL, *exit = NULL;
 		int depth = 0;
 
 		for (; i < e->n && !enter; i++)
-			if (e->ev[i].pid == (uint32_t)pid && e->ev[i].tid == res->tid && e->ev[i].fn == x[c].fn &&
+			if (e->ev[i].pid == (uint32_t)pid && e->ev[i].tid == tid && e->ev[i].fn == x[c].fn &&
 			    e->ev[i].kind == ATTACH_EV_ENTER)
 				enter = &e->ev[i];
 		if (!enter)
-			fail_msg("call %u (%s): no enter event", c, attach_fn_name(x[c].fn));
+			fail_msg("call %zu (%s): no enter event", c, attach_fn_name(x[c].fn));
 		for (; i < e->n && !exit; i++) {
 			const struct attach_event *v = &e->ev[i];
 
-			if (v->pid != (uint32_t)pid || v->tid != res->tid || v->fn != x[c].fn)
+			if (v->pid != (uint32_t)pid || v->tid != tid || v->fn != x[c].fn)
 				continue;
 			if (v->kind == ATTACH_EV_ENTER)
 				depth++;
@@ -252,30 +252,41 @@ static void check_calls(const struct events *e, pid_t pid, const struct probe_re
 				exit = v;
 		}
 		if (!exit)
-			fail_msg("call %u (%s): no exit event", c, attach_fn_name(x[c].fn));
+			fail_msg("call %zu (%s): no exit event", c, attach_fn_name(x[c].fn));
 		assert_true(enter->ts_ns >= last_ts);
 		assert_true(exit->ts_ns >= enter->ts_ns);
 		last_ts = exit->ts_ns;
-		for (unsigned k = 0; k < 8; k++) {
-			uint64_t want = x[c].arg[k];
+		for (unsigned k = 0; k < 8; k++)
+			if (enter->arg[k] != x[c].arg[k])
+				fail_msg("call %zu (%s) arg %u: 0x%llx, want 0x%llx", c, attach_fn_name(x[c].fn), k,
+					 (unsigned long long)enter->arg[k], (unsigned long long)x[c].arg[k]);
+		if (exit->ret != ret[c])
+			fail_msg("call %zu (%s): ret %d, the program saw %d", c, attach_fn_name(x[c].fn), exit->ret,
+				 ret[c]);
+		enters[c] = enter;
+		exits[c] = exit;
+	}
+}
 
-			if (c == PROBE_COMM_INIT_RANK && k == 0)
-				want = res->comm_ptr;
-			if (enter->arg[k] != want)
-				fail_msg("call %u (%s) arg %u: 0x%llx, want 0x%llx", c, attach_fn_name(x[c].fn), k,
-					 (unsigned long long)enter->arg[k], (unsigned long long)want);
-		}
-		assert_int_equal(exit->ret, res->ret[c]);
+static void check_calls(const struct events *e, pid_t pid, const struct probe_results *res)
+{
+	const struct attach_event *enters[PROBE_NCALLS], *exits[PROBE_NCALLS];
+	struct expect x[PROBE_NCALLS];
+
+	expected_calls(res->fake_comm, x);
+	x[PROBE_COMM_INIT_RANK].arg[0] = res->comm_ptr;
+	walk_calls(e, pid, res->tid, x, PROBE_NCALLS, res->ret, enters, exits);
+	for (unsigned c = 0; c < PROBE_NCALLS; c++) {
 		if (c == PROBE_COMM_INIT_RANK) {
-			assert_int_equal(enter->uid_ok, 1);
+			assert_int_equal(enters[c]->uid_ok, 1);
 			for (unsigned b = 0; b < ATTACH_UNIQUE_ID_BYTES; b++)
-				assert_int_equal(enter->uid[b], probe_uid_byte(b));
+				assert_int_equal(enters[c]->uid[b], probe_uid_byte(b));
 			/* The exit reads *comm through the pointer saved at entry. */
-			assert_int_equal(exit->nout, 1);
-			assert_int_equal(exit->out[0], res->comm_after);
+			assert_int_equal(exits[c]->nout, 1);
+			assert_int_equal(exits[c]->out[0], res->comm_after);
 		} else {
-			assert_int_equal(enter->uid_ok, 0);
-			assert_int_equal(exit->nout, 0);
+			assert_int_equal(enters[c]->uid_ok, 0);
+			assert_int_equal(exits[c]->nout, 0);
 		}
 	}
 }
@@ -360,6 +371,101 @@ static void test_real_nccl_resolved_all(void **state)
 	assert_string_equal(at.missing, "");
 	assert_non_null(strstr(at.mapped, "libnccl.so"));
 	assert_int_equal(strncmp(at.opened, "/proc/", 6), 0);
+	attach_free(a);
+	target_exit(&t, 0);
+	free(e.ev);
+}
+
+/*
+ * The stand-in with a real 2-rank communicator (the other rank a helper
+ * the target forked, not attached): the communicators each init, split
+ * and CommInitAll wrote are in the exit events, the unique ids in the
+ * enter events, and the collective on the new communicator names it.
+ */
+static void test_standin_pair(void **state)
+{
+	const struct attach_event *enters[PAIR_NCALLS], *exits[PAIR_NCALLS];
+	struct probe_pair_results res;
+	struct expect x[PAIR_NCALLS];
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	attach_t *a;
+
+	(void)state;
+	t = target_start(ATTACH_TEST_STANDIN, "pair");
+	a = attach_open(&e);
+	attach_ok(a, t.pid, &at);
+	assert_string_equal(at.missing, "AlltoAll,Gather,Scatter,CommInitRankScalable,CommShrink");
+	target_send(&t, "p", 1);
+	read_all(t.out, &res, sizeof(res));
+	assert_int_equal(res.helper_status, 0);
+	for (unsigned c = 0; c < PAIR_NCALLS; c++)
+		assert_int_equal(res.ret[c], 0);
+	drain_until(a, &e, t.pid, ATTACH_FN_COMM_DESTROY, ATTACH_EV_EXIT, 4);
+
+	memset(x, 0, sizeof(x));
+	x[PAIR_INIT_RANK] = (struct expect){ATTACH_FN_COMM_INIT_RANK, 4, {res.comm_ptr, 2, 0, 0}};
+	x[PAIR_ALLREDUCE] = (struct expect){ATTACH_FN_ALLREDUCE, 7, {res.buf, res.buf, PAIR_COUNT, 7, 0, res.comm, 0}};
+	x[PAIR_SPLIT] = (struct expect){ATTACH_FN_COMM_SPLIT, 5, {res.comm, 0, PAIR_KEY, res.split_ptr, 0}};
+	x[PAIR_INIT_ALL] = (struct expect){ATTACH_FN_COMM_INIT_ALL, 3, {res.all_ptr, 1, 0}};
+	x[PAIR_INIT_CONFIG] =
+		(struct expect){ATTACH_FN_COMM_INIT_RANK_CONFIG, 5, {res.cfg_ptr, 1, 0, 0, res.config_ptr}};
+	x[PAIR_DESTROY] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.split}};
+	x[PAIR_DESTROY + 1] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.all}};
+	x[PAIR_DESTROY + 2] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.cfg}};
+	x[PAIR_DESTROY + 3] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.comm}};
+	walk_calls(&e, t.pid, res.tid, x, PAIR_NCALLS, res.ret, enters, exits);
+
+	assert_true(res.comm != 0 && res.split != 0 && res.all != 0 && res.cfg != 0);
+	assert_int_equal(exits[PAIR_INIT_RANK]->nout, 1);
+	assert_int_equal(exits[PAIR_INIT_RANK]->out[0], res.comm);
+	assert_int_equal(exits[PAIR_SPLIT]->nout, 1);
+	assert_int_equal(exits[PAIR_SPLIT]->out[0], res.split);
+	assert_int_equal(exits[PAIR_INIT_ALL]->nout, 1);
+	assert_int_equal(exits[PAIR_INIT_ALL]->out[0], res.all);
+	assert_int_equal(exits[PAIR_INIT_CONFIG]->nout, 1);
+	assert_int_equal(exits[PAIR_INIT_CONFIG]->out[0], res.cfg);
+	assert_int_equal(exits[PAIR_ALLREDUCE]->nout, 0);
+	assert_int_equal(enters[PAIR_INIT_RANK]->uid_ok, 1);
+	assert_memory_equal(enters[PAIR_INIT_RANK]->uid, res.uid, ATTACH_UNIQUE_ID_BYTES);
+	assert_int_equal(enters[PAIR_INIT_CONFIG]->uid_ok, 1);
+	assert_memory_equal(enters[PAIR_INIT_CONFIG]->uid, res.uid2, ATTACH_UNIQUE_ID_BYTES);
+	assert_int_equal(attach_lost(a), 0);
+	attach_free(a);
+	target_exit(&t, 0);
+	free(e.ev);
+}
+
+/*
+ * A ring buffer too small for what comes: what does not fit is counted
+ * lost, and every event is either delivered or counted (nothing polled
+ * while the calls are made).
+ */
+static void test_ring_full_counts_lost(void **state)
+{
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	char err[1024];
+	attach_t *a = NULL;
+	const int pairs = 100;
+
+	(void)state;
+	t = target_start(ATTACH_TEST_STANDIN, "null");
+	if (attach_new(&a, 1, collect, &e, err, sizeof(err)) != 0)
+		fail_msg("attach_new: %s", err);
+	attach_ok(a, t.pid, &at);
+	for (int i = 0; i < pairs; i++)
+		target_group_pair(&t);
+	while (attach_poll(a, 0) > 0)
+		;
+	assert_true(attach_lost(a) > 0);
+	assert_int_equal(e.n + attach_lost(a), 4 * pairs);
+	/* The first events are the ones kept, in order. */
+	assert_true(e.n >= 1);
+	assert_int_equal(e.ev[0].fn, ATTACH_FN_GROUP_START);
+	assert_int_equal(e.ev[0].kind, ATTACH_EV_ENTER);
 	attach_free(a);
 	target_exit(&t, 0);
 	free(e.ev);
@@ -552,7 +658,8 @@ int main(void)
 		cmocka_unit_test(test_real_nccl_resolved_all), cmocka_unit_test(test_real_nccl_calls),
 		cmocka_unit_test(test_standin_calls),	       cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_thread_not_process),     cmocka_unit_test(test_two_then_detach),
-		cmocka_unit_test(test_exit_by_signal),
+		cmocka_unit_test(test_exit_by_signal),	       cmocka_unit_test(test_standin_pair),
+		cmocka_unit_test(test_ring_full_counts_lost),
 	};
 	char err[1024];
 
