@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -144,6 +145,17 @@ static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs
 	attr.uprobe_multi.pid = (uint32_t)pid;
 	fd = syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	return fd < 0 ? -errno : (int)fd;
+}
+
+/* Linux 6.6 or later: uprobe_multi links exist. */
+static int kernel_has_uprobe_multi(void)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return 0;
+	return major > 6 || (major == 6 && minor >= 6);
 }
 
 /* ---- availability ---- */
@@ -273,13 +285,15 @@ int attach_new(attach_t **out, size_t ring_bytes, attach_event_fn fn, void *ctx,
 	}
 	a->fn = fn;
 	a->ctx = ctx;
-	/* The uprobe_multi way first; a kernel older than 6.6 refuses its
-	 * attach type at load, and then the object is opened again for the
-	 * perf-event way. FSDPSCOPE_UPROBE_MULTI=0 asks for the perf-event
-	 * way (the tests run both). */
+	/* The uprobe_multi way on Linux >= 6.6, which has it (an older
+	 * kernel may load the program and only refuse the link, too late to
+	 * change ways); if the load still refuses it, the object is opened
+	 * again for the perf-event way. FSDPSCOPE_UPROBE_MULTI=0 asks for the
+	 * perf-event way (the tests run both). */
 	const char *want_multi = getenv("FSDPSCOPE_UPROBE_MULTI");
+	int first = kernel_has_uprobe_multi() && !(want_multi && strcmp(want_multi, "0") == 0);
 
-	for (int multi = !(want_multi && strcmp(want_multi, "0") == 0); multi >= 0; multi--) {
+	for (int multi = first; multi >= 0; multi--) {
 		rc = skeleton_load(a, ring_bytes, multi, err, errlen);
 		if (rc == 0) {
 			a->multi = multi;

@@ -602,6 +602,21 @@ static void test_two_then_detach(void **state)
 	assert_int_equal(ea.n, 4);
 	assert_int_equal(eb.n, 4);
 
+	/* The kernel filters by process: another process of the same library, not attached, adds nothing. */
+	{
+		struct target other = target_start(ATTACH_TEST_STANDIN, "null");
+
+		target_group_pair(&other);
+		target_group_pair(&t);
+		drain_until(a, &ea, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 2);
+		assert_int_equal(ea.n, 8);
+		target_exit(&other, 0);
+		ea.n = 4;
+		drain_until(b, &eb, t.pid, ATTACH_FN_GROUP_END, ATTACH_EV_EXIT, 2);
+		assert_int_equal(eb.n, 8);
+		eb.n = 4;
+	}
+
 	assert_int_equal(attach_drop_pid(a, t.pid), 0);
 	/* a's probes are gone, not its exit tracepoint: fewer, but more than base. */
 	assert_true(probe_fds() < both);
