@@ -537,9 +537,14 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 						snprintf(err, errlen, "process %d exited while its probes were placed",
 							 (int)pid);
 					else
-						snprintf(err, errlen, "cannot place the %s of %s in %s (process %d): %s%s",
+						snprintf(err, errlen, "cannot place the %s of %s in %s (process %d): %s%s%s",
 							 ret ? "uretprobe" : "uprobe", syms[i].name, t->opened,
-							 (int)pid, strerror(-rc), libbpf_said(said, sizeof(said)));
+							 (int)pid, strerror(-rc), libbpf_said(said, sizeof(said)),
+							 rc == -EACCES && geteuid() != 0
+								 ? "; uprobes placed as perf events (kernels before 6.6) "
+								   "need CAP_SYS_ADMIN besides CAP_BPF + CAP_PERFMON: "
+								   "attach as root"
+								 : "");
 					if (rc == 0)
 						rc = -EIO;
 					goto fail;
