@@ -426,6 +426,14 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 		return -ESRCH;
 	}
 	rc = attach_find_nccl(pid, t->mapped, sizeof(t->mapped), t->opened, sizeof(t->opened), what, sizeof(what));
+	if (rc == -ENOENT && strncmp(what, "libnccl (deleted", 16) == 0) {
+		snprintf(err, errlen,
+			 "process %d runs a libnccl that was deleted or replaced on disk since it was loaded (an "
+			 "upgrade under a running job?): a probe is placed by path, so it cannot be attached; run the "
+			 "job under `fsdpscope run` when it restarts",
+			 (int)pid);
+		return rc;
+	}
 	if (rc == -ENOENT) {
 		snprintf(err, errlen,
 			 "process %d has no libnccl mapped (it maps %s): a job that has not loaded NCCL yet can be "
@@ -442,7 +450,9 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 	rc = attach_resolve(t->opened, syms, &nsyms);
 	if (rc) {
 		snprintf(err, errlen, "cannot read %s (process %d's %s): %s", t->opened, (int)pid, t->mapped,
-			 rc == -ENOEXEC ? "not an x86-64 ELF64 shared object" : strerror(-rc));
+			 rc == -ENOEXEC ? "not an x86-64 ELF64 shared object, which is all attach can probe; run the "
+					  "job under `fsdpscope run`"
+					: strerror(-rc));
 		return rc;
 	}
 	if (nsyms == 0) {
@@ -482,7 +492,8 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 	 * still seen, and then placing fails with ESRCH. */
 	rc = bpf_map__update_elem(a->skel->maps.tgids, &key, sizeof(key), &one, sizeof(one), BPF_ANY);
 	if (rc) {
-		snprintf(err, errlen, "cannot watch process %d's exit: %s", (int)pid, strerror(-rc));
+		snprintf(err, errlen, "cannot watch process %d's exit: %s%s", (int)pid, strerror(-rc),
+			 rc == -E2BIG ? " (one attach watches at most 4096 processes: attach fewer at once)" : "");
 		return rc;
 	}
 	in_map = 1;

@@ -499,6 +499,22 @@ static void test_errors(void **state)
 	assert_int_equal(attach_pid(a, dead, &at, err, sizeof(err)), -ESRCH);
 	assert_non_null(strstr(err, "no process"));
 
+	/* Its libnccl deleted since it was loaded: said so. */
+	{
+		char dir[] = "/tmp/attach_probe_test.XXXXXX", lib[PATH_MAX], cmd[2 * PATH_MAX + 16];
+
+		assert_non_null(mkdtemp(dir));
+		snprintf(lib, sizeof(lib), "%s/libnccl.so.2", dir);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", ATTACH_TEST_STANDIN, lib);
+		assert_int_equal(system(cmd), 0);
+		t = target_start(lib, "null");
+		assert_int_equal(unlink(lib), 0);
+		assert_int_equal(rmdir(dir), 0);
+		assert_int_equal(attach_pid(a, t.pid, &at, err, sizeof(err)), -ENOENT);
+		assert_non_null(strstr(err, "deleted or replaced"));
+		target_exit(&t, 0);
+	}
+
 	/* Attached twice by one attach_t. */
 	t = target_start(ATTACH_TEST_STANDIN, "null");
 	attach_ok(a, t.pid, &at);
