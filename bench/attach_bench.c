@@ -18,9 +18,17 @@
  * exit) or be counted lost. Printed: ns per call (median of the rounds,
  * min, max), the ratio attached / bare per round (its median), and the ns
  * attach adds per call.
+ *
+ *   attach_bench --job PID --ranks N --release FIFO [--bare]
+ *
+ * The per-step half (attach_bench.sh runs fsdp_ref --hold-at 1:FIFO): waits
+ * until process PID (the launcher) has N children, attaches each (unless
+ * --bare), writes a byte to FIFO to let the job go, and drains the ring
+ * until every rank's exit arrived; prints the calls seen per rank.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +168,94 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The children of pid, from /proc/PID/task/PID/children. */
+static int children_of(pid_t pid, pid_t *out, int max)
+{
+	char path[64];
+	FILE *f;
+	int n = 0, c;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (n < max && fscanf(f, "%d", &c) == 1)
+		out[n++] = c;
+	fclose(f);
+	return n;
+}
+
+struct job_counts {
+	pid_t pid[64];
+	uint64_t calls[64];
+	int n, exited;
+};
+
+static int count_job_event(void *ctx, const struct attach_event *ev)
+{
+	struct job_counts *j = ctx;
+
+	for (int i = 0; i < j->n; i++) {
+		if (j->pid[i] != (pid_t)ev->pid)
+			continue;
+		if (ev->fn == ATTACH_FN_PROCESS_EXIT)
+			j->exited++;
+		else if (ev->kind == ATTACH_EV_ENTER)
+			j->calls[i]++;
+	}
+	return 0;
+}
+
+static int job_main(pid_t launcher, int ranks, const char *fifo, int bare)
+{
+	struct job_counts j = {0};
+	attach_t *a = NULL;
+	char err[1024];
+	int fd, tries = 0;
+
+	if (ranks < 1 || ranks > 64)
+		return 2;
+	while ((j.n = children_of(launcher, j.pid, 64)) < ranks) {
+		if (j.n < 0 || ++tries > 60000) {
+			fprintf(stderr, "attach_bench: process %d has no %d children\n", (int)launcher, ranks);
+			return 1;
+		}
+		usleep(1000);
+	}
+	if (!bare) {
+		if (attach_new(&a, 64u << 20, count_job_event, &j, err, sizeof(err)) != 0) {
+			fprintf(stderr, "attach_bench: %s\n", err);
+			return 1;
+		}
+		for (int i = 0; i < j.n; i++) {
+			struct attach_target t;
+
+			if (attach_pid(a, j.pid[i], &t, err, sizeof(err)) != 0) {
+				fprintf(stderr, "attach_bench: %s\n", err);
+				return 1;
+			}
+		}
+	}
+	fd = open(fifo, O_WRONLY);
+	if (fd < 0 || write(fd, "g", 1) != 1) {
+		fprintf(stderr, "attach_bench: cannot release the job through %s\n", fifo);
+		return 1;
+	}
+	close(fd);
+	if (bare)
+		return 0;
+	while (j.exited < j.n)
+		if (attach_poll(a, 100) < 0)
+			break;
+	while (attach_poll(a, 0) > 0)
+		;
+	for (int i = 0; i < j.n; i++)
+		printf("rank process %d: %llu probed calls\n", (int)j.pid[i], (unsigned long long)j.calls[i]);
+	printf("lost %llu\n", (unsigned long long)attach_lost(a));
+	attach_free(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lib = NULL;
@@ -168,6 +264,9 @@ int main(int argc, char **argv)
 	char err[1024];
 	pid_t child;
 
+	if (argc >= 7 && strcmp(argv[1], "--job") == 0 && strcmp(argv[3], "--ranks") == 0 &&
+	    strcmp(argv[5], "--release") == 0)
+		return job_main(atoi(argv[2]), atoi(argv[4]), argv[6], argc > 7 && strcmp(argv[7], "--bare") == 0);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc)
 			lib = argv[++i];
