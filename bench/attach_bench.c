@@ -138,7 +138,8 @@ static double run_once(int cmd_fd, int res_fd, enum kind k, long calls, attach_t
 	if (write(cmd_fd, &cmd, 1) != 1)
 		exit(6);
 	for (;;) {
-		struct pollfd p[2] = {{.fd = res_fd, .events = POLLIN}, {.fd = a ? attach_fd(a) : -1, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = res_fd, .events = POLLIN},
+				      {.fd = a ? attach_fd(a) : -1, .events = POLLIN}};
 
 		if (poll(p, a ? 2 : 1, -1) < 0 && errno != EINTR)
 			exit(7);
@@ -302,8 +303,8 @@ int main(int argc, char **argv)
 	close(cmd[0]);
 	close(res[1]);
 
-	printf("attach_bench: %ld calls per run, %d rounds, each kind bare and attached in alternating order\n",
-	       calls, rounds);
+	printf("attach_bench: %ld calls per run, %d rounds, each kind bare and attached in alternating order\n", calls,
+	       rounds);
 	for (int k = 0; k < KIND_MAX; k++) {
 		double bare[100], attached[100], ratio[100], bare_s[100], att_s[100];
 		uint64_t expected = 0, got = 0, lost = 0;
@@ -330,7 +331,8 @@ int main(int argc, char **argv)
 				ns = run_once(cmd[1], res[0], (enum kind)k, calls, a);
 				if (attach_now) {
 					attached[r] = ns;
-					expected += 2ull * (uint64_t)(k == KIND_GROUP ? (calls / 2) * 2 : calls + 2 * (calls / BATCH));
+					expected += 2ull * (uint64_t)(k == KIND_GROUP ? (calls / 2) * 2
+										      : calls + 2 * (calls / BATCH));
 					got += c.events;
 					lost += attach_lost(a);
 					attach_free(a);
@@ -343,19 +345,22 @@ int main(int argc, char **argv)
 		memcpy(bare_s, bare, sizeof(double) * (size_t)rounds);
 		memcpy(att_s, attached, sizeof(double) * (size_t)rounds);
 		printf("\n%s: %s\n", kind_name[k],
-		       k == KIND_GROUP ? "ncclGroupStart + ncclGroupEnd, empty group (per call: half a pair)"
-				       : "ncclAllReduce(count 1, float), enqueued inside a group of 1000 (the enqueue timed)");
+		       k == KIND_GROUP
+			   ? "ncclGroupStart + ncclGroupEnd, empty group (per call: half a pair)"
+			   : "ncclAllReduce(count 1, float), enqueued inside a group of 1000 (the enqueue timed)");
 		printf("  %-10s %10s %10s %10s\n", "mode", "ns/call", "min", "max");
 		{
 			double mb = median(bare_s, rounds), ma = median(att_s, rounds);
 
 			printf("  %-10s %10.1f %10.1f %10.1f\n", "bare", mb, bare_s[0], bare_s[rounds - 1]);
 			printf("  %-10s %10.1f %10.1f %10.1f\n", "attached", ma, att_s[0], att_s[rounds - 1]);
-			printf("  attached / bare per round, median: %.1fx; attach adds %.0f ns per call (%u probes placed)\n",
+			printf("  attached / bare per round, median: %.1fx; attach adds %.0f ns per call (%u probes "
+			       "placed)\n",
 			       median(ratio, rounds), ma - mb, probes);
 			/* 1% of each second of the rank's time, at ma - mb per call. */
 			if (ma > mb)
-				printf("  under 1%% of a rank's time below %.0f probed calls per second\n", 1e7 / (ma - mb));
+				printf("  under 1%% of a rank's time below %.0f probed calls per second\n",
+				       1e7 / (ma - mb));
 		}
 		printf("  events: %llu of %llu expected arrived, %llu lost (ring full)\n", (unsigned long long)got,
 		       (unsigned long long)expected, (unsigned long long)lost);

@@ -42,7 +42,7 @@ struct attach {
 	struct attach_bpf *skel;
 	struct ring_buffer *rb;
 	struct bpf_link *exit_link; /* the process-exit tracepoint, placed with the first process */
-	int multi;                  /* probes are uprobe_multi links (see below), else one perf event each */
+	int multi;		    /* probes are uprobe_multi links (see below), else one perf event each */
 	attach_event_fn fn;
 	void *ctx;
 	struct attach_proc *procs;
@@ -107,7 +107,7 @@ static const char *libbpf_said(char *buf, size_t len)
  * predate it, so its attach type and link_create layout are spelled out
  * here, as the kernel's union bpf_attr has them.
  */
-#define ATTACH_TRACE_UPROBE_MULTI 48 /* enum bpf_attach_type BPF_TRACE_UPROBE_MULTI */
+#define ATTACH_TRACE_UPROBE_MULTI 48  /* enum bpf_attach_type BPF_TRACE_UPROBE_MULTI */
 #define ATTACH_UPROBE_MULTI_RETURN 1u /* BPF_F_UPROBE_MULTI_RETURN */
 
 union attach_link_create_attr {
@@ -116,10 +116,10 @@ union attach_link_create_attr {
 		uint32_t target_fd;
 		uint32_t attach_type;
 		uint32_t flags;
-		uint64_t path;            /* const char * */
-		uint64_t offsets;         /* const uint64_t *, file offsets */
+		uint64_t path;		  /* const char * */
+		uint64_t offsets;	  /* const uint64_t *, file offsets */
 		uint64_t ref_ctr_offsets; /* NULL: no semaphores */
-		uint64_t cookies;         /* const uint64_t *: bpf_get_attach_cookie() per probe */
+		uint64_t cookies;	  /* const uint64_t *: bpf_get_attach_cookie() per probe */
 		uint32_t cnt;
 		uint32_t multi_flags;
 		uint32_t pid;
@@ -242,7 +242,8 @@ static int skeleton_load(attach_t *a, size_t ring_bytes, int multi, char *err, s
 	a->skel = attach_bpf__open();
 	if (!a->skel) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot open the BPF object: %s%s", strerror(-rc), libbpf_said(said, sizeof(said)));
+		snprintf(err, errlen, "cannot open the BPF object: %s%s", strerror(-rc),
+			 libbpf_said(said, sizeof(said)));
 		return rc ? rc : -ENOMEM;
 	}
 	rc = bpf_map__set_max_entries(a->skel->maps.events, (uint32_t)ring_size(ring_bytes ? ring_bytes : 8u << 20));
@@ -307,7 +308,8 @@ int attach_new(attach_t **out, size_t ring_bytes, attach_event_fn fn, void *ctx,
 	a->rb = ring_buffer__new(bpf_map__fd(a->skel->maps.events), handle_event, a, NULL);
 	if (!a->rb) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot map the ring buffer: %s%s", strerror(-rc), libbpf_said(said, sizeof(said)));
+		snprintf(err, errlen, "cannot map the ring buffer: %s%s", strerror(-rc),
+			 libbpf_said(said, sizeof(said)));
 		goto fail;
 	}
 	*out = a;
@@ -523,7 +525,8 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 			if (fd < 0) {
 				rc = fd;
 				if (rc == -ESRCH || kill(pid, 0) != 0)
-					snprintf(err, errlen, "process %d exited while its probes were placed", (int)pid);
+					snprintf(err, errlen, "process %d exited while its probes were placed",
+						 (int)pid);
 				else
 					snprintf(err, errlen, "cannot place the %s of %s (process %d): %s",
 						 ret ? "uretprobes" : "uprobes", t->opened, (int)pid, strerror(-rc));
@@ -537,25 +540,26 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 			for (int ret = 0; ret <= 1; ret++) {
 				LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = syms[i].fn);
 				struct bpf_program *prog =
-					ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
+				    ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
 				struct bpf_link *link;
 
-				link = bpf_program__attach_uprobe_opts(prog, pid, t->opened, syms[i].file_offset,
-								       &opts);
+				link =
+				    bpf_program__attach_uprobe_opts(prog, pid, t->opened, syms[i].file_offset, &opts);
 				if (!link) {
 					rc = -errno;
 					if (rc == -ESRCH || kill(pid, 0) != 0)
 						snprintf(err, errlen, "process %d exited while its probes were placed",
 							 (int)pid);
 					else
-						snprintf(err, errlen, "cannot place the %s of %s in %s (process %d): %s%s%s",
+						snprintf(err, errlen,
+							 "cannot place the %s of %s in %s (process %d): %s%s%s",
 							 ret ? "uretprobe" : "uprobe", syms[i].name, t->opened,
 							 (int)pid, strerror(-rc), libbpf_said(said, sizeof(said)),
 							 rc == -EACCES && geteuid() != 0
-								 ? "; uprobes placed as perf events (kernels before 6.6) "
-								   "need CAP_SYS_ADMIN besides CAP_BPF + CAP_PERFMON: "
-								   "attach as root"
-								 : "");
+							     ? "; uprobes placed as perf events (kernels before 6.6) "
+							       "need CAP_SYS_ADMIN besides CAP_BPF + CAP_PERFMON: "
+							       "attach as root"
+							     : "");
 					if (rc == 0)
 						rc = -EIO;
 					goto fail;

@@ -32,31 +32,30 @@ static const struct {
 	const char *symbol;
 	const char *profiling_symbol;
 } attach_fn_table[ATTACH_FN_MAX] = {
-	[ATTACH_FN_ALLGATHER] = {"AllGather", "ncclAllGather", "pncclAllGather"},
-	[ATTACH_FN_REDUCESCATTER] = {"ReduceScatter", "ncclReduceScatter", "pncclReduceScatter"},
-	[ATTACH_FN_ALLREDUCE] = {"AllReduce", "ncclAllReduce", "pncclAllReduce"},
-	[ATTACH_FN_BROADCAST] = {"Broadcast", "ncclBroadcast", "pncclBroadcast"},
-	[ATTACH_FN_BCAST] = {"Bcast", "ncclBcast", "pncclBcast"},
-	[ATTACH_FN_REDUCE] = {"Reduce", "ncclReduce", "pncclReduce"},
-	[ATTACH_FN_SEND] = {"Send", "ncclSend", "pncclSend"},
-	[ATTACH_FN_RECV] = {"Recv", "ncclRecv", "pncclRecv"},
-	[ATTACH_FN_ALLTOALL] = {"AlltoAll", "ncclAlltoAll", "pncclAlltoAll"},
-	[ATTACH_FN_GATHER] = {"Gather", "ncclGather", "pncclGather"},
-	[ATTACH_FN_SCATTER] = {"Scatter", "ncclScatter", "pncclScatter"},
-	[ATTACH_FN_GROUP_START] = {"GroupStart", "ncclGroupStart", "pncclGroupStart"},
-	[ATTACH_FN_GROUP_END] = {"GroupEnd", "ncclGroupEnd", "pncclGroupEnd"},
-	[ATTACH_FN_COMM_INIT_RANK] = {"CommInitRank", "ncclCommInitRank", "pncclCommInitRank"},
-	[ATTACH_FN_COMM_INIT_RANK_CONFIG] = {"CommInitRankConfig", "ncclCommInitRankConfig",
-					     "pncclCommInitRankConfig"},
-	[ATTACH_FN_COMM_INIT_ALL] = {"CommInitAll", "ncclCommInitAll", "pncclCommInitAll"},
-	[ATTACH_FN_COMM_INIT_RANK_SCALABLE] = {"CommInitRankScalable", "ncclCommInitRankScalable",
-					       "pncclCommInitRankScalable"},
-	[ATTACH_FN_COMM_SPLIT] = {"CommSplit", "ncclCommSplit", "pncclCommSplit"},
-	[ATTACH_FN_COMM_SHRINK] = {"CommShrink", "ncclCommShrink", "pncclCommShrink"},
-	[ATTACH_FN_COMM_DESTROY] = {"CommDestroy", "ncclCommDestroy", "pncclCommDestroy"},
-	[ATTACH_FN_COMM_ABORT] = {"CommAbort", "ncclCommAbort", "pncclCommAbort"},
-	[ATTACH_FN_COMM_FINALIZE] = {"CommFinalize", "ncclCommFinalize", "pncclCommFinalize"},
-	[ATTACH_FN_PROCESS_EXIT] = {"ProcessExit", NULL, NULL},
+    [ATTACH_FN_ALLGATHER] = {"AllGather", "ncclAllGather", "pncclAllGather"},
+    [ATTACH_FN_REDUCESCATTER] = {"ReduceScatter", "ncclReduceScatter", "pncclReduceScatter"},
+    [ATTACH_FN_ALLREDUCE] = {"AllReduce", "ncclAllReduce", "pncclAllReduce"},
+    [ATTACH_FN_BROADCAST] = {"Broadcast", "ncclBroadcast", "pncclBroadcast"},
+    [ATTACH_FN_BCAST] = {"Bcast", "ncclBcast", "pncclBcast"},
+    [ATTACH_FN_REDUCE] = {"Reduce", "ncclReduce", "pncclReduce"},
+    [ATTACH_FN_SEND] = {"Send", "ncclSend", "pncclSend"},
+    [ATTACH_FN_RECV] = {"Recv", "ncclRecv", "pncclRecv"},
+    [ATTACH_FN_ALLTOALL] = {"AlltoAll", "ncclAlltoAll", "pncclAlltoAll"},
+    [ATTACH_FN_GATHER] = {"Gather", "ncclGather", "pncclGather"},
+    [ATTACH_FN_SCATTER] = {"Scatter", "ncclScatter", "pncclScatter"},
+    [ATTACH_FN_GROUP_START] = {"GroupStart", "ncclGroupStart", "pncclGroupStart"},
+    [ATTACH_FN_GROUP_END] = {"GroupEnd", "ncclGroupEnd", "pncclGroupEnd"},
+    [ATTACH_FN_COMM_INIT_RANK] = {"CommInitRank", "ncclCommInitRank", "pncclCommInitRank"},
+    [ATTACH_FN_COMM_INIT_RANK_CONFIG] = {"CommInitRankConfig", "ncclCommInitRankConfig", "pncclCommInitRankConfig"},
+    [ATTACH_FN_COMM_INIT_ALL] = {"CommInitAll", "ncclCommInitAll", "pncclCommInitAll"},
+    [ATTACH_FN_COMM_INIT_RANK_SCALABLE] = {"CommInitRankScalable", "ncclCommInitRankScalable",
+					   "pncclCommInitRankScalable"},
+    [ATTACH_FN_COMM_SPLIT] = {"CommSplit", "ncclCommSplit", "pncclCommSplit"},
+    [ATTACH_FN_COMM_SHRINK] = {"CommShrink", "ncclCommShrink", "pncclCommShrink"},
+    [ATTACH_FN_COMM_DESTROY] = {"CommDestroy", "ncclCommDestroy", "pncclCommDestroy"},
+    [ATTACH_FN_COMM_ABORT] = {"CommAbort", "ncclCommAbort", "pncclCommAbort"},
+    [ATTACH_FN_COMM_FINALIZE] = {"CommFinalize", "ncclCommFinalize", "pncclCommFinalize"},
+    [ATTACH_FN_PROCESS_EXIT] = {"ProcessExit", NULL, NULL},
 };
 
 const char *attach_fn_name(unsigned fn)
@@ -209,8 +208,8 @@ static int elf_open(struct elf_file *e)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)e->base;
 
-	if (e->size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_machine != EM_X86_64)
+	if (e->size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_machine != EM_X86_64)
 		return -ENOEXEC;
 	if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_phentsize != sizeof(Elf64_Phdr) ||
 	    !elf_in_bounds(e, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) ||

@@ -266,13 +266,13 @@ static void test_find_none(void **state)
 	struct child c = child_start(NULL);
 
 	(void)state;
-	assert_int_equal(
-		attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), what, sizeof(what)), -ENOENT);
+	assert_int_equal(attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), what, sizeof(what)),
+			 -ENOENT);
 	assert_non_null(strstr(what, "libc.so.6"));
 	assert_null(strstr(what, "libnccl"));
 	/* A list that does not fit says it was cut. */
-	assert_int_equal(
-		attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), small, sizeof(small)), -ENOENT);
+	assert_int_equal(attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), small, sizeof(small)),
+			 -ENOENT);
 	assert_true(strlen(small) < sizeof(small));
 	assert_non_null(strstr(small, "..."));
 	child_end(&c);
@@ -292,8 +292,8 @@ static void test_find_deleted(void **state)
 	c = child_start(lib);
 	assert_int_equal(unlink(lib), 0);
 	assert_int_equal(rmdir(dir), 0);
-	assert_int_equal(
-		attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), what, sizeof(what)), -ENOENT);
+	assert_int_equal(attach_find_nccl(c.pid, mapped, sizeof(mapped), opened, sizeof(opened), what, sizeof(what)),
+			 -ENOENT);
 	assert_non_null(strstr(what, "deleted"));
 	child_end(&c);
 }
@@ -318,10 +318,9 @@ static void test_find_dead(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_real_nccl),    cmocka_unit_test(test_standin),
-		cmocka_unit_test(test_not_elf),      cmocka_unit_test(test_fn_names),
-		cmocka_unit_test(test_find_mapped),  cmocka_unit_test(test_find_none),
-		cmocka_unit_test(test_find_deleted), cmocka_unit_test(test_find_dead),
+	    cmocka_unit_test(test_real_nccl),	 cmocka_unit_test(test_standin),     cmocka_unit_test(test_not_elf),
+	    cmocka_unit_test(test_fn_names),	 cmocka_unit_test(test_find_mapped), cmocka_unit_test(test_find_none),
+	    cmocka_unit_test(test_find_deleted), cmocka_unit_test(test_find_dead),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

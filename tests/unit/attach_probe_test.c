@@ -410,7 +410,7 @@ static void test_standin_pair(void **state)
 	x[PAIR_SPLIT] = (struct expect){ATTACH_FN_COMM_SPLIT, 5, {res.comm, 0, PAIR_KEY, res.split_ptr, 0}};
 	x[PAIR_INIT_ALL] = (struct expect){ATTACH_FN_COMM_INIT_ALL, 3, {res.all_ptr, 1, 0}};
 	x[PAIR_INIT_CONFIG] =
-		(struct expect){ATTACH_FN_COMM_INIT_RANK_CONFIG, 5, {res.cfg_ptr, 1, 0, 0, res.config_ptr}};
+	    (struct expect){ATTACH_FN_COMM_INIT_RANK_CONFIG, 5, {res.cfg_ptr, 1, 0, 0, res.config_ptr}};
 	x[PAIR_DESTROY] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.split}};
 	x[PAIR_DESTROY + 1] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.all}};
 	x[PAIR_DESTROY + 2] = (struct expect){ATTACH_FN_COMM_DESTROY, 1, {res.cfg}};
@@ -707,12 +707,11 @@ static void test_real_nccl_calls_perf_events(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_real_nccl_resolved_all), cmocka_unit_test(test_real_nccl_calls),
-		cmocka_unit_test(test_standin_calls),	       cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_thread_not_process),     cmocka_unit_test(test_two_then_detach),
-		cmocka_unit_test(test_exit_by_signal),	       cmocka_unit_test(test_standin_pair),
-		cmocka_unit_test(test_ring_full_counts_lost),
-		cmocka_unit_test(test_real_nccl_calls_perf_events),
+	    cmocka_unit_test(test_real_nccl_resolved_all), cmocka_unit_test(test_real_nccl_calls),
+	    cmocka_unit_test(test_standin_calls),	   cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_thread_not_process),	   cmocka_unit_test(test_two_then_detach),
+	    cmocka_unit_test(test_exit_by_signal),	   cmocka_unit_test(test_standin_pair),
+	    cmocka_unit_test(test_ring_full_counts_lost),  cmocka_unit_test(test_real_nccl_calls_perf_events),
 	};
 	char err[1024];
 
