@@ -8,7 +8,7 @@
  *
  * libbpf prints its own diagnostics to stderr by default; a command that
  * owns the terminal (the dashboard) cannot have that, so they are kept,
- * the last warning only, and said in err of the call that failed.
+ * the first warning of a call only, and said in err of the call that failed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,11 +53,13 @@ struct attach {
 
 static _Thread_local char libbpf_last[512];
 
-static int libbpf_keep_last(enum libbpf_print_level level, const char *fmt, va_list ap)
+/* The first warning since the last reset: libbpf says what failed first,
+ * then the generic "failed to load object" lines that follow from it. */
+static int libbpf_keep_first(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	size_t n;
 
-	if (level == LIBBPF_DEBUG)
+	if (level == LIBBPF_DEBUG || libbpf_last[0])
 		return 0;
 	vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
 	if (strncmp(libbpf_last, "libbpf: ", 8) == 0)
@@ -76,14 +78,14 @@ static int libbpf_keep_and_print(enum libbpf_print_level level, const char *fmt,
 	va_copy(copy, ap);
 	vfprintf(stderr, fmt, copy);
 	va_end(copy);
-	return libbpf_keep_last(level, fmt, ap);
+	return libbpf_keep_first(level, fmt, ap);
 }
 
 static void libbpf_quiet(void)
 {
 	const char *debug = getenv("FSDPSCOPE_DEBUG");
 
-	libbpf_set_print(debug && debug[0] && strcmp(debug, "0") != 0 ? libbpf_keep_and_print : libbpf_keep_last);
+	libbpf_set_print(debug && debug[0] && strcmp(debug, "0") != 0 ? libbpf_keep_and_print : libbpf_keep_first);
 	libbpf_last[0] = '\0';
 }
 
