@@ -124,6 +124,8 @@ static int flight_finding(const findings_t *list, enum rule_severity fail_on)
 		findings_find(list, "collective-mismatch")->severity >= fail_on);
 }
 
+static void lint_print_attach(FILE *out, const char *trace_path, const struct analysis_result *a);
+
 int cmd_lint(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -211,7 +213,13 @@ int cmd_lint(int argc, char **argv)
 			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
 			json ? "the report's \"sources\"" : "listed above");
 	lint_print_left_out(stderr, d.trace_path, d.result);
-	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
+	if (d.result->trace.sources_attached)
+		lint_print_attach(stderr, d.trace_path, d.result);
+	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE &&
+	    d.result->trace.sources_attached)
+		fprintf(stderr, "fsdpscope lint: %s: %s: exposed-gather was not checked\n", d.trace_path,
+			analysis_attach_exposure_why());
+	else if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
 				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
 				"ranges\n",
@@ -232,6 +240,18 @@ int cmd_lint(int argc, char **argv)
 	return rc;
 }
 
+/* What attach inferred, in one line (the report's attach section has the rest). */
+static void lint_print_attach(FILE *out, const char *trace_path, const struct analysis_result *a)
+{
+	const struct analysis_attach *x = &a->attach;
+
+	fprintf(out, "fsdpscope lint: %s: %u of %u processes observed by fsdpscope attach (uprobes), %u " SOURCE_END_DETACHED_WORDS
+		     " when it let go; %u communicators first seen in use, their fields inferred; %u rank%s inferred, %u "
+		     "guessed from pid order (the report's attach section says how)\n",
+		trace_path, x->sources, a->nsources, x->detached, x->comms_observed, x->ranks_inferred,
+		x->ranks_inferred == 1 ? "" : "s", x->ranks_guessed);
+}
+
 void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a)
 {
 	const struct analysis_trust *t = &a->trust;
@@ -242,7 +262,13 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
 			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
 			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
-	if (a->trace.sources_cut && t->steps_cut_all)
+	if (a->trace.sources_cut && a->trace.sources_attached)
+		/* attach writes no process_end: a process_exit said these died */
+		fprintf(out, "fsdpscope lint: %s: %u process%s died while attached (killed, or exited non-zero): %u "
+			     "step%s in progress there left out of the verdict\n",
+			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
+			t->steps_cut_all == 1 ? "" : "s");
+	else if (a->trace.sources_cut && t->steps_cut_all)
 		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
 			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,

@@ -26,6 +26,9 @@ enum {
 	                         records: no finding reached --fail-on in what was read */
 };
 
+int cmd_attach(int argc, char **argv);
+extern const char cmd_attach_help[];
+
 int cmd_collect(int argc, char **argv);
 extern const char cmd_collect_help[];
 

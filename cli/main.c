@@ -8,6 +8,7 @@
 #include <string.h>
 
 static const struct command commands[] = {
+	{"attach", "diagnose a running job started without fsdpscope (eBPF uprobes)", cmd_attach_help, cmd_attach},
 	{"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", cmd_collect_help,
 	 cmd_collect},
 	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},

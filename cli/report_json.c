@@ -435,6 +435,87 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 	jw_close(w, ']');
 }
 
+/* What fsdpscope attach inferred (docs/report-schema.md, "attach"): only
+ * when the trace has attached sources. Every count beside its total:
+ * inferred[].communicators <= communicators_observed <= communicators;
+ * detached and ranks_inferred <= sources; ranks_guessed <= ranks_inferred. */
+static void write_attach(struct jw *w, const struct analysis_result *a)
+{
+	const struct analysis_attach *x = &a->attach;
+
+	jw_open(w, "attach", '{');
+	jw_u64(w, "sources", x->sources);
+	jw_u64(w, "detached", x->detached);
+	jw_u64(w, "ranks_inferred", x->ranks_inferred);
+	jw_u64(w, "ranks_guessed", x->ranks_guessed);
+	jw_u64(w, "communicators", x->ncomms);
+	jw_u64(w, "communicators_observed", x->comms_observed);
+	jw_str(w, "steps", a->step_detection == ANALYSIS_STEPS_NVTX ? NULL : analysis_attach_steps_why());
+	jw_str(w, "exposure", a->exposure.source == ANALYSIS_EXPOSURE_NONE ? analysis_attach_exposure_why() : NULL);
+	jw_open(w, "inferred", '[');
+	for (int b = 0; b < ANALYSIS_INFER_KINDS; b++) {
+		if (!x->inferred[b])
+			continue;
+		jw_open(w, NULL, '{');
+		jw_str(w, "what", analysis_inferred_name(b));
+		jw_str(w, "words", analysis_inferred_words(b));
+		jw_u64(w, "communicators", x->inferred[b]);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_open(w, "per_source", '[');
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		const struct source_summary *s = &a->sources[i];
+		uint32_t ncomms = 0;
+
+		if (s->path != FSS_PATH_UPROBE)
+			continue;
+		jw_open(w, NULL, '{');
+		jw_u64(w, "source", s->source);
+		jw_str(w, "path", "uprobe");
+		if (s->rank >= 0)
+			jw_i64(w, "rank", s->rank);
+		else
+			jw_null(w, "rank");
+		if (s->rank_from == SOURCE_RANK_UNKNOWN)
+			jw_null(w, "rank_from");
+		else
+			jw_name(w, "rank_from", source_rank_from_name((enum source_rank_from)s->rank_from));
+		jw_bool(w, "rank_guessed", source_rank_is_guess((enum source_rank_from)s->rank_from));
+		jw_name(w, "end", source_end_name((enum source_end)s->end));
+		for (uint32_t c = 0; c < x->ncomms; c++)
+			ncomms += x->comms[c].source == s->source;
+		jw_u64(w, "communicators", ncomms);
+		jw_open(w, "per_communicator", '[');
+		for (uint32_t c = 0; c < x->ncomms; c++) {
+			const struct analysis_attach_comm *m = &x->comms[c];
+
+			if (m->source != s->source)
+				continue;
+			jw_open(w, NULL, '{');
+			jw_hex(w, "id", m->id);
+			jw_i64(w, "nranks", m->nranks);
+			jw_i64(w, "rank", m->rank);
+			jw_bool(w, "observed", m->observed);
+			jw_open(w, "inferred", '[');
+			for (int b = 0; b < ANALYSIS_INFER_KINDS; b++)
+				if (m->inferred & (1u << b))
+					jw_str(w, NULL, analysis_inferred_name(b));
+			jw_close(w, ']');
+			jw_open(w, "words", '[');
+			for (int b = 0; b < ANALYSIS_INFER_KINDS; b++)
+				if (m->inferred & (1u << b))
+					jw_str(w, NULL, analysis_inferred_words(b));
+			jw_close(w, ']');
+			jw_close(w, '}');
+		}
+		jw_close(w, ']');
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+}
+
 /* One rank of a hang (docs/report-schema.md, "flight"). */
 static void write_flight_rank(struct jw *w, const struct analysis_result *a, const struct analysis_flight_rank *r,
 			      int waiting)
@@ -724,6 +805,8 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_close(&w, '}');
 	write_per_rank(&w, a);
 	write_sources(&w, a);
+	if (a->trace.sources_attached)
+		write_attach(&w, a);
 	report_nodes_json(&w, d);
 	write_flight(&w, a);
 	write_options(&w, &a->options, rules);

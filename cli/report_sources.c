@@ -13,7 +13,8 @@
 
 int report_source_troubled(const struct source_summary *s)
 {
-	return s->end != SOURCE_END_CLEAN || s->collectives_missing > 0;
+	/* a process attach let go while it ran ended nothing: not a trouble */
+	return (s->end != SOURCE_END_CLEAN && s->end != SOURCE_END_DETACHED) || s->collectives_missing > 0;
 }
 
 uint32_t report_sources_troubled(const struct analysis_result *a)
@@ -45,6 +46,9 @@ static char *end_words(const struct source_summary *s, char *buf, size_t len)
 		abbrev = sigabbrev_np(s->signal);
 		snprintf(buf, len, "killed by signal %d (SIG%s)", (int)s->signal, abbrev ? abbrev : "?");
 		break;
+	case SOURCE_END_DETACHED:
+		snprintf(buf, len, SOURCE_END_DETACHED_WORDS);
+		break;
 	default:
 		snprintf(buf, len, "cut off: no process_end");
 		break;
@@ -55,7 +59,8 @@ static char *end_words(const struct source_summary *s, char *buf, size_t len)
 /* "rank 1, pid 1001, host node-b" (what is known of it). */
 static void who(const struct source_summary *s, char *buf, size_t len)
 {
-	int n = s->rank >= 0 ? snprintf(buf, len, "rank %d, pid %u", (int)s->rank, s->pid)
+	int n = s->rank >= 0 ? snprintf(buf, len, "rank %d%s, pid %u", (int)s->rank,
+					source_rank_is_guess((enum source_rank_from)s->rank_from) ? "?" : "", s->pid)
 			     : snprintf(buf, len, "source %u (rank unknown), pid %u", s->source, s->pid);
 
 	if (n > 0 && (size_t)n < len && s->host[0])
@@ -99,7 +104,7 @@ void report_sources_troubles(FILE *out, const struct analysis_result *a, const c
 			continue;
 		who(s, name, sizeof(name));
 		end_words(s, end, sizeof(end));
-		if (s->end != SOURCE_END_CLEAN)
+		if (s->end != SOURCE_END_CLEAN && s->end != SOURCE_END_DETACHED)
 			last_record(s, last, sizeof(last));
 		fprintf(out, "%s  %s: %s%s", indent, name, end, last);
 		if (s->collectives_missing)
@@ -116,17 +121,94 @@ void report_sources_table(FILE *out, const struct analysis_result *a)
 		"missing", "dropped");
 	for (uint32_t i = 0; i < a->nsources; i++) {
 		const struct source_summary *s = &a->sources[i];
-		char end[32];
+		char end[32], rank[16];
 
+		/* a rank nothing measured says reads as a guess */
+		snprintf(rank, sizeof(rank), "%d%s", (int)s->rank,
+			 source_rank_is_guess((enum source_rank_from)s->rank_from) ? "?" : "");
 		if (s->end == SOURCE_END_SIGNALED)
 			snprintf(end, sizeof(end), "signal %d", (int)s->signal);
 		else if (s->end == SOURCE_END_EXITED)
 			snprintf(end, sizeof(end), "exit %d", (int)s->exit_code);
 		else
 			snprintf(end, sizeof(end), "%s", source_end_name((enum source_end)s->end));
-		fprintf(out, "  %4d %7u %-16.16s %-9s %9" PRIu64 " %11" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n", (int)s->rank,
+		fprintf(out, "  %4s %7u %-16.16s %-9s %9" PRIu64 " %11" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n", rank,
 			s->pid, s->host[0] ? s->host : "-", end, s->records, s->collectives, s->collectives_missing,
 			s->dropped);
 	}
 	report_sources_troubles(out, a, "  ");
+	if (a->attach.ranks_guessed)
+		fprintf(out, "  a rank marked ? was guessed from pid order: nothing measured says it\n");
+}
+
+const char *report_rank_from_words(int from)
+{
+	switch (from) {
+	case SOURCE_RANK_COMMUNICATOR:
+		return "rank from its communicator";
+	case SOURCE_RANK_ENV_RANK:
+		return "rank from RANK";
+	case SOURCE_RANK_SLURM_PROCID:
+		return "rank from SLURM_PROCID";
+	case SOURCE_RANK_OMPI_RANK:
+		return "rank from OMPI_COMM_WORLD_RANK";
+	case SOURCE_RANK_INFERRED_INPLACE:
+		return analysis_inferred_words(2);
+	case SOURCE_RANK_INFERRED_ENV:
+		return analysis_inferred_words(3);
+	case SOURCE_RANK_GUESSED_ORDER:
+		return analysis_inferred_words(4);
+	default:
+		return "rank unknown";
+	}
+}
+
+/* The inferred bits of a communicator in words, "; " between them. */
+static void inferred_words(uint32_t bits, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int b = 0; b < ANALYSIS_INFER_KINDS && off < len; b++)
+		if (bits & (1u << b))
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "; " : "", analysis_inferred_words(b));
+}
+
+void report_sources_attach(FILE *out, const struct analysis_result *a)
+{
+	const struct analysis_attach *x = &a->attach;
+	char words[512];
+
+	if (!x->sources)
+		return;
+	fprintf(out, "\nAttach (%u of %u processes observed by fsdpscope attach: uprobes on libnccl, host calls only)\n",
+		x->sources, a->nsources);
+	fprintf(out, "  ends        %u " SOURCE_END_DETACHED_WORDS " when attach let go, %u ended while attached\n",
+		x->detached, x->sources - x->detached);
+	fprintf(out, "  ranks       %u inferred from what the calls show, %u of them guessed from pid order\n",
+		x->ranks_inferred, x->ranks_guessed);
+	fprintf(out, "  communicators %u (%u first seen in use, fields inferred; %u seen made)\n", x->ncomms,
+		x->comms_observed, x->ncomms - x->comms_observed);
+	for (int b = 0; b < ANALYSIS_INFER_KINDS; b++)
+		if (x->inferred[b])
+			fprintf(out, "    %u of %u: %s\n", x->inferred[b], x->comms_observed, analysis_inferred_words(b));
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		const struct source_summary *s = &a->sources[i];
+		char end[128];
+
+		if (s->path != FSS_PATH_UPROBE)
+			continue;
+		fprintf(out, "  rank %d%s (%s), pid %u: %s\n", (int)s->rank,
+			source_rank_is_guess((enum source_rank_from)s->rank_from) ? "?" : "",
+			report_rank_from_words(s->rank_from), s->pid, end_words(s, end, sizeof(end)));
+		for (uint32_t c = 0; c < x->ncomms; c++) {
+			const struct analysis_attach_comm *m = &x->comms[c];
+
+			if (m->source != s->source)
+				continue;
+			inferred_words(m->inferred, words, sizeof(words));
+			fprintf(out, "    communicator %016" PRIx64 ", %d ranks, rank %d: %s%s%s\n", m->id, (int)m->nranks,
+				(int)m->rank, m->observed ? "first seen in use" : "seen made", words[0] ? "; " : "", words);
+		}
+	}
 }

@@ -29,4 +29,14 @@ void report_sources_troubles(FILE *out, const struct analysis_result *a, const c
  * collectives seen and missing, drops; then report_sources_troubles(). */
 void report_sources_table(FILE *out, const struct analysis_result *a);
 
+/* report_sources_attach - what fsdpscope attach inferred, for a trace with
+ * attached sources (a->attach): how steps were found, why exposure is not
+ * measured, how each attached process ended, and per communicator what was
+ * inferred, in words; nothing without attached sources. */
+void report_sources_attach(FILE *out, const struct analysis_result *a);
+
+/* report_rank_from_words - enum source_rank_from in words ("rank from
+ * in-place AllGathers", "rank guessed from pid order", ...). Never NULL. */
+const char *report_rank_from_words(int from);
+
 #endif

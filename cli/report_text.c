@@ -129,21 +129,30 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 	const struct analysis_exposure *e = &a->exposure;
 	const struct analysis_breakdown *b = &a->breakdown;
 	char b1[32], b2[32], b3[32], b4[32], policy[32];
+	/* attached sources have no NVTX: the period is all there is */
+	int attach_period = a->trace.sources_attached && a->step_detection == ANALYSIS_STEPS_PERIOD;
 
 	fprintf(out, "fsdpscope report: %s\n\n", d->trace_path);
 	fprintf(out, "trace       %u rank%s (largest communicator %d), headline rank %d; %" PRIu64 " records, %" PRIu64
 		     " collectives, %" PRIu64 " GPU intervals, %" PRIu64 " NVTX ranges, %" PRIu64 " dropped\n",
 		a->ranks, a->ranks == 1 ? "" : "s", a->world_size, a->headline_rank, a->trace.records,
 		a->trace.collectives, a->trace.gpu_intervals, a->trace.nvtx_ranges, a->trace.dropped_records);
-	fprintf(out, "steps       %u analysed of %u seen (%u warm-up, %u irregular), found by %s%s%s%s; step %s\n",
+	fprintf(out, "steps       %u analysed of %u seen (%u warm-up, %u irregular), found by %s%s%s%s%s%s%s; step %s\n",
 		a->steps_analyzed, a->steps_seen, a->warmup_steps, a->irregular_steps,
 		analysis_step_detection_name(a->step_detection), a->step_range_name[0] ? " (e.g. \"" : "",
-		a->step_range_name, a->step_range_name[0] ? "\")" : "", rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
+		a->step_range_name, a->step_range_name[0] ? "\")" : "", attach_period ? " (" : "",
+		attach_period ? analysis_attach_steps_why() : "", attach_period ? ")" : "",
+		rule_format_ns((double)a->step_ns, b1, sizeof(b1)));
 	if (a->trust.collectives_lost)
 		fprintf(out, "left out    %u step%s (all ranks) that lost collectives: %" PRIu64 " missing on %u rank%s\n",
 			a->trust.steps_lost_all, a->trust.steps_lost_all == 1 ? "" : "s", a->trust.collectives_lost,
 			a->trust.ranks_lost, a->trust.ranks_lost == 1 ? "" : "s");
-	if (a->trace.sources_cut)
+	if (a->trace.sources_cut && a->trace.sources_attached)
+		fprintf(out, "left out    %u step%s in progress where %u process%s died while attached (killed, or "
+			     "exited non-zero)\n",
+			a->trust.steps_cut_all, a->trust.steps_cut_all == 1 ? "" : "s", a->trace.sources_cut,
+			a->trace.sources_cut == 1 ? "" : "es");
+	else if (a->trace.sources_cut)
 		fprintf(out, "left out    %u step%s in progress where the records of %u process%s stop without a "
 			     "process_end (cut short, or died)%s\n",
 			a->trust.steps_cut_all, a->trust.steps_cut_all == 1 ? "" : "s", a->trace.sources_cut,
@@ -202,7 +211,9 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 		     "root %s)\n",
 		analysis_reshard_format(&a->reshard, policy, sizeof(policy)), a->reshard.resharded_units,
 		a->reshard.retained_units, a->reshard.group_units, a->reshard.root_resharded ? "resharded" : "kept");
-	if (e->source == ANALYSIS_EXPOSURE_NONE) {
+	if (e->source == ANALYSIS_EXPOSURE_NONE && a->trace.sources_attached) {
+		fprintf(out, "exposure    %s\n", analysis_attach_exposure_why());
+	} else if (e->source == ANALYSIS_EXPOSURE_NONE) {
 		fprintf(out, "exposure    not measured (no GPU intervals and no compute ranges in the trace)\n");
 	} else {
 		fprintf(out, "exposure    from %s timing, of step %u (the representative step: its compute wait is the median; "
@@ -295,10 +306,26 @@ static void print_ledger(FILE *out, const struct analysis_ledger *l)
 		rule_format_bytes((double)l->whole_model_transient_bytes, b4, sizeof(b4)));
 }
 
+/* Attached sources: the figures exposure needs were not measured (GPU
+ * timing), so they read n/a, never a measured 0. */
+static int attach_not_measured(const struct analysis_result *a)
+{
+	return a->trace.sources_attached && a->exposure.source == ANALYSIS_EXPOSURE_NONE;
+}
+
+static char *ns_or_na(int na, uint64_t ns, char *buf, size_t len)
+{
+	if (!na)
+		return rule_format_ns((double)ns, buf, len);
+	snprintf(buf, len, "n/a");
+	return buf;
+}
+
 static void print_gathers(FILE *out, const struct analysis_result *a)
 {
 	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], b8[32];
 	uint64_t sum[5] = {0, 0, 0, 0, 0};
+	int na = attach_not_measured(a);
 
 	if (a->ngathers == 0)
 		return;
@@ -321,19 +348,19 @@ static void print_gathers(FILE *out, const struct analysis_result *a)
 			mbuf, g->phase ? analysis_phase_name(g->phase) : "-", g->unit, g->repeat, g->name[0] ? g->name : "-",
 			record_dtype_name(g->dtype), g->nranks, rule_format_bytes((double)g->bytes, b1, sizeof(b1)),
 			rule_format_bytes((double)g->bytes * (g->nranks > 0 ? g->nranks : 1), b2, sizeof(b2)),
-			rule_format_ns((double)g->duration_ns, b3, sizeof(b3)), rule_format_ns((double)g->exposed_ns, b4, sizeof(b4)),
-			rule_format_ns((double)g->hide_ns, b5, sizeof(b5)), rule_format_ns((double)g->compute_wait_ns, b6, sizeof(b6)),
-			rule_format_ns((double)g->queued_ns, b7, sizeof(b7)), rule_format_ns((double)g->call_ns, b8, sizeof(b8)),
-			analysis_cause_name(g->cause), g->recompute ? " (recompute)" : "");
+			ns_or_na(na, g->duration_ns, b3, sizeof(b3)), ns_or_na(na, g->exposed_ns, b4, sizeof(b4)),
+			ns_or_na(na, g->hide_ns, b5, sizeof(b5)), ns_or_na(na, g->compute_wait_ns, b6, sizeof(b6)),
+			ns_or_na(na, g->queued_ns, b7, sizeof(b7)), ns_or_na(na, g->call_ns, b8, sizeof(b8)),
+			na ? "n/a" : analysis_cause_name(g->cause), g->recompute ? " (recompute)" : "");
 		sum[0] += g->duration_ns;
 		sum[1] += g->exposed_ns;
 		sum[2] += g->hide_ns;
 		sum[3] += g->compute_wait_ns;
 		sum[4] += g->queued_ns;
 	}
-	fprintf(out, "  %-92s %9s %9s %9s %9s %9s\n", "total", rule_format_ns((double)sum[0], b3, sizeof(b3)),
-		rule_format_ns((double)sum[1], b4, sizeof(b4)), rule_format_ns((double)sum[2], b5, sizeof(b5)),
-		rule_format_ns((double)sum[3], b6, sizeof(b6)), rule_format_ns((double)sum[4], b7, sizeof(b7)));
+	fprintf(out, "  %-92s %9s %9s %9s %9s %9s\n", "total", ns_or_na(na, sum[0], b3, sizeof(b3)),
+		ns_or_na(na, sum[1], b4, sizeof(b4)), ns_or_na(na, sum[2], b5, sizeof(b5)),
+		ns_or_na(na, sum[3], b6, sizeof(b6)), ns_or_na(na, sum[4], b7, sizeof(b7)));
 }
 
 /* A rank's steps the verdict left out, for its row: "-" when none. */
@@ -358,6 +385,7 @@ static void print_ranks(FILE *out, const struct analysis_result *a)
 {
 	const struct analysis_spread *sp = &a->spread;
 	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+	int na = attach_not_measured(a);
 
 	fprintf(out, "\nRanks (%u with analysed steps; AG time, exposed and wait: each rank's representative step)", sp->ranks);
 	if (sp->slowest_rank >= 0)
@@ -382,10 +410,8 @@ static void print_ranks(FILE *out, const struct analysis_result *a)
 		}
 		fprintf(out, "  %4d %6u %7u %6u %9s %9s %9s %9s %9s %11s %9s %7" PRIu64 "  %s\n", r->rank, r->pid,
 			r->steps_analyzed, r->per_step.allgathers, rule_format_ns((double)r->step_ns, b1, sizeof(b1)),
-			rule_format_ns((double)r->allgather_ns, b2, sizeof(b2)),
-			rule_format_ns((double)r->exposed_allgather_ns, b3, sizeof(b3)),
-			rule_format_ns((double)r->compute_wait_ns, b6, sizeof(b6)),
-			rule_format_ns((double)r->compute_ns, b4, sizeof(b4)), lm,
+			ns_or_na(na, r->allgather_ns, b2, sizeof(b2)), ns_or_na(na, r->exposed_allgather_ns, b3, sizeof(b3)),
+			ns_or_na(na, r->compute_wait_ns, b6, sizeof(b6)), ns_or_na(na, r->compute_ns, b4, sizeof(b4)), lm,
 			rule_format_ns((double)r->late_ns_per_step, b5, sizeof(b5)), r->dropped_records, left);
 	}
 }
@@ -445,6 +471,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	print_ranks(out, a);
 	print_flight(out, a);
 	report_sources_table(out, a);
+	report_sources_attach(out, a);
 	if (a->nnotes) {
 		fprintf(out, "\nNotes\n");
 		for (uint32_t i = 0; i < a->nnotes && i < ANALYSIS_NOTES_MAX; i++)

@@ -432,7 +432,7 @@ struct analysis_rank {
 	uint32_t steps_lost;           /* steps left out: they lost collectives (struct analysis_trust) */
 	uint32_t steps_cut;            /* steps left out: in progress when its records stop */
 	uint64_t collectives_lost;     /* gaps in its collective seq numbers */
-	int32_t cut;                   /* 1: its records stop without its process_end */
+	int32_t cut;                   /* 1: its records stop without its process_end (attached: its process died) */
 	uint32_t reserved2;
 };
 
@@ -486,8 +486,10 @@ struct analysis_trace_info {
 	uint64_t gaps_total;        /* gaps skipped, also those beyond gaps[] */
 	struct analysis_gap gaps[ANALYSIS_GAPS_MAX]; /* the first ones, in file order */
 	uint32_t sources_cut;       /* sources whose records stop without their process_end (cut short, or
-	                               the process died) */
-	uint32_t reserved;
+	                               the process died); an attached source only when its process_exit says
+	                               it died (one still running when attach let go is not cut) */
+	uint32_t sources_attached;  /* sources observed by `fsdpscope attach` (path uprobe): struct
+	                               analysis_attach says what was inferred of them */
 };
 
 /* What the trace cannot vouch for (docs/report-schema.md, "excluded"). A
@@ -500,13 +502,43 @@ struct analysis_trust {
 	uint32_t steps_lost;        /* the headline rank's steps left out for lost collectives */
 	uint32_t steps_cut;         /* the headline rank's steps left out: cut off */
 	uint32_t ranks_lost;        /* ranks that lost collectives */
-	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end */
+	uint32_t ranks_cut;         /* ranks (sources with collectives) whose records stop without process_end
+	                               (attached ones: whose process_exit says they died) */
 	uint32_t steps_lost_all;    /* steps left out for lost collectives, all ranks */
 	uint32_t steps_cut_all;     /* steps left out as cut off, all ranks */
 	uint64_t collectives_lost;  /* all ranks: seq numbers missing */
 	uint64_t ring_dropped, sink_dropped, cupti_dropped, nvtx_dropped; /* the sources' latest drops records */
 	uint64_t records_unplaced;  /* records dropped beyond the collectives lost: NVTX ranges, GPU
 	                               intervals, ... whose loss shows nowhere */
+};
+
+/* What `fsdpscope attach` inferred (docs/report-schema.md, "attach"): the
+ * probes see a communicator made before them only in use, so its identity,
+ * size and the rank in it were inferred (fss_comm_inferred). Filled only
+ * when the trace has attached sources (trace.sources_attached). */
+#define ANALYSIS_INFER_KINDS 6 /* the bits of enum fss_comm_inferred, bit i = 1 << i */
+
+/* One communicator of an attached source. */
+struct analysis_attach_comm {
+	uint64_t id;          /* its id hash (inferred with FSS_COMM_INFER_ID) */
+	uint32_t source;      /* trace source id (result->sources) */
+	int32_t rank;         /* the source's rank in it */
+	int32_t nranks;       /* its ranks (a lower bound with FSS_COMM_INFER_NRANKS_ATTACHED) */
+	uint32_t inferred;    /* enum fss_comm_inferred bits; 0 for one seen made */
+	int32_t observed;     /* 1: first seen in use (comm event observed); 0: seen made (init, split) */
+	uint32_t reserved;
+};
+
+struct analysis_attach {
+	uint32_t sources;         /* attached sources (= trace.sources_attached) */
+	uint32_t detached;        /* of them, still running when attach let go (SOURCE_END_DETACHED) */
+	uint32_t ranks_inferred;  /* of them, whose rank came from an observed communicator (rank_from
+	                             inferred or guessed) */
+	uint32_t ranks_guessed;   /* of those, guessed from pid order */
+	uint32_t comms_observed;  /* comms[] entries first seen in use */
+	uint32_t ncomms;          /* comms[] entries: every communicator of every attached source */
+	uint32_t inferred[ANALYSIS_INFER_KINDS]; /* observed comms[] entries with bit i (each <= comms_observed) */
+	struct analysis_attach_comm *comms; /* [ncomms] by source (arrival order), then as made or seen */
 };
 
 /* Calls in flight (collector/flight.c, docs/hangs.md): what a trace, or a
@@ -665,6 +697,7 @@ struct analysis_result {
 	                                     how it ended, drops, collectives seen and missing (collector/source.h) */
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
+	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */
@@ -688,6 +721,20 @@ const char *analysis_comm_role_name(int role);
 const char *analysis_verdict_name(int verdict);
 const char *analysis_undecided_name(int reason);
 const char *analysis_phase_source_name(int source);
+
+/* analysis_inferred_name - bit i of enum fss_comm_inferred as the JSON
+ * names it: "id", "nranks", "rank-inplace", "rank-env", "rank-order",
+ * "members"; analysis_inferred_words - the same in the report's words
+ * ("identity matched across ranks by their calls", ...). "unknown" past
+ * ANALYSIS_INFER_KINDS. Never NULL. */
+const char *analysis_inferred_name(int bit);
+const char *analysis_inferred_words(int bit);
+
+/* analysis_attach_exposure_why - why exposure is not measured for attached
+ * sources, and how to get it: the one place the words live (notes, report,
+ * lint). analysis_attach_steps_why - why their steps come from the period. */
+const char *analysis_attach_exposure_why(void);
+const char *analysis_attach_steps_why(void);
 
 /*
  * analysis_reshard_format - the reshard_after_forward value as the report

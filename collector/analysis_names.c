@@ -29,6 +29,7 @@ void analysis_result_free(struct analysis_result *r)
 	free(r->gathers);
 	free(r->per_rank);
 	free(r->sources);
+	free(r->attach.comms);
 	free(r);
 }
 
@@ -159,4 +160,37 @@ const char *analysis_reshard_name(int reshard)
 	default:
 		return "unknown";
 	}
+}
+
+const char *analysis_inferred_name(int bit)
+{
+	static const char *const names[ANALYSIS_INFER_KINDS] = {"id",	    "nranks",	  "rank-inplace",
+								 "rank-env", "rank-order", "members"};
+
+	return bit >= 0 && bit < ANALYSIS_INFER_KINDS ? names[bit] : "unknown";
+}
+
+const char *analysis_inferred_words(int bit)
+{
+	static const char *const words[ANALYSIS_INFER_KINDS] = {
+		"identity matched across ranks by their calls",
+		"nranks from the attached processes (a lower bound if some rank was not attached)",
+		"rank from in-place AllGathers",
+		"rank from RANK in the environment",
+		"rank guessed from pid order",
+		"membership guessed: several communicators have the same calls",
+	};
+
+	return bit >= 0 && bit < ANALYSIS_INFER_KINDS ? words[bit] : "unknown";
+}
+
+const char *analysis_attach_exposure_why(void)
+{
+	return "exposure is not measured in attach mode (uprobes see host calls only); run the job under "
+	       "`fsdpscope run` (the agent and CUPTI) to measure it";
+}
+
+const char *analysis_attach_steps_why(void)
+{
+	return "NVTX is not visible to uprobes";
 }

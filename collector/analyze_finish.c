@@ -14,6 +14,51 @@ static int result_sources(const analyzer_t *a, struct analysis_result *r)
 
 static int result_build(analyzer_t *a, struct analysis_result **out);
 
+/* What attach inferred of its sources' communicators; nothing without
+ * attached sources. */
+static int result_attach(const analyzer_t *a, struct analysis_result *r)
+{
+	const sources_t *layer = timeline_layer(a->tl);
+	struct analysis_attach *x = &r->attach;
+	size_t n = 0;
+
+	for (size_t i = 0; i < sources_count(layer); i++) {
+		const struct source *src = sources_at(layer, i);
+		if (source_is_attached(src))
+			n += src->ncomms;
+	}
+	x->comms = n ? calloc(n, sizeof *x->comms) : NULL;
+	if (n && !x->comms)
+		return -ENOMEM;
+	for (size_t i = 0; i < sources_count(layer); i++) {
+		const struct source *src = sources_at(layer, i);
+		if (!source_is_attached(src))
+			continue;
+		x->sources++;
+		x->detached += source_end_of(src) == SOURCE_END_DETACHED;
+		x->ranks_inferred += src->rank_from >= SOURCE_RANK_INFERRED_INPLACE;
+		x->ranks_guessed += source_rank_is_guess(src->rank_from) != 0;
+		for (size_t c = 0; c < src->ncomms; c++) {
+			const struct source_comm *m = &src->comms[c];
+			x->comms[x->ncomms++] = (struct analysis_attach_comm){
+			    .id = m->id_hash,
+			    .source = src->id,
+			    .rank = m->rank,
+			    .nranks = m->nranks,
+			    .inferred = m->inferred,
+			    .observed = m->observed,
+			};
+			if (!m->observed)
+				continue;
+			x->comms_observed++;
+			for (int b = 0; b < ANALYSIS_INFER_KINDS; b++)
+				x->inferred[b] += (m->inferred >> b) & 1u;
+		}
+	}
+	r->trace.sources_attached = x->sources;
+	return 0;
+}
+
 /* The calls in flight, measured to the live session's clock in a snapshot
  * (analyzer_set_now), to the trace's own end when finishing. */
 int analyze_fill_flight(const analyzer_t *a, struct analysis_result *r)
@@ -92,7 +137,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 	r->trace.truncated = a->truncated;
 	r->trace.has_cupti = ts.gpu_intervals > 0;
 	r->trace.has_nvtx = ts.nvtx_ranges > 0;
-	if (result_sources(a, r) < 0 || analyze_fill_flight(a, r) < 0) {
+	if (result_sources(a, r) < 0 || result_attach(a, r) < 0 || analyze_fill_flight(a, r) < 0) {
 		analysis_result_free(r);
 		return -ENOMEM;
 	}
@@ -161,9 +206,9 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 		e->steps_seen = steps;
 		e->dropped_records = rs->src->dropped;
 		e->steps_lost = rs->steps_lost;
-		e->steps_cut = rs->steps_cut;
+		e->steps_cut = analyze_rank_detached(rs) ? 0 : rs->steps_cut;
 		e->collectives_lost = analyze_source_lost(rs);
-		e->cut = !rs->has_end;
+		e->cut = analyze_rank_stopped(rs);
 		if (rs->analyzed) {
 			r->spread.ranks++;
 			if (e->step_ns < step_min)
@@ -337,7 +382,9 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 	if (r->exposure.source == ANALYSIS_EXPOSURE_HOST)
 		analyze_note(r, "exposure from host timing: exact where collective calls block until done (the CPU "
 			"stand-in NCCL); with real NCCL use CUPTI");
-	if (r->exposure.source == ANALYSIS_EXPOSURE_NONE)
+	if (r->exposure.source == ANALYSIS_EXPOSURE_NONE && r->trace.sources_attached)
+		analyze_note(r, "%s", analysis_attach_exposure_why());
+	else if (r->exposure.source == ANALYSIS_EXPOSURE_NONE)
 		analyze_note(r, "no compute intervals (no CUPTI kernels, no NVTX compute ranges): exposure not measured");
 	if (!h->detail)
 		analyze_note(r, "per-gather figures were kept for another rank: the gather table has no times");

@@ -260,6 +260,14 @@ void analyze_count_events(const struct tl_event *ev, const struct ev_info *info,
 			  struct analysis_step_counts *c);
 int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b);
 int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r);
+/* analyze_rank_stopped - 1 when rs's records stop short of its end: no
+ * process_end, or (an attached source, which has none) a process_exit that
+ * says it died. A source attach let go while it ran has not stopped. */
+int analyze_rank_stopped(const struct rank_state *rs);
+/* analyze_rank_detached - 1 for an attached source still running when
+ * attach let it go: the step it was in is no step of the trace (as a live
+ * session's step in progress), not one cut off. */
+int analyze_rank_detached(const struct rank_state *rs);
 void analyze_note(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int analyze_rank_entry_cmp(const void *x, const void *y);
 

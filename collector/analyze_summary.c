@@ -277,6 +277,7 @@ int analyze_summarise(analyzer_t *a, struct rank_state *rs, const struct tl_even
 
 	/* intervals: GPU kernels when this rank has them, else host calls */
 	int use_gpu = !a->opt.force_host_timing && src->gpu_comm_seen > 0;
+	int attached = src->view && source_is_attached(src->view) && !(src->features & FSS_FEATURE_CUPTI);
 	if (use_gpu) {
 		size_t ng = tl_array_len(&src->gpu), nspan = 0;
 		compute = malloc((ng ? ng : 1) * sizeof *compute);
@@ -345,7 +346,10 @@ int analyze_summarise(analyzer_t *a, struct rank_state *rs, const struct tl_even
 			iv[i] = (struct interval){ev[i].launch_ns, ev[i].exit_ns};
 			s->info[i].timed = ev[i].exit_ns > ev[i].launch_ns;
 		}
-		if (m > 0) {
+		/* an attached source's calls are timed by uprobes on the host: on a
+		 * real GPU a call returns at enqueue, so host intervals would make
+		 * up exposure; it is not measured for them (analysis_attach_exposure_why) */
+		if (m > 0 && !attached) {
 			if (overlap_host_compute(ranges, m, &compute, &ncompute) < 0 ||
 			    overlap_host_units(ranges, m, &units, &nunits) < 0)
 				goto fail;

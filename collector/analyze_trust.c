@@ -185,6 +185,11 @@ void analyze_step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal
 	a->on_step(a->on_step_ctx, &si);
 }
 
+static int rank_attached(const struct rank_state *rs)
+{
+	return rs->src->view && source_is_attached(rs->src->view);
+}
+
 /* A source's drops and process_end records: what it says it lost, and how
  * many calls it made. */
 void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *rec)
@@ -201,6 +206,10 @@ void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *r
 	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
 		rs->reaped = 1;
 		rs->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
+		/* attach writes no process_end: an attached process the kernel saw
+		 * exit 0 ended as one that wrote it (its count of calls unknown) */
+		if (rank_attached(rs) && WIFEXITED(rs->wait_status) && WEXITSTATUS(rs->wait_status) == 0)
+			rs->has_end = 1;
 	}
 }
 
@@ -236,9 +245,19 @@ static int has_lost_step(const struct rank_state *rs)
 	return rs->steps_lost > 0;
 }
 
-static int is_cut(const struct rank_state *rs)
+int analyze_rank_stopped(const struct rank_state *rs)
 {
+	/* attach writes no process_end: an attached source stopped short only
+	 * when the kernel saw its process die; without a process_exit it was
+	 * still running when attach let it go (its records are whole) */
+	if (rank_attached(rs))
+		return rs->reaped && !rs->has_end;
 	return !rs->has_end;
+}
+
+int analyze_rank_detached(const struct rank_state *rs)
+{
+	return rank_attached(rs) && !rs->reaped && !rs->has_end;
 }
 
 /* What the trace cannot vouch for, and the notes that say so. They come
@@ -252,20 +271,23 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 		t->sink_dropped += rs->sink_dropped;
 		t->cupti_dropped += rs->cupti_dropped;
 		t->nvtx_dropped += rs->nvtx_dropped;
-		if (!rs->has_end)
+		if (analyze_rank_stopped(rs))
 			r->trace.sources_cut++;
 		if (!rs->src->collectives)
 			continue;
 		uint64_t lost = analyze_source_lost(rs);
 		t->collectives_lost += lost;
 		t->ranks_lost += lost > 0;
-		t->ranks_cut += !rs->has_end;
+		t->ranks_cut += analyze_rank_stopped(rs) != 0;
 		t->steps_lost_all += rs->steps_lost;
-		t->steps_cut_all += rs->steps_cut;
+		/* a detached source's last step was in progress when attach let
+		 * go: left out, but not a step of a rank that stopped */
+		if (!analyze_rank_detached(rs))
+			t->steps_cut_all += rs->steps_cut;
 	}
 	if (h) {
 		t->steps_lost = h->steps_lost;
-		t->steps_cut = h->steps_cut;
+		t->steps_cut = analyze_rank_detached(h) ? 0 : h->steps_cut;
 	}
 	uint64_t dropped = t->ring_dropped + t->sink_dropped + t->cupti_dropped + t->nvtx_dropped;
 	t->records_unplaced = dropped > t->collectives_lost ? dropped - t->collectives_lost : 0;
@@ -287,7 +309,7 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 		analyze_note(r, "%llu collectives lost outside the steps (gaps in the seq numbers): no step left out",
 		     (unsigned long long)t->collectives_lost);
 	}
-	x = lowest_rank(a, is_cut);
+	x = lowest_rank(a, analyze_rank_stopped);
 	if (x && t->ranks_cut == 1) {
 		char step[64] = "no step was in progress there", how[48] = "the trace was cut short, or the process died";
 		if (x->steps_cut)
@@ -296,12 +318,25 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(x->wait_status));
 		else if (x->reaped && WIFEXITED(x->wait_status))
 			snprintf(how, sizeof how, "it exited with status %d", WEXITSTATUS(x->wait_status));
-		analyze_note(r, "rank %d's records stop without its process_end (%s): %s", x->src->rank, how, step);
+		if (rank_attached(x))
+			analyze_note(r, "rank %d's process ended while attached (%s): %s", x->src->rank, how, step);
+		else
+			analyze_note(r, "rank %d's records stop without its process_end (%s): %s", x->src->rank, how, step);
 	} else if (x) {
 		analyze_note(r, "the records of %u ranks stop without their process_end (the trace was cut short, or they died): "
 			"%u step%s in progress there left out",
 		     t->ranks_cut, t->steps_cut_all, t->steps_cut_all == 1 ? "" : "s");
 	}
+	uint32_t detached = 0, detached_steps = 0;
+	for (size_t i = 0; i < a->nrs; i++)
+		if (a->rs[i]->src->collectives && analyze_rank_detached(a->rs[i])) {
+			detached++;
+			detached_steps += a->rs[i]->steps_cut;
+		}
+	if (detached)
+		analyze_note(r, "%u attached process%s " SOURCE_END_DETACHED_WORDS " when attach let go: %u step%s in "
+				"progress there left out (not a fault)",
+			     detached, detached == 1 ? "" : "es", detached_steps, detached_steps == 1 ? "" : "s");
 	if (t->records_unplaced)
 		analyze_note(r, "%llu records dropped (ring %llu, sink %llu, CUPTI %llu, NVTX %llu), %llu not collectives: "
 			"exposure, NVTX steps and unit names may be off",

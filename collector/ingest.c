@@ -630,7 +630,10 @@ static int restate_note(struct restate *r, const struct fss_record_head *rec)
 				r->comms[i] = r->comms[--r->ncomms];
 			break;
 		}
-		if (c->result != 0 || (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT))
+		/* an observed communicator (attach saw it first in use) is as live
+		 * as one seen made: restated with what was inferred of it */
+		if (c->result != 0 ||
+		    (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT && c->event != FSS_COMM_OBSERVED))
 			break;
 		if (i == r->ncomms) {
 			if (grow((void **)&r->comms, &r->capcomms, r->ncomms + 1, sizeof(*r->comms), 4))

@@ -179,6 +179,8 @@ int live_on_record(live_t *l, const struct fss_record_head *rec, const struct so
 	r->rank = src->rank;
 	r->pid = src->pid;
 	r->ended = src->has_process_end || src->has_exit;
+	r->attached = source_is_attached(src) && !(src->features & FSS_FEATURE_CUPTI);
+	r->rank_from = (int32_t)src->rank_from;
 	r->dropped = src->dropped;
 	r->collectives_missing = source_collectives_missing(src);
 	if (src->last_ns > r->last_ns)
@@ -320,6 +322,8 @@ void live_set_diagnosis(live_t *l, const struct analysis_result *res, const stru
 	j->exposed_allgather_ns_per_step = res->exposure.exposed_allgather_ns_per_step;
 	j->compute_wait_ns_per_step = res->exposure.compute_wait_ns_per_step;
 	j->flight = res->flight;
+	j->sources_attached = res->trace.sources_attached;
+	j->exposure_source = (int)res->exposure.source;
 
 	j->nfindings = 0;
 	for (size_t i = 0; i < nfindings && j->nfindings < LIVE_FINDINGS_MAX; i++) {

@@ -117,6 +117,10 @@ struct live_rank {
 	struct live_event strip[LIVE_STRIP_MAX];
 	char host[LIVE_NAME_BYTES];    /* its hello's host name, "" until known */
 	char command[LIVE_NAME_BYTES]; /* its hello's command (argv[0]), "" until known */
+	int attached;                  /* observed by fsdpscope attach (hello path uprobe) without CUPTI: its
+	                                  exposure, compute wait and compute are not measured (0 in its steps):
+	                                  readers show n/a, /metrics leaves them out */
+	int32_t rank_from;             /* enum source_rank_from of rank (a guess: source_rank_is_guess) */
 };
 
 /* A finding so far, as the rules gave it on the latest diagnosis. */
@@ -158,6 +162,10 @@ struct live_job {
 	struct live_gather gathers[LIVE_GATHERS_MAX];
 	struct analysis_flight flight; /* the latest diagnosis' calls in flight: hangs (waits past the timeout)
 	                                  and mismatches; all 0 before the first diagnosis */
+	uint32_t sources_attached;     /* the latest diagnosis' sources observed by fsdpscope attach */
+	int exposure_source;           /* enum analysis_exposure_source of the latest diagnosis: with attached
+	                                  sources and none, exposed_allgather_ns_per_step and
+	                                  compute_wait_ns_per_step are not measured (n/a, left out of /metrics) */
 };
 
 /* What readers see: one consistent copy. */

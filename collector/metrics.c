@@ -420,14 +420,20 @@ static int value_of(enum family_id f, const struct live_rank *k, struct value *v
 		val->u = k->totals.allgathers_sum;
 		return 1;
 	case F_ALLGATHER_EXPOSED_TOTAL:
+		if (k->attached)
+			return 0;
 		val->kind = V_NS;
 		val->u = k->totals.exposed_allgather_ns_sum;
 		return 1;
 	case F_COMPUTE_WAIT_TOTAL:
+		if (k->attached)
+			return 0;
 		val->kind = V_NS;
 		val->u = k->totals.compute_wait_ns_sum;
 		return 1;
 	case F_COMPUTE_TOTAL:
+		if (k->attached)
+			return 0;
 		val->kind = V_NS;
 		val->u = k->totals.compute_ns_sum;
 		return 1;
@@ -435,6 +441,11 @@ static int value_of(enum family_id f, const struct live_rank *k, struct value *v
 		break;
 	}
 	if (!s)
+		return 0;
+	/* uprobes time host calls only: an attached rank's AllGather time,
+	 * exposure and compute are not measured, so not written as 0 */
+	if (k->attached && (f == F_ALLGATHER_SECONDS || f == F_ALLGATHER_EXPOSED || f == F_COMPUTE_WAIT ||
+			    f == F_COMPUTE || f == F_COMM_EXPOSED))
 		return 0;
 	switch (f) {
 	case F_STEP_SECONDS:
@@ -674,14 +685,17 @@ static void render_job(struct render *r)
 		sample_u64(r, F_DIAG_ALLGATHERS, j->allgathers_per_step);
 		if (j->microbatches)
 			sample_u64(r, F_DIAG_MICROBATCHES, j->microbatches);
-		sample_begin(r, F_DIAG_EXPOSED);
-		out_write(&r->o, " ", 1);
-		out_ns(&r->o, j->exposed_allgather_ns_per_step, 0);
-		out_write(&r->o, "\n", 1);
-		sample_begin(r, F_DIAG_COMPUTE_WAIT);
-		out_write(&r->o, " ", 1);
-		out_ns(&r->o, j->compute_wait_ns_per_step, 0);
-		out_write(&r->o, "\n", 1);
+		/* attach mode: not measured, left out rather than 0 */
+		if (!(j->sources_attached && j->exposure_source == ANALYSIS_EXPOSURE_NONE)) {
+			sample_begin(r, F_DIAG_EXPOSED);
+			out_write(&r->o, " ", 1);
+			out_ns(&r->o, j->exposed_allgather_ns_per_step, 0);
+			out_write(&r->o, "\n", 1);
+			sample_begin(r, F_DIAG_COMPUTE_WAIT);
+			out_write(&r->o, " ", 1);
+			out_ns(&r->o, j->compute_wait_ns_per_step, 0);
+			out_write(&r->o, "\n", 1);
+		}
 	}
 	render_findings(r);
 }

@@ -160,11 +160,20 @@ static void rank_decide(struct source *src)
 	src->rank_from = SOURCE_RANK_UNKNOWN;
 	src->world_size = 0;
 	for (size_t i = 0; i < src->ncomms; i++) {
-		if (src->comms[i].nranks > best) {
-			best = src->comms[i].nranks;
-			src->rank = src->comms[i].rank;
-			src->world_size = src->comms[i].nranks;
+		const struct source_comm *c = &src->comms[i];
+
+		if (c->nranks > best) {
+			best = c->nranks;
+			src->rank = c->rank;
+			src->world_size = c->nranks;
 			src->rank_from = SOURCE_RANK_COMMUNICATOR;
+			/* the strongest evidence attach had says where it came from */
+			if (c->inferred & FSS_COMM_INFER_RANK_INPLACE)
+				src->rank_from = SOURCE_RANK_INFERRED_INPLACE;
+			else if (c->inferred & FSS_COMM_INFER_RANK_ENV)
+				src->rank_from = SOURCE_RANK_INFERRED_ENV;
+			else if (c->inferred & FSS_COMM_INFER_RANK_ORDER)
+				src->rank_from = SOURCE_RANK_GUESSED_ORDER;
 		}
 	}
 	if (src->rank_from != SOURCE_RANK_UNKNOWN)
@@ -226,8 +235,10 @@ const struct source_comm *source_comm_find(const struct source *src, uint64_t ha
 	return comm_find((struct source *)src, handle);
 }
 
-/* An init or split: add the communicator (or replace one whose handle was
- * reused); *index gets where, SIZE_MAX when nothing changed. */
+/* An init, split or observed communicator: add it (or replace one whose
+ * handle was reused); *index gets where, SIZE_MAX when nothing changed. An
+ * observed one (attach saw it first in use) is a communicator like an init:
+ * its dimension is its id_hash, what was inferred is kept beside it. */
 static int on_comm(struct source_state *st, const struct fss_rec_comm *c, size_t *index)
 {
 	struct source *src = &st->pub;
@@ -236,10 +247,10 @@ static int on_comm(struct source_state *st, const struct fss_rec_comm *c, size_t
 
 	*index = SIZE_MAX;
 	note_time(src, c->exit_ns);
-	if (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT)
+	if (c->event != FSS_COMM_INIT && c->event != FSS_COMM_SPLIT && c->event != FSS_COMM_OBSERVED)
 		return 0;
 	m = c->comm ? comm_find(src, c->comm) : NULL;
-	if (m && m->id_hash == c->id_hash)
+	if (m && m->id_hash == c->id_hash && m->inferred == (c->event == FSS_COMM_OBSERVED ? c->inferred : 0u))
 		return 0; /* a replay (the agent sends its communicators again on a new sink) */
 	/* Every rank of the parent makes the same splits in the same order, a
 	 * rank left out of the new group (no color, no communicator) included:
@@ -278,7 +289,9 @@ static int on_comm(struct source_state *st, const struct fss_rec_comm *c, size_t
 				  .rank = c->rank,
 				  .device = c->device,
 				  .color = c->event == FSS_COMM_SPLIT ? c->color : -1,
-				  .name = c->name};
+				  .name = c->name,
+				  .inferred = c->event == FSS_COMM_OBSERVED ? c->inferred : 0,
+				  .observed = c->event == FSS_COMM_OBSERVED};
 	*index = (size_t)(m - src->comms);
 	rank_decide(src);
 	return 0;
@@ -487,18 +500,27 @@ int sources_finish(sources_t *s)
 
 /* ---- how it ended -------------------------------------------------------- */
 
+int source_is_attached(const struct source *src)
+{
+	return src->has_hello && src->path == FSS_PATH_UPROBE;
+}
+
 enum source_end source_end_of(const struct source *src)
 {
+	/* attach writes no process_end: its process_exit (the kernel saw the
+	 * process go) is the whole end, and without one the process was
+	 * still running when attach let it go */
+	int whole = src->has_process_end || source_is_attached(src);
+
 	if (src->has_exit) {
 		if (WIFSIGNALED(src->wait_status))
 			return SOURCE_END_SIGNALED;
 		if (WIFEXITED(src->wait_status))
-			return WEXITSTATUS(src->wait_status) == 0 && src->has_process_end ? SOURCE_END_CLEAN
-											    : SOURCE_END_EXITED;
+			return WEXITSTATUS(src->wait_status) == 0 && whole ? SOURCE_END_CLEAN : SOURCE_END_EXITED;
 	}
 	if (src->has_process_end)
 		return src->end_exit_code > 0 ? SOURCE_END_EXITED : SOURCE_END_CLEAN;
-	return SOURCE_END_CUT_OFF;
+	return source_is_attached(src) ? SOURCE_END_DETACHED : SOURCE_END_CUT_OFF;
 }
 
 int32_t source_exit_code(const struct source *src)
@@ -533,6 +555,8 @@ const char *source_end_name(enum source_end end)
 		return "exited";
 	case SOURCE_END_SIGNALED:
 		return "signaled";
+	case SOURCE_END_DETACHED:
+		return "detached";
 	}
 	return "unknown";
 }
@@ -548,10 +572,21 @@ const char *source_rank_from_name(enum source_rank_from from)
 		return "SLURM_PROCID";
 	case SOURCE_RANK_OMPI_RANK:
 		return "OMPI_COMM_WORLD_RANK";
+	case SOURCE_RANK_INFERRED_INPLACE:
+		return "inferred:in-place-allgather";
+	case SOURCE_RANK_INFERRED_ENV:
+		return "inferred:environment";
+	case SOURCE_RANK_GUESSED_ORDER:
+		return "guessed:pid-order";
 	case SOURCE_RANK_UNKNOWN:
 		break;
 	}
 	return "unknown";
+}
+
+int source_rank_is_guess(enum source_rank_from from)
+{
+	return from == SOURCE_RANK_GUESSED_ORDER;
 }
 
 static void copy_text(char *dst, const char *s)
@@ -590,6 +625,21 @@ int sources_summarize(const sources_t *s, struct source_summary **out, size_t *n
 		e->dropped = src->dropped;
 		copy_text(e->host, sources_string(s, src->id, src->host));
 		copy_text(e->command, sources_string(s, src->id, src->command));
+		e->path = src->path;
+		for (size_t c = 0; c < src->ncomms; c++) {
+			e->comms++;
+			e->comms_observed += src->comms[c].observed != 0;
+		}
+		if (src->rank_from >= SOURCE_RANK_INFERRED_INPLACE) {
+			/* the communicator rank_decide took: the first largest */
+			int32_t best = 0;
+
+			for (size_t c = 0; c < src->ncomms; c++)
+				if (src->comms[c].nranks > best) {
+					best = src->comms[c].nranks;
+					e->rank_inferred = src->comms[c].inferred;
+				}
+		}
 	}
 	*out = v;
 	*n = k;

@@ -21,7 +21,11 @@
  *
  * A source's rank is decided here and nowhere else: its rank in its largest
  * communicator, else the hello's hint (RANK, else SLURM_PROCID, else
- * OMPI_COMM_WORLD_RANK), else -1.
+ * OMPI_COMM_WORLD_RANK), else -1. A communicator `fsdpscope attach` first
+ * saw in use (comm event observed) counts as one made, but its rank was
+ * inferred, and rank_from says how (never "communicator"): a rank guessed
+ * from pid order is SOURCE_RANK_GUESSED_ORDER, and every reader that prints
+ * a rank with its origin shows it as a guess.
  *
  * Threading: a sources_t is used by one thread at a time.
  */
@@ -44,6 +48,11 @@ enum source_rank_from {
 	SOURCE_RANK_ENV_RANK,     /* the hello's RANK */
 	SOURCE_RANK_SLURM_PROCID, /* the hello's SLURM_PROCID */
 	SOURCE_RANK_OMPI_RANK,    /* the hello's OMPI_COMM_WORLD_RANK */
+	/* its largest communicator is one attach first saw in use (comm event
+	 * observed): its rank there was inferred (fss_comm_inferred) */
+	SOURCE_RANK_INFERRED_INPLACE, /* from its in-place AllGathers (sendbuff = recvbuff + rank x bytes) */
+	SOURCE_RANK_INFERRED_ENV,     /* from RANK (SLURM_PROCID, ...) of its environment, read by attach */
+	SOURCE_RANK_GUESSED_ORDER,    /* a guess: its place by pid among the processes that share it */
 };
 
 /* How a source ended, as far as the trace tells. */
@@ -52,6 +61,8 @@ enum source_end {
 	SOURCE_END_CLEAN,       /* process_end, and exit code 0 (or not known) */
 	SOURCE_END_EXITED,      /* exited with a non-zero code, or without its process_end (records may be missing) */
 	SOURCE_END_SIGNALED,    /* killed by a signal (process_exit) */
+	SOURCE_END_DETACHED,    /* an attached source (path uprobe) without process_exit: still running when
+	                           `fsdpscope attach` let it go; its records are whole up to there */
 };
 
 /* A communicator of one source, as its init / split record said. */
@@ -67,6 +78,8 @@ struct source_comm {
 	int32_t color;       /* split color, -1 for an init */
 	uint32_t name;       /* string id of the job's name for it (commName), 0 */
 	uint32_t splits;     /* splits made from it so far */
+	uint32_t inferred;   /* enum fss_comm_inferred bits of its comm record: 0 unless observed */
+	int32_t observed;    /* 1: first seen in use (comm event observed), its creation not seen */
 };
 
 /* Drop counters: the agent's (latest drops record) and the layer's own. */
@@ -172,7 +185,13 @@ const char *sources_string(const sources_t *s, uint32_t source, uint32_t id);
 /* source_comm_find - the latest communicator of src with this handle, or NULL. */
 const struct source_comm *source_comm_find(const struct source *src, uint64_t handle);
 
-/* source_end_of - how src ended (SOURCE_END_CUT_OFF while it has not). */
+/* source_is_attached - 1 when src was observed by `fsdpscope attach`
+ * (hello path uprobe): host calls only, no CUPTI, no NVTX, no process_end. */
+int source_is_attached(const struct source *src);
+
+/* source_end_of - how src ended (SOURCE_END_CUT_OFF while it has not; an
+ * attached source SOURCE_END_DETACHED, and CLEAN when it exited 0: attach
+ * writes no process_end). */
 enum source_end source_end_of(const struct source *src);
 
 /* source_exit_code - the exit code (process_exit, else process_end), -1
@@ -208,6 +227,10 @@ struct source_summary {
 	uint64_t dropped;           /* every drop counter summed */
 	char host[SOURCE_TEXT_MAX];    /* "" unknown */
 	char command[SOURCE_TEXT_MAX]; /* "" unknown */
+	int32_t path;               /* enum fss_path of its hello */
+	uint32_t rank_inferred;     /* fss_comm_inferred bits of the communicator its rank came from, 0 */
+	uint32_t comms;             /* communicators it made or was seen using */
+	uint32_t comms_observed;    /* of them, first seen in use (attach: fields inferred) */
 };
 
 /*
@@ -217,9 +240,18 @@ struct source_summary {
 int sources_summarize(const sources_t *s, struct source_summary **out, size_t *n);
 
 /* Names for dump, reports and JSON; never NULL.
- * "cut-off", "clean", "exited", "signaled"; "communicator", "RANK",
- * "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "unknown". */
+ * "cut-off", "clean", "exited", "signaled", "detached"; "communicator", "RANK",
+ * "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "inferred:in-place-allgather",
+ * "inferred:environment", "guessed:pid-order", "unknown". */
 const char *source_end_name(enum source_end end);
 const char *source_rank_from_name(enum source_rank_from from);
+
+/* source_rank_is_guess - 1 for a rank nothing measured says (pid order):
+ * printed with a mark ("2?") wherever ranks are listed with their origin. */
+int source_rank_is_guess(enum source_rank_from from);
+
+/* How a detached source (SOURCE_END_DETACHED) ended, in words: the one
+ * place they live (report, dump, lint). */
+#define SOURCE_END_DETACHED_WORDS "detached (still running)"
 
 #endif

@@ -62,10 +62,8 @@ static int gather_issue(struct fsdp_runtime *rt, int u, int backward, int ahead)
 	fp->full = mem_alloc(rt->mem, MEM_GATHERED, full_bytes(rt, u));
 	if (!fp->full)
 		return -ENOMEM;
-	int rc = rt->be->event_record_compute(fp->gather_ready);
-	if (rc < 0)
-		return rc;
 	struct comm_request *r = &fp->gather;
+	int rank;
 	r->op = COMM_ALLGATHER;
 	r->recv = fp->full;
 	r->dtype = nccl_dtype(rt->cfg.param_dtype);
@@ -75,11 +73,25 @@ static int gather_issue(struct fsdp_runtime *rt, int u, int backward, int ahead)
 		r->comm = rt->comms.regather;
 		r->send = fp->regathered;
 		r->count = ui->padded / (size_t)rt->cfg.reshard_size;
+		rank = rt->comms.regather_rank;
 	} else {
 		r->comm = rt->comms.shard;
 		r->send = fp->param;
 		r->count = ui->shard;
+		rank = rt->cfg.shard_rank;
 	}
+	int rc;
+	if (rt->cfg.gather_in_place) {
+		/* FSDP2's foreach_all_gather: the shard is copied into its place in
+		 * the gathered buffer (on the compute stream, before the gather's
+		 * ready event), and the gather sends from there */
+		void *mine = (char *)fp->full + (size_t)rank * r->count * rt->pbytes;
+		if ((rc = rt->be->memcpy_d2d(mine, r->send, r->count * rt->pbytes)) < 0)
+			return rc;
+		r->send = mine;
+	}
+	if ((rc = rt->be->event_record_compute(fp->gather_ready)) < 0)
+		return rc;
 	if ((rc = comm_submit(rt->ct, r)) < 0)
 		return rc;
 	fp->gather_pending = 1;

@@ -43,6 +43,10 @@ struct fsdp_config {
 	int tp_size;		      /* T: ranks of a tensor-parallel group (1: none) */
 	int tp_rank;		      /* this rank's index in it: which part of each split tensor it holds */
 	uint64_t seed;		      /* initial weights */
+	int gather_in_place;	      /* 1 (FSDP2's foreach_all_gather): the shard is copied into the gathered
+					 buffer at rank x shard bytes and the AllGather sends from there
+					 (sendbuff = recvbuff + rank x bytes); 0 (FSDP1's FlatParameter): from
+					 the shard's own buffer */
 };
 
 /* Communicators, created by the caller (ncclCommSplit of the world). With

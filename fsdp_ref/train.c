@@ -423,6 +423,7 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	    .tp_size = T,
 	    .tp_rank = tp_rank,
 	    .seed = o->seed,
+	    .gather_in_place = o->style == FSDP_STYLE_FSDP2,
 	};
 	struct fsdp_comms comms = {
 	    .shard = s.shard,

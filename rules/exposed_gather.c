@@ -130,6 +130,19 @@ static void top_gathers(const struct analysis_result *a, FILE *f)
 	}
 }
 
+/* An attached job: its gathers were seen, their exposure cannot be. Said
+ * as a finding, so that no list of findings reads as if exposure were clean. */
+static int not_measured(const struct rule *self, findings_t *out)
+{
+	char *message = finding_printf("AllGather exposure not measured: %s", analysis_attach_exposure_why());
+	char *evidence = finding_printf("the trace's sources were observed by `fsdpscope attach` (uprobes on "
+					"libnccl: host calls, no GPU intervals): exposed-gather was not checked");
+	char *fix = finding_printf("fsdpscope run -- <the job's command>: the agent records GPU intervals with "
+				   "CUPTI, from which exposure is measured");
+
+	return findings_take(out, self, RULE_INFO, message, evidence, fix, NULL, NULL) ? 0 : -ENOMEM;
+}
+
 static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c,
 		 findings_t *out)
 {
@@ -143,6 +156,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	FILE *f;
 	struct finding *fd;
 
+	if (a->steps_analyzed && e->source == ANALYSIS_EXPOSURE_NONE && a->trace.sources_attached)
+		return not_measured(self, out);
 	if (a->steps_analyzed == 0 || e->source == ANALYSIS_EXPOSURE_NONE || frac < 0)
 		return 0;
 	if (frac < rule_threshold(c, RULE_T_EXPOSED_FRACTION))

@@ -102,7 +102,9 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		mb * (per_block_forward + per_block_backward), mb * per_block_forward, mb * per_block_backward, k,
 		rule_format_bytes(block_bytes, b1, sizeof(b1)), rule_format_bytes(piece_bytes, b2, sizeof(b2)),
 		rule_format_bytes(block_bytes, b3, sizeof(b3)),
-		rule_format_ns((double)a->exposure.allgather_ns_per_step, b4, sizeof(b4)),
+		a->trace.sources_attached && a->exposure.source == ANALYSIS_EXPOSURE_NONE
+			? "not measured in attach mode"
+			: rule_format_ns((double)a->exposure.allgather_ns_per_step, b4, sizeof(b4)),
 		a->exposure.exposed_fraction >= 0 ? ", exposed " : "", exposed, others,
 		rule_left_out(a, left_out, sizeof(left_out)));
 	free(others);

@@ -92,9 +92,11 @@ static const struct live_event *slowest_event(const struct live_rank *r)
 	return best;
 }
 
-static int measures_exposure(int mode)
+/* Attach mode, or a rank the live state says attach observed: uprobes time
+ * host calls only, exposure and compute read n/a. */
+static int measures_exposure(int mode, const struct live_rank *r)
 {
-	return mode != TOP_MODE_ATTACH;
+	return mode != TOP_MODE_ATTACH && !r->attached;
 }
 
 /* The figure a column sorts by; 0 when the rank has none (it sorts last). */
@@ -118,13 +120,13 @@ static int column_value(const struct live_rank *r, int col, int mode, double *ou
 		return stepped;
 	case TOP_COL_EXPOSED:
 		*out = (double)r->last.exposed_allgather_ns;
-		return stepped && measures_exposure(mode);
+		return stepped && measures_exposure(mode, r);
 	case TOP_COL_SHARE:
 		*out = stepped ? (double)r->last.exposed_allgather_ns / (double)r->last.step_ns : 0;
-		return stepped && measures_exposure(mode);
+		return stepped && measures_exposure(mode, r);
 	case TOP_COL_COMPUTE:
 		*out = (double)r->last.compute_ns;
-		return stepped && measures_exposure(mode);
+		return stepped && measures_exposure(mode, r);
 	case TOP_COL_SLOWEST:
 		e = slowest_event(r);
 		*out = e ? (double)(e->end_ns - e->start_ns) : 0;
@@ -190,13 +192,13 @@ static void cell_text(const struct top_state *st, const struct live_view *v, con
 		      char *buf, size_t len)
 {
 	const struct live_event *e;
-	int stepped = r->last.step_ns > 0, exposure = measures_exposure(st->info.mode);
+	int stepped = r->last.step_ns > 0, exposure = measures_exposure(st->info.mode, r);
 	char a[32];
 
 	switch (col) {
 	case TOP_COL_RANK:
-		if (r->rank >= 0)
-			snprintf(buf, len, "%d", r->rank);
+		if (r->rank >= 0) /* a rank guessed from pid order reads as one */
+			snprintf(buf, len, "%d%s", r->rank, r->rank_from == SOURCE_RANK_GUESSED_ORDER ? "?" : "");
 		else
 			snprintf(buf, len, "?");
 		return;

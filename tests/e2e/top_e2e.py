@@ -150,7 +150,7 @@ class Pane:
     """One private tmux server with one pane running `fsdpscope top ...`
     through a script that records stty -g before and after, and the status."""
 
-    def __init__(self, args, work, top_args, cols=80, rows=24, env=None, name="t"):
+    def __init__(self, args, work, top_args, cols=80, rows=24, env=None, name="t", command="top"):
         self.args, self.work = args, work
         self.sock_dir = fresh(os.path.join(work, "tmux"))
         os.chmod(self.sock_dir, 0o700)
@@ -178,7 +178,7 @@ class Pane:
                     f"cd {shlex.quote(work)} || exit 1\n"
                     + "".join(f"unset {k}\n" for k in unsets) + exports +
                     f"stty -g > {shlex.quote(self.before)}\n"
-                    f"{shlex.join([args.fsdpscope, 'top', *top_args])} 2> {shlex.quote(self.err)}\n"
+                    f"{shlex.join([args.fsdpscope, command, *top_args])} 2> {shlex.quote(self.err)}\n"
                     f"echo $? > {shlex.quote(self.rc_file)}.tmp\n"
                     f"stty -g > {shlex.quote(self.after)}\n"
                     f"mv {shlex.quote(self.rc_file)}.tmp {shlex.quote(self.rc_file)}\n"

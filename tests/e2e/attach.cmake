@@ -1,0 +1,39 @@
+# `fsdpscope attach` end to end (tests/e2e/attach_e2e.py): fsdp_ref started
+# without fsdpscope, stopped, attached, let go; its own log is the ground
+# truth. The scenarios need root (eBPF): without it, and in a build without
+# libbpf, each is reported as skipped with the reason, never passed.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+
+set(FSS_ATTACH_E2E_MISSING "")
+if(NOT Python3_Interpreter_FOUND)
+  set(FSS_ATTACH_E2E_MISSING "python3 not found (apt-get install python3)")
+elseif(NOT TARGET fsdp_ref)
+  set(FSS_ATTACH_E2E_MISSING "fsdp_ref is not built (needs nccl.h and the CUDA headers)")
+endif()
+
+if(FSS_ATTACH_E2E_MISSING)
+  add_test(NAME attach_e2e COMMAND sh -c "echo 'SKIP: ${FSS_ATTACH_E2E_MISSING}'; exit 77")
+  set_tests_properties(attach_e2e PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;attach")
+  return()
+endif()
+
+function(fss_attach_e2e name timeout)
+  add_test(NAME attach_e2e_${name}
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/attach_e2e.py ${name}
+            --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref>
+            $<$<TARGET_EXISTS:fsdpscope_agent>:--agent=$<TARGET_FILE:fsdpscope_agent>>
+            $<$<TARGET_EXISTS:attach_probe_job>:--probe-job=$<TARGET_FILE:attach_probe_job>>
+            --work ${CMAKE_CURRENT_BINARY_DIR}/attach_e2e)
+  set_tests_properties(attach_e2e_${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "e2e;attach")
+endfunction()
+
+fss_attach_e2e(fsdp_3_linear 600)
+fss_attach_e2e(fsdp_4_block 600)
+fss_attach_e2e(fsdp_3_block 600)
+fss_attach_e2e(fsdp_4_linear 600)
+fss_attach_e2e(detach 600)
+fss_attach_e2e(launcher 600)
+fss_attach_e2e(twice 600)
+fss_attach_e2e(errors 300)
+fss_attach_e2e(real_nccl 300)
+fss_attach_e2e(top 600)

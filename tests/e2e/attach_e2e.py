@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `fsdpscope attach` (tests/e2e/attach.cmake).
+
+usage: attach_e2e.py SCENARIO --fsdpscope F --fsdp-ref R --work DIR [--agent A] [--probe-job J]
+                     [--real-nccl PATH] [--tmux T]
+
+fsdp_ref (CPU backend, the NCCL stand-in) is started WITHOUT fsdpscope and
+attached while it runs. Deterministically: its processes are stopped
+(SIGSTOP), attach is started and says every process it placed probes on,
+then they go on (SIGCONT); so every call from there on is recorded, and the
+counts are compared with fsdp_ref's own log (its ground truth).
+
+Scenarios:
+  fsdp_3_linear, fsdp_4_block, fsdp_3_block, fsdp_4_linear
+                N ranks, the wrap policy, 220 steps, attached after step 20:
+                from the first step after the attach every step of every rank
+                is in the attach trace: its AllGathers per step (report
+                per_step, per rank) equal the log's, the steps analysed are
+                the log's steps after the attach (less what the analysis takes
+                as warm-up), the AllGather records of each rank are the log's
+                AllGathers after the attach plus part of one step; the ranks
+                come from in-place AllGathers (the sources say so); exposure
+                is "not measured" and the wrap verdict (rule ids and
+                severities of the wrap, reshard and size rules; units; the
+                reshard policy) equals `fsdpscope run`'s on the same job
+  detach        a job attached after step 10 and detached (SIGINT to attach)
+                at step 60 of 120: its exit code and every loss of its log
+                equal those of the same job never attached; the trace holds
+                the steps in between, its sources read "detached"
+  launcher      attach to a launcher (a shell whose child waits on a FIFO)
+                before fsdp_ref starts: attach waits for its ranks; fsdp_ref
+                --hold-at 4:FIFO starts, attach picks up its processes at its
+                next look at /proc, the job is let go once all are attached:
+                every step from 4 on is counted as the log counts it
+  twice         two attaches on one stopped job at once: both traces count the
+                same collectives per rank as the log
+  errors        exit 2 and the message for: no such pid, a thread id, a
+                process without libnccl (names what is mapped and
+                'fsdpscope run'), no PID, --all with a PID, a bad --duration,
+                not root (as nobody: says CAP_BPF / CAP_PERFMON)
+  real_nccl     the probe job linked with the toolkit's real libnccl.so.2 (no
+                GPU: its calls fail) attached while stopped: the trace has its
+                calls with their results (path uprobe), resolved on the real
+                library's symbols
+  top           `fsdpscope attach --top PID` in a tmux pane: the dashboard shows
+                the job's ranks and "n/a" for exposure; q detaches, the trace is
+                written and the job runs on to its end
+
+No timing is asserted: every wait is for a condition, with a generous limit.
+Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_support as support  # noqa: E402
+
+SKIP = 77
+WAIT_S = 300
+Fail, check, fresh, run = support.Fail, support.check, support.fresh, support.run
+read_text, wait_for = support.read_text, support.wait_for
+
+# The wrap rules' and the structure's figures: what attach must agree on with run.
+VERDICT_RULES = ("wrap-too-fine", "wrap-too-coarse", "reshard-policy", "small-collectives")
+
+
+class Skip(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ the job
+
+def log_steps(path):
+    """rank -> [step line, ...] of fsdp_ref's --log, in step order."""
+    out = {}
+    for line in read_text(path).splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        if "step" in d and "loss" in d:
+            out.setdefault(d["rank"], []).append(d)
+    for r in out:
+        out[r].sort(key=lambda d: d["step"])
+    return out
+
+
+def children(pid):
+    """Every process below pid, by /proc."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    s = f.read()
+                parent[int(d)] = int(s[s.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError):
+                pass
+    out, level = [], [pid]
+    while level:
+        level = [p for p, pp in parent.items() if pp in level]
+        out += level
+    return sorted(out)
+
+
+class Job:
+    """fsdp_ref, started without fsdpscope."""
+
+    def __init__(self, args, work, nranks, wrap, steps, extra=(), name="job"):
+        self.log = os.path.join(work, f"{name}.jsonl")
+        self.err = open(os.path.join(work, f"{name}.stderr"), "w")
+        self.nranks = nranks
+        cmd = [args.fsdp_ref, "--nranks", str(nranks), "--wrap", wrap, "--steps", str(steps),
+               "--batch", str(2 * nranks), "--log", self.log, "--quiet", *extra]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=work)
+
+    def pids(self):
+        return [self.p.pid] + children(self.p.pid)
+
+    def wait_ranks(self):
+        return wait_for(lambda: len(self.pids()) == self.nranks + 1 and self.pids(), "the job's ranks", WAIT_S)
+
+    def wait_step(self, step):
+        """Every rank has logged step `step`."""
+        wait_for(lambda: all(len(v) > step for v in log_steps(self.log).values()) and
+                 len(log_steps(self.log)) == self.nranks, f"step {step} in the log", WAIT_S)
+
+    def signal_all(self, sig):
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self):
+        """Stopped: every process, and then none of them runs (state T)."""
+        pids = self.pids()
+        self.signal_all(signal.SIGSTOP)
+
+        def stopped():
+            for pid in pids:
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        s = f.read()
+                except OSError:
+                    continue
+                if s[s.rindex(")") + 2] not in "Tt":
+                    return False
+            return True
+        wait_for(stopped, "the job's processes stopped", WAIT_S)
+        return pids
+
+    def wait(self):
+        rc = self.p.wait(timeout=WAIT_S * 2)
+        self.err.close()
+        return rc
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.signal_all(signal.SIGCONT)
+            self.signal_all(signal.SIGKILL)
+            self.p.wait()
+
+
+class Attach:
+    def __init__(self, args, out, targets, extra=(), name="attach"):
+        self.err_path = os.path.join(out, f"{name}.stderr")
+        self.err = open(self.err_path, "w")
+        self.out = out
+        self.name = name
+        cmd = [args.fsdpscope, "attach", "--out", out, "--name", name, *extra, *[str(t) for t in targets]]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
+
+    def text(self):
+        return read_text(self.err_path)
+
+    def wait_attached(self, pids):
+        def all_there():
+            t = self.text()
+            if self.p.poll() is not None:
+                raise Fail(f"attach exited {self.p.returncode} before attaching: {t}")
+            return all(f"attached pid {p} " in t for p in pids)
+        wait_for(all_there, f"attach to say it attached {pids}", WAIT_S)
+
+    def wait(self):
+        rc = self.p.wait(timeout=WAIT_S * 2)
+        self.err.close()
+        support.sanitizer_clean(self.text(), "fsdpscope attach")
+        return rc
+
+    def trace(self):
+        return os.path.join(self.out, f"{self.name}.fss")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+            self.p.wait()
+
+
+def lint_json(args, trace):
+    r = run([args.fsdpscope, "lint", "--json", trace])
+    check(r.returncode in (0, 1, 4), f"lint {trace} exited {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def dump_collectives(args, trace):
+    """pid -> [collective record, ...] of the trace."""
+    r = run([args.fsdpscope, "dump", "--type", "collective,process_hello", trace])
+    check(r.returncode == 0, f"dump {trace} exited {r.returncode}: {r.stderr}")
+    pid_of, out = {}, {}
+    for line in r.stdout.splitlines():
+        d = json.loads(line)
+        if d.get("type") == "process_hello":
+            pid_of[d["source"]] = d["pid"]
+        elif d.get("type") == "collective":
+            out.setdefault(pid_of.get(d["source"]), []).append(d)
+    return out
+
+
+def verdict(doc):
+    """What attach and run must agree on."""
+    findings = sorted((f["rule"], f["severity"]) for f in doc["findings"] if f["rule"] in VERDICT_RULES)
+    errors = sorted(f["rule"] for f in doc["findings"] if f["severity"] == "error")
+    u = doc["units"] or {}
+    rs = doc["reshard"] or {}
+    return {
+        "verdict": doc["verdict"],
+        "findings": findings,
+        "errors": errors,
+        "units": {k: u.get(k) for k in ("repeating_units", "gathers_per_unit", "root_gathers", "shard_ranks")},
+        "reshard_after_forward": doc["reshard_after_forward"],
+        "reshard": {k: rs.get(k) for k in ("units", "resharded_units", "retained_units")},
+        "per_step": {k: doc["per_step"][k] for k in ("allgathers", "reduce_scatters", "allreduces")},
+    }
+
+
+# ------------------------------------------------------------------ scenarios
+
+def scenario_fsdp(args, work, nranks, wrap):
+    steps, at = 220, 20
+    job = Job(args, work, nranks, wrap, steps)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(at)
+        pids = job.stop()
+        logged = {r: len(v) for r, v in log_steps(job.log).items()}  # steps done before the attach
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        rc = job.wait()
+        check(rc == 0, f"the job exited {rc}: {read_text(job.err.name)}")
+        arc = att.wait()
+        check(arc == 0, f"attach exited {arc}: {att.text()}")
+        check("every process watched has ended" in att.text(), f"attach did not end with the job: {att.text()}")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    log = log_steps(job.log)
+    doc = lint_json(args, att.trace())
+    check(doc["verdict"] == "diagnosed", f"attach trace not diagnosed: {doc['verdict']} {doc.get('undecided')}")
+    check(doc["ranks"] == nranks, f"ranks {doc['ranks']}, want {nranks}")
+    # ranks from in-place AllGathers, each rank's pid the log's process
+    by_rank = {s["rank"]: s for s in doc["sources"]}
+    check(sorted(by_rank) == list(range(nranks)), f"source ranks {sorted(by_rank)}")
+    for s in doc["sources"]:
+        check("inplace" in (s.get("rank_from") or ""), f"rank {s['rank']} from {s.get('rank_from')}, want in-place")
+    check(doc["exposure"]["source"] == "none", f"exposure source {doc['exposure']['source']} in attach mode")
+    # AllGathers per step: the log's (every step of fsdp_ref issues the same)
+    want_ag = {r: {d["allgathers"] for d in v[logged[r]:]} for r, v in log.items()}
+    for r in range(nranks):
+        check(len(want_ag[r]) == 1, f"rank {r}: the log's AllGathers per step vary: {want_ag[r]}")
+    pr = {p["rank"]: p for p in doc["per_rank"]}
+    for r in range(nranks):
+        got = pr[r]["per_step"]["allgathers"]
+        check(got == next(iter(want_ag[r])), f"rank {r}: {got} AllGathers per step, the log says {want_ag[r]}")
+        after = len(log[r]) - logged[r]  # steps that began after the attach, the one in progress included
+        seen = pr[r]["steps_analyzed"] + doc["warmup_steps"]
+        check(after - 2 <= seen <= after, f"rank {r}: {seen} steps seen, the log has {after} after the attach")
+    # AllGather records per rank: the log's after the attach, plus part of the step in progress
+    coll = dump_collectives(args, att.trace())
+    for r in range(nranks):
+        pid = by_rank[r]["pid"]
+        n = sum(1 for c in coll.get(pid, []) if c["op"] == "AllGather")
+        full = sum(d["allgathers"] for d in log[r][logged[r] + 1:])
+        part = log[r][logged[r]]["allgathers"]
+        check(full <= n <= full + part, f"rank {r}: {n} AllGather records, the log has {full} (+ up to {part})")
+    # the same verdict as run's on the same job
+    out_run = os.path.join(work, "run")
+    r = run([args.fsdpscope, "run", "--out", out_run, "--", args.fsdp_ref, "--nranks", str(nranks), "--wrap", wrap,
+             "--steps", "30", "--batch", str(2 * nranks), "--quiet"])
+    check(r.returncode == 0, f"fsdpscope run exited {r.returncode}: {r.stderr}")
+    want, got = verdict(lint_json(args, os.path.join(out_run, "trace.fss"))), verdict(doc)
+    check(got == want, f"attach's verdict {got} differs from run's {want}")
+    print(f"fsdp {nranks} {wrap}: {got}")
+
+
+def scenario_detach(args, work):
+    steps = 120
+    ref = Job(args, work, 3, "block", steps, name="ref")
+    rc_ref = ref.wait()
+    job = Job(args, work, 3, "block", steps)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(10)
+        pids = job.stop()
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        job.wait_step(60)
+        att.p.send_signal(signal.SIGINT)
+        arc = att.wait()
+        check(arc == 0, f"attach exited {arc}: {att.text()}")
+        check("every probe removed" in att.text(), f"attach did not say it detached: {att.text()}")
+        check(job.p.poll() is None, "the job ended before the detach: the test detached nothing mid-run")
+        rc = job.wait()
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    check(rc == rc_ref == 0, f"exit codes: attached job {rc}, never attached {rc_ref}")
+    a, b = log_steps(job.log), log_steps(ref.log)
+    for r in b:
+        la = [(d["step"], d["loss"]) for d in a.get(r, [])]
+        lb = [(d["step"], d["loss"]) for d in b[r]]
+        check(la == lb, f"rank {r}: losses differ from the run never attached")
+    doc = lint_json(args, att.trace())
+    check(doc["ranks"] == 3, f"the detached trace has {doc['ranks']} ranks")
+    for s in doc["sources"]:
+        check(s["end"] == "detached", f"rank {s['rank']} ends '{s['end']}', want 'detached'")
+    print(f"detach: losses equal over {len(b[0])} steps, exit code {rc}")
+
+
+def scenario_launcher(args, work):
+    go, hold = os.path.join(work, "go"), os.path.join(work, "hold")
+    for f in (go, hold):
+        if os.path.exists(f):
+            os.unlink(f)
+        os.mkfifo(f)
+    log = os.path.join(work, "job.jsonl")
+    script = (f"cat {shlex.quote(go)} >/dev/null; exec {shlex.quote(args.fsdp_ref)} --nranks 3 --wrap block "
+              f"--steps 40 --batch 6 --quiet --log {shlex.quote(log)} --hold-at 4:{shlex.quote(hold)}")
+    launcher = subprocess.Popen(["sh", "-c", script])
+    att = None
+    try:
+        wait_for(lambda: children(launcher.pid), "the launcher's child", WAIT_S)
+        att = Attach(args, os.path.join(work, "out"), [launcher.pid])
+        wait_for(lambda: "waiting for its ranks" in att.text() or att.p.poll() is not None, "attach to wait", WAIT_S)
+        check(att.p.poll() is None, f"attach ended: {att.text()}")
+        with open(go, "w") as f:
+            f.write("x")
+        # fsdp_ref (the launcher's exec) and its 3 ranks, picked up at a later look
+        wait_for(lambda: len([launcher.pid] + children(launcher.pid)) == 4, "the ranks", WAIT_S)
+        att.wait_attached([launcher.pid] + children(launcher.pid))
+        with open(hold, "w") as f:
+            f.write("x")
+        check(launcher.wait(timeout=WAIT_S) == 0, "the job failed")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        if att:
+            att.kill()
+    doc = lint_json(args, att.trace())
+    logs = log_steps(log)
+    check(doc["ranks"] == 3, f"{doc['ranks']} ranks in the launcher's trace")
+    coll = dump_collectives(args, att.trace())
+    by_rank = {s["rank"]: s["pid"] for s in doc["sources"]}
+    for r in range(3):
+        n = sum(1 for c in coll.get(by_rank[r], []) if c["op"] == "AllGather")
+        want = sum(d["allgathers"] for d in logs[r][4:])
+        check(want <= n <= want + logs[r][3]["allgathers"], f"rank {r}: {n} AllGathers, the log has {want} from step 4")
+    print(f"launcher: 3 ranks picked up after the attach, {doc['steps_analyzed']} steps analysed")
+
+
+def scenario_twice(args, work):
+    job = Job(args, work, 3, "block", 60)
+    a1 = a2 = None
+    try:
+        job.wait_ranks()
+        job.wait_step(5)
+        pids = job.stop()
+        a1 = Attach(args, os.path.join(work, "out"), [job.p.pid], name="one")
+        a2 = Attach(args, os.path.join(work, "out"), [job.p.pid], name="two")
+        a1.wait_attached(pids)
+        a2.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        check(job.wait() == 0, "the job failed")
+        check(a1.wait() == 0 and a2.wait() == 0, f"an attach failed: {a1.text()} {a2.text()}")
+    finally:
+        job.kill()
+        for a in (a1, a2):
+            if a:
+                a.kill()
+    c1, c2 = dump_collectives(args, a1.trace()), dump_collectives(args, a2.trace())
+    check(sorted(c1) == sorted(c2) and len(c1) == 3, f"sources differ: {sorted(c1)} {sorted(c2)}")
+    for pid in c1:
+        check(len(c1[pid]) == len(c2[pid]), f"pid {pid}: {len(c1[pid])} and {len(c2[pid])} collectives")
+    print(f"twice: both traces {[len(c1[p]) for p in sorted(c1)]} collectives per rank")
+
+
+def scenario_errors(args, work):
+    def expect(argv, words, what, user=None):
+        cmd = [args.fsdpscope, "attach", "--out", os.path.join(work, "out"), *argv]
+        if user:
+            cmd = ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", *cmd]
+        r = run(cmd)
+        check(r.returncode == 2, f"{what}: exit {r.returncode}, want 2: {r.stderr}")
+        for w in words:
+            check(w in r.stderr, f"{what}: '{w}' not in: {r.stderr}")
+        check(not os.path.exists(os.path.join(work, "out", "attach.fss")), f"{what}: a trace was written")
+
+    # a pid that cannot exist (above pid_max)
+    expect(["99999999"], ["99999999", "no such process"], "no such pid")
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        expect([str(sleeper.pid)], ["has no libnccl mapped", "libc.so.6", "fsdpscope run"], "no libnccl")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # a thread id of a process: fsdp_ref's ranks run a comm thread
+    job = Job(args, work, 2, "block", 400)
+    try:
+        job.wait_ranks()
+        rank = job.pids()[1]
+        tids = [int(t) for t in os.listdir(f"/proc/{rank}/task") if int(t) != rank]
+        check(tids, "no second thread in a rank")
+        expect([str(tids[0])], ["is a thread of process", str(rank)], "a thread id")
+    finally:
+        job.kill()
+    expect([], ["no PID"], "no PID")
+    expect(["--all", "1"], ["--all"], "--all with a PID")
+    expect(["--duration", "soon", "1"], ["--duration"], "a bad duration")
+    expect(["1"], ["CAP_BPF", "CAP_PERFMON"], "not root", user="65534")
+    print("errors: each exits 2 with its message")
+
+
+def scenario_real_nccl(args, work):
+    if not args.probe_job or not os.path.exists(args.probe_job):
+        raise Skip("the probe job (a program calling the real libnccl.so.2) is not built")
+    ready = os.path.join(work, "ready")
+    p = subprocess.Popen([args.probe_job, "--stop"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    att = None
+    try:
+        def stopped():
+            with open(f"/proc/{p.pid}/stat") as f:
+                s = f.read()
+            return s[s.rindex(")") + 2] in "Tt"
+        wait_for(stopped, "the probe job to stop itself", WAIT_S)
+        maps = read_text(f"/proc/{p.pid}/maps")
+        check(args.real_nccl in maps or os.path.realpath(args.real_nccl) in maps,
+              f"the probe job does not map {args.real_nccl}")
+        att = Attach(args, os.path.join(work, "out"), [p.pid])
+        att.wait_attached([p.pid])
+        os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=WAIT_S)
+        check(p.returncode == 0, f"the probe job exited {p.returncode}: {err}")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if att:
+            att.kill()
+    del ready
+    coll = dump_collectives(args, att.trace()).get(p.pid, [])
+    # the job prints one line per call: "call OP result R"
+    calls = [ln.split() for ln in out.splitlines() if ln.startswith("call ")]
+    check(calls, f"the probe job said no call: {out}")
+    got = [(c["op"], c["result"]) for c in coll]
+    want = [(w[1], int(w[3])) for w in calls]
+    check(got == want, f"attach saw {got}, the job made {want}")
+    check(all(c["path"] == "uprobe" for c in coll), "a collective not from the uprobe path")
+    print(f"real_nccl: {len(got)} calls on the real libnccl seen with their results")
+
+
+def scenario_top(args, work):
+    if not args.tmux:
+        raise Skip("tmux is not installed")
+    import top_e2e  # the tmux pane of the dashboard tests
+    job = Job(args, work, 3, "block", 400)
+    pane = None
+    try:
+        job.wait_ranks()
+        job.wait_step(3)
+        out = os.path.join(work, "out")
+        targs = argparse.Namespace(tmux=args.tmux, fsdpscope=args.fsdpscope, agent=args.agent or "")
+        pane = top_e2e.Pane(targs, work, ["--out", out, "--top", str(job.p.pid)], cols=120, rows=40,
+                            command="attach")
+        wait_for(lambda: "attach" in pane.screen() and all(f" {r} " in pane.screen() for r in range(3)) and
+                 "n/a" in pane.screen(), "the dashboard with 3 ranks and exposure n/a", WAIT_S)
+        screen = pane.screen()
+        pane.keys("q")
+        wait_for(lambda: os.path.exists(pane.rc_file), "attach --top to end after q", WAIT_S)
+        rc = int(read_text(pane.rc_file).strip())
+        check(rc == 0, f"attach --top exited {rc}: {read_text(pane.err)}")
+        check(os.path.exists(os.path.join(out, "attach.fss")), "no trace after q")
+        check(job.p.poll() is None, "the job ended with the dashboard")
+        check("every probe removed" in read_text(pane.err), f"no detach line: {read_text(pane.err)}")
+        job.signal_all(signal.SIGTERM)
+        job.wait()
+    finally:
+        if pane:
+            pane.kill()
+        job.kill()
+    print("top: the dashboard showed the attached job; q detached\n" + screen)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario")
+    ap.add_argument("--fsdpscope", required=True)
+    ap.add_argument("--fsdp-ref", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--agent")
+    ap.add_argument("--probe-job")
+    ap.add_argument("--real-nccl", default="/usr/local/cuda/lib/libnccl.so.2")
+    ap.add_argument("--tmux", default=shutil.which("tmux"))
+    args = ap.parse_args()
+    work = fresh(os.path.join(args.work, args.scenario))
+    try:
+        if os.geteuid() != 0:
+            raise Skip("attach needs root (or CAP_BPF + CAP_PERFMON); run the suite as root")
+        if "built without libbpf" in run([args.fsdpscope, "attach", "1"]).stderr:
+            raise Skip("fsdpscope was built without libbpf")
+        s = args.scenario
+        if s.startswith("fsdp_"):
+            _, n, wrap = s.split("_")
+            scenario_fsdp(args, work, int(n), wrap)
+        else:
+            {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice,
+             "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
+    except Skip as e:
+        print(f"SKIP: {e}")
+        return SKIP
+    except Fail as e:
+        print(f"FAIL: {args.scenario}: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
