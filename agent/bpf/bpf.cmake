@@ -9,6 +9,10 @@
 # it was built: the CLI links it under if(TARGET fss_attach_bpf).
 if(NOT FSS_HAVE_BPF)
   message(STATUS "fsdpscope: attach is built without libbpf (libbpf-dev, bpftool or clang missing): `fsdpscope attach` will say so")
+  # The probes' API, every call saying it cannot attach (attach_none.c). Only
+  # here: with fss_attach_bpf built, a second definition in fss_attach_core,
+  # linked first, would win.
+  target_sources(fss_attach_core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/attach_none.c)
 else()
   # The UAPI headers include <asm/...>, which Debian keeps under the multiarch folder.
   find_path(FSS_BPF_ASM_INCLUDE asm/types.h
