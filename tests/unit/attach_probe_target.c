@@ -16,9 +16,12 @@
  *       at start (it joins, reduces, splits and destroys on its own), then
  *       struct probe_pair_results
  *   'x' followed by one byte N: exit(N)
+ *   'T' followed by one byte N: exit(N) from a second thread, the main
+ *       thread blocked in pause() (the kernel kills it with the group's code)
  * EOF on CMD_FD: exit(0).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +102,11 @@ static void calls(int out, void *comm)
 	res.comm_after = (uint64_t)(uintptr_t)made;
 	res.tid = (uint32_t)syscall(SYS_gettid);
 	write_all(out, &res, sizeof(res));
+}
+
+static void *exit_thread(void *arg)
+{
+	exit(*(unsigned char *)arg);
 }
 
 static ncclUniqueId pair_uid;
@@ -216,6 +224,16 @@ int main(int argc, char **argv)
 			group_start();
 			group_end();
 			write_all(out, "k", 1);
+		} else if (cmd == 'T') {
+			static unsigned char code;
+			pthread_t th;
+
+			if (read(in, &code, 1) != 1)
+				return 5;
+			if (pthread_create(&th, NULL, exit_thread, &code) != 0)
+				return 8;
+			for (;;)
+				pause();
 		} else if (cmd == 'x') {
 			unsigned char code = 0;
 

@@ -704,14 +704,53 @@ static void test_real_nccl_calls_perf_events(void **state)
 	assert_int_equal(unsetenv("FSDPSCOPE_UPROBE_MULTI"), 0);
 }
 
+/*
+ * exit() from a thread that is not the leader: the leader is killed with
+ * the group's code, and that is the one exit event (the other thread's
+ * end is not one).
+ */
+static void test_exit_from_thread(void **state)
+{
+	char cmd[2] = {'T', 42};
+	struct events e = {0};
+	struct attach_target at;
+	struct target t;
+	attach_t *a;
+	int status;
+
+	(void)state;
+	t = target_start(ATTACH_TEST_STANDIN, "null");
+	a = attach_open(&e);
+	attach_ok(a, t.pid, &at);
+	target_send(&t, cmd, 2);
+	assert_int_equal(waitpid(t.pid, &status, 0), t.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 42);
+	drain_until(a, &e, t.pid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT, 1);
+	while (attach_poll(a, 0) > 0)
+		;
+	assert_int_equal(e.n, 1);
+	assert_int_equal(e.ev[0].tid, t.pid);
+	assert_int_equal(e.ev[0].ret, status);
+	close(t.cmd);
+	close(t.out);
+	attach_free(a);
+	free(e.ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_real_nccl_resolved_all), cmocka_unit_test(test_real_nccl_calls),
-	    cmocka_unit_test(test_standin_calls),	   cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_thread_not_process),	   cmocka_unit_test(test_two_then_detach),
-	    cmocka_unit_test(test_exit_by_signal),	   cmocka_unit_test(test_standin_pair),
-	    cmocka_unit_test(test_ring_full_counts_lost),  cmocka_unit_test(test_real_nccl_calls_perf_events),
+	    cmocka_unit_test(test_real_nccl_resolved_all),
+	    cmocka_unit_test(test_real_nccl_calls),
+	    cmocka_unit_test(test_standin_calls),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_thread_not_process),
+	    cmocka_unit_test(test_two_then_detach),
+	    cmocka_unit_test(test_exit_by_signal),
+	    cmocka_unit_test(test_standin_pair),
+	    cmocka_unit_test(test_ring_full_counts_lost),
+	    cmocka_unit_test(test_exit_from_thread),
+	    cmocka_unit_test(test_real_nccl_calls_perf_events),
 	};
 	char err[1024];
 

@@ -28,7 +28,7 @@ if(TARGET fss_attach_bpf AND TARGET fss_nccl_cpu)
   add_executable(attach_probe_target ${CMAKE_CURRENT_LIST_DIR}/attach_probe_target.c)
   target_include_directories(attach_probe_target PRIVATE ${PROJECT_SOURCE_DIR})
   target_include_directories(attach_probe_target SYSTEM PRIVATE ${FSS_NCCL_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
-  target_link_libraries(attach_probe_target PRIVATE ${CMAKE_DL_LIBS})
+  target_link_libraries(attach_probe_target PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 
   fss_unit_test(NAME attach_probe_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/attach_probe_test.c
     LIBS fss_attach_bpf ${CMAKE_DL_LIBS} LABELS "attach;root" TIMEOUT 120)
