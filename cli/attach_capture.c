@@ -202,6 +202,9 @@ static int on_record(void *ctx, uint32_t pid, const void *record)
 		return 0;
 	}
 	if (!p->w) {
+		/* a process that ends without having made a call is no source */
+		if (h->type == FSS_REC_PROCESS_END || h->type == FSS_REC_PROCESS_EXIT)
+			return 0;
 		if (h->type == FSS_REC_PROCESS_HELLO || h->type == FSS_REC_STRING) {
 			if (!p->pending && !(p->pending = calloc(PENDING_MAX, sizeof(*p->pending))))
 				return -ENOMEM;
@@ -285,9 +288,9 @@ static int try_attach(attach_capture_t *c, pid_t pid, int said_missing)
 		return 0;
 	}
 	p->state = PROC_ATTACHED;
-	snprintf(p->command, sizeof(p->command), "%s", info.cmdline);
+	snprintf(p->command, sizeof(p->command), "%.*s", (int)sizeof(p->command) - 1, info.cmdline);
 	if (!c->first_command[0])
-		snprintf(c->first_command, sizeof(c->first_command), "%s", info.cmdline);
+		snprintf(c->first_command, sizeof(c->first_command), "%.*s", (int)sizeof(c->first_command) - 1, info.cmdline);
 	fprintf(stderr, "%s: attached pid %d (%s): %s, %u functions, %u probes%s%s%s\n", c->prog, (int)pid,
 		info.command, t->opened, t->functions, t->probes, t->missing[0] ? " (this NCCL has no " : "",
 		t->missing, t->missing[0] ? ")" : "");

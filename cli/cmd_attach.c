@@ -362,7 +362,7 @@ static void *session_main(void *arg)
 	if (st->bf) {
 		pthread_mutex_lock(&st->mu);
 		if (st->trace[0])
-			snprintf(st->info.trace, sizeof(st->info.trace), "%s", st->trace);
+			snprintf(st->info.trace, sizeof(st->info.trace), "%.*s", (int)sizeof(st->info.trace) - 1, st->trace);
 		top_board_feed_set_info(st->bf, &st->info);
 		pthread_mutex_unlock(&st->mu);
 	}

@@ -339,6 +339,9 @@ static struct fl_rank_comm *rank_comm_get(flight_t *f, struct fl_source *fs, uin
 	rc->comm = ci;
 	rc->rank = sc->rank;
 	rc->nranks = sc->nranks;
+	/* observed (attach): numbered from its first recorded call's number on the communicator */
+	rc->issued = sc->first_call > 1 ? sc->first_call - 1 : 0;
+	rc->entered = rc->left = rc->issued;
 	c->members[c->nmembers++] =
 	    (struct fl_member){.source = (uint32_t)source_index(f, fs), .rc = (uint32_t)fs->nrcs};
 	fs->last_rc = fs->nrcs;

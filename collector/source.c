@@ -291,7 +291,8 @@ static int on_comm(struct source_state *st, const struct fss_rec_comm *c, size_t
 				  .color = c->event == FSS_COMM_SPLIT ? c->color : -1,
 				  .name = c->name,
 				  .inferred = c->event == FSS_COMM_OBSERVED ? c->inferred : 0,
-				  .observed = c->event == FSS_COMM_OBSERVED};
+				  .observed = c->event == FSS_COMM_OBSERVED,
+				  .first_call = c->event == FSS_COMM_OBSERVED ? c->first_call : 0};
 	*index = (size_t)(m - src->comms);
 	rank_decide(src);
 	return 0;

@@ -80,6 +80,8 @@ struct source_comm {
 	uint32_t splits;     /* splits made from it so far */
 	uint32_t inferred;   /* enum fss_comm_inferred bits of its comm record: 0 unless observed */
 	int32_t observed;    /* 1: first seen in use (comm event observed), its creation not seen */
+	uint64_t first_call; /* observed: the communicator's number of the first call after its record
+	                        (aligned across ranks), 0: from 1 */
 };
 
 /* Drop counters: the agent's (latest drops record) and the layer's own. */

@@ -310,7 +310,10 @@ static int comm_mirror(struct tl_source *s, const struct source *src, size_t ind
 					   .parent = c->parent,
 					   .splits = c->splits,
 					   .name = c->name,
-					   .color = c->color};
+					   .color = c->color,
+					   /* an observed communicator's calls are numbered as its first call's
+					      number says, so that the same call has the same number on every rank */
+					   .calls = c->first_call > 1 ? (uint32_t)(c->first_call - 1) : 0};
 	/* a split counts on its parent: keep the parents' counters in step */
 	for (size_t i = 0; i < s->ncomms && i < src->ncomms; i++)
 		s->comms[i].splits = src->comms[i].splits;

@@ -221,6 +221,10 @@ struct fss_rec_comm {
 	uint32_t thread;      /* kernel thread id of the caller */
 	uint32_t name;        /* string id of the name the job gave it (ncclConfig_t.commName), 0 if none */
 	uint32_t inferred;    /* enum fss_comm_inferred bits (1.4; 0 before) */
+	uint64_t first_call;  /* observed: the number on the communicator of this process's first call after this
+	                         record, aligned across ranks (the same call has the same number on every rank:
+	                         attach came in at a different call on each); 0: from 1, as for a communicator
+	                         seen made (1.4; absent before: a reader zero-fills it) */
 };
 
 /* One collective or point-to-point call, as issued by the host. */
@@ -481,7 +485,7 @@ struct fss_rec_correlation {
 static_assert(sizeof(struct fss_record_head) == 8, "head is 8 bytes");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_process_hello) && sizeof(struct fss_rec_process_hello) == 72, "fss_rec_process_hello is 72 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_string) && sizeof(struct fss_rec_string) == 120, "fss_rec_string is 120 bytes, no padding");
-static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_comm) && sizeof(struct fss_rec_comm) == 88, "fss_rec_comm is 88 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_comm) && sizeof(struct fss_rec_comm) == 96, "fss_rec_comm is 96 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_collective) && sizeof(struct fss_rec_collective) == 104, "fss_rec_collective is 104 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_group) && sizeof(struct fss_rec_group) == 48, "fss_rec_group is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_gpu_interval) && sizeof(struct fss_rec_gpu_interval) == 72, "fss_rec_gpu_interval is 72 bytes, no padding");

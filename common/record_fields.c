@@ -46,7 +46,7 @@ static const struct record_field comm_fields[] = {
 	TM(T, enter_ns, MONO), TM(T, exit_ns, MONO), F(T, nranks, FIELD_I32), F(T, rank, FIELD_I32),
 	F(T, device, FIELD_I32), F(T, color, FIELD_I32), F(T, key, FIELD_I32), F(T, result, FIELD_I32),
 	E(T, event, FIELD_ENUM16, comm_event_name), E(T, path, FIELD_ENUM16, path_name), F(T, thread, FIELD_U32),
-	F(T, name, FIELD_STRING_ID), F(T, inferred, FIELD_U32),
+	F(T, name, FIELD_STRING_ID), F(T, inferred, FIELD_U32), F(T, first_call, FIELD_U64),
 };
 #undef T
 

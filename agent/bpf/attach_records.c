@@ -46,6 +46,10 @@
 #define SIGS_MAX 1024u		/* distinct call signatures kept per undecided communicator */
 #define MATCH_MIN 0.5		/* signature overlap two communicators need to be one */
 #define INPLACE_RANK_MAX 65536u /* a larger offset is a separate send buffer, not a rank's slice */
+/* Calls of an undecided communicator kept in order, to number them alike on
+ * every rank (fss_rec_comm.first_call): two windows, so that ranks that came
+ * in a window apart still overlap. */
+#define ORDER_MAX (2u * ATTACH_RECORDS_WINDOW)
 
 /* One kind of call on a communicator: what is the same on every rank. */
 struct sig {
@@ -75,6 +79,9 @@ struct comm {
 	uint64_t first_proc_call; /* the process's calls before its first */
 	struct sig *sigs;
 	size_t nsigs, sigs_cap;
+	uint64_t *order; /* its first ORDER_MAX calls' signatures, in call order */
+	uint64_t *order_ns; /* and when each was entered */
+	size_t norder;
 	uint32_t gathers, gathers_inplace;
 	int64_t inplace_rank; /* -1 none yet, -2 in-place offsets disagree */
 	/* split / shrink: */
@@ -136,6 +143,12 @@ struct cls {
 	uint32_t ninstances;
 	int32_t *inst_nranks; /* per instance */
 	uint64_t *inst_hash;
+	/* per instance: the calls of its first member in order (then their
+	 * times), and the number its first call got: what a later member is
+	 * numbered against */
+	uint64_t **inst_order;
+	size_t *inst_norder;
+	uint64_t *inst_first;
 };
 
 struct attach_records {
@@ -447,7 +460,7 @@ static uint64_t call_bytes(const struct call *c)
 	return c->count * size; /* 0: unknown size */
 }
 
-static void comm_note_call(struct comm *m, const struct call *c)
+static void comm_note_call(struct comm *m, const struct call *c, uint64_t ts_ns)
 {
 	uint8_t dtype = call_dtype(c), redop = call_redop(c);
 	size_t i;
@@ -465,6 +478,22 @@ static void comm_note_call(struct comm *m, const struct call *c)
 		    (struct sig){.count = c->count, .root = c->peer, .op = c->op, .dtype = dtype, .redop = redop};
 	if (i < m->nsigs)
 		m->sigs[i].n++;
+	if (m->norder < ORDER_MAX && !m->order) {
+		m->order = malloc(ORDER_MAX * sizeof(*m->order));
+		m->order_ns = malloc(ORDER_MAX * sizeof(*m->order_ns));
+		if (!m->order || !m->order_ns) {
+			free(m->order);
+			free(m->order_ns);
+			m->order = m->order_ns = NULL;
+		}
+	}
+	if (m->norder < ORDER_MAX && m->order) {
+		uint64_t h = (uint64_t)c->op | (uint64_t)dtype << 8 | (uint64_t)redop << 16 | (uint64_t)(uint32_t)c->peer << 24;
+
+		h ^= c->count * 0x9e3779b97f4a7c15ull;
+		m->order_ns[m->norder] = ts_ns;
+		m->order[m->norder++] = h ^ (h >> 29);
+	}
 	if (c->op == FSS_OP_ALLGATHER) {
 		/* FSDP2 gathers in place: its shard lies in the output at rank x bytes */
 		uint64_t bytes = call_bytes(c);
@@ -568,7 +597,7 @@ static int on_collective_enter(attach_records_t *a, struct proc *p, struct threa
 	if (c.comm && !m && (err = comm_observe(p, c.comm, &f->ev, &m)) != 0)
 		return err;
 	if (m && m->state != COMM_DECIDED)
-		comm_note_call(m, &c);
+		comm_note_call(m, &c, f->ev.ts_ns);
 
 	struct fss_rec_enter r;
 	record_init(&r, FSS_REC_ENTER, sizeof(r), 0);
@@ -750,7 +779,7 @@ static int on_split_exit(attach_records_t *a, struct proc *p, const struct frame
 		int err = comm_observe(p, parent_handle, in, &parent);
 		if (err)
 			return err;
-		comm_note_call(parent, &split_call);
+		comm_note_call(parent, &split_call, in->ts_ns);
 	}
 	comm_rec_base(&r, FSS_COMM_SPLIT, 0, f, ev);
 	r.parent_comm = parent_handle;
@@ -920,9 +949,24 @@ static int cls_instances(struct cls *k, uint32_t n)
 	if (!h)
 		return -ENOMEM;
 	k->inst_hash = h;
+	uint64_t **o = realloc(k->inst_order, n * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	k->inst_order = o;
+	size_t *no = realloc(k->inst_norder, n * sizeof(*no));
+	if (!no)
+		return -ENOMEM;
+	k->inst_norder = no;
+	uint64_t *f = realloc(k->inst_first, n * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	k->inst_first = f;
 	for (uint32_t i = k->ninstances; i < n; i++) {
 		k->inst_nranks[i] = 0;
 		k->inst_hash[i] = cls_hash(k, i);
+		k->inst_order[i] = NULL;
+		k->inst_norder[i] = 0;
+		k->inst_first[i] = 0;
 	}
 	k->ninstances = n;
 	return 0;
@@ -1054,6 +1098,10 @@ static void comm_patch(attach_records_t *a, struct proc *p, struct comm *m)
 	free(m->sigs);
 	m->sigs = NULL;
 	m->nsigs = m->sigs_cap = 0;
+	free(m->order);
+	free(m->order_ns);
+	m->order = m->order_ns = NULL;
+	m->norder = 0;
 	m->state = COMM_DECIDED;
 }
 
@@ -1125,6 +1173,127 @@ static int cls_mesh(attach_records_t *a, struct cls *c)
 }
 
 /* Every undecided OBSERVED communicator: into a class, with its rank. */
+/*
+ * How far x's calls are from y's: the d for which x[j] is y[j + d] for the
+ * most j (as a share of the calls both hold, at least half of the shorter
+ * list), the smallest |d| of equals. The ranks of one communicator make
+ * the same calls in the same order; the attach only came in at a different
+ * call on each, and near one another (a collective holds its ranks
+ * together), so the nearest best shift is the true one even where a step
+ * repeats itself (per-Linear units: the same 8 sizes, layer after layer).
+ */
+static uint64_t ns_apart(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static int64_t order_shift(const uint64_t *x, const uint64_t *xt, size_t nx, const uint64_t *y, const uint64_t *yt,
+			   size_t ny)
+{
+	size_t shorter = nx < ny ? nx : ny, need = shorter / 2 ? shorter / 2 : 1;
+	int64_t best_d = 0;
+	uint64_t best_m = 0, best_o = 1, best_apart = UINT64_MAX;
+
+	for (int64_t d = -(int64_t)nx + 1; d < (int64_t)ny; d++) {
+		uint64_t m = 0, o = 0, apart = 0;
+
+		for (size_t j = 0; j < nx; j++) {
+			int64_t k = (int64_t)j + d;
+
+			if (k < 0)
+				continue;
+			if (k >= (int64_t)ny)
+				break;
+			o++;
+			m += x[j] == y[k];
+			if (xt && yt)
+				apart += ns_apart(xt[j], yt[k]) / 1024; /* us-ish: a sum of 256 never overflows */
+		}
+		if (o < need)
+			continue;
+		apart /= o;
+		/* m / o > best_m / best_o; or equal (a step that repeats itself matches at
+		 * several shifts), and the calls paired lie closer in time (one collective
+		 * is entered at about the same time on every rank), then nearer */
+		if (m * best_o > best_m * o ||
+		    (m * best_o == best_m * o &&
+		     (apart < best_apart ||
+		      (apart == best_apart && (d < 0 ? -d : d) < (best_d < 0 ? -best_d : best_d))))) {
+			best_d = d;
+			best_m = m;
+			best_o = o;
+			best_apart = apart;
+		}
+	}
+	return best_d;
+}
+
+/* first_call of the communicators this decision gives class c: numbered
+ * against the instance's first member, so that one call has one number on
+ * every rank (flight's and the analysis's per-communicator call numbers). */
+static int cls_number(attach_records_t *a, struct cls *c)
+{
+	for (uint32_t i = 0; i < c->ninstances; i++) {
+		struct comm *ref = NULL;
+		int64_t lo = 0;
+
+		if (!c->inst_order[i]) {
+			/* the instance's first decision: its reference is its first member now */
+			for (size_t j = 0; j < c->nmembers && !ref; j++) {
+				struct comm *m = &a->procs[c->members[j].proc].comms[c->members[j].comm];
+
+				if (m->state == COMM_OBSERVED && m->instance == i && m->norder)
+					ref = m;
+			}
+			if (!ref)
+				continue;
+			for (size_t j = 0; j < c->nmembers; j++) {
+				struct comm *m = &a->procs[c->members[j].proc].comms[c->members[j].comm];
+				int64_t d;
+
+				if (m->state != COMM_OBSERVED || m->instance != i)
+					continue;
+				d = m == ref ? 0
+					     : order_shift(m->order, m->order_ns, m->norder, ref->order, ref->order_ns,
+							   ref->norder);
+				m->rec.first_call = (uint64_t)d; /* relative for now: signed, read back below */
+				if (d < lo)
+					lo = d;
+			}
+			for (size_t j = 0; j < c->nmembers; j++) {
+				struct comm *m = &a->procs[c->members[j].proc].comms[c->members[j].comm];
+
+				if (m->state == COMM_OBSERVED && m->instance == i)
+					m->rec.first_call = (uint64_t)((int64_t)m->rec.first_call - lo + 1);
+			}
+			c->inst_order[i] = malloc(2 * ref->norder * sizeof(uint64_t));
+			if (!c->inst_order[i])
+				return -ENOMEM;
+			memcpy(c->inst_order[i], ref->order, ref->norder * sizeof(uint64_t));
+			memcpy(c->inst_order[i] + ref->norder, ref->order_ns, ref->norder * sizeof(uint64_t));
+			c->inst_norder[i] = ref->norder;
+			c->inst_first[i] = ref->rec.first_call;
+			continue;
+		}
+		/* a member that joins a numbered instance: numbered against its reference;
+		 * one that came in earlier than the reference cannot be (the numbers out
+		 * already start at 1): from 1 */
+		for (size_t j = 0; j < c->nmembers; j++) {
+			struct comm *m = &a->procs[c->members[j].proc].comms[c->members[j].comm];
+			int64_t n;
+
+			if (m->state != COMM_OBSERVED || m->instance != i)
+				continue;
+			n = (int64_t)c->inst_first[i] +
+			    (m->norder ? order_shift(m->order, m->order_ns, m->norder, c->inst_order[i],
+						     c->inst_order[i] + c->inst_norder[i], c->inst_norder[i])
+				       : 0);
+			m->rec.first_call = n >= 1 ? (uint64_t)n : 1;
+		}
+	}
+	return 0;
+}
+
 static int decide_observed(attach_records_t *a)
 {
 	size_t first_new = a->nclasses;
@@ -1188,6 +1357,9 @@ static int decide_observed(attach_records_t *a)
 				c->inst_nranks[i] = members;
 		}
 	}
+	for (size_t k = 0; k < a->nclasses; k++)
+		if ((err = cls_number(a, &a->classes[k])))
+			return err;
 	for (size_t pi = 0; pi < a->nprocs; pi++) {
 		struct proc *p = &a->procs[pi];
 		for (size_t ci = 0; ci < p->ncomms; ci++) {
@@ -1445,6 +1617,8 @@ void attach_records_free(attach_records_t *a)
 		for (size_t j = 0; j < p->ncomms; j++) {
 			free(p->comms[j].patch);
 			free(p->comms[j].sigs);
+			free(p->comms[j].order);
+			free(p->comms[j].order_ns);
 		}
 		free(p->comms);
 		free(p->threads);
@@ -1457,6 +1631,11 @@ void attach_records_free(attach_records_t *a)
 		free(a->classes[k].members);
 		free(a->classes[k].inst_nranks);
 		free(a->classes[k].inst_hash);
+		for (uint32_t i = 0; i < a->classes[k].ninstances; i++)
+			free(a->classes[k].inst_order[i]);
+		free(a->classes[k].inst_order);
+		free(a->classes[k].inst_norder);
+		free(a->classes[k].inst_first);
 	}
 	free(a->procs);
 	free(a->classes);

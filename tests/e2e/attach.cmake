@@ -17,12 +17,24 @@ if(FSS_ATTACH_E2E_MISSING)
   return()
 endif()
 
+# A process that calls the toolkit's real libnccl.so.2 without a GPU (its calls fail).
+set(FSS_ATTACH_REAL_NCCL /usr/local/cuda/lib/libnccl.so.2)
+if(FSS_NCCL_LIBRARY)
+  get_filename_component(fss_attach_nccl_dir ${FSS_NCCL_LIBRARY} DIRECTORY)
+  if(EXISTS ${fss_attach_nccl_dir}/libnccl.so.2)
+    set(FSS_ATTACH_REAL_NCCL ${fss_attach_nccl_dir}/libnccl.so.2)
+  endif()
+endif()
+add_executable(attach_nccl_job ${CMAKE_CURRENT_SOURCE_DIR}/e2e/attach_nccl_job.c)
+target_include_directories(attach_nccl_job SYSTEM PRIVATE ${FSS_NCCL_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(attach_nccl_job PRIVATE ${CMAKE_DL_LIBS})
+
 function(fss_attach_e2e name timeout)
   add_test(NAME attach_e2e_${name}
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/attach_e2e.py ${name}
             --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref>
             $<$<TARGET_EXISTS:fsdpscope_agent>:--agent=$<TARGET_FILE:fsdpscope_agent>>
-            $<$<TARGET_EXISTS:attach_probe_job>:--probe-job=$<TARGET_FILE:attach_probe_job>>
+            --probe-job $<TARGET_FILE:attach_nccl_job> --real-nccl ${FSS_ATTACH_REAL_NCCL}
             --work ${CMAKE_CURRENT_BINARY_DIR}/attach_e2e)
   set_tests_properties(attach_e2e_${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "e2e;attach")
 endfunction()

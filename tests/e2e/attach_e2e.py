@@ -445,8 +445,9 @@ def scenario_errors(args, work):
 def scenario_real_nccl(args, work):
     if not args.probe_job or not os.path.exists(args.probe_job):
         raise Skip("the probe job (a program calling the real libnccl.so.2) is not built")
-    ready = os.path.join(work, "ready")
-    p = subprocess.Popen([args.probe_job, "--stop"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not os.path.exists(args.real_nccl):
+        raise Skip(f"no real libnccl at {args.real_nccl}")
+    p = subprocess.Popen([args.probe_job, args.real_nccl], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     att = None
     try:
         def stopped():
@@ -468,7 +469,6 @@ def scenario_real_nccl(args, work):
             p.kill()
         if att:
             att.kill()
-    del ready
     coll = dump_collectives(args, att.trace()).get(p.pid, [])
     # the job prints one line per call: "call OP result R"
     calls = [ln.split() for ln in out.splitlines() if ln.startswith("call ")]

@@ -337,6 +337,9 @@ static void job_inplace(int ranks)
 		assert_int_equal(c->rank, r);
 		assert_int_equal(c->inferred,
 				 FSS_COMM_INFER_ID | FSS_COMM_INFER_NRANKS_ATTACHED | FSS_COMM_INFER_RANK_INPLACE);
+		/* the same call has the same number on every rank: rank r came in offset[r] calls
+		 * later than rank 0, whose first call is number 1 (its offset is the lowest, 0) */
+		assert_int_equal(c->first_call, (uint64_t)j.offset[r] + 1);
 		check_order(&s, pid_of(r), (uint64_t)j.steps * calls_per_step(&j) - (uint64_t)j.offset[r]);
 	}
 	assert_int_equal(st.comms_observed, ranks);
@@ -376,6 +379,8 @@ static void test_decided_live(void **state)
 		assert_int_equal(c->id_hash, c0->id_hash);
 		assert_int_equal(c->rank, r);
 		assert_int_equal(c->nranks, 3);
+		/* numbered alike: rank 1 came in first (offset 0), rank 2 90 calls later */
+		assert_int_equal(c->first_call, (uint64_t)j.offset[r] + 1);
 	}
 	free(s.v);
 }
