@@ -369,10 +369,13 @@ static void *session_main(void *arg)
 	return NULL;
 }
 
-/* The dashboard's q: both ways detach (the job is not attach's to stop); leave ends only the screen. */
+/* The dashboard's q ends the screen, and with it the attach: the job is not
+ * attach's to stop, so there is nothing to ask. A feed asked to leave
+ * (TOP_QUIT_LEAVE) keeps the attach going without the screen. */
 struct attach_feed {
 	struct top_feed inner; /* first: top_feed_forward */
 	struct attach_state *st;
+	int left;
 };
 
 static int feed_quit(void *ctx, int how)
@@ -381,7 +384,9 @@ static int feed_quit(void *ctx, int how)
 
 	if (how == TOP_QUIT_STOP)
 		atomic_store(&f->st->stop, 1);
-	else if (how != TOP_QUIT_LEAVE)
+	else if (how == TOP_QUIT_LEAVE)
+		f->left = 1;
+	else
 		return -EINVAL;
 	return 0;
 }
@@ -400,6 +405,9 @@ static int show_top(struct attach_state *st)
 	rc = top_run_screen(&feed, &opt, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, ATTACH_PROG ": --top: %s\n", err[0] ? err : fss_strerror(rc));
+	/* q (or a failed screen): detach */
+	if (!af.left)
+		atomic_store(&st->stop, 1);
 	return rc;
 }
 
@@ -501,9 +509,7 @@ static int attach_main(struct attach_args *a, char **argv)
 		if (held && (saved = dup(STDERR_FILENO)) >= 0)
 			dup2(fileno(held), STDERR_FILENO);
 		rc = show_top(&st);
-		/* The screen is gone: without it, detach now unless it was `leave`. */
-		if (rc)
-			atomic_store(&st.stop, 1);
+		(void)rc; /* said; the attach ends as show_top decided */
 		if (saved >= 0) {
 			char buf[4096];
 			size_t n;

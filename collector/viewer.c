@@ -21,6 +21,7 @@
  * being written, and the newest generation is noted as its pending one.
  */
 #include "collector/viewer.h"
+#include "collector/source.h"
 
 #include "common/json.h"
 #include "common/wire.h"
@@ -286,6 +287,9 @@ static void render_rank(struct out *o, const struct live_rank *r)
 	out_bool(o, "ended", r->ended != 0);
 	out_u64(o, "records", r->records);
 	out_u64(o, "dropped", r->dropped);
+	/* observed by fsdpscope attach: what it cannot measure is n/a, and its rank may be inferred */
+	out_bool(o, "attached", r->attached != 0);
+	out_text(o, "rank_from", source_rank_from_name((enum source_rank_from)r->rank_from), 40);
 	out_u64(o, "collectives_missing", r->collectives_missing);
 	out_u64(o, "collectives", r->collectives);
 	out_u64(o, "last_ns", r->last_ns);
@@ -485,6 +489,9 @@ static void render_job(struct out *o, const struct live_job *j)
 	out_u64_or_null(o, "microbatches", j->microbatches, d && j->microbatches != 0);
 	out_u64_or_null(o, "exposed_allgather_ns_per_step", j->exposed_allgather_ns_per_step, d);
 	out_u64_or_null(o, "compute_wait_ns_per_step", j->compute_wait_ns_per_step, d);
+	out_u64(o, "sources_attached", j->sources_attached);
+	out_text(o, "exposure_source", analysis_exposure_source_name((enum analysis_exposure_source)j->exposure_source),
+		 16);
 	out_key(o, "findings");
 	out_open(o, '[');
 	n = at_most(j->nfindings, LIVE_FINDINGS_MAX);

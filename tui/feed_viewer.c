@@ -15,6 +15,9 @@
  */
 #include "tui/feeds.h"
 
+#include "collector/analysis.h"
+#include "collector/source.h"
+
 #include "collector/viewer.h"
 #include "common/error.h"
 #include "common/record.h"
@@ -242,6 +245,16 @@ static int get_enum(struct dec *d, json_t *o, const char *key, const char *(*nam
 	return v;
 }
 
+static const char *rank_from_name(int v)
+{
+	return source_rank_from_name((enum source_rank_from)v);
+}
+
+static const char *exposure_source_name(int v)
+{
+	return analysis_exposure_source_name((enum analysis_exposure_source)v);
+}
+
 static uint64_t get_hex(struct dec *d, json_t *o, const char *key)
 {
 	const char *s = get_text(d, o, key, NULL, 0, 0);
@@ -354,6 +367,11 @@ static void el_rank(struct dec *d, json_t *e, void *out, size_t i)
 	r->ended = get_bool(d, e, "ended");
 	r->records = get_u64(d, e, "records");
 	r->dropped = get_u64(d, e, "dropped");
+	/* added within fsdpscope.live/2: a session of an older build has neither */
+	if (json_object_get(e, "attached"))
+		r->attached = get_bool(d, e, "attached");
+	if (json_object_get(e, "rank_from"))
+		r->rank_from = get_enum(d, e, "rank_from", rank_from_name, SOURCE_RANK_GUESSED_ORDER + 1, 0, 0);
 	r->collectives_missing = get_u64(d, e, "collectives_missing");
 	r->collectives = get_u64(d, e, "collectives");
 	r->last_ns = get_u64(d, e, "last_ns");
@@ -522,6 +540,11 @@ static void dec_job(struct dec *d, json_t *o, struct live_job *j)
 	j->records_dropped_total = get_u64(d, o, "records_dropped_total");
 	j->diagnoses = get_u64(d, o, "diagnoses");
 	dg = j->diagnosed = get_bool(d, o, "diagnosed");
+	/* added within fsdpscope.live/2: absent from a session of an older build */
+	if (json_object_get(o, "sources_attached"))
+		j->sources_attached = (uint32_t)get_u64(d, o, "sources_attached");
+	if (json_object_get(o, "exposure_source"))
+		j->exposure_source = get_enum(d, o, "exposure_source", exposure_source_name, 3, 0, 0);
 	/* before the first diagnosis these are null: the view's zeros */
 	j->verdict = get_enum(d, o, "verdict", (const char *(*)(int))analysis_verdict_name, 16, !dg, 0);
 	j->undecided_reason =

@@ -33,11 +33,14 @@ static void *need(const char *name)
 
 int main(int argc, char **argv)
 {
-	static uint64_t comm_buf[512]; /* zeroed: no valid communicator's magic */
-	ncclComm_t comm = (ncclComm_t)comm_buf;
+	/* zeroed, and as large as NCCL may read of a communicator before it
+	 * finds no valid magic there */
+	ncclComm_t comm = calloc(1, 64u << 20);
 	cudaStream_t stream = (cudaStream_t)(uintptr_t)0x7000;
 	void *s = (void *)(uintptr_t)0x10000, *r = (void *)(uintptr_t)0x20000;
 
+	if (!comm)
+		return 4;
 	if (argc != 2) {
 		fprintf(stderr, "usage: attach_nccl_job LIB\n");
 		return 2;
