@@ -36,6 +36,9 @@ Scenarios:
                 inside: entered before the probes, so not recorded)
   twice         two attaches on one stopped job at once: both traces count the
                 same collectives per rank as the log
+  all           --all on a stopped job (and whatever else maps libnccl here):
+                the job's ranks are attached and counted as their log counts;
+                --all outlives the job and ends on SIGTERM
   errors        exit 2 and the message for: no such pid, a thread id, a
                 process without libnccl (names what is mapped and
                 'fsdpscope run'), no PID, --all with a PID, a bad --duration,
@@ -413,6 +416,40 @@ def scenario_twice(args, work):
     print(f"twice: both traces {[len(c1[p]) for p in sorted(c1)]} collectives per rank")
 
 
+def scenario_all(args, work):
+    job = Job(args, work, 3, "block", 40)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(2)
+        pids = job.stop()
+        logged = {r: len(v) for r, v in log_steps(job.log).items()}
+        att = Attach(args, os.path.join(work, "out"), [], extra=["--all"])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        check(job.wait() == 0, "the job failed")
+        # --all never runs out of processes to watch: it ends on a signal
+        check(att.p.poll() is None, f"attach --all ended with the job: {att.text()}")
+        att.p.send_signal(signal.SIGTERM)
+        check(att.wait() == 0, f"attach --all failed: {att.text()}")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    doc = lint_json(args, att.trace())
+    coll = dump_collectives(args, att.trace())
+    log = log_steps(job.log)
+    mine = [s for s in doc["sources"] if s["pid"] in pids]
+    check(len(mine) == 3, f"{len(mine)} of the job's ranks in the --all trace")
+    for s in mine:
+        r = s["rank"]
+        n = sum(1 for c in coll.get(s["pid"], []) if c["op"] == "AllGather")
+        full = sum(d["allgathers"] for d in log[r][logged[r] + 1:])
+        part = log[r][logged[r]]["allgathers"]
+        check(full <= n <= full + part, f"rank {r}: {n} AllGather records, the log has {full} (+ up to {part})")
+    print(f"all: the job's 3 ranks among {len(doc['sources'])} sources")
+
+
 def scenario_errors(args, work):
     def expect(argv, words, what, user=None):
         cmd = [args.fsdpscope, "attach", "--out", os.path.join(work, "out"), *argv]
@@ -556,7 +593,7 @@ def main():
             _, n, wrap = s.split("_")
             scenario_fsdp(args, work, int(n), wrap)
         else:
-            {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice,
+            {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
              "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
         print(f"SKIP: {e}")
