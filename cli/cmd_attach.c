@@ -199,13 +199,8 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 			a->metrics = optarg;
 			break;
 		case OPT_KEEP:
-			if (keep_policy_parse(optarg, &a->keep)) {
-				fprintf(stderr,
-					ATTACH_PROG ": --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
-						    "10000000)\n",
-					optarg);
+			if (session_keep_option(ATTACH_PROG, optarg, &a->keep))
 				return -EINVAL;
-			}
 			break;
 		case OPT_JSON_SUMMARY:
 			a->json_summary = optarg;
@@ -226,15 +221,8 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 			}
 		}
 	}
-	if (!*a->dir) {
-		fprintf(stderr, ATTACH_PROG ": --out: empty directory name\n");
+	if (session_output_check(ATTACH_PROG, a->dir, a->name))
 		return -EINVAL;
-	}
-	if (!*a->name || strchr(a->name, '/') || a->name[0] == '.') {
-		fprintf(stderr, ATTACH_PROG ": --name: '%s' must be a plain file name (no '/', not starting with '.')\n",
-			a->name);
-		return -EINVAL;
-	}
 	if (a->all && optind < argc) {
 		fprintf(stderr, ATTACH_PROG ": --all attaches every process with libnccl: give no PID with it\n");
 		return -EINVAL;

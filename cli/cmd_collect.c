@@ -247,13 +247,8 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 			o->metrics = optarg;
 			break;
 		case OPT_KEEP:
-			if (keep_policy_parse(optarg, &o->keep)) {
-				fprintf(stderr,
-					"fsdpscope collect: --keep %s: expected full, summary, summary:N or last:N (N from 1 to "
-					"10000000)\n",
-					optarg);
+			if (session_keep_option("fsdpscope collect", optarg, &o->keep))
 				return -EINVAL;
-			}
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -276,16 +271,8 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 			argv[optind]);
 		return -EINVAL;
 	}
-	if (!*o->dir) {
-		fprintf(stderr, "fsdpscope collect: --out: empty directory name\n");
+	if (session_output_check("fsdpscope collect", o->dir, o->name))
 		return -EINVAL;
-	}
-	if (!*o->name || strchr(o->name, '/') || o->name[0] == '.') {
-		fprintf(stderr,
-			"fsdpscope collect: --name: '%s' must be a plain file name (no '/', not starting with '.')\n",
-			o->name);
-		return -EINVAL;
-	}
 	return 0;
 }
 

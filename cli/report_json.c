@@ -386,6 +386,19 @@ static void write_excluded(struct jw *w, const struct analysis_trust *t)
 }
 
 /* Every process of the trace: its rank, how it ended, what it lost. */
+/* A source's rank and where it came from (null while not known). */
+static void source_rank_json(struct jw *w, const struct source_summary *s)
+{
+	if (s->rank >= 0)
+		jw_i64(w, "rank", s->rank);
+	else
+		jw_null(w, "rank");
+	if (s->rank_from == SOURCE_RANK_UNKNOWN)
+		jw_null(w, "rank_from");
+	else
+		jw_name(w, "rank_from", source_rank_from_name((enum source_rank_from)s->rank_from));
+}
+
 static void write_sources(struct jw *w, const struct analysis_result *a)
 {
 	jw_open(w, "sources", '[');
@@ -394,14 +407,7 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 
 		jw_open(w, NULL, '{');
 		jw_u64(w, "source", s->source);
-		if (s->rank >= 0)
-			jw_i64(w, "rank", s->rank);
-		else
-			jw_null(w, "rank");
-		if (s->rank_from == SOURCE_RANK_UNKNOWN)
-			jw_null(w, "rank_from");
-		else
-			jw_name(w, "rank_from", source_rank_from_name((enum source_rank_from)s->rank_from));
+		source_rank_json(w, s);
 		jw_u64(w, "pid", s->pid);
 		jw_name(w, "host", s->host);
 		jw_name(w, "command", s->command);
@@ -473,14 +479,7 @@ static void write_attach(struct jw *w, const struct analysis_result *a)
 		jw_open(w, NULL, '{');
 		jw_u64(w, "source", s->source);
 		jw_str(w, "path", "uprobe");
-		if (s->rank >= 0)
-			jw_i64(w, "rank", s->rank);
-		else
-			jw_null(w, "rank");
-		if (s->rank_from == SOURCE_RANK_UNKNOWN)
-			jw_null(w, "rank_from");
-		else
-			jw_name(w, "rank_from", source_rank_from_name((enum source_rank_from)s->rank_from));
+		source_rank_json(w, s);
 		jw_bool(w, "rank_guessed", source_rank_is_guess((enum source_rank_from)s->rank_from));
 		jw_name(w, "end", source_end_name((enum source_end)s->end));
 		for (uint32_t c = 0; c < x->ncomms; c++)

@@ -1038,13 +1038,7 @@ int session_run_option(struct session_run_options *o, int opt, const char *arg, 
 		o->metrics = arg;
 		return 0;
 	case SESSION_OPT_KEEP:
-		if (keep_policy_parse(arg, &o->keep)) {
-			fprintf(stderr,
-				"%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
-				prog, arg);
-			return -1;
-		}
-		return 0;
+		return session_keep_option(prog, arg, &o->keep);
 	case SESSION_OPT_FLUSH_TIMEOUT:
 		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
 	case SESSION_OPT_WAIT_DESCENDANTS:
@@ -1059,18 +1053,32 @@ int session_run_option(struct session_run_options *o, int opt, const char *arg, 
 	}
 }
 
-int session_run_options_check(const struct session_run_options *o, const char *prog)
+int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep)
 {
-	if (!*o->dir) {
-		fprintf(stderr, "%s: --out: empty directory name\n", prog);
-		return -1;
-	}
-	if (!*o->name || strchr(o->name, '/') || o->name[0] == '.') {
-		fprintf(stderr, "%s: --name: '%s' must be a plain file name (no '/', not starting with '.')\n", prog,
-			o->name);
+	if (keep_policy_parse(arg, keep)) {
+		fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n", prog,
+			arg);
 		return -1;
 	}
 	return 0;
+}
+
+int session_output_check(const char *prog, const char *dir, const char *name)
+{
+	if (!*dir) {
+		fprintf(stderr, "%s: --out: empty directory name\n", prog);
+		return -1;
+	}
+	if (!*name || strchr(name, '/') || name[0] == '.') {
+		fprintf(stderr, "%s: --name: '%s' must be a plain file name (no '/', not starting with '.')\n", prog, name);
+		return -1;
+	}
+	return 0;
+}
+
+int session_run_options_check(const struct session_run_options *o, const char *prog)
+{
+	return session_output_check(prog, o->dir, o->name);
 }
 
 /* In the child, before exec: the job's environment, its stdio. */

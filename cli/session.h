@@ -225,6 +225,13 @@ void session_run_options_init(struct session_run_options *o);
  */
 int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog);
 
+/* session_keep_option - --keep ARG into *keep. 0, or -1 for a bad policy (said, prefixed with prog). */
+int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep);
+
+/* session_output_check - --out DIR and --name NAME usable (a folder given, NAME a plain
+ * file name). 0, or -1 (said, prefixed with prog). */
+int session_output_check(const char *prog, const char *dir, const char *name);
+
 /* session_run_options_check - after parsing: --out and --name usable. 0, or -1 (said). */
 int session_run_options_check(const struct session_run_options *o, const char *prog);
 

@@ -10,7 +10,10 @@
 #   4. N = 1 training runs, each wrap (block, linear, model, group:2, and block
 #      with fp32 params), on the CUDA backend and on the CPU backend with the
 #      same flags and seed; the losses are compared;
-#   5. logs to $OUT/ and to tests/fixtures/gpu/<date>-<gpu>/ (see the README
+#   5. fsdpscope attach on a 1-rank CUDA fsdp_ref job on the real NCCL (root
+#      only: eBPF): the job stopped at step 5, attached, let go; the attach
+#      trace's AllGathers per step and steps are compared with the job's log;
+#   6. logs to $OUT/ and to tests/fixtures/gpu/<date>-<gpu>/ (see the README
 #      there); $OUT/gpu-fixtures.tar.gz holds that folder for the way back.
 # Where no GPU is usable it stops after the build, says so, and exits 77.
 #
@@ -190,6 +193,39 @@ same_losses() {
   fi
 }
 
+# fsdpscope attach on a CUDA job: the probes on the real libnccl the job maps.
+attach_check() {
+  local fss=$ROOT/$BUILD_DIR/cli/fsdpscope out=$RUNS/attach log=$RUNS/attach-job.jsonl pid apid i
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "attach: not root: the eBPF check is skipped"
+    return 0
+  fi
+  [ -x "$fss" ] || { fail "attach: $fss not built"; return 1; }
+  rm -rf "$out" "$log"
+  "$CPU_BIN" --backend cuda --nranks 1 --wrap linear --steps 300 --quiet --log "$log" >"$RUNS/attach-job.out" 2>&1 &
+  pid=$!
+  for i in $(seq 600); do [ "$(wc -l <"$log" 2>/dev/null || echo 0)" -ge 5 ] && break; sleep 0.1; done
+  kill -STOP "$pid"
+  "$fss" attach --out "$out" "$pid" 2>"$RUNS/attach.err" &
+  apid=$!
+  for i in $(seq 600); do grep -q "attached pid $pid " "$RUNS/attach.err" 2>/dev/null && break; sleep 0.1; done
+  kill -CONT "$pid"
+  wait "$pid" || fail "attach: the CUDA job failed while attached"
+  wait "$apid" || fail "attach: fsdpscope attach failed ($(tail -n 3 "$RUNS/attach.err"))"
+  cat "$RUNS/attach.err"
+  "$fss" lint --json "$out/attach.fss" >"$RUNS/attach-lint.json" 2>"$RUNS/attach-lint.err"
+  python3 - "$RUNS/attach-lint.json" "$log" <<'PY' || fail "attach: the trace disagrees with the job's log"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+log = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+want = {d["allgathers"] for d in log}
+got = doc["per_step"]["allgathers"]
+print(f"attach on CUDA: verdict {doc['verdict']}, {got} AllGathers per step (log {sorted(want)}), "
+      f"{doc['steps_analyzed']} steps analysed of {len(log)}, exposure {doc['exposure']['source']}")
+sys.exit(0 if doc["verdict"] == "diagnosed" and want == {got} else 1)
+PY
+}
+
 main() {
   mkdir -p "$OUT"
   environment
@@ -249,6 +285,9 @@ main() {
     run cpu-block-fp32 "$CPU_BIN" --backend cpu --wrap block --param-dtype fp32 "${flags[@]}" &&
     names+=(block-fp32)
   grep -h -m 1 'NCCL version' "$RUNS"/cuda-*.out 2>/dev/null | head -n 1 | sed 's/^/runtime: /'
+
+  say "fsdpscope attach on a CUDA job (real NCCL)"
+  attach_check
 
   say "loss comparison (tolerances: first step $FIRST_TOL, every step $RUN_TOL, relative)"
   local t
