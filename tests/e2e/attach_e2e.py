@@ -39,10 +39,16 @@ Scenarios:
   all           --all on a stopped job (and whatever else maps libnccl here):
                 the job's ranks are attached and counted as their log counts;
                 --all outlives the job and ends on SIGTERM
+  env_rank      two ranks exec'd as torchrun does (RANK in their environment),
+                FSDP1 (no in-place gathers), attached by their pids: each
+                rank is its RANK, from the environment, and says so
+  duration      --duration 2 on a running job: attach detaches by itself, the
+                job goes on, its sources read "detached"
   errors        exit 2 and the message for: no such pid, a thread id, a
                 process without libnccl (names what is mapped and
                 'fsdpscope run'), no PID, --all with a PID, a bad --duration,
-                not root (as nobody: says CAP_BPF / CAP_PERFMON)
+                not root (as nobody: says CAP_BPF / CAP_PERFMON), a kernel
+                without BTF or without uprobes (hidden in a mount namespace)
   real_nccl     the probe job linked with the toolkit's real libnccl.so.2 (no
                 GPU: its calls fail) attached while stopped: the trace has its
                 calls with their results (path uprobe), resolved on the real
@@ -450,11 +456,76 @@ def scenario_all(args, work):
     print(f"all: the job's 3 ranks among {len(doc['sources'])} sources")
 
 
+def scenario_env_rank(args, work):
+    """Ranks a launcher exec'd with RANK in their environment (torchrun's way), FSDP1 (no
+    in-place gathers): the rank comes from the environment, and says so."""
+    n, uid = 2, os.path.join(work, "uid")
+    log = os.path.join(work, "job.jsonl")
+    procs, att = [], None
+    try:
+        for r in range(n):
+            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r))
+            procs.append(subprocess.Popen([args.fsdp_ref, "--unique-id-file", uid, "--style", "fsdp1", "--wrap", "block",
+                                           "--steps", "60", "--batch", str(2 * n), "--quiet", "--log", log],
+                                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(lambda: len(log_steps(log)) == n and all(len(v) > 2 for v in log_steps(log).values()),
+                 "both ranks past step 2", WAIT_S)
+        for p in procs:
+            os.kill(p.pid, signal.SIGSTOP)
+        att = Attach(args, os.path.join(work, "out"), [p.pid for p in procs])
+        att.wait_attached([p.pid for p in procs])
+        for p in procs:
+            os.kill(p.pid, signal.SIGCONT)
+        for p in procs:
+            check(p.wait(timeout=WAIT_S) == 0, "a rank failed")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+        if att:
+            att.kill()
+    doc = lint_json(args, att.trace())
+    want = {p.pid: r for r, p in enumerate(procs)}
+    for s in doc["sources"]:
+        check(s["rank_from"] == "inferred:environment", f"pid {s['pid']}: rank from {s['rank_from']}")
+        check(s["rank"] == want[s["pid"]], f"pid {s['pid']}: rank {s['rank']}, its RANK is {want[s['pid']]}")
+    check(doc["verdict"] == "diagnosed", f"verdict {doc['verdict']}")
+    print(f"env_rank: ranks {sorted(s['rank'] for s in doc['sources'])} from RANK")
+
+
+def scenario_duration(args, work):
+    job = Job(args, work, 2, "block", 100000)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(2)
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid], extra=["--duration", "2"])
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+        check("--duration 2 s reached" in att.text() and "every probe removed" in att.text(),
+              f"attach did not detach at --duration: {att.text()}")
+        check(job.p.poll() is None, "the job ended before the detach")
+        job.wait_step(len(log_steps(job.log)[0]) + 2)  # it goes on after the detach
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    doc = lint_json(args, att.trace())
+    check(doc["ranks"] == 2, f"{doc['ranks']} ranks in the trace")
+    check(all(s["end"] == "detached" for s in doc["sources"]), "a source not detached")
+    print("duration: detached by itself, the job went on")
+
+
 def scenario_errors(args, work):
-    def expect(argv, words, what, user=None):
+    def expect(argv, words, what, user=None, hide=None):
         cmd = [args.fsdpscope, "attach", "--out", os.path.join(work, "out"), *argv]
         if user:
             cmd = ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", *cmd]
+        if hide:
+            # a kernel without it, as attach sees one: the folder hidden under an empty
+            # tmpfs in a mount namespace of its own
+            cmd = ["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none {hide} && exec {shlex.join(cmd)}"]
         r = run(cmd)
         check(r.returncode == 2, f"{what}: exit {r.returncode}, want 2: {r.stderr}")
         for w in words:
@@ -483,6 +554,8 @@ def scenario_errors(args, work):
     expect(["--all", "1"], ["--all"], "--all with a PID")
     expect(["--duration", "soon", "1"], ["--duration"], "a bad duration")
     expect(["1"], ["CAP_BPF", "CAP_PERFMON"], "not root", user="65534")
+    expect(["1"], ["no BTF", "fsdpscope run"], "a kernel without BTF", hide="/sys/kernel/btf")
+    expect(["1"], ["no uprobes", "fsdpscope run"], "a kernel without uprobes", hide="/sys/bus/event_source/devices")
     print("errors: each exits 2 with its message")
 
 
@@ -594,6 +667,7 @@ def main():
             scenario_fsdp(args, work, int(n), wrap)
         else:
             {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
+             "env_rank": scenario_env_rank, "duration": scenario_duration,
              "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
         print(f"SKIP: {e}")
