@@ -42,6 +42,9 @@ Scenarios:
   env_rank      two ranks exec'd as torchrun does (RANK in their environment),
                 FSDP1 (no in-place gathers), attached by their pids: each
                 rank is its RANK, from the environment, and says so
+  killed        a rank SIGKILLed while attached: its source ends "signaled" (9),
+                from the kernel's exit tracepoint; the others, which then fail,
+                end "exited"
   duration      --duration 2 on a running job: attach detaches by itself, the
                 job goes on, its sources read "detached"
   errors        exit 2 and the message for: no such pid, a thread id, a
@@ -123,13 +126,14 @@ def children(pid):
 class Job:
     """fsdp_ref, started without fsdpscope."""
 
-    def __init__(self, args, work, nranks, wrap, steps, extra=(), name="job"):
+    def __init__(self, args, work, nranks, wrap, steps, extra=(), name="job", env=None):
         self.log = os.path.join(work, f"{name}.jsonl")
         self.err = open(os.path.join(work, f"{name}.stderr"), "w")
         self.nranks = nranks
         cmd = [args.fsdp_ref, "--nranks", str(nranks), "--wrap", wrap, "--steps", str(steps),
                "--batch", str(2 * nranks), "--log", self.log, "--quiet", *extra]
-        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=work)
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=work,
+                                  env=dict(os.environ, **(env or {})))
 
     def pids(self):
         return [self.p.pid] + children(self.p.pid)
@@ -517,6 +521,39 @@ def scenario_duration(args, work):
     print("duration: detached by itself, the job went on")
 
 
+def scenario_killed(args, work):
+    """A rank SIGKILLed while attached: the kernel's word on its end is in the trace."""
+    # the others fail their next collective soon after (the stand-in's dead-peer timeout)
+    job = Job(args, work, 3, "block", 100000, env={"FSDP_REF_NCCL_TIMEOUT_S": "2"})
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(2)
+        pids = job.stop()
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        job.wait_step(len(log_steps(job.log)[0]) + 3)
+        victim = pids[-1]
+        os.kill(victim, signal.SIGKILL)
+        rc = job.wait()
+        check(rc != 0, "the job went on without a rank")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    doc = lint_json(args, att.trace())
+    ends = {s["pid"]: s for s in doc["sources"]}
+    check(victim in ends, f"the killed rank {victim} is not a source")
+    check(ends[victim]["end"] == "signaled" and ends[victim]["signal"] in (9, "KILL", "SIGKILL"),
+          f"the killed rank ends '{ends[victim]['end']}' signal {ends[victim]['signal']}")
+    for pid, src in ends.items():
+        if pid != victim:
+            check(src["end"] in ("exited", "signaled"), f"rank {src['rank']} (pid {pid}) ends '{src['end']}'")
+    print(f"killed: rank of pid {victim} signaled by SIGKILL, the others {sorted(s['end'] for s in ends.values())}")
+
+
 def scenario_errors(args, work):
     def expect(argv, words, what, user=None, hide=None):
         cmd = [args.fsdpscope, "attach", "--out", os.path.join(work, "out"), *argv]
@@ -667,7 +704,7 @@ def main():
             scenario_fsdp(args, work, int(n), wrap)
         else:
             {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
-             "env_rank": scenario_env_rank, "duration": scenario_duration,
+             "env_rank": scenario_env_rank, "duration": scenario_duration, "killed": scenario_killed,
              "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
         print(f"SKIP: {e}")
