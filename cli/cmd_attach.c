@@ -491,9 +491,9 @@ static int attach_main(struct attach_args *a, char **argv)
 	if (err) {
 		fprintf(stderr, ATTACH_PROG ": cannot start the session's thread: %s\n", strerror(err));
 		attach_capture_free(st.capture);
+		top_board_feed_free(st.bf); /* before the session: its watcher waits on the session's board */
 		session_abandon(st.session);
 		session_free(st.session);
-		top_board_feed_free(st.bf);
 		free(st.metrics);
 		return EXIT_USAGE;
 	}
@@ -527,8 +527,8 @@ static int attach_main(struct attach_args *a, char **argv)
 	}
 	pthread_join(session_thread, NULL);
 	attach_capture_free(st.capture);
+	top_board_feed_free(st.bf); /* before the session: its watcher waits on the session's board */
 	session_free(st.session);
-	top_board_feed_free(st.bf);
 	free(st.metrics);
 	pthread_mutex_destroy(&st.mu);
 	code = st.finish_rc ? 1 : EXIT_OK;
