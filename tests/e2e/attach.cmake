@@ -29,13 +29,19 @@ add_executable(attach_nccl_job ${CMAKE_CURRENT_SOURCE_DIR}/e2e/attach_nccl_job.c
 target_include_directories(attach_nccl_job SYSTEM PRIVATE ${FSS_NCCL_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(attach_nccl_job PRIVATE ${CMAKE_DL_LIBS})
 
+# A sanitizer build's ranks are slow: fewer steps (attach_e2e.py --sanitized).
+set(FSS_ATTACH_E2E_SANITIZED "")
+if(FSS_SANITIZE)
+  set(FSS_ATTACH_E2E_SANITIZED --sanitized)
+endif()
+
 function(fss_attach_e2e name timeout)
   add_test(NAME attach_e2e_${name}
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/attach_e2e.py ${name}
             --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref>
             $<$<TARGET_EXISTS:fsdpscope_agent>:--agent=$<TARGET_FILE:fsdpscope_agent>>
             --probe-job $<TARGET_FILE:attach_nccl_job> --real-nccl ${FSS_ATTACH_REAL_NCCL}
-            --work ${CMAKE_CURRENT_BINARY_DIR}/attach_e2e)
+            --work ${CMAKE_CURRENT_BINARY_DIR}/attach_e2e ${FSS_ATTACH_E2E_SANITIZED})
   set_tests_properties(attach_e2e_${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "e2e;attach")
 endfunction()
 

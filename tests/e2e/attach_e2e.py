@@ -12,7 +12,8 @@ counts are compared with fsdp_ref's own log (its ground truth).
 
 Scenarios:
   fsdp_3_linear, fsdp_4_block, fsdp_3_block, fsdp_4_linear
-                N ranks, the wrap policy, 220 steps, attached after step 20:
+                N ranks, the wrap policy, 220 steps, attached after step 20
+                (--sanitized: 60, after step 10):
                 from the first step after the attach every step of every rank
                 is in the attach trace: its AllGathers per step (report
                 per_step, per rank) equal the log's, the steps analysed are
@@ -29,11 +30,11 @@ Scenarios:
                 the steps in between, its sources read "detached"
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts: attach waits for its ranks; fsdp_ref
-                --hold-at 4:FIFO starts, attach picks up its processes at its
+                --hold-at 0:FIFO starts, attach picks up its processes at its
                 next look at /proc, the job is let go once all are attached:
-                every step from 4 on is counted as the log counts it (less,
-                on the ranks rank 0 held, the AllGather they were already
-                inside: entered before the probes, so not recorded)
+                every step is counted as the log counts it (less, on the ranks
+                rank 0 held, the AllGather they may have been inside already:
+                entered before the probes, so not recorded)
   twice         two attaches on one stopped job at once: both traces count the
                 same collectives per rank as the log
   all           --all on a stopped job (and whatever else maps libnccl here):
@@ -80,6 +81,13 @@ SKIP = 77
 WAIT_S = 300
 Fail, check, fresh, run = support.Fail, support.check, support.fresh, support.run
 read_text, wait_for = support.read_text, support.wait_for
+
+# A small model: the collectives' pattern (units, gathers, sizes' ratios) is the same at any
+# width, and the sanitized build's ranks are slow.
+MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16"]
+# The steps of a job attached while it runs: --sanitized (a build with ASan) runs fewer.
+STEPS = {"fsdp": (220, 20), "detach": (120, 10, 60)}
+STEPS_SANITIZED = {"fsdp": (60, 10), "detach": (50, 5, 25)}
 
 # The wrap rules' and the structure's figures: what attach must agree on with run.
 VERDICT_RULES = ("wrap-too-fine", "wrap-too-coarse", "reshard-policy", "small-collectives")
@@ -131,7 +139,7 @@ class Job:
         self.err = open(os.path.join(work, f"{name}.stderr"), "w")
         self.nranks = nranks
         cmd = [args.fsdp_ref, "--nranks", str(nranks), "--wrap", wrap, "--steps", str(steps),
-               "--batch", str(2 * nranks), "--log", self.log, "--quiet", *extra]
+               "--batch", str(2 * nranks), "--log", self.log, "--quiet", *MODEL, *extra]
         self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=work,
                                   env=dict(os.environ, **(env or {})))
 
@@ -259,7 +267,7 @@ def verdict(doc):
 # ------------------------------------------------------------------ scenarios
 
 def scenario_fsdp(args, work, nranks, wrap):
-    steps, at = 220, 20
+    steps, at = (STEPS_SANITIZED if args.sanitized else STEPS)["fsdp"]
     job = Job(args, work, nranks, wrap, steps)
     att = None
     try:
@@ -311,7 +319,7 @@ def scenario_fsdp(args, work, nranks, wrap):
     # the same verdict as run's on the same job
     out_run = os.path.join(work, "run")
     r = run([args.fsdpscope, "run", "--out", out_run, "--", args.fsdp_ref, "--nranks", str(nranks), "--wrap", wrap,
-             "--steps", "30", "--batch", str(2 * nranks), "--quiet"])
+             "--steps", "30", "--batch", str(2 * nranks), "--quiet", *MODEL])
     check(r.returncode == 0, f"fsdpscope run exited {r.returncode}: {r.stderr}")
     want, got = verdict(lint_json(args, os.path.join(out_run, "trace.fss"))), verdict(doc)
     check(got == want, f"attach's verdict {got} differs from run's {want}")
@@ -319,19 +327,19 @@ def scenario_fsdp(args, work, nranks, wrap):
 
 
 def scenario_detach(args, work):
-    steps = 120
+    steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach"]
     ref = Job(args, work, 3, "block", steps, name="ref")
     rc_ref = ref.wait()
     job = Job(args, work, 3, "block", steps)
     att = None
     try:
         job.wait_ranks()
-        job.wait_step(10)
+        job.wait_step(at)
         pids = job.stop()
         att = Attach(args, os.path.join(work, "out"), [job.p.pid])
         att.wait_attached(pids)
         job.signal_all(signal.SIGCONT)
-        job.wait_step(60)
+        job.wait_step(until)
         att.p.send_signal(signal.SIGINT)
         arc = att.wait()
         check(arc == 0, f"attach exited {arc}: {att.text()}")
@@ -363,7 +371,8 @@ def scenario_launcher(args, work):
         os.mkfifo(f)
     log = os.path.join(work, "job.jsonl")
     script = (f"cat {shlex.quote(go)} >/dev/null; exec {shlex.quote(args.fsdp_ref)} --nranks 3 --wrap block "
-              f"--steps 40 --batch 6 --quiet --log {shlex.quote(log)} --hold-at 4:{shlex.quote(hold)}")
+              f"--steps 20 --batch 6 --quiet {shlex.join(MODEL)} --log {shlex.quote(log)} "
+              f"--hold-at 0:{shlex.quote(hold)}")
     launcher = subprocess.Popen(["sh", "-c", script])
     att = None
     try:
@@ -392,11 +401,11 @@ def scenario_launcher(args, work):
     by_rank = {s["rank"]: s["pid"] for s in doc["sources"]}
     for r in range(3):
         n = sum(1 for c in coll.get(by_rank[r], []) if c["op"] == "AllGather")
-        want = sum(d["allgathers"] for d in logs[r][4:])
-        # rank 0 held before step 4; the others were already inside its first
+        want = sum(d["allgathers"] for d in logs[r])
+        # rank 0 held before step 0; the others may have been inside its first
         # AllGather when the probes came (entered before them: not recorded)
         low = want if r == 0 else want - 1
-        check(low <= n <= want, f"rank {r}: {n} AllGathers, the log has {want} from step 4")
+        check(low <= n <= want, f"rank {r}: {n} AllGathers, the log has {want}")
     print(f"launcher: 3 ranks picked up after the attach, {doc['steps_analyzed']} steps analysed")
 
 
@@ -691,6 +700,7 @@ def main():
     ap.add_argument("--probe-job")
     ap.add_argument("--real-nccl", default="/usr/local/cuda/lib/libnccl.so.2")
     ap.add_argument("--tmux", default=shutil.which("tmux"))
+    ap.add_argument("--sanitized", action="store_true", help="a sanitizer build: fewer steps")
     args = ap.parse_args()
     work = fresh(os.path.join(args.work, args.scenario))
     try:
