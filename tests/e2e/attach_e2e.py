@@ -13,7 +13,7 @@ counts are compared with fsdp_ref's own log (its ground truth).
 Scenarios:
   fsdp_3_linear, fsdp_4_block, fsdp_3_block, fsdp_4_linear
                 N ranks, the wrap policy, 220 steps, attached after step 20
-                (--sanitized: 60, after step 10):
+                (--sanitized: 40, after step 8):
                 from the first step after the attach every step of every rank
                 is in the attach trace: its AllGathers per step (report
                 per_step, per rank) equal the log's, the steps analysed are
@@ -87,7 +87,7 @@ read_text, wait_for = support.read_text, support.wait_for
 MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16"]
 # The steps of a job attached while it runs: --sanitized (a build with ASan) runs fewer.
 STEPS = {"fsdp": (220, 20), "detach": (120, 10, 60)}
-STEPS_SANITIZED = {"fsdp": (60, 10), "detach": (50, 5, 25)}
+STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20)}
 
 # The wrap rules' and the structure's figures: what attach must agree on with run.
 VERDICT_RULES = ("wrap-too-fine", "wrap-too-coarse", "reshard-policy", "small-collectives")
@@ -410,7 +410,7 @@ def scenario_launcher(args, work):
 
 
 def scenario_twice(args, work):
-    job = Job(args, work, 3, "block", 60)
+    job = Job(args, work, 3, "block", 30)
     a1 = a2 = None
     try:
         job.wait_ranks()
@@ -479,7 +479,7 @@ def scenario_env_rank(args, work):
         for r in range(n):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r))
             procs.append(subprocess.Popen([args.fsdp_ref, "--unique-id-file", uid, "--style", "fsdp1", "--wrap", "block",
-                                           "--steps", "60", "--batch", str(2 * n), "--quiet", "--log", log],
+                                           "--steps", "30", "--batch", str(2 * n), "--quiet", "--log", log, *MODEL],
                                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_for(lambda: len(log_steps(log)) == n and all(len(v) > 2 for v in log_steps(log).values()),
                  "both ranks past step 2", WAIT_S)
