@@ -98,6 +98,28 @@ static __always_inline void current_ids(__u32 *pid, __u32 *tid)
 	*tid = (__u32)id;
 }
 
+/* A ring-buffer record with its head filled (the rest is the caller's to
+ * write: a reserved record is not zeroed), or NULL, counted lost, when the
+ * ring is full. */
+static __always_inline struct attach_event *event_begin(__u32 pid, __u32 tid, __u16 fn, __u16 kind, __s32 ret)
+{
+	struct attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return NULL;
+	}
+	e->ts_ns = bpf_ktime_get_ns();
+	e->pid = pid;
+	e->tid = tid;
+	e->fn = fn;
+	e->kind = kind;
+	e->ret = ret;
+	e->nout = 0;
+	e->uid_ok = 0;
+	return e;
+}
+
 /*
  * Per function: how many arguments (bits 0-3) and which of them are 32-bit
  * (bits 8-15, bit 8 + i for argument i). The ABI leaves the upper half of
@@ -156,6 +178,7 @@ int attach_enter(struct pt_regs *ctx)
 	__u32 desc = fn_args(fn), nargs = desc & 0xf, ints = desc >> 8;
 	__u64 regs[6], sp = PT_REGS_SP(ctx);
 	struct attach_event *e;
+	__u32 pid, tid;
 	struct pending_key key = {.pid_tgid = bpf_get_current_pid_tgid(), .fn = fn};
 	struct pending p = {};
 
@@ -204,19 +227,11 @@ int attach_enter(struct pt_regs *ctx)
 	if (p.nout)
 		bpf_map_update_elem(&pending, &key, &p, BPF_ANY);
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost, 1);
+	current_ids(&pid, &tid);
+	e = event_begin(pid, tid, (__u16)fn, ATTACH_EV_ENTER, 0);
+	if (!e)
 		return 0;
-	}
-	/* The reserved record is not zeroed: every field is written below. */
-	e->ts_ns = bpf_ktime_get_ns();
-	current_ids(&e->pid, &e->tid);
-	e->fn = (__u16)fn;
-	e->kind = ATTACH_EV_ENTER;
-	e->ret = 0;
-	e->nout = 0;
-	e->uid_ok = 0;
+	/* every field past the head is written below */
 #pragma unroll
 	for (int i = 0; i < ATTACH_OUT_MAX; i++)
 		e->out[i] = 0;
@@ -253,6 +268,7 @@ int attach_exit(struct pt_regs *ctx)
 	struct pending_key key = {.pid_tgid = bpf_get_current_pid_tgid(), .fn = fn};
 	struct pending *p = NULL, saved = {};
 	struct attach_event *e;
+	__u32 pid, tid;
 
 	if (fn >= ATTACH_FN_COMM_INIT_RANK && fn <= ATTACH_FN_COMM_SHRINK) {
 		p = bpf_map_lookup_elem(&pending, &key);
@@ -262,18 +278,10 @@ int attach_exit(struct pt_regs *ctx)
 		}
 	}
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost, 1);
+	current_ids(&pid, &tid);
+	e = event_begin(pid, tid, (__u16)fn, ATTACH_EV_EXIT, (__s32)PT_REGS_RC(ctx));
+	if (!e)
 		return 0;
-	}
-	e->ts_ns = bpf_ktime_get_ns();
-	current_ids(&e->pid, &e->tid);
-	e->fn = (__u16)fn;
-	e->kind = ATTACH_EV_EXIT;
-	e->ret = (__s32)PT_REGS_RC(ctx);
-	e->nout = 0;
-	e->uid_ok = 0;
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		e->arg[i] = 0;
@@ -321,19 +329,9 @@ int BPF_PROG(attach_process_exit, struct task_struct *task)
 	current_ids(&pid, &tid);
 	if (pid != tid || !bpf_map_lookup_elem(&tgids, &pid))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost, 1);
+	e = event_begin(pid, tid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT, task->exit_code);
+	if (!e)
 		return 0;
-	}
-	e->ts_ns = bpf_ktime_get_ns();
-	e->pid = pid;
-	e->tid = tid;
-	e->fn = ATTACH_FN_PROCESS_EXIT;
-	e->kind = ATTACH_EV_EXIT;
-	e->ret = task->exit_code;
-	e->nout = 0;
-	e->uid_ok = 0;
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		e->arg[i] = 0;
