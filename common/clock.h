@@ -17,6 +17,13 @@ static inline uint64_t clock_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* clock_mono_ms - CLOCK_MONOTONIC in ms: deadlines and poll intervals of
+ * the CLI, the viewer and the dashboard. */
+static inline int64_t clock_mono_ms(void)
+{
+	return (int64_t)(clock_mono_ns() / 1000000u);
+}
+
 /* clock_realtime_ns - CLOCK_REALTIME in ns (wall clock, for anchors). */
 static inline uint64_t clock_realtime_ns(void)
 {
