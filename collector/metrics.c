@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "collector/live_fields.h"
 #include "collector/metrics.h"
 #include "common/trace_format.h"
 
@@ -173,28 +174,6 @@ enum family_id {
 	F_FINDINGS,
 	F_COLLECTIVE_HANG,
 	F_RANK_INFO,
-	F_RANK_ENDED,
-	F_RANK_RECORDS,
-	F_RECORDS_DROPPED,
-	F_COLLECTIVES,
-	F_COLLECTIVES_MISSING,
-	F_LATENESS,
-	F_STEP_SECONDS,
-	F_STEP_ORDINAL,
-	F_ALLGATHERS,
-	F_MICROBATCHES,
-	F_ALLGATHER_SECONDS,
-	F_ALLGATHER_EXPOSED,
-	F_COMPUTE_WAIT,
-	F_COMPUTE,
-	F_COMM_EXPOSED,
-	F_STEPS,
-	F_STEPS_EXCLUDED,
-	F_STEP_SECONDS_TOTAL,
-	F_ALLGATHERS_TOTAL,
-	F_ALLGATHER_EXPOSED_TOTAL,
-	F_COMPUTE_WAIT_TOTAL,
-	F_COMPUTE_TOTAL,
 	F_COLLECTIVE_SEQ,
 	F_COMM_COLLECTIVES,
 	F_COMM_ROLE,
@@ -239,71 +218,45 @@ static const struct family families[F_MAX] = {
     [F_DIAG_COMPUTE_WAIT] = {"fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge",
 			     "Time per step compute waited on gathers, headline rank, latest diagnosis."},
     [F_FINDINGS] = {"fsdpscope_findings", "gauge", "Findings of the latest diagnosis, by rule and severity."},
-    [F_COLLECTIVE_HANG] = {"fsdpscope_collective_hang", "gauge",
-			   "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout "
-			   "that others have not entered), else 0."},
+    [F_COLLECTIVE_HANG] =
+	{"fsdpscope_collective_hang", "gauge",
+	 "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout "
+	 "that others have not entered), else 0."},
     [F_RANK_INFO] = {"fsdpscope_rank_info", "gauge", "Always 1; the process behind a rank label."},
-    [F_RANK_ENDED] = {"fsdpscope_rank_ended", "gauge", "1 once the rank's process has ended."},
-    [F_RANK_RECORDS] = {"fsdpscope_rank_records_total", "counter", "Records the session received from the rank."},
-    [F_RECORDS_DROPPED] = {"fsdpscope_records_dropped_total", "counter",
-			   "Records the rank lost before they reached the collector (ring, sink, CUPTI, NVTX)."},
-    [F_COLLECTIVES] = {"fsdpscope_collectives_total", "counter", "Collective calls recorded from the rank."},
-    [F_COLLECTIVES_MISSING] = {"fsdpscope_collectives_missing_total", "counter",
-			       "Collective calls the rank made that were not recorded (sequence gaps)."},
-    [F_LATENESS] = {"fsdpscope_rank_lateness_seconds", "gauge",
-		    "How late the rank enters the FSDP collectives against the earliest rank (latest diagnosis)."},
-    [F_STEP_SECONDS] = {"fsdpscope_step_seconds", "gauge", "Duration of the rank's last analysed step."},
-    [F_STEP_ORDINAL] = {"fsdpscope_step_ordinal", "gauge",
-			"Steps of the rank before its last analysed step, warm-up included."},
-    [F_ALLGATHERS] = {"fsdpscope_allgathers_per_step", "gauge", "AllGathers in the rank's last analysed step."},
-    [F_MICROBATCHES] = {"fsdpscope_microbatches_per_step", "gauge",
-			"Micro-batches in the rank's last analysed step, when known."},
-    [F_ALLGATHER_SECONDS] = {"fsdpscope_allgather_seconds_per_step", "gauge",
-			     "AllGather time in the rank's last analysed step."},
-    [F_ALLGATHER_EXPOSED] = {"fsdpscope_allgather_exposed_seconds_per_step", "gauge",
-			     "AllGather time with no compute under it in the rank's last analysed step."},
-    [F_COMPUTE_WAIT] = {"fsdpscope_compute_wait_seconds_per_step", "gauge",
-			"Time compute waited on gathers in the rank's last analysed step."},
-    [F_COMPUTE] = {"fsdpscope_compute_seconds_per_step", "gauge", "Compute time in the rank's last analysed step."},
-    [F_COMM_EXPOSED] = {"fsdpscope_comm_exposed_seconds_per_step", "gauge",
-			"Communication time with no compute under it in the rank's last analysed step."},
-    [F_STEPS] = {"fsdpscope_steps_total", "counter", "Steps of the rank analysed."},
-    [F_STEPS_EXCLUDED] = {"fsdpscope_steps_excluded_total", "counter",
-			  "Steps of the rank left out of the analysis (lost collectives, cut off)."},
-    [F_STEP_SECONDS_TOTAL] = {"fsdpscope_analysed_step_seconds_total", "counter",
-			      "Duration of the rank's analysed steps, summed."},
-    [F_ALLGATHERS_TOTAL] = {"fsdpscope_allgathers_total", "counter", "AllGathers in the rank's analysed steps."},
-    [F_ALLGATHER_EXPOSED_TOTAL] = {"fsdpscope_allgather_exposed_seconds_total", "counter",
-				   "AllGather time with no compute under it in the rank's analysed steps, summed."},
-    [F_COMPUTE_WAIT_TOTAL] = {"fsdpscope_compute_wait_seconds_total", "counter",
-			      "Time compute waited on gathers in the rank's analysed steps, summed."},
-    [F_COMPUTE_TOTAL] = {"fsdpscope_compute_seconds_total", "counter",
-			 "Compute time in the rank's analysed steps, summed."},
-    [F_COLLECTIVE_SEQ] = {"fsdpscope_collective_seq", "gauge",
-			  "Highest collective number (from 1 per communicator, in issue order) the rank (its rank in the "
-			  "communicator) has entered or left there."},
+    [F_COLLECTIVE_SEQ] =
+	{"fsdpscope_collective_seq", "gauge",
+	 "Highest collective number (from 1 per communicator, in issue order) the rank (its rank in the "
+	 "communicator) has entered or left there."},
     [F_COMM_COLLECTIVES] = {"fsdpscope_comm_collectives_total", "counter",
 			    "Collective calls the rank recorded on the communicator."},
     [F_COMM_ROLE] = {"fsdpscope_comm_role", "gauge", "1 for the communicator's role as the latest diagnosis gave it."},
 };
+
+/* Room for the per-rank families of the field tables (live_metric.order). */
+#define RANK_FAMILIES_MAX 32
 
 struct render {
 	struct out o;
 	const struct live_view *v;
 	char (*rank_label)[24]; /* per ranks[] entry */
 	unsigned char started[F_MAX];
+	unsigned char rank_started[RANK_FAMILIES_MAX];
 };
 
-/* Start a sample of family f: its header first when it is the first one. */
+/* Start a sample of a family: its header first when it is the first one (*started). */
+static void sample_begin_family(struct render *r, const char *name, const char *type, const char *help,
+				unsigned char *started)
+{
+	if (!*started) {
+		*started = 1;
+		out_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	}
+	out_str(&r->o, name);
+}
+
 static void sample_begin(struct render *r, enum family_id f)
 {
-	const struct family *fam = &families[f];
-
-	if (!r->started[f]) {
-		r->started[f] = 1;
-		out_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, fam->type);
-	}
-	out_str(&r->o, fam->name);
+	sample_begin_family(r, families[f].name, families[f].type, families[f].help, &r->started[f]);
 }
 
 /* A sample with no labels and an integer value. */
@@ -371,135 +324,69 @@ static const struct live_step *rank_step(const struct live_rank *k)
 	return NULL;
 }
 
-enum value_kind { V_COUNT, V_NS, V_SIGNED_NS };
-
-struct value {
-	enum value_kind kind;
-	uint64_t u;
-	int64_t s;
+/* The families of one sample per rank (live_fields.h), in the order they
+ * are written: a field of the rank itself, of the step the per-step gauges
+ * describe (rank_step), or of its totals. */
+struct rank_family {
+	const struct live_table *table;
+	const struct live_field *field;
 };
 
-/* value_of - the sample of family f for rank k; 0 when it has none. */
-static int value_of(enum family_id f, const struct live_rank *k, struct value *val)
+static size_t rank_families(struct rank_family *out)
 {
-	const struct live_step *s = rank_step(k);
+	static const struct live_table *const tables[] = {&live_table_rank, &live_table_step, &live_table_totals};
+	size_t n = 0;
 
-	val->kind = V_COUNT;
-	val->s = 0;
-	switch (f) {
-	case F_RANK_ENDED:
-		val->u = k->ended != 0;
-		return 1;
-	case F_RANK_RECORDS:
-		val->u = k->records;
-		return 1;
-	case F_RECORDS_DROPPED:
-		val->u = k->dropped;
-		return 1;
-	case F_COLLECTIVES:
-		val->u = k->collectives;
-		return 1;
-	case F_COLLECTIVES_MISSING:
-		val->u = k->collectives_missing;
-		return 1;
-	case F_LATENESS:
-		val->kind = V_SIGNED_NS;
-		val->s = k->lateness_ns;
-		return 1;
-	case F_STEPS:
-		val->u = k->totals.steps;
-		return 1;
-	case F_STEPS_EXCLUDED:
-		val->u = k->totals.steps_excluded;
-		return 1;
-	case F_STEP_SECONDS_TOTAL:
-		val->kind = V_NS;
-		val->u = k->totals.step_ns_sum;
-		return 1;
-	case F_ALLGATHERS_TOTAL:
-		val->u = k->totals.allgathers_sum;
-		return 1;
-	case F_ALLGATHER_EXPOSED_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.exposed_allgather_ns_sum;
-		return 1;
-	case F_COMPUTE_WAIT_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.compute_wait_ns_sum;
-		return 1;
-	case F_COMPUTE_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.compute_ns_sum;
-		return 1;
-	default:
-		break;
-	}
-	if (!s)
-		return 0;
-	/* uprobes time host calls only: an attached rank's AllGather time,
-	 * exposure and compute are not measured, so not written as 0 */
-	if (k->attached && (f == F_ALLGATHER_SECONDS || f == F_ALLGATHER_EXPOSED || f == F_COMPUTE_WAIT ||
-			    f == F_COMPUTE || f == F_COMM_EXPOSED))
-		return 0;
-	switch (f) {
-	case F_STEP_SECONDS:
-		val->kind = V_NS;
-		val->u = s->step_ns;
-		return 1;
-	case F_STEP_ORDINAL:
-		val->u = s->ordinal;
-		return 1;
-	case F_ALLGATHERS:
-		val->u = s->allgathers;
-		return 1;
-	case F_MICROBATCHES:
-		val->u = s->microbatches;
-		return s->microbatches != 0;
-	case F_ALLGATHER_SECONDS:
-		val->kind = V_NS;
-		val->u = s->allgather_ns;
-		return 1;
-	case F_ALLGATHER_EXPOSED:
-		val->kind = V_NS;
-		val->u = s->exposed_allgather_ns;
-		return 1;
-	case F_COMPUTE_WAIT:
-		val->kind = V_NS;
-		val->u = s->compute_wait_ns;
-		return 1;
-	case F_COMPUTE:
-		val->kind = V_NS;
-		val->u = s->compute_ns;
-		return 1;
-	case F_COMM_EXPOSED:
-		val->kind = V_NS;
-		val->u = s->exposed_comm_ns;
-		return 1;
-	default:
-		return 0;
-	}
+	memset(out, 0, RANK_FAMILIES_MAX * sizeof(*out));
+	for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+		for (size_t i = 0; i < tables[t]->nfields; i++) {
+			const struct live_metric *m = tables[t]->fields[i].metric;
+
+			if (m && m->order < RANK_FAMILIES_MAX) {
+				out[m->order] = (struct rank_family){tables[t], &tables[t]->fields[i]};
+				n = m->order + 1 > n ? m->order + 1 : n;
+			}
+		}
+	return n;
 }
 
-/* The families with one sample per rank, in the order they are written. */
-/* clang-format off */
-static const enum family_id rank_families[] = {
-    F_RANK_ENDED,         F_RANK_RECORDS,       F_RECORDS_DROPPED,   F_COLLECTIVES,
-    F_COLLECTIVES_MISSING, F_LATENESS,          F_STEP_SECONDS,      F_STEP_ORDINAL,
-    F_ALLGATHERS,         F_MICROBATCHES,       F_ALLGATHER_SECONDS, F_ALLGATHER_EXPOSED,
-    F_COMPUTE_WAIT,       F_COMPUTE,            F_COMM_EXPOSED,      F_STEPS,
-    F_STEPS_EXCLUDED,     F_STEP_SECONDS_TOTAL, F_ALLGATHERS_TOTAL,  F_ALLGATHER_EXPOSED_TOTAL,
-    F_COMPUTE_WAIT_TOTAL, F_COMPUTE_TOTAL};
-/* clang-format on */
+/* The object of rank k that family f reads: NULL when it has none (no analysed step yet). */
+static const void *family_object(const struct rank_family *f, const struct live_rank *k)
+{
+	if (f->table == &live_table_step)
+		return rank_step(k);
+	if (f->table == &live_table_totals)
+		return &k->totals;
+	return k;
+}
+
+/* The sample of rank k for family f: 0 when it has none (not known, not measured). */
+static int rank_sample(struct render *r, const struct rank_family *f, const struct live_rank *k, const char *label)
+{
+	const struct live_metric *m = f->field->metric;
+	const void *o = family_object(f, k);
+
+	/* uprobes time host calls only: an attached rank's AllGather time,
+	 * exposure and compute are not measured, so not written as 0 */
+	if (!o || (k->attached && m->attach_unknown) || live_field_is_null(o, f->field, 1))
+		return 0;
+	sample_begin_family(r, m->name, m->type, m->help, &r->rank_started[m->order]);
+	out_printf(&r->o, "{rank=\"%s\"} ", label);
+	if (m->unit == LIVE_METRIC_COUNT)
+		out_printf(&r->o, "%" PRIu64, live_field_uint(o, f->field));
+	else if (f->field->kind == LIVE_FIELD_INT)
+		out_signed_ns(&r->o, live_field_int(o, f->field));
+	else
+		out_ns(&r->o, live_field_uint(o, f->field), 0);
+	out_write(&r->o, "\n", 1);
+	return 1;
+}
 
 static void render_ranks(struct render *r)
 {
 	const struct live_view *v = r->v;
+	struct rank_family families_of_ranks[RANK_FAMILIES_MAX];
+	size_t n = rank_families(families_of_ranks);
 
 	for (size_t i = 0; i < v->nranks; i++) {
 		const struct live_rank *k = &v->ranks[i];
@@ -507,22 +394,9 @@ static void render_ranks(struct render *r)
 		out_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n", r->rank_label[i],
 			   k->source, k->pid);
 	}
-	for (size_t f = 0; f < sizeof rank_families / sizeof rank_families[0]; f++) {
-		for (size_t i = 0; i < v->nranks; i++) {
-			struct value val;
-			if (!value_of(rank_families[f], &v->ranks[i], &val))
-				continue;
-			sample_begin(r, rank_families[f]);
-			out_printf(&r->o, "{rank=\"%s\"} ", r->rank_label[i]);
-			if (val.kind == V_COUNT)
-				out_printf(&r->o, "%" PRIu64, val.u);
-			else if (val.kind == V_NS)
-				out_ns(&r->o, val.u, 0);
-			else
-				out_signed_ns(&r->o, val.s);
-			out_write(&r->o, "\n", 1);
-		}
-	}
+	for (size_t f = 0; f < n; f++)
+		for (size_t i = 0; families_of_ranks[f].field && i < v->nranks; i++)
+			rank_sample(r, &families_of_ranks[f], &v->ranks[i], r->rank_label[i]);
 }
 
 /* A communicator a rank lists twice (the same id) is written once: two
@@ -576,7 +450,8 @@ static void render_collective_seq(struct render *r)
 				if (!m->id_hash || m->rank < 0 || comm_rank_repeated(v, i, c))
 					continue;
 				sample_begin(r, F_COLLECTIVE_SEQ);
-				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
+				out_printf(&r->o,
+					   "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
 					   m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
 			}
 		}
