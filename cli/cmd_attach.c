@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
 #include "cli/attach_capture.h"
 #include "collector/viewer.h"

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
 #include "common/error.h"
 #include "common/wire.h"

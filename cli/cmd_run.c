@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/run_session.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
 #include "collector/ingest.h"
 #include "common/clock.h"

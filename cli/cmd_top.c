@@ -9,6 +9,7 @@
 #include "cli/diagnosis.h"
 #include "cli/run_session.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 #include "cli/top_run.h"
 
 #include "common/error.h"

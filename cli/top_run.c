@@ -19,6 +19,7 @@
 #include "cli/top_run.h"
 
 #include "cli/commands.h"
+#include "cli/job.h"
 #include "collector/ingest.h"
 #include "tui/feeds.h"
 
@@ -282,6 +283,7 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 		goto fail;
 	}
 	top_board_feed_bind(r->bf, &r->inner);
+	job.prog = TOP_PROG;
 	job.argv = argv;
 	job.agent = r->agent;
 	job.dormant = o->dormant;
