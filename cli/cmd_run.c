@@ -16,7 +16,7 @@
  * (cli/session.c), which `fsdpscope collect` shares.
  */
 #include "cli/commands.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -354,7 +354,7 @@ static void child_environment(const struct run_state *st)
 	if (!st->keep_nvtx_injection)
 		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
 	setenv("FSDPSCOPE_SINK", st->sink, 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(session_run_session(st->session)), 1);
+	setenv("FSDPSCOPE_OUT", run_folder_path(session_run_folder(st->session)), 1);
 	if (st->opt.s.dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
 	if (st->opt.s.no_cupti)
@@ -615,7 +615,7 @@ static void print_job_notes(void *ctx, const struct ingest_stats *s)
 		fprintf(stderr,
 			"): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
 			"next 'fsdpscope run --out %s' merges\n",
-			run_session_folder(session_run_session(st->session)), st->opt.s.dir);
+			run_folder_path(session_run_folder(st->session)), st->opt.s.dir);
 	}
 }
 
@@ -713,10 +713,10 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGCHLD, &sa, NULL);
 	run_child_pgid = pid;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	if (run_session_set_job(session_run_session(st.session), pid) < 0)
+	if (run_folder_set_job(session_run_folder(st.session), pid) < 0)
 		fprintf(stderr, "fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
 				"folder later cannot tell whether its job still runs\n",
-			run_session_folder(session_run_session(st.session)));
+			run_folder_path(session_run_folder(st.session)));
 
 	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
 	close(errpipe[1]);

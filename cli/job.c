@@ -3,7 +3,7 @@
  */
 #include "cli/job.h"
 
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@ static void spawn_child(session_t *s, const struct session_job *j, const char *l
 	if (!keep_nvtx)
 		setenv("NVTX_INJECTION64_PATH", j->agent, 1);
 	setenv("FSDPSCOPE_SINK", session_private_sink(s), 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(session_run_session(s)), 1);
+	setenv("FSDPSCOPE_OUT", run_folder_path(session_run_folder(s)), 1);
 	if (j->dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
 	if (j->no_cupti)
@@ -110,12 +110,12 @@ int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
 			fprintf(stderr, "%s: cannot run %s: %s\n", j->prog, j->argv[0], strerror(e));
 		return -e;
 	}
-	if (run_session_set_job(session_run_session(s), p) < 0)
+	if (run_folder_set_job(session_run_folder(s), p) < 0)
 		fprintf(
 		    stderr,
 		    "%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
 		    "tell whether its job still runs\n",
-		    j->prog, run_session_folder(session_run_session(s)));
+		    j->prog, run_folder_path(session_run_folder(s)));
 	*pid = p;
 	return 0;
 }

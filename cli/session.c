@@ -53,7 +53,7 @@
 
 struct session {
 	struct session_options o;
-	run_session_t *rs;
+	run_folder_t *rs;
 	ingest_t *ing;
 	analyzer_t *an;
 	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
@@ -218,7 +218,7 @@ static int start_readers(session_t *s)
 	if (live_publish(s->live, s->board))
 		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
-	sock = strdup(run_session_socket(s->rs));
+	sock = strdup(run_folder_socket(s->rs));
 	slash = sock ? strrchr(sock, '/') : NULL;
 	if (!slash) {
 		free(sock);
@@ -262,7 +262,7 @@ static void say_failed(session_t *s, int err)
 		return;
 	s->failed = 1;
 	fprintf(stderr, "%s: writing %s.partial failed: %s; the job goes on unrecorded\n", s->o.prog,
-		run_session_output(s->rs), fss_strerror(err));
+		run_folder_output(s->rs), fss_strerror(err));
 }
 
 /* Merge one file into the trace; files merged are remembered, to be
@@ -341,7 +341,7 @@ static size_t merge_spool(session_t *s)
 
 	if (!s->o.spool)
 		return 0;
-	err = run_folder_files(s->o.spool, &names, &n);
+	err = run_folder_list(s->o.spool, &names, &n);
 	if (err) {
 		fprintf(stderr, "%s: cannot read the spool %s: %s\n", s->o.prog, s->o.spool, fss_strerror(err));
 		return 0;
@@ -366,7 +366,7 @@ static size_t merge_spool(session_t *s)
 /* run: what dead runs left in DIR goes into traces of their own. */
 static void leftovers_recover(session_t *s, struct run_leftover *l, size_t n)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 
 	for (size_t i = 0; i < n; i++) {
 		struct ingest_stats rs;
@@ -402,7 +402,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 		if (l[i].job_running)
 			continue;
-		err = run_folder_files(l[i].folder, &files, &nfiles);
+		err = run_folder_list(l[i].folder, &files, &nfiles);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s: %s; left it in place\n", s->o.prog, l[i].folder,
 				fss_strerror(err));
@@ -440,7 +440,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 static void handle_leftovers(session_t *s)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 	struct run_leftover *l;
 	size_t n;
 	int err = run_leftovers_find(dir, &l, &n);
@@ -498,7 +498,7 @@ int session_new(session_t **out, const struct session_options *o)
 	s->o = *o;
 	diagnosis_flags_init(&s->defaults);
 	s->flags = o->flags ? o->flags : &s->defaults;
-	err = run_session_new(&s->rs, o->dir, o->argv, what, sizeof(what));
+	err = run_folder_new(&s->rs, o->dir, o->argv, what, sizeof(what));
 	if (err) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", o->prog, what, fss_strerror(err));
 		goto fail;
@@ -507,7 +507,7 @@ int session_new(session_t **out, const struct session_options *o)
 	 * not its own. */
 	if (o->leftovers == SESSION_LEFTOVERS_RECOVER)
 		handle_leftovers(s);
-	if (asprintf(&s->private_sink, "unix:%s", run_session_socket(s->rs)) < 0) {
+	if (asprintf(&s->private_sink, "unix:%s", run_folder_socket(s->rs)) < 0) {
 		s->private_sink = NULL;
 		err = -ENOMEM;
 		goto fail;
@@ -515,10 +515,10 @@ int session_new(session_t **out, const struct session_options *o)
 	{
 		struct ingest_options io = {.key = o->key};
 
-		err = ingest_new(&s->ing, run_session_output(s->rs), &io);
+		err = ingest_new(&s->ing, run_folder_output(s->rs), &io);
 	}
 	if (err) {
-		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_session_output(s->rs),
+		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_folder_output(s->rs),
 			fss_strerror(err));
 		goto fail;
 	}
@@ -526,7 +526,7 @@ int session_new(session_t **out, const struct session_options *o)
 		s->keep = *o->keep;
 	else
 		keep_policy_default(&s->keep);
-	err = keeper_new(&s->keeper, &s->keep, s->ing, run_session_output(s->rs), run_session_folder(s->rs));
+	err = keeper_new(&s->keeper, &s->keep, s->ing, run_folder_output(s->rs), run_folder_path(s->rs));
 	if (err) {
 		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", o->prog, fss_strerror(err));
 		goto fail;
@@ -546,7 +546,7 @@ int session_new(session_t **out, const struct session_options *o)
 	ingest_on_record(s->ing, on_record, s);
 	/* Listening first: nothing is accepted before the first poll, and a
 	 * session that cannot listen has merged (and removed) nothing. */
-	err = run_session_listen(s->rs, s->ing);
+	err = run_folder_listen(s->rs, s->ing);
 	if (err) {
 		fprintf(stderr, "%s: cannot listen on %s: %s\n", o->prog, s->private_sink, fss_strerror(err));
 		goto fail;
@@ -578,7 +578,7 @@ fail:
 	return err;
 }
 
-run_session_t *session_run_session(session_t *s)
+run_folder_t *session_run_folder(session_t *s)
 {
 	return s->rs;
 }
@@ -745,10 +745,10 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->lint_max_severity = -1;
 	if (!s->failed) {
 		ingest_poll(s->ing, 0); /* accept what is waiting in the backlog */
-		err = run_session_files(s->rs, &names, &n);
+		err = run_folder_files(s->rs, &names, &n);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s for per-process files: %s\n", s->o.prog,
-				run_session_folder(s->rs), fss_strerror(err));
+				run_folder_path(s->rs), fss_strerror(err));
 			names = NULL;
 			n = 0;
 		}
@@ -776,7 +776,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			    "%s: %zu file%s in %s %s still written by running processes: not merged; the next session "
 			    "in %s merges %s\n",
 			    s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool,
-			    spool_left == 1 ? "is" : "are", run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
+			    spool_left == 1 ? "is" : "are", run_folder_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
 	err = s->failed ? -EIO : keeper_drain(s->keeper);
 	if (!err)
@@ -791,7 +791,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	keeper_messages(s);
 	written = !err;
 	if (!err)
-		err = run_session_publish(s->rs, s->o.name, &s->trace_path, &taken);
+		err = run_folder_publish(s->rs, s->o.name, &s->trace_path, &taken);
 	if (err || !stats) {
 		/* A finished trace that could not be moved holds the files'
 		 * records: they go, so that the next session reads them once. */
@@ -800,7 +800,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		if (!s->failed)
 			fprintf(stderr, "%s: writing the trace failed: %s\n", s->o.prog, fss_strerror(err));
 		fprintf(stderr, "%s: what was recorded is left in %s; the next session in %s merges it\n", s->o.prog,
-			run_session_folder(s->rs), run_session_dir(s->rs));
+			run_folder_path(s->rs), run_folder_dir(s->rs));
 		s->kept = 1;
 		out->kept = 1;
 		return err ? err : -EIO;
@@ -813,7 +813,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		fprintf(stderr,
 			"%s: %s/%s%s already exists (not this session's): left it as it is, and wrote this session's "
 			"trace under a new name\n",
-			s->o.prog, run_session_dir(s->rs), s->o.name,
+			s->o.prog, run_folder_dir(s->rs), s->o.name,
 			strlen(s->o.name) > 4 && !strcmp(s->o.name + strlen(s->o.name) - 4, ".fss") ? "" : ".fss");
 	print_summary(s, stats, notes_fn, ctx);
 	out->trace_path = s->trace_path;
@@ -860,7 +860,7 @@ void session_abandon(session_t *s)
 		return;
 	if (s->ing) {
 		ingest_finish(s->ing, NULL);
-		unlink(run_session_output(s->rs));
+		unlink(run_folder_output(s->rs));
 	}
 	s->kept = 0;
 }
@@ -882,7 +882,7 @@ void session_free(session_t *s)
 	ingest_free(s->ing);
 	analyzer_free(s->an);
 	diagnosis_free(&s->d);
-	run_session_close(s->rs, !s->kept);
+	run_folder_close(s->rs, !s->kept);
 	for (size_t i = 0; i < s->nmerged; i++)
 		free(s->merged[i]);
 	free(s->merged);

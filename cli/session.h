@@ -2,7 +2,7 @@
  * session.h - a live session (DESIGN.md, "Live sessions"): what `fsdpscope
  * run` and `fsdpscope collect` share, so that both are one code path.
  *
- * A session is a private folder in DIR (cli/run_session.h: lock, socket,
+ * A session is a private folder in DIR (cli/run_folder.h: lock, socket,
  * unfinished trace), an ingest listening on the private socket and on any
  * other address asked for, a streaming analyzer fed from the ingest's
  * record callback (it sees exactly the records the trace gets, in the
@@ -31,7 +31,7 @@
 #include <sys/types.h>
 
 #include "cli/diagnosis.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "collector/ingest.h"
 #include "collector/keep.h"
 
@@ -79,8 +79,8 @@ struct session_options {
  */
 int session_new(session_t **out, const struct session_options *o);
 
-/* session_run_session - the private folder's side (run.info, socket path). */
-run_session_t *session_run_session(session_t *s);
+/* session_run_folder - the private folder's side (run.info, socket path). */
+run_folder_t *session_run_folder(session_t *s);
 
 /* session_ingest - the ingest (ingest_note_exit is the caller's: it reaps). */
 ingest_t *session_ingest(session_t *s);
