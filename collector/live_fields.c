@@ -448,64 +448,33 @@ TABLE(live_table_snapshot, "", snapshot_fields, -1, NULL, NULL);
 
 /* ---- reading and writing fields ------------------------------------------------------ */
 
-static uint64_t read_uint(const void *p, size_t size)
+/* The integer of `size` bytes at p, sign-extended when is_signed. */
+static uint64_t load(const void *p, size_t size, int is_signed)
 {
+	uint64_t v;
+
 	switch (size) {
 	case 1:
-		return *(const uint8_t *)p;
+		v = *(const uint8_t *)p;
+		break;
 	case 2:
-		return *(const uint16_t *)p;
+		v = *(const uint16_t *)p;
+		break;
 	case 4:
-		return *(const uint32_t *)p;
+		v = *(const uint32_t *)p;
+		break;
 	default:
 		return *(const uint64_t *)p;
 	}
+	if (is_signed && (v >> (8 * size - 1)) & 1)
+		v |= UINT64_MAX << (8 * size);
+	return v;
 }
 
-static int64_t read_int(const void *p, size_t size)
+/* The low `size` bytes of v into the integer at p. */
+static void store(void *p, size_t size, uint64_t v)
 {
 	switch (size) {
-	case 1:
-		return *(const int8_t *)p;
-	case 2:
-		return *(const int16_t *)p;
-	case 4:
-		return *(const int32_t *)p;
-	default:
-		return *(const int64_t *)p;
-	}
-}
-
-static const void *at(const void *object, size_t offset)
-{
-	return (const char *)object + offset;
-}
-
-uint64_t live_field_uint(const void *object, const struct live_field *f)
-{
-	uint64_t v = read_uint(at(object, f->offset), f->size);
-
-	return f->kind == LIVE_FIELD_BOOL ? v != 0 : v;
-}
-
-int64_t live_field_int(const void *object, const struct live_field *f)
-{
-	/* enumerations stored in a byte or two are unsigned, in an int signed */
-	if (f->kind == LIVE_FIELD_ENUM && f->size < 4)
-		return (int64_t)read_uint(at(object, f->offset), f->size);
-	if (f->kind != LIVE_FIELD_INT && f->kind != LIVE_FIELD_ENUM)
-		return (int64_t)live_field_uint(object, f);
-	return read_int(at(object, f->offset), f->size);
-}
-
-void live_field_set_uint(void *object, const struct live_field *f, uint64_t v)
-{
-	void *p = (char *)object + f->offset;
-	uint64_t max = f->size >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * f->size)) - 1;
-
-	if (v > max)
-		v = max;
-	switch (f->size) {
 	case 1:
 		*(uint8_t *)p = (uint8_t)v;
 		break;
@@ -521,28 +490,45 @@ void live_field_set_uint(void *object, const struct live_field *f, uint64_t v)
 	}
 }
 
+static const void *at(const void *object, size_t offset)
+{
+	return (const char *)object + offset;
+}
+
+/* Enumerations stored in a byte or two are unsigned, in an int signed. */
+static int is_signed(const struct live_field *f)
+{
+	return f->kind == LIVE_FIELD_INT || (f->kind == LIVE_FIELD_ENUM && f->size >= 4);
+}
+
+uint64_t live_field_uint(const void *object, const struct live_field *f)
+{
+	uint64_t v = load(at(object, f->offset), f->size, is_signed(f));
+
+	return f->kind == LIVE_FIELD_BOOL ? v != 0 : v;
+}
+
+int64_t live_field_int(const void *object, const struct live_field *f)
+{
+	return (int64_t)live_field_uint(object, f);
+}
+
+void live_field_set_uint(void *object, const struct live_field *f, uint64_t v)
+{
+	uint64_t max = f->size >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * f->size)) - 1;
+
+	store((char *)object + f->offset, f->size, v > max ? max : v);
+}
+
 void live_field_set(void *object, const struct live_field *f, int64_t v)
 {
-	void *p = (char *)object + f->offset;
+	int64_t max = f->size >= 8 ? INT64_MAX : (INT64_C(1) << (8 * f->size - 1)) - 1;
 
-	if (f->kind == LIVE_FIELD_UINT || f->kind == LIVE_FIELD_BOOL || (f->kind == LIVE_FIELD_ENUM && f->size < 4)) {
+	if (!is_signed(f)) {
 		live_field_set_uint(object, f, v < 0 ? 0 : (uint64_t)v);
 		return;
 	}
-	switch (f->size) {
-	case 1:
-		*(int8_t *)p = (int8_t)(v > INT8_MAX ? INT8_MAX : v < INT8_MIN ? INT8_MIN : v);
-		break;
-	case 2:
-		*(int16_t *)p = (int16_t)(v > INT16_MAX ? INT16_MAX : v < INT16_MIN ? INT16_MIN : v);
-		break;
-	case 4:
-		*(int32_t *)p = (int32_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v);
-		break;
-	default:
-		*(int64_t *)p = v;
-		break;
-	}
+	store((char *)object + f->offset, f->size, (uint64_t)(v > max ? max : v < -max - 1 ? -max - 1 : v));
 }
 
 int live_table_known(const struct live_table *t, const void *object, int parent_known)
@@ -567,7 +553,7 @@ int live_field_is_null(const void *object, const struct live_field *f, int known
 		return 1;
 	if ((f->null & LIVE_NULL_UNNAMED) && !f->enum_name((int)live_field_int(object, f)))
 		return 1;
-	if ((f->null & LIVE_NULL_GUARD) && read_uint(at(object, f->guard), f->guard_size) == 0)
+	if ((f->null & LIVE_NULL_GUARD) && load(at(object, f->guard), f->guard_size, 0) == 0)
 		return 1;
 	if ((f->null & LIVE_NULL_ABSENT) && f->object->absent(at(object, f->offset)))
 		return 1;
@@ -584,7 +570,7 @@ int live_field_nullable(const struct live_field *f, int known)
 
 const void *live_field_elements(const void *object, const struct live_field *f, size_t *n)
 {
-	size_t count = (size_t)read_uint(at(object, f->count), f->count_size);
+	size_t count = (size_t)load(at(object, f->count), f->count_size, 0);
 	const void *first;
 
 	if (f->max == 0) {
@@ -607,7 +593,7 @@ static void write_array(struct jw *w, const struct live_field *f, const void *ob
 	for (size_t i = 0; i < n; i++, e += size) {
 		if (!f->object) {
 			jw_sep(w, NULL);
-			jw_rawf(w, "%" PRId64, read_int(e, f->size));
+			jw_rawf(w, "%" PRId64, (int64_t)load(e, f->size, 1));
 			continue;
 		}
 		jw_open(w, NULL, '{');
