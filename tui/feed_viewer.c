@@ -13,6 +13,7 @@
  * the schema requires present with its type; a line that fails is an
  * error the screen shows, never a view half filled.
  */
+#include "tui/feed_end.h"
 #include "tui/feeds.h"
 
 #include "collector/live_fields.h"
@@ -577,16 +578,9 @@ void top_viewer_feed_free(top_viewer_feed_t *f)
 {
 	if (!f)
 		return;
-	if (f->thread_started) {
-		pthread_mutex_lock(&f->mu);
-		f->stopping = 1;
-		pthread_mutex_unlock(&f->mu);
-		pthread_join(f->thread, NULL);
-	}
-	top_board_feed_free(f->bf);
-	if (f->board)
-		live_board_close(f->board);
-	live_board_free(f->board);
+	if (f->thread_started)
+		top_feed_stop_thread(f->thread, &f->mu, NULL, &f->stopping);
+	top_feed_close_board(f->bf, f->board);
 	live_view_free(f->first);
 	viewer_client_close(f->client);
 	pthread_mutex_destroy(&f->mu);
