@@ -189,6 +189,47 @@ METRIC(m_wait_total, "fsdpscope_compute_wait_seconds_total", "counter", SECONDS,
 METRIC(m_compute_total, "fsdpscope_compute_seconds_total", "counter", SECONDS, 21, 1,
        "Compute time in the rank's analysed steps, summed.");
 
+/* Families of the job, the view and the communicators: collector/metrics.c
+ * writes their samples (labels, and when a figure is left out) by hand. */
+METRIC(m_generation, "fsdpscope_live_generation", "gauge", COUNT, 0, 0,
+       "Publish count of the live view this scrape rendered (0 before the first).");
+METRIC(m_published, "fsdpscope_live_published_timestamp_seconds", "gauge", SECONDS, 0, 0,
+       "Wall-clock time (Unix seconds) at which the rendered live view was published.");
+METRIC(m_ranks, "fsdpscope_ranks", "gauge", COUNT, 0, 0,
+       "Processes (trace sources) the session has seen, ended ones included.");
+METRIC(m_records_total, "fsdpscope_records_total", "counter", COUNT, 0, 0, "Records the session wrote to its trace.");
+METRIC(m_dropped_total, "fsdpscope_job_records_dropped_total", "counter", COUNT, 0, 0,
+       "Records the ranks lost before they reached the collector, all ranks together.");
+METRIC(m_diagnosed, "fsdpscope_diagnosed", "gauge", COUNT, 0, 0, "1 when the live view holds a diagnosis, else 0.");
+METRIC(m_diagnoses, "fsdpscope_diagnoses_total", "counter", COUNT, 0, 0, "Diagnoses the session has made so far.");
+METRIC(m_verdict, "fsdpscope_verdict", "gauge", COUNT, 0, 0,
+       "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one).");
+METRIC(m_undecided, "fsdpscope_undecided_reason", "gauge", COUNT, 0, 0,
+       "1 for why the latest diagnosis could not decide, 0 for the other reasons.");
+METRIC(m_repeating_units, "fsdpscope_repeating_units", "gauge", COUNT, 0, 0,
+       "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis.");
+METRIC(m_gathers_per_unit, "fsdpscope_gathers_per_unit", "gauge", COUNT, 0, 0,
+       "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping).");
+METRIC(m_reshard, "fsdpscope_reshard", "gauge", COUNT, 0, 0,
+       "1 for the reshard-after-forward policy of the latest diagnosis.");
+METRIC(m_diag_allgathers, "fsdpscope_diagnosis_allgathers_per_step", "gauge", COUNT, 0, 0,
+       "AllGathers per step of the headline rank, latest diagnosis.");
+METRIC(m_diag_microbatches, "fsdpscope_diagnosis_microbatches_per_step", "gauge", COUNT, 0, 0,
+       "Micro-batches per step, latest diagnosis.");
+METRIC(m_diag_exposed, "fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge", SECONDS, 0, 0,
+       "AllGather time per step with no compute under it, headline rank, latest diagnosis.");
+METRIC(m_diag_wait, "fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge", SECONDS, 0, 0,
+       "Time per step compute waited on gathers, headline rank, latest diagnosis.");
+METRIC(m_findings, "fsdpscope_findings", "gauge", COUNT, 0, 0,
+       "Findings of the latest diagnosis, by rule and severity.");
+METRIC(m_hang, "fsdpscope_collective_hang", "gauge", COUNT, 0, 0,
+       "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout that others have "
+       "not entered), else 0.");
+METRIC(m_comm_collectives, "fsdpscope_comm_collectives_total", "counter", COUNT, 0, 0,
+       "Collective calls the rank recorded on the communicator.");
+METRIC(m_comm_role, "fsdpscope_comm_role", "gauge", COUNT, 0, 0,
+       "1 for the communicator's role as the latest diagnosis gave it.");
+
 /* ---- the tables --------------------------------------------------------------------- */
 
 #define SIZE(T, m) sizeof(((T *)0)->m)
@@ -254,8 +295,8 @@ static const struct live_field comm_fields[] = {
     {HEX("id_hash", id_hash)},
     {UINT("nranks", nranks)},
     {INT("rank", rank)},
-    {ENUM("role", role, analysis_comm_role_name, ANALYSIS_ROLE_MAX)},
-    {UINT("collectives", collectives)},
+    {ENUM("role", role, analysis_comm_role_name, ANALYSIS_ROLE_MAX), .metric = &m_comm_role},
+    {UINT("collectives", collectives), .metric = &m_comm_collectives},
     {UINT("last_seq", last_seq)},
     {UINT("entered", entered)},
     {UINT("left", left)},
@@ -383,7 +424,7 @@ TABLE(live_table_mismatch, "", mismatch_fields, -1, NULL, NULL);
 
 #define T struct analysis_flight
 static const struct live_field flight_fields[] = {
-    {.name = "hang", .kind = LIVE_FIELD_DERIVED, .derive = flight_hang},
+    {.name = "hang", .kind = LIVE_FIELD_DERIVED, .derive = flight_hang, .metric = &m_hang},
     {.name = "shows_waits", .kind = LIVE_FIELD_DERIVED, .derive = flight_shows_waits},
     {UINT("timeout_ns", timeout_ns)},
     {UINT("now_realtime_ns", now_realtime_ns), .null = LIVE_NULL_AT, .null_value = 0},
@@ -401,24 +442,26 @@ TABLE(live_table_flight, "flight", flight_fields, -1, NULL, NULL);
 
 #define T struct live_job
 static const struct live_field job_fields[] = {
-    {UINT("records_total", records_total)},
-    {UINT("records_dropped_total", records_dropped_total)},
-    {UINT("diagnoses", diagnoses)},
-    {BOOL("diagnosed", diagnosed)},
+    {UINT("records_total", records_total), .metric = &m_records_total},
+    {UINT("records_dropped_total", records_dropped_total), .metric = &m_dropped_total},
+    {UINT("diagnoses", diagnoses), .metric = &m_diagnoses},
+    {BOOL("diagnosed", diagnosed), .metric = &m_diagnosed},
     /* before the first diagnosis the figures below are not zeros but unknown */
-    {ENUM("verdict", verdict, analysis_verdict_name, 16), .null = LIVE_NULL_UNKNOWN},
+    {ENUM("verdict", verdict, analysis_verdict_name, 16), .null = LIVE_NULL_UNKNOWN, .metric = &m_verdict},
     {ENUM("undecided_reason", undecided_reason, analysis_undecided_name, ANALYSIS_UNDECIDED_MAX),
-     .null = LIVE_NULL_UNKNOWN},
-    {ENUM("reshard", reshard, analysis_reshard_name, 8), .null = LIVE_NULL_UNKNOWN},
-    {UINT("repeating_units", repeating_units), .null = LIVE_NULL_UNKNOWN},
-    {UINT("gathers_per_unit", gathers_per_unit), .null = LIVE_NULL_UNKNOWN},
-    {UINT("allgathers_per_step", allgathers_per_step), .null = LIVE_NULL_UNKNOWN},
-    {UINT("microbatches", microbatches), .null = LIVE_NULL_UNKNOWN | LIVE_NULL_AT, .null_value = 0},
-    {UINT("exposed_allgather_ns_per_step", exposed_allgather_ns_per_step), .null = LIVE_NULL_UNKNOWN},
-    {UINT("compute_wait_ns_per_step", compute_wait_ns_per_step), .null = LIVE_NULL_UNKNOWN},
+     .null = LIVE_NULL_UNKNOWN, .metric = &m_undecided},
+    {ENUM("reshard", reshard, analysis_reshard_name, 8), .null = LIVE_NULL_UNKNOWN, .metric = &m_reshard},
+    {UINT("repeating_units", repeating_units), .null = LIVE_NULL_UNKNOWN, .metric = &m_repeating_units},
+    {UINT("gathers_per_unit", gathers_per_unit), .null = LIVE_NULL_UNKNOWN, .metric = &m_gathers_per_unit},
+    {UINT("allgathers_per_step", allgathers_per_step), .null = LIVE_NULL_UNKNOWN, .metric = &m_diag_allgathers},
+    {UINT("microbatches", microbatches), .null = LIVE_NULL_UNKNOWN | LIVE_NULL_AT, .null_value = 0,
+     .metric = &m_diag_microbatches},
+    {UINT("exposed_allgather_ns_per_step", exposed_allgather_ns_per_step), .null = LIVE_NULL_UNKNOWN,
+     .metric = &m_diag_exposed},
+    {UINT("compute_wait_ns_per_step", compute_wait_ns_per_step), .null = LIVE_NULL_UNKNOWN, .metric = &m_diag_wait},
     {UINT("sources_attached", sources_attached), .optional = 1},
     {ENUM("exposure_source", exposure_source, exposure_source_name, 3), .optional = 1},
-    {ARRAY("findings", findings, live_table_finding, nfindings)},
+    {ARRAY("findings", findings, live_table_finding, nfindings), .metric = &m_findings},
     {ARRAY("gathers", gathers, live_table_gather, ngathers)},
     /* the latest diagnosis' calls in flight (docs/live.md, "flight") */
     {OBJECT("flight", flight, live_table_flight), .null = LIVE_NULL_UNKNOWN},
@@ -430,9 +473,9 @@ TABLE(live_table_job, "job", job_fields, offsetof(struct live_job, diagnosed), N
 static const struct live_field snapshot_fields[] = {
     /* first, always: a client checks the version from the line's first bytes */
     {.name = "schema", .kind = LIVE_FIELD_CONST},
-    {UINT("generation", generation)},
+    {UINT("generation", generation), .metric = &m_generation},
     {UINT("at_ns", at_ns)},
-    {UINT("at_realtime_ns", at_realtime_ns)},
+    {UINT("at_realtime_ns", at_realtime_ns), .metric = &m_published},
     {OBJECT("job", job, live_table_job)},
     {.name = "ranks",
      .kind = LIVE_FIELD_ARRAY,
@@ -441,7 +484,8 @@ static const struct live_field snapshot_fields[] = {
      .object = &live_table_rank,
      .count = offsetof(T, nranks),
      .count_size = SIZE(T, nranks),
-     .max = 0},
+     .max = 0,
+     .metric = &m_ranks},
 };
 TABLE(live_table_snapshot, "", snapshot_fields, -1, NULL, NULL);
 #undef T
@@ -529,6 +573,14 @@ void live_field_set(void *object, const struct live_field *f, int64_t v)
 		return;
 	}
 	store((char *)object + f->offset, f->size, (uint64_t)(v > max ? max : v < -max - 1 ? -max - 1 : v));
+}
+
+const struct live_field *live_table_field(const struct live_table *t, const char *name)
+{
+	for (size_t i = 0; i < t->nfields; i++)
+		if (!strcmp(t->fields[i].name, name))
+			return &t->fields[i];
+	return NULL;
 }
 
 int live_table_known(const struct live_table *t, const void *object, int parent_known)

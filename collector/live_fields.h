@@ -54,14 +54,16 @@ enum live_metric_unit {
 	LIVE_METRIC_SECONDS, /* nanoseconds written as seconds */
 };
 
-/* A Prometheus family of one sample per rank (docs/metrics.md). */
+/* A Prometheus family (docs/metrics.md). Those of a rank's fields, of its
+ * step's and of its totals' have one sample per rank, in `order`; the
+ * others' samples collector/metrics.c writes by hand. */
 struct live_metric {
 	const char *name;
 	const char *type; /* "gauge" or "counter" */
 	const char *help;
 	enum live_metric_unit unit;
-	unsigned order;	    /* position among the per-rank families of the exposition, from 0 */
-	int attach_unknown; /* not measured for a rank observed by fsdpscope attach: left out then */
+	unsigned order;	    /* per rank: position among the per-rank families of the exposition, from 0 */
+	int attach_unknown; /* per rank: not measured for a rank observed by attach: left out then */
 };
 
 struct live_table;
@@ -83,7 +85,7 @@ struct live_field {
 	size_t max;			  /* ARRAY: elements the struct has room for; 0: a pointer, no bound */
 	int element_known;		  /* ARRAY: the elements' figures are known (LIVE_NULL_UNKNOWN) */
 	int optional;			  /* added within fsdpscope.live/2: a reader takes a snapshot without it */
-	const struct live_metric *metric; /* its per-rank /metrics family, NULL none */
+	const struct live_metric *metric; /* its /metrics family, NULL none */
 };
 
 struct live_table {
@@ -119,6 +121,9 @@ extern const struct live_table live_table_hang;	       /* struct analysis_hang *
 extern const struct live_table live_table_flight_rank; /* struct analysis_flight_rank */
 extern const struct live_table live_table_mismatch;    /* struct analysis_mismatch */
 extern const struct live_table live_table_signature;   /* struct live_signature */
+
+/* live_table_field - the field of t named `name` (its JSON key), NULL when none. */
+const struct live_field *live_table_field(const struct live_table *t, const char *name);
 
 /* live_field_uint / live_field_int - an integer field (UINT, INT, BOOL, ENUM, HEX) of `object`. */
 uint64_t live_field_uint(const void *object, const struct live_field *f);

@@ -180,56 +180,54 @@ enum family_id {
 	F_MAX
 };
 
+/*
+ * Where each family's name, type and help are: on the field of the live
+ * view it describes (live_fields.h), or here for those that describe no
+ * one field. The text is docs/metrics.md's table, one line each.
+ */
 struct family {
-	const char *name;
-	const char *type;
-	const char *help;
+	const struct live_table *table;
+	const char *field;
+	struct live_metric own;
 };
 
-/* The text of docs/metrics.md's table, one line each. */
 static const struct family families[F_MAX] = {
-    [F_BUILD_INFO] = {"fsdpscope_build_info", "gauge",
-		      "Always 1; the labels say the fsdpscope version and the trace format it writes."},
-    [F_LIVE_GENERATION] = {"fsdpscope_live_generation", "gauge",
-			   "Publish count of the live view this scrape rendered (0 before the first)."},
-    [F_LIVE_PUBLISHED] = {"fsdpscope_live_published_timestamp_seconds", "gauge",
-			  "Wall-clock time (Unix seconds) at which the rendered live view was published."},
-    [F_RECORDS] = {"fsdpscope_records_total", "counter", "Records the session wrote to its trace."},
-    [F_RECORDS_DROPPED_JOB] = {"fsdpscope_job_records_dropped_total", "counter",
-			       "Records the ranks lost before they reached the collector, all ranks together."},
-    [F_RANKS] = {"fsdpscope_ranks", "gauge", "Processes (trace sources) the session has seen, ended ones included."},
-    [F_DIAGNOSED] = {"fsdpscope_diagnosed", "gauge", "1 when the live view holds a diagnosis, else 0."},
-    [F_DIAGNOSES] = {"fsdpscope_diagnoses_total", "counter", "Diagnoses the session has made so far."},
-    [F_VERDICT] = {"fsdpscope_verdict", "gauge",
-		   "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one)."},
-    [F_UNDECIDED] = {"fsdpscope_undecided_reason", "gauge",
-		     "1 for why the latest diagnosis could not decide, 0 for the other reasons."},
-    [F_REPEATING_UNITS] = {"fsdpscope_repeating_units", "gauge",
-			   "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis."},
-    [F_GATHERS_PER_UNIT] = {"fsdpscope_gathers_per_unit", "gauge",
-			    "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping)."},
-    [F_RESHARD] = {"fsdpscope_reshard", "gauge", "1 for the reshard-after-forward policy of the latest diagnosis."},
-    [F_DIAG_ALLGATHERS] = {"fsdpscope_diagnosis_allgathers_per_step", "gauge",
-			   "AllGathers per step of the headline rank, latest diagnosis."},
-    [F_DIAG_MICROBATCHES] = {"fsdpscope_diagnosis_microbatches_per_step", "gauge",
-			     "Micro-batches per step, latest diagnosis."},
-    [F_DIAG_EXPOSED] = {"fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge",
-			"AllGather time per step with no compute under it, headline rank, latest diagnosis."},
-    [F_DIAG_COMPUTE_WAIT] = {"fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge",
-			     "Time per step compute waited on gathers, headline rank, latest diagnosis."},
-    [F_FINDINGS] = {"fsdpscope_findings", "gauge", "Findings of the latest diagnosis, by rule and severity."},
-    [F_COLLECTIVE_HANG] =
-	{"fsdpscope_collective_hang", "gauge",
-	 "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout "
-	 "that others have not entered), else 0."},
-    [F_RANK_INFO] = {"fsdpscope_rank_info", "gauge", "Always 1; the process behind a rank label."},
-    [F_COLLECTIVE_SEQ] =
-	{"fsdpscope_collective_seq", "gauge",
-	 "Highest collective number (from 1 per communicator, in issue order) the rank (its rank in the "
-	 "communicator) has entered or left there."},
-    [F_COMM_COLLECTIVES] = {"fsdpscope_comm_collectives_total", "counter",
-			    "Collective calls the rank recorded on the communicator."},
-    [F_COMM_ROLE] = {"fsdpscope_comm_role", "gauge", "1 for the communicator's role as the latest diagnosis gave it."},
+    [F_BUILD_INFO] = {NULL,
+		      NULL,
+		      {.name = "fsdpscope_build_info",
+		       .type = "gauge",
+		       .help = "Always 1; the labels say the fsdpscope version and the trace format it writes."}},
+    [F_LIVE_GENERATION] = {&live_table_snapshot, "generation", {0}},
+    [F_LIVE_PUBLISHED] = {&live_table_snapshot, "at_realtime_ns", {0}},
+    [F_RECORDS] = {&live_table_job, "records_total", {0}},
+    [F_RECORDS_DROPPED_JOB] = {&live_table_job, "records_dropped_total", {0}},
+    [F_RANKS] = {&live_table_snapshot, "ranks", {0}},
+    [F_DIAGNOSED] = {&live_table_job, "diagnosed", {0}},
+    [F_DIAGNOSES] = {&live_table_job, "diagnoses", {0}},
+    [F_VERDICT] = {&live_table_job, "verdict", {0}},
+    [F_UNDECIDED] = {&live_table_job, "undecided_reason", {0}},
+    [F_REPEATING_UNITS] = {&live_table_job, "repeating_units", {0}},
+    [F_GATHERS_PER_UNIT] = {&live_table_job, "gathers_per_unit", {0}},
+    [F_RESHARD] = {&live_table_job, "reshard", {0}},
+    [F_DIAG_ALLGATHERS] = {&live_table_job, "allgathers_per_step", {0}},
+    [F_DIAG_MICROBATCHES] = {&live_table_job, "microbatches", {0}},
+    [F_DIAG_EXPOSED] = {&live_table_job, "exposed_allgather_ns_per_step", {0}},
+    [F_DIAG_COMPUTE_WAIT] = {&live_table_job, "compute_wait_ns_per_step", {0}},
+    [F_FINDINGS] = {&live_table_job, "findings", {0}},
+    [F_COLLECTIVE_HANG] = {&live_table_flight, "hang", {0}},
+    [F_RANK_INFO] = {NULL,
+		     NULL,
+		     {.name = "fsdpscope_rank_info",
+		      .type = "gauge",
+		      .help = "Always 1; the process behind a rank label."}},
+    [F_COLLECTIVE_SEQ] = {NULL,
+			  NULL,
+			  {.name = "fsdpscope_collective_seq",
+			   .type = "gauge",
+			   .help = "Highest collective number (from 1 per communicator, in issue order) the rank (its "
+				   "rank in the communicator) has entered or left there."}},
+    [F_COMM_COLLECTIVES] = {&live_table_comm, "collectives", {0}},
+    [F_COMM_ROLE] = {&live_table_comm, "role", {0}},
 };
 
 /* Room for the per-rank families of the field tables (live_metric.order). */
@@ -256,7 +254,10 @@ static void sample_begin_family(struct render *r, const char *name, const char *
 
 static void sample_begin(struct render *r, enum family_id f)
 {
-	sample_begin_family(r, families[f].name, families[f].type, families[f].help, &r->started[f]);
+	const struct live_metric *m =
+	    families[f].table ? live_table_field(families[f].table, families[f].field)->metric : &families[f].own;
+
+	sample_begin_family(r, m->name, m->type, m->help, &r->started[f]);
 }
 
 /* A sample with no labels and an integer value. */

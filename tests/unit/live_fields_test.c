@@ -290,6 +290,8 @@ static void test_tables_hold_together(void **state)
 	    &live_table_mismatch, &live_table_signature,
 	};
 	unsigned orders = 0;
+	const char *names[64];
+	size_t nnames = 0;
 
 	(void)state;
 	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
@@ -311,13 +313,22 @@ static void test_tables_hold_together(void **state)
 			if (f->null & LIVE_NULL_ABSENT)
 				assert_true(f->kind == LIVE_FIELD_OBJECT && f->object->absent);
 			if (f->metric) {
-				/* per-rank families come from a rank, its step or its totals, each order once */
-				assert_true(tables[t] == &live_table_rank || tables[t] == &live_table_step ||
-					    tables[t] == &live_table_totals);
+				int per_rank = tables[t] == &live_table_rank || tables[t] == &live_table_step ||
+					       tables[t] == &live_table_totals;
+
+				assert_int_equal(strncmp(f->metric->name, "fsdpscope_", 10), 0);
+				assert_true(!strcmp(f->metric->type, "gauge") || !strcmp(f->metric->type, "counter"));
+				for (size_t k = 0; k < nnames; k++)
+					if (!strcmp(names[k], f->metric->name))
+						fail_msg("%s: family %s twice", f->name, f->metric->name);
+				assert_true(nnames < sizeof(names) / sizeof(names[0]));
+				names[nnames++] = f->metric->name;
+				/* per-rank families: each order once */
+				if (!per_rank)
+					continue;
 				assert_true(f->metric->order < 32);
 				assert_false(orders & (1u << f->metric->order));
 				orders |= 1u << f->metric->order;
-				assert_int_equal(strncmp(f->metric->name, "fsdpscope_", 10), 0);
 			}
 		}
 	/* the orders leave no hole: the exposition's per-rank families in a row */
