@@ -11,7 +11,9 @@
  *
  * The decoding is strict: jansson with JSON_REJECT_DUPLICATES, every field
  * the schema requires present with its type; a line that fails is an
- * error the screen shows, never a view half filled.
+ * error the screen shows, never a view half filled. Which fields there are,
+ * where each goes and what a null stands for is the live field table's
+ * (collector/live_fields.h), the one the session's renderer writes from.
  */
 #include "tui/feed_end.h"
 #include "tui/feeds.h"
@@ -19,7 +21,6 @@
 #include "collector/live_fields.h"
 #include "collector/viewer.h"
 #include "common/error.h"
-#include "common/record.h"
 
 #include <assert.h>
 #include <errno.h>
