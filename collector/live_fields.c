@@ -139,96 +139,18 @@ static void store_b(void *parent, const void *object)
 	signature_store(object, &m->b, &m->nb, m->b_ranks);
 }
 
-/* ---- /metrics families of one sample per rank (docs/metrics.md's table) ------------ */
+/* ---- /metrics families (docs/metrics.md's table) ------------------------------------ */
 
-#define METRIC(id, fam, type_, unit_, order_, attach, help_)                                                           \
-	static const struct live_metric id = {                                                                         \
-	    .name = fam, .type = type_, .help = help_, .unit = unit_, .order = order_, .attach_unknown = attach}
+/* A family of one sample per rank, `order`-th of them in the exposition. */
+#define RANK_FAMILY(name_, type_, unit_, order_, attach, help_)                                                        \
+	.metric = &(const struct live_metric)                                                                          \
+	{                                                                                                              \
+		.name = name_, .type = type_, .help = help_, .unit = unit_, .order = order_, .attach_unknown = attach  \
+	}
+/* A family whose samples collector/metrics.c writes by hand (labels, and when a figure is left out). */
+#define FAMILY(name_, type_, unit_, help_) RANK_FAMILY(name_, type_, unit_, 0, 0, help_)
 #define COUNT LIVE_METRIC_COUNT
 #define SECONDS LIVE_METRIC_SECONDS
-
-METRIC(m_ended, "fsdpscope_rank_ended", "gauge", COUNT, 0, 0, "1 once the rank's process has ended.");
-METRIC(m_records, "fsdpscope_rank_records_total", "counter", COUNT, 1, 0,
-       "Records the session received from the rank.");
-METRIC(m_dropped, "fsdpscope_records_dropped_total", "counter", COUNT, 2, 0,
-       "Records the rank lost before they reached the collector (ring, sink, CUPTI, NVTX).");
-METRIC(m_collectives, "fsdpscope_collectives_total", "counter", COUNT, 3, 0,
-       "Collective calls recorded from the rank.");
-METRIC(m_missing, "fsdpscope_collectives_missing_total", "counter", COUNT, 4, 0,
-       "Collective calls the rank made that were not recorded (sequence gaps).");
-METRIC(m_lateness, "fsdpscope_rank_lateness_seconds", "gauge", SECONDS, 5, 0,
-       "How late the rank enters the FSDP collectives against the earliest rank (latest diagnosis).");
-METRIC(m_step, "fsdpscope_step_seconds", "gauge", SECONDS, 6, 0, "Duration of the rank's last analysed step.");
-METRIC(m_ordinal, "fsdpscope_step_ordinal", "gauge", COUNT, 7, 0,
-       "Steps of the rank before its last analysed step, warm-up included.");
-METRIC(m_allgathers, "fsdpscope_allgathers_per_step", "gauge", COUNT, 8, 0,
-       "AllGathers in the rank's last analysed step.");
-METRIC(m_microbatches, "fsdpscope_microbatches_per_step", "gauge", COUNT, 9, 0,
-       "Micro-batches in the rank's last analysed step, when known.");
-METRIC(m_allgather, "fsdpscope_allgather_seconds_per_step", "gauge", SECONDS, 10, 1,
-       "AllGather time in the rank's last analysed step.");
-METRIC(m_exposed, "fsdpscope_allgather_exposed_seconds_per_step", "gauge", SECONDS, 11, 1,
-       "AllGather time with no compute under it in the rank's last analysed step.");
-METRIC(m_wait, "fsdpscope_compute_wait_seconds_per_step", "gauge", SECONDS, 12, 1,
-       "Time compute waited on gathers in the rank's last analysed step.");
-METRIC(m_compute, "fsdpscope_compute_seconds_per_step", "gauge", SECONDS, 13, 1,
-       "Compute time in the rank's last analysed step.");
-METRIC(m_comm_exposed, "fsdpscope_comm_exposed_seconds_per_step", "gauge", SECONDS, 14, 1,
-       "Communication time with no compute under it in the rank's last analysed step.");
-METRIC(m_steps, "fsdpscope_steps_total", "counter", COUNT, 15, 0, "Steps of the rank analysed.");
-METRIC(m_excluded, "fsdpscope_steps_excluded_total", "counter", COUNT, 16, 0,
-       "Steps of the rank left out of the analysis (lost collectives, cut off).");
-METRIC(m_step_total, "fsdpscope_analysed_step_seconds_total", "counter", SECONDS, 17, 0,
-       "Duration of the rank's analysed steps, summed.");
-METRIC(m_allgathers_total, "fsdpscope_allgathers_total", "counter", COUNT, 18, 0,
-       "AllGathers in the rank's analysed steps.");
-METRIC(m_exposed_total, "fsdpscope_allgather_exposed_seconds_total", "counter", SECONDS, 19, 1,
-       "AllGather time with no compute under it in the rank's analysed steps, summed.");
-METRIC(m_wait_total, "fsdpscope_compute_wait_seconds_total", "counter", SECONDS, 20, 1,
-       "Time compute waited on gathers in the rank's analysed steps, summed.");
-METRIC(m_compute_total, "fsdpscope_compute_seconds_total", "counter", SECONDS, 21, 1,
-       "Compute time in the rank's analysed steps, summed.");
-
-/* Families of the job, the view and the communicators: collector/metrics.c
- * writes their samples (labels, and when a figure is left out) by hand. */
-METRIC(m_generation, "fsdpscope_live_generation", "gauge", COUNT, 0, 0,
-       "Publish count of the live view this scrape rendered (0 before the first).");
-METRIC(m_published, "fsdpscope_live_published_timestamp_seconds", "gauge", SECONDS, 0, 0,
-       "Wall-clock time (Unix seconds) at which the rendered live view was published.");
-METRIC(m_ranks, "fsdpscope_ranks", "gauge", COUNT, 0, 0,
-       "Processes (trace sources) the session has seen, ended ones included.");
-METRIC(m_records_total, "fsdpscope_records_total", "counter", COUNT, 0, 0, "Records the session wrote to its trace.");
-METRIC(m_dropped_total, "fsdpscope_job_records_dropped_total", "counter", COUNT, 0, 0,
-       "Records the ranks lost before they reached the collector, all ranks together.");
-METRIC(m_diagnosed, "fsdpscope_diagnosed", "gauge", COUNT, 0, 0, "1 when the live view holds a diagnosis, else 0.");
-METRIC(m_diagnoses, "fsdpscope_diagnoses_total", "counter", COUNT, 0, 0, "Diagnoses the session has made so far.");
-METRIC(m_verdict, "fsdpscope_verdict", "gauge", COUNT, 0, 0,
-       "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one).");
-METRIC(m_undecided, "fsdpscope_undecided_reason", "gauge", COUNT, 0, 0,
-       "1 for why the latest diagnosis could not decide, 0 for the other reasons.");
-METRIC(m_repeating_units, "fsdpscope_repeating_units", "gauge", COUNT, 0, 0,
-       "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis.");
-METRIC(m_gathers_per_unit, "fsdpscope_gathers_per_unit", "gauge", COUNT, 0, 0,
-       "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping).");
-METRIC(m_reshard, "fsdpscope_reshard", "gauge", COUNT, 0, 0,
-       "1 for the reshard-after-forward policy of the latest diagnosis.");
-METRIC(m_diag_allgathers, "fsdpscope_diagnosis_allgathers_per_step", "gauge", COUNT, 0, 0,
-       "AllGathers per step of the headline rank, latest diagnosis.");
-METRIC(m_diag_microbatches, "fsdpscope_diagnosis_microbatches_per_step", "gauge", COUNT, 0, 0,
-       "Micro-batches per step, latest diagnosis.");
-METRIC(m_diag_exposed, "fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge", SECONDS, 0, 0,
-       "AllGather time per step with no compute under it, headline rank, latest diagnosis.");
-METRIC(m_diag_wait, "fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge", SECONDS, 0, 0,
-       "Time per step compute waited on gathers, headline rank, latest diagnosis.");
-METRIC(m_findings, "fsdpscope_findings", "gauge", COUNT, 0, 0,
-       "Findings of the latest diagnosis, by rule and severity.");
-METRIC(m_hang, "fsdpscope_collective_hang", "gauge", COUNT, 0, 0,
-       "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout that others have "
-       "not entered), else 0.");
-METRIC(m_comm_collectives, "fsdpscope_comm_collectives_total", "counter", COUNT, 0, 0,
-       "Collective calls the rank recorded on the communicator.");
-METRIC(m_comm_role, "fsdpscope_comm_role", "gauge", COUNT, 0, 0,
-       "1 for the communicator's role as the latest diagnosis gave it.");
 
 /* ---- the tables --------------------------------------------------------------------- */
 
@@ -260,32 +182,55 @@ METRIC(m_comm_role, "fsdpscope_comm_role", "gauge", COUNT, 0, 0,
 
 #define T struct live_step
 static const struct live_field step_fields[] = {
-    {UINT("ordinal", ordinal), .metric = &m_ordinal},
+    {UINT("ordinal", ordinal), RANK_FAMILY("fsdpscope_step_ordinal", "gauge", COUNT, 7, 0,
+					   "Steps of the rank before its last analysed step, warm-up included.")},
     {BOOL("excluded", excluded)},
     {UINT("start_ns", start_ns)},
-    {UINT("step_ns", step_ns), .metric = &m_step},
-    {UINT("allgathers", allgathers), .metric = &m_allgathers},
-    {UINT("microbatches", microbatches), .null = LIVE_NULL_AT, .null_value = 0, .metric = &m_microbatches},
-    {UINT("allgather_ns", allgather_ns), .metric = &m_allgather},
-    {UINT("exposed_allgather_ns", exposed_allgather_ns), .metric = &m_exposed},
-    {UINT("compute_wait_ns", compute_wait_ns), .metric = &m_wait},
-    {UINT("compute_ns", compute_ns), .metric = &m_compute},
-    {UINT("exposed_comm_ns", exposed_comm_ns), .metric = &m_comm_exposed},
+    {UINT("step_ns", step_ns),
+     RANK_FAMILY("fsdpscope_step_seconds", "gauge", SECONDS, 6, 0, "Duration of the rank's last analysed step.")},
+    {UINT("allgathers", allgathers), RANK_FAMILY("fsdpscope_allgathers_per_step", "gauge", COUNT, 8, 0,
+						 "AllGathers in the rank's last analysed step.")},
+    {UINT("microbatches", microbatches), .null = LIVE_NULL_AT, .null_value = 0,
+     RANK_FAMILY("fsdpscope_microbatches_per_step", "gauge", COUNT, 9, 0,
+		 "Micro-batches in the rank's last analysed step, when known.")},
+    {UINT("allgather_ns", allgather_ns), RANK_FAMILY("fsdpscope_allgather_seconds_per_step", "gauge", SECONDS, 10, 1,
+						     "AllGather time in the rank's last analysed step.")},
+    {UINT("exposed_allgather_ns", exposed_allgather_ns),
+     RANK_FAMILY("fsdpscope_allgather_exposed_seconds_per_step", "gauge", SECONDS, 11, 1,
+		 "AllGather time with no compute under it in the rank's last analysed step.")},
+    {UINT("compute_wait_ns", compute_wait_ns),
+     RANK_FAMILY("fsdpscope_compute_wait_seconds_per_step", "gauge", SECONDS, 12, 1,
+		 "Time compute waited on gathers in the rank's last analysed step.")},
+    {UINT("compute_ns", compute_ns), RANK_FAMILY("fsdpscope_compute_seconds_per_step", "gauge", SECONDS, 13, 1,
+						 "Compute time in the rank's last analysed step.")},
+    {UINT("exposed_comm_ns", exposed_comm_ns),
+     RANK_FAMILY("fsdpscope_comm_exposed_seconds_per_step", "gauge", SECONDS, 14, 1,
+		 "Communication time with no compute under it in the rank's last analysed step.")},
 };
 TABLE(live_table_step, "step", step_fields, -1, step_absent, NULL);
 #undef T
 
 #define T struct live_totals
 static const struct live_field totals_fields[] = {
-    {UINT("steps", steps), .metric = &m_steps},
-    {UINT("steps_excluded", steps_excluded), .metric = &m_excluded},
-    {UINT("step_ns_sum", step_ns_sum), .metric = &m_step_total},
+    {UINT("steps", steps),
+     RANK_FAMILY("fsdpscope_steps_total", "counter", COUNT, 15, 0, "Steps of the rank analysed.")},
+    {UINT("steps_excluded", steps_excluded),
+     RANK_FAMILY("fsdpscope_steps_excluded_total", "counter", COUNT, 16, 0,
+		 "Steps of the rank left out of the analysis (lost collectives, cut off).")},
+    {UINT("step_ns_sum", step_ns_sum), RANK_FAMILY("fsdpscope_analysed_step_seconds_total", "counter", SECONDS, 17, 0,
+						   "Duration of the rank's analysed steps, summed.")},
     {UINT("step_ns_min", step_ns_min), GUARD(steps)},
     {UINT("step_ns_max", step_ns_max), GUARD(steps)},
-    {UINT("allgathers_sum", allgathers_sum), .metric = &m_allgathers_total},
-    {UINT("exposed_allgather_ns_sum", exposed_allgather_ns_sum), .metric = &m_exposed_total},
-    {UINT("compute_wait_ns_sum", compute_wait_ns_sum), .metric = &m_wait_total},
-    {UINT("compute_ns_sum", compute_ns_sum), .metric = &m_compute_total},
+    {UINT("allgathers_sum", allgathers_sum),
+     RANK_FAMILY("fsdpscope_allgathers_total", "counter", COUNT, 18, 0, "AllGathers in the rank's analysed steps.")},
+    {UINT("exposed_allgather_ns_sum", exposed_allgather_ns_sum),
+     RANK_FAMILY("fsdpscope_allgather_exposed_seconds_total", "counter", SECONDS, 19, 1,
+		 "AllGather time with no compute under it in the rank's analysed steps, summed.")},
+    {UINT("compute_wait_ns_sum", compute_wait_ns_sum),
+     RANK_FAMILY("fsdpscope_compute_wait_seconds_total", "counter", SECONDS, 20, 1,
+		 "Time compute waited on gathers in the rank's analysed steps, summed.")},
+    {UINT("compute_ns_sum", compute_ns_sum), RANK_FAMILY("fsdpscope_compute_seconds_total", "counter", SECONDS, 21, 1,
+							 "Compute time in the rank's analysed steps, summed.")},
 };
 TABLE(live_table_totals, "totals", totals_fields, -1, NULL, NULL);
 #undef T
@@ -295,8 +240,10 @@ static const struct live_field comm_fields[] = {
     {HEX("id_hash", id_hash)},
     {UINT("nranks", nranks)},
     {INT("rank", rank)},
-    {ENUM("role", role, analysis_comm_role_name, ANALYSIS_ROLE_MAX), .metric = &m_comm_role},
-    {UINT("collectives", collectives), .metric = &m_comm_collectives},
+    {ENUM("role", role, analysis_comm_role_name, ANALYSIS_ROLE_MAX),
+     FAMILY("fsdpscope_comm_role", "gauge", COUNT, "1 for the communicator's role as the latest diagnosis gave it.")},
+    {UINT("collectives", collectives), FAMILY("fsdpscope_comm_collectives_total", "counter", COUNT,
+					      "Collective calls the rank recorded on the communicator.")},
     {UINT("last_seq", last_seq)},
     {UINT("entered", entered)},
     {UINT("left", left)},
@@ -321,16 +268,25 @@ static const struct live_field rank_fields[] = {
     {UINT("pid", pid)},
     {TEXT("host", host)},
     {TEXT("command", command)},
-    {BOOL("ended", ended), .metric = &m_ended},
-    {UINT("records", records), .metric = &m_records},
-    {UINT("dropped", dropped), .metric = &m_dropped},
+    {BOOL("ended", ended),
+     RANK_FAMILY("fsdpscope_rank_ended", "gauge", COUNT, 0, 0, "1 once the rank's process has ended.")},
+    {UINT("records", records), RANK_FAMILY("fsdpscope_rank_records_total", "counter", COUNT, 1, 0,
+					   "Records the session received from the rank.")},
+    {UINT("dropped", dropped),
+     RANK_FAMILY("fsdpscope_records_dropped_total", "counter", COUNT, 2, 0,
+		 "Records the rank lost before they reached the collector (ring, sink, CUPTI, NVTX).")},
     /* observed by fsdpscope attach: what it cannot measure is n/a, and its rank may be inferred */
     {BOOL("attached", attached), .optional = 1},
     {ENUM("rank_from", rank_from, rank_from_name, SOURCE_RANK_GUESSED_ORDER + 1), .optional = 1},
-    {UINT("collectives_missing", collectives_missing), .metric = &m_missing},
-    {UINT("collectives", collectives), .metric = &m_collectives},
+    {UINT("collectives_missing", collectives_missing),
+     RANK_FAMILY("fsdpscope_collectives_missing_total", "counter", COUNT, 4, 0,
+		 "Collective calls the rank made that were not recorded (sequence gaps).")},
+    {UINT("collectives", collectives),
+     RANK_FAMILY("fsdpscope_collectives_total", "counter", COUNT, 3, 0, "Collective calls recorded from the rank.")},
     {UINT("last_ns", last_ns)},
-    {INT("lateness_ns", lateness_ns), .metric = &m_lateness},
+    {INT("lateness_ns", lateness_ns),
+     RANK_FAMILY("fsdpscope_rank_lateness_seconds", "gauge", SECONDS, 5, 0,
+		 "How late the rank enters the FSDP collectives against the earliest rank (latest diagnosis).")},
     {OBJECT("last_step", last, live_table_step), .null = LIVE_NULL_ABSENT},
     {OBJECT("totals", totals, live_table_totals)},
     {ARRAY("window", window, live_table_step, nwindow)},
@@ -424,7 +380,12 @@ TABLE(live_table_mismatch, "", mismatch_fields, -1, NULL, NULL);
 
 #define T struct analysis_flight
 static const struct live_field flight_fields[] = {
-    {.name = "hang", .kind = LIVE_FIELD_DERIVED, .derive = flight_hang, .metric = &m_hang},
+    {.name = "hang",
+     .kind = LIVE_FIELD_DERIVED,
+     .derive = flight_hang,
+     FAMILY("fsdpscope_collective_hang", "gauge", COUNT,
+	    "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout that others "
+	    "have not entered), else 0.")},
     {.name = "shows_waits", .kind = LIVE_FIELD_DERIVED, .derive = flight_shows_waits},
     {UINT("timeout_ns", timeout_ns)},
     {UINT("now_realtime_ns", now_realtime_ns), .null = LIVE_NULL_AT, .null_value = 0},
@@ -442,26 +403,46 @@ TABLE(live_table_flight, "flight", flight_fields, -1, NULL, NULL);
 
 #define T struct live_job
 static const struct live_field job_fields[] = {
-    {UINT("records_total", records_total), .metric = &m_records_total},
-    {UINT("records_dropped_total", records_dropped_total), .metric = &m_dropped_total},
-    {UINT("diagnoses", diagnoses), .metric = &m_diagnoses},
-    {BOOL("diagnosed", diagnosed), .metric = &m_diagnosed},
+    {UINT("records_total", records_total),
+     FAMILY("fsdpscope_records_total", "counter", COUNT, "Records the session wrote to its trace.")},
+    {UINT("records_dropped_total", records_dropped_total),
+     FAMILY("fsdpscope_job_records_dropped_total", "counter", COUNT,
+	    "Records the ranks lost before they reached the collector, all ranks together.")},
+    {UINT("diagnoses", diagnoses),
+     FAMILY("fsdpscope_diagnoses_total", "counter", COUNT, "Diagnoses the session has made so far.")},
+    {BOOL("diagnosed", diagnosed),
+     FAMILY("fsdpscope_diagnosed", "gauge", COUNT, "1 when the live view holds a diagnosis, else 0.")},
     /* before the first diagnosis the figures below are not zeros but unknown */
-    {ENUM("verdict", verdict, analysis_verdict_name, 16), .null = LIVE_NULL_UNKNOWN, .metric = &m_verdict},
+    {ENUM("verdict", verdict, analysis_verdict_name, 16), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_verdict", "gauge", COUNT,
+	    "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one).")},
     {ENUM("undecided_reason", undecided_reason, analysis_undecided_name, ANALYSIS_UNDECIDED_MAX),
-     .null = LIVE_NULL_UNKNOWN, .metric = &m_undecided},
-    {ENUM("reshard", reshard, analysis_reshard_name, 8), .null = LIVE_NULL_UNKNOWN, .metric = &m_reshard},
-    {UINT("repeating_units", repeating_units), .null = LIVE_NULL_UNKNOWN, .metric = &m_repeating_units},
-    {UINT("gathers_per_unit", gathers_per_unit), .null = LIVE_NULL_UNKNOWN, .metric = &m_gathers_per_unit},
-    {UINT("allgathers_per_step", allgathers_per_step), .null = LIVE_NULL_UNKNOWN, .metric = &m_diag_allgathers},
+     .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_undecided_reason", "gauge", COUNT,
+	    "1 for why the latest diagnosis could not decide, 0 for the other reasons.")},
+    {ENUM("reshard", reshard, analysis_reshard_name, 8), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_reshard", "gauge", COUNT, "1 for the reshard-after-forward policy of the latest diagnosis.")},
+    {UINT("repeating_units", repeating_units), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_repeating_units", "gauge", COUNT,
+	    "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis.")},
+    {UINT("gathers_per_unit", gathers_per_unit), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_gathers_per_unit", "gauge", COUNT,
+	    "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping).")},
+    {UINT("allgathers_per_step", allgathers_per_step), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_diagnosis_allgathers_per_step", "gauge", COUNT,
+	    "AllGathers per step of the headline rank, latest diagnosis.")},
     {UINT("microbatches", microbatches), .null = LIVE_NULL_UNKNOWN | LIVE_NULL_AT, .null_value = 0,
-     .metric = &m_diag_microbatches},
+     FAMILY("fsdpscope_diagnosis_microbatches_per_step", "gauge", COUNT, "Micro-batches per step, latest diagnosis.")},
     {UINT("exposed_allgather_ns_per_step", exposed_allgather_ns_per_step), .null = LIVE_NULL_UNKNOWN,
-     .metric = &m_diag_exposed},
-    {UINT("compute_wait_ns_per_step", compute_wait_ns_per_step), .null = LIVE_NULL_UNKNOWN, .metric = &m_diag_wait},
+     FAMILY("fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge", SECONDS,
+	    "AllGather time per step with no compute under it, headline rank, latest diagnosis.")},
+    {UINT("compute_wait_ns_per_step", compute_wait_ns_per_step), .null = LIVE_NULL_UNKNOWN,
+     FAMILY("fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge", SECONDS,
+	    "Time per step compute waited on gathers, headline rank, latest diagnosis.")},
     {UINT("sources_attached", sources_attached), .optional = 1},
     {ENUM("exposure_source", exposure_source, exposure_source_name, 3), .optional = 1},
-    {ARRAY("findings", findings, live_table_finding, nfindings), .metric = &m_findings},
+    {ARRAY("findings", findings, live_table_finding, nfindings),
+     FAMILY("fsdpscope_findings", "gauge", COUNT, "Findings of the latest diagnosis, by rule and severity.")},
     {ARRAY("gathers", gathers, live_table_gather, ngathers)},
     /* the latest diagnosis' calls in flight (docs/live.md, "flight") */
     {OBJECT("flight", flight, live_table_flight), .null = LIVE_NULL_UNKNOWN},
@@ -473,9 +454,13 @@ TABLE(live_table_job, "job", job_fields, offsetof(struct live_job, diagnosed), N
 static const struct live_field snapshot_fields[] = {
     /* first, always: a client checks the version from the line's first bytes */
     {.name = "schema", .kind = LIVE_FIELD_CONST},
-    {UINT("generation", generation), .metric = &m_generation},
+    {UINT("generation", generation),
+     FAMILY("fsdpscope_live_generation", "gauge", COUNT,
+	    "Publish count of the live view this scrape rendered (0 before the first).")},
     {UINT("at_ns", at_ns)},
-    {UINT("at_realtime_ns", at_realtime_ns), .metric = &m_published},
+    {UINT("at_realtime_ns", at_realtime_ns),
+     FAMILY("fsdpscope_live_published_timestamp_seconds", "gauge", SECONDS,
+	    "Wall-clock time (Unix seconds) at which the rendered live view was published.")},
     {OBJECT("job", job, live_table_job)},
     {.name = "ranks",
      .kind = LIVE_FIELD_ARRAY,
@@ -485,7 +470,7 @@ static const struct live_field snapshot_fields[] = {
      .count = offsetof(T, nranks),
      .count_size = SIZE(T, nranks),
      .max = 0,
-     .metric = &m_ranks},
+     FAMILY("fsdpscope_ranks", "gauge", COUNT, "Processes (trace sources) the session has seen, ended ones included.")},
 };
 TABLE(live_table_snapshot, "", snapshot_fields, -1, NULL, NULL);
 #undef T
