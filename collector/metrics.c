@@ -24,6 +24,7 @@
 
 #include "collector/live_fields.h"
 #include "collector/metrics.h"
+#include "common/text_buffer.h"
 #include "common/trace_format.h"
 
 #ifndef FSS_VERSION
@@ -32,70 +33,9 @@
 
 /* ---- the text being built ------------------------------------------------ */
 
-struct out {
-	char *p;
-	size_t len, cap;
-	int oom; /* an allocation failed: everything after it is dropped */
-};
-
-static void out_reserve(struct out *o, size_t more)
+static void out_str(struct text_buffer *o, const char *s)
 {
-	size_t cap;
-	char *p;
-
-	if (o->oom || o->len + more + 1 <= o->cap)
-		return;
-	cap = o->cap ? o->cap : 4096;
-	while (cap < o->len + more + 1)
-		cap *= 2;
-	p = realloc(o->p, cap);
-	if (!p) {
-		o->oom = 1;
-		return;
-	}
-	o->p = p;
-	o->cap = cap;
-}
-
-static void out_write(struct out *o, const char *s, size_t n)
-{
-	out_reserve(o, n);
-	if (o->oom)
-		return;
-	memcpy(o->p + o->len, s, n);
-	o->len += n;
-	o->p[o->len] = '\0';
-}
-
-static void out_str(struct out *o, const char *s)
-{
-	out_write(o, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void out_printf(struct out *o, const char *fmt, ...)
-{
-	char small[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof small, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		o->oom = 1;
-		return;
-	}
-	if ((size_t)n < sizeof small) {
-		out_write(o, small, (size_t)n);
-		return;
-	}
-	out_reserve(o, (size_t)n);
-	if (o->oom)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(o->p + o->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	o->len += (size_t)n;
+	text_buffer_append(o, s, strlen(s));
 }
 
 /*
@@ -104,46 +44,46 @@ __attribute__((format(printf, 2, 3))) static void out_printf(struct out *o, cons
  * values come from fixed-size fields (rule ids) that may be cut in the
  * middle of a UTF-8 sequence, and the exposition must be valid UTF-8.
  */
-static void out_label_value(struct out *o, const char *s, size_t max)
+static void out_label_value(struct text_buffer *o, const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (c == '\\')
-			out_write(o, "\\\\", 2);
+			text_buffer_append(o, "\\\\", 2);
 		else if (c == '"')
-			out_write(o, "\\\"", 2);
+			text_buffer_append(o, "\\\"", 2);
 		else if (c == '\n')
-			out_write(o, "\\n", 2);
+			text_buffer_append(o, "\\n", 2);
 		else if (c < 0x20 || c >= 0x7f)
-			out_write(o, "_", 1);
+			text_buffer_append(o, "_", 1);
 		else
-			out_write(o, (const char *)&c, 1);
+			text_buffer_append(o, (const char *)&c, 1);
 	}
 }
 
 /* Nanoseconds as seconds, exactly: "1.5", "0.000001234", "3". */
-static void out_ns(struct out *o, uint64_t ns, int negative)
+static void out_ns(struct text_buffer *o, uint64_t ns, int negative)
 {
 	char frac[16];
 	uint64_t f = ns % 1000000000u;
 	size_t n;
 
 	if (negative && ns)
-		out_write(o, "-", 1);
+		text_buffer_append(o, "-", 1);
 	if (f == 0) {
-		out_printf(o, "%" PRIu64, ns / 1000000000u);
+		text_buffer_printf(o, "%" PRIu64, ns / 1000000000u);
 		return;
 	}
 	n = (size_t)snprintf(frac, sizeof frac, "%09" PRIu64, f);
 	while (n > 0 && frac[n - 1] == '0')
 		n--;
 	frac[n] = '\0';
-	out_printf(o, "%" PRIu64 ".%s", ns / 1000000000u, frac);
+	text_buffer_printf(o, "%" PRIu64 ".%s", ns / 1000000000u, frac);
 }
 
-static void out_signed_ns(struct out *o, int64_t ns)
+static void out_signed_ns(struct text_buffer *o, int64_t ns)
 {
 	if (ns < 0)
 		out_ns(o, (uint64_t)0 - (uint64_t)ns, 1);
@@ -234,7 +174,7 @@ static const struct family families[F_MAX] = {
 #define RANK_FAMILIES_MAX 32
 
 struct render {
-	struct out o;
+	struct text_buffer o;
 	const struct live_view *v;
 	char (*rank_label)[24]; /* per ranks[] entry */
 	unsigned char started[F_MAX];
@@ -247,7 +187,7 @@ static void sample_begin_family(struct render *r, const char *name, const char *
 {
 	if (!*started) {
 		*started = 1;
-		out_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+		text_buffer_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 	}
 	out_str(&r->o, name);
 }
@@ -264,16 +204,16 @@ static void sample_begin(struct render *r, enum family_id f)
 static void sample_u64(struct render *r, enum family_id f, uint64_t value)
 {
 	sample_begin(r, f);
-	out_printf(&r->o, " %" PRIu64 "\n", value);
+	text_buffer_printf(&r->o, " %" PRIu64 "\n", value);
 }
 
 /* A sample with one label and an integer value. */
 static void sample_label_u64(struct render *r, enum family_id f, const char *label, const char *text, uint64_t value)
 {
 	sample_begin(r, f);
-	out_printf(&r->o, "{%s=\"", label);
+	text_buffer_printf(&r->o, "{%s=\"", label);
 	out_label_value(&r->o, text, strlen(text));
-	out_printf(&r->o, "\"} %" PRIu64 "\n", value);
+	text_buffer_printf(&r->o, "\"} %" PRIu64 "\n", value);
 }
 
 /* ---- ranks ------------------------------------------------------------------ */
@@ -372,14 +312,14 @@ static int rank_sample(struct render *r, const struct rank_family *f, const stru
 	if (!o || (k->attached && m->attach_unknown) || live_field_is_null(o, f->field, 1))
 		return 0;
 	sample_begin_family(r, m->name, m->type, m->help, &r->rank_started[m->order]);
-	out_printf(&r->o, "{rank=\"%s\"} ", label);
+	text_buffer_printf(&r->o, "{rank=\"%s\"} ", label);
 	if (m->unit == LIVE_METRIC_COUNT)
-		out_printf(&r->o, "%" PRIu64, live_field_uint(o, f->field));
+		text_buffer_printf(&r->o, "%" PRIu64, live_field_uint(o, f->field));
 	else if (f->field->kind == LIVE_FIELD_INT)
 		out_signed_ns(&r->o, live_field_int(o, f->field));
 	else
 		out_ns(&r->o, live_field_uint(o, f->field), 0);
-	out_write(&r->o, "\n", 1);
+	text_buffer_append(&r->o, "\n", 1);
 	return 1;
 }
 
@@ -392,8 +332,8 @@ static void render_ranks(struct render *r)
 	for (size_t i = 0; i < v->nranks; i++) {
 		const struct live_rank *k = &v->ranks[i];
 		sample_begin(r, F_RANK_INFO);
-		out_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n", r->rank_label[i],
-			   k->source, k->pid);
+		text_buffer_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n",
+				   r->rank_label[i], k->source, k->pid);
 	}
 	for (size_t f = 0; f < n; f++)
 		for (size_t i = 0; families_of_ranks[f].field && i < v->nranks; i++)
@@ -451,9 +391,9 @@ static void render_collective_seq(struct render *r)
 				if (!m->id_hash || m->rank < 0 || comm_rank_repeated(v, i, c))
 					continue;
 				sample_begin(r, F_COLLECTIVE_SEQ);
-				out_printf(&r->o,
-					   "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
-					   m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
+				text_buffer_printf(
+				    &r->o, "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
+				    m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
 			}
 		}
 }
@@ -474,11 +414,13 @@ static void render_comms(struct render *r)
 				if (comm_repeated(k, c))
 					continue;
 				sample_begin(r, comm_families[f]);
-				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash, r->rank_label[i]);
+				text_buffer_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash,
+						   r->rank_label[i]);
 				if (comm_families[f] == F_COMM_COLLECTIVES)
-					out_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
+					text_buffer_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
 				else
-					out_printf(&r->o, ",role=\"%s\"} 1\n", analysis_comm_role_name(m->role));
+					text_buffer_printf(&r->o, ",role=\"%s\"} 1\n",
+							   analysis_comm_role_name(m->role));
 			}
 		}
 	}
@@ -517,7 +459,7 @@ static void render_findings(struct render *r)
 		sample_begin(r, F_FINDINGS);
 		out_str(&r->o, "{rule=\"");
 		out_label_value(&r->o, a->rule, sizeof a->rule);
-		out_printf(&r->o, "\",severity=\"%s\"} %" PRIu64 "\n", severity_name(a->severity), count);
+		text_buffer_printf(&r->o, "\",severity=\"%s\"} %" PRIu64 "\n", severity_name(a->severity), count);
 	}
 }
 
@@ -529,13 +471,14 @@ static void render_job(struct render *r)
 	static const int verdicts[] = {ANALYSIS_DIAGNOSED, ANALYSIS_BUCKETED, ANALYSIS_UNDECIDED};
 
 	sample_begin(r, F_BUILD_INFO);
-	out_printf(&r->o, "{version=\"%s\",format=\"%d.%d\"} 1\n", FSS_VERSION, FSS_FORMAT_MAJOR, FSS_FORMAT_MINOR);
+	text_buffer_printf(&r->o, "{version=\"%s\",format=\"%d.%d\"} 1\n", FSS_VERSION, FSS_FORMAT_MAJOR,
+			   FSS_FORMAT_MINOR);
 	sample_u64(r, F_LIVE_GENERATION, v ? v->generation : 0);
 	if (v && v->at_realtime_ns) {
 		sample_begin(r, F_LIVE_PUBLISHED);
-		out_write(&r->o, " ", 1);
+		text_buffer_append(&r->o, " ", 1);
 		out_ns(&r->o, v->at_realtime_ns, 0);
-		out_write(&r->o, "\n", 1);
+		text_buffer_append(&r->o, "\n", 1);
 	}
 	sample_u64(r, F_RECORDS, j ? j->records_total : 0);
 	sample_u64(r, F_RECORDS_DROPPED_JOB, j ? j->records_dropped_total : 0);
@@ -564,13 +507,13 @@ static void render_job(struct render *r)
 		/* attach mode: not measured, left out rather than 0 */
 		if (!(j->sources_attached && j->exposure_source == ANALYSIS_EXPOSURE_NONE)) {
 			sample_begin(r, F_DIAG_EXPOSED);
-			out_write(&r->o, " ", 1);
+			text_buffer_append(&r->o, " ", 1);
 			out_ns(&r->o, j->exposed_allgather_ns_per_step, 0);
-			out_write(&r->o, "\n", 1);
+			text_buffer_append(&r->o, "\n", 1);
 			sample_begin(r, F_DIAG_COMPUTE_WAIT);
-			out_write(&r->o, " ", 1);
+			text_buffer_append(&r->o, " ", 1);
 			out_ns(&r->o, j->compute_wait_ns_per_step, 0);
-			out_write(&r->o, "\n", 1);
+			text_buffer_append(&r->o, "\n", 1);
 		}
 	}
 	render_findings(r);
@@ -583,22 +526,14 @@ int metrics_render(const struct live_view *v, char **text, size_t *len)
 	render_job(&r);
 	if (v) {
 		if (rank_labels(&r) < 0) {
-			free(r.o.p);
+			free(r.o.text);
 			return -ENOMEM;
 		}
 		render_ranks(&r);
 		render_comms(&r);
 		free(r.rank_label);
 	}
-	if (!r.o.p && !r.o.oom)
-		out_reserve(&r.o, 0);
-	if (r.o.oom) {
-		free(r.o.p);
-		return -ENOMEM;
-	}
-	*text = r.o.p;
-	*len = r.o.len;
-	return 0;
+	return text_buffer_take(&r.o, text, len);
 }
 
 /* ---- the server ------------------------------------------------------------- */

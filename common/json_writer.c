@@ -3,14 +3,12 @@
  *
  * Every byte goes through jw_raw, so the two layouts and the two sinks
  * differ in two places only: the separator (jw_sep, jw_close) and the sink
- * (jw_raw). A buffer that cannot grow stops growing and remembers, so the
- * writers above need no checks of their own.
+ * (jw_raw, a stream or a text_buffer).
  */
 #include "common/json_writer.h"
 
 #include "common/json.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -32,46 +30,18 @@ void jw_init_buffer(struct jw *w, int compact)
 
 int jw_buffer_take(struct jw *w, char **buf, size_t *len)
 {
-	int oom = w->oom;
+	int rc = text_buffer_take(&w->text, buf, len);
 
-	if (!oom && !w->buf)
-		jw_raw(w, "", 0); /* an empty text is still a string to free */
-	oom = w->oom;
-	if (oom) {
-		free(w->buf);
-	} else {
-		*buf = w->buf;
-		*len = w->len;
-	}
 	jw_init_buffer(w, w->compact);
-	return oom ? -ENOMEM : 0;
+	return rc;
 }
 
 void jw_raw(struct jw *w, const char *s, size_t n)
 {
-	if (w->out) {
+	if (w->out)
 		fwrite(s, 1, n, w->out);
-		return;
-	}
-	if (w->oom)
-		return;
-	if (w->len + n + 1 > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		char *b;
-
-		while (cap < w->len + n + 1)
-			cap *= 2;
-		b = realloc(w->buf, cap);
-		if (!b) {
-			w->oom = 1;
-			return;
-		}
-		w->buf = b;
-		w->cap = cap;
-	}
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
+	else
+		text_buffer_append(&w->text, s, n);
 }
 
 void jw_rawf(struct jw *w, const char *fmt, ...)

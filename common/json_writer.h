@@ -16,12 +16,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/text_buffer.h"
+
 struct jw {
-	FILE *out; /* the stream written to; NULL: the buffer below */
-	char *buf; /* the buffer (NUL-ended while it has room), malloc'd */
-	size_t len, cap;
-	int oom;     /* the buffer could not grow: what came after was dropped */
-	int compact; /* one line: no newline, no indent, "key":value */
+	FILE *out;		 /* the stream written to; NULL: the buffer below */
+	struct text_buffer text; /* the growing buffer (jw_init_buffer) */
+	int compact;		 /* one line: no newline, no indent, "key":value */
 	int depth;
 	int first; /* no member written yet at this depth */
 };
