@@ -7,7 +7,7 @@
  * each new generation into a readable eventfd, so that the screen can poll
  * the keyboard and the feed together.
  */
-#include "tui/feed_end.h"
+#include "tui/feed_thread.h"
 #include "tui/feeds.h"
 
 #include <errno.h>

@@ -15,7 +15,7 @@
  * where each goes and what a null stands for is the live field table's
  * (collector/live_fields.h), the one the session's renderer writes from.
  */
-#include "tui/feed_end.h"
+#include "tui/feed_thread.h"
 #include "tui/feeds.h"
 
 #include "collector/live_fields.h"
@@ -551,15 +551,9 @@ int top_viewer_feed_new(top_viewer_feed_t **out, const char *address, char *err,
 	rc = live_board_new(&f->board);
 	if (rc)
 		goto fail;
-	rc = top_board_feed_new(&f->bf, f->board, &f->info);
+	rc = top_feed_start(&f->bf, f->board, &f->info, &f->inner, &f->thread, viewer_thread, f);
 	if (rc)
 		goto fail;
-	top_board_feed_bind(f->bf, &f->inner);
-	rc = pthread_create(&f->thread, NULL, viewer_thread, f);
-	if (rc) {
-		rc = -rc;
-		goto fail;
-	}
 	f->thread_started = 1;
 	*out = f;
 	return 0;
