@@ -599,7 +599,9 @@ int live_field_is_null(const void *object, const struct live_field *f, int known
 
 int live_field_nullable(const struct live_field *f, int known)
 {
-	/* an object that may be null at all is taken as null whatever the rest says */
+	/* A reader takes null wherever a writer may write one, whatever the
+	 * object's figures say: only "not known" alone depends on them, and
+	 * an object (the flight) is taken as null whenever it may be null. */
 	if (f->kind == LIVE_FIELD_OBJECT || f->null != LIVE_NULL_UNKNOWN)
 		return f->null != 0;
 	return !known;

@@ -28,13 +28,14 @@ enum live_field_kind {
 	LIVE_FIELD_INT,	     /* a signed integer of `size` bytes */
 	LIVE_FIELD_BOOL,     /* an int, true when not 0 */
 	LIVE_FIELD_TEXT,     /* a char array of `size` bytes, NUL-ended only when shorter */
-	LIVE_FIELD_ENUM,     /* an integer of `size` bytes (signed), written by name (enum_name) */
+	LIVE_FIELD_ENUM,     /* an integer of `size` bytes (signed from 4 up), written by name (enum_name) */
 	LIVE_FIELD_HEX,	     /* a u64 identifier, written as 16 hex digits */
 	LIVE_FIELD_DERIVED,  /* a bool computed from the object (derive), not stored: readers check and skip it */
 	LIVE_FIELD_CONST,    /* the string LIVE_SCHEMA, not stored */
 	LIVE_FIELD_OBJECT,   /* an object of table `object` at offset */
 	LIVE_FIELD_ARRAY,    /* elements of table `object` (integers of `size` bytes when NULL) at offset */
-	LIVE_FIELD_COMPOSED, /* an object of table `object` composed of parts of its parent (load, store) */
+	LIVE_FIELD_COMPOSED, /* an object of table `object` composed of parts of its parent (load, store); a
+				struct live_signature, the one such object */
 };
 
 /* When a field is written as null, and what a reader makes of a null. */

@@ -310,6 +310,8 @@ static void test_tables_hold_together(void **state)
 				assert_true(f->offset + f->size <= tables[t]->size);
 			if (f->null & LIVE_NULL_UNNAMED)
 				assert_int_equal(f->kind, LIVE_FIELD_ENUM);
+			if (f->kind == LIVE_FIELD_COMPOSED)
+				assert_true(f->object->size <= sizeof(struct live_signature) && f->load && f->store);
 			if (f->null & LIVE_NULL_ABSENT)
 				assert_true(f->kind == LIVE_FIELD_OBJECT && f->object->absent);
 			if (f->metric) {
