@@ -9,14 +9,19 @@
 #include "collector/analysis.h"
 #include "collector/overlap.h"
 
+/* The order of two keys, -1, 0 or 1: the comparators below chain them, the
+ * first key that differs deciding. */
+static int key_order(uint64_t a, uint64_t b)
+{
+	return (a > b) - (a < b);
+}
+
 static int interval_cmp(const void *a, const void *b)
 {
 	const struct interval *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return 0;
+	int d = key_order(x->start, y->start);
+
+	return d ? d : key_order(x->end, y->end);
 }
 
 size_t interval_merge(struct interval *v, size_t n)
@@ -108,13 +113,11 @@ uint64_t interval_last_end_before(const struct interval *v, size_t n, uint64_t t
 static int range_cmp(const void *a, const void *b)
 {
 	const struct overlap_range *x = a, *y = b;
-	if (x->thread != y->thread)
-		return x->thread < y->thread ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end > y->end ? -1 : 1; /* the parent first */
-	return 0;
+	int d = key_order(x->thread, y->thread);
+
+	if (!d)
+		d = key_order(x->start, y->start);
+	return d ? d : key_order(y->end, x->end); /* the parent first */
 }
 
 /* The leaf ranges of one thread's ranges [r, r + n) (sorted by start,
@@ -157,11 +160,9 @@ int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct in
 static int unit_cmp(const void *a, const void *b)
 {
 	const struct interval *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end > y->end ? -1 : 1; /* the outer first */
-	return 0;
+	int d = key_order(x->start, y->start);
+
+	return d ? d : key_order(y->end, x->end); /* the outer first */
 }
 
 int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout)
@@ -233,11 +234,11 @@ struct edge {
 static int edge_cmp(const void *a, const void *b)
 {
 	const struct edge *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	if (x->open != y->open)
-		return x->open < y->open ? -1 : 1; /* closes first */
-	return x->i < y->i ? -1 : x->i > y->i;
+	int d = key_order(x->t, y->t);
+
+	if (!d)
+		d = key_order(x->open, y->open); /* closes first */
+	return d ? d : key_order(x->i, y->i);
 }
 
 /* exposed_ns of every gather: each instant with no compute goes to the
@@ -299,11 +300,11 @@ struct ending {
 static int ending_cmp(const void *a, const void *b)
 {
 	const struct ending *x = a, *y = b;
-	if (x->gap_start != y->gap_start)
-		return x->gap_start < y->gap_start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
+	int d = key_order(x->gap_start, y->gap_start);
+
+	if (!d)
+		d = key_order(x->end, y->end);
+	return d ? d : key_order(x->i, y->i);
 }
 
 /* Is the stretch [a, b) inside a unit's range that closes before `opens`,
