@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "collector/merge.h"
+#include "collector/merge_align.h"
 
 /* merge_sample.gpu during the scan: a host exit on a communicator with a
  * GPU returns at enqueue and says nothing of when the collective ended
