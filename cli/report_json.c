@@ -7,9 +7,9 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
-#include "common/json_writer.h"
 #include "cli/report_nodes.h"
 #include "common/json.h"
+#include "common/json_writer.h"
 #include "rules/flight_text.h"
 
 #include "common/record.h"
