@@ -89,6 +89,13 @@ int ingest_grow(void **v, size_t *cap, size_t need, size_t size, size_t first)
 	return 0;
 }
 
+/* The ingest's own per-source view goes with it; a borrowed one stays. */
+static void layer_free(ingest_t *ing)
+{
+	if (ing->owns_layer)
+		sources_free(ing->layer);
+}
+
 int ingest_new(ingest_t **out, const char *output_path, const struct ingest_options *opts)
 {
 	ingest_t *ing;
@@ -98,7 +105,8 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing = calloc(1, sizeof(*ing));
 	if (!ing)
 		return -ENOMEM;
-	ing->layer = sources_new(NULL, NULL);
+	ing->owns_layer = !(opts && opts->view);
+	ing->layer = ing->owns_layer ? sources_new(NULL, NULL) : opts->view;
 	if (!ing->layer) {
 		free(ing);
 		return -ENOMEM;
@@ -106,7 +114,7 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ing->epfd < 0) {
 		err = -errno;
-		sources_free(ing->layer);
+		layer_free(ing);
 		free(ing);
 		return err;
 	}
@@ -130,7 +138,7 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	err = trace_writer_open(&ing->out, output_path, &ing->wopts);
 	if (err) {
 		close(ing->epfd);
-		sources_free(ing->layer);
+		layer_free(ing);
 		free(ing);
 		return err;
 	}
@@ -140,7 +148,7 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	if (!ing->path) {
 		trace_writer_close(ing->out);
 		close(ing->epfd);
-		sources_free(ing->layer);
+		layer_free(ing);
 		free(ing);
 		return -ENOMEM;
 	}
@@ -245,7 +253,7 @@ void ingest_free(ingest_t *ing)
 	free(ing->procs);
 	free(ing->dirty);
 	free(ing->sources);
-	sources_free(ing->layer);
+	layer_free(ing);
 	if (ing->epfd >= 0)
 		close(ing->epfd);
 	free(ing->path);
