@@ -1,12 +1,15 @@
 /*
  * ingest.c - accept agent streams and trace files, merge them into one trace.
  *
- * One epoll loop on the caller's thread. Each input (connection or file)
- * has its own trace_parser; the parser hands over the records of a chunk
- * only after the chunk's CRC checked out, and take_record() decides for
- * each one which output source it belongs to and whether the output holds
- * it already, then emit() copies it into the output writer with its new
- * source number. Nothing is buffered per input beyond the parser's one
+ * One epoll loop on the caller's thread (ingest_net.c). Each input
+ * (connection or file, ingest_inputs.c) has its own trace_parser; the
+ * parser hands over the records of a chunk only after the chunk's CRC
+ * checked out, and ingest_take_record() (ingest_sinks.c) decides for each
+ * one which output source it belongs to and whether the output holds it
+ * already, then ingest_emit() (ingest_output.c) copies it into the output
+ * writer with its new source number; the agents are acked for what is on
+ * disk (ingest_ack.c) and a rotation starts a file that stands alone
+ * (ingest_rotate.c). This file: the ingest made, finished and freed. Nothing is buffered per input beyond the parser's one
  * chunk and a hello per input source waiting for its next record, so a slow
  * or hostile input costs at most one chunk of memory and never holds up the
  * others.
