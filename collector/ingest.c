@@ -9,10 +9,9 @@
  * already, then ingest_emit() (ingest_output.c) copies it into the output
  * writer with its new source number; the agents are acked for what is on
  * disk (ingest_ack.c) and a rotation starts a file that stands alone
- * (ingest_rotate.c). This file: the ingest made, finished and freed. Nothing is buffered per input beyond the parser's one
- * chunk and a hello per input source waiting for its next record, so a slow
- * or hostile input costs at most one chunk of memory and never holds up the
- * others.
+ * (ingest_rotate.c). This file: the ingest made, finished and freed. Nothing is buffered per input beyond the parser's
+ * one chunk and a hello per input source waiting for its next record, so a slow or hostile input costs at most one
+ * chunk of memory and never holds up the others.
  *
  * Sinks (docs/format.md, "Sinks and resumption"): every record of a process
  * with sink records is named by (sink serial, index in that sink). An input

@@ -186,7 +186,7 @@ struct ingest {
 	size_t ninputs, capinputs;
 	size_t open_connections;
 	sources_t *layer; /* the output's sources, as every reader sees them */
-	int owns_layer;   /* made by ingest_new; else ingest_options.view, borrowed */
+	int owns_layer;	  /* made by ingest_new; else ingest_options.view, borrowed */
 	struct ingest_source_stats *sources;
 	struct out_source *outs; /* [stats.sources], beside sources */
 	size_t capsources;
