@@ -214,9 +214,6 @@ int attach_enter(struct pt_regs *ctx)
 			p.nout = ATTACH_OUT_MAX;
 		break;
 	case ATTACH_FN_COMM_SPLIT:
-		p.out_ptr = regs[3];
-		p.nout = 1;
-		break;
 	case ATTACH_FN_COMM_SHRINK:
 		p.out_ptr = regs[3];
 		p.nout = 1;
