@@ -378,7 +378,8 @@ int sender_start(void)
 	return 0;
 }
 
-int sender_running(void)
+/* Non-zero while the sender thread of this process runs. */
+static int sender_running(void)
 {
 	return atomic_load(&sender.running) && !atomic_load(&sender.finished);
 }
