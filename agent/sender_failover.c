@@ -36,6 +36,14 @@ uint64_t sender_retry_ns(void)
 	return (uint64_t)agent_config.retry_ms * 1000000ull;
 }
 
+/* A collector that hung up before it acknowledged anything: tried half as
+ * often as before, down to once every SENDER_BACKOFF_MAX retries. */
+static void sender_backoff(void)
+{
+	sender.retry_backoff =
+	    sender.retry_backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX : sender.retry_backoff * 2;
+}
+
 /*
  * The sink failed. A socket (not dormant) is replaced by a file that
  * repeats what the collector may not have: the retained chunks after the
@@ -110,8 +118,7 @@ void sender_sink_failed(int err, const void *record)
 	 * acknowledges anything (it refuses us, or dies at once) is tried less
 	 * and less often. */
 	if (!sender.acks_seen)
-		sender.retry_backoff =
-		    sender.retry_backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX : sender.retry_backoff * 2;
+		sender_backoff();
 	unsigned factor = sender.retry_backoff;
 	if ((err == -EAGAIN || err == -EWOULDBLOCK || err == -ETIMEDOUT) && factor < SENDER_STALL_RETRY_FACTOR)
 		factor = SENDER_STALL_RETRY_FACTOR;
@@ -262,8 +269,7 @@ void sender_probe(void)
 				    agent_config.sink);
 			sender_probe_close();
 			sender.last_connect_ns = clock_mono_ns();
-			sender.retry_backoff = sender.retry_backoff * 2 > SENDER_BACKOFF_MAX ? SENDER_BACKOFF_MAX
-											     : sender.retry_backoff * 2;
+			sender_backoff();
 			sender.retry_wait_ns = sender_retry_ns() * sender.retry_backoff;
 			return;
 		}
