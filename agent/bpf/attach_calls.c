@@ -97,6 +97,21 @@ static uint64_t call_bytes(const struct call *c)
 	return c->count * size; /* 0: unknown size */
 }
 
+/* record_init, then the fields a collective's enter record and its
+ * collective record share: a macro, the two being different structs. */
+#define CALL_RECORD_INIT(r, type, f, c)                                                                                \
+	do {                                                                                                           \
+		record_init((r), (type), sizeof(*(r)), 0);                                                             \
+		(r)->seq = (f)->seq;                                                                                   \
+		(r)->comm = (c)->comm;                                                                                 \
+		(r)->stream = (c)->stream;                                                                             \
+		(r)->count = (c)->count;                                                                               \
+		(r)->op = (c)->op;                                                                                     \
+		(r)->dtype = call_dtype(c);                                                                            \
+		(r)->redop = call_redop(c);                                                                            \
+		(r)->path = FSS_PATH_UPROBE;                                                                           \
+	} while (0)
+
 static void comm_note_call(struct comm *m, const struct call *c, uint64_t ts_ns)
 {
 	uint8_t dtype = call_dtype(c), redop = call_redop(c);
@@ -224,20 +239,12 @@ int attach_calls_enter(attach_records_t *a, struct proc *p, struct thread *t, st
 		comm_note_call(m, &c, f->ev.ts_ns);
 
 	struct fss_rec_enter r;
-	record_init(&r, FSS_REC_ENTER, sizeof(r), 0);
-	r.seq = f->seq;
-	r.comm = c.comm;
-	r.stream = c.stream;
-	r.count = c.count;
+	CALL_RECORD_INIT(&r, FSS_REC_ENTER, f, &c);
 	r.enter_ns = f->ev.ts_ns;
 	r.thread = f->ev.tid;
 	r.peer = c.peer;
 	r.group_id = f->group_id;
 	r.kind = FSS_ENTER_COLLECTIVE;
-	r.op = c.op;
-	r.dtype = call_dtype(&c);
-	r.redop = call_redop(&c);
-	r.path = FSS_PATH_UPROBE;
 	err = attach_records_out(a, p, &r);
 	if (err)
 		return err;
@@ -259,11 +266,7 @@ static int on_collective_exit(attach_records_t *a, struct proc *p, const struct 
 	struct call c = call_of(&f->ev);
 	struct fss_rec_collective r;
 
-	record_init(&r, FSS_REC_COLLECTIVE, sizeof(r), 0);
-	r.seq = f->seq;
-	r.comm = c.comm;
-	r.stream = c.stream;
-	r.count = c.count;
+	CALL_RECORD_INIT(&r, FSS_REC_COLLECTIVE, f, &c);
 	r.bytes = call_bytes(&c);
 	r.sendbuff = c.send;
 	r.recvbuff = c.recv;
@@ -274,10 +277,6 @@ static int on_collective_exit(attach_records_t *a, struct proc *p, const struct 
 	r.peer = c.peer;
 	r.result = ev->ret;
 	r.group_depth = f->group_depth;
-	r.op = c.op;
-	r.dtype = call_dtype(&c);
-	r.redop = call_redop(&c);
-	r.path = FSS_PATH_UPROBE;
 	return attach_records_out(a, p, &r);
 }
 
