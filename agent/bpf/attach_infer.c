@@ -147,30 +147,27 @@ static int cls_add(struct cls *k, size_t proc, size_t comm)
 	return 0;
 }
 
+/* *v resized to n elements of size bytes: 0, or -ENOMEM with *v untouched. */
+static int resize(void **v, size_t n, size_t size)
+{
+	void *p = realloc(*v, n * size);
+
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	return 0;
+}
+
 static int cls_instances(struct cls *k, uint32_t n)
 {
 	if (n <= k->ninstances)
 		return 0;
-	int32_t *nr = realloc(k->inst_nranks, n * sizeof(*nr));
-	if (!nr)
+	if (resize((void **)&k->inst_nranks, n, sizeof(*k->inst_nranks)) ||
+	    resize((void **)&k->inst_hash, n, sizeof(*k->inst_hash)) ||
+	    resize((void **)&k->inst_order, n, sizeof(*k->inst_order)) ||
+	    resize((void **)&k->inst_norder, n, sizeof(*k->inst_norder)) ||
+	    resize((void **)&k->inst_first, n, sizeof(*k->inst_first)))
 		return -ENOMEM;
-	k->inst_nranks = nr;
-	uint64_t *h = realloc(k->inst_hash, n * sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	k->inst_hash = h;
-	uint64_t **o = realloc(k->inst_order, n * sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	k->inst_order = o;
-	size_t *no = realloc(k->inst_norder, n * sizeof(*no));
-	if (!no)
-		return -ENOMEM;
-	k->inst_norder = no;
-	uint64_t *f = realloc(k->inst_first, n * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	k->inst_first = f;
 	for (uint32_t i = k->ninstances; i < n; i++) {
 		k->inst_nranks[i] = 0;
 		k->inst_hash[i] = cls_hash(k, i);
