@@ -21,6 +21,8 @@
 #define SIGS_MAX 1024u		/* distinct call signatures kept per undecided communicator */
 #define INPLACE_RANK_MAX 65536u /* a larger offset is a separate send buffer, not a rank's slice */
 
+/* ---- collectives -------------------------------------------------------------- */
+
 /* What a collective's arguments say, by position (x86-64 SysV: the
  * registers, then [rsp + 8], [rsp + 16]). */
 struct call {
