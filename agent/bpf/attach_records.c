@@ -10,7 +10,8 @@
  * This file: the processes and their threads, the output (straight out,
  * or into the queue behind held records), the hello and strings, and the
  * events taken apart into calls (attach_calls.c makes their records).
- * attach_infer.c decides communicators, attach_first_call.c numbers their
+ * attach_infer.c decides the communicators held (one pass over every
+ * process; its classes outlive the pass), attach_first_call.c numbers their
  * calls.
  *
  * Holding: the first call on a handle with no comm record puts a comm record
@@ -21,14 +22,6 @@
  * record, and a destroy of it) and the queue goes out up to the next record
  * of a communicator still undecided. A split's child is held the same way
  * until its nranks is known (the agent asks ncclCommCount: a probe cannot).
- *
- * Deciding (one pass over every process): the undecided communicators are
- * grouped into classes by the distribution of the signatures of their calls
- * (op, count, dtype, redop, root); a class is split into instances when the
- * in-place ranks of its members repeat; ranks come from in-place AllGathers,
- * else the environment (a class every attached process is in), else pid
- * order. Classes outlive the pass: a communicator decided later joins the
- * class it matches (attach_infer.c).
  */
 #include <errno.h>
 #include <stdlib.h>
