@@ -15,7 +15,7 @@
  *
  * The analyzer's files, one concept each (analyze_internal.h declares what
  * they share):
- *   analyze.c           life cycle, feeding records, reading a trace file
+ *   analyze.c           life cycle, feeding records
  *   analyze_service.c   the per-rank streaming service: roles, NVTX / period steps
  *   analyze_summary.c   one step's summary, the step sample, the steady state
  *   analyze_trust.c     lost and cut steps, the step callback's view, struct analysis_trust
@@ -24,6 +24,7 @@
  *   analyze_comms.c     the result's communicators
  *   analyze_finish.c    analyzer_finish and analyzer_snapshot: the result as a whole, and its
  *                       calls in flight (collector/flight.c keeps them from every record)
+ *   analyze_traces.c    reading trace files: one, or several as one job
  *   analysis_names.c    option defaults and the report's names
  */
 #include "collector/analyze_internal.h"
@@ -243,84 +244,4 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 size_t analyzer_pending_max(const analyzer_t *a)
 {
 	return a->pending_max;
-}
-
-/* ---- from a file ------------------------------------------------------- */
-
-static int on_record(void *ctx, const struct fss_record_head *rec)
-{
-	return analyzer_feed(ctx, rec);
-}
-
-static int on_header(void *ctx, const struct fss_file_header *h)
-{
-	analyzer_set_keep(ctx, h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), h->keep_steps);
-	return 0;
-}
-
-/* How the file ended and what the reader skipped, for the report. */
-static void result_set_read(struct analysis_result *r, const struct trace_read_info *info)
-{
-	static const char *const ends[] = {
-		[TRACE_END_CLEAN] = "clean",
-		[TRACE_END_NOT_MARKED] = "not-marked",
-		[TRACE_END_MISSING] = "not-closed",
-		[TRACE_END_CUT] = "cut",
-	};
-
-	r->trace.end = info->end < sizeof(ends) / sizeof(ends[0]) ? ends[info->end] : NULL;
-	r->trace.gaps_total = info->damage.gaps;
-	r->trace.ngaps = 0;
-	for (size_t i = 0; i < info->ngaps && i < ANALYSIS_GAPS_MAX; i++) {
-		struct analysis_gap *g = &r->trace.gaps[r->trace.ngaps++];
-
-		g->offset = info->gaps[i].offset;
-		g->bytes = info->gaps[i].bytes;
-		g->first_missing = info->gaps[i].first_missing;
-		g->chunks_missing = info->gaps[i].chunks_missing;
-		g->to_end = info->gaps[i].to_end;
-		snprintf(g->why, sizeof(g->why), "%s", info->gaps[i].why);
-	}
-}
-
-int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
-		  size_t errlen)
-{
-	return analyze_trace_steps(path, opts, NULL, NULL, out, err, errlen);
-}
-
-int analyze_trace_steps(const char *path, const struct analysis_options *opts, analysis_step_fn fn, void *ctx,
-			struct analysis_result **out, char *err, size_t errlen)
-{
-	*out = NULL;
-	analyzer_t *a;
-	int rc = analyzer_new(&a, opts);
-	if (rc < 0) {
-		if (errlen)
-			snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	analyzer_on_step(a, fn, ctx);
-	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
-	struct trace_read_info info;
-	rc = trace_read(path, &ops, a, &info);
-	if (info.input != TRACE_INPUT_TRACE) {
-		/* Empty, not a trace, an unreadable header, no records: nothing to
-		 * analyse, and the reader's words say what the file is. */
-		if (rc >= 0)
-			rc = FSS_E_NOT_TRACE;
-	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
-		/* Cut short, not closed by its writer, or damaged stretches
-		 * skipped: analysed, and said to be incomplete. */
-		analyzer_set_truncated(a);
-		rc = 0;
-	}
-	if (rc == 0)
-		rc = analyzer_finish(a, out);
-	if (rc == 0)
-		result_set_read(*out, &info);
-	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
-	analyzer_free(a);
-	return rc;
 }

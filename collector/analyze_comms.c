@@ -4,6 +4,7 @@
  */
 #include "collector/analyze_internal.h"
 
+/* Say why the trace could not be diagnosed (once), and note it. */
 void analyze_undecided(struct analysis_result *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -107,4 +108,3 @@ void analyze_fill_comms(const analyzer_t *a, const struct rank_state *v, struct 
 	}
 }
 
-/* The rank a trust note names: the lowest with what `has` looks for. */

@@ -4,6 +4,8 @@
  */
 #include "collector/analyze_internal.h"
 
+/* The exposure section: every figure of the headline rank's representative
+ * step, so that they add up (the gathers table is the same step's). */
 void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r)
 {
 	struct analysis_exposure *x = &r->exposure;
@@ -37,4 +39,3 @@ void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r
 	}
 }
 
-/* Say why the trace could not be diagnosed (once), and note it. */

@@ -4,6 +4,7 @@
  */
 #include "collector/analyze_internal.h"
 
+/* Every process of the trace as the per-source layer saw it: how it ended. */
 static int result_sources(const analyzer_t *a, struct analysis_result *r)
 {
 	size_t n = 0;

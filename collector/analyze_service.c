@@ -6,6 +6,7 @@
  */
 #include "collector/analyze_internal.h"
 
+/* Register a step's events with the cross-rank matcher. */
 static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n,
 			   int with_index)
 {

@@ -426,5 +426,3 @@ out:
 	return rc;
 }
 
-/* The exposure section: every figure of the headline rank's representative
- * step, so that they add up (the gathers table is the same step's). */

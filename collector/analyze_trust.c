@@ -230,7 +230,7 @@ uint64_t analyze_source_lost(const struct rank_state *rs)
 	return top > calls ? top - calls : 0;
 }
 
-/* Register a step's events with the cross-rank matcher. */
+/* The rank a trust note names: the lowest with what `has` looks for. */
 static const struct rank_state *lowest_rank(const analyzer_t *a, int (*has)(const struct rank_state *))
 {
 	const struct rank_state *best = NULL;
@@ -345,4 +345,3 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 		     (unsigned long long)t->records_unplaced);
 }
 
-/* Every process of the trace as the per-source layer saw it: how it ended. */

@@ -183,7 +183,9 @@ int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struc
 	return 0;
 }
 
-uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
+/* The first start at or after t in the merged set, or `none` when no
+ * interval starts then. */
+static uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {

@@ -185,8 +185,4 @@ int overlap_step(const struct interval *compute, size_t ncompute, const struct i
 		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
 		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns);
 
-/* interval_next_start - the first start at or after t in the merged set, or
- * `none` when no interval starts then. */
-uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none);
-
 #endif
