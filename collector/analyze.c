@@ -226,7 +226,7 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 	    .truncated = a->truncated,
 	    .now_realtime_ns = a->finished ? 0 : a->now_realtime_ns,
 	};
-	return analyze_result_build(&in, out);
+	return analyze_finish_build(&in, out);
 }
 
 int analyzer_finish(analyzer_t *a, struct analysis_result **out)

@@ -119,7 +119,7 @@ static void comm_traffic(const struct rank_comms *c, size_t pick, const struct t
 	e->outside = total > steady ? (uint32_t)(total - steady) : 0;
 }
 
-void analyze_fill_comms(const timeline_t *t, const struct tl_source *src, const struct rank_comms *c,
+void analyze_comms_fill(const timeline_t *t, const struct tl_source *src, const struct rank_comms *c,
 			const struct tl_event *step, size_t nstep, uint32_t analyzed, struct analysis_result *r)
 {
 	size_t nc = src->ncomms;

@@ -45,13 +45,13 @@ int analyze_comms_assign(struct rank_comms *c, struct tl_source *src);
 void analyze_comms_release(struct rank_comms *c);
 
 /*
- * analyze_fill_comms - r's communicators table from the rank of src whose
+ * analyze_comms_fill - r's communicators table from the rank of src whose
  * communicators c describes: per communicator its role, and its traffic in
  * the steady step step[0..nstep) (analyzed steps of it) and outside.
  * Sets r->fsdp_comm and multiplies r->tp_degree by the tensor-parallel
  * groups' sizes. t names the communicators.
  */
-void analyze_fill_comms(const timeline_t *t, const struct tl_source *src, const struct rank_comms *c,
+void analyze_comms_fill(const timeline_t *t, const struct tl_source *src, const struct rank_comms *c,
 			const struct tl_event *step, size_t nstep, uint32_t analyzed, struct analysis_result *r);
 
 #endif

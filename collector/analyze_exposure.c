@@ -3,12 +3,12 @@
  */
 #include "collector/analyze_exposure.h"
 
-void analyze_fill_exposure(const struct rank_steady *h, struct analysis_result *r)
+void analyze_exposure_fill(const struct rank_steady *h, struct analysis_result *r)
 {
 	struct analysis_exposure *x = &r->exposure;
 	x->source = h->exposure_source;
 	x->exposed_fraction = ANALYSIS_UNKNOWN;
-	int slot = analyze_representative_slot(&h->sample);
+	int slot = analyze_steady_representative(&h->sample);
 	if (slot < 0)
 		return;
 	const uint64_t *f = h->sample.fig[slot];

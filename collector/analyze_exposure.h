@@ -9,11 +9,11 @@
 #include "collector/analyze_steady.h"
 
 /*
- * analyze_fill_exposure - r's exposure section from the steady state h of
+ * analyze_exposure_fill - r's exposure section from the steady state h of
  * the headline rank: every figure of its representative step, so that they
  * add up (the gathers table is the same step's). Without a sampled step
  * only the source is set, the fraction unknown.
  */
-void analyze_fill_exposure(const struct rank_steady *h, struct analysis_result *r);
+void analyze_exposure_fill(const struct rank_steady *h, struct analysis_result *r);
 
 #endif

@@ -133,9 +133,9 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 	e->pid = src->pid;
 	e->steps_analyzed = st->analyzed;
 	if (st->tev)
-		analyze_count_events(st->tev, st->tinfo, st->nev, &e->per_step);
+		analyze_structure_counts(st->tev, st->tinfo, st->nev, &e->per_step);
 	e->step_ns = median_get(&st->fig[FIG_STEP]);
-	int rep = analyze_representative_slot(&st->sample);
+	int rep = analyze_steady_representative(&st->sample);
 	if (rep >= 0) { /* the rank's representative step, as the exposure section */
 		e->allgather_ns = st->sample.fig[rep][FIG_AG];
 		e->exposed_allgather_ns = st->sample.fig[rep][FIG_AG_EXPOSED];
@@ -150,9 +150,9 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 	e->steps_seen = steps;
 	e->dropped_records = src->dropped;
 	e->steps_lost = t->steps_lost;
-	e->steps_cut = analyze_rank_detached(t, src) ? 0 : t->steps_cut;
-	e->collectives_lost = analyze_source_lost(t, src);
-	e->cut = analyze_rank_stopped(t, src);
+	e->steps_cut = analyze_trust_detached(t, src) ? 0 : t->steps_cut;
+	e->collectives_lost = analyze_trust_lost(t, src);
+	e->cut = analyze_trust_stopped(t, src);
 	return rk.last_arrivals;
 }
 
@@ -249,7 +249,7 @@ static rank_state_t *fill_comms(const struct analyze_input *in, rank_state_t *h,
 		return NULL;
 	const struct rank_comms *c = rank_state_comms(view);
 	const struct rank_steady *st = rank_state_steady(view);
-	analyze_fill_comms(in->tl, rank_state_source(view), c, st->tev, st->nev, st->analyzed, r);
+	analyze_comms_fill(in->tl, rank_state_source(view), c, st->tev, st->nev, st->analyzed, r);
 	if (in->opt->fsdp_comm && c->decided)
 		r->fsdp_comm_match = c->roles.given ? 1 : c->roles.override_ambiguous ? -1 : 0;
 	return view;
@@ -267,10 +267,10 @@ static void fill_no_headline(rank_state_t *view, struct analysis_result *r)
 	r->verdict = ANALYSIS_UNDECIDED;
 	if (!r->ranks) {
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_COLLECTIVES;
-		analyze_undecided(r, "the trace holds no collective");
+		analyze_note_undecided(r, "the trace holds no collective");
 	} else if (view && rank_state_comms(view)->decided && rank_state_comms(view)->roles.fsdp < 0) {
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
-		analyze_undecided(r, NO_FSDP_WORDS);
+		analyze_note_undecided(r, NO_FSDP_WORDS);
 	} else if (r->trust.steps_lost_all || r->trust.steps_cut_all) {
 		r->undecided_reason = ANALYSIS_UNDECIDED_INCOMPLETE;
 		char lost[96] = "", cut[64] = "";
@@ -281,14 +281,14 @@ static void fill_no_headline(rank_state_t *view, struct analysis_result *r)
 		if (r->trust.steps_cut_all)
 			snprintf(cut, sizeof cut, "%u %s in progress where the records stop", r->trust.steps_cut_all,
 				 r->trust.steps_cut_all == 1 ? "was" : "were");
-		analyze_undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
-				  lost[0] && cut[0] ? " and " : "", cut);
+		analyze_note_undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
+				       lost[0] && cut[0] ? " and " : "", cut);
 	} else {
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
-		analyze_undecided(r,
-				  "no repeating training step among %llu collectives (too few steps recorded, or "
-				  "none alike)",
-				  (unsigned long long)r->trace.collectives);
+		analyze_note_undecided(r,
+				       "no repeating training step among %llu collectives (too few steps recorded, or "
+				       "none alike)",
+				       (unsigned long long)r->trace.collectives);
 	}
 }
 
@@ -309,7 +309,7 @@ static void fill_headline(rank_state_t *h, const struct ranks_totals *tot, struc
 	r->step_ns = median_get(&st->fig[FIG_STEP]);
 	if (nvtx)
 		snprintf(r->step_range_name, sizeof r->step_range_name, "%s", src->step_name);
-	analyze_count_events(st->tev, st->tinfo, st->nev, &r->per_step);
+	analyze_structure_counts(st->tev, st->tinfo, st->nev, &r->per_step);
 	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
 	r->spread.skew_ns_per_step = tot->skew_ns / steps;
 }
@@ -323,11 +323,11 @@ static int fill_verdict(rank_state_t *h, struct analysis_result *r)
 	if (rank_state_comms(h)->roles.fsdp < 0) {
 		r->verdict = ANALYSIS_UNDECIDED;
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
-		analyze_undecided(r, NO_FSDP_WORDS);
+		analyze_note_undecided(r, NO_FSDP_WORDS);
 	} else if (ph->status == PHASES_OK) {
 		r->verdict = ANALYSIS_DIAGNOSED;
 	} else if (ph->status == PHASES_NO_MIRROR) {
-		if (analyze_fill_buckets(st->tev, st->tinfo, st->nev, &r->buckets) < 0)
+		if (analyze_structure_buckets(st->tev, st->tinfo, st->nev, &r->buckets) < 0)
 			return -ENOMEM;
 		const struct analysis_buckets *bk = &r->buckets;
 		/* reduce buckets: reduce-scatters without a gather of their size
@@ -337,7 +337,7 @@ static int fill_verdict(rank_state_t *h, struct analysis_result *r)
 		} else {
 			r->verdict = ANALYSIS_UNDECIDED;
 			r->undecided_reason = ANALYSIS_UNDECIDED_PATTERN;
-			analyze_undecided(
+			analyze_note_undecided(
 			    r,
 			    "the FSDP group's %u ReduceScatters per step (each of a gather's size) do not "
 			    "mirror its %u gathers as FSDP units would: a pattern the analysis does not know",
@@ -346,8 +346,9 @@ static int fill_verdict(rank_state_t *h, struct analysis_result *r)
 	} else {
 		r->verdict = ANALYSIS_UNDECIDED;
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_REDUCTION;
-		analyze_undecided(r, "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
-				     "backward gathers cannot be told apart");
+		analyze_note_undecided(r,
+				       "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
+				       "backward gathers cannot be told apart");
 	}
 	return 0;
 }
@@ -389,8 +390,8 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
  * exposed communication holds the AllGathers'. */
 static void fill_exposure(const struct analysis_options *opt, const struct rank_steady *st, struct analysis_result *r)
 {
-	analyze_fill_exposure(st, r);
-	int rep = analyze_representative_slot(&st->sample);
+	analyze_exposure_fill(st, r);
+	int rep = analyze_steady_representative(&st->sample);
 	const uint64_t *rf = rep >= 0 ? st->sample.fig[rep] : st->sample.fig[0];
 	breakdown_compute(rep >= 0 ? rf[FIG_STEP] : r->step_ns, rf[FIG_COMPUTE], rf[FIG_COMM_EXPOSED], r->ledger.params,
 			  r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, opt, &r->breakdown);
@@ -433,7 +434,7 @@ static void keep_notes(const struct analyze_input *in, struct analysis_result *r
 			const struct tl_source *src = rank_state_source(in->rs[j]);
 			if (src->id == r->sources[i].source)
 				r->sources[i].collectives_missing =
-				    analyze_source_lost(rank_state_trust(in->rs[j]), src);
+				    analyze_trust_lost(rank_state_trust(in->rs[j]), src);
 		}
 }
 
@@ -459,7 +460,7 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 		return -ENOMEM;
 	if (r->verdict == ANALYSIS_DIAGNOSED)
 		fill_microbatches(st, r);
-	if (analyze_fill_structure(in->opt, in->ranks, rank_state_source(h), st, r) < 0)
+	if (analyze_structure_fill(in->opt, in->ranks, rank_state_source(h), st, r) < 0)
 		return -ENOMEM;
 	if (r->verdict == ANALYSIS_BUCKETED)
 		analyze_note(
@@ -479,7 +480,7 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 	return 0;
 }
 
-int analyze_result_build(const struct analyze_input *in, struct analysis_result **out)
+int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out)
 {
 	*out = NULL;
 	struct analysis_result *r = result_new(in->opt);
@@ -494,7 +495,7 @@ int analyze_result_build(const struct analyze_input *in, struct analysis_result 
 		rc = fill_ranks(in, &tot, r);
 	}
 	if (rc == 0) {
-		analyze_fill_trust(in->rs, in->nrs, h, r);
+		analyze_trust_fill(in->rs, in->nrs, h, r);
 		rank_state_t *view = fill_comms(in, h, r);
 		if (!h)
 			fill_no_headline(view, r);

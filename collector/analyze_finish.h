@@ -30,12 +30,12 @@ struct analyze_input {
 };
 
 /*
- * analyze_result_build - the result of what the rank states hold now; reads
+ * analyze_finish_build - the result of what the rank states hold now; reads
  * them, changes nothing the analysis goes on with. Its cost follows the
  * state (ranks, the steady-state step's events, communicators, sources),
  * not the trace. *out is the caller's (analysis_result_free). Returns 0 or
  * -ENOMEM.
  */
-int analyze_result_build(const struct analyze_input *in, struct analysis_result **out);
+int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out);
 
 #endif

@@ -16,7 +16,7 @@ void analyze_note(struct analysis_result *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-void analyze_undecided(struct analysis_result *r, const char *fmt, ...)
+void analyze_note_undecided(struct analysis_result *r, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

@@ -15,9 +15,9 @@
 void analyze_note(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
- * analyze_undecided - say why the trace could not be diagnosed: the words go
+ * analyze_note_undecided - say why the trace could not be diagnosed: the words go
  * to r->undecided_why (once: a second call replaces them) and into a note.
  */
-void analyze_undecided(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void analyze_note_undecided(struct analysis_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

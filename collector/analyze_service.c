@@ -13,7 +13,7 @@
 #include "collector/comm_roles.h"
 #include "common/record.h"
 
-int analyze_walk_init(struct rank_walk *w, uint32_t warmup_steps)
+int analyze_service_init(struct rank_walk *w, uint32_t warmup_steps)
 {
 	w->cutter = steps_cutter_new(0);
 	if (!w->cutter)
@@ -22,7 +22,7 @@ int analyze_walk_init(struct rank_walk *w, uint32_t warmup_steps)
 	return 0;
 }
 
-void analyze_walk_release(struct rank_walk *w)
+void analyze_service_release(struct rank_walk *w)
 {
 	steps_cutter_free(w->cutter);
 	w->cutter = NULL;
@@ -46,7 +46,7 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER && comm_role_is_fsdp(ev[i].role)) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_is_fsdp(ev[i].role)) {
 			if (with_index)
 				idx = gi;
 			gi++;
@@ -122,7 +122,7 @@ static int candidate_step(struct analyze_env *env, rank_state_t *rs, const struc
 		return 0;
 	}
 	struct step_summary *s;
-	int rc = analyze_summarise(env->opt, src, analyze_steady_names_known(st), ev, n, t0, t1, &s);
+	int rc = analyze_summary_new(env->opt, src, analyze_steady_names_known(st), ev, n, t0, t1, &s);
 	if (rc < 0)
 		return rc;
 	s->ordinal = ordinal;
@@ -195,7 +195,7 @@ static int nvtx_steps(struct analyze_env *env, rank_state_t *rs, int final)
 			w->nvtx_events_seen = have;
 			return 0;
 		}
-		int rc = analyze_check_lost(rank_state_trust(rs), src, before, w->ordinal, NULL);
+		int rc = analyze_trust_check(rank_state_trust(rs), src, before, w->ordinal, NULL);
 		if (before && rc == 0) {
 			rc = register_events(env, rs, tl_array_at(&src->events, 0), before, 0);
 			take_events(rs, before);
@@ -204,7 +204,7 @@ static int nvtx_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int is_headline = wants_detail(env, src);
 		struct step_trust trust;
 		if (rc == 0)
-			rc = analyze_check_lost(rank_state_trust(rs), src, in, w->ordinal, &trust);
+			rc = analyze_trust_check(rank_state_trust(rs), src, in, w->ordinal, &trust);
 		if (rc == 0)
 			rc = register_events(env, rs, ev, in, is_headline);
 		if (rc == 0)
@@ -229,7 +229,7 @@ static int nvtx_final(struct analyze_env *env, rank_state_t *rs)
 		struct step_trust cut = {.why = STEP_CUT};
 		exclude_step(env, rs, w->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
 	}
-	int rc = analyze_check_lost(rank_state_trust(rs), src, left, w->ordinal, NULL);
+	int rc = analyze_trust_check(rank_state_trust(rs), src, left, w->ordinal, NULL);
 	if (rc == 0)
 		rc = register_events(env, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
 	take_events(rs, left);
@@ -307,7 +307,7 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int next_known = 0;
 		for (span = 0; span < ne; span++) {
 			const struct tl_event *e = tl_array_at(&src->events, span);
-			if (!comm_role_in_steps(e->role))
+			if (!comm_roles_in_steps(e->role))
 				continue;
 			if (seen == c->count) {
 				next_known = 1;
@@ -329,7 +329,7 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		if (!final && !gpu_ready(env, src, t1))
 			return 0;
 		struct step_trust trust;
-		int rc = analyze_check_lost(rank_state_trust(rs), src, span, w->ordinal, &trust);
+		int rc = analyze_trust_check(rank_state_trust(rs), src, span, w->ordinal, &trust);
 		if (rc == 0)
 			rc = period_cut(env, rs, c, ev, span, t0, t1, next_known, &trust);
 		if (rc < 0)
@@ -349,7 +349,7 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 	uint64_t have = src->events_base + tl_array_len(&src->events);
 	for (uint64_t i = w->fed; i < have; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		if (!comm_role_in_steps(e->role))
+		if (!comm_roles_in_steps(e->role))
 			continue;
 		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
 		if (rc < 0)

@@ -49,12 +49,12 @@ struct rank_walk {
 	uint64_t nvtx_events_seen; /* source events when it began to wait */
 };
 
-/* analyze_walk_init - a rank's walk before its first record, its first
+/* analyze_service_init - a rank's walk before its first record, its first
  * warmup_steps steps to be skipped. Returns 0 or -ENOMEM. */
-int analyze_walk_init(struct rank_walk *w, uint32_t warmup_steps);
+int analyze_service_init(struct rank_walk *w, uint32_t warmup_steps);
 
-/* analyze_walk_release - free what w holds (w is the caller's). */
-void analyze_walk_release(struct rank_walk *w);
+/* analyze_service_release - free what w holds (w is the caller's). */
+void analyze_service_release(struct rank_walk *w);
 
 /*
  * analyze_service - move rs forward as far as its records allow; final: no

@@ -9,7 +9,7 @@
 
 #include "collector/analyze_steady.h"
 
-int analyze_representative_slot(const struct step_sample *m)
+int analyze_steady_representative(const struct step_sample *m)
 {
 	unsigned n = m->seen < STEP_SAMPLE_SLOTS ? (unsigned)m->seen : STEP_SAMPLE_SLOTS;
 	if (n == 0)

@@ -81,12 +81,12 @@ int analyze_steady_names_known(const struct rank_steady *st);
 size_t analyze_steady_pending(const struct rank_steady *st);
 
 /*
- * analyze_representative_slot - the representative step: among the sampled
+ * analyze_steady_representative - the representative step: among the sampled
  * steps, the one whose compute wait on gathers (the figure fsdp_ref's
  * gather_wait measures) is the lower median, the earliest on ties. Returns
  * its slot, -1 when none.
  */
-int analyze_representative_slot(const struct step_sample *m);
+int analyze_steady_representative(const struct step_sample *m);
 
 /* analyze_steady_release - free what st holds (st itself is the caller's). */
 void analyze_steady_release(struct rank_steady *st);

@@ -16,8 +16,8 @@
 #include "collector/units.h"
 #include "common/record.h"
 
-void analyze_count_events(const struct tl_event *ev, const struct ev_info *info, size_t n,
-			  struct analysis_step_counts *c)
+void analyze_structure_counts(const struct tl_event *ev, const struct ev_info *info, size_t n,
+			      struct analysis_step_counts *c)
 {
 	memset(c, 0, sizeof *c);
 	for (size_t i = 0; i < n; i++) {
@@ -72,7 +72,7 @@ static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info 
 	return 0;
 }
 
-int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
+int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
 {
 	memset(b, 0, sizeof *b);
 	uint64_t *ag = malloc((n ? n : 1) * sizeof *ag);
@@ -347,7 +347,7 @@ static int fill_gathers(const ranks_t *ranks, const struct tl_source *src, const
 	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
 	if (!r->gathers)
 		return -ENOMEM;
-	int slot = analyze_representative_slot(&h->sample);
+	int slot = analyze_steady_representative(&h->sample);
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
 			continue;
@@ -465,7 +465,7 @@ static int fill_sizes(const struct tl_event *ev, const struct ev_info *ti, size_
 	return 0;
 }
 
-int analyze_fill_structure(const struct analysis_options *o, const ranks_t *ranks, const struct tl_source *src,
+int analyze_structure_fill(const struct analysis_options *o, const ranks_t *ranks, const struct tl_source *src,
 			   const struct rank_steady *h, struct analysis_result *r)
 {
 	struct cycle_gathers g;

@@ -238,7 +238,7 @@ void analyze_summary_free(struct step_summary *s)
 }
 
 /* A summary of the step's events with nothing measured yet. */
-static struct step_summary *summary_new(const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
+static struct step_summary *summary_alloc(const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
 {
 	struct step_summary *s = calloc(1, sizeof *s);
 	if (!s)
@@ -269,8 +269,8 @@ static int summary_phases(struct step_summary *s, const struct tl_event *ev, siz
 	size_t npe = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct ev_info *in = &s->info[i];
-		in->fsdp = (uint8_t)comm_role_is_fsdp(ev[i].role);
-		in->in_steps = (uint8_t)comm_role_in_steps(ev[i].role);
+		in->fsdp = (uint8_t)comm_roles_is_fsdp(ev[i].role);
+		in->in_steps = (uint8_t)comm_roles_in_steps(ev[i].role);
 		in->cycle = in->unit = -1;
 		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
 			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].nranks, ev[i].op, {0}};
@@ -556,13 +556,13 @@ out:
 	return rc;
 }
 
-int analyze_summarise(const struct analysis_options *o, const struct tl_source *src, int names_known,
-		      const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1, struct step_summary **out)
+int analyze_summary_new(const struct analysis_options *o, const struct tl_source *src, int names_known,
+			const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1, struct step_summary **out)
 {
 	struct step_work w = {.opt = o, .src = src, .ev = ev, .n = n, .t0 = t0, .t1 = t1};
 	int rc = -ENOMEM;
 	*out = NULL;
-	w.s = summary_new(ev, n, t0, t1);
+	w.s = summary_alloc(ev, n, t0, t1);
 	w.iv = calloc(n ? n : 1, sizeof *w.iv);
 	if (!w.s || !w.iv)
 		goto out;

@@ -26,7 +26,7 @@ struct ev_info {
 	int32_t unit;				    /* FSDP gathers: the forward unit gathered, -1 */
 	uint8_t fsdp;				    /* an event of the FSDP group (shard or re-gather communicator) */
 	uint8_t recompute;			    /* FSDP gathers: a unit's second backward gather in its cycle */
-	uint8_t in_steps;			    /* an event of the data-parallel side (comm_role_in_steps) */
+	uint8_t in_steps;			    /* an event of the data-parallel side (comm_roles_in_steps) */
 	uint8_t reserved2;
 };
 
@@ -69,7 +69,7 @@ struct step_summary {
 };
 
 /*
- * analyze_summarise - summarise the events ev[0..n) (ev NULL when n is 0)
+ * analyze_summary_new - summarise the events ev[0..n) (ev NULL when n is 0)
  * of one step of src spanning [t0, t1): counts, exposure per gather and step
  * figures, from the source's pending ranges and GPU intervals as they are.
  * names_known: the rank's steady state has its unit names already (with GPU
@@ -77,8 +77,8 @@ struct step_summary {
  * exposed_min_ns are read. *out is the caller's (analyze_summary_free).
  * Returns 0 or -ENOMEM.
  */
-int analyze_summarise(const struct analysis_options *o, const struct tl_source *src, int names_known,
-		      const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1, struct step_summary **out);
+int analyze_summary_new(const struct analysis_options *o, const struct tl_source *src, int names_known,
+			const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1, struct step_summary **out);
 
 /* analyze_summary_free - release a summary (NULL ok). */
 void analyze_summary_free(struct step_summary *s);

@@ -94,8 +94,8 @@ static int64_t stretch_lost(const struct rank_trust *rs, const struct tl_source 
 	return (int64_t)lost;
 }
 
-int analyze_check_lost(struct rank_trust *t, const struct tl_source *src, size_t n, uint32_t ordinal,
-		       struct step_trust *out)
+int analyze_trust_check(struct rank_trust *t, const struct tl_source *src, size_t n, uint32_t ordinal,
+			struct step_trust *out)
 {
 	uint64_t lo, hi;
 	int64_t lost = stretch_lost(t, src, n, &lo, &hi);
@@ -193,7 +193,7 @@ void analyze_trust_record(struct rank_trust *t, const struct tl_source *src, con
 	}
 }
 
-uint64_t analyze_source_lost(const struct rank_trust *t, const struct tl_source *src)
+uint64_t analyze_trust_lost(const struct rank_trust *t, const struct tl_source *src)
 {
 	uint64_t top = t->seq_max, calls = t->calls_taken;
 	for (size_t i = 0; i < tl_array_len(&src->events); i++) {
@@ -207,7 +207,7 @@ uint64_t analyze_source_lost(const struct rank_trust *t, const struct tl_source 
 	return top > calls ? top - calls : 0;
 }
 
-int analyze_rank_stopped(const struct rank_trust *t, const struct tl_source *src)
+int analyze_trust_stopped(const struct rank_trust *t, const struct tl_source *src)
 {
 	/* attach writes no process_end: an attached source stopped short only
 	 * when the kernel saw its process die; without a process_exit it was
@@ -217,7 +217,7 @@ int analyze_rank_stopped(const struct rank_trust *t, const struct tl_source *src
 	return !t->has_end;
 }
 
-int analyze_rank_detached(const struct rank_trust *t, const struct tl_source *src)
+int analyze_trust_detached(const struct rank_trust *t, const struct tl_source *src)
 {
 	return rank_attached(src) && !t->reaped && !t->has_end;
 }
@@ -255,24 +255,24 @@ static void trust_sums(rank_state_t *const *rs, size_t nrs, rank_state_t *h, str
 		t->sink_dropped += x->sink_dropped;
 		t->cupti_dropped += x->cupti_dropped;
 		t->nvtx_dropped += x->nvtx_dropped;
-		if (analyze_rank_stopped(x, src))
+		if (analyze_trust_stopped(x, src))
 			r->trace.sources_cut++;
 		if (!src->collectives)
 			continue;
-		uint64_t lost = analyze_source_lost(x, src);
+		uint64_t lost = analyze_trust_lost(x, src);
 		t->collectives_lost += lost;
 		t->ranks_lost += lost > 0;
-		t->ranks_cut += analyze_rank_stopped(x, src) != 0;
+		t->ranks_cut += analyze_trust_stopped(x, src) != 0;
 		t->steps_lost_all += x->steps_lost;
 		/* a detached source's last step was in progress when attach let
 		 * go: left out, but not a step of a rank that stopped */
-		if (!analyze_rank_detached(x, src))
+		if (!analyze_trust_detached(x, src))
 			t->steps_cut_all += x->steps_cut;
 	}
 	if (h) {
 		const struct rank_trust *x = rank_state_trust(h);
 		t->steps_lost = x->steps_lost;
-		t->steps_cut = analyze_rank_detached(x, rank_state_source(h)) ? 0 : x->steps_cut;
+		t->steps_cut = analyze_trust_detached(x, rank_state_source(h)) ? 0 : x->steps_cut;
 	}
 	uint64_t dropped = t->ring_dropped + t->sink_dropped + t->cupti_dropped + t->nvtx_dropped;
 	t->records_unplaced = dropped > t->collectives_lost ? dropped - t->collectives_lost : 0;
@@ -307,7 +307,7 @@ static void note_lost(rank_state_t *const *rs, size_t nrs, struct analysis_resul
 static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result *r)
 {
 	const struct analysis_trust *t = &r->trust;
-	rank_state_t *x = lowest_rank(rs, nrs, analyze_rank_stopped);
+	rank_state_t *x = lowest_rank(rs, nrs, analyze_trust_stopped);
 	if (x && t->ranks_cut == 1) {
 		const struct rank_trust *xt = rank_state_trust(x);
 		const struct tl_source *src = rank_state_source(x);
@@ -333,7 +333,7 @@ static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result
 	uint32_t detached = 0, detached_steps = 0;
 	for (size_t i = 0; i < nrs; i++) {
 		const struct tl_source *src = rank_state_source(rs[i]);
-		if (src->collectives && analyze_rank_detached(rank_state_trust(rs[i]), src)) {
+		if (src->collectives && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
 			detached++;
 			detached_steps += rank_state_trust(rs[i])->steps_cut;
 		}
@@ -345,7 +345,7 @@ static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result
 			     detached, detached == 1 ? "" : "es", detached_steps, detached_steps == 1 ? "" : "s");
 }
 
-void analyze_fill_trust(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r)
+void analyze_trust_fill(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r)
 {
 	const struct analysis_trust *t = &r->trust;
 	trust_sums(rs, nrs, h, r);

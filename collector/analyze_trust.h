@@ -72,14 +72,14 @@ struct rank_trust {
 void analyze_trust_take(struct rank_trust *t, const struct tl_event *e);
 
 /*
- * analyze_check_lost - check src's first n pending events (a step, or a
+ * analyze_trust_check - check src's first n pending events (a step, or a
  * stretch outside the steps when out is NULL) for lost collectives; out
  * gets the verdict, the step's ordinal in its example. A rank that lost
  * some is matched across ranks no further: its later calls' numbers on
  * their communicator are shifted by the calls lost. Returns 0 or -ENOMEM.
  */
-int analyze_check_lost(struct rank_trust *t, const struct tl_source *src, size_t n, uint32_t ordinal,
-		       struct step_trust *out);
+int analyze_trust_check(struct rank_trust *t, const struct tl_source *src, size_t n, uint32_t ordinal,
+			struct step_trust *out);
 
 /* analyze_trust_exclude - count the step `ordinal` left out for why
  * (STEP_LOST or STEP_CUT); the first of each is the one a note names. */
@@ -98,27 +98,27 @@ void analyze_trust_summarised(struct rank_trust *t, const struct fss_rec_step_su
  * counted from where its trace starts, so not matched across ranks). */
 void analyze_trust_keep_last(struct rank_trust *t, uint64_t seq);
 
-/* analyze_source_lost - collectives src lost: the seq numbers its events
+/* analyze_trust_lost - collectives src lost: the seq numbers its events
  * (taken, and any still pending) and its process_end account for, less the
  * calls it has. */
-uint64_t analyze_source_lost(const struct rank_trust *t, const struct tl_source *src);
+uint64_t analyze_trust_lost(const struct rank_trust *t, const struct tl_source *src);
 
-/* analyze_rank_stopped - 1 when src's records stop short of its end: no
+/* analyze_trust_stopped - 1 when src's records stop short of its end: no
  * process_end, or (an attached source, which has none) a process_exit that
  * says it died. A source attach let go while it ran has not stopped. */
-int analyze_rank_stopped(const struct rank_trust *t, const struct tl_source *src);
+int analyze_trust_stopped(const struct rank_trust *t, const struct tl_source *src);
 
-/* analyze_rank_detached - 1 for an attached source still running when
+/* analyze_trust_detached - 1 for an attached source still running when
  * attach let it go: the step it was in is no step of the trace (as a live
  * session's step in progress), not one cut off. */
-int analyze_rank_detached(const struct rank_trust *t, const struct tl_source *src);
+int analyze_trust_detached(const struct rank_trust *t, const struct tl_source *src);
 
 /*
- * analyze_fill_trust - r's trust section over the ranks rs[0..nrs), the
+ * analyze_trust_fill - r's trust section over the ranks rs[0..nrs), the
  * headline rank h's own counts (h NULL: none), and the notes that say what
  * the trace cannot vouch for. They come before the other notes: a verdict
  * is read with them.
  */
-void analyze_fill_trust(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r);
+void analyze_trust_fill(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r);
 
 #endif

@@ -52,7 +52,7 @@ static uint32_t set_of(uint64_t *v, uint32_t n)
 	return k;
 }
 
-int comm_role_in_steps(uint8_t role)
+int comm_roles_in_steps(uint8_t role)
 {
 	return role != ANALYSIS_ROLE_TENSOR_PARALLEL && role != ANALYSIS_ROLE_PIPELINE && role != ANALYSIS_ROLE_EXPERT;
 }

@@ -25,7 +25,7 @@ int rank_state_new(rank_state_t **out, struct tl_source *src, uint32_t warmup_st
 	if (!rs)
 		return -ENOMEM;
 	rs->src = src;
-	if (analyze_walk_init(&rs->walk, warmup_steps) < 0) {
+	if (analyze_service_init(&rs->walk, warmup_steps) < 0) {
 		free(rs);
 		return -ENOMEM;
 	}
@@ -38,7 +38,7 @@ void rank_state_free(rank_state_t *rs)
 	if (!rs)
 		return;
 	analyze_comms_release(&rs->comms);
-	analyze_walk_release(&rs->walk);
+	analyze_service_release(&rs->walk);
 	analyze_steady_release(&rs->steady);
 	free(rs);
 }
