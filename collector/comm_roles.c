@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "collector/comm_roles.h"
+#include "collector/median.h"
 #include "common/record.h"
 
 /* AllReduces of at most this many elements are scalars (loss, norm). */
@@ -27,16 +28,10 @@ struct comm_stat {
 	uint32_t nag, nrs, nar;
 };
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Is v in the sorted set s[0..n)? */
 static int in_set(const uint64_t *s, uint32_t n, uint64_t v)
 {
-	return n && bsearch(&v, s, n, sizeof *s, u64_cmp) != NULL;
+	return n && bsearch(&v, s, n, sizeof *s, median_u64_cmp) != NULL;
 }
 
 /* Sort and drop repeats; returns the new length. */
@@ -44,7 +39,7 @@ static uint32_t set_of(uint64_t *v, uint32_t n)
 {
 	if (n == 0)
 		return 0;
-	qsort(v, n, sizeof *v, u64_cmp);
+	qsort(v, n, sizeof *v, median_u64_cmp);
 	uint32_t k = 1;
 	for (uint32_t i = 1; i < n; i++)
 		if (v[i] != v[k - 1])
