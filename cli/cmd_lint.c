@@ -7,7 +7,7 @@
 #include "cli/lint.h"
 #include "cli/output.h"
 #include "cli/report_sources.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 
 #include "rules/flight_text.h"
 

@@ -11,6 +11,7 @@
 #include "collector/merge.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
+#include "rules/diagnosis.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -512,7 +513,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	rc = rules_run(d->result, &f->rules, d->findings);
+	rc = diagnosis_from_result(d->result, &f->rules, d->findings, NULL, 0, NULL);
 	if (rc) {
 		diagnosis_free(d);
 		snprintf(err, errlen, "running the rules: %s", fss_strerror(rc));

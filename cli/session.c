@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
+#include "rules/diagnosis.h"
 #include "tui/feeds.h"
 
 #include <errno.h>
@@ -42,7 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SESSION_AGENT_NAME "libfsdpscope-agent.so"
 /* How often the unfinished trace is flushed to disk: what a killed session
  * loses of what it had received. */
 #define SESSION_FLUSH_EVERY_MS 1000
@@ -54,7 +54,7 @@
 
 struct session {
 	struct session_options o;
-	run_session_t *rs;
+	run_folder_t *rs;
 	ingest_t *ing;
 	analyzer_t *an;
 	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
@@ -103,92 +103,6 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote)
-{
-	const char *colon = strrchr(arg, ':');
-	const char *port = colon ? colon + 1 : arg;
-	char *end;
-	long p = strtol(port, &end, 10);
-	size_t hl = colon ? (size_t)(colon - arg) : 0;
-
-	*hostport = NULL;
-	*remote = 0;
-	if (!*port || *end || p < 0 || p > 65535 || (colon && !hl)) {
-		fprintf(stderr, "%s: --metrics %s: expected PORT or HOST:PORT (127.0.0.1:9464)\n", prog, arg);
-		return -EINVAL;
-	}
-	if (!colon) {
-		if (asprintf(hostport, "127.0.0.1:%ld", p) < 0)
-			*hostport = NULL;
-		return *hostport ? 0 : -ENOMEM;
-	}
-	if (!((hl == 9 && !strncmp(arg, "localhost", 9)) || !strncmp(arg, "127.", 4) ||
-	      (hl == 5 && !strncmp(arg, "[::1]", 5)))) {
-		*remote = 1;
-		fprintf(
-		    stderr,
-		    "%s: warning: --metrics %s is not a loopback address: anyone who can reach it can read the job's "
-		    "metrics (no authentication)\n",
-		    prog, arg);
-	}
-	*hostport = strdup(arg);
-	return *hostport ? 0 : -ENOMEM;
-}
-
-int session_find_agent(const char *prog, char **path)
-{
-	const char *env = getenv("FSDPSCOPE_AGENT");
-	char exe[PATH_MAX], cand[2][PATH_MAX + 64];
-	char *agent = NULL;
-	ssize_t n;
-	int ncand = 0;
-
-	*path = NULL;
-	if (env && *env) {
-		agent = realpath(env, NULL);
-		if (!agent || access(agent, R_OK) < 0) {
-			fprintf(stderr, "%s: FSDPSCOPE_AGENT=%s: %s\n", prog, env, strerror(errno));
-			free(agent);
-			return -ENOENT;
-		}
-	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n > 0) {
-			char *slash;
-
-			exe[n] = '\0';
-			slash = strrchr(exe, '/');
-			if (slash)
-				*slash = '\0';
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../agent/%s", exe, SESSION_AGENT_NAME);
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../lib/fsdpscope/%s", exe, SESSION_AGENT_NAME);
-		}
-		for (int i = 0; i < ncand && !agent; i++) {
-			if (access(cand[i], R_OK) == 0)
-				agent = realpath(cand[i], NULL);
-		}
-		if (!agent) {
-			fprintf(stderr, "%s: cannot find the agent, %s; looked for:\n", prog, SESSION_AGENT_NAME);
-			fprintf(stderr, "    $FSDPSCOPE_AGENT (not set)\n");
-			for (int i = 0; i < ncand; i++)
-				fprintf(stderr, "    %s\n", cand[i]);
-			fprintf(stderr, "  build it (target fsdpscope_agent) or set FSDPSCOPE_AGENT to its path\n");
-			return -ENOENT;
-		}
-	}
-	/* ld.so splits LD_PRELOAD at spaces and colons. */
-	if (strpbrk(agent, " :")) {
-		fprintf(stderr,
-			"%s: the agent's path has a space or a colon, which LD_PRELOAD cannot carry: %s\n"
-			"  copy it elsewhere and set FSDPSCOPE_AGENT\n",
-			prog, agent);
-		free(agent);
-		return -EINVAL;
-	}
-	*path = agent;
-	return 0;
-}
-
 /* The ingest's record callback: every record the trace gets, in its order. */
 static int on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
 {
@@ -231,11 +145,11 @@ static void keeper_messages(session_t *s)
 		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
-/* Diagnose result r (the rules on it) into the live state. */
+/* Result r and the findings the rules gave on it, into the live state. */
 static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *list)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	size_t n = top_live_findings(list, found, LIVE_FINDINGS_MAX);
+	size_t n = diagnosis_live_findings(list, found, LIVE_FINDINGS_MAX);
 
 	live_set_diagnosis(s->live, r, found, n);
 }
@@ -245,15 +159,17 @@ static void live_diagnose(session_t *s, const struct analysis_result *r, const f
  * clock (the job is running: the trace has no end yet). */
 static void diagnose_now(session_t *s)
 {
+	struct live_finding found[LIVE_FINDINGS_MAX];
 	struct analysis_result *r = NULL;
 	findings_t *list;
+	size_t n;
 
 	analyzer_set_now(s->an, realtime_ns());
 	if (analyzer_snapshot(s->an, &r))
 		return;
 	list = findings_new();
-	if (list && rules_run(r, &s->flags->rules, list) == 0) {
-		live_diagnose(s, r, list);
+	if (list && diagnosis_from_result(r, &s->flags->rules, list, found, LIVE_FINDINGS_MAX, &n) == 0) {
+		live_set_diagnosis(s->live, r, found, n);
 		hang_lines_update(s->hang_lines, r, list, stderr);
 		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
 		s->diagnosis_unpublished = 1;
@@ -305,7 +221,7 @@ static int start_readers(session_t *s)
 	if (live_publish(s->live, s->board))
 		return -ENOMEM;
 	s->last_diagnosis_ms = now_ms();
-	sock = strdup(run_session_socket(s->rs));
+	sock = strdup(run_folder_socket(s->rs));
 	slash = sock ? strrchr(sock, '/') : NULL;
 	if (!slash) {
 		free(sock);
@@ -349,7 +265,7 @@ static void say_failed(session_t *s, int err)
 		return;
 	s->failed = 1;
 	fprintf(stderr, "%s: writing %s.partial failed: %s; the job goes on unrecorded\n", s->o.prog,
-		run_session_output(s->rs), fss_strerror(err));
+		run_folder_output(s->rs), fss_strerror(err));
 }
 
 /* Merge one file into the trace; files merged are remembered, to be
@@ -428,7 +344,7 @@ static size_t merge_spool(session_t *s)
 
 	if (!s->o.spool)
 		return 0;
-	err = run_folder_files(s->o.spool, &names, &n);
+	err = run_folder_list(s->o.spool, &names, &n);
 	if (err) {
 		fprintf(stderr, "%s: cannot read the spool %s: %s\n", s->o.prog, s->o.spool, fss_strerror(err));
 		return 0;
@@ -453,7 +369,7 @@ static size_t merge_spool(session_t *s)
 /* run: what dead runs left in DIR goes into traces of their own. */
 static void leftovers_recover(session_t *s, struct run_leftover *l, size_t n)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 
 	for (size_t i = 0; i < n; i++) {
 		struct ingest_stats rs;
@@ -489,7 +405,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 		if (l[i].job_running)
 			continue;
-		err = run_folder_files(l[i].folder, &files, &nfiles);
+		err = run_folder_list(l[i].folder, &files, &nfiles);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s: %s; left it in place\n", s->o.prog, l[i].folder,
 				fss_strerror(err));
@@ -527,7 +443,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 static void handle_leftovers(session_t *s)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 	struct run_leftover *l;
 	size_t n;
 	int err = run_leftovers_find(dir, &l, &n);
@@ -585,7 +501,7 @@ int session_new(session_t **out, const struct session_options *o)
 	s->o = *o;
 	diagnosis_flags_init(&s->defaults);
 	s->flags = o->flags ? o->flags : &s->defaults;
-	err = run_session_new(&s->rs, o->dir, o->argv, what, sizeof(what));
+	err = run_folder_new(&s->rs, o->dir, o->argv, what, sizeof(what));
 	if (err) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", o->prog, what, fss_strerror(err));
 		goto fail;
@@ -594,7 +510,7 @@ int session_new(session_t **out, const struct session_options *o)
 	 * not its own. */
 	if (o->leftovers == SESSION_LEFTOVERS_RECOVER)
 		handle_leftovers(s);
-	if (asprintf(&s->private_sink, "unix:%s", run_session_socket(s->rs)) < 0) {
+	if (asprintf(&s->private_sink, "unix:%s", run_folder_socket(s->rs)) < 0) {
 		s->private_sink = NULL;
 		err = -ENOMEM;
 		goto fail;
@@ -602,10 +518,10 @@ int session_new(session_t **out, const struct session_options *o)
 	{
 		struct ingest_options io = {.key = o->key};
 
-		err = ingest_new(&s->ing, run_session_output(s->rs), &io);
+		err = ingest_new(&s->ing, run_folder_output(s->rs), &io);
 	}
 	if (err) {
-		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_session_output(s->rs),
+		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_folder_output(s->rs),
 			fss_strerror(err));
 		goto fail;
 	}
@@ -613,7 +529,7 @@ int session_new(session_t **out, const struct session_options *o)
 		s->keep = *o->keep;
 	else
 		keep_policy_default(&s->keep);
-	err = keeper_new(&s->keeper, &s->keep, s->ing, run_session_output(s->rs), run_session_folder(s->rs));
+	err = keeper_new(&s->keeper, &s->keep, s->ing, run_folder_output(s->rs), run_folder_path(s->rs));
 	if (err) {
 		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", o->prog, fss_strerror(err));
 		goto fail;
@@ -633,7 +549,7 @@ int session_new(session_t **out, const struct session_options *o)
 	ingest_on_record(s->ing, on_record, s);
 	/* Listening first: nothing is accepted before the first poll, and a
 	 * session that cannot listen has merged (and removed) nothing. */
-	err = run_session_listen(s->rs, s->ing);
+	err = run_folder_listen(s->rs, s->ing);
 	if (err) {
 		fprintf(stderr, "%s: cannot listen on %s: %s\n", o->prog, s->private_sink, fss_strerror(err));
 		goto fail;
@@ -665,7 +581,7 @@ fail:
 	return err;
 }
 
-run_session_t *session_run_session(session_t *s)
+run_folder_t *session_run_folder(session_t *s)
 {
 	return s->rs;
 }
@@ -748,7 +664,7 @@ static int diagnose(session_t *s)
 	s->d.findings = findings_new();
 	if (!s->d.findings)
 		return -ENOMEM;
-	return rules_run(s->d.result, &s->flags->rules, s->d.findings);
+	return diagnosis_from_result(s->d.result, &s->flags->rules, s->d.findings, NULL, 0, NULL);
 }
 
 static int write_json_summary(session_t *s)
@@ -832,10 +748,10 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->lint_max_severity = -1;
 	if (!s->failed) {
 		ingest_poll(s->ing, 0); /* accept what is waiting in the backlog */
-		err = run_session_files(s->rs, &names, &n);
+		err = run_folder_files(s->rs, &names, &n);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s for per-process files: %s\n", s->o.prog,
-				run_session_folder(s->rs), fss_strerror(err));
+				run_folder_path(s->rs), fss_strerror(err));
 			names = NULL;
 			n = 0;
 		}
@@ -863,7 +779,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			    "%s: %zu file%s in %s %s still written by running processes: not merged; the next session "
 			    "in %s merges %s\n",
 			    s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool,
-			    spool_left == 1 ? "is" : "are", run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
+			    spool_left == 1 ? "is" : "are", run_folder_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
 	err = s->failed ? -EIO : keeper_drain(s->keeper);
 	if (!err)
@@ -878,7 +794,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	keeper_messages(s);
 	written = !err;
 	if (!err)
-		err = run_session_publish(s->rs, s->o.name, &s->trace_path, &taken);
+		err = run_folder_publish(s->rs, s->o.name, &s->trace_path, &taken);
 	if (err || !stats) {
 		/* A finished trace that could not be moved holds the files'
 		 * records: they go, so that the next session reads them once. */
@@ -887,7 +803,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		if (!s->failed)
 			fprintf(stderr, "%s: writing the trace failed: %s\n", s->o.prog, fss_strerror(err));
 		fprintf(stderr, "%s: what was recorded is left in %s; the next session in %s merges it\n", s->o.prog,
-			run_session_folder(s->rs), run_session_dir(s->rs));
+			run_folder_path(s->rs), run_folder_dir(s->rs));
 		s->kept = 1;
 		out->kept = 1;
 		return err ? err : -EIO;
@@ -900,7 +816,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		fprintf(stderr,
 			"%s: %s/%s%s already exists (not this session's): left it as it is, and wrote this session's "
 			"trace under a new name\n",
-			s->o.prog, run_session_dir(s->rs), s->o.name,
+			s->o.prog, run_folder_dir(s->rs), s->o.name,
 			strlen(s->o.name) > 4 && !strcmp(s->o.name + strlen(s->o.name) - 4, ".fss") ? "" : ".fss");
 	print_summary(s, stats, notes_fn, ctx);
 	out->trace_path = s->trace_path;
@@ -947,7 +863,7 @@ void session_abandon(session_t *s)
 		return;
 	if (s->ing) {
 		ingest_finish(s->ing, NULL);
-		unlink(run_session_output(s->rs));
+		unlink(run_folder_output(s->rs));
 	}
 	s->kept = 0;
 }
@@ -969,7 +885,7 @@ void session_free(session_t *s)
 	ingest_free(s->ing);
 	analyzer_free(s->an);
 	diagnosis_free(&s->d);
-	run_session_close(s->rs, !s->kept);
+	run_folder_close(s->rs, !s->kept);
 	for (size_t i = 0; i < s->nmerged; i++)
 		free(s->merged[i]);
 	free(s->merged);
@@ -981,208 +897,4 @@ void session_free(session_t *s)
 struct live_board *session_board(session_t *s)
 {
 	return s->board;
-}
-
-/* ---- what `run` and `top -- CMD` share ------------------------------------------ */
-
-#define SESSION_DEFAULT_FLUSH_S 5
-#define SESSION_DEFAULT_WAIT_DESCENDANTS_S 3600
-#define SESSION_MAX_WAIT_S (30 * 86400)
-
-void session_run_options_init(struct session_run_options *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->dir = SESSION_DEFAULT_DIR;
-	o->name = SESSION_DEFAULT_NAME;
-	o->flush_timeout_s = SESSION_DEFAULT_FLUSH_S;
-	o->wait_descendants_s = SESSION_DEFAULT_WAIT_DESCENDANTS_S;
-	keep_policy_default(&o->keep);
-	diagnosis_flags_init(&o->flags);
-}
-
-static int parse_seconds(const char *prog, const char *opt, const char *arg, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (!*arg || *end || errno || v < 0 || v > SESSION_MAX_WAIT_S) {
-		fprintf(stderr, "%s: %s: '%s' is not a number of seconds (0..%d)\n", prog, opt, arg,
-			SESSION_MAX_WAIT_S);
-		return -1;
-	}
-	*out = (int)v;
-	return 0;
-}
-
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog)
-{
-	switch (opt) {
-	case SESSION_OPT_OUT:
-		o->dir = arg;
-		return 0;
-	case SESSION_OPT_NAME:
-		o->name = arg;
-		return 0;
-	case SESSION_OPT_DORMANT:
-		o->dormant = 1;
-		return 0;
-	case SESSION_OPT_NO_CUPTI:
-		o->no_cupti = 1;
-		return 0;
-	case SESSION_OPT_JSON_SUMMARY:
-		o->json_summary = arg;
-		return 0;
-	case SESSION_OPT_METRICS:
-		o->metrics = arg;
-		return 0;
-	case SESSION_OPT_KEEP:
-		return session_keep_option(prog, arg, &o->keep);
-	case SESSION_OPT_FLUSH_TIMEOUT:
-		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
-	case SESSION_OPT_WAIT_DESCENDANTS:
-		return parse_seconds(prog, "--wait-descendants", arg, &o->wait_descendants_s);
-	case DIAG_OPT_HANG_TIMEOUT: {
-		const char *cmd = strrchr(prog, ' ');
-
-		return diagnosis_option(&o->flags, opt, arg, cmd ? cmd + 1 : prog) ? -1 : 0;
-	}
-	default:
-		return 1;
-	}
-}
-
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep)
-{
-	if (keep_policy_parse(arg, keep)) {
-		fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n", prog,
-			arg);
-		return -1;
-	}
-	return 0;
-}
-
-int session_output_check(const char *prog, const char *dir, const char *name)
-{
-	if (!*dir) {
-		fprintf(stderr, "%s: --out: empty directory name\n", prog);
-		return -1;
-	}
-	if (!*name || strchr(name, '/') || name[0] == '.') {
-		fprintf(stderr, "%s: --name: '%s' must be a plain file name (no '/', not starting with '.')\n", prog, name);
-		return -1;
-	}
-	return 0;
-}
-
-int session_run_options_check(const struct session_run_options *o, const char *prog)
-{
-	return session_output_check(prog, o->dir, o->name);
-}
-
-/* In the child, before exec: the job's environment, its stdio. */
-static void spawn_child(session_t *s, const struct session_job *j, const char *ld_preload, int keep_nvtx)
-{
-	setpgid(0, 0);
-	setenv("LD_PRELOAD", ld_preload, 1);
-	if (!keep_nvtx)
-		setenv("NVTX_INJECTION64_PATH", j->agent, 1);
-	setenv("FSDPSCOPE_SINK", s->private_sink, 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(s->rs), 1);
-	if (j->dormant)
-		setenv("FSDPSCOPE_DORMANT", "1", 1);
-	if (j->no_cupti)
-		setenv("FSDPSCOPE_CUPTI", "0", 1);
-	if (j->stdin_null) {
-		int fd = open("/dev/null", O_RDONLY);
-
-		if (fd >= 0 && fd != STDIN_FILENO) {
-			dup2(fd, STDIN_FILENO);
-			close(fd);
-		} else if (fd < 0) {
-			close(STDIN_FILENO);
-		}
-	}
-	if (j->output_fd >= 0) {
-		dup2(j->output_fd, STDOUT_FILENO);
-		dup2(j->output_fd, STDERR_FILENO);
-	}
-}
-
-int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
-{
-	const char *old = getenv("LD_PRELOAD"), *nvtx = getenv("NVTX_INJECTION64_PATH");
-	char *ld_preload = NULL;
-	int errpipe[2], e = 0, keep_nvtx = nvtx && *nvtx && strcmp(nvtx, j->agent) != 0;
-	ssize_t n;
-	pid_t p;
-
-	*pid = -1;
-	/* The agent first, unless an ASan runtime is listed, which insists on being first. */
-	if (!old || !*old)
-		n = asprintf(&ld_preload, "%s", j->agent);
-	else if (strstr(old, "libasan") || strstr(old, "clang_rt.asan"))
-		n = asprintf(&ld_preload, "%s:%s", old, j->agent);
-	else
-		n = asprintf(&ld_preload, "%s:%s", j->agent, old);
-	if (n < 0) {
-		fprintf(stderr, "%s: out of memory\n", s->o.prog);
-		return -ENOMEM;
-	}
-	if (keep_nvtx)
-		fprintf(
-		    stderr,
-		    "%s: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX ranges will not be "
-		    "recorded\n",
-		    s->o.prog, nvtx);
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		e = -errno;
-		fprintf(stderr, "%s: pipe: %s\n", s->o.prog, strerror(errno));
-		free(ld_preload);
-		return e;
-	}
-	fflush(NULL);
-	p = fork();
-	if (p == 0) {
-		spawn_child(s, j, ld_preload, keep_nvtx);
-		execvp(j->argv[0], j->argv);
-		e = errno;
-		if (write(errpipe[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
-	}
-	free(ld_preload);
-	close(errpipe[1]);
-	if (p < 0) {
-		e = -errno;
-		fprintf(stderr, "%s: fork: %s\n", s->o.prog, strerror(errno));
-		close(errpipe[0]);
-		return e;
-	}
-	setpgid(p, p); /* also in the child: whichever runs first */
-	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
-	do
-		n = read(errpipe[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(errpipe[0]);
-	if (n == (ssize_t)sizeof(e)) {
-		int status;
-
-		while (waitpid(p, &status, 0) < 0 && errno == EINTR)
-			;
-		if (e == ENOENT && !strchr(j->argv[0], '/'))
-			fprintf(stderr, "%s: %s: command not found\n", s->o.prog, j->argv[0]);
-		else
-			fprintf(stderr, "%s: cannot run %s: %s\n", s->o.prog, j->argv[0], strerror(e));
-		return -e;
-	}
-	if (run_session_set_job(s->rs, p) < 0)
-		fprintf(
-		    stderr,
-		    "%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
-		    "tell whether its job still runs\n",
-		    s->o.prog, run_session_folder(s->rs));
-	*pid = p;
-	return 0;
 }
