@@ -43,10 +43,8 @@ static int steady_start(struct rank_steady *st, const struct step_summary *s, in
 	if (!st->tev || !st->tinfo)
 		return -ENOMEM;
 	memcpy(st->tev, s->ev, s->nev * sizeof *s->ev);
-	for (size_t i = 0; i < s->nev; i++) {
+	for (size_t i = 0; i < s->nev; i++)
 		st->tinfo[i] = s->info[i];
-		st->tinfo[i].reserved = 0;
-	}
 	st->phases = s->phases;
 	st->detail = detail;
 	if (st->detail) {
@@ -86,11 +84,11 @@ static int aggregate(struct rank_steady *st, const struct step_summary *s, int d
 	}
 	if (s->nev != st->nev)
 		return 0; /* cannot happen: equal hashes */
-	/* names from the first step that has them ("reserved" marks it) */
-	if (st->nev && !st->tinfo[0].reserved && s->has_names) {
+	/* names from the first step that has them */
+	if (st->nev && !st->names_known && s->has_names) {
 		for (size_t i = 0; i < s->nev; i++)
 			st->tinfo[i].name = s->info[i].name;
-		st->tinfo[0].reserved = 1;
+		st->names_known = 1;
 	}
 	if (s->exposure_source && !st->exposure_source)
 		st->exposure_source = s->exposure_source;
@@ -167,7 +165,7 @@ int analyze_steady_add(struct rank_steady *st, struct step_summary *s, int nvtx,
 
 int analyze_steady_names_known(const struct rank_steady *st)
 {
-	return st->tinfo && st->tinfo[0].reserved;
+	return st->names_known;
 }
 
 size_t analyze_steady_pending(const struct rank_steady *st)

@@ -49,6 +49,7 @@ struct rank_steady {
 	size_t nev;
 	struct tl_event *tev;  /* [nev] */
 	struct ev_info *tinfo; /* [nev]: phase, names */
+	int names_known;       /* tinfo's names are a step's that had them */
 	int detail;	       /* per-gather figures kept (headline candidate) */
 	struct step_sample sample;
 	struct median fig[FIG_MAX];

@@ -21,12 +21,12 @@ struct ev_info {
 	uint8_t phase;				    /* FSDP gathers: enum analysis_phase, else 0 */
 	uint8_t cause;				    /* FSDP gathers: enum analysis_cause */
 	uint8_t timed;				    /* has an interval (GPU or host) */
-	uint8_t reserved;			    /* a steady state's first event: 1 once its names are known */
-	int32_t cycle;				    /* FSDP gathers: the step's micro-batch, -1 */
-	int32_t unit;				    /* FSDP gathers: the forward unit gathered, -1 */
-	uint8_t fsdp;				    /* an event of the FSDP group (shard or re-gather communicator) */
-	uint8_t recompute;			    /* FSDP gathers: a unit's second backward gather in its cycle */
-	uint8_t in_steps;			    /* an event of the data-parallel side (comm_roles_in_steps) */
+	uint8_t reserved;
+	int32_t cycle;	   /* FSDP gathers: the step's micro-batch, -1 */
+	int32_t unit;	   /* FSDP gathers: the forward unit gathered, -1 */
+	uint8_t fsdp;	   /* an event of the FSDP group (shard or re-gather communicator) */
+	uint8_t recompute; /* FSDP gathers: a unit's second backward gather in its cycle */
+	uint8_t in_steps;  /* an event of the data-parallel side (comm_roles_in_steps) */
 	uint8_t reserved2;
 };
 
