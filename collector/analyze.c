@@ -49,10 +49,12 @@ struct analyzer {
 	struct analysis_options opt;
 	timeline_t *tl;
 	ranks_t *ranks;
-	struct analyze_env env; /* what the per-rank service shares (opt, tl, ranks, the step callback) */
-	rank_state_t **rs;	/* every rank met, in the order met */
+	struct analyze_env env;	 /* what the per-rank service shares (opt, tl, ranks, the step callback) */
+	rank_state_t **rs;	 /* every rank met, in the order met */
+	struct tl_source **srcs; /* [nrs] the source of each (state_for's search) */
 	size_t nrs;
-	rank_state_t *last_rs; /* the latest state_for answer */
+	rank_state_t *last_rs;	    /* the latest state_for answer */
+	struct tl_source *last_src; /* its source */
 	int truncated;
 	int finished;
 	size_t pending_max;
@@ -104,6 +106,7 @@ void analyzer_free(analyzer_t *a)
 	for (size_t i = 0; i < a->nrs; i++)
 		rank_state_free(a->rs[i]);
 	free(a->rs);
+	free(a->srcs);
 	ranks_free(a->ranks);
 	flight_free(a->flight);
 	timeline_free(a->tl);
@@ -135,19 +138,27 @@ static rank_state_t *state_for(analyzer_t *a, struct tl_source *src)
 	/* Records come a chunk of one source at a time: the last hit is nearly
 	 * always the one (a session with hundreds of ranks spent a sixth of its
 	 * time in the search below). */
-	if (a->last_rs && rank_state_source(a->last_rs) == src)
+	if (a->last_rs && a->last_src == src)
 		return a->last_rs;
 	for (size_t i = 0; i < a->nrs; i++)
-		if (rank_state_source(a->rs[i]) == src)
+		if (a->srcs[i] == src) {
+			a->last_src = src;
 			return a->last_rs = a->rs[i];
+		}
 	rank_state_t **v = realloc(a->rs, (a->nrs + 1) * sizeof *v);
 	if (!v)
 		return NULL;
 	a->rs = v;
+	struct tl_source **w = realloc(a->srcs, (a->nrs + 1) * sizeof *w);
+	if (!w)
+		return NULL;
+	a->srcs = w;
 	rank_state_t *rs;
 	if (rank_state_new(&rs, src, a->opt.warmup_steps > 0 ? (uint32_t)a->opt.warmup_steps : 0) < 0)
 		return NULL;
+	a->srcs[a->nrs] = src;
 	a->rs[a->nrs++] = rs;
+	a->last_src = src;
 	return a->last_rs = rs;
 }
 

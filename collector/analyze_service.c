@@ -63,8 +63,9 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 static void take_events(rank_state_t *rs, size_t k)
 {
 	struct tl_source *src = rank_state_source(rs);
+	struct rank_trust *t = rank_state_trust(rs);
 	for (size_t i = 0; i < k; i++)
-		analyze_trust_take(rank_state_trust(rs), tl_array_at(&src->events, i));
+		analyze_trust_take(t, tl_array_at(&src->events, i));
 	tl_array_take(&src->events, k);
 	src->events_base += k;
 }
