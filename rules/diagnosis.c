@@ -3,6 +3,7 @@
  * live state keeps them.
  */
 #include "rules/diagnosis.h"
+#include "rules/finding_text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,22 +16,13 @@ size_t diagnosis_live_findings(const findings_t *list, struct live_finding *out,
 	for (size_t i = 0; list && i < findings_count(list) && n < max; i++) {
 		const struct finding *f = findings_get(list, i);
 		struct live_finding *l = &out[n++];
-		size_t off;
 
 		memset(l, 0, sizeof(*l));
 		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
 		l->severity = (int)f->severity;
 		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
 		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
-		/* snprintf stops at the buffer's end: the fix is cut there, the
-		 * FSDP2 one (the one most jobs need) first. */
-		off = (size_t)snprintf(l->fix, sizeof(l->fix), "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
-		if (f->fix_fsdp1 && off < sizeof(l->fix))
-			off += (size_t)snprintf(l->fix + off, sizeof(l->fix) - off, "%sFSDP1:\n%s", off ? "\n" : "",
-						f->fix_fsdp1);
-		if (f->fix_deepspeed && off < sizeof(l->fix))
-			snprintf(l->fix + off, sizeof(l->fix) - off, "%sDeepSpeed:\n%s", off ? "\n" : "",
-				 f->fix_deepspeed);
+		finding_text_fixes(f, l->fix, sizeof(l->fix));
 	}
 	return n;
 }

@@ -82,3 +82,18 @@ void finding_text_lines(const struct finding *f, unsigned flags, finding_text_li
 		each_line("    ", f->fix_deepspeed, line, ctx);
 	}
 }
+
+char *finding_text_fixes(const struct finding *f, char *buf, size_t len)
+{
+	size_t off;
+
+	if (!len)
+		return buf;
+	/* snprintf stops at the buffer's end: what does not fit is cut there */
+	off = (size_t)snprintf(buf, len, "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
+	if (f->fix_fsdp1 && off < len)
+		off += (size_t)snprintf(buf + off, len - off, "%sFSDP1:\n%s", off ? "\n" : "", f->fix_fsdp1);
+	if (f->fix_deepspeed && off < len)
+		snprintf(buf + off, len - off, "%sDeepSpeed:\n%s", off ? "\n" : "", f->fix_deepspeed);
+	return buf;
+}

@@ -40,4 +40,13 @@ typedef void (*finding_text_line_fn)(void *ctx, const char *indent, const char *
  */
 void finding_text_lines(const struct finding *f, unsigned flags, finding_text_line_fn line, void *ctx);
 
+/*
+ * finding_text_fixes - f's fixes as one text, the form a live state keeps
+ * and the dashboard's fix box and the viewer show: the FSDP2 fix, then
+ * "FSDP1:" and "DeepSpeed:" each on a line of its own before its code.
+ * Cut at len bytes (the FSDP2 fix, the one most jobs need, first); always
+ * NUL-terminated when len > 0. Returns buf.
+ */
+char *finding_text_fixes(const struct finding *f, char *buf, size_t len);
+
 #endif
