@@ -29,6 +29,8 @@ struct step_work {
 	size_t nnamed;
 };
 
+/* The step's signature: equal steps (the same events in the same order),
+ * equal hashes. */
 static uint64_t hash_events(const struct tl_event *ev, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ n;
@@ -55,6 +57,7 @@ static enum overlap_kind collective_kind(const struct tl_event *e, const struct 
 	return OVERLAP_AWAITED;
 }
 
+/* One NCCL kernel of a collective call (GPU timing), by the call's seq. */
 struct seq_span {
 	uint64_t seq, start, end;
 };
