@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Columns of a folded paragraph, its indent included. */
-#define FINDING_TEXT_COLUMNS 80
-
 /* each_line - text split at its newlines, each line under indent. */
 static void each_line(const char *indent, const char *text, finding_text_line_fn line, void *ctx)
 {
@@ -25,12 +22,13 @@ static void each_line(const char *indent, const char *text, finding_text_line_fn
 	}
 }
 
-/* fold - a paragraph cut at blanks into lines of at most
- * FINDING_TEXT_COLUMNS columns with their indent (a word longer than that
- * is cut where it reaches the edge). */
-static void fold(const char *indent, const char *text, finding_text_line_fn line, void *ctx)
+/* fold - a paragraph cut at blanks into lines of at most `columns`
+ * columns with their indent (a word longer than that is cut where it
+ * reaches the edge). */
+static void fold(const char *indent, int columns, const char *text, finding_text_line_fn line, void *ctx)
 {
-	size_t width = FINDING_TEXT_COLUMNS - strlen(indent);
+	size_t indent_len = strlen(indent);
+	size_t width = columns > 0 && (size_t)columns > indent_len ? (size_t)columns - indent_len : 1;
 	const char *p = text;
 
 	while (*p) {
@@ -56,31 +54,64 @@ static void heading(const char *text, finding_text_line_fn line, void *ctx)
 	line(ctx, "  ", text, strlen(text));
 }
 
-void finding_text_lines(const struct finding *f, unsigned flags, finding_text_line_fn line, void *ctx)
+size_t finding_text_heading(const struct finding_text_parts *p, char *buf, size_t len)
+{
+	int n;
+
+	if (!len)
+		return 0;
+	n = snprintf(buf, len, "%s %s: %s", rule_severity_name(p->severity), p->rule, p->title);
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+void finding_text_parts_lines(const struct finding_text_parts *p, unsigned flags, int columns,
+			      finding_text_line_fn line, void *ctx)
 {
 	char head[512]; /* ids and titles are short static strings */
-	int n = snprintf(head, sizeof(head), "%s %s: %s", rule_severity_name(f->severity), f->rule->id, f->rule->title);
 
-	line(ctx, "", head, n < (int)sizeof(head) ? (size_t)n : sizeof(head) - 1);
-	fold("  ", f->message, line, ctx);
+	line(ctx, "", head, finding_text_heading(p, head, sizeof(head)));
+	fold("  ", columns, p->message, line, ctx);
 	heading("evidence:", line, ctx);
-	each_line("    ", f->evidence, line, ctx);
-	if (flags & FINDING_TEXT_WHY) {
+	each_line("    ", p->evidence, line, ctx);
+	if ((flags & FINDING_TEXT_WHY) && p->explanation) {
 		heading("why:", line, ctx);
-		fold("    ", f->rule->explanation, line, ctx);
+		fold("    ", columns, p->explanation, line, ctx);
 	}
 	heading("fix (PyTorch FSDP2):", line, ctx);
-	each_line("    ", f->fix_fsdp2, line, ctx);
+	each_line("    ", p->fix_fsdp2, line, ctx);
 	if (flags & FINDING_TEXT_FSDP2_ONLY)
 		return;
-	if (f->fix_fsdp1) {
+	if (p->fix_fsdp1) {
 		heading("fix (PyTorch FSDP1):", line, ctx);
-		each_line("    ", f->fix_fsdp1, line, ctx);
+		each_line("    ", p->fix_fsdp1, line, ctx);
 	}
-	if (f->fix_deepspeed) {
+	if (p->fix_deepspeed) {
 		heading("fix (DeepSpeed ZeRO-3):", line, ctx);
-		each_line("    ", f->fix_deepspeed, line, ctx);
+		each_line("    ", p->fix_deepspeed, line, ctx);
 	}
+}
+
+void finding_text_parts_of(const struct finding *f, struct finding_text_parts *out)
+{
+	*out = (struct finding_text_parts){
+	    .rule = f->rule->id,
+	    .severity = f->severity,
+	    .title = f->rule->title,
+	    .message = f->message,
+	    .evidence = f->evidence,
+	    .explanation = f->rule->explanation,
+	    .fix_fsdp2 = f->fix_fsdp2,
+	    .fix_fsdp1 = f->fix_fsdp1,
+	    .fix_deepspeed = f->fix_deepspeed,
+	};
+}
+
+void finding_text_lines(const struct finding *f, unsigned flags, finding_text_line_fn line, void *ctx)
+{
+	struct finding_text_parts p;
+
+	finding_text_parts_of(f, &p);
+	finding_text_parts_lines(&p, flags, FINDING_TEXT_COLUMNS, line, ctx);
 }
 
 char *finding_text_fixes(const struct finding *f, char *buf, size_t len)

@@ -30,6 +30,23 @@ enum finding_text_flags {
 	FINDING_TEXT_FSDP2_ONLY = 1u << 1, /* leave out the FSDP1 and DeepSpeed fixes */
 };
 
+/* Columns of a folded paragraph, its indent included, on a terminal. */
+#define FINDING_TEXT_COLUMNS 80
+
+/* A finding's parts, as the layout reads them: those of a struct finding
+ * (finding_text_parts_of), or of the copy of one that a live view keeps. */
+struct finding_text_parts {
+	const char *rule; /* rule id: "wrap-too-fine" */
+	enum rule_severity severity;
+	const char *title;	   /* the rule's title, one line */
+	const char *message;	   /* one line: what is wrong */
+	const char *evidence;	   /* the numbers it rests on (may hold newlines) */
+	const char *explanation;   /* the rule's explanation (FINDING_TEXT_WHY), NULL none */
+	const char *fix_fsdp2;	   /* code for PyTorch FSDP2 */
+	const char *fix_fsdp1;	   /* code for PyTorch FSDP1, NULL none */
+	const char *fix_deepspeed; /* ds_config for DeepSpeed ZeRO-3, NULL none */
+};
+
 /* One line of a finding's text: indent, then len bytes of text (not
  * NUL-terminated, no newline). */
 typedef void (*finding_text_line_fn)(void *ctx, const char *indent, const char *text, size_t len);
@@ -39,6 +56,25 @@ typedef void (*finding_text_line_fn)(void *ctx, const char *indent, const char *
  * enum finding_text_flags), each passed to line(ctx, ...) in order.
  */
 void finding_text_lines(const struct finding *f, unsigned flags, finding_text_line_fn line, void *ctx);
+
+/*
+ * finding_text_parts_lines - the lines of the finding made of parts p in
+ * the layout above, its paragraphs folded at `columns` columns, their
+ * indent included (finding_text_lines: FINDING_TEXT_COLUMNS). Evidence and
+ * code keep their own lines, however long: a reader narrower than them
+ * wraps them itself.
+ */
+void finding_text_parts_lines(const struct finding_text_parts *p, unsigned flags, int columns,
+			      finding_text_line_fn line, void *ctx);
+
+/* finding_text_parts_of - the parts of f, pointing into f and its rule. */
+void finding_text_parts_of(const struct finding *f, struct finding_text_parts *out);
+
+/*
+ * finding_text_heading - the first line of the layout, "SEVERITY ID: TITLE",
+ * into buf (NUL-terminated, cut at len bytes). Returns its length.
+ */
+size_t finding_text_heading(const struct finding_text_parts *p, char *buf, size_t len);
 
 /*
  * finding_text_fixes - f's fixes as one text, the form a live state keeps

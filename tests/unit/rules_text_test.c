@@ -101,6 +101,29 @@ static void test_block_flags(void **state)
 	findings_free(list);
 }
 
+/* the layout of a finding's parts is the finding's, and folds at the
+ * reader's width */
+static void test_parts_layout(void **state)
+{
+	findings_t *list = one_finding("fsdp1()", NULL);
+	struct finding_text_parts p;
+	struct text whole = {0}, parts = {0}, narrow = {0};
+	char head[64];
+
+	(void)state;
+	finding_text_lines(findings_get(list, 0), FINDING_TEXT_WHY, collect, &whole);
+	finding_text_parts_of(findings_get(list, 0), &p);
+	finding_text_parts_lines(&p, FINDING_TEXT_WHY, FINDING_TEXT_COLUMNS, collect, &parts);
+	assert_string_equal(whole.buf, parts.buf);
+	assert_int_equal(finding_text_heading(&p, head, sizeof(head)),
+			 strlen("warning test-rule: A rule for the layout"));
+	assert_string_equal(head, "warning test-rule: A rule for the layout");
+	finding_text_parts_lines(&p, 0, 40, collect, &narrow);
+	assert_non_null(
+	    strstr(narrow.buf, "\n  what is wrong, in a message long\n  enough to be folded once it passes the\n"));
+	findings_free(list);
+}
+
 static void test_fixes_text(void **state)
 {
 	findings_t *list = one_finding("fsdp1()", "{\"zero\": 3}");
@@ -155,9 +178,8 @@ static void test_from_result(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_block_layout),
-	    cmocka_unit_test(test_block_flags),
-	    cmocka_unit_test(test_fixes_text),
+	    cmocka_unit_test(test_block_layout), cmocka_unit_test(test_block_flags),
+	    cmocka_unit_test(test_parts_layout), cmocka_unit_test(test_fixes_text),
 	    cmocka_unit_test(test_from_result),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
