@@ -330,6 +330,7 @@ void live_set_diagnosis(live_t *l, const struct analysis_result *res, const stru
 		struct live_finding *f = &j->findings[j->nfindings++];
 		copy_text(f->rule, sizeof f->rule, findings[i].rule);
 		f->severity = findings[i].severity;
+		copy_text(f->title, sizeof f->title, findings[i].title);
 		copy_text(f->message, sizeof f->message, findings[i].message);
 		copy_text(f->evidence, sizeof f->evidence, findings[i].evidence);
 		copy_text(f->fix, sizeof f->fix, findings[i].fix);

@@ -127,6 +127,7 @@ struct live_rank {
 struct live_finding {
 	char rule[32];                 /* rule id: "wrap-too-fine" */
 	int severity;                  /* enum rule_severity */
+	char title[128];               /* the rule's title; "" from a session that did not send one */
 	char message[LIVE_TEXT_BYTES];
 	char evidence[LIVE_TEXT_BYTES];
 	char fix[LIVE_FIX_BYTES];      /* the fix as the rule words it (FSDP2 first), "" none; cut to fit */

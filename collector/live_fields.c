@@ -298,9 +298,8 @@ TABLE(live_table_rank, "rank", rank_fields, -1, NULL, NULL);
 
 #define T struct live_finding
 static const struct live_field finding_fields[] = {
-    {TEXT("rule", rule)},	  {ENUM("severity", severity, severity_name, 3)},
-    {TEXT("message", message)},	  {TEXT("fix", fix), .null = LIVE_NULL_AT},
-    {TEXT("evidence", evidence)},
+    {TEXT("rule", rule)},	{ENUM("severity", severity, severity_name, 3)}, {TEXT("title", title), .optional = 1},
+    {TEXT("message", message)}, {TEXT("fix", fix), .null = LIVE_NULL_AT},	{TEXT("evidence", evidence)},
 };
 TABLE(live_table_finding, "finding", finding_fields, -1, NULL, NULL);
 #undef T

@@ -20,6 +20,7 @@ size_t diagnosis_live_findings(const findings_t *list, struct live_finding *out,
 		memset(l, 0, sizeof(*l));
 		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
 		l->severity = (int)f->severity;
+		snprintf(l->title, sizeof(l->title), "%s", f->rule->title);
 		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
 		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
 		finding_text_fixes(f, l->fix, sizeof(l->fix));

@@ -54,28 +54,42 @@ static void heading(const char *text, finding_text_line_fn line, void *ctx)
 	line(ctx, "  ", text, strlen(text));
 }
 
+/* title_known - the title is there to head the finding (a live copy from
+ * an older session has none). */
+static int title_known(const struct finding_text_parts *p)
+{
+	return p->title && p->title[0];
+}
+
 size_t finding_text_heading(const struct finding_text_parts *p, char *buf, size_t len)
 {
 	int n;
 
 	if (!len)
 		return 0;
-	n = snprintf(buf, len, "%s %s: %s", rule_severity_name(p->severity), p->rule, p->title);
+	n = snprintf(buf, len, "%s %s: %s", rule_severity_name(p->severity), p->rule,
+		     title_known(p) ? p->title : p->message);
 	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
 void finding_text_parts_lines(const struct finding_text_parts *p, unsigned flags, int columns,
 			      finding_text_line_fn line, void *ctx)
 {
-	char head[512]; /* ids and titles are short static strings */
+	char head[512]; /* an id and a title, or a live copy's message (255 bytes) */
 
 	line(ctx, "", head, finding_text_heading(p, head, sizeof(head)));
-	fold("  ", columns, p->message, line, ctx);
+	if (title_known(p))
+		fold("  ", columns, p->message, line, ctx);
 	heading("evidence:", line, ctx);
 	each_line("    ", p->evidence, line, ctx);
 	if ((flags & FINDING_TEXT_WHY) && p->explanation) {
 		heading("why:", line, ctx);
 		fold("    ", columns, p->explanation, line, ctx);
+	}
+	if (!p->fix_fsdp2) {
+		heading("fix:", line, ctx);
+		each_line("    ", "(this rule gives no fix)", line, ctx);
+		return;
 	}
 	heading("fix (PyTorch FSDP2):", line, ctx);
 	each_line("    ", p->fix_fsdp2, line, ctx);
@@ -104,6 +118,44 @@ void finding_text_parts_of(const struct finding *f, struct finding_text_parts *o
 	    .fix_fsdp1 = f->fix_fsdp1,
 	    .fix_deepspeed = f->fix_deepspeed,
 	};
+}
+
+/* split_at - the text after `marker`'s line in s, found at s's start or
+ * after a newline, s cut before it; NULL when s has none. */
+static char *split_at(char *s, const char *marker)
+{
+	size_t n = strlen(marker);
+
+	if (!strncmp(s, marker, n)) {
+		*s = '\0';
+		return s + n;
+	}
+	for (char *at = strstr(s, marker); at; at = strstr(at + 1, marker))
+		if (at[-1] == '\n') {
+			at[-1] = '\0';
+			return at + n;
+		}
+	return NULL;
+}
+
+void finding_text_parts_of_live(const struct live_finding *l, struct finding_text_parts *out, char *buf, size_t len)
+{
+	char *fsdp1;
+
+	*out = (struct finding_text_parts){
+	    .rule = l->rule,
+	    .severity = (enum rule_severity)l->severity,
+	    .title = l->title,
+	    .message = l->message,
+	    .evidence = l->evidence,
+	};
+	if (!buf || !len || !l->fix[0])
+		return;
+	snprintf(buf, len, "%.*s", (int)strnlen(l->fix, sizeof(l->fix)), l->fix);
+	fsdp1 = split_at(buf, "FSDP1:\n");
+	out->fix_fsdp2 = buf;
+	out->fix_fsdp1 = fsdp1;
+	out->fix_deepspeed = split_at(fsdp1 ? fsdp1 : buf, "DeepSpeed:\n");
 }
 
 void finding_text_lines(const struct finding *f, unsigned flags, finding_text_line_fn line, void *ctx)

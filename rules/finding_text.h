@@ -1,16 +1,18 @@
 /*
  * finding_text.h - one finding as lines of text, in the one layout every
  * text output shares (lint, report, the summary that ends run, collect and
- * attach), so that a finding reads the same wherever it is printed:
+ * attach, the dashboard's fix box), so that a finding reads the same
+ * wherever it is printed:
  *
- *   SEVERITY ID: TITLE
- *     the message, folded at 80 columns
+ *   SEVERITY ID: TITLE            (the message in the title's place, and
+ *     the message, folded at 80 columns      not below, when the title is
+ *                                             not known)
  *     evidence:
  *       the evidence, line by line
  *     why:                        (with FINDING_TEXT_WHY)
  *       the rule's explanation, folded at 80 columns
- *     fix (PyTorch FSDP2):
- *       the code
+ *     fix (PyTorch FSDP2):        ("fix:" over "(this rule gives no fix)"
+ *       the code                   when the finding has none)
  *     fix (PyTorch FSDP1):        (without FINDING_TEXT_FSDP2_ONLY, when
  *       the code                   the rule gives one)
  *     fix (DeepSpeed ZeRO-3):
@@ -21,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "collector/live.h"
 #include "rules/findings.h"
 
 /* What of a finding is written besides its heading, message, evidence and
@@ -38,11 +41,11 @@ enum finding_text_flags {
 struct finding_text_parts {
 	const char *rule; /* rule id: "wrap-too-fine" */
 	enum rule_severity severity;
-	const char *title;	   /* the rule's title, one line */
+	const char *title;	   /* the rule's title, one line; "" or NULL not known */
 	const char *message;	   /* one line: what is wrong */
 	const char *evidence;	   /* the numbers it rests on (may hold newlines) */
 	const char *explanation;   /* the rule's explanation (FINDING_TEXT_WHY), NULL none */
-	const char *fix_fsdp2;	   /* code for PyTorch FSDP2 */
+	const char *fix_fsdp2;	   /* code for PyTorch FSDP2, NULL: the finding has no fix */
 	const char *fix_fsdp1;	   /* code for PyTorch FSDP1, NULL none */
 	const char *fix_deepspeed; /* ds_config for DeepSpeed ZeRO-3, NULL none */
 };
@@ -71,8 +74,18 @@ void finding_text_parts_lines(const struct finding_text_parts *p, unsigned flags
 void finding_text_parts_of(const struct finding *f, struct finding_text_parts *out);
 
 /*
- * finding_text_heading - the first line of the layout, "SEVERITY ID: TITLE",
- * into buf (NUL-terminated, cut at len bytes). Returns its length.
+ * finding_text_parts_of_live - the parts of l, a finding as a live view
+ * keeps it (no explanation): its fixes split back into their frameworks
+ * (finding_text_fixes' markers) in a copy written to buf, cut at len bytes;
+ * with no buf the fixes are left NULL (what a heading needs). The parts
+ * point into l and buf.
+ */
+void finding_text_parts_of_live(const struct live_finding *l, struct finding_text_parts *out, char *buf, size_t len);
+
+/*
+ * finding_text_heading - the first line of the layout, "SEVERITY ID: TITLE"
+ * (the message in the title's place when that is not known), into buf
+ * (NUL-terminated, cut at len bytes). Returns its length.
  */
 size_t finding_text_heading(const struct finding_text_parts *p, char *buf, size_t len);
 

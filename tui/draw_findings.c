@@ -1,16 +1,37 @@
 /*
  * draw_findings.c - the findings pane (a summary line, then one line a
- * finding: severity, rule, message and evidence) and the box with the
- * selected finding's fix.
+ * finding: its heading, as lint heads it) and the box with the selected
+ * finding whole, its fix included, in the layout lint prints it in
+ * (rules/finding_text.h).
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "rules/finding_text.h"
 #include "tui/draw.h"
 
 static uint8_t severity_color(int severity)
 {
 	return severity >= 2 ? CANVAS_COLOR_RED : severity == 1 ? CANVAS_COLOR_YELLOW : CANVAS_COLOR_CYAN;
+}
+
+/* draw_heading - finding f's heading on row r from its second cell, the
+ * severity in its color and the rule id in bold. */
+static void draw_heading(struct top_canvas *c, int r, uint8_t attr, const struct live_finding *f)
+{
+	struct finding_text_parts p;
+	char head[512];
+	int severity, id, x;
+
+	finding_text_parts_of_live(f, &p, NULL, 0);
+	finding_text_heading(&p, head, sizeof head);
+	/* the heading is "SEVERITY ID: ...": its first word, then its second */
+	severity = (int)strcspn(head, " ");
+	id = head[severity] ? (int)strcspn(head + severity + 1, " ") + 1 : 0;
+	x = 1 + canvas_printf(c, r, 1, -1, attr | CANVAS_BOLD, c->color ? severity_color(f->severity) : 0, "%.*s",
+			      severity, head);
+	x += canvas_printf(c, r, x, -1, attr | CANVAS_BOLD, CANVAS_COLOR_NONE, "%.*s", id, head + severity);
+	canvas_put(c, r, x, -1, attr, CANVAS_COLOR_NONE, head + severity + id);
 }
 
 char *findings_summary(const struct live_view *v, char *buf, size_t len)
@@ -89,34 +110,48 @@ void draw_findings(struct top_canvas *c, struct top_state *st, int row, int nrow
 		st->finding_scroll = st->finding_sel - lines + 1;
 	for (int i = 0; i < lines && st->finding_scroll + i < (int)n; i++) {
 		int idx = st->finding_scroll + i, r = row + 1 + i;
-		const struct live_finding *f = &v->job.findings[idx];
 		uint8_t attr = focused && idx == st->finding_sel ? CANVAS_REVERSE : 0;
-		int x;
 
 		if (attr)
 			canvas_fill(c, r, 0, -1, attr, CANVAS_COLOR_NONE, " ");
-		x = canvas_printf(c, r, 0, -1, attr | CANVAS_BOLD, c->color ? severity_color(f->severity) : 0, " %-7s",
-				  severity_name(f->severity));
-		x += canvas_printf(c, r, x + 1, -1, attr | CANVAS_BOLD, CANVAS_COLOR_NONE, "%s", f->rule) + 1;
-		canvas_printf(c, r, x + 1, -1, attr, CANVAS_COLOR_NONE, "%s%s%s", f->message,
-			      f->evidence[0] ? " | " : "", f->evidence);
+		draw_heading(c, r, attr, &v->job.findings[idx]);
 	}
 }
 
-/* The next line of `text` that fits in width cells, from *at: cut at a
- * blank when one is there, at a newline always. Returns the bytes of the
- * line into out (NUL-terminated), advancing *at past it. */
+/* The blanks that open the line of `text` holding byte at: a piece of it
+ * wrapped onto a row of its own keeps them, if the row has room. */
+static size_t wrap_indent(const char *text, size_t at, int width)
+{
+	size_t start = at, blanks = 0;
+
+	while (start > 0 && text[start - 1] != '\n')
+		start--;
+	while (text[start + blanks] == ' ')
+		blanks++;
+	return at > start + blanks && (int)blanks * 2 < width ? blanks : 0;
+}
+
+/* The next row of `text` that fits in width cells, from *at: cut at a
+ * blank after the line's first word when one is there (not inside its
+ * indent), at a newline always, a line's rest under its indent. Returns
+ * the bytes of the row into out (NUL-terminated), advancing *at past it;
+ * -1 at the text's end. */
 static int wrap_line(const char *text, size_t *at, int width, char *out, size_t len)
 {
 	const char *s = text + *at;
-	size_t end = 0, cut = 0, cells = 0;
+	size_t indent, end = 0, cut = 0, cells = 0;
+	int word = 0;
 
 	if (!*s)
 		return -1;
 	if (width < 1)
 		width = 1;
+	indent = wrap_indent(text, *at, width);
+	width -= (int)indent;
 	while (s[end] && s[end] != '\n' && cells < (size_t)width) {
-		if (s[end] == ' ')
+		if (s[end] != ' ')
+			word = 1;
+		else if (word)
 			cut = end;
 		end++;
 		while ((s[end] & 0xc0) == 0x80)
@@ -125,14 +160,31 @@ static int wrap_line(const char *text, size_t *at, int width, char *out, size_t 
 	}
 	if (s[end] && s[end] != '\n' && cut > 0)
 		end = cut;
-	if (end >= len)
-		end = len - 1;
-	memcpy(out, s, end);
-	out[end] = '\0';
+	if (indent + end >= len)
+		end = len - 1 - indent;
+	memset(out, ' ', indent);
+	memcpy(out + indent, s, end);
+	out[indent + end] = '\0';
 	*at += end;
 	if (text[*at] == '\n' || text[*at] == ' ')
 		(*at)++;
-	return (int)end;
+	return (int)(indent + end);
+}
+
+/* A finding's lines, each ended by a newline: room for the longest live
+ * finding folded at the narrowest box (a line a word, with its indent). */
+struct fix_text {
+	char buf[8 * LIVE_FIX_BYTES];
+	size_t len;
+};
+
+static void fix_text_line(void *ctx, const char *indent, const char *text, size_t len)
+{
+	struct fix_text *t = ctx;
+	int n = snprintf(t->buf + t->len, sizeof t->buf - t->len, "%s%.*s\n", indent, (int)len, text);
+
+	if (n > 0)
+		t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : sizeof t->buf - t->len - 1;
 }
 
 void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
@@ -140,7 +192,9 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	const struct live_view *v = st->view;
 	const struct live_finding *f;
 	int inner = c->cols - 4, lines = nrows - 2, total = 0;
-	char line[LIVE_FIX_BYTES];
+	struct finding_text_parts parts;
+	struct fix_text text;
+	char fixes[LIVE_FIX_BYTES], line[LIVE_FIX_BYTES];
 	size_t at = 0;
 
 	if (nrows < 3 || !v || v->job.nfindings == 0) {
@@ -155,16 +209,18 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	canvas_fill(c, row, 0, -1, CANVAS_REVERSE, CANVAS_COLOR_NONE, " ");
 	canvas_printf(c, row, 0, -1, CANVAS_REVERSE | CANVAS_BOLD, CANVAS_COLOR_NONE,
 		      " fix: %s (%s)   Esc / f closes, arrows scroll", f->rule, severity_name(f->severity));
-	while (wrap_line(f->fix[0] ? f->fix : "(this rule gives no fix)", &at, inner, line, sizeof line) >= 0)
+	finding_text_parts_of_live(f, &parts, fixes, sizeof fixes);
+	text.len = 0;
+	text.buf[0] = '\0';
+	finding_text_parts_lines(&parts, 0, inner, fix_text_line, &text);
+	while (wrap_line(text.buf, &at, inner, line, sizeof line) >= 0)
 		total++;
 	if (st->fix_scroll > total - lines)
 		st->fix_scroll = total - lines;
 	if (st->fix_scroll < 0)
 		st->fix_scroll = 0;
 	at = 0;
-	for (int i = 0, shown = 0; shown < lines && wrap_line(f->fix[0] ? f->fix : "(this rule gives no fix)", &at,
-							      inner, line, sizeof line) >= 0;
-	     i++) {
+	for (int i = 0, shown = 0; shown < lines && wrap_line(text.buf, &at, inner, line, sizeof line) >= 0; i++) {
 		if (i < st->fix_scroll)
 			continue;
 		canvas_put(c, row + 1 + shown, 2, inner, 0, CANVAS_COLOR_NONE, line);

@@ -22,7 +22,8 @@ Scenarios:
   replay_linear  a per-Linear 4-rank trace replayed: a row for every rank
                  (its rank and pid); stepped to its end; the findings name
                  wrap-too-fine; the units view (u) says "8 gathers per
-                 repeating unit"
+                 repeating unit"; f, f opens the fix box of the first
+                 finding (" fix: RULE"), which reads as lint prints it
   replay_block   the same job wrapped per block: a row for every rank; the
                  units view shows its units, and neither wrap-too-fine nor
                  "8 gathers per repeating unit" is on any screen
@@ -408,6 +409,13 @@ def scenario_replay(args, wrap):
             check("wrap-too-fine" in end or "wrap-too-fine" in units,
                   f"per-Linear replay: wrap-too-fine is on no screen:\n{end}\n{units}")
             units = pane.wait_screen(lambda s: EIGHT in s, f"the units view to say '{EIGHT}'")
+            first_finding = doc["findings"][0]
+            heading = f"{first_finding['severity']} {first_finding['rule']}: {first_finding['title']}"
+            pane.keys("f", "f")  # the findings pane, then its selected finding's fix box
+            box = pane.wait_screen(lambda s: f" fix: {first_finding['rule']}" in s,
+                                   "the fix box of the first finding (f, f)")
+            check(heading[:40] in box and "evidence:" in box,
+                  f"the fix box does not read as lint prints the finding ({heading!r}, evidence:):\n{box}")
         else:
             for s in (first, end, units):
                 check("wrap-too-fine" not in s, f"per-block replay: wrap-too-fine on screen:\n{s}")

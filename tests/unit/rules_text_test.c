@@ -124,6 +124,37 @@ static void test_parts_layout(void **state)
 	findings_free(list);
 }
 
+/* a finding's live copy reads as the finding: its fixes split back at
+ * their markers; without a title the message heads it */
+static void test_live_layout(void **state)
+{
+	findings_t *list = one_finding("fsdp1()", "{\"zero\": 3}");
+	struct live_finding live;
+	struct finding_text_parts p;
+	struct text whole = {0}, copy = {0}, untitled = {0};
+	char fixes[LIVE_FIX_BYTES];
+
+	(void)state;
+	assert_int_equal(diagnosis_live_findings(list, &live, 1), 1);
+	finding_text_lines(findings_get(list, 0), 0, collect, &whole);
+	finding_text_parts_of_live(&live, &p, fixes, sizeof(fixes));
+	finding_text_parts_lines(&p, 0, FINDING_TEXT_COLUMNS, collect, &copy);
+	assert_string_equal(whole.buf, copy.buf);
+	live.title[0] = '\0';
+	live.fix[0] = '\0';
+	finding_text_parts_of_live(&live, &p, fixes, sizeof(fixes));
+	finding_text_parts_lines(&p, 0, FINDING_TEXT_COLUMNS, collect, &untitled);
+	assert_string_equal(untitled.buf,
+			    "warning test-rule: what is wrong, in a message long enough to be folded once "
+			    "it passes the eighty columns of a terminal line\n"
+			    "  evidence:\n"
+			    "    first evidence line\n"
+			    "    second evidence line\n"
+			    "  fix:\n"
+			    "    (this rule gives no fix)\n");
+	findings_free(list);
+}
+
 static void test_fixes_text(void **state)
 {
 	findings_t *list = one_finding("fsdp1()", "{\"zero\": 3}");
@@ -179,8 +210,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_block_layout), cmocka_unit_test(test_block_flags),
-	    cmocka_unit_test(test_parts_layout), cmocka_unit_test(test_fixes_text),
-	    cmocka_unit_test(test_from_result),
+	    cmocka_unit_test(test_parts_layout), cmocka_unit_test(test_live_layout),
+	    cmocka_unit_test(test_fixes_text),	 cmocka_unit_test(test_from_result),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,16 +453,60 @@ static void test_fix_box(void **state)
 	assert_int_equal(canvas_find(fx.c, 0, "fully_shard(block)"), -1);
 	state_key(&fx.st, 'f'); /* the findings pane */
 	assert_int_equal(fx.st.pane, TOP_PANE_FINDINGS);
+	/* the list: each finding by its heading, as lint heads it */
+	assert_true(canvas_find(fx.c, 0, " error wrap-too-fine: More than one AllGather per repeating unit") > 0);
+	assert_true(canvas_find(fx.c, 0, " warning exposed-gather: gathers exposed 12% of the step") > 0);
 	state_key(&fx.st, 'f'); /* its selected finding's fix */
 	redraw();
 	assert_true(canvas_find(fx.c, 0, "fix: wrap-too-fine") > 0);
-	assert_true(canvas_find(fx.c, 0, "for block in model.layers:") > 0);
+	/* the finding whole, in lint's layout, each framework's fix under its heading */
+	assert_true(canvas_find(fx.c, 0, "  error wrap-too-fine: More than one AllGather per repeating unit") > 0);
+	assert_true(canvas_find(fx.c, 0, "    8 gathers per repeating unit: the job wraps each Linear") > 0);
+	assert_true(canvas_find(fx.c, 0, "    evidence:") > 0);
+	assert_true(canvas_find(fx.c, 0, "      evidence of wrap-too-fine") > 0);
+	assert_true(canvas_find(fx.c, 0, "    fix (PyTorch FSDP2):") > 0);
+	assert_true(canvas_find(fx.c, 0, "      fully_shard(block) for each transformer block") > 0);
+	assert_true(canvas_find(fx.c, 0, "          for block in model.layers:") > 0);
+	assert_true(canvas_find(fx.c, 0, "    fix (PyTorch FSDP1):") > 0);
+	assert_true(canvas_find(fx.c, 0, "      FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}))") > 0);
+	assert_int_equal(canvas_find(fx.c, 0, "FSDP1:"), -1); /* the marker is a heading now */
 	state_key(&fx.st, TOP_KEY_ESC);
 	state_key(&fx.st, TOP_KEY_DOWN); /* the next finding */
 	state_key(&fx.st, TOP_KEY_ENTER);
 	redraw();
 	assert_true(canvas_find(fx.c, 0, "fix: exposed-gather") > 0);
+	/* no title (an older session): the message heads the finding, once */
+	assert_true(canvas_find(fx.c, 0, "  warning exposed-gather: gathers exposed 12% of the step") > 0);
+	assert_int_equal(canvas_find(fx.c, 0, "    gathers exposed 12%"), -1);
 	assert_true(canvas_find(fx.c, 0, "(this rule gives no fix)") > 0);
+}
+
+/* a narrow box wraps the finding's lines: nothing is cut at its edge */
+static void test_fix_box_narrow(void **state)
+{
+	struct live_view *v = tv_view(4);
+	int row;
+
+	(void)state;
+	tv_units(v, 4, 8);
+	show(v, TOP_MODE_REPLAY, 40, 40, 1);
+	state_key(&fx.st, 'f');
+	state_key(&fx.st, 'f');
+	redraw();
+	row = canvas_find(fx.c, 0, "fix: wrap-too-fine");
+	assert_true(row >= 0);
+	/* the heading, wider than the box, goes on over the next line */
+	row = canvas_find(fx.c, row, "  error wrap-too-fine: More than one");
+	assert_true(row > 0);
+	assert_true(canvas_find(fx.c, row + 1, "Linear, not per block)") == row + 2 ||
+		    canvas_find(fx.c, row + 1, "Linear, not per block)") == row + 1);
+	/* the message folded at the box's width */
+	assert_true(canvas_find(fx.c, row, "    8 gathers per repeating unit: the") > row);
+	assert_true(canvas_find(fx.c, row, "    job wraps each Linear") > row);
+	/* a line of code longer than the box, wrapped at a blank, its rest under its indent */
+	assert_true(canvas_find(fx.c, row, "      fully_shard(block) for each") > row);
+	assert_true(canvas_find(fx.c, row, "      transformer block, not each") > row);
+	assert_true(canvas_find(fx.c, row, "      auto_wrap_policy=") > row);
 }
 
 static void test_strip_ascii(void **state)
@@ -543,6 +587,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_80x24, teardown),
 	    cmocka_unit_test_teardown(test_40x12, teardown),
 	    cmocka_unit_test_teardown(test_fix_box, teardown),
+	    cmocka_unit_test_teardown(test_fix_box_narrow, teardown),
 	    cmocka_unit_test_teardown(test_strip_ascii, teardown),
 	    cmocka_unit_test_teardown(test_header, teardown),
 	};

@@ -72,12 +72,15 @@ struct live_view *tv_view(size_t n)
 	return v;
 }
 
-static void add_finding(struct live_job *j, const char *rule, int severity, const char *msg, const char *fix)
+/* a finding of rule; title "" as from a session that did not send one */
+static void add_finding(struct live_job *j, const char *rule, int severity, const char *title, const char *msg,
+			const char *fix)
 {
 	struct live_finding *f = &j->findings[j->nfindings++];
 
 	snprintf(f->rule, sizeof f->rule, "%s", rule);
 	f->severity = severity;
+	snprintf(f->title, sizeof f->title, "%s", title);
 	snprintf(f->message, sizeof f->message, "%s", msg);
 	snprintf(f->evidence, sizeof f->evidence, "evidence of %s", rule);
 	snprintf(f->fix, sizeof f->fix, "%s", fix);
@@ -106,10 +109,13 @@ void tv_units(struct live_view *v, unsigned units, unsigned k)
 		}
 	j->nfindings = 0;
 	if (k > 1)
-		add_finding(j, "wrap-too-fine", 2, "8 gathers per repeating unit: the job wraps each Linear",
+		add_finding(j, "wrap-too-fine", 2,
+			    "More than one AllGather per repeating unit (wrapped per Linear, not per block)",
+			    "8 gathers per repeating unit: the job wraps each Linear",
 			    "fully_shard(block) for each transformer block, not each nn.Linear:\n"
-			    "    for block in model.layers:\n        fully_shard(block)\n    fully_shard(model)");
-	add_finding(j, "exposed-gather", 1, "gathers exposed 12% of the step", "");
+			    "    for block in model.layers:\n        fully_shard(block)\n    fully_shard(model)\n"
+			    "FSDP1:\nFSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}))");
+	add_finding(j, "exposed-gather", 1, "", "gathers exposed 12% of the step", "");
 }
 
 void tv_hang(struct live_view *v)
@@ -129,7 +135,7 @@ void tv_hang(struct live_view *v)
 	h->waiting[1] = (struct analysis_flight_rank){.rank = 2, .global_rank = 2, .source = 2, .pid = 1002};
 	h->missing[0] =
 	    (struct analysis_flight_rank){.rank = 1, .global_rank = 1, .source = 1, .pid = 1001, .last_seq = 56};
-	add_finding(&v->job, "collective-hang", 2, "rank 1 has not entered collective #57", "");
+	add_finding(&v->job, "collective-hang", 2, "", "rank 1 has not entered collective #57", "");
 	v->job.diagnosed = 1;
 }
 

@@ -170,6 +170,7 @@ static void fill_job(struct live_job *j)
 
 		snprintf(f->rule, sizeof(f->rule), "%s", below(2) ? "wrap-too-fine" : "exposed-allgather");
 		f->severity = (int)below(3);
+		text(f->title, sizeof(f->title));
 		text(f->message, sizeof(f->message));
 		text(f->evidence, sizeof(f->evidence));
 		text(f->fix, sizeof(f->fix));

@@ -554,6 +554,7 @@ static void test_sizes(void **state)
 	v->job.ngathers = LIVE_GATHERS_MAX;
 	for (int i = 0; i < LIVE_FINDINGS_MAX; i++) {
 		snprintf(v->job.findings[i].rule, sizeof(v->job.findings[i].rule), "wrap-too-fine");
+		memset(v->job.findings[i].title, 't', 100); /* as long as the longest rule titles */
 		memset(v->job.findings[i].message, 'm', 200);
 		memset(v->job.findings[i].evidence, 'e', 200);
 	}
