@@ -12,6 +12,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/job.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -341,14 +342,10 @@ static void *session_main(void *arg)
 {
 	struct attach_state *st = arg;
 	struct session_outcome outcome;
-	int64_t end;
 
 	while (!atomic_load(&st->capture_done))
 		session_poll(st->session, ATTACH_POLL_MS);
-	end = clock_mono_ms() + ATTACH_FLUSH_MS;
-	session_poll(st->session, 0);
-	while (session_open_connections(st->session) > 0 && clock_mono_ms() < end)
-		session_poll(st->session, ATTACH_POLL_MS);
+	job_drain(st->session, ATTACH_FLUSH_MS, NULL);
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
 		snprintf(st->trace, sizeof(st->trace), "%s", outcome.trace_path);
@@ -405,21 +402,6 @@ static int show_top(struct attach_state *st)
 	return rc;
 }
 
-static void catch_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa;
-
-	/* No SA_RESTART: a signal interrupts the waits. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-}
-
 static int attach_main(struct attach_args *a, char **argv)
 {
 	struct attach_capture_options co = {.prog = ATTACH_PROG, .pids = a->pids, .npids = a->npids, .all = a->all};
@@ -452,7 +434,7 @@ static int attach_main(struct attach_args *a, char **argv)
 			return EXIT_USAGE;
 		so.metrics = st.metrics;
 	}
-	catch_signals();
+	job_catch_signals(on_signal, 1);
 	err = session_new(&st.session, &so);
 	if (err) {
 		free(st.metrics);

@@ -14,6 +14,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/job.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -691,7 +692,6 @@ int cmd_collect(int argc, char **argv)
 {
 	struct collect_state st;
 	struct session_outcome outcome;
-	struct sigaction sa;
 	int help, err;
 
 	memset(&st, 0, sizeof(st));
@@ -702,17 +702,10 @@ int cmd_collect(int argc, char **argv)
 		fputs(cmd_collect_help, stdout);
 		return EXIT_OK;
 	}
-	/* No SA_RESTART: a signal interrupts the ingest's wait. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = collect_on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	/* The terminal it was started from went away: finish, as for SIGTERM. */
-	sigaction(SIGHUP, &sa, NULL);
-	/* A rank that goes away while it is being answered is not our end. */
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
+	/* SIGHUP: the terminal it was started from went away: finish, as for
+	 * SIGTERM. SIGPIPE: a rank that goes away while it is being answered
+	 * is not our end. */
+	job_catch_signals(collect_on_signal, 1);
 	if (setup(&st, argv)) {
 		collect_state_free(&st);
 		return EXIT_USAGE;
