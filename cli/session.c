@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
+#include "rules/diagnosis.h"
 #include "tui/feeds.h"
 
 #include <errno.h>
@@ -144,11 +145,11 @@ static void keeper_messages(session_t *s)
 		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
-/* Diagnose result r (the rules on it) into the live state. */
+/* Result r and the findings the rules gave on it, into the live state. */
 static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *list)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	size_t n = top_live_findings(list, found, LIVE_FINDINGS_MAX);
+	size_t n = diagnosis_live_findings(list, found, LIVE_FINDINGS_MAX);
 
 	live_set_diagnosis(s->live, r, found, n);
 }
@@ -158,15 +159,17 @@ static void live_diagnose(session_t *s, const struct analysis_result *r, const f
  * clock (the job is running: the trace has no end yet). */
 static void diagnose_now(session_t *s)
 {
+	struct live_finding found[LIVE_FINDINGS_MAX];
 	struct analysis_result *r = NULL;
 	findings_t *list;
+	size_t n;
 
 	analyzer_set_now(s->an, realtime_ns());
 	if (analyzer_snapshot(s->an, &r))
 		return;
 	list = findings_new();
-	if (list && rules_run(r, &s->flags->rules, list) == 0) {
-		live_diagnose(s, r, list);
+	if (list && diagnosis_from_result(r, &s->flags->rules, list, found, LIVE_FINDINGS_MAX, &n) == 0) {
+		live_set_diagnosis(s->live, r, found, n);
 		hang_lines_update(s->hang_lines, r, list, stderr);
 		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
 		s->diagnosis_unpublished = 1;
@@ -661,7 +664,7 @@ static int diagnose(session_t *s)
 	s->d.findings = findings_new();
 	if (!s->d.findings)
 		return -ENOMEM;
-	return rules_run(s->d.result, &s->flags->rules, s->d.findings);
+	return diagnosis_from_result(s->d.result, &s->flags->rules, s->d.findings, NULL, 0, NULL);
 }
 
 static int write_json_summary(session_t *s)

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
+#include "rules/diagnosis.h"
 
 #include <assert.h>
 #include <stddef.h>
@@ -81,33 +82,6 @@ struct top_replay_feed {
 };
 static_assert(offsetof(struct top_replay_feed, inner) == 0, "top_feed_forward needs the inner feed first");
 
-size_t top_live_findings(const findings_t *list, struct live_finding *out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; list && i < findings_count(list) && n < max; i++) {
-		const struct finding *f = findings_get(list, i);
-		struct live_finding *l = &out[n++];
-		size_t off;
-
-		memset(l, 0, sizeof(*l));
-		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
-		l->severity = (int)f->severity;
-		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
-		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
-		/* snprintf stops at the buffer's end: the fix is cut there, the
-		 * FSDP2 one (the one most jobs need) first. */
-		off = (size_t)snprintf(l->fix, sizeof(l->fix), "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
-		if (f->fix_fsdp1 && off < sizeof(l->fix))
-			off += (size_t)snprintf(l->fix + off, sizeof(l->fix) - off, "%sFSDP1:\n%s", off ? "\n" : "",
-						f->fix_fsdp1);
-		if (f->fix_deepspeed && off < sizeof(l->fix))
-			snprintf(l->fix + off, sizeof(l->fix) - off, "%sDeepSpeed:\n%s", off ? "\n" : "",
-				 f->fix_deepspeed);
-	}
-	return n;
-}
-
 static void on_step(void *ctx, const struct analysis_step_info *step)
 {
 	top_replay_feed_t *f = ctx;
@@ -160,15 +134,11 @@ static int grow(top_replay_feed_t *f, uint32_t source)
 static int diagnose_result(top_replay_feed_t *f, const struct analysis_result *r)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	findings_t *list = findings_new();
-	int rc;
+	size_t n;
+	int rc = diagnosis_from_result(r, f->o.rules, NULL, found, LIVE_FINDINGS_MAX, &n);
 
-	if (!list)
-		return -ENOMEM;
-	rc = rules_run(r, f->o.rules, list);
 	if (rc == 0)
-		live_set_diagnosis(f->live, r, found, top_live_findings(list, found, LIVE_FINDINGS_MAX));
-	findings_free(list);
+		live_set_diagnosis(f->live, r, found, n);
 	return rc;
 }
 
