@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/job.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -58,7 +59,7 @@
 	"    kernels or FSDPSCOPE_UPROBE_MULTI=0: one perf event per probe, about 4 s to\n"                            \
 	"    remove 34). bench/results/attach.txt (bench/attach_bench.sh).\n"
 
-const char cmd_attach_help[] =
+static const char attach_help_text[] =
     "NAME\n"
     "    fsdpscope attach - diagnose a running job that was started without fsdpscope\n\n"
     "SYNOPSIS\n"
@@ -116,6 +117,8 @@ const char cmd_attach_help[] =
     "    sudo fsdpscope attach --top 4242 4243 4244 4245\n"
     "    sudo fsdpscope attach --all --metrics 9400 --out /var/tmp/fsdpscope\n"
     "    fsdpscope lint fsdpscope-out/attach.fss\n";
+
+const struct options_help cmd_attach_help = {.head = attach_help_text, .tail = ""};
 
 static volatile sig_atomic_t attach_signalled;
 
@@ -528,7 +531,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	if (help) {
 		free(a.pids);
-		fputs(cmd_attach_help, stdout);
+		options_print_help(stdout, &cmd_attach_help);
 		return EXIT_OK;
 	}
 	code = attach_main(&a, argv);

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/job.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -51,7 +52,7 @@
 /* The loop's wait: how late a stop condition is noticed at worst. */
 #define COLLECT_POLL_MS 200
 
-const char cmd_collect_help[] =
+static const char collect_help_text[] =
     "NAME\n"
     "    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
     "SYNOPSIS\n"
@@ -145,6 +146,8 @@ const char cmd_collect_help[] =
     "    fsdpscope collect --until-idle 30 --out /scratch/$SLURM_JOB_ID/node-$(hostname)\n"
     "    fsdpscope collect --listen tcp:127.0.0.1:7070 --out runs/pod\n"
     "    fsdpscope lint runs/exp1/collect.fss\n";
+
+const struct options_help cmd_collect_help = {.head = collect_help_text, .tail = ""};
 
 static volatile sig_atomic_t collect_stop;
 
@@ -699,7 +702,7 @@ int cmd_collect(int argc, char **argv)
 	if (parse_options(argc, argv, &st.opt, &help))
 		return EXIT_USAGE;
 	if (help) {
-		fputs(cmd_collect_help, stdout);
+		options_print_help(stdout, &cmd_collect_help);
 		return EXIT_OK;
 	}
 	/* SIGHUP: the terminal it was started from went away: finish, as for

@@ -2,21 +2,24 @@
  * cmd_help.c - fsdpscope help [COMMAND].
  */
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #include <stdio.h>
 
-const char cmd_help_help[] =
-	"NAME\n"
-	"    fsdpscope help - show help for fsdpscope or one of its commands\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope help [COMMAND]\n\n"
-	"DESCRIPTION\n"
-	"    Without COMMAND, lists the commands. With COMMAND, prints its manual: the\n"
-	"    same text as 'fsdpscope COMMAND --help'.\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope help\n"
-	"    fsdpscope help dump\n"
-	"    fsdpscope collect --help              # the same text as fsdpscope help collect\n";
+static const char help_help_text[] =
+    "NAME\n"
+    "    fsdpscope help - show help for fsdpscope or one of its commands\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope help [COMMAND]\n\n"
+    "DESCRIPTION\n"
+    "    Without COMMAND, lists the commands. With COMMAND, prints its manual: the\n"
+    "    same text as 'fsdpscope COMMAND --help'.\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope help\n"
+    "    fsdpscope help dump\n"
+    "    fsdpscope collect --help              # the same text as fsdpscope help collect\n";
+
+const struct options_help cmd_help_help = {.head = help_help_text, .tail = ""};
 
 int cmd_help(int argc, char **argv)
 {
@@ -38,6 +41,6 @@ int cmd_help(int argc, char **argv)
 		command_print_list(stderr);
 		return EXIT_USAGE;
 	}
-	fputs(cmd->help, stdout);
+	options_print_help(stdout, cmd->help);
 	return EXIT_OK;
 }

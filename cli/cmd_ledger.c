@@ -5,6 +5,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 
 #include "collector/ledger.h"
 
@@ -14,54 +15,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char cmd_ledger_help[] =
-	"NAME\n"
-	"    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
-	"                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
-	"                     [--master-dtype T|none] [--optimizer O] [--json]\n"
-	"    fsdpscope ledger [--prefetch F] [--gpu-mem SIZE] [dtype and optimizer options] [--json]\n"
-	"                     TRACE...\n\n"
-	"DESCRIPTION\n"
-	"    Builds the memory ledger of a fully sharded job before it runs:\n"
-	"      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
-	"                            (bf16 + bf16 + fp32 + Adam m, v = 16 B x P / N)\n"
-	"      transient per rank  = param bytes x U x (1 + prefetch)\n"
-	"                            (the gathered parameters of the live unit(s))\n"
-	"      peak state          = persistent + transient (activations, reduce-scatter and\n"
-	"                            staging buffers come on top: that is the headroom)\n"
-	"      wire per rank/step  = 3 x P x param bytes (AllGather forward + AllGather\n"
-	"                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
-	"    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
-	"    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
-	"    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
-	"    folders of them) instead of --params, --ranks and --units: several traces are\n"
-	"    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
-	"OPTIONS\n"
-	"    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
-	"    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
-	"    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
-	"    --unit-params U        parameters of the largest unit (overrides P / K)\n"
-	"    --prefetch F           units gathered ahead of the one computing (default 1)\n"
-	"    --gpu-mem SIZE         memory of one GPU (80G, 80GB, 141e9): headroom\n"
-	"    --param-dtype T        gathered / compute dtype: bf16 (default), fp16, fp32, fp8\n"
-	"    --grad-dtype T         gradient shard dtype (default bf16)\n"
-	"    --master-dtype T       master weights: fp32 (default) or none\n"
-	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
-	"                           (0 to 64)\n"
-	"    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
-	"EXIT STATUS\n"
-	"    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
-	"    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
-	"EXAMPLES\n"
-	"    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
-	"    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
-	"    # the same model wrapped as one unit: the transient row becomes the model\n"
-	"    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
-	"    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
-	"    # measured: the ledger of a job recorded by one collector per node\n"
-	"    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
+static const char ledger_help_text[] =
+    "NAME\n"
+    "    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
+    "                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
+    "                     [--master-dtype T|none] [--optimizer O] [--json]\n"
+    "    fsdpscope ledger [--prefetch F] [--gpu-mem SIZE] [dtype and optimizer options] [--json]\n"
+    "                     TRACE...\n\n"
+    "DESCRIPTION\n"
+    "    Builds the memory ledger of a fully sharded job before it runs:\n"
+    "      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
+    "                            (bf16 + bf16 + fp32 + Adam m, v = 16 B x P / N)\n"
+    "      transient per rank  = param bytes x U x (1 + prefetch)\n"
+    "                            (the gathered parameters of the live unit(s))\n"
+    "      peak state          = persistent + transient (activations, reduce-scatter and\n"
+    "                            staging buffers come on top: that is the headroom)\n"
+    "      wire per rank/step  = 3 x P x param bytes (AllGather forward + AllGather\n"
+    "                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
+    "    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
+    "    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
+    "    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
+    "    folders of them) instead of --params, --ranks and --units: several traces are\n"
+    "    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
+    "OPTIONS\n"
+    "    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
+    "    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
+    "    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
+    "    --unit-params U        parameters of the largest unit (overrides P / K)\n"
+    "    --prefetch F           units gathered ahead of the one computing (default 1)\n"
+    "    --gpu-mem SIZE         memory of one GPU (80G, 80GB, 141e9): headroom\n"
+    "    --param-dtype T        gathered / compute dtype: bf16 (default), fp16, fp32, fp8\n"
+    "    --grad-dtype T         gradient shard dtype (default bf16)\n"
+    "    --master-dtype T       master weights: fp32 (default) or none\n"
+    "    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
+    "                           (0 to 64)\n"
+    "    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
+    "EXIT STATUS\n"
+    "    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
+    "    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
+    "EXAMPLES\n"
+    "    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
+    "    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
+    "    # the same model wrapped as one unit: the transient row becomes the model\n"
+    "    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
+    "    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
+    "    # measured: the ledger of a job recorded by one collector per node\n"
+    "    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
+
+const struct options_help cmd_ledger_help = {.head = ledger_help_text, .tail = ""};
 
 enum {
 	OPT_PARAMS = 0x200,
@@ -143,7 +146,8 @@ static void print_text(const struct analysis_ledger *l, uint32_t units)
 	printf("Peak\n");
 	row("peak state per rank", "persistent + transient", (double)l->peak_state_bytes_per_rank, s);
 	if (l->gpu_mem_bytes) {
-		snprintf(label, sizeof(label), "headroom of %s", rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)));
+		snprintf(label, sizeof(label), "headroom of %s",
+			 rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)));
 		row(label, "activations, buffers", (double)l->headroom_bytes, s);
 		if (l->headroom_bytes < 0)
 			printf("  DOES NOT FIT: the sharded state alone exceeds the GPU's memory\n");
@@ -161,8 +165,9 @@ static void print_text(const struct analysis_ledger *l, uint32_t units)
 	if (l->gpu_mem_bytes && l->ddp_persistent_bytes_per_rank > l->gpu_mem_bytes)
 		printf("  DDP does not fit in %s; FSDP moves %.2fx DDP's bytes to make it fit\n",
 		       rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)),
-		       l->ddp_wire_bytes_per_step ? (double)l->model_wire_bytes_per_step / (double)l->ddp_wire_bytes_per_step
-						  : 0);
+		       l->ddp_wire_bytes_per_step
+			   ? (double)l->model_wire_bytes_per_step / (double)l->ddp_wire_bytes_per_step
+			   : 0);
 }
 
 /* parse_params - a parameter count: rule_parse_number's syntax, plus "7B"
@@ -172,7 +177,8 @@ static int parse_params(const char *text, double *out)
 	char buf[64];
 	size_t len = strlen(text);
 
-	if (len >= 2 && len < sizeof(buf) && text[len - 1] == 'B' && (text[len - 2] == '.' || (text[len - 2] >= '0' && text[len - 2] <= '9'))) {
+	if (len >= 2 && len < sizeof(buf) && text[len - 1] == 'B' &&
+	    (text[len - 2] == '.' || (text[len - 2] >= '0' && text[len - 2] <= '9'))) {
 		memcpy(buf, text, len + 1);
 		buf[len - 1] = 'G';
 		return rule_parse_number(buf, out);
@@ -212,17 +218,28 @@ static const char *expected(int opt)
 static int option_of(enum ledger_field f)
 {
 	switch (f) {
-	case LEDGER_PARAMS: return OPT_PARAMS;
-	case LEDGER_RANKS: return OPT_RANKS;
-	case LEDGER_UNITS: return OPT_UNITS;
-	case LEDGER_LARGEST_UNIT: return OPT_UNIT_PARAMS;
-	case LEDGER_PREFETCH: return OPT_PREFETCH;
-	case LEDGER_PARAM_BYTES: return OPT_PARAM_DTYPE;
-	case LEDGER_GRAD_BYTES: return OPT_GRAD_DTYPE;
-	case LEDGER_MASTER_BYTES: return OPT_MASTER_DTYPE;
-	case LEDGER_OPTIMIZER_BYTES: return OPT_OPTIMIZER;
-	case LEDGER_GPU_MEM: return OPT_GPU_MEM;
-	case LEDGER_OK: break;
+	case LEDGER_PARAMS:
+		return OPT_PARAMS;
+	case LEDGER_RANKS:
+		return OPT_RANKS;
+	case LEDGER_UNITS:
+		return OPT_UNITS;
+	case LEDGER_LARGEST_UNIT:
+		return OPT_UNIT_PARAMS;
+	case LEDGER_PREFETCH:
+		return OPT_PREFETCH;
+	case LEDGER_PARAM_BYTES:
+		return OPT_PARAM_DTYPE;
+	case LEDGER_GRAD_BYTES:
+		return OPT_GRAD_DTYPE;
+	case LEDGER_MASTER_BYTES:
+		return OPT_MASTER_DTYPE;
+	case LEDGER_OPTIMIZER_BYTES:
+		return OPT_OPTIMIZER;
+	case LEDGER_GPU_MEM:
+		return OPT_GPU_MEM;
+	case LEDGER_OK:
+		break;
 	}
 	return 0;
 }
@@ -248,8 +265,9 @@ static int ledger_of_traces(int argc, char **argv, int first, const char *const 
 
 	for (size_t i = 0; i < sizeof(plan_only) / sizeof(plan_only[0]); i++)
 		if (given[plan_only[i] - OPT_PARAMS]) {
-			fprintf(stderr, "fsdpscope ledger: --params, --ranks, --units and --unit-params plan a job; with "
-					"TRACEs they are measured: give one or the other (see 'fsdpscope ledger --help')\n");
+			fprintf(stderr,
+				"fsdpscope ledger: --params, --ranks, --units and --unit-params plan a job; with "
+				"TRACEs they are measured: give one or the other (see 'fsdpscope ledger --help')\n");
 			return EXIT_USAGE;
 		}
 	diagnosis_flags_init(&flags);
@@ -284,19 +302,19 @@ static int ledger_of_traces(int argc, char **argv, int first, const char *const 
 int cmd_ledger(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{"params", required_argument, NULL, OPT_PARAMS},
-		{"ranks", required_argument, NULL, OPT_RANKS},
-		{"units", required_argument, NULL, OPT_UNITS},
-		{"unit-params", required_argument, NULL, OPT_UNIT_PARAMS},
-		{"prefetch", required_argument, NULL, OPT_PREFETCH},
-		{"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
-		{"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
-		{"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
-		{"master-dtype", required_argument, NULL, OPT_MASTER_DTYPE},
-		{"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0},
+	    {"params", required_argument, NULL, OPT_PARAMS},
+	    {"ranks", required_argument, NULL, OPT_RANKS},
+	    {"units", required_argument, NULL, OPT_UNITS},
+	    {"unit-params", required_argument, NULL, OPT_UNIT_PARAMS},
+	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+	    {"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
+	    {"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
+	    {"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
+	    {"master-dtype", required_argument, NULL, OPT_MASTER_DTYPE},
+	    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	/* the text each option was given, for the messages */
 	const char *given[OPT_HELP - OPT_PARAMS + 1] = {0};
@@ -351,10 +369,11 @@ int cmd_ledger(int argc, char **argv)
 			json = 1;
 			break;
 		case OPT_HELP:
-			fputs(cmd_ledger_help, stdout);
+			options_print_help(stdout, &cmd_ledger_help);
 			return EXIT_OK;
 		default:
-			fprintf(stderr, "fsdpscope ledger: unknown or incomplete option '%s' (see 'fsdpscope ledger --help')\n",
+			fprintf(stderr,
+				"fsdpscope ledger: unknown or incomplete option '%s' (see 'fsdpscope ledger --help')\n",
 				argv[optind - 1]);
 			return EXIT_USAGE;
 		}
@@ -364,8 +383,9 @@ int cmd_ledger(int argc, char **argv)
 	if (optind < argc)
 		return ledger_of_traces(argc, argv, optind, given, &in, json);
 	if (in.params <= 0 || ranks <= 0 || (units <= 0 && in.largest_unit_params <= 0)) {
-		fprintf(stderr, "fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
-				"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
+		fprintf(stderr,
+			"fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
+			"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
 		return EXIT_USAGE;
 	}
 	in.ranks = (uint32_t)ranks;

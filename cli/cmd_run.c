@@ -17,6 +17,7 @@
  */
 #include "cli/commands.h"
 #include "cli/job.h"
+#include "cli/options.h"
 #include "cli/run_folder.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
@@ -35,7 +36,7 @@
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
 #define RUN_EXIT_SETUP EXIT_USAGE
 
-const char cmd_run_help[] =
+static const char run_help_text[] =
     "NAME\n"
     "    fsdpscope run - run a training job with the agent and record one trace\n\n"
     "SYNOPSIS\n"
@@ -153,6 +154,8 @@ const char cmd_run_help[] =
     "    fsdpscope run --out runs/exp1 --name step-time -- torchrun --nproc-per-node 8 train.py\n"
     "    fsdpscope run --no-cupti python train.py --config small.yaml --help\n"
     "    fsdpscope dump --type collective fsdpscope-out/trace.fss | head\n";
+
+const struct options_help cmd_run_help = {.head = run_help_text, .tail = ""};
 
 /* Signal state shared with the handlers. */
 static volatile sig_atomic_t run_child_pgid;	       /* > 0 once the job's group exists */
@@ -375,7 +378,7 @@ int cmd_run(int argc, char **argv)
 	if (parse_options(argc, argv, &st.opt))
 		return EXIT_USAGE;
 	if (st.opt.help) {
-		fputs(cmd_run_help, stdout);
+		options_print_help(stdout, &cmd_run_help);
 		return EXIT_OK;
 	}
 	if (setup(&st)) {

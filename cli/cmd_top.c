@@ -7,6 +7,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 #include "cli/run_folder.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
@@ -36,7 +37,7 @@
 #define TOP_DELAY_MAX_S 3600.0
 #define TOP_PAGE_MAX 10000
 
-const char cmd_top_help[] =
+static const char top_help_text[] =
     "NAME\n"
     "    fsdpscope top - the dashboard: a job's ranks, steps, gathers and findings live\n\n"
     "SYNOPSIS\n"
@@ -113,6 +114,8 @@ const char cmd_top_help[] =
     "    fsdpscope top --speed 0 fsdpscope-out/trace.fss\n"
     "    fsdpscope top --once --step 5 --cols 120 --rows 40 fsdpscope-out/trace.fss\n"
     "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n";
+
+const struct options_help cmd_top_help = {.head = top_help_text, .tail = ""};
 
 enum {
 	TOP_OPT_NO_COLOR = 0x200,
@@ -471,7 +474,7 @@ int cmd_top(int argc, char **argv)
 	if (parse_args(argc, argv, &a, &help))
 		return EXIT_USAGE;
 	if (help) {
-		fputs(cmd_top_help, stdout);
+		options_print_help(stdout, &cmd_top_help);
 		return EXIT_OK;
 	}
 	/* NO_COLOR set at all turns colour off (the screen also asks the terminal) */

@@ -2,23 +2,24 @@
  * main.c - the fsdpscope executable: a table of subcommands.
  */
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/output.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static const struct command commands[] = {
-	{"attach", "diagnose a running job started without fsdpscope (eBPF uprobes)", cmd_attach_help, cmd_attach},
-	{"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", cmd_collect_help,
-	 cmd_collect},
-	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},
-	{"help", "show help for fsdpscope or one command", cmd_help_help, cmd_help},
-	{"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", cmd_ledger_help, cmd_ledger},
-	{"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", cmd_lint_help, cmd_lint},
-	{"report", "the whole diagnosis of a trace, as text or JSON", cmd_report_help, cmd_report},
-	{"run", "run a job with the agent and record one trace", cmd_run_help, cmd_run},
-	{"top", "the dashboard: watch a job, a running session or a recorded trace", cmd_top_help, cmd_top},
-	{"version", "print the version and the trace format version", cmd_version_help, cmd_version},
+    {"attach", "diagnose a running job started without fsdpscope (eBPF uprobes)", &cmd_attach_help, cmd_attach},
+    {"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", &cmd_collect_help,
+     cmd_collect},
+    {"dump", "print every record of a trace as JSON lines", &cmd_dump_help, cmd_dump},
+    {"help", "show help for fsdpscope or one command", &cmd_help_help, cmd_help},
+    {"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", &cmd_ledger_help, cmd_ledger},
+    {"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", &cmd_lint_help, cmd_lint},
+    {"report", "the whole diagnosis of a trace, as text or JSON", &cmd_report_help, cmd_report},
+    {"run", "run a job with the agent and record one trace", &cmd_run_help, cmd_run},
+    {"top", "the dashboard: watch a job, a running session or a recorded trace", &cmd_top_help, cmd_top},
+    {"version", "print the version and the trace format version", &cmd_version_help, cmd_version},
 };
 
 const struct command *command_find(const char *name)
@@ -27,6 +28,12 @@ const struct command *command_find(const char *name)
 		if (strcmp(commands[i].name, name) == 0)
 			return &commands[i];
 	return NULL;
+}
+
+int command_help(const char *name)
+{
+	options_print_help(stdout, command_find(name)->help);
+	return EXIT_OK;
 }
 
 void command_print_list(FILE *f)
@@ -94,7 +101,7 @@ int main(int argc, char **argv)
 	}
 	/* run reads its own --help: from CMD on, every word is the job's. */
 	if (cmd->run != cmd_run && cmd->run != cmd_top && wants_help(argc - 1, argv + 1)) {
-		fputs(cmd->help, stdout);
+		options_print_help(stdout, cmd->help);
 		return finish(EXIT_OK);
 	}
 	return finish(cmd->run(argc - 1, argv + 1));
