@@ -15,7 +15,6 @@
 #include "common/trace_parser.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char dump_help_text[] =
+static const char dump_help_head[] =
     "NAME\n"
     "    fsdpscope dump - print every record of a trace as JSON lines\n\n"
     "SYNOPSIS\n"
@@ -61,34 +60,19 @@ static const char dump_help_text[] =
     "    what it holds is printed first. A file that is empty, not a trace, or\n"
     "    whose header is cut short or damaged is named as such, and nothing is\n"
     "    printed.\n\n"
-    "OPTIONS\n"
-    "    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
-    "                           comm, collective, group, gpu_interval, nvtx_range,\n"
-    "                           clock_anchor, drops, process_end, correlation,\n"
-    "                           process_exit, sink, step_summary, enter, sync_exit)\n"
-    "    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
-    "                           and the writer's trace_end record (source 4294967295, the\n"
-    "                           file's own) where it lies, last in a closed trace\n"
-    "    --sources              after the records, one {\"type\":\"source\",...} line per\n"
-    "                           process: its rank and where it came from (\"rank_from\":\n"
-    "                           communicator, RANK, SLURM_PROCID, ...; for an attached process\n"
-    "                           inferred:in-place-allgather, inferred:environment or\n"
-    "                           guessed:pid-order), pid, host, command, how it ended\n"
-    "                           (\"end\": clean, exited, signaled, cut-off, detached: still\n"
-    "                           running when fsdpscope attach let go), drops, collectives\n"
-    "                           seen and missing\n\n"
-    "EXIT STATUS\n"
-    "    0 the whole trace was read and its writer closed it (also when it holds no\n"
-    "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
-    "    a damaged trace, or one cut short or never closed.\n\n"
-    "EXAMPLES\n"
-    "    fsdpscope dump run.fss | head\n"
-    "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
-    "    fsdpscope dump --header rank3.fss.partial\n"
-    "    fsdpscope dump --sources --type process_hello run.fss\n"
-    "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
+    "OPTIONS\n";
 
-const struct options_help cmd_dump_help = {.head = dump_help_text, .tail = ""};
+static const char dump_help_tail[] = "\n"
+				     "EXIT STATUS\n"
+				     "    0 the whole trace was read and its writer closed it (also when it holds no\n"
+				     "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+				     "    a damaged trace, or one cut short or never closed.\n\n"
+				     "EXAMPLES\n"
+				     "    fsdpscope dump run.fss | head\n"
+				     "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
+				     "    fsdpscope dump --header rank3.fss.partial\n"
+				     "    fsdpscope dump --sources --type process_hello run.fss\n"
+				     "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
 
 struct dump {
 	sources_t *layer;   /* what each process is: ranks, strings, ends */
@@ -353,48 +337,80 @@ out:
 	return rc;
 }
 
+enum { OPT_TYPE, OPT_HEADER, OPT_SOURCES };
+
+static int dump_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct dump *d = ctx;
+
+	(void)prog;
+	if (id == OPT_TYPE)
+		return parse_types(arg, &d->type_mask) ? -1 : 0;
+	if (id == OPT_HEADER)
+		d->want_header = 1;
+	else
+		d->want_sources = 1;
+	return 0;
+}
+
+static const struct options_entry dump_entries[] = {
+    {"type", 0, "NAME[,NAME...]",
+     "print only these record types (process_hello, string,\n"
+     "comm, collective, group, gpu_interval, nvtx_range,\n"
+     "clock_anchor, drops, process_end, correlation,\n"
+     "process_exit, sink, step_summary, enter, sync_exit)",
+     OPT_TYPE},
+    {"header", 0, NULL,
+     "print the file header first, as {\"type\":\"file_header\",...},\n"
+     "and the writer's trace_end record (source 4294967295, the\n"
+     "file's own) where it lies, last in a closed trace",
+     OPT_HEADER},
+    {"sources", 0, NULL,
+     "after the records, one {\"type\":\"source\",...} line per\n"
+     "process: its rank and where it came from (\"rank_from\":\n"
+     "communicator, RANK, SLURM_PROCID, ...; for an attached process\n"
+     "inferred:in-place-allgather, inferred:environment or\n"
+     "guessed:pid-order), pid, host, command, how it ended\n"
+     "(\"end\": clean, exited, signaled, cut-off, detached: still\n"
+     "running when fsdpscope attach let go), drops, collectives\n"
+     "seen and missing",
+     OPT_SOURCES},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set dump_sets[] = {{.entries = dump_entries, .apply = dump_apply}};
+
+const struct options_help cmd_dump_help = {
+    .head = dump_help_head,
+    .sets = dump_sets,
+    .nsets = 1,
+    .column = 27,
+    .tail = dump_help_tail,
+};
+
 int cmd_dump(int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"type", required_argument, NULL, 't'},
-	    {"header", no_argument, NULL, 'H'},
-	    {"sources", no_argument, NULL, 'S'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
 	struct trace_read_info info = {0};
-	int opt, err;
+	int err, help, first;
 
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
-		switch (opt) {
-		case 't':
-			if (parse_types(optarg, &d.type_mask))
-				return EXIT_USAGE;
-			break;
-		case 'H':
-			d.want_header = 1;
-			break;
-		case 'S':
-			d.want_sources = 1;
-			break;
-		default:
-			fprintf(stderr, "fsdpscope dump: unknown option '%s' (see 'fsdpscope help dump')\n",
-				argv[optind - 1]);
-			return EXIT_USAGE;
-		}
+	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d, &help);
+	if (first < 0)
+		return EXIT_USAGE;
+	if (help) {
+		options_print_help(stdout, &cmd_dump_help);
+		return EXIT_OK;
 	}
-	if (argc - optind < 1) {
+	if (argc - first < 1) {
 		fprintf(stderr, "fsdpscope dump: give a trace file, or several (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;
 	}
 	{
 		struct stat st;
 
-		if (argc - optind > 1 || (stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode)))
-			return dump_merged(&d, argc, argv, optind);
+		if (argc - first > 1 || (stat(argv[first], &st) == 0 && S_ISDIR(st.st_mode)))
+			return dump_merged(&d, argc, argv, first);
 	}
 	d.layer = sources_new(NULL, NULL);
 	if (!d.layer) {
@@ -405,21 +421,21 @@ int cmd_dump(int argc, char **argv)
 		struct stat st;
 
 		/* A pipe can be read only once: print as the records come. */
-		d.one_pass = stat(argv[optind], &st) == 0 && !S_ISREG(st.st_mode);
+		d.one_pass = stat(argv[first], &st) == 0 && !S_ISREG(st.st_mode);
 	}
 	err = 0;
 	if (!d.one_pass) {
 		/* The first pass only learns; the second prints and says what the
 		 * file was (a damaged one stops both at the same places). */
 		d.learning = 1;
-		err = trace_read(argv[optind], &ops, &d, NULL);
+		err = trace_read(argv[first], &ops, &d, NULL);
 		d.learning = 0;
 		sources_finish(d.layer);
 		if (err != -ENOMEM)
 			err = 0;
 	}
 	if (!err)
-		err = trace_read(argv[optind], &ops, &d, &info);
+		err = trace_read(argv[first], &ops, &d, &info);
 	else
 		snprintf(info.message, sizeof(info.message), "%s", fss_strerror(err));
 	if (d.one_pass)
@@ -429,21 +445,21 @@ int cmd_dump(int argc, char **argv)
 	output_flush();
 	sources_free(d.layer);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
-		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[optind], fss_strerror(err));
+		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[first], fss_strerror(err));
 		return EXIT_USAGE;
 	}
 	if (info.input == TRACE_INPUT_NO_RECORDS && err == 0) {
 		/* Read whole and closed by its writer: empty, not damaged. */
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		return EXIT_OK;
 	}
 	if (info.input != TRACE_INPUT_TRACE) {
 		/* Say what the file is; there was nothing (or no record) to dump. */
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		return EXIT_USAGE;
 	}
 	if (err) {
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		if (err == FSS_E_TRUNCATED || err == FSS_E_CORRUPT)
 			fprintf(stderr, "fsdpscope dump: the %llu chunks that could be read were dumped above\n",
 				(unsigned long long)info.chunks);
@@ -453,6 +469,6 @@ int cmd_dump(int argc, char **argv)
 		fprintf(stderr,
 			"fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
 			"cannot be told\n",
-			argv[optind], info.version_major, info.version_minor);
+			argv[first], info.version_major, info.version_minor);
 	return EXIT_OK;
 }
