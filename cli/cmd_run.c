@@ -25,8 +25,8 @@
 #include "common/error.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +36,7 @@
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
 #define RUN_EXIT_SETUP EXIT_USAGE
 
-static const char run_help_text[] =
+static const char run_help_head[] =
     "NAME\n"
     "    fsdpscope run - run a training job with the agent and record one trace\n\n"
     "SYNOPSIS\n"
@@ -93,37 +93,10 @@ static const char run_help_text[] =
     "                             when set, when that path is too long for a socket)\n"
     "      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
     "      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
-    "OPTIONS\n"
-    "    --out DIR            directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")\n"
-    "    --name NAME          trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
-    "                         file of that name is never replaced (see above)\n"
-    "    --dormant            start the agents dormant: they count calls but record\n"
-    "                         nothing until a collector asks for data\n"
-    "    --no-cupti           do not load CUPTI in the job (no GPU intervals)\n"
-    "    --wait-descendants SEC\n"
-    "                         after CMD exits, wait at most SEC seconds for the\n"
-    "                         processes it left running (forked ranks, daemons);\n"
-    "                         0: do not wait (default 3600). Those still running\n"
-    "                         then are named, and go on in per-process files that\n"
-    "                         the next run in DIR merges\n"
-    "    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
-    "                         connected to send their last records (default 5)\n"
-    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-    "                         prints it (schema fsdpscope.report/2)\n"
-    "    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
-    "                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
-    "                         that is not loopback is served with a warning\n"
-    "    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
-    "                         switches to last:1000 before the disk runs short, and says\n"
-    "                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
-    "                         docs/keep.md)\n"
-    "    --hang-timeout SEC   ranks waiting in a collective longer than SEC seconds while\n"
-    "                         others have not entered it are a hang (collective-hang;\n"
-    "                         default 60; > 0, fractions allowed): said on standard error\n"
-    "                         while the job runs ('fsdpscope: collective-hang: ...'), once\n"
-    "                         more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
-    "                         keep it below the job's own NCCL / PyTorch timeout\n"
-    "    -h, --help           this text (only before CMD)\n\n"
+    "OPTIONS\n";
+
+static const char run_help_tail[] =
+    "\n"
     "FILES\n"
     "    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
     "    DIR/" RUN_FOLDER_PREFIX "ID/  the run's private folder (ID: fsdpscope's pid and a\n"
@@ -154,8 +127,6 @@ static const char run_help_text[] =
     "    fsdpscope run --out runs/exp1 --name step-time -- torchrun --nproc-per-node 8 train.py\n"
     "    fsdpscope run --no-cupti python train.py --config small.yaml --help\n"
     "    fsdpscope dump --type collective fsdpscope-out/trace.fss | head\n";
-
-const struct options_help cmd_run_help = {.head = run_help_text, .tail = ""};
 
 /* Signal state shared with the handlers. */
 static volatile sig_atomic_t run_child_pgid;	       /* > 0 once the job's group exists */
@@ -203,44 +174,43 @@ struct run_state {
 	job_t *job;
 };
 
+static const struct options_entry run_entries[] = {
+    {NULL, 0, NULL, "    -h, --help           this text (only before CMD)\n", 0},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set run_sets[] = {
+    {.entries = session_run_entries, .apply = session_run_apply, .offset = offsetof(struct run_options, s)},
+    {.entries = run_entries},
+};
+
+const struct options_help cmd_run_help = {
+    .head = run_help_head,
+    .sets = run_sets,
+    .nsets = sizeof(run_sets) / sizeof(run_sets[0]),
+    .column = 25,
+    .tail = run_help_tail,
+};
+
 static int parse_options(int argc, char **argv, struct run_options *o)
 {
-	static const struct option options[] = {
-	    SESSION_RUN_LONG_OPTIONS,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int opt;
+	int first;
 
 	memset(o, 0, sizeof(*o));
 	session_run_options_init(&o->s);
-	optind = 1;
-	opterr = 0;
-	/* "+": stop at CMD, so that its options (--help too) stay its own. */
-	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-		int rc;
-
-		if (opt == 'h') {
-			o->help = 1;
-			return 0;
-		}
-		rc = session_run_option(&o->s, opt, optarg, "fsdpscope run");
-		if (rc < 0)
-			return FSS_E_USAGE;
-		if (rc > 0) {
-			fprintf(stderr,
-				"fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
-				argv[optind - 1]);
-			return FSS_E_USAGE;
-		}
-	}
-	if (optind >= argc) {
+	/* The first word that is not an option is CMD: its options (--help too) stay its own. */
+	first = options_parse(&cmd_run_help, "run", argc, argv, OPTIONS_UNTIL_OPERAND, o, &o->help);
+	if (first < 0)
+		return FSS_E_USAGE;
+	if (o->help)
+		return 0;
+	if (first >= argc) {
 		fprintf(stderr, "fsdpscope run: no command given: fsdpscope run [OPTIONS] -- CMD [ARGS...]\n");
 		return FSS_E_USAGE;
 	}
 	if (session_run_options_check(&o->s, "fsdpscope run"))
 		return FSS_E_USAGE;
-	o->argv = &argv[optind];
+	o->argv = &argv[first];
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <getopt.h>
 
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 #include "collector/keep.h"
 
 /*
@@ -91,5 +92,14 @@ int session_output_check(const char *prog, const char *dir, const char *name);
 
 /* session_run_options_check - after parsing: --out and --name usable. 0, or -1 (said). */
 int session_run_options_check(const struct session_run_options *o, const char *prog);
+
+/*
+ * session_run_entries - SESSION_RUN_LONG_OPTIONS as an option table
+ * (cli/options.h), with their help as `fsdpscope run` gives it; ids are
+ * the getopt values above. session_run_apply applies one (ctx: a struct
+ * session_run_options), as session_run_option.
+ */
+extern const struct options_entry session_run_entries[];
+int session_run_apply(void *ctx, int id, const char *arg, const char *prog);
 
 #endif
