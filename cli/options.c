@@ -188,9 +188,9 @@ void options_print_help(FILE *f, const struct options_help *h)
 	for (size_t i = 0; i < h->nsets; i++) {
 		const struct options_set *s = &h->sets[i];
 
-		if (!s->entries) {
-			if (s->getopt_help)
-				fputs(s->getopt_help, f);
+		if (s->help || !s->entries) {
+			if (s->help)
+				fputs(s->help, f);
 			continue;
 		}
 		for (const struct options_entry *e = s->entries; !entry_is_end(e); e++) {

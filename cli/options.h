@@ -39,10 +39,11 @@ struct options_entry {
 typedef int (*options_apply_fn)(void *ctx, int id, const char *arg, const char *prog);
 
 struct options_set {
-	const struct options_entry *entries; /* or NULL, with getopt and getopt_help */
-	const struct option *getopt;	     /* a getopt_long table ({NULL} ended) whose val is the id: for
-						sets declared as one (DIAGNOSIS_LONG_OPTIONS) */
-	const char *getopt_help;	     /* the getopt table's help, printed as it is */
+	const struct options_entry *entries; /* or NULL, with getopt and help */
+	const struct option *getopt;	     /* a getopt_long table ({NULL} ended) whose val is the id: for sets
+						declared as one (DIAGNOSIS_LONG_OPTIONS) */
+	const char *help;		     /* the set's help, printed as it is in place of its entries' (NULL:
+						theirs; a getopt table has no other) */
 	options_apply_fn apply;
 	size_t offset; /* where the set's part is in the command's state */
 };
@@ -81,8 +82,8 @@ void options_print_help(FILE *f, const struct options_help *h);
  * applied to a struct diagnosis_flags at offset off of the command's state. */
 #define OPTIONS_DIAGNOSIS_SET(off)                                                                                     \
 	{                                                                                                              \
-		.getopt = options_diagnosis_getopt, .getopt_help = DIAGNOSIS_OPTIONS_HELP,                             \
-		.apply = options_diagnosis_apply, .offset = (off)                                                      \
+		.getopt = options_diagnosis_getopt, .help = DIAGNOSIS_OPTIONS_HELP, .apply = options_diagnosis_apply,  \
+		.offset = (off)                                                                                        \
 	}
 extern const struct option options_diagnosis_getopt[];
 
