@@ -181,13 +181,7 @@ static const struct options_set attach_sets[] = {
     OPTIONS_DIAGNOSIS_SET(offsetof(struct attach_args, s.flags)),
 };
 
-const struct options_help cmd_attach_help = {
-    .head = attach_help_head,
-    .sets = attach_sets,
-    .nsets = sizeof(attach_sets) / sizeof(attach_sets[0]),
-    .column = 25,
-    .tail = attach_help_tail,
-};
+const struct options_help cmd_attach_help = OPTIONS_HELP(attach_help_head, attach_sets, 25, attach_help_tail);
 
 static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 {

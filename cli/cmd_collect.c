@@ -234,13 +234,7 @@ static const struct options_set collect_sets[] = {
     OPTIONS_DIAGNOSIS_SET(offsetof(struct collect_options, s.flags)),
 };
 
-const struct options_help cmd_collect_help = {
-    .head = collect_help_head,
-    .sets = collect_sets,
-    .nsets = sizeof(collect_sets) / sizeof(collect_sets[0]),
-    .column = 25,
-    .tail = collect_help_tail,
-};
+const struct options_help cmd_collect_help = OPTIONS_HELP(collect_help_head, collect_sets, 25, collect_help_tail);
 
 static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
 {

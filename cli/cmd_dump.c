@@ -380,13 +380,7 @@ static const struct options_entry dump_entries[] = {
 
 static const struct options_set dump_sets[] = {{.entries = dump_entries, .apply = dump_apply}};
 
-const struct options_help cmd_dump_help = {
-    .head = dump_help_head,
-    .sets = dump_sets,
-    .nsets = 1,
-    .column = 27,
-    .tail = dump_help_tail,
-};
+const struct options_help cmd_dump_help = OPTIONS_HELP(dump_help_head, dump_sets, 27, dump_help_tail);
 
 int cmd_dump(int argc, char **argv)
 {

@@ -156,13 +156,7 @@ static const struct options_set lint_sets[] = {
     OPTIONS_DIAGNOSIS_SET(offsetof(struct lint_args, flags)),
 };
 
-const struct options_help cmd_lint_help = {
-    .head = lint_help_head,
-    .sets = lint_sets,
-    .nsets = sizeof(lint_sets) / sizeof(lint_sets[0]),
-    .column = 27,
-    .tail = lint_help_tail,
-};
+const struct options_help cmd_lint_help = OPTIONS_HELP(lint_help_head, lint_sets, 27, lint_help_tail);
 
 /* flight_finding - a collective-hang or collective-mismatch finding at
  * fail_on or above is in the list. */

@@ -95,13 +95,7 @@ static const struct options_set report_sets[] = {
     OPTIONS_DIAGNOSIS_SET(offsetof(struct report_args, flags)),
 };
 
-const struct options_help cmd_report_help = {
-    .head = report_help_head,
-    .sets = report_sets,
-    .nsets = sizeof(report_sets) / sizeof(report_sets[0]),
-    .column = 27,
-    .tail = report_help_tail,
-};
+const struct options_help cmd_report_help = OPTIONS_HELP(report_help_head, report_sets, 27, report_help_tail);
 
 int cmd_report(int argc, char **argv)
 {

@@ -184,13 +184,7 @@ static const struct options_set run_sets[] = {
     {.entries = run_entries},
 };
 
-const struct options_help cmd_run_help = {
-    .head = run_help_head,
-    .sets = run_sets,
-    .nsets = sizeof(run_sets) / sizeof(run_sets[0]),
-    .column = 25,
-    .tail = run_help_tail,
-};
+const struct options_help cmd_run_help = OPTIONS_HELP(run_help_head, run_sets, 25, run_help_tail);
 
 static int parse_options(int argc, char **argv, struct run_options *o)
 {

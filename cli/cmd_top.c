@@ -266,13 +266,7 @@ static const struct options_set top_sets[] = {
     {.entries = session_run_entries, .help = top_run_options_help, .apply = top_session_apply},
 };
 
-const struct options_help cmd_top_help = {
-    .head = top_help_head,
-    .sets = top_sets,
-    .nsets = sizeof(top_sets) / sizeof(top_sets[0]),
-    .column = 24,
-    .tail = top_help_tail,
-};
+const struct options_help cmd_top_help = OPTIONS_HELP(top_help_head, top_sets, 24, top_help_tail);
 
 static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 {

@@ -57,6 +57,13 @@ struct options_help {
 	const char *tail; /* what follows the options (FILES, EXIT STATUS, OVERHEAD, EXAMPLES) */
 };
 
+/* An options_help of head, the sets of array sets, column and tail. */
+#define OPTIONS_HELP(head_, sets_, column_, tail_)                                                                     \
+	{                                                                                                              \
+		.head = (head_), .sets = (sets_), .nsets = sizeof(sets_) / sizeof((sets_)[0]), .column = (column_),    \
+		.tail = (tail_)                                                                                        \
+	}
+
 /* How operands and options mix. */
 enum options_order {
 	OPTIONS_ANYWHERE,      /* options before and after the operands; "--" ends them */
