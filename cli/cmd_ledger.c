@@ -9,13 +9,12 @@
 
 #include "collector/ledger.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char ledger_help_text[] =
+static const char ledger_help_head[] =
     "NAME\n"
     "    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
     "SYNOPSIS\n"
@@ -39,19 +38,10 @@ static const char ledger_help_text[] =
     "    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
     "    folders of them) instead of --params, --ranks and --units: several traces are\n"
     "    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
-    "OPTIONS\n"
-    "    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
-    "    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
-    "    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
-    "    --unit-params U        parameters of the largest unit (overrides P / K)\n"
-    "    --prefetch F           units gathered ahead of the one computing (default 1)\n"
-    "    --gpu-mem SIZE         memory of one GPU (80G, 80GB, 141e9): headroom\n"
-    "    --param-dtype T        gathered / compute dtype: bf16 (default), fp16, fp32, fp8\n"
-    "    --grad-dtype T         gradient shard dtype (default bf16)\n"
-    "    --master-dtype T       master weights: fp32 (default) or none\n"
-    "    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
-    "                           (0 to 64)\n"
-    "    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
+    "OPTIONS\n";
+
+static const char ledger_help_tail[] =
+    "\n"
     "EXIT STATUS\n"
     "    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
     "    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
@@ -63,8 +53,6 @@ static const char ledger_help_text[] =
     "    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
     "    # measured: the ledger of a job recorded by one collector per node\n"
     "    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
-
-const struct options_help cmd_ledger_help = {.head = ledger_help_text, .tail = ""};
 
 enum {
 	OPT_PARAMS = 0x200,
@@ -299,112 +287,129 @@ static int ledger_of_traces(int argc, char **argv, int first, const char *const 
 	return EXIT_OK;
 }
 
+static const struct options_entry ledger_entries[] = {
+    {"params", 0, "P", "parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)", OPT_PARAMS},
+    {"ranks", 0, "N", "ranks the parameters are sharded over, 1 to 10000000", OPT_RANKS},
+    {"units", 0, "K", "equal FSDP units (e.g. the transformer blocks): U = P / K", OPT_UNITS},
+    {"unit-params", 0, "U", "parameters of the largest unit (overrides P / K)", OPT_UNIT_PARAMS},
+    {"prefetch", 0, "F", "units gathered ahead of the one computing (default 1)", OPT_PREFETCH},
+    {"gpu-mem", 0, "SIZE", "memory of one GPU (80G, 80GB, 141e9): headroom", OPT_GPU_MEM},
+    {"param-dtype", 0, "T", "gathered / compute dtype: bf16 (default), fp16, fp32, fp8", OPT_PARAM_DTYPE},
+    {"grad-dtype", 0, "T", "gradient shard dtype (default bf16)", OPT_GRAD_DTYPE},
+    {"master-dtype", 0, "T", "master weights: fp32 (default) or none", OPT_MASTER_DTYPE},
+    {"optimizer", 0, "O",
+     "adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
+     "(0 to 64)",
+     OPT_OPTIMIZER},
+    {"json", 0, NULL, "one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)", OPT_JSON},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* What the options make: the plan's input, and the text each option was given (for the messages). */
+struct ledger_args {
+	struct ledger_input in;
+	double ranks, units;
+	int json;
+	const char *given[OPT_HELP - OPT_PARAMS + 1];
+};
+
+/* refuse - say that option id cannot take what it was given. Returns -1. */
+static int refuse(const struct ledger_args *a, int id)
+{
+	for (const struct options_entry *e = ledger_entries; e->name; e++)
+		if (e->id == id)
+			fprintf(stderr, "fsdpscope ledger: --%s %s: expected %s\n", e->name,
+				a->given[id - OPT_PARAMS] ? a->given[id - OPT_PARAMS] : "", expected(id));
+	return -1;
+}
+
+static int ledger_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct ledger_args *a = ctx;
+	struct ledger_input *in = &a->in;
+	double v;
+	int bad = 0;
+
+	(void)prog;
+	a->given[id - OPT_PARAMS] = arg;
+	switch (id) {
+	case OPT_PARAMS:
+		bad = parse_params(arg, &in->params) || !(in->params >= 1 && in->params <= LEDGER_PARAMS_MAX);
+		break;
+	case OPT_RANKS:
+		bad = rule_parse_number(arg, &a->ranks) || !whole(a->ranks, 1, LEDGER_RANKS_MAX);
+		break;
+	case OPT_UNITS:
+		bad = rule_parse_number(arg, &a->units) || !whole(a->units, 1, 1e7);
+		break;
+	case OPT_UNIT_PARAMS:
+		bad = parse_params(arg, &in->largest_unit_params) ||
+		      !(in->largest_unit_params >= 1 && in->largest_unit_params <= LEDGER_PARAMS_MAX);
+		break;
+	case OPT_PREFETCH:
+		bad = rule_parse_number(arg, &v) || !whole(v, 0, LEDGER_PREFETCH_MAX);
+		in->prefetch = bad ? 0 : (int)v;
+		break;
+	case OPT_GPU_MEM:
+		bad = rule_parse_number(arg, &v) || !(v >= 1 && v <= LEDGER_GPU_MEM_MAX);
+		in->gpu_mem_bytes = bad ? 0 : (uint64_t)v;
+		break;
+	case OPT_PARAM_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->param_bytes) || in->param_bytes == 0;
+		break;
+	case OPT_GRAD_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->grad_bytes) || in->grad_bytes == 0;
+		break;
+	case OPT_MASTER_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->master_bytes);
+		break;
+	case OPT_OPTIMIZER:
+		bad = optimizer_bytes_parse(arg, &in->optimizer_bytes);
+		break;
+	default: /* OPT_JSON */
+		a->json = 1;
+	}
+	return bad ? refuse(a, id) : 0;
+}
+
+static const struct options_set ledger_sets[] = {{.entries = ledger_entries, .apply = ledger_apply}};
+
+const struct options_help cmd_ledger_help = OPTIONS_HELP(ledger_help_head, ledger_sets, 27, ledger_help_tail);
+
 int cmd_ledger(int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"params", required_argument, NULL, OPT_PARAMS},
-	    {"ranks", required_argument, NULL, OPT_RANKS},
-	    {"units", required_argument, NULL, OPT_UNITS},
-	    {"unit-params", required_argument, NULL, OPT_UNIT_PARAMS},
-	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
-	    {"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
-	    {"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
-	    {"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
-	    {"master-dtype", required_argument, NULL, OPT_MASTER_DTYPE},
-	    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"help", no_argument, NULL, OPT_HELP},
-	    {NULL, 0, NULL, 0},
-	};
-	/* the text each option was given, for the messages */
-	const char *given[OPT_HELP - OPT_PARAMS + 1] = {0};
-	struct ledger_input in;
+	struct ledger_args a = {0};
 	struct analysis_ledger out;
 	enum ledger_field field;
-	double v, ranks = 0, units = 0;
-	int opt, json = 0, bad;
+	int first, help;
 
-	ledger_input_defaults(&in);
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-		bad = 0;
-		if (opt >= OPT_PARAMS && opt <= OPT_HELP)
-			given[opt - OPT_PARAMS] = optarg;
-		switch (opt) {
-		case OPT_PARAMS:
-			bad = parse_params(optarg, &in.params) || !(in.params >= 1 && in.params <= LEDGER_PARAMS_MAX);
-			break;
-		case OPT_RANKS:
-			bad = rule_parse_number(optarg, &ranks) || !whole(ranks, 1, LEDGER_RANKS_MAX);
-			break;
-		case OPT_UNITS:
-			bad = rule_parse_number(optarg, &units) || !whole(units, 1, 1e7);
-			break;
-		case OPT_UNIT_PARAMS:
-			bad = parse_params(optarg, &in.largest_unit_params) ||
-			      !(in.largest_unit_params >= 1 && in.largest_unit_params <= LEDGER_PARAMS_MAX);
-			break;
-		case OPT_PREFETCH:
-			bad = rule_parse_number(optarg, &v) || !whole(v, 0, LEDGER_PREFETCH_MAX);
-			in.prefetch = bad ? 0 : (int)v;
-			break;
-		case OPT_GPU_MEM:
-			bad = rule_parse_number(optarg, &v) || !(v >= 1 && v <= LEDGER_GPU_MEM_MAX);
-			in.gpu_mem_bytes = bad ? 0 : (uint64_t)v;
-			break;
-		case OPT_PARAM_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.param_bytes) || in.param_bytes == 0;
-			break;
-		case OPT_GRAD_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.grad_bytes) || in.grad_bytes == 0;
-			break;
-		case OPT_MASTER_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.master_bytes);
-			break;
-		case OPT_OPTIMIZER:
-			bad = optimizer_bytes_parse(optarg, &in.optimizer_bytes);
-			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_HELP:
-			options_print_help(stdout, &cmd_ledger_help);
-			return EXIT_OK;
-		default:
-			fprintf(stderr,
-				"fsdpscope ledger: unknown or incomplete option '%s' (see 'fsdpscope ledger --help')\n",
-				argv[optind - 1]);
-			return EXIT_USAGE;
-		}
-		if (bad)
-			goto refuse;
+	ledger_input_defaults(&a.in);
+	first = options_parse(&cmd_ledger_help, "ledger", argc, argv, OPTIONS_ANYWHERE, &a, &help);
+	if (first < 0)
+		return EXIT_USAGE;
+	if (help) {
+		options_print_help(stdout, &cmd_ledger_help);
+		return EXIT_OK;
 	}
-	if (optind < argc)
-		return ledger_of_traces(argc, argv, optind, given, &in, json);
-	if (in.params <= 0 || ranks <= 0 || (units <= 0 && in.largest_unit_params <= 0)) {
+	if (first < argc)
+		return ledger_of_traces(argc, argv, first, a.given, &a.in, a.json);
+	if (a.in.params <= 0 || a.ranks <= 0 || (a.units <= 0 && a.in.largest_unit_params <= 0)) {
 		fprintf(stderr,
 			"fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
 			"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
 		return EXIT_USAGE;
 	}
-	in.ranks = (uint32_t)ranks;
-	in.units = (uint32_t)units;
-	field = ledger_check(&in);
+	a.in.ranks = (uint32_t)a.ranks;
+	a.in.units = (uint32_t)a.units;
+	field = ledger_check(&a.in);
 	if (field != LEDGER_OK) {
-		opt = option_of(field);
-		goto refuse;
+		refuse(&a, option_of(field));
+		return EXIT_USAGE;
 	}
-	ledger_compute(&in, &out);
-	if (json)
+	ledger_compute(&a.in, &out);
+	if (a.json)
 		diagnosis_print_ledger_json(stdout, &out);
 	else
-		print_text(&out, in.units);
+		print_text(&out, a.in.units);
 	return EXIT_OK;
-refuse:
-	for (const struct option *o = options; o->name; o++)
-		if (o->val == opt)
-			fprintf(stderr, "fsdpscope ledger: --%s %s: expected %s\n", o->name,
-				given[opt - OPT_PARAMS] ? given[opt - OPT_PARAMS] : "", expected(opt));
-	return EXIT_USAGE;
 }
