@@ -132,8 +132,12 @@ static int parse_seconds(const char *prog, const char *opt, const char *arg, int
 	return 0;
 }
 
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog)
+static int keep_option(const char *prog, const char *arg, struct keep_policy *keep);
+
+int session_run_apply(void *ctx, int opt, const char *arg, const char *prog)
 {
+	struct session_run_options *o = ctx;
+
 	switch (opt) {
 	case SESSION_OPT_OUT:
 		o->dir = arg;
@@ -154,22 +158,17 @@ int session_run_option(struct session_run_options *o, int opt, const char *arg, 
 		o->metrics = arg;
 		return 0;
 	case SESSION_OPT_KEEP:
-		return session_keep_option(prog, arg, &o->keep);
+		return keep_option(prog, arg, &o->keep);
 	case SESSION_OPT_FLUSH_TIMEOUT:
 		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
 	case SESSION_OPT_WAIT_DESCENDANTS:
 		return parse_seconds(prog, "--wait-descendants", arg, &o->wait_descendants_s);
-	case DIAG_OPT_HANG_TIMEOUT: {
-		const char *cmd = strrchr(prog, ' ');
-
-		return diagnosis_option(&o->flags, opt, arg, cmd ? cmd + 1 : prog) ? -1 : 0;
-	}
-	default:
-		return 1;
+	default: /* DIAG_OPT_HANG_TIMEOUT */
+		return options_diagnosis_apply(&o->flags, opt, arg, prog);
 	}
 }
 
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep)
+static int keep_option(const char *prog, const char *arg, struct keep_policy *keep)
 {
 	if (keep_policy_parse(arg, keep)) {
 		fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
@@ -246,8 +245,3 @@ const struct options_entry session_run_entries[] = {
      DIAG_OPT_HANG_TIMEOUT},
     {NULL, 0, NULL, NULL, 0},
 };
-
-int session_run_apply(void *ctx, int id, const char *arg, const char *prog)
-{
-	return session_run_option(ctx, id, arg, prog) ? -1 : 0;
-}
