@@ -19,12 +19,23 @@ static const char help_help_text[] =
     "    fsdpscope help dump\n"
     "    fsdpscope collect --help              # the same text as fsdpscope help collect\n";
 
+/* No option of its own: the table only gives it -h, --help and the one unknown-option wording. */
 const struct options_help cmd_help_help = {.head = help_help_text, .tail = ""};
 
 int cmd_help(int argc, char **argv)
 {
 	const struct command *cmd;
+	int first, help;
 
+	first = options_parse(&cmd_help_help, "help", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
+	if (first < 0)
+		return EXIT_USAGE;
+	if (help) {
+		options_print_help(stdout, &cmd_help_help);
+		return EXIT_OK;
+	}
+	argc -= first - 1; /* the command name, then the operands */
+	argv += first - 1;
 	if (argc < 2) {
 		printf("usage: fsdpscope COMMAND [ARGS...]\n\n");
 		command_print_list(stdout);

@@ -23,12 +23,21 @@ static const char version_help_text[] =
     "EXAMPLES\n"
     "    fsdpscope version\n";
 
+/* No option of its own: the table only gives it -h, --help and the one unknown-option wording. */
 const struct options_help cmd_version_help = {.head = version_help_text, .tail = ""};
 
 int cmd_version(int argc, char **argv)
 {
-	(void)argv;
-	if (argc > 1) {
+	int first, help;
+
+	first = options_parse(&cmd_version_help, "version", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
+	if (first < 0)
+		return EXIT_USAGE;
+	if (help) {
+		options_print_help(stdout, &cmd_version_help);
+		return EXIT_OK;
+	}
+	if (first < argc) {
 		fprintf(stderr, "fsdpscope version: takes no arguments\n");
 		return EXIT_USAGE;
 	}

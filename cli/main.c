@@ -67,17 +67,6 @@ static void usage(FILE *f)
 	fprintf(f, "\nRun 'fsdpscope help COMMAND' (or 'fsdpscope COMMAND --help') for details.\n");
 }
 
-static int wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
-			return 0;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return 1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct command *cmd;
@@ -99,10 +88,7 @@ int main(int argc, char **argv)
 		command_print_list(stderr);
 		return EXIT_USAGE;
 	}
-	/* run reads its own --help: from CMD on, every word is the job's. */
-	if (cmd->run != cmd_run && cmd->run != cmd_top && wants_help(argc - 1, argv + 1)) {
-		options_print_help(stdout, cmd->help);
-		return finish(EXIT_OK);
-	}
+	/* -h and --help are each command's options (cli/options.h), so that
+	 * run's stop at CMD: from there on every word is the job's. */
 	return finish(cmd->run(argc - 1, argv + 1));
 }
