@@ -34,13 +34,13 @@
 #define TOP_PROG "fsdpscope top"
 
 struct top_run {
+	struct top_feed inner; /* first: top_feed_forward */
 	struct session_run_options o;
 	char **argv;
 	session_t *session;
 	job_t *job;
 	char *agent, *metrics;
 	top_board_feed_t *bf;
-	struct top_feed inner;
 	struct top_info info;
 	char *log_path;
 	int log_fd;
@@ -254,41 +254,6 @@ const char *top_run_log_path(const top_run_t *r)
 	return r->log_path;
 }
 
-static const struct live_view *rcb_acquire(void *ctx)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.acquire(r->inner.ctx);
-}
-
-static void rcb_release(void *ctx, const struct live_view *v)
-{
-	top_run_t *r = ctx;
-
-	r->inner.release(r->inner.ctx, v);
-}
-
-static int rcb_wait(void *ctx, int timeout_ms)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.wait(r->inner.ctx, timeout_ms);
-}
-
-static int rcb_fd(void *ctx)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.fd(r->inner.ctx);
-}
-
-static void rcb_info(void *ctx, struct top_info *out)
-{
-	top_run_t *r = ctx;
-
-	r->inner.info(r->inner.ctx, out);
-}
-
 static int rcb_quit(void *ctx, int how)
 {
 	top_run_t *r = ctx;
@@ -311,13 +276,7 @@ static int rcb_quit(void *ctx, int how)
 
 void top_run_bind(top_run_t *r, struct top_feed *feed)
 {
-	memset(feed, 0, sizeof(*feed));
-	feed->ctx = r;
-	feed->acquire = rcb_acquire;
-	feed->release = rcb_release;
-	feed->wait = rcb_wait;
-	feed->fd = rcb_fd;
-	feed->info = rcb_info;
+	top_feed_forward(feed, r);
 	feed->quit = rcb_quit;
 }
 
