@@ -501,8 +501,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	if (help) {
 		free(a.pids);
-		options_print_help(stdout, &cmd_attach_help);
-		return EXIT_OK;
+		return EXIT_OK; /* options_parse printed the help */
 	}
 	code = attach_main(&a, argv);
 	free(a.pids);

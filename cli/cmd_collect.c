@@ -676,10 +676,8 @@ int cmd_collect(int argc, char **argv)
 	st.lock_fd = -1;
 	if (parse_options(argc, argv, &st.opt, &help))
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_collect_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	/* SIGHUP: the terminal it was started from went away: finish, as for
 	 * SIGTERM. SIGPIPE: a rank that goes away while it is being answered
 	 * is not our end. */

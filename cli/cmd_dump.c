@@ -392,10 +392,8 @@ int cmd_dump(int argc, char **argv)
 	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d, &help);
 	if (first < 0)
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_dump_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	if (argc - first < 1) {
 		fprintf(stderr, "fsdpscope dump: give a trace file, or several (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;

@@ -30,11 +30,9 @@ int cmd_help(int argc, char **argv)
 	first = options_parse(&cmd_help_help, "help", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
 	if (first < 0)
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_help_help);
-		return EXIT_OK;
-	}
-	argc -= first - 1; /* the command name, then the operands */
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
+	argc -= first - 1;	/* the command name, then the operands */
 	argv += first - 1;
 	if (argc < 2) {
 		printf("usage: fsdpscope COMMAND [ARGS...]\n\n");

@@ -387,10 +387,8 @@ int cmd_ledger(int argc, char **argv)
 	first = options_parse(&cmd_ledger_help, "ledger", argc, argv, OPTIONS_ANYWHERE, &a, &help);
 	if (first < 0)
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_ledger_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	if (first < argc)
 		return ledger_of_traces(argc, argv, first, a.given, &a.in, a.json);
 	if (a.in.params <= 0 || a.ranks <= 0 || (a.units <= 0 && a.in.largest_unit_params <= 0)) {

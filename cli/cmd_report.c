@@ -107,10 +107,8 @@ int cmd_report(int argc, char **argv)
 	first = options_parse(&cmd_report_help, "report", argc, argv, OPTIONS_ANYWHERE, &a, &help);
 	if (first < 0)
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_report_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	if (lint_read_traces(argc, argv, first, "report", &a.flags, &d))
 		return EXIT_USAGE;
 	if (a.json)

@@ -341,10 +341,8 @@ int cmd_run(int argc, char **argv)
 	st.tty = -1;
 	if (parse_options(argc, argv, &st.opt))
 		return EXIT_USAGE;
-	if (st.opt.help) {
-		options_print_help(stdout, &cmd_run_help);
-		return EXIT_OK;
-	}
+	if (st.opt.help)
+		return EXIT_OK; /* options_parse printed the help */
 	if (setup(&st)) {
 		run_state_free(&st);
 		return RUN_EXIT_SETUP;

@@ -486,10 +486,8 @@ int cmd_top(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a, &help))
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_top_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	/* NO_COLOR set at all turns colour off (the screen also asks the terminal) */
 	a.opt.color = a.opt.color != -1 && !getenv("NO_COLOR");
 	if (a.connect)

@@ -33,10 +33,8 @@ int cmd_version(int argc, char **argv)
 	first = options_parse(&cmd_version_help, "version", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
 	if (first < 0)
 		return EXIT_USAGE;
-	if (help) {
-		options_print_help(stdout, &cmd_version_help);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	if (first < argc) {
 		fprintf(stderr, "fsdpscope version: takes no arguments\n");
 		return EXIT_USAGE;

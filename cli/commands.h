@@ -61,10 +61,6 @@ extern const struct options_help cmd_top_help;
 /* command_find - the table entry for name, NULL if there is none. */
 const struct command *command_find(const char *name);
 
-/* command_help - `fsdpscope help name` on standard output (name: a
- * command of the table). Returns EXIT_OK. */
-int command_help(const char *name);
-
 /* command_print_list - "Commands:" and one line per command, to stream f. */
 #include <stdio.h>
 void command_print_list(FILE *f);

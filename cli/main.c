@@ -30,12 +30,6 @@ const struct command *command_find(const char *name)
 	return NULL;
 }
 
-int command_help(const char *name)
-{
-	options_print_help(stdout, command_find(name)->help);
-	return EXIT_OK;
-}
-
 void command_print_list(FILE *f)
 {
 	fprintf(f, "Commands:\n");

@@ -93,7 +93,7 @@ static int build(const struct options_help *h, enum options_order order, struct 
 	return 0;
 }
 
-void options_unknown(const char *cmd, const char *word)
+static void options_unknown(const char *cmd, const char *word)
 {
 	fprintf(stderr, "fsdpscope %s: unknown option '%s' (see 'fsdpscope help %s')\n", cmd, word, cmd);
 }
@@ -130,6 +130,7 @@ int options_parse(const struct options_help *h, const char *cmd, int argc, char 
 		const struct flat *f = find(flat, nflat, opt);
 
 		if (opt == 'h' || opt == OPTIONS_HELP_VAL) {
+			options_print_help(stdout, h);
 			*help = 1;
 			rc = optind;
 			goto out;

@@ -73,11 +73,13 @@ enum options_order {
 /*
  * options_parse - parse argv[1..argc) (argv[0]: the command's name) with
  * the sets of h, applying each option to state + its set's offset. -h and
- * --help set *help and stop. With OPTIONS_ANYWHERE the operands are moved
+ * --help print h's help on standard output, set *help (the command then
+ * exits 0) and stop. With OPTIONS_ANYWHERE the operands are moved
  * after the options, in their order. Returns the index of the first
  * operand (argc when there is none), or -1 when an option is unknown,
  * lacks its value or has a bad one (said on stderr as "fsdpscope CMD:
- * ..."; -ENOMEM is said so too).
+ * ...", an unknown one always as "unknown option 'WORD' (see 'fsdpscope
+ * help CMD')"; -ENOMEM is said so too).
  */
 int options_parse(const struct options_help *h, const char *cmd, int argc, char **argv, enum options_order order,
 		  void *state, int *help);
@@ -97,8 +99,5 @@ extern const struct option options_diagnosis_getopt[];
 /* options_diagnosis_apply - an options_apply_fn: diagnosis_option on the
  * struct diagnosis_flags ctx. */
 int options_diagnosis_apply(void *ctx, int id, const char *arg, const char *prog);
-
-/* options_unknown - say "fsdpscope CMD: unknown option 'WORD' (see 'fsdpscope help CMD')". */
-void options_unknown(const char *cmd, const char *word);
 
 #endif
