@@ -1,15 +1,16 @@
 /*
- * session.c - a live session: the private folder, the ingest, the streamed
- * analysis and the end (cli/session.h). `fsdpscope run` and `fsdpscope
+ * session.c - a live session: the private folder, the readers, the rules
+ * and what is said (cli/session.h). `fsdpscope run` and `fsdpscope
  * collect` differ only in what they do around it: run launches and reaps a
  * job, collect waits for ranks started elsewhere.
  *
- * Why the analysis is fed from the ingest's record callback rather than
- * from the trace once written: a live view (and the end of a long job)
- * must not re-read gigabytes, and what is shown live must be what lint
- * says at the end. The callback gives the records in the trace's order
- * with the trace's source numbers, so the streamed analyzer sees exactly
- * what a reader of the finished trace sees.
+ * The engine is collector/session.h with a live ingest as its input: the
+ * ingest feeds the session's one per-source view, and its record callback
+ * the analyzer, the live state and the keeper, so the streamed analyzer
+ * sees exactly what a reader of the finished trace sees (a live view, and
+ * the end of a long job, must not re-read gigabytes, and what is shown
+ * live must be what lint says at the end). This file gives it the
+ * diagnosis (the rules) and says what happened.
  */
 #include "cli/session.h"
 
@@ -22,12 +23,12 @@
 #include "collector/keep.h"
 #include "collector/live.h"
 #include "collector/metrics.h"
+#include "collector/session.h"
 #include "collector/viewer.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
 #include "rules/diagnosis.h"
-#include "tui/feeds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,105 +44,35 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How often the unfinished trace is flushed to disk: what a killed session
- * loses of what it had received. */
-#define SESSION_FLUSH_EVERY_MS 1000
-/* Readers get a new view at most this often (after steps only). */
-#define SESSION_PUBLISH_EVERY_MS 100
-/* A diagnosis of what the analyzer holds (a snapshot and the rules): its
- * cost follows the analyzer's state, not the trace's length. */
-#define SESSION_DIAGNOSE_EVERY_MS 1000
-
 struct session {
 	struct session_options o;
 	run_folder_t *rs;
-	ingest_t *ing;
-	analyzer_t *an;
-	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
+	fss_session_t *fs;	 /* the engine: a live ingest, the view, the analyzer, the live state, the keeper */
+	ingest_t *ing;		 /* the session's input (fs's) */
 	char options_error[512]; /* an analysis option that does not fit the job (diagnosis_check) */
-	int failed;	    /* the ingest failed: nothing more is written */
-	int in_files;	    /* records now come from a merged file, not a connection */
-	uint64_t agent_records;
+	int failed;		 /* the ingest failed: nothing more is written */
 	char *private_sink;
-	int64_t last_flush_ms;
 	char **merged; /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
 	char *trace_path;
-	keeper_t *keeper;
-	struct keep_policy keep;
-	live_t *live;
-	live_board_t *board;
 	viewer_server_t *viewer;
 	metrics_server_t *metrics;
 	char *viewer_address;
-	int live_error; /* the live state ran out of memory: views stop, the trace goes on */
-	uint64_t steps; /* steps the analyzer completed */
-	uint64_t steps_published, steps_diagnosed;
-	int64_t last_publish_ms, last_diagnosis_ms;
-	int flight_pending;   /* the latest diagnosis had calls in flight or a hang: diagnose again, steps or not */
-	int diagnosis_unpublished; /* a diagnosis the readers have not been shown */
-	hang_lines_t *hang_lines; /* the stderr lines of calls in flight: what was said */
+	hang_lines_t *hang_lines;	 /* the stderr lines of calls in flight: what was said */
 	struct diagnosis d;		 /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
 	int kept;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The ingest's record callback: every record the trace gets, in its order. */
-static int on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
-{
-	session_t *s = ctx;
-
-	(void)src;
-	if (!s->in_files)
-		s->agent_records++;
-	if (s->an && !s->analysis_error) {
-		int err = analyzer_feed(s->an, rec);
-
-		if (err)
-			s->analysis_error = err;
-	}
-	if (s->live && !s->live_error && live_on_record(s->live, rec, src) < 0)
-		s->live_error = 1;
-	/* After the analyzer: the step the record completes is known to the
-	 * keeper when it places the record (collector/keep.h). */
-	return s->keeper ? keeper_on_record(s->keeper, rec, src) : 0;
-}
-
-/* The analyzer's step callback: every completed step of every rank. */
-static void on_step(void *ctx, const struct analysis_step_info *step)
-{
-	session_t *s = ctx;
-
-	s->steps++;
-	if (s->live)
-		live_on_step(s->live, step);
-	if (s->keeper)
-		keeper_on_step(s->keeper, step);
-}
-
 /* What the keeper has to say (the disk guard switched the policy, ...). */
 static void keeper_messages(session_t *s)
 {
 	const char *m;
 
-	while (s->keeper && (m = keeper_take_message(s->keeper)))
+	keeper_t *k = s->fs ? fss_session_keeper(s->fs) : NULL;
+
+	while (k && (m = keeper_take_message(k)))
 		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
@@ -151,57 +82,26 @@ static void live_diagnose(session_t *s, const struct analysis_result *r, const f
 	struct live_finding found[LIVE_FINDINGS_MAX];
 	size_t n = diagnosis_live_findings(list, found, LIVE_FINDINGS_MAX);
 
-	live_set_diagnosis(s->live, r, found, n);
+	live_set_diagnosis(fss_session_live(s->fs), r, found, n);
 }
 
-/* A diagnosis of what the analyzer holds now, into the live state and the
- * stderr lines of calls in flight. Waits are measured to the session's
- * clock (the job is running: the trace has no end yet). */
-static void diagnose_now(session_t *s)
+/* The engine's diagnosis of what the analyzer holds now (it schedules it
+ * and measures waits to the session's clock): the rules, into the live
+ * state and the stderr lines of calls in flight. */
+static int diagnose_live(void *ctx, const struct analysis_result *r, live_t *live, int final)
 {
+	session_t *s = ctx;
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	struct analysis_result *r = NULL;
-	findings_t *list;
+	findings_t *list = findings_new();
 	size_t n;
+	int rc = -ENOMEM;
 
-	analyzer_set_now(s->an, realtime_ns());
-	if (analyzer_snapshot(s->an, &r))
-		return;
-	list = findings_new();
-	if (list && diagnosis_from_result(r, &s->flags->rules, list, found, LIVE_FINDINGS_MAX, &n) == 0) {
-		live_set_diagnosis(s->live, r, found, n);
+	if (list && (rc = diagnosis_from_result(r, &s->flags->rules, list, found, LIVE_FINDINGS_MAX, &n)) == 0) {
+		live_set_diagnosis(live, r, found, n);
 		hang_lines_update(s->hang_lines, r, list, stderr);
-		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
-		s->diagnosis_unpublished = 1;
 	}
 	findings_free(list);
-	analysis_result_free(r);
-}
-
-/* Now and then: a diagnosis of what the analyzer holds, and a new view
- * for the readers. A diagnosis is due once steps completed, and, steps or
- * not, while a rank is inside a collective (a hung job completes none). */
-static void live_tick(session_t *s)
-{
-	int64_t now;
-
-	if (!s->live || s->live_error)
-		return;
-	now = now_ms();
-	if (!s->analysis_error && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS &&
-	    (s->steps != s->steps_diagnosed || s->flight_pending || live_in_flight(s->live))) {
-		diagnose_now(s);
-		s->steps_diagnosed = s->steps;
-		s->last_diagnosis_ms = now;
-	}
-	if ((s->steps != s->steps_published || s->diagnosis_unpublished) &&
-	    now - s->last_publish_ms >= SESSION_PUBLISH_EVERY_MS) {
-		if (live_publish(s->live, s->board) == 0) {
-			s->steps_published = s->steps;
-			s->diagnosis_unpublished = 0;
-		}
-		s->last_publish_ms = now;
-	}
+	return rc;
 }
 
 /* The readers' side: the board, the viewer socket beside the agents', and
@@ -213,14 +113,13 @@ static int start_readers(session_t *s)
 	struct sockaddr_un sun;
 	int rc;
 
-	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
+	if (hang_lines_new(&s->hang_lines))
 		return -ENOMEM;
 	/* A first view at once, empty: a viewer that connects to a session no
 	 * rank has reached yet gets a snapshot (the protocol's first line comes
 	 * at once), so it can tell a viewer socket from any other. */
-	if (live_publish(s->live, s->board))
+	if (fss_session_publish(s->fs))
 		return -ENOMEM;
-	s->last_diagnosis_ms = now_ms();
 	sock = strdup(run_folder_socket(s->rs));
 	slash = sock ? strrchr(sock, '/') : NULL;
 	if (!slash) {
@@ -239,7 +138,7 @@ static int start_readers(session_t *s)
 		free(s->viewer_address);
 		s->viewer_address = NULL;
 	} else {
-		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, s->board, err, sizeof(err));
+		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, fss_session_board(s->fs), err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "%s: warning: no viewer endpoint: %s\n", s->o.prog,
 				err[0] ? err : fss_strerror(rc));
@@ -249,7 +148,8 @@ static int start_readers(session_t *s)
 	}
 	if (s->o.metrics) {
 		err[0] = '\0';
-		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, s->board, err, sizeof(err));
+		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, fss_session_board(s->fs), err,
+					  sizeof(err));
 		if (rc) {
 			fprintf(stderr, "%s: --metrics %s: %s\n", s->o.prog, s->o.metrics,
 				err[0] ? err : fss_strerror(rc));
@@ -277,9 +177,9 @@ static int merge_file(session_t *s, char *path)
 
 	if (s->failed)
 		return -EIO;
-	s->in_files = 1;
+	fss_session_in_files(s->fs, 1);
 	err = ingest_add_file(s->ing, path);
-	s->in_files = 0;
+	fss_session_in_files(s->fs, 0);
 	if (err)
 		return err;
 	merged = realloc(s->merged, (s->nmerged + 1) * sizeof(*merged));
@@ -489,6 +389,32 @@ static int listen_on(session_t *s, const char *address)
 	return err;
 }
 
+/* The engine: a collector session on a live ingest writing the trace,
+ * with its keeper, analyzer and live state; the rules are ours. */
+static int engine_new(session_t *s)
+{
+	struct fss_session_options so = {
+	    .analysis = &s->flags->analysis, .live = 1, .diagnose = diagnose_live, .diagnose_ctx = s};
+	struct fss_session_ingest_options io = {.output_path = run_folder_output(s->rs),
+						.folder = run_folder_path(s->rs),
+						.ingest = {.key = s->o.key},
+						.keep = s->o.keep};
+	const char *what;
+	int err = fss_session_new(&s->fs, &so);
+
+	if (err) {
+		fprintf(stderr, "%s: out of memory\n", s->o.prog);
+		return err;
+	}
+	err = fss_session_open_ingest(s->fs, &io, &s->ing, &what);
+	if (err && !strcmp(what, "keeper"))
+		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", s->o.prog, fss_strerror(err));
+	else if (err)
+		fprintf(stderr, "%s: cannot create %s.partial: %s\n", s->o.prog, run_folder_output(s->rs),
+			fss_strerror(err));
+	return err;
+}
+
 int session_new(session_t **out, const struct session_options *o)
 {
 	session_t *s = calloc(1, sizeof(*s));
@@ -515,38 +441,15 @@ int session_new(session_t **out, const struct session_options *o)
 		err = -ENOMEM;
 		goto fail;
 	}
-	{
-		struct ingest_options io = {.key = o->key};
-
-		err = ingest_new(&s->ing, run_folder_output(s->rs), &io);
-	}
-	if (err) {
-		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_folder_output(s->rs),
-			fss_strerror(err));
+	err = engine_new(s);
+	if (err)
 		goto fail;
-	}
-	if (o->keep)
-		s->keep = *o->keep;
-	else
-		keep_policy_default(&s->keep);
-	err = keeper_new(&s->keeper, &s->keep, s->ing, run_folder_output(s->rs), run_folder_path(s->rs));
-	if (err) {
-		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", o->prog, fss_strerror(err));
-		goto fail;
-	}
-	err = analyzer_new(&s->an, &s->flags->analysis);
-	if (err) {
-		fprintf(stderr, "%s: out of memory\n", o->prog);
-		goto fail;
-	}
-	analyzer_on_step(s->an, on_step, s);
 	err = start_readers(s);
 	if (err) {
 		if (err == -ENOMEM)
 			fprintf(stderr, "%s: out of memory\n", o->prog);
 		goto fail;
 	}
-	ingest_on_record(s->ing, on_record, s);
 	/* Listening first: nothing is accepted before the first poll, and a
 	 * session that cannot listen has merged (and removed) nothing. */
 	err = run_folder_listen(s->rs, s->ing);
@@ -572,7 +475,6 @@ int session_new(session_t **out, const struct session_options *o)
 			goto fail;
 		}
 	}
-	s->last_flush_ms = now_ms();
 	*out = s;
 	return 0;
 fail:
@@ -618,7 +520,7 @@ const char *session_metrics_address(const session_t *s)
 
 uint64_t session_records_from_agents(const session_t *s)
 {
-	return s->agent_records;
+	return fss_session_agent_records(s->fs);
 }
 
 int session_poll(session_t *s, int timeout_ms)
@@ -631,16 +533,12 @@ int session_poll(session_t *s, int timeout_ms)
 			poll(NULL, 0, timeout_ms);
 		return 0;
 	}
-	rc = ingest_poll(s->ing, timeout_ms);
-	/* On disk at least once a second: what a killed session loses. */
-	if (rc >= 0 && now_ms() - s->last_flush_ms >= SESSION_FLUSH_EVERY_MS) {
-		rc = ingest_flush(s->ing);
-		s->last_flush_ms = now_ms();
-	}
+	/* the ingest's poll, and the trace on disk at least once a second */
+	rc = fss_session_read(s->fs, timeout_ms);
 	if (rc < 0)
 		say_failed(s, rc);
 	keeper_messages(s);
-	live_tick(s);
+	fss_session_tick(s->fs);
 	return 0;
 }
 
@@ -651,9 +549,7 @@ static int diagnose(session_t *s)
 
 	memset(&s->d, 0, sizeof(s->d));
 	s->d.trace_path = s->trace_path;
-	if (s->analysis_error)
-		return s->analysis_error;
-	err = analyzer_finish(s->an, &s->d.result);
+	err = fss_session_finish_analysis(s->fs, 0, &s->d.result);
 	if (err)
 		return err;
 	/* The ingest closed the trace it wrote: a reader finds it ended so. */
@@ -740,6 +636,7 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out)
 {
 	const struct ingest_stats *stats = NULL;
+	const char *note = NULL;
 	char **names;
 	size_t n, spool_left;
 	int err, taken = 0, written;
@@ -781,16 +678,9 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			    s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool,
 			    spool_left == 1 ? "is" : "are", run_folder_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
-	err = s->failed ? -EIO : keeper_drain(s->keeper);
-	if (!err)
-		err = ingest_finish(s->ing, &stats);
-	if (!err) {
-		const char *note = NULL;
-
-		err = keeper_finish(s->keeper, &note);
-		if (!err && note)
-			fprintf(stderr, "%s: the trace holds %s\n", s->o.prog, note);
-	}
+	err = s->failed ? -EIO : fss_session_end_ingest(s->fs, &stats, &note);
+	if (!err && note)
+		fprintf(stderr, "%s: the trace holds %s\n", s->o.prog, note);
 	keeper_messages(s);
 	written = !err;
 	if (!err)
@@ -833,9 +723,9 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		out->result = s->d.result;
 		out->lint_max_severity = findings_max_severity(s->d.findings);
 		/* The readers' last view says what lint says. */
-		if (s->live && !s->live_error) {
+		if (!fss_session_live_failed(s->fs)) {
 			live_diagnose(s, s->d.result, s->d.findings);
-			live_publish(s->live, s->board);
+			fss_session_publish(s->fs);
 		}
 		/* A trace without collectives has nothing to lint. */
 		if (stats->by_type[FSS_REC_COLLECTIVE]) {
@@ -873,17 +763,13 @@ void session_free(session_t *s)
 	if (!s)
 		return;
 	/* Readers first: they hold views of the board. */
-	if (s->board)
-		live_board_close(s->board);
+	if (s->fs && fss_session_board(s->fs))
+		live_board_close(fss_session_board(s->fs));
 	viewer_server_stop(s->viewer);
 	metrics_server_stop(s->metrics);
-	live_board_free(s->board);
-	live_free(s->live);
-	hang_lines_free(s->hang_lines);
 	free(s->viewer_address);
-	keeper_free(s->keeper);
-	ingest_free(s->ing);
-	analyzer_free(s->an);
+	fss_session_free(s->fs); /* the ingest, keeper, analyzer, live state and board */
+	hang_lines_free(s->hang_lines);
 	diagnosis_free(&s->d);
 	run_folder_close(s->rs, !s->kept);
 	for (size_t i = 0; i < s->nmerged; i++)
@@ -896,5 +782,5 @@ void session_free(session_t *s)
 
 struct live_board *session_board(session_t *s)
 {
-	return s->board;
+	return fss_session_board(s->fs);
 }

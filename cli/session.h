@@ -3,11 +3,13 @@
  * run` and `fsdpscope collect` share, so that both are one code path.
  *
  * A session is a private folder in DIR (cli/run_folder.h: lock, socket,
- * unfinished trace), an ingest listening on the private socket and on any
- * other address asked for, a streaming analyzer fed from the ingest's
- * record callback (it sees exactly the records the trace gets, in the
- * trace's order), the live state (collector/live.h) fed from the same
- * records and the analyzer's steps, published on a board that the viewer
+ * unfinished trace) and a collector session (collector/session.h: the
+ * engine) whose input is an ingest listening on the private socket and on
+ * any other address asked for: one per-source view the ingest feeds, a
+ * streaming analyzer fed from the ingest's record callback (it sees
+ * exactly the records the trace gets, in the trace's order), the live
+ * state (collector/live.h) fed from the same records and the analyzer's
+ * steps, published on a board that the viewer
  * endpoint (a second socket beside the agents', collector/viewer.h) and
  * /metrics (collector/metrics.h, when asked) read, the keeper that
  * decides what of a long job the trace keeps (collector/keep.h), and the
