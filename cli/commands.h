@@ -1,9 +1,11 @@
 /*
  * commands.h - the subcommands of the fsdpscope executable.
  *
- * Each lives in its own cli/cmd_<name>.c and exports one entry point and one
- * help text; cli/main.c dispatches from its table and prints the help for
- * both `fsdpscope help CMD` and `fsdpscope CMD --help`.
+ * Each lives in its own cli/cmd_<name>.c and exports one entry point and
+ * its help, whose OPTIONS come from the command's option tables
+ * (cli/options.h); cli/main.c dispatches from its table. `fsdpscope help
+ * CMD` and `fsdpscope CMD --help` print the same text: the second is the
+ * command's own -h / --help option, which options_parse answers.
  */
 #ifndef FSS_CLI_COMMANDS_H
 #define FSS_CLI_COMMANDS_H

@@ -2,7 +2,6 @@
  * main.c - the fsdpscope executable: a table of subcommands.
  */
 #include "cli/commands.h"
-#include "cli/options.h"
 #include "cli/output.h"
 
 #include <stdio.h>
