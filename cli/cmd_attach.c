@@ -193,11 +193,10 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 	session_run_options_init(&a->s);
 	a->s.dir = ATTACH_DEFAULT_DIR;
 	a->s.name = ATTACH_DEFAULT_NAME;
-	first = options_parse(&cmd_attach_help, "attach", argc, argv, OPTIONS_ANYWHERE, a, help);
+	first = options_parse(&cmd_attach_help, "attach", argc, argv, OPTIONS_ANYWHERE, a);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
 	if (first < 0)
-		return -EINVAL;
-	if (*help)
-		return 0;
+		return *help ? 0 : -EINVAL;
 	if (session_output_check(ATTACH_PROG, a->s.dir, a->s.name))
 		return -EINVAL;
 	if (a->all && first < argc) {

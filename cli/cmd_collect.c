@@ -245,11 +245,10 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 	o->s.dir = COLLECT_DEFAULT_DIR;
 	o->s.name = COLLECT_DEFAULT_NAME;
 	o->until_idle_s = -1;
-	first = options_parse(&cmd_collect_help, "collect", argc, argv, OPTIONS_ANYWHERE, o, help);
+	first = options_parse(&cmd_collect_help, "collect", argc, argv, OPTIONS_ANYWHERE, o);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
 	if (first < 0)
-		return -EINVAL;
-	if (*help)
-		return 0;
+		return *help ? 0 : -EINVAL;
 	if (first < argc) {
 		fprintf(stderr, "fsdpscope collect: unexpected argument '%s' (see 'fsdpscope help collect')\n",
 			argv[first]);

@@ -387,13 +387,11 @@ int cmd_dump(int argc, char **argv)
 	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
 	struct trace_read_info info = {0};
-	int err, help, first;
+	int err, first;
 
-	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
+	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (argc - first < 1) {
 		fprintf(stderr, "fsdpscope dump: give a trace file, or several (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;

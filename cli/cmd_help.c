@@ -25,14 +25,12 @@ const struct options_help cmd_help_help = {.head = help_help_text, .tail = ""};
 int cmd_help(int argc, char **argv)
 {
 	const struct command *cmd;
-	int first, help;
+	int first;
 
-	first = options_parse(&cmd_help_help, "help", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
-	argc -= first - 1;	/* the command name, then the operands */
+	first = options_parse(&cmd_help_help, "help", argc, argv, OPTIONS_ANYWHERE, NULL);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
+	argc -= first - 1; /* the command name, then the operands */
 	argv += first - 1;
 	if (argc < 2) {
 		printf("usage: fsdpscope COMMAND [ARGS...]\n\n");

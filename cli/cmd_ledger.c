@@ -381,14 +381,12 @@ int cmd_ledger(int argc, char **argv)
 	struct ledger_args a = {0};
 	struct analysis_ledger out;
 	enum ledger_field field;
-	int first, help;
+	int first;
 
 	ledger_input_defaults(&a.in);
-	first = options_parse(&cmd_ledger_help, "ledger", argc, argv, OPTIONS_ANYWHERE, &a, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
+	first = options_parse(&cmd_ledger_help, "ledger", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (first < argc)
 		return ledger_of_traces(argc, argv, first, a.given, &a.in, a.json);
 	if (a.in.params <= 0 || a.ranks <= 0 || (a.units <= 0 && a.in.largest_unit_params <= 0)) {

@@ -186,14 +186,12 @@ int cmd_lint(int argc, char **argv)
 {
 	struct lint_args a = {.fail_on = RULE_ERROR};
 	struct diagnosis d;
-	int first, help, rc, max;
+	int first, rc, max;
 
 	diagnosis_flags_init(&a.flags);
-	first = options_parse(&cmd_lint_help, "lint", argc, argv, OPTIONS_ANYWHERE, &a, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
+	first = options_parse(&cmd_lint_help, "lint", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (lint_read_traces(argc, argv, first, "lint", &a.flags, &d))
 		return EXIT_USAGE;
 	if (a.json) {

@@ -101,14 +101,12 @@ int cmd_report(int argc, char **argv)
 {
 	struct report_args a = {0};
 	struct diagnosis d;
-	int first, help, rc;
+	int first, rc;
 
 	diagnosis_flags_init(&a.flags);
-	first = options_parse(&cmd_report_help, "report", argc, argv, OPTIONS_ANYWHERE, &a, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
+	first = options_parse(&cmd_report_help, "report", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (lint_read_traces(argc, argv, first, "report", &a.flags, &d))
 		return EXIT_USAGE;
 	if (a.json)

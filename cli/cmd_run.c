@@ -193,11 +193,10 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 	memset(o, 0, sizeof(*o));
 	session_run_options_init(&o->s);
 	/* The first word that is not an option is CMD: its options (--help too) stay its own. */
-	first = options_parse(&cmd_run_help, "run", argc, argv, OPTIONS_UNTIL_OPERAND, o, &o->help);
+	first = options_parse(&cmd_run_help, "run", argc, argv, OPTIONS_UNTIL_OPERAND, o);
+	o->help = first == OPTIONS_HELP_SHOWN; /* printed */
 	if (first < 0)
-		return FSS_E_USAGE;
-	if (o->help)
-		return 0;
+		return o->help ? 0 : FSS_E_USAGE;
 	if (first >= argc) {
 		fprintf(stderr, "fsdpscope run: no command given: fsdpscope run [OPTIONS] -- CMD [ARGS...]\n");
 		return FSS_E_USAGE;

@@ -288,11 +288,10 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 			a->dashdash = 1;
 			break;
 		}
-	first = options_parse(&cmd_top_help, "top", end, argv, OPTIONS_ANYWHERE, a, help);
+	first = options_parse(&cmd_top_help, "top", end, argv, OPTIONS_ANYWHERE, a);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
 	if (first < 0)
-		return -1;
-	if (*help)
-		return 0;
+		return *help ? 0 : -1;
 	if (a->dashdash) {
 		if (first < end) {
 			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n", argv[first]);

@@ -28,13 +28,11 @@ const struct options_help cmd_version_help = {.head = version_help_text, .tail =
 
 int cmd_version(int argc, char **argv)
 {
-	int first, help;
+	int first;
 
-	first = options_parse(&cmd_version_help, "version", argc, argv, OPTIONS_ANYWHERE, NULL, &help);
-	if (first < 0)
-		return EXIT_USAGE;
-	if (help)
-		return EXIT_OK; /* options_parse printed the help */
+	first = options_parse(&cmd_version_help, "version", argc, argv, OPTIONS_ANYWHERE, NULL);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (first < argc) {
 		fprintf(stderr, "fsdpscope version: takes no arguments\n");
 		return EXIT_USAGE;

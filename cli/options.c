@@ -110,7 +110,7 @@ static const struct flat *find(const struct flat *flat, size_t n, int opt)
 }
 
 int options_parse(const struct options_help *h, const char *cmd, int argc, char **argv, enum options_order order,
-		  void *state, int *help)
+		  void *state)
 {
 	struct option *lo = NULL;
 	struct flat *flat = NULL;
@@ -118,7 +118,6 @@ int options_parse(const struct options_help *h, const char *cmd, int argc, char 
 	size_t nflat = 0;
 	int opt, rc = -1;
 
-	*help = 0;
 	snprintf(prog, sizeof(prog), "fsdpscope %s", cmd);
 	if (build(h, order, &lo, &shorts, &flat, &nflat)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -131,8 +130,7 @@ int options_parse(const struct options_help *h, const char *cmd, int argc, char 
 
 		if (opt == 'h' || opt == OPTIONS_HELP_VAL) {
 			options_print_help(stdout, h);
-			*help = 1;
-			rc = optind;
+			rc = OPTIONS_HELP_SHOWN;
 			goto out;
 		}
 		if (opt == ':') {

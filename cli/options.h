@@ -64,6 +64,9 @@ struct options_help {
 		.tail = (tail_)                                                                                        \
 	}
 
+/* options_parse's answer to -h and --help (below every index of argv). */
+#define OPTIONS_HELP_SHOWN (-2)
+
 /* How operands and options mix. */
 enum options_order {
 	OPTIONS_ANYWHERE,      /* options before and after the operands; "--" ends them */
@@ -73,8 +76,8 @@ enum options_order {
 /*
  * options_parse - parse argv[1..argc) (argv[0]: the command's name) with
  * the sets of h, applying each option to state + its set's offset. -h and
- * --help print h's help on standard output, set *help (the command then
- * exits 0) and stop. With OPTIONS_ANYWHERE the operands are moved
+ * --help print h's help on standard output and stop: OPTIONS_HELP_SHOWN
+ * (the command then exits 0). With OPTIONS_ANYWHERE the operands are moved
  * after the options, in their order. Returns the index of the first
  * operand (argc when there is none), or -1 when an option is unknown,
  * lacks its value or has a bad one (said on stderr as "fsdpscope CMD:
@@ -82,7 +85,7 @@ enum options_order {
  * help CMD')"; -ENOMEM is said so too).
  */
 int options_parse(const struct options_help *h, const char *cmd, int argc, char **argv, enum options_order order,
-		  void *state, int *help);
+		  void *state);
 
 /* options_print_help - the whole help: head, the options of every set, tail. */
 void options_print_help(FILE *f, const struct options_help *h);

@@ -57,7 +57,7 @@ static const struct options_set sets[] = {{.entries = entries, .apply = apply}};
 static const struct options_help help = OPTIONS_HELP("HEAD\n", sets, 20, "TAIL\n");
 
 /* Run options_parse on the words (argv[0] included), stderr into err. */
-static int parse(char **argv, enum options_order order, struct state *s, int *asked, char *err, size_t errlen)
+static int parse(char **argv, enum options_order order, struct state *s, char *err, size_t errlen)
 {
 	int argc = 0, rc, saved = dup(STDERR_FILENO);
 	FILE *f = tmpfile();
@@ -68,7 +68,7 @@ static int parse(char **argv, enum options_order order, struct state *s, int *as
 	memset(s, 0, sizeof(*s));
 	fflush(stderr);
 	dup2(fileno(f), STDERR_FILENO);
-	rc = options_parse(&help, "test", argc, argv, order, s, asked);
+	rc = options_parse(&help, "test", argc, argv, order, s);
 	fflush(stderr);
 	dup2(saved, STDERR_FILENO);
 	close(saved);
@@ -84,11 +84,9 @@ static void anywhere(void **unused)
 	char *argv[] = {"test", "op1", "--value", "v", "op2", "-f", NULL};
 	char err[256];
 	struct state s;
-	int asked;
 
 	(void)unused;
-	assert_int_equal(parse(argv, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err)), 4);
-	assert_int_equal(asked, 0);
+	assert_int_equal(parse(argv, OPTIONS_ANYWHERE, &s, err, sizeof(err)), 4);
 	assert_int_equal(s.flag, 1);
 	assert_string_equal(s.value, "v");
 	/* the operands after the options, in their order */
@@ -101,10 +99,9 @@ static void dashdash_ends_options(void **unused)
 	char *argv[] = {"test", "-f", "--", "--value", NULL};
 	char err[256];
 	struct state s;
-	int asked;
 
 	(void)unused;
-	assert_int_equal(parse(argv, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err)), 3);
+	assert_int_equal(parse(argv, OPTIONS_ANYWHERE, &s, err, sizeof(err)), 3);
 	assert_int_equal(s.flag, 1);
 	assert_null(s.value);
 	assert_string_equal(argv[3], "--value");
@@ -115,11 +112,10 @@ static void until_operand(void **unused)
 	char *argv[] = {"test", "-f", "cmd", "--value", "x", "--help", NULL};
 	char err[256];
 	struct state s;
-	int asked;
 
 	(void)unused;
-	assert_int_equal(parse(argv, OPTIONS_UNTIL_OPERAND, &s, &asked, err, sizeof(err)), 2);
-	assert_int_equal(asked, 0); /* CMD's --help is CMD's */
+	/* CMD's --help is CMD's: 2, not OPTIONS_HELP_SHOWN */
+	assert_int_equal(parse(argv, OPTIONS_UNTIL_OPERAND, &s, err, sizeof(err)), 2);
 	assert_null(s.value);
 	assert_string_equal(argv[2], "cmd");
 }
@@ -131,14 +127,13 @@ static void errors_worded_once(void **unused)
 	char *bad[] = {"test", "--bad", "b", NULL};
 	char err[256];
 	struct state s;
-	int asked;
 
 	(void)unused;
-	assert_int_equal(parse(unknown, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err)), -1);
+	assert_int_equal(parse(unknown, OPTIONS_ANYWHERE, &s, err, sizeof(err)), -1);
 	assert_string_equal(err, "fsdpscope test: unknown option '--bogus' (see 'fsdpscope help test')\n");
-	assert_int_equal(parse(missing, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err)), -1);
+	assert_int_equal(parse(missing, OPTIONS_ANYWHERE, &s, err, sizeof(err)), -1);
 	assert_string_equal(err, "fsdpscope test: option '--value' needs a value (see 'fsdpscope help test')\n");
-	assert_int_equal(parse(bad, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err)), -1);
+	assert_int_equal(parse(bad, OPTIONS_ANYWHERE, &s, err, sizeof(err)), -1);
 	assert_string_equal(err, "fsdpscope test: --bad b: never right\n");
 }
 
@@ -159,7 +154,7 @@ static void help_printed(void **unused)
 	FILE *f = tmpfile();
 	struct state s;
 	size_t n;
-	int asked, saved = dup(STDOUT_FILENO);
+	int rc, saved = dup(STDOUT_FILENO);
 
 	(void)unused;
 	options_print_help(f, &help);
@@ -172,11 +167,11 @@ static void help_printed(void **unused)
 	assert_int_equal(ftruncate(fileno(f), 0), 0);
 	fflush(stdout);
 	dup2(fileno(f), STDOUT_FILENO);
-	parse(argv, OPTIONS_ANYWHERE, &s, &asked, err, sizeof(err));
+	rc = parse(argv, OPTIONS_ANYWHERE, &s, err, sizeof(err));
 	fflush(stdout);
 	dup2(saved, STDOUT_FILENO);
 	close(saved);
-	assert_int_equal(asked, 1);
+	assert_int_equal(rc, OPTIONS_HELP_SHOWN);
 	rewind(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	buf[n] = '\0';
