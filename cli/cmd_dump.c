@@ -8,6 +8,7 @@
 
 #include "cli/diagnosis.h"
 #include "collector/merge.h"
+#include "collector/session.h"
 #include "collector/source.h"
 #include "common/error.h"
 #include "common/record.h"
@@ -75,22 +76,16 @@ static const char dump_help_tail[] = "\n"
 				     "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
 
 struct dump {
-	sources_t *layer;   /* what each process is: ranks, strings, ends */
-	merge_t *merge;	    /* several traces: the merged reading, else NULL */
-	int learning;	    /* the first of two passes: feed the layer, print nothing */
-	int one_pass;	    /* not a regular file: feed and print as records come */
-	unsigned type_mask; /* bit per record type; 0 = all */
+	fss_session_t *session; /* the reading: its view is what each process is (ranks, strings, ends) */
+	const sources_t *layer; /* the session's view */
+	merge_t *merge;		/* several traces: the session's merged reading, else NULL */
+	int learning;		/* the first of two reads: the view learns, nothing is printed */
+	int one_pass;		/* not a regular file: the view learns and lines print as records come */
+	unsigned type_mask;	/* bit per record type; 0 = all */
 	int want_header;
 	int want_sources;
 	FILE *out;
 };
-
-static int32_t rank_of(const struct dump *d, uint32_t source)
-{
-	const struct source *s = sources_find(d->layer, source);
-
-	return s ? s->rank : FSS_RANK_UNKNOWN;
-}
 
 /* The key a field prints under: the envelope has "type", "source" and
  * "rank", so a record field of one of those names is renamed. */
@@ -153,20 +148,16 @@ static void print_field(struct dump *d, const struct fss_record_head *rec, const
 	}
 }
 
-static int on_record(void *ctx, const struct fss_record_head *rec)
+/* The session's tool: a record, after the view took it in (or on the second
+ * read, with the view of the whole trace). */
+static int on_record(void *ctx, const struct source *src, const struct fss_record_head *rec)
 {
 	struct dump *d = ctx;
 	const struct record_field *fields;
 	size_t n;
 
-	if (d->learning || d->one_pass) {
-		int err = sources_feed(d->layer, rec);
-
-		if (err)
-			return err;
-		if (d->learning)
-			return 0;
-	}
+	if (d->learning)
+		return 0;
 	if (d->type_mask && (rec->type >= 32 || !(d->type_mask & (1u << rec->type))))
 		return 0;
 	if (rec->source == FSS_SOURCE_NONE && !d->want_header && !d->type_mask)
@@ -178,7 +169,7 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 		return 0;
 	}
 	fprintf(d->out, "{\"type\":\"%s\",\"source\":%u,\"rank\":%d", record_type_name(rec->type), rec->source,
-		rank_of(d, rec->source));
+		src ? src->rank : FSS_RANK_UNKNOWN);
 	if (d->merge)
 		fprintf(d->out, ",\"node\":%zu", merge_current(d->merge));
 	for (size_t i = 0; i < n; i++)
@@ -187,6 +178,7 @@ static int on_record(void *ctx, const struct fss_record_head *rec)
 	return 0;
 }
 
+/* The session's tool: a trace's header. */
 static int on_header(void *ctx, const struct fss_file_header *h)
 {
 	struct dump *d = ctx;
@@ -274,44 +266,55 @@ static void print_sources(const struct dump *d)
 	}
 }
 
-/* Several traces (or a folder): one job's records, merged (merge.h). */
-static int dump_merged(struct dump *d, int argc, char **argv, int first)
+/*
+ * A view-only session over the n traces at paths with the dump as its
+ * tool (why: what failed). Returns 0, -ENOMEM, or the merge's error.
+ */
+static int dump_open(struct dump *d, const char *const *paths, size_t n, char *why, size_t whylen)
 {
-	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
-	const struct merge_node *nodes;
-	char **paths;
-	char err[512];
-	size_t n, nnodes;
-	int rc = EXIT_OK, err_rc;
+	const struct fss_session_tool tool = {.ctx = d, .on_header = on_header, .on_record = on_record};
+	const struct fss_session_options o = {.tool = &tool, .view_only = 1};
+	int rc = fss_session_new(&d->session, &o);
 
-	if (diagnosis_trace_args(argc, argv, first, "dump", &paths, &n))
-		return EXIT_USAGE;
-	if ((err_rc = merge_open(&d->merge, (const char *const *)paths, n, err, sizeof(err)))) {
-		fprintf(stderr, "fsdpscope dump: %s\n", err);
-		diagnosis_trace_args_free(paths, n);
-		return EXIT_USAGE;
+	if (!rc) {
+		rc = fss_session_open_files(d->session, paths, n, why, whylen);
+		d->layer = fss_session_view(d->session);
+		d->merge = fss_session_merge(d->session);
 	}
-	d->layer = sources_new(NULL, NULL);
-	if (!d->layer) {
-		fprintf(stderr, "fsdpscope dump: out of memory\n");
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	/* as for one trace: learn first, then print */
+	if (rc == -ENOMEM)
+		snprintf(why, whylen, "out of memory");
+	return rc;
+}
+
+/* The first of two reads: the view learns what each process is. Returns
+ * -ENOMEM, else 0 (a damaged trace stops both reads at the same places). */
+static int dump_learn(struct dump *d)
+{
+	int rc;
+
 	d->learning = 1;
-	err_rc = merge_read(d->merge, &ops, d);
+	rc = fss_session_read(d->session, 0);
 	d->learning = 0;
-	sources_finish(d->layer);
-	if (err_rc != -ENOMEM)
-		err_rc = merge_read(d->merge, &ops, d);
-	if (d->want_sources && err_rc != -ENOMEM)
-		print_sources(d);
-	output_flush();
-	if (err_rc == -ENOMEM) {
-		fprintf(stderr, "fsdpscope dump: out of memory\n");
-		rc = EXIT_USAGE;
-		goto out;
-	}
+	fss_session_end_view(d->session);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+static void dump_close(struct dump *d)
+{
+	fss_session_free(d->session);
+	d->session = NULL;
+	d->layer = NULL;
+	d->merge = NULL;
+}
+
+/* What each trace of a merged dump was, on stderr. Returns EXIT_OK, or
+ * EXIT_USAGE when one was not read whole. */
+static int dump_nodes_said(const struct dump *d)
+{
+	const struct merge_node *nodes;
+	size_t nnodes;
+	int rc = EXIT_OK;
+
 	nodes = merge_nodes(d->merge, &nnodes);
 	for (size_t k = 0; k < nnodes; k++) {
 		const struct trace_read_info *info = &nodes[k].info;
@@ -329,10 +332,39 @@ static int dump_merged(struct dump *d, int argc, char **argv, int first)
 				nodes[k].path, (unsigned long long)info->chunks);
 		rc = EXIT_USAGE;
 	}
-out:
-	sources_free(d->layer);
-	merge_free(d->merge);
-	d->merge = NULL;
+	return rc;
+}
+
+/* Several traces (or a folder): one job's records, merged (merge.h). */
+static int dump_merged(struct dump *d, int argc, char **argv, int first)
+{
+	char **paths;
+	char err[512];
+	size_t n;
+	int rc, err_rc;
+
+	if (diagnosis_trace_args(argc, argv, first, "dump", &paths, &n))
+		return EXIT_USAGE;
+	if (dump_open(d, (const char *const *)paths, n, err, sizeof(err))) {
+		fprintf(stderr, "fsdpscope dump: %s\n", err);
+		dump_close(d);
+		diagnosis_trace_args_free(paths, n);
+		return EXIT_USAGE;
+	}
+	/* as for one trace: learn first, then print */
+	err_rc = dump_learn(d);
+	if (!err_rc)
+		err_rc = fss_session_reread(d->session);
+	if (d->want_sources && err_rc != -ENOMEM)
+		print_sources(d);
+	output_flush();
+	if (err_rc == -ENOMEM) {
+		fprintf(stderr, "fsdpscope dump: out of memory\n");
+		rc = EXIT_USAGE;
+	} else {
+		rc = dump_nodes_said(d);
+	}
+	dump_close(d);
 	diagnosis_trace_args_free(paths, n);
 	return rc;
 }
@@ -384,9 +416,9 @@ const struct options_help cmd_dump_help = OPTIONS_HELP(dump_help_head, dump_sets
 
 int cmd_dump(int argc, char **argv)
 {
-	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
 	struct trace_read_info info = {0};
+	char why[64];
 	int err, first;
 
 	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d);
@@ -402,9 +434,9 @@ int cmd_dump(int argc, char **argv)
 		if (argc - first > 1 || (stat(argv[first], &st) == 0 && S_ISDIR(st.st_mode)))
 			return dump_merged(&d, argc, argv, first);
 	}
-	d.layer = sources_new(NULL, NULL);
-	if (!d.layer) {
-		fprintf(stderr, "fsdpscope dump: out of memory\n");
+	if (dump_open(&d, (const char *const *)&argv[first], 1, why, sizeof(why))) {
+		fprintf(stderr, "fsdpscope dump: %s\n", why);
+		dump_close(&d);
 		return EXIT_USAGE;
 	}
 	{
@@ -413,27 +445,21 @@ int cmd_dump(int argc, char **argv)
 		/* A pipe can be read only once: print as the records come. */
 		d.one_pass = stat(argv[first], &st) == 0 && !S_ISREG(st.st_mode);
 	}
-	err = 0;
-	if (!d.one_pass) {
-		/* The first pass only learns; the second prints and says what the
-		 * file was (a damaged one stops both at the same places). */
-		d.learning = 1;
-		err = trace_read(argv[first], &ops, &d, NULL);
-		d.learning = 0;
-		sources_finish(d.layer);
-		if (err != -ENOMEM)
-			err = 0;
-	}
-	if (!err)
-		err = trace_read(argv[first], &ops, &d, &info);
-	else
+	/* The first read only learns; the second prints and says what the file
+	 * was. A pipe is read once: the view learns as the lines print. */
+	err = d.one_pass ? 0 : dump_learn(&d);
+	if (!err) {
+		err = d.one_pass ? fss_session_read(d.session, 0) : fss_session_reread(d.session);
+		info = *fss_session_read_info(d.session);
+	} else {
 		snprintf(info.message, sizeof(info.message), "%s", fss_strerror(err));
+	}
 	if (d.one_pass)
-		sources_finish(d.layer);
+		fss_session_end_view(d.session);
 	if (d.want_sources && err != -ENOENT && err != -EACCES && err != -EISDIR && err != -ENOMEM)
 		print_sources(&d);
 	output_flush();
-	sources_free(d.layer);
+	dump_close(&d);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[first], fss_strerror(err));
 		return EXIT_USAGE;
