@@ -20,7 +20,10 @@
  * A record is decoded once, by the view; everything after it reads the
  * view's struct source. The input is a small vtable (struct
  * fss_session_input): a trace file or several read from disk
- * (fss_session_open_files: trace_read, or merge_read for a job's nodes),
+ * (fss_session_open_files: trace_read, or merge_read for a job's nodes;
+ * the input keeps each read's info, which analyze_traces turns into the
+ * result's trace end and gaps for lint, report and ledger; dump reads the
+ * files twice, view-only, the second time to its tool alone),
  * or a live ingest (fss_session_open_ingest: agent connections and
  * per-rank files, collector/ingest.h, whose output is fed to the session's
  * view by the ingest itself). The diagnosis (the rules on an analysis
