@@ -13,7 +13,6 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_steady.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
-  ${CMAKE_CURRENT_LIST_DIR}/analyze_traces.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c

@@ -26,7 +26,7 @@
  *   analyze_structure.c  the result's counts, units, reshard, gathers, ledger, sizes
  *   analyze_exposure.c   the result's exposure section
  *   analyze_note.c       the result's notes
- *   analyze_traces.c     reading trace files: one, or several as one job
+ *   analyze_traces.c     reading trace files (the session library, fss_session)
  *   analysis_names.c     option defaults and the report's names
  */
 #include <errno.h>

@@ -166,7 +166,9 @@ void analyzer_on_step(analyzer_t *a, analysis_step_fn fn, void *ctx);
  * ends inside a chunk (a killed writer) or at a damaged chunk is analysed up
  * to there (result->trace.truncated = 1). Returns 0 with *out set, or a
  * negative errno / FSS_E_* (common/error.h) with a message in err when
- * errlen > 0: the file is not a trace, or cannot be read.
+ * errlen > 0: the file is not a trace, or cannot be read. Defined in the
+ * session library (collector/analyze_traces.c, fss_session): it reads the
+ * file through a session.
  */
 int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
 		  size_t errlen);

@@ -1,10 +1,13 @@
 /*
  * analyze_traces.c - the analysis of trace files: one (analyze.h's
- * analyze_trace), or several read as one job (analyze_traces.h).
+ * analyze_trace), or several read as one job (analyze_traces.h), on a
+ * session over the files (collector/session.h), whose input keeps what
+ * each read says of its file for the result's trace end and gaps.
  */
 #include "collector/analyze_traces.h"
 
 #include "collector/analyze.h"
+#include "collector/session.h"
 #include "common/error.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
@@ -12,29 +15,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-struct traces_ctx {
-	analyzer_t *analyzer;
-	uint32_t keep_flags, keep_steps; /* over every header so far */
-};
-
-static int traces_on_header(void *ctx, const struct fss_file_header *h)
-{
-	struct traces_ctx *t = ctx;
-
-	/* A trace that kept part of its steps makes the job's reading partial
-	 * too: the union of the policies. */
-	t->keep_flags |= h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY);
-	if (h->keep_steps && (!t->keep_steps || h->keep_steps < t->keep_steps))
-		t->keep_steps = h->keep_steps;
-	analyzer_set_keep(t->analyzer, t->keep_flags, t->keep_steps);
-	return 0;
-}
-
-static int traces_on_record(void *ctx, const struct fss_record_head *rec)
-{
-	return analyzer_feed(((struct traces_ctx *)ctx)->analyzer, rec);
-}
 
 /* How bad an end is, for "the worst trace's". */
 static int end_rank(enum trace_end end)
@@ -111,85 +91,36 @@ static void result_set_reads(struct analysis_result *r, const struct merge_node 
 	r->trace.end = end_name(worst);
 }
 
-static int on_record(void *ctx, const struct fss_record_head *rec)
+/* One trace: analysed when it is one; err as the reader words the file. */
+static int finish_one(fss_session_t *s, int rc, struct analysis_result **out, char *err, size_t errlen)
 {
-	return analyzer_feed(ctx, rec);
-}
+	const struct trace_read_info *info = fss_session_read_info(s);
 
-static int on_header(void *ctx, const struct fss_file_header *h)
-{
-	analyzer_set_keep(ctx, h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), h->keep_steps);
-	return 0;
-}
-
-int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
-		  size_t errlen)
-{
-	*out = NULL;
-	analyzer_t *a;
-	int rc = analyzer_new(&a, opts);
-	if (rc < 0) {
-		if (errlen)
-			snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
-	struct trace_read_info info;
-	rc = trace_read(path, &ops, a, &info);
-	if (info.input != TRACE_INPUT_TRACE) {
+	if (info->input != TRACE_INPUT_TRACE) {
 		/* Empty, not a trace, an unreadable header, no records: nothing to
 		 * analyse, and the reader's words say what the file is. */
 		if (rc >= 0)
 			rc = FSS_E_NOT_TRACE;
-	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
+	} else {
 		/* Cut short, not closed by its writer, or damaged stretches
 		 * skipped: analysed, and said to be incomplete. */
-		analyzer_set_truncated(a);
-		rc = 0;
+		rc = fss_session_finish_analysis(s, rc, out);
 	}
 	if (rc == 0)
-		rc = analyzer_finish(a, out);
-	if (rc == 0)
-		result_set_read(*out, &info);
+		result_set_read(*out, info);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
-	analyzer_free(a);
+		snprintf(err, errlen, "%s", info->message[0] ? info->message : fss_strerror(rc));
 	return rc;
 }
 
-int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
-		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen)
+/* Several traces: err names the first whose read failed. */
+static int finish_job(fss_session_t *s, int rc, struct analysis_result **out, char *err, size_t errlen)
 {
-	struct traces_ctx t = {0};
-	struct trace_parser_ops ops = {.on_header = traces_on_header, .on_record = traces_on_record};
-	const struct merge_node *nodes;
 	size_t nnodes;
-	merge_t *m = NULL;
-	int rc;
+	const struct merge_node *nodes = merge_nodes(fss_session_merge(s), &nnodes);
 
-	*out = NULL;
-	*merge = NULL;
-	if (n == 1)
-		return analyze_trace(paths[0], opts, out, err, errlen);
-	rc = merge_open(&m, paths, n, err, errlen);
-	if (rc)
-		return rc;
-	rc = analyzer_new(&t.analyzer, opts);
-	if (rc < 0) {
-		if (errlen)
-			snprintf(err, errlen, "out of memory");
-		merge_free(m);
-		return rc;
-	}
-	rc = merge_read(m, &ops, &t);
-	nodes = merge_nodes(m, &nnodes);
-	if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
-		/* a trace cut short or damaged: analysed, and said to be incomplete */
-		analyzer_set_truncated(t.analyzer);
-		rc = 0;
-	}
-	if (rc == 0)
-		rc = analyzer_finish(t.analyzer, out);
+	/* a trace cut short or damaged: analysed, and said to be incomplete */
+	rc = fss_session_finish_analysis(s, rc, out);
 	if (rc == 0)
 		result_set_reads(*out, nodes, nnodes);
 	if (rc < 0 && errlen) {
@@ -206,11 +137,39 @@ int analyze_traces(const char *const *paths, size_t n, const struct analysis_opt
 			}
 		snprintf(err, errlen, "%s%s%s", path, path[0] ? ": " : "", why);
 	}
-	analyzer_free(t.analyzer);
-	if (rc) {
-		merge_free(m);
+	return rc;
+}
+
+int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
+		  size_t errlen)
+{
+	merge_t *merge = NULL;
+
+	return analyze_traces(&path, 1, opts, out, &merge, err, errlen);
+}
+
+int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
+		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen)
+{
+	struct fss_session_options o = {.analysis = opts};
+	fss_session_t *s;
+	int rc;
+
+	*out = NULL;
+	*merge = NULL;
+	rc = fss_session_new(&s, &o);
+	if (rc < 0) {
+		if (errlen)
+			snprintf(err, errlen, "out of memory");
 		return rc;
 	}
-	*merge = m;
-	return 0;
+	rc = fss_session_open_files(s, paths, n, err, errlen);
+	if (rc == 0) {
+		rc = fss_session_read(s, 0);
+		rc = n == 1 ? finish_one(s, rc, out, err, errlen) : finish_job(s, rc, out, err, errlen);
+	}
+	if (rc == 0 && n > 1)
+		*merge = fss_session_release_merge(s);
+	fss_session_free(s);
+	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * analyze_traces.h - the diagnosis of one job from several traces (one per
- * node), merged as collector/merge.h reads them.
+ * node), merged as collector/merge.h reads them. Part of the session
+ * library (fss_session): the files are read through a session.
  */
 #ifndef FSS_COLLECTOR_ANALYZE_TRACES_H
 #define FSS_COLLECTOR_ANALYZE_TRACES_H

@@ -1,5 +1,5 @@
 # collector/merge.cmake: several traces (one per node) read as one job
-# (merge*.c, in the collector library; analyze_traces.c, in the analysis
+# (merge*.c, in the collector library; analyze_traces.c, in the session
 # library, analyses them together). Included from collector/CMakeLists.txt
 # after the analysis.
 target_sources(fss_collector PRIVATE ${CMAKE_CURRENT_LIST_DIR}/merge.c ${CMAKE_CURRENT_LIST_DIR}/merge_align.c

@@ -248,6 +248,16 @@ int fss_session_take(fss_session_t *s, const struct fss_record_head *rec)
 	return rc ? rc : tool_and_steps(s, rec, src);
 }
 
+int fss_session_tool_take(fss_session_t *s, const struct fss_record_head *rec)
+{
+	return tool_record(s, rec, rec->source == FSS_SOURCE_NONE ? NULL : sources_find(s->view, rec->source));
+}
+
+int fss_session_tool_header(fss_session_t *s, const struct fss_file_header *h)
+{
+	return s->tool.on_header ? s->tool.on_header(s->tool.ctx, h) : 0;
+}
+
 int fss_session_after_view(fss_session_t *s, const struct fss_record_head *rec, const struct source *src,
 			   int *leave_out)
 {
@@ -273,7 +283,8 @@ int fss_session_take_header(fss_session_t *s, const struct fss_file_header *h)
 	s->keep_flags |= h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY);
 	if (h->keep_steps && (!s->keep_steps || h->keep_steps < s->keep_steps))
 		s->keep_steps = h->keep_steps;
-	analyzer_set_keep(s->an, s->keep_flags, s->keep_steps);
+	if (s->an)
+		analyzer_set_keep(s->an, s->keep_flags, s->keep_steps);
 	return s->tool.on_header ? s->tool.on_header(s->tool.ctx, h) : 0;
 }
 
@@ -294,11 +305,13 @@ int fss_session_new(fss_session_t **out, const struct fss_session_options *o)
 	s->view = sources_new(&session_view_ops, s);
 	if (!s->view)
 		goto fail;
-	err = analyzer_new_on(&s->an, o->analysis, s->view);
-	if (err)
-		goto fail;
-	s->tl = analyzer_timeline(s->an);
-	analyzer_on_step(s->an, on_step, s);
+	if (!o->view_only) {
+		err = analyzer_new_on(&s->an, o->analysis, s->view);
+		if (err)
+			goto fail;
+		s->tl = analyzer_timeline(s->an);
+		analyzer_on_step(s->an, on_step, s);
+	}
 	if (o->live) {
 		err = live_new(&s->live);
 		if (!err)
@@ -370,7 +383,7 @@ int fss_session_diagnose(fss_session_t *s)
 	struct analysis_result *r = NULL;
 	int rc;
 
-	if (!s->diagnose)
+	if (!s->diagnose || !s->an)
 		return 0;
 	rc = analyzer_snapshot(s->an, &r);
 	if (rc == 0)
@@ -399,7 +412,7 @@ void fss_session_tick(fss_session_t *s)
 	if (!s->live || s->live_error)
 		return;
 	now = clock_mono_ms();
-	if (s->diagnose && !s->analysis_error && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS &&
+	if (s->diagnose && s->an && !s->analysis_error && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS &&
 	    (s->steps != s->steps_diagnosed || s->flight_pending || live_in_flight(s->live))) {
 		diagnose_live(s);
 		s->steps_diagnosed = s->steps;
@@ -418,6 +431,8 @@ void fss_session_tick(fss_session_t *s)
 int fss_session_finish_analysis(fss_session_t *s, int read_rc, struct analysis_result **out)
 {
 	*out = NULL;
+	if (!s->an)
+		return -EINVAL;
 	if (read_rc == FSS_E_TRUNCATED || read_rc == FSS_E_CORRUPT)
 		analyzer_set_truncated(s->an);
 	else if (read_rc)
@@ -452,6 +467,11 @@ live_board_t *fss_session_board(fss_session_t *s)
 analyzer_t *fss_session_analyzer(fss_session_t *s)
 {
 	return s->an;
+}
+
+void fss_session_end_view(fss_session_t *s)
+{
+	sources_finish(s->view);
 }
 
 const sources_t *fss_session_view(const fss_session_t *s)

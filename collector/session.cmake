@@ -3,6 +3,7 @@
 # analyzer, the live state, the keeper. Included from collector/CMakeLists.txt
 # after keep.cmake (it uses them all).
 add_library(fss_session STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_traces.c
   ${CMAKE_CURRENT_LIST_DIR}/session.c
   ${CMAKE_CURRENT_LIST_DIR}/session_files.c
   ${CMAKE_CURRENT_LIST_DIR}/session_ingest.c

@@ -20,7 +20,10 @@
  * A record is decoded once, by the view; everything after it reads the
  * view's struct source. The input is a small vtable (struct
  * fss_session_input): a trace file or several read from disk
- * (fss_session_open_files: trace_read, or merge_read for a job's nodes),
+ * (fss_session_open_files: trace_read, or merge_read for a job's nodes;
+ * the input keeps each read's info, which analyze_traces turns into the
+ * result's trace end and gaps for lint, report and ledger; dump reads the
+ * files twice, view-only, the second time to its tool alone),
  * or a live ingest (fss_session_open_ingest: agent connections and
  * per-rank files, collector/ingest.h, whose output is fed to the session's
  * view by the ingest itself). The diagnosis (the rules on an analysis
@@ -53,9 +56,11 @@
 #include "collector/ingest.h"
 #include "collector/keep.h"
 #include "collector/live.h"
+#include "collector/merge.h"
 #include "collector/source.h"
 #include "common/record.h"
 #include "common/trace_format.h"
+#include "common/trace_parser.h"
 
 typedef struct fss_session fss_session_t;
 
@@ -101,6 +106,7 @@ struct fss_session_options {
 	fss_session_diagnose_fn diagnose;	 /* NULL: no diagnosis (snapshots are not taken) */
 	void *diagnose_ctx;
 	const struct fss_session_tool *tool; /* copied; NULL: none */
+	int view_only;			     /* the view alone, no analyzer: a reader that prints records (dump) */
 };
 
 /* A session's input: a reader of records. */
@@ -136,6 +142,38 @@ int fss_session_set_input(fss_session_t *s, const struct fss_session_input *ops,
  * Returns 0, or a negative errno / FSS_E_* (nothing attached).
  */
 int fss_session_open_files(fss_session_t *s, const char *const *paths, size_t n, char *err, size_t errlen);
+
+/*
+ * fss_session_read_info - how the latest read of a one-file input ended
+ * (trace_read's info: what the file is, its end, the stretches skipped);
+ * NULL for another input or before a read.
+ */
+const struct trace_read_info *fss_session_read_info(const fss_session_t *s);
+
+/*
+ * fss_session_merge - the merge of a several-file input (merge_nodes: each
+ * trace's path, read result and info; merge_current during a read), NULL
+ * for another input. Borrowed: the session's until fss_session_free.
+ */
+merge_t *fss_session_merge(fss_session_t *s);
+
+/* fss_session_release_merge - as fss_session_merge, but now the caller's
+ * (merge_free): the input has no merge afterwards and reads nothing more. */
+merge_t *fss_session_release_merge(fss_session_t *s);
+
+/*
+ * fss_session_reread - read a file input again, to the tool alone: the
+ * view is not fed (it holds the whole trace from the first read), each
+ * record reaches the tool with the view's source of it, each header its
+ * on_header. For a reader that prints every record with what the whole
+ * trace says of its source (dump). Returns as fss_session_read; -EINVAL
+ * without a file input.
+ */
+int fss_session_reread(fss_session_t *s);
+
+/* fss_session_end_view - no more records: NVTX ranges still waiting for
+ * their strings count as dropped in the view (sources_finish). */
+void fss_session_end_view(fss_session_t *s);
 
 /*
  * fss_session_read - pump the input once: for files, read them to their
@@ -212,7 +250,8 @@ int fss_session_diagnose(fss_session_t *s);
  * afterwards. read_rc is
  * how the input ended: FSS_E_TRUNCATED or FSS_E_CORRUPT mark the result
  * truncated, another error is returned as it is. Returns 0, that error, or
- * the analysis' (an earlier failure of the streamed analysis included).
+ * the analysis' (an earlier failure of the streamed analysis included);
+ * -EINVAL for a view-only session.
  */
 int fss_session_finish_analysis(fss_session_t *s, int read_rc, struct analysis_result **out);
 

@@ -1,8 +1,9 @@
 /*
  * session_files.c - a session's input of trace files read from disk: one
- * through the parser (trace_read), several as one job through the merge
- * (merge_read: clocks aligned), every record handed to the session's
- * pipeline as lint reads it.
+ * through the parser (trace_read, its info kept for what the file was),
+ * several as one job through the merge (merge_read: clocks aligned; the
+ * merge keeps each trace's read), every record handed to the session's
+ * pipeline as lint reads it, or to the tool alone on a second read.
  */
 #include "collector/session_internal.h"
 
@@ -15,7 +16,9 @@
 struct files_input {
 	const char *const *paths; /* borrowed */
 	size_t npaths;
-	merge_t *merge; /* several traces */
+	merge_t *merge;		     /* several traces */
+	struct trace_read_info info; /* one trace: its latest read */
+	int read;		     /* a read has filled info */
 };
 
 static int files_on_header(void *ctx, const struct fss_file_header *h)
@@ -28,15 +31,33 @@ static int files_on_record(void *ctx, const struct fss_record_head *rec)
 	return fss_session_take(ctx, rec);
 }
 
+static int files_tool_header(void *ctx, const struct fss_file_header *h)
+{
+	return fss_session_tool_header(ctx, h);
+}
+
+static int files_tool_record(void *ctx, const struct fss_record_head *rec)
+{
+	return fss_session_tool_take(ctx, rec);
+}
+
+/* Read the files once through ops. */
+static int files_read(struct files_input *in, fss_session_t *s, const struct trace_parser_ops *ops)
+{
+	if (in->merge)
+		return merge_read(in->merge, ops, s);
+	if (in->npaths > 1)
+		return -EINVAL; /* the merge was handed to the caller */
+	in->read = 1;
+	return trace_read(in->paths[0], ops, s, &in->info);
+}
+
 static int files_pump(void *impl, fss_session_t *s, int timeout_ms)
 {
-	struct files_input *in = impl;
-	struct trace_parser_ops ops = {.on_header = files_on_header, .on_record = files_on_record};
+	static const struct trace_parser_ops ops = {.on_header = files_on_header, .on_record = files_on_record};
 
 	(void)timeout_ms;
-	if (in->merge)
-		return merge_read(in->merge, &ops, s);
-	return trace_read(in->paths[0], &ops, s, NULL);
+	return files_read(impl, s, &ops);
 }
 
 static void files_free(void *impl)
@@ -77,4 +98,42 @@ int fss_session_open_files(fss_session_t *s, const char *const *paths, size_t n,
 		}
 	}
 	return fss_session_set_input(s, &files_ops, in);
+}
+
+/* The session's file input, NULL for another. */
+static struct files_input *files_of(const fss_session_t *s)
+{
+	return s->input_ops == &files_ops ? s->input : NULL;
+}
+
+int fss_session_reread(fss_session_t *s)
+{
+	static const struct trace_parser_ops ops = {.on_header = files_tool_header, .on_record = files_tool_record};
+	struct files_input *in = files_of(s);
+
+	return in ? files_read(in, s, &ops) : -EINVAL;
+}
+
+const struct trace_read_info *fss_session_read_info(const fss_session_t *s)
+{
+	const struct files_input *in = files_of(s);
+
+	return in && in->read ? &in->info : NULL;
+}
+
+merge_t *fss_session_merge(fss_session_t *s)
+{
+	struct files_input *in = files_of(s);
+
+	return in ? in->merge : NULL;
+}
+
+merge_t *fss_session_release_merge(fss_session_t *s)
+{
+	struct files_input *in = files_of(s);
+	merge_t *m = in ? in->merge : NULL;
+
+	if (in)
+		in->merge = NULL;
+	return m;
 }

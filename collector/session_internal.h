@@ -53,4 +53,12 @@ struct fss_session {
 int fss_session_after_view(fss_session_t *s, const struct fss_record_head *rec, const struct source *src,
 			   int *leave_out);
 
+/*
+ * fss_session_tool_take / fss_session_tool_header - a record (a header) of
+ * a second read, to the tool alone (fss_session_reread): the view holds it
+ * already. 0 or the tool's value.
+ */
+int fss_session_tool_take(fss_session_t *s, const struct fss_record_head *rec);
+int fss_session_tool_header(fss_session_t *s, const struct fss_file_header *h);
+
 #endif

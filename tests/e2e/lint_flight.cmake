@@ -7,7 +7,7 @@ if(TARGET fss_rules AND TARGET lint_gen_trace)
     ${PROJECT_SOURCE_DIR}/cli/report_json.c ${PROJECT_SOURCE_DIR}/cli/report_sources.c
     ${PROJECT_SOURCE_DIR}/cli/report_nodes.c)
   target_include_directories(flight_report PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(flight_report PRIVATE fss_rules fss_collector fss_common)
+  target_link_libraries(flight_report PRIVATE fss_session fss_rules fss_collector fss_common)
   add_test(NAME flight_report_test
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/flight_report_test.sh $<TARGET_FILE:fsdpscope>
       $<TARGET_FILE:lint_gen_trace> $<TARGET_FILE:flight_report>

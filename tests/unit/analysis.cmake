@@ -4,7 +4,7 @@ if(TARGET fss_analysis)
   foreach(t steps units overlap ledger reshard trace phases roles trust)
     fss_unit_test(NAME analysis_${t}_test
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_${t}_test.c
-      LIBS fss_analysis fss_common TIMEOUT 180)
+      LIBS fss_session fss_analysis fss_common TIMEOUT 180)
   endforeach()
   foreach(t trace trust)
     if(TARGET analysis_${t}_test)

@@ -7,7 +7,7 @@
 if(TARGET fss_rules AND TARGET fss_metrics)
   fss_unit_test(NAME attach_readers_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/attach_readers_test.c
-    LIBS fss_rules fss_metrics fss_live fss_analysis fss_common TIMEOUT 60)
+    LIBS fss_session fss_rules fss_metrics fss_live fss_analysis fss_common TIMEOUT 60)
 endif()
 if(TARGET attach_readers_test AND TARGET fsdpscope)
   add_test(NAME attach_readers_e2e

@@ -4,5 +4,5 @@
 if(TARGET fss_attach_core AND TARGET fss_analysis)
   fss_unit_test(NAME attach_records_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/attach_records_test.c
-    LIBS fss_attach_core fss_analysis fss_common TIMEOUT 120)
+    LIBS fss_attach_core fss_session fss_analysis fss_common TIMEOUT 120)
 endif()

@@ -5,6 +5,6 @@ fss_unit_test(NAME source_test SOURCES unit/source_test.c LIBS fss_analysis fss_
 # collector/ingest as a live session uses it: the record callback, acks, one source per process
 # across sinks (tests/unit/ingest_live_test.c), rotation, TCP keys.
 if(TARGET fss_analysis)
-  fss_unit_test(NAME ingest_live_test SOURCES unit/ingest_live_test.c LIBS fss_analysis fss_collector fss_common
+  fss_unit_test(NAME ingest_live_test SOURCES unit/ingest_live_test.c LIBS fss_session fss_analysis fss_collector fss_common
     TIMEOUT 60)
 endif()

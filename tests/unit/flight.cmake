@@ -3,7 +3,7 @@
 if(TARGET fss_analysis)
   fss_unit_test(NAME flight_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/flight_test.c
-    LIBS fss_analysis fss_common TIMEOUT 120)
+    LIBS fss_session fss_analysis fss_common TIMEOUT 120)
 endif()
 
 # The GPU case with the agent's own CUPTI code (agent/cupti.c, with doubles

@@ -2,7 +2,7 @@
 if(TARGET fss_live)
   fss_unit_test(NAME live_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/live_test.c ${CMAKE_CURRENT_LIST_DIR}/analysis_synth.c
-    LIBS fss_live fss_analysis fss_common TIMEOUT 180)
+    LIBS fss_session fss_live fss_analysis fss_common TIMEOUT 180)
 endif()
 # The live view's field tables (collector/live_fields.h) against docs/live-schema.json.
 if(TARGET fss_live)

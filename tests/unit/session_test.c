@@ -248,13 +248,99 @@ static void test_ingest_as_lint(void **state)
 	rmdir(dir);
 }
 
+/* A view-only session (dump's): no analyzer, and a second read reaches the
+ * tool alone, with the view of the whole trace unchanged. */
+static void test_view_only_reread(void **state)
+{
+	char path[512];
+	const char *paths[1] = {path};
+	struct counts c;
+	struct fss_session_tool tool = counting_tool(&c);
+	struct fss_session_options o = {.tool = &tool, .view_only = 1};
+	struct analysis_result *r = NULL;
+	const struct trace_read_info *info;
+	uint64_t records = 0, hellos, collectives, others;
+	fss_session_t *s;
+	char err[256];
+	int rc;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/%s", FSS_GOLDEN_DIR, "cut.fss");
+	assert_int_equal(fss_session_new(&s, &o), 0);
+	assert_int_equal(fss_session_reread(s), -EINVAL);
+	assert_null(fss_session_read_info(s));
+	assert_int_equal(fss_session_open_files(s, paths, 1, err, sizeof(err)), 0);
+	assert_null(fss_session_merge(s));
+	rc = fss_session_read(s, 0);
+	info = fss_session_read_info(s);
+	assert_non_null(info);
+	assert_int_equal(info->input, TRACE_INPUT_TRACE);
+	assert_int_equal(rc, FSS_E_TRUNCATED);
+	fss_session_end_view(s);
+	for (size_t i = 0; i < sources_count(fss_session_view(s)); i++)
+		records += sources_at(fss_session_view(s), i)->records;
+	hellos = c.hellos;
+	collectives = c.collectives;
+	others = c.others;
+	assert_int_equal(c.steps, 0);
+	assert_int_equal(fss_session_reread(s), rc);
+	assert_int_equal(c.hellos, 2 * hellos);
+	assert_int_equal(c.collectives, 2 * collectives);
+	assert_int_equal(c.others, 2 * others);
+	for (size_t i = 0; i < sources_count(fss_session_view(s)); i++)
+		records -= sources_at(fss_session_view(s), i)->records;
+	assert_int_equal(records, 0);
+	assert_int_equal(fss_session_finish_analysis(s, 0, &r), -EINVAL);
+	assert_null(r);
+	fss_session_free(s);
+}
+
+/* Several traces: the input keeps the merge (each node's read), which the
+ * caller may take over; analyze_traces says the same of the job. */
+static void test_files_job(void **state)
+{
+	char a[512], b[512];
+	const char *paths[2] = {a, b};
+	struct fss_session_options o = {0};
+	struct analysis_result *r = NULL, *lint = NULL;
+	const struct merge_node *nodes;
+	merge_t *merge = NULL, *m;
+	fss_session_t *s;
+	size_t n;
+	char err[256];
+	int rc;
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s/%s", FSS_GOLDEN_DIR, "node-a.fss");
+	snprintf(b, sizeof(b), "%s/%s", FSS_GOLDEN_DIR, "node-b.fss");
+	assert_int_equal(fss_session_new(&s, &o), 0);
+	assert_int_equal(fss_session_open_files(s, paths, 2, err, sizeof(err)), 0);
+	rc = fss_session_read(s, 0);
+	assert_null(fss_session_read_info(s));
+	nodes = merge_nodes(fss_session_merge(s), &n);
+	assert_int_equal(n, 2);
+	assert_string_equal(nodes[1].path, b);
+	assert_int_equal(fss_session_finish_analysis(s, rc, &r), 0);
+	assert_int_equal(analyze_traces(paths, 2, NULL, &lint, &merge, err, sizeof(err)), 0);
+	assert_non_null(merge);
+	assert_same_analysis(lint, r);
+	m = fss_session_release_merge(s);
+	assert_non_null(m);
+	assert_null(fss_session_merge(s));
+	assert_int_equal(fss_session_reread(s), -EINVAL);
+	merge_free(m);
+	merge_free(merge);
+	analysis_result_free(r);
+	analysis_result_free(lint);
+	fss_session_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_files_linear),
-	    cmocka_unit_test(test_files_block),
-	    cmocka_unit_test(test_files_cut),
-	    cmocka_unit_test(test_ingest_as_lint),
+	    cmocka_unit_test(test_files_linear),     cmocka_unit_test(test_files_block),
+	    cmocka_unit_test(test_files_cut),	     cmocka_unit_test(test_ingest_as_lint),
+	    cmocka_unit_test(test_view_only_reread), cmocka_unit_test(test_files_job),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
