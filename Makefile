@@ -7,7 +7,7 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
-FUZZ_SECONDS ?= 30
+FUZZ_PERCENT ?= 100
 
 .PHONY: all setup build build-san test test-main test-san demo clean
 
@@ -21,10 +21,11 @@ build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Sanitizer build (clang, address + undefined) with the libFuzzer targets.
+# Sanitizer build (clang, address + undefined) with the libFuzzer targets
+# (FUZZ_PERCENT scales the mutations their smoke tests make).
 build-san: setup
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DFSS_SANITIZE=ON \
-	  -DFSS_FUZZ=ON -DFSS_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_ARGS) >/dev/null
+	  -DFSS_FUZZ=ON -DFSS_FUZZ_PERCENT=$(FUZZ_PERCENT) $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 
 test-main: build
