@@ -6,7 +6,7 @@ set(FSS_FUZZ_PERCENT 100 CACHE STRING "The fuzz smoke tests' mutations, in perce
 
 # fss_fuzz_smoke(TARGET target RUNS n [FLAGS flag...])
 # The test <target>_smoke: the corpus, then n mutations (scaled by
-# FSS_FUZZ_PERCENT); n is about ten seconds of the target in a sanitizer build.
+# FSS_FUZZ_PERCENT); n is five to ten seconds of the target in a sanitizer build.
 # New inputs go to a scratch folder in the build tree, emptied first, never
 # into the committed corpus.
 function(fss_fuzz_smoke)
@@ -30,5 +30,5 @@ elseif(FSS_FUZZ)
   target_compile_options(trace_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_options(trace_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_libraries(trace_fuzz PRIVATE fss_common)
-  fss_fuzz_smoke(TARGET trace_fuzz RUNS 15000)
+  fss_fuzz_smoke(TARGET trace_fuzz RUNS 10000)
 endif()
