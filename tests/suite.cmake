@@ -47,13 +47,10 @@ fss_suite_regular_only(
   fsdp_ref_e2e_bitwise)
 
 fss_suite_cost(
-  top_feed_test 195 live_test 166 attach_e2e_detach 149 attach_e2e_all 121
-  nccl_cpu_test 111 attach_e2e_twice 111 run_e2e_fsdp_ref_n4 100
-  attach_e2e_fsdp_4_linear 89 attach_e2e_launcher 68 attach_e2e_fsdp_4_block 64
+  top_feed_test 195 live_test 166 attach_e2e_detach 149 nccl_cpu_test 111
+  attach_e2e_twice 111 attach_e2e_fsdp_4_linear 89 attach_e2e_fsdp_4_block 64
   attach_e2e_fsdp_3_linear 64 fsdp_ref_e2e_bitwise 51 attach_e2e_fsdp_3_block 51
-  keep_test 49 run_e2e_fsdp_ref_n1 48 viewer_test 41 top_cli_test 40 lint_test 34
-  run_e2e_fsdp_ref_n2 33 accuracy_test 30
-  fsdp_ref_e2e_memory 27)
+  keep_test 49 viewer_test 41 lint_test 34 accuracy_test 30 fsdp_ref_e2e_memory 27)
 
 # attach --all attaches to every process that maps libnccl, the other tests'
 # fsdp_ref jobs too (which then make its trace's lint say "incomplete"): it
