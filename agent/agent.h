@@ -14,7 +14,10 @@
  *                the only file that knows every module
  *   producers    nccl_wrap.c (NCCL API), nvtx.c (NVTX injection),
  *                cupti.c / cupti_none.c (GPU activity)
- *   sender.c     the sender thread: socket sink, file sink, dormant mode
+ *   sender       sender.c (the thread), sender_socket.c (socket sink,
+ *                dormant mode), sender_file.c (file sink), sender_begin.c
+ *                (a new sink's first records), sender_retention.c (kept
+ *                until acked), sender_failover.c (one sink for another)
  *   core         agent.c (state, environment, activation, hello), emit.c
  *                (ring, counters), strings.c (interning), comms.c
  *                (communicator table)

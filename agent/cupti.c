@@ -956,12 +956,6 @@ void cupti_test_set_hold_ns(uint64_t hold_ns)
 	pthread_mutex_unlock(&cupti.lock);
 }
 
-void cupti_test_callbacks(CUpti_BuffersCallbackRequestFunc *requested, CUpti_BuffersCallbackCompleteFunc *completed)
-{
-	*requested = buffer_requested;
-	*completed = buffer_completed;
-}
-
 size_t cupti_test_held(void)
 {
 	size_t n;

@@ -80,9 +80,6 @@ void cupti_test_reset(void);
  * seq (default CUPTI_HOLD_NS in cupti.c). */
 void cupti_test_set_hold_ns(uint64_t hold_ns);
 
-/* The callbacks cupti_start() registers, so a test can play CUPTI. */
-void cupti_test_callbacks(CUpti_BuffersCallbackRequestFunc *requested, CUpti_BuffersCallbackCompleteFunc *completed);
-
 /* cupti_test_held - intervals waiting for their external correlation. */
 size_t cupti_test_held(void);
 

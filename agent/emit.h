@@ -42,7 +42,7 @@ struct agent_counters {
 	_Atomic uint64_t cupti_dropped; /* CUPTI's own dropped-record count */
 	_Atomic uint64_t nvtx_dropped;	/* NVTX ranges not recorded (stack deeper than 64, table full) */
 	_Atomic uint64_t unconfirmed;	/* records sent on a socket and let go from a full retention before
-					 * an ack covered them (sender.c; not in the drops record) */
+					 * an ack covered them (sender_retention.c; not in the drops record) */
 };
 extern struct agent_counters agent_counters;
 

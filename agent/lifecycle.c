@@ -88,7 +88,14 @@ const struct agent_hooks agent_hooks = {
 
 /* ---- exit --------------------------------------------------------------------- */
 
-void agent_exit_flush(int status)
+/*
+ * What exit() and _exit() do before the process ends: CUPTI's last buffers
+ * into the ring, then sender_stop with a bounded wait (AGENT_EXIT_WAIT_MS),
+ * state OFF. Only in a process that activated the agent itself
+ * (agent_active_here), once; status (0..255) becomes process_end.exit_code,
+ * -1 for none.
+ */
+static void agent_exit_flush(int status)
 {
 	/* A vfork child shares its parent's memory (ring, sender, flags): it
 	 * must not touch any of it; a fork child that never activated has no

@@ -17,13 +17,4 @@
  */
 void agent_reset_source(void);
 
-/*
- * agent_exit_flush - what exit() and _exit() do before the process ends:
- * CUPTI's last buffers into the ring, then sender_stop with a bounded wait
- * (AGENT_EXIT_WAIT_MS), state OFF. Only in a process that activated the
- * agent itself (agent_active_here), once; status (0..255) becomes
- * process_end.exit_code, -1 for none.
- */
-void agent_exit_flush(int status);
-
 #endif

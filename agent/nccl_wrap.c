@@ -257,6 +257,25 @@ static inline uint8_t coll_redop(const struct coll_args *a)
 	return a->redop < 0 ? FSS_REDOP_NONE : (a->redop < 255 ? (uint8_t)a->redop : 254);
 }
 
+/* The fields an enter record and its collective record share, written in
+ * place: a macro, the two being different structs (stores only: no lock, no
+ * allocation, no syscall). */
+#define COLL_RECORD_COMMON(r, rec_type, c, a)                                                                          \
+	do {                                                                                                           \
+		(r)->head.type = (rec_type);                                                                           \
+		(r)->head.size = sizeof(*(r));                                                                         \
+		(r)->head.source = 0;                                                                                  \
+		(r)->seq = (c)->seq;                                                                                   \
+		(r)->comm = (uint64_t)(uintptr_t)(a)->comm;                                                            \
+		(r)->stream = (uint64_t)(uintptr_t)(a)->stream;                                                        \
+		(r)->count = (a)->count;                                                                               \
+		(r)->op = (a)->op;                                                                                     \
+		(r)->dtype = coll_dtype(a);                                                                            \
+		(r)->redop = coll_redop(a);                                                                            \
+		(r)->path = FSS_PATH_INTERPOSE;                                                                        \
+		(r)->reserved = 0;                                                                                     \
+	} while (0)
+
 /* The enter record of a collective about to be called, built in place in a
  * reserved slot and committed at once: one ring reservation (a CAS), no
  * lock, no allocation, no syscall. Every field is written (reserved
@@ -268,24 +287,13 @@ static inline void coll_enter(const struct wrap_call *c, const struct coll_args 
 	if (!ring || ring_reserve(ring, sizeof(struct fss_rec_enter), &slot) != 0)
 		return; /* full: dropped and counted by the ring */
 	struct fss_rec_enter *r = slot;
-	r->head.type = FSS_REC_ENTER;
-	r->head.size = sizeof(*r);
-	r->head.source = 0;
-	r->seq = c->seq;
-	r->comm = (uint64_t)(uintptr_t)a->comm;
-	r->stream = (uint64_t)(uintptr_t)a->stream;
-	r->count = a->count;
+	COLL_RECORD_COMMON(r, FSS_REC_ENTER, c, a);
 	r->enter_ns = c->enter_ns;
 	r->thread = agent_thread_id();
 	r->peer = a->peer;
 	r->group_id = wrap_tls.depth > 0 ? wrap_tls.group_id : 0;
 	r->sync_id = 0;
 	r->kind = FSS_ENTER_COLLECTIVE;
-	r->op = a->op;
-	r->dtype = coll_dtype(a);
-	r->redop = coll_redop(a);
-	r->path = FSS_PATH_INTERPOSE;
-	r->reserved = 0;
 	ring_commit(ring, slot);
 }
 
@@ -336,13 +344,7 @@ static inline void coll_end(const struct wrap_call *c, const struct coll_args *a
 	struct fss_rec_collective *r = slot;
 	int depth = wrap_tls.depth;
 	unsigned dtype = (unsigned)a->dtype;
-	r->head.type = FSS_REC_COLLECTIVE;
-	r->head.size = sizeof(*r);
-	r->head.source = 0;
-	r->seq = c->seq;
-	r->comm = (uint64_t)(uintptr_t)a->comm;
-	r->stream = (uint64_t)(uintptr_t)a->stream;
-	r->count = a->count;
+	COLL_RECORD_COMMON(r, FSS_REC_COLLECTIVE, c, a);
 	r->bytes = dtype < FSS_DTYPE_MAX ? (uint64_t)a->count * coll_dtype_bytes[dtype] : 0; /* 0: unknown size */
 	r->sendbuff = (uint64_t)(uintptr_t)a->sendbuff;
 	r->recvbuff = (uint64_t)(uintptr_t)a->recvbuff;
@@ -353,11 +355,6 @@ static inline void coll_end(const struct wrap_call *c, const struct coll_args *a
 	r->peer = a->peer;
 	r->result = (int32_t)res;
 	r->group_depth = (uint16_t)depth;
-	r->op = a->op;
-	r->dtype = coll_dtype(a);
-	r->redop = coll_redop(a);
-	r->path = FSS_PATH_INTERPOSE;
-	r->reserved = 0;
 	ring_commit(ring, slot);
 }
 

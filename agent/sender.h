@@ -11,9 +11,6 @@
 /* sender_start - start the thread if it is not running; 0 or -errno. */
 int sender_start(void);
 
-/* sender_running - non-zero while the sender thread of this process runs. */
-int sender_running(void);
-
 /* sender_flush - drain the ring to the sink and flush it; waits at most
  * timeout_ms for the sender to say it did. */
 void sender_flush(int timeout_ms);

@@ -16,7 +16,7 @@
 uint32_t agent_intern(const char *s, long len);
 
 /* agent_strings_replay - emit the string records of every string defined
- * so far (sender.c calls this first on each new connection). */
+ * so far (sender_begin.c calls this first on each new sink). */
 void agent_strings_replay(void (*emit)(void *ctx, const void *record), void *ctx);
 
 /* agent_strings_after_fork - in a fork child (one thread): forget entries

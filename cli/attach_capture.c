@@ -7,6 +7,7 @@
 #include "agent/bpf/attach.h"
 #include "agent/bpf/attach_records.h"
 #include "cli/attach_procs.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/trace_writer.h"
@@ -32,16 +33,16 @@
 
 enum proc_state {
 	PROC_NO_NCCL = 0, /* looked at, no libnccl mapped (yet): looked at again */
-	PROC_ATTACHED,    /* probes placed */
-	PROC_ENDED,       /* exited, or let go */
-	PROC_FAILED,      /* probes could not be placed: not tried again */
+	PROC_ATTACHED,	  /* probes placed */
+	PROC_ENDED,	  /* exited, or let go */
+	PROC_FAILED,	  /* probes could not be placed: not tried again */
 };
 
 struct proc {
 	pid_t pid;
 	enum proc_state state;
-	int exited;     /* the kernel said it exited (its process_exit went out) */
-	int fd;         /* the connection, -1 before the first record */
+	int exited; /* the kernel said it exited (its process_exit went out) */
+	int fd;	    /* the connection, -1 before the first record */
 	trace_writer_t *w;
 	int stream_failed;
 	int stream_closed; /* its stream ended: a later record (held ones decided late) is counted, not sent */
@@ -70,14 +71,6 @@ struct attach_capture {
 	char first_command[256];
 	int first_error; /* a stream's first failure, said once */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -121,7 +114,8 @@ static void stream_fail(attach_capture_t *c, struct proc *p, int err)
 {
 	if (!c->first_error) {
 		c->first_error = err;
-		fprintf(stderr, "%s: cannot send the records of pid %d to the session: %s (its later records are lost)\n",
+		fprintf(stderr,
+			"%s: cannot send the records of pid %d to the session: %s (its later records are lost)\n",
 			c->prog, (int)p->pid, fss_strerror(err));
 	}
 	p->stream_failed = 1;
@@ -238,7 +232,7 @@ static int on_event(void *ctx, const struct attach_event *ev)
 	int err;
 
 	c->events++;
-	c->last_event_ms = now_ms();
+	c->last_event_ms = clock_mono_ms();
 	c->idle_decided = 0;
 	err = attach_records_event(c->rec, ev);
 	if (err)
@@ -290,7 +284,8 @@ static int try_attach(attach_capture_t *c, pid_t pid, int said_missing)
 	p->state = PROC_ATTACHED;
 	snprintf(p->command, sizeof(p->command), "%.*s", (int)sizeof(p->command) - 1, info.cmdline);
 	if (!c->first_command[0])
-		snprintf(c->first_command, sizeof(c->first_command), "%.*s", (int)sizeof(c->first_command) - 1, info.cmdline);
+		snprintf(c->first_command, sizeof(c->first_command), "%.*s", (int)sizeof(c->first_command) - 1,
+			 info.cmdline);
 	fprintf(stderr, "%s: attached pid %d (%s): %s, %u functions, %u probes%s%s%s\n", c->prog, (int)pid,
 		info.command, t->opened, t->functions, t->probes, t->missing[0] ? " (this NCCL has no " : "",
 		t->missing, t->missing[0] ? ")" : "");
@@ -317,7 +312,7 @@ static int scan(attach_capture_t *c)
 	size_t n = 0;
 	int err = 0;
 
-	c->last_scan_ms = now_ms();
+	c->last_scan_ms = clock_mono_ms();
 	if (c->all) {
 		err = attach_proc_all(&pids, &n);
 		for (size_t i = 0; !err && i < n; i++)
@@ -360,17 +355,20 @@ int attach_capture_check(const struct attach_capture_options *o)
 
 		rc = attach_proc_read(pid, &info);
 		if (rc == -ESRCH) {
-			fprintf(stderr, "%s: pid %d: no such process (see 'pgrep -f train.py' or 'ps -ef' for the job's "
-					"ranks)\n",
+			fprintf(stderr,
+				"%s: pid %d: no such process (see 'pgrep -f train.py' or 'ps -ef' for the job's "
+				"ranks)\n",
 				o->prog, (int)pid);
 			return rc;
 		}
 		if (rc) {
-			fprintf(stderr, "%s: pid %d: cannot read /proc/%d: %s\n", o->prog, (int)pid, (int)pid, fss_strerror(rc));
+			fprintf(stderr, "%s: pid %d: cannot read /proc/%d: %s\n", o->prog, (int)pid, (int)pid,
+				fss_strerror(rc));
 			return rc;
 		}
 		if (info.is_thread) {
-			fprintf(stderr, "%s: %d is a thread of process %d, not a process: give the process's pid (%d)\n",
+			fprintf(stderr,
+				"%s: %d is a thread of process %d, not a process: give the process's pid (%d)\n",
 				o->prog, (int)pid, (int)info.tgid, (int)info.tgid);
 			return -EINVAL;
 		}
@@ -378,8 +376,8 @@ int attach_capture_check(const struct attach_capture_options *o)
 		if (rc == 0)
 			continue;
 		if (rc != -ENOENT) {
-			fprintf(stderr, "%s: pid %d (%s): cannot read its mappings (/proc/%d/maps): %s\n", o->prog, (int)pid,
-				info.command, (int)pid, fss_strerror(rc));
+			fprintf(stderr, "%s: pid %d (%s): cannot read its mappings (/proc/%d/maps): %s\n", o->prog,
+				(int)pid, info.command, (int)pid, fss_strerror(rc));
 			return rc;
 		}
 		if (attach_proc_descendants(pid, &desc, &n) == 0) {
@@ -393,10 +391,11 @@ int attach_capture_check(const struct attach_capture_options *o)
 		}
 		if (found || n > 0) {
 			if (!found)
-				fprintf(stderr,
-					"%s: pid %d (%s) has no libnccl mapped, nor has any of its %zu descendants yet: "
-					"waiting for its ranks to load it\n",
-					o->prog, (int)pid, info.command, n);
+				fprintf(
+				    stderr,
+				    "%s: pid %d (%s) has no libnccl mapped, nor has any of its %zu descendants yet: "
+				    "waiting for its ranks to load it\n",
+				    o->prog, (int)pid, info.command, n);
 			continue;
 		}
 		fprintf(stderr,
@@ -471,7 +470,7 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 	rc = attach_records_decide(c->rec, 0);
 	if (rc < 0)
 		return rc;
-	if (!c->idle_decided && c->last_event_ms && now_ms() - c->last_event_ms >= IDLE_DECIDE_MS) {
+	if (!c->idle_decided && c->last_event_ms && clock_mono_ms() - c->last_event_ms >= IDLE_DECIDE_MS) {
 		struct attach_records_stats rs;
 
 		attach_records_stats(c->rec, &rs);
@@ -504,7 +503,7 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 			proc_end(c, p);
 		}
 	}
-	if (now_ms() - c->last_scan_ms >= ATTACH_RESCAN_MS) {
+	if (clock_mono_ms() - c->last_scan_ms >= ATTACH_RESCAN_MS) {
 		rc = scan(c);
 		if (rc < 0)
 			return rc;
@@ -548,12 +547,13 @@ void attach_capture_detach(attach_capture_t *c)
 		" collectives recorded\n",
 		c->prog, rs.processes, c->events, rs.collectives);
 	if (rs.comms_observed)
-		fprintf(stderr,
-			"%s: %u communicators were made before the attach: their identity, size and this process's rank in "
-			"them are inferred (rank from in-place AllGathers: %u, from the environment: %u, guessed from pid "
-			"order: %u%s); the report says which\n",
-			c->prog, rs.comms_observed, rs.rank_inplace, rs.rank_env, rs.rank_order,
-			rs.members_guessed ? ", membership guessed among communicators with the same calls" : "");
+		fprintf(
+		    stderr,
+		    "%s: %u communicators were made before the attach: their identity, size and this process's rank in "
+		    "them are inferred (rank from in-place AllGathers: %u, from the environment: %u, guessed from pid "
+		    "order: %u%s); the report says which\n",
+		    c->prog, rs.comms_observed, rs.rank_inplace, rs.rank_env, rs.rank_order,
+		    rs.members_guessed ? ", membership guessed among communicators with the same calls" : "");
 	if (lost)
 		fprintf(stderr,
 			"%s: warning: %" PRIu64 " probe events were lost (the ring buffer was full): counts from this "
@@ -565,11 +565,13 @@ void attach_capture_detach(attach_capture_t *c)
 		for (size_t i = 0; i < c->nprocs; i++)
 			late += c->procs[i].late;
 		if (late)
-			fprintf(stderr, "%s: %" PRIu64 " records came after their process's stream had ended: not recorded\n",
+			fprintf(stderr,
+				"%s: %" PRIu64 " records came after their process's stream had ended: not recorded\n",
 				c->prog, late);
 	}
 	if (rs.events_unknown)
-		fprintf(stderr, "%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
+		fprintf(stderr,
+			"%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
 			c->prog, rs.events_unknown);
 }
 

@@ -13,9 +13,11 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
 #include "cli/attach_capture.h"
 #include "collector/viewer.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "tui/feeds.h"
 #include "tui/top.h"
@@ -43,76 +45,76 @@
 #define ATTACH_FLUSH_MS 5000
 
 /* bench/results/attach.txt (bench/attach_bench.sh) */
-#define ATTACH_OVERHEAD_HELP                                                                                   \
-	"    In the job: an entry and a return probe per NCCL call, about 2.8 us added to\n"                       \
-	"    each (an empty ncclGroupStart/End pair: 11 ns bare, 2.7 us attached; an\n"                            \
-	"    ncclAllReduce enqueue: 47 ns bare, 3.0 us attached), so attach stays under 1%\n"                      \
-	"    of a rank's time below about 3,400 probed calls per second per rank. fsdp_ref\n"                      \
-	"    (2 ranks, per-Linear, ~98 calls a 73 ms step): attached / bare step time 1.07\n"                      \
-	"    (median of 7 rounds on 2 shared cores, where the ranks and attach's consumer\n"                       \
-	"    share the CPU; the per-call cost alone predicts 0.4%). Placing probes takes\n"                         \
-	"    milliseconds per process, removing them 0.07 s (uprobe_multi links; older\n"                          \
-	"    kernels or FSDPSCOPE_UPROBE_MULTI=0: one perf event per probe, about 4 s to\n"                        \
+#define ATTACH_OVERHEAD_HELP                                                                                           \
+	"    In the job: an entry and a return probe per NCCL call, about 2.8 us added to\n"                           \
+	"    each (an empty ncclGroupStart/End pair: 11 ns bare, 2.7 us attached; an\n"                                \
+	"    ncclAllReduce enqueue: 47 ns bare, 3.0 us attached), so attach stays under 1%\n"                          \
+	"    of a rank's time below about 3,400 probed calls per second per rank. fsdp_ref\n"                          \
+	"    (2 ranks, per-Linear, ~98 calls a 73 ms step): attached / bare step time 1.07\n"                          \
+	"    (median of 7 rounds on 2 shared cores, where the ranks and attach's consumer\n"                           \
+	"    share the CPU; the per-call cost alone predicts 0.4%). Placing probes takes\n"                            \
+	"    milliseconds per process, removing them 0.07 s (uprobe_multi links; older\n"                              \
+	"    kernels or FSDPSCOPE_UPROBE_MULTI=0: one perf event per probe, about 4 s to\n"                            \
 	"    remove 34). bench/results/attach.txt (bench/attach_bench.sh).\n"
 
 const char cmd_attach_help[] =
-	"NAME\n"
-	"    fsdpscope attach - diagnose a running job that was started without fsdpscope\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope attach [--out DIR] [--name NAME] [--duration SEC] [--top]\n"
-	"                     [--metrics [HOST:]PORT] [--keep POLICY] [--json-summary FILE]\n"
-	"                     [ANALYSIS OPTIONS] PID... | --all\n\n"
-	"DESCRIPTION\n"
-	"    For a job that will not be restarted under the agent: attach places eBPF\n"
-	"    uprobes and uretprobes on the NCCL entry points of the libnccl each process\n"
-	"    maps (the collectives, point-to-point calls, groups, communicator init,\n"
-	"    split, shrink, destroy, abort, finalize), for those processes only, and turns\n"
-	"    what they see into the agent's records (path uprobe) in one live session:\n"
-	"    the same trace DIR/NAME.fss, analysis, rules, dashboard (--top) and /metrics\n"
-	"    (--metrics) as 'fsdpscope run'. When it detaches it prints the lint summary.\n\n"
-	"    Each PID is the root of a tree: the process itself when it maps libnccl, and\n"
-	"    every descendant that does, now and later (a launcher's ranks: give\n"
-	"    torchrun's pid; an elastic restart's new ranks are picked up). --all: every\n"
-	"    process of the machine that maps libnccl, now and later. The library is\n"
-	"    opened through /proc/PID/root, so a containerised job's own libnccl is the\n"
-	"    one probed.\n\n"
-	"    What attach cannot see, and says: communicators made before the attach are\n"
-	"    known only by their handle, so their identity across ranks (matched by the\n"
-	"    order, kinds and sizes of their calls), their size (the attached processes\n"
-	"    that share them) and the rank in them (from in-place AllGathers, else RANK\n"
-	"    in the process's environment, else a guess from pid order) are inferred,\n"
-	"    and the report says which and how. Steps come from the period of the\n"
-	"    collective sequence (NVTX is not visible to uprobes). Exposure needs GPU\n"
-	"    timing, which uprobes cannot give: it is not measured in attach mode (run\n"
-	"    the job under 'fsdpscope run' for it). docs/attach.md has the whole list.\n\n"
-	"    It detaches on SIGINT, SIGTERM or SIGHUP, after --duration, or when every\n"
-	"    process it watches has ended: every probe is removed, and the job goes on\n"
-	"    exactly as before (same outputs, same exit code). Two attaches on one\n"
-	"    process work: each places its own probes and writes its own trace.\n\n"
-	"    Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with uprobes and BTF.\n\n"
-	"OPTIONS\n"
-	"    --out DIR            directory for the trace (created; default ./" ATTACH_DEFAULT_DIR ")\n"
-	"    --name NAME          trace file name, DIR/NAME.fss (default " ATTACH_DEFAULT_NAME "); never replaces\n"
-	"                         a file (NAME-2.fss, ... instead, said)\n"
-	"    --duration SEC       detach after SEC seconds\n"
-	"    --all                every process on the machine that maps libnccl\n"
-	"    --top                the dashboard ('fsdpscope help top') while attached; q detaches\n"
-	"    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md)\n"
-	"    --keep POLICY        what the trace keeps of a long job: full, last:N, summary[:N]\n"
-	"                         (docs/keep.md)\n"
-	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-	"    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
-	"EXIT STATUS\n"
-	"    0 the trace was written (gate on its findings with 'fsdpscope lint TRACE');\n"
-	"    1 it could not be written; 2 attach could not start: bad usage, no privilege,\n"
-	"    a kernel without uprobes or BTF, no such process, no libnccl mapped, or a\n"
-	"    build without libbpf.\n\n"
-	"OVERHEAD\n" ATTACH_OVERHEAD_HELP "\n"
-	"EXAMPLES\n"
-	"    sudo fsdpscope attach --duration 120 $(pgrep -f torchrun)\n"
-	"    sudo fsdpscope attach --top 4242 4243 4244 4245\n"
-	"    sudo fsdpscope attach --all --metrics 9400 --out /var/tmp/fsdpscope\n"
-	"    fsdpscope lint fsdpscope-out/attach.fss\n";
+    "NAME\n"
+    "    fsdpscope attach - diagnose a running job that was started without fsdpscope\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope attach [--out DIR] [--name NAME] [--duration SEC] [--top]\n"
+    "                     [--metrics [HOST:]PORT] [--keep POLICY] [--json-summary FILE]\n"
+    "                     [ANALYSIS OPTIONS] PID... | --all\n\n"
+    "DESCRIPTION\n"
+    "    For a job that will not be restarted under the agent: attach places eBPF\n"
+    "    uprobes and uretprobes on the NCCL entry points of the libnccl each process\n"
+    "    maps (the collectives, point-to-point calls, groups, communicator init,\n"
+    "    split, shrink, destroy, abort, finalize), for those processes only, and turns\n"
+    "    what they see into the agent's records (path uprobe) in one live session:\n"
+    "    the same trace DIR/NAME.fss, analysis, rules, dashboard (--top) and /metrics\n"
+    "    (--metrics) as 'fsdpscope run'. When it detaches it prints the lint summary.\n\n"
+    "    Each PID is the root of a tree: the process itself when it maps libnccl, and\n"
+    "    every descendant that does, now and later (a launcher's ranks: give\n"
+    "    torchrun's pid; an elastic restart's new ranks are picked up). --all: every\n"
+    "    process of the machine that maps libnccl, now and later. The library is\n"
+    "    opened through /proc/PID/root, so a containerised job's own libnccl is the\n"
+    "    one probed.\n\n"
+    "    What attach cannot see, and says: communicators made before the attach are\n"
+    "    known only by their handle, so their identity across ranks (matched by the\n"
+    "    order, kinds and sizes of their calls), their size (the attached processes\n"
+    "    that share them) and the rank in them (from in-place AllGathers, else RANK\n"
+    "    in the process's environment, else a guess from pid order) are inferred,\n"
+    "    and the report says which and how. Steps come from the period of the\n"
+    "    collective sequence (NVTX is not visible to uprobes). Exposure needs GPU\n"
+    "    timing, which uprobes cannot give: it is not measured in attach mode (run\n"
+    "    the job under 'fsdpscope run' for it). docs/attach.md has the whole list.\n\n"
+    "    It detaches on SIGINT, SIGTERM or SIGHUP, after --duration, or when every\n"
+    "    process it watches has ended: every probe is removed, and the job goes on\n"
+    "    exactly as before (same outputs, same exit code). Two attaches on one\n"
+    "    process work: each places its own probes and writes its own trace.\n\n"
+    "    Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with uprobes and BTF.\n\n"
+    "OPTIONS\n"
+    "    --out DIR            directory for the trace (created; default ./" ATTACH_DEFAULT_DIR ")\n"
+    "    --name NAME          trace file name, DIR/NAME.fss (default " ATTACH_DEFAULT_NAME "); never replaces\n"
+    "                         a file (NAME-2.fss, ... instead, said)\n"
+    "    --duration SEC       detach after SEC seconds\n"
+    "    --all                every process on the machine that maps libnccl\n"
+    "    --top                the dashboard ('fsdpscope help top') while attached; q detaches\n"
+    "    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md)\n"
+    "    --keep POLICY        what the trace keeps of a long job: full, last:N, summary[:N]\n"
+    "                         (docs/keep.md)\n"
+    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+    "    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
+    "EXIT STATUS\n"
+    "    0 the trace was written (gate on its findings with 'fsdpscope lint TRACE');\n"
+    "    1 it could not be written; 2 attach could not start: bad usage, no privilege,\n"
+    "    a kernel without uprobes or BTF, no such process, no libnccl mapped, or a\n"
+    "    build without libbpf.\n\n"
+    "OVERHEAD\n" ATTACH_OVERHEAD_HELP "\n"
+    "EXAMPLES\n"
+    "    sudo fsdpscope attach --duration 120 $(pgrep -f torchrun)\n"
+    "    sudo fsdpscope attach --top 4242 4243 4244 4245\n"
+    "    sudo fsdpscope attach --all --metrics 9400 --out /var/tmp/fsdpscope\n"
+    "    fsdpscope lint fsdpscope-out/attach.fss\n";
 
 static volatile sig_atomic_t attach_signalled;
 
@@ -147,17 +149,17 @@ enum {
 static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 {
 	static const struct option options[] = {
-		{"out", required_argument, NULL, OPT_OUT},
-		{"name", required_argument, NULL, OPT_NAME},
-		{"duration", required_argument, NULL, OPT_DURATION},
-		{"all", no_argument, NULL, OPT_ALL},
-		{"top", no_argument, NULL, OPT_TOP},
-		{"metrics", required_argument, NULL, OPT_METRICS},
-		{"keep", required_argument, NULL, OPT_KEEP},
-		{"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
-		{"help", no_argument, NULL, OPT_HELP},
-		DIAGNOSIS_LONG_OPTIONS,
-		{NULL, 0, NULL, 0},
+	    {"out", required_argument, NULL, OPT_OUT},
+	    {"name", required_argument, NULL, OPT_NAME},
+	    {"duration", required_argument, NULL, OPT_DURATION},
+	    {"all", no_argument, NULL, OPT_ALL},
+	    {"top", no_argument, NULL, OPT_TOP},
+	    {"metrics", required_argument, NULL, OPT_METRICS},
+	    {"keep", required_argument, NULL, OPT_KEEP},
+	    {"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    DIAGNOSIS_LONG_OPTIONS,
+	    {NULL, 0, NULL, 0},
 	};
 	int opt, rc;
 	char *end;
@@ -183,8 +185,8 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 			errno = 0;
 			v = strtol(optarg, &end, 10);
 			if (*end || end == optarg || errno || v < 1 || v > ATTACH_MAX_DURATION_S) {
-				fprintf(stderr, ATTACH_PROG ": --duration: '%s' is not a number of seconds (1..%d)\n", optarg,
-					ATTACH_MAX_DURATION_S);
+				fprintf(stderr, ATTACH_PROG ": --duration: '%s' is not a number of seconds (1..%d)\n",
+					optarg, ATTACH_MAX_DURATION_S);
 				return -EINVAL;
 			}
 			a->duration_s = (int)v;
@@ -215,7 +217,8 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 				return -EINVAL;
 			if (rc > 0) {
 				fprintf(stderr,
-					ATTACH_PROG ": unknown option or missing value: '%s' (see 'fsdpscope help attach')\n",
+					ATTACH_PROG
+					": unknown option or missing value: '%s' (see 'fsdpscope help attach')\n",
 					argv[optind - 1]);
 				return -EINVAL;
 			}
@@ -228,8 +231,9 @@ static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 		return -EINVAL;
 	}
 	if (!a->all && optind == argc) {
-		fprintf(stderr, ATTACH_PROG ": no PID: fsdpscope attach [OPTIONS] PID... (or --all; see 'fsdpscope help "
-					    "attach')\n");
+		fprintf(stderr,
+			ATTACH_PROG ": no PID: fsdpscope attach [OPTIONS] PID... (or --all; see 'fsdpscope help "
+				    "attach')\n");
 		return -EINVAL;
 	}
 	if (argc - optind > ATTACH_MAX_PIDS) {
@@ -262,9 +266,9 @@ struct attach_state {
 	session_t *session;
 	attach_capture_t *capture;
 	char *metrics;
-	atomic_int stop;         /* detach now: a signal, --duration, the dashboard's q */
+	atomic_int stop;	 /* detach now: a signal, --duration, the dashboard's q */
 	atomic_int capture_done; /* the capture detached and closed its connections */
-	int capture_rc;          /* < 0: the probes failed */
+	int capture_rc;		 /* < 0: the probes failed */
 	int finish_rc;
 	char trace[4096];
 	/* --top */
@@ -272,14 +276,6 @@ struct attach_state {
 	struct top_info info;
 	pthread_mutex_t mu;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void publish_status(struct attach_state *st, int ended, const char *how)
 {
@@ -305,12 +301,12 @@ static void publish_status(struct attach_state *st, int ended, const char *how)
 static void *capture_main(void *arg)
 {
 	struct attach_state *st = arg;
-	int64_t end = st->a->duration_s ? now_ms() + (int64_t)st->a->duration_s * 1000 : 0, last_pub = 0;
+	int64_t end = st->a->duration_s ? clock_mono_ms() + (int64_t)st->a->duration_s * 1000 : 0, last_pub = 0;
 	const char *why = "detached";
 	int rc = 1;
 
 	while (!atomic_load(&st->stop) && !attach_signalled) {
-		if (end && now_ms() >= end) {
+		if (end && clock_mono_ms() >= end) {
 			fprintf(stderr, ATTACH_PROG ": --duration %d s reached: detaching\n", st->a->duration_s);
 			why = "detached (--duration)";
 			break;
@@ -318,9 +314,9 @@ static void *capture_main(void *arg)
 		rc = attach_capture_round(st->capture, ATTACH_POLL_MS);
 		if (rc <= 0)
 			break;
-		if (st->bf && now_ms() - last_pub >= 500) {
+		if (st->bf && clock_mono_ms() - last_pub >= 500) {
 			publish_status(st, 0, NULL);
-			last_pub = now_ms();
+			last_pub = clock_mono_ms();
 		}
 	}
 	if (rc < 0) {
@@ -349,9 +345,9 @@ static void *session_main(void *arg)
 
 	while (!atomic_load(&st->capture_done))
 		session_poll(st->session, ATTACH_POLL_MS);
-	end = now_ms() + ATTACH_FLUSH_MS;
+	end = clock_mono_ms() + ATTACH_FLUSH_MS;
 	session_poll(st->session, 0);
-	while (session_open_connections(st->session) > 0 && now_ms() < end)
+	while (session_open_connections(st->session) > 0 && clock_mono_ms() < end)
 		session_poll(st->session, ATTACH_POLL_MS);
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
@@ -359,7 +355,8 @@ static void *session_main(void *arg)
 	if (st->bf) {
 		pthread_mutex_lock(&st->mu);
 		if (st->trace[0])
-			snprintf(st->info.trace, sizeof(st->info.trace), "%.*s", (int)sizeof(st->info.trace) - 1, st->trace);
+			snprintf(st->info.trace, sizeof(st->info.trace), "%.*s", (int)sizeof(st->info.trace) - 1,
+				 st->trace);
 		top_board_feed_set_info(st->bf, &st->info);
 		pthread_mutex_unlock(&st->mu);
 	}
@@ -427,14 +424,14 @@ static int attach_main(struct attach_args *a, char **argv)
 {
 	struct attach_capture_options co = {.prog = ATTACH_PROG, .pids = a->pids, .npids = a->npids, .all = a->all};
 	struct session_options so = {
-		.prog = ATTACH_PROG,
-		.dir = a->dir,
-		.name = a->name,
-		.argv = argv,
-		.leftovers = SESSION_LEFTOVERS_RECOVER,
-		.flags = &a->flags,
-		.json_summary = a->json_summary,
-		.keep = &a->keep,
+	    .prog = ATTACH_PROG,
+	    .dir = a->dir,
+	    .name = a->name,
+	    .argv = argv,
+	    .leftovers = SESSION_LEFTOVERS_RECOVER,
+	    .flags = &a->flags,
+	    .json_summary = a->json_summary,
+	    .keep = &a->keep,
 	};
 	struct attach_state st;
 	pthread_t capture_thread, session_thread;
@@ -468,13 +465,16 @@ static int attach_main(struct attach_args *a, char **argv)
 		free(st.metrics);
 		return EXIT_USAGE;
 	}
-	fprintf(stderr, ATTACH_PROG ": recording into %s/%s.fss; exposure is not measured in attach mode; detach with "
-				    "SIGINT or SIGTERM%s\n",
+	fprintf(stderr,
+		ATTACH_PROG ": recording into %s/%s.fss; exposure is not measured in attach mode; detach with "
+			    "SIGINT or SIGTERM%s\n",
 		a->dir, a->name, a->duration_s ? " (or at --duration)" : "");
 	if (session_viewer_address(st.session))
-		fprintf(stderr, ATTACH_PROG ": live view (" VIEWER_PROTOCOL "): %s\n", session_viewer_address(st.session));
+		fprintf(stderr, ATTACH_PROG ": live view (" VIEWER_PROTOCOL "): %s\n",
+			session_viewer_address(st.session));
 	if (session_metrics_address(st.session))
-		fprintf(stderr, ATTACH_PROG ": Prometheus metrics: http://%s/metrics\n", session_metrics_address(st.session));
+		fprintf(stderr, ATTACH_PROG ": Prometheus metrics: http://%s/metrics\n",
+			session_metrics_address(st.session));
 	if (a->top) {
 		st.info.mode = TOP_MODE_ATTACH;
 		st.info.job_state = TOP_JOB_RUNNING;

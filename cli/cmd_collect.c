@@ -15,10 +15,12 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
+#include "collector/viewer.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/wire.h"
-#include "collector/viewer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,99 +51,99 @@
 #define COLLECT_POLL_MS 200
 
 const char cmd_collect_help[] =
-	"NAME\n"
-	"    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope collect [--listen ADDR]... [--out DIR] [--name NAME] [--until-idle SEC]\n"
-	"                      [--metrics [HOST:]PORT] [--keep full|summary|last:N]\n"
-	"                      [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
-	"DESCRIPTION\n"
-	"    For jobs that torchrun, srun, mpirun or a Kubernetes job start: fsdpscope\n"
-	"    collect listens for the agents of the job's ranks, writes what they send into\n"
-	"    one trace, DIR/NAME.fss (one source per process), and when it stops prints\n"
-	"    the lint summary, as 'fsdpscope run' does. The ranks need the agent in\n"
-	"    LD_PRELOAD and the collector's address in FSDPSCOPE_SINK: collect prints the\n"
-	"    exact lines to paste into the launcher's environment (docs/collect.md has\n"
-	"    recipes), and writes the address to DIR/" COLLECT_ADDR ".\n\n"
-	"    Without --listen it listens on a per-user well-known unix socket, the same\n"
-	"    on every node: $XDG_RUNTIME_DIR/fsdpscope/" COLLECT_SOCKET " when XDG_RUNTIME_DIR\n"
-	"    is set and the user's own, else /tmp/fsdpscope-UID/" COLLECT_SOCKET ". Its folder\n"
-	"    must be the user's, not a symbolic link, and closed to group and others\n"
-	"    (0700); the socket is 0600. A second collector on that socket is refused\n"
-	"    (the message names the first one's pid): give it --listen elsewhere.\n\n"
-	"    --listen tcp:HOST:PORT needs a key, since TCP carries no peer identity:\n"
-	"    collect keeps one in DIR/" COLLECT_KEY " (0600, made on first use) and prints\n"
-	"    the FSDPSCOPE_SINK with ,key=PATH; an address that is not loopback is\n"
-	"    served with a warning (the key is then the only guard).\n\n"
-	"    Agents that cannot reach the collector write per-process files into the\n"
-	"    spool, DIR/" COLLECT_SPOOL "/ (their FSDPSCOPE_OUT; 0700), and go back to the\n"
-	"    socket when it answers again. A collector restarted in the same DIR merges\n"
-	"    what the one before it left (its unfinished trace) and the spool's finished\n"
-	"    files into its own trace first; the agents that reconnect continue their\n"
-	"    processes' sources there.\n\n"
-	"    While it runs, the live view (per rank the last step, AllGathers per step,\n"
-	"    exposure, drops; the findings so far) is served on a second socket beside\n"
-	"    the agents' (protocol " VIEWER_PROTOCOL ", docs/live.md; printed at start),\n"
-	"    and with --metrics as Prometheus text; both read the state the end's lint\n"
-	"    summary comes from.\n\n"
-	"    It stops on SIGINT, SIGTERM or SIGHUP, or with --until-idle SEC once a\n"
-	"    connection has come and no connection has been open for SEC seconds. The\n"
-	"    trace is written as it goes (every 100 ms): a collector killed\n"
-	"    with SIGKILL leaves a trace whose complete chunks all read back, merged by\n"
-	"    the next collector in DIR.\n\n"
-	"OPTIONS\n"
-	"    --listen ADDR        listen on ADDR (unix:/path, tcp:127.0.0.1:PORT), repeatable;\n"
-	"                         replaces the default socket\n"
-	"    --out DIR            directory for the trace, the spool and collect.addr (created;\n"
-	"                         default ./" COLLECT_DEFAULT_DIR ")\n"
-	"    --name NAME          trace file name, DIR/NAME.fss (default " COLLECT_DEFAULT_NAME "); never\n"
-	"                         replaces a file (NAME-2.fss, ... instead, said)\n"
-	"    --until-idle SEC     stop SEC seconds after the last connection closed, once\n"
-	"                         one has connected\n"
-	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-	"                         prints it (schema fsdpscope.report/2)\n"
-	"    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md); a bare\n"
-	"                         PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
-	"                         served with a warning (no authentication); port 0: any\n"
-	"    --keep POLICY        what the trace keeps of a long job (docs/keep.md): full\n"
-	"                         (every record; the default, which switches to last:1000\n"
-	"                         before the trace's disk runs short, and says so),\n"
-	"                         last:N (the last N steps in full), summary[:N] (the first\n"
-	"                         16 (N) steps in full, then one summary record per step and\n"
-	"                         rank, and the steps that stand out in full); in the header\n"
-	"    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
-	"FILES\n"
-	"    DIR/NAME.fss          the trace\n"
-	"    DIR/" COLLECT_ADDR "        the addresses listened on, one FSDPSCOPE_SINK value a line\n"
-	"    DIR/" COLLECT_SPOOL "/             the agents' per-process files (FSDPSCOPE_OUT)\n"
-	"    DIR/" COLLECT_KEY "         the tcp listeners' key (0600)\n"
-	"    DIR/" RUN_FOLDER_PREFIX "ID/  the session's private folder, as for 'fsdpscope run'\n\n"
-	"EXIT STATUS\n"
-	"    0 the trace was written (gate on its findings with 'fsdpscope lint TRACE');\n"
-	"    1 it could not be written (what was recorded is left for the next collector);\n"
-	"    2 collect could not start (bad usage, a collector already there, DIR unusable).\n\n"
-	"OVERHEAD\n"
-	"    In the ranks, the agent's (bench/results/agent.txt): 57 ns per wrapped NCCL\n"
-	"    call while recording, about 24 ns more for its enter record\n"
-	"    (bench/results/enter.txt), 5.5 ns dormant; fsdp_ref's step time with and without\n"
-	"    the agent within the machine's noise. The collector's ingest and analysis\n"
-	"    are one thread in its own process (the viewer endpoint and /metrics have\n"
-	"    theirs): it waits in epoll, and the ranks never wait for it (an agent that\n"
-	"    cannot send drops records and counts them). An agent keeps the chunks the\n"
-	"    collector has not acknowledged, at most 16 MiB (FSDPSCOPE_RETAIN_BYTES).\n"
-	"    The collector (bench/results/collect.txt, 2 shared cores): 256 ranks at\n"
-	"    2,000 collectives/s each, 0 lost, about 0.7 us of CPU per record (0.35 of a\n"
-	"    core), peak RSS 74 MB, 0 lost up to 5,000/s per rank; its memory follows\n"
-	"    the ranks, not the job's length (8 ranks: 4.3 MB after 1 M and after 10 M\n"
-	"    records).\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope collect --out runs/exp1 &       # then paste the printed lines, e.g.:\n"
-	"    LD_PRELOAD=$PWD/build/agent/libfsdpscope-agent.so \\\n"
-	"        FSDPSCOPE_SINK=unix:$XDG_RUNTIME_DIR/fsdpscope/collect.sock \\\n"
-	"        torchrun --nproc-per-node 8 train.py\n"
-	"    fsdpscope collect --until-idle 30 --out /scratch/$SLURM_JOB_ID/node-$(hostname)\n"
-	"    fsdpscope collect --listen tcp:127.0.0.1:7070 --out runs/pod\n"
-	"    fsdpscope lint runs/exp1/collect.fss\n";
+    "NAME\n"
+    "    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope collect [--listen ADDR]... [--out DIR] [--name NAME] [--until-idle SEC]\n"
+    "                      [--metrics [HOST:]PORT] [--keep full|summary|last:N]\n"
+    "                      [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
+    "DESCRIPTION\n"
+    "    For jobs that torchrun, srun, mpirun or a Kubernetes job start: fsdpscope\n"
+    "    collect listens for the agents of the job's ranks, writes what they send into\n"
+    "    one trace, DIR/NAME.fss (one source per process), and when it stops prints\n"
+    "    the lint summary, as 'fsdpscope run' does. The ranks need the agent in\n"
+    "    LD_PRELOAD and the collector's address in FSDPSCOPE_SINK: collect prints the\n"
+    "    exact lines to paste into the launcher's environment (docs/collect.md has\n"
+    "    recipes), and writes the address to DIR/" COLLECT_ADDR ".\n\n"
+    "    Without --listen it listens on a per-user well-known unix socket, the same\n"
+    "    on every node: $XDG_RUNTIME_DIR/fsdpscope/" COLLECT_SOCKET " when XDG_RUNTIME_DIR\n"
+    "    is set and the user's own, else /tmp/fsdpscope-UID/" COLLECT_SOCKET ". Its folder\n"
+    "    must be the user's, not a symbolic link, and closed to group and others\n"
+    "    (0700); the socket is 0600. A second collector on that socket is refused\n"
+    "    (the message names the first one's pid): give it --listen elsewhere.\n\n"
+    "    --listen tcp:HOST:PORT needs a key, since TCP carries no peer identity:\n"
+    "    collect keeps one in DIR/" COLLECT_KEY " (0600, made on first use) and prints\n"
+    "    the FSDPSCOPE_SINK with ,key=PATH; an address that is not loopback is\n"
+    "    served with a warning (the key is then the only guard).\n\n"
+    "    Agents that cannot reach the collector write per-process files into the\n"
+    "    spool, DIR/" COLLECT_SPOOL "/ (their FSDPSCOPE_OUT; 0700), and go back to the\n"
+    "    socket when it answers again. A collector restarted in the same DIR merges\n"
+    "    what the one before it left (its unfinished trace) and the spool's finished\n"
+    "    files into its own trace first; the agents that reconnect continue their\n"
+    "    processes' sources there.\n\n"
+    "    While it runs, the live view (per rank the last step, AllGathers per step,\n"
+    "    exposure, drops; the findings so far) is served on a second socket beside\n"
+    "    the agents' (protocol " VIEWER_PROTOCOL ", docs/live.md; printed at start),\n"
+    "    and with --metrics as Prometheus text; both read the state the end's lint\n"
+    "    summary comes from.\n\n"
+    "    It stops on SIGINT, SIGTERM or SIGHUP, or with --until-idle SEC once a\n"
+    "    connection has come and no connection has been open for SEC seconds. The\n"
+    "    trace is written as it goes (every 100 ms): a collector killed\n"
+    "    with SIGKILL leaves a trace whose complete chunks all read back, merged by\n"
+    "    the next collector in DIR.\n\n"
+    "OPTIONS\n"
+    "    --listen ADDR        listen on ADDR (unix:/path, tcp:127.0.0.1:PORT), repeatable;\n"
+    "                         replaces the default socket\n"
+    "    --out DIR            directory for the trace, the spool and collect.addr (created;\n"
+    "                         default ./" COLLECT_DEFAULT_DIR ")\n"
+    "    --name NAME          trace file name, DIR/NAME.fss (default " COLLECT_DEFAULT_NAME "); never\n"
+    "                         replaces a file (NAME-2.fss, ... instead, said)\n"
+    "    --until-idle SEC     stop SEC seconds after the last connection closed, once\n"
+    "                         one has connected\n"
+    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+    "                         prints it (schema fsdpscope.report/2)\n"
+    "    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md); a bare\n"
+    "                         PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
+    "                         served with a warning (no authentication); port 0: any\n"
+    "    --keep POLICY        what the trace keeps of a long job (docs/keep.md): full\n"
+    "                         (every record; the default, which switches to last:1000\n"
+    "                         before the trace's disk runs short, and says so),\n"
+    "                         last:N (the last N steps in full), summary[:N] (the first\n"
+    "                         16 (N) steps in full, then one summary record per step and\n"
+    "                         rank, and the steps that stand out in full); in the header\n"
+    "    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
+    "FILES\n"
+    "    DIR/NAME.fss          the trace\n"
+    "    DIR/" COLLECT_ADDR "        the addresses listened on, one FSDPSCOPE_SINK value a line\n"
+    "    DIR/" COLLECT_SPOOL "/             the agents' per-process files (FSDPSCOPE_OUT)\n"
+    "    DIR/" COLLECT_KEY "         the tcp listeners' key (0600)\n"
+    "    DIR/" RUN_FOLDER_PREFIX "ID/  the session's private folder, as for 'fsdpscope run'\n\n"
+    "EXIT STATUS\n"
+    "    0 the trace was written (gate on its findings with 'fsdpscope lint TRACE');\n"
+    "    1 it could not be written (what was recorded is left for the next collector);\n"
+    "    2 collect could not start (bad usage, a collector already there, DIR unusable).\n\n"
+    "OVERHEAD\n"
+    "    In the ranks, the agent's (bench/results/agent.txt): 57 ns per wrapped NCCL\n"
+    "    call while recording, about 24 ns more for its enter record\n"
+    "    (bench/results/enter.txt), 5.5 ns dormant; fsdp_ref's step time with and without\n"
+    "    the agent within the machine's noise. The collector's ingest and analysis\n"
+    "    are one thread in its own process (the viewer endpoint and /metrics have\n"
+    "    theirs): it waits in epoll, and the ranks never wait for it (an agent that\n"
+    "    cannot send drops records and counts them). An agent keeps the chunks the\n"
+    "    collector has not acknowledged, at most 16 MiB (FSDPSCOPE_RETAIN_BYTES).\n"
+    "    The collector (bench/results/collect.txt, 2 shared cores): 256 ranks at\n"
+    "    2,000 collectives/s each, 0 lost, about 0.7 us of CPU per record (0.35 of a\n"
+    "    core), peak RSS 74 MB, 0 lost up to 5,000/s per rank; its memory follows\n"
+    "    the ranks, not the job's length (8 ranks: 4.3 MB after 1 M and after 10 M\n"
+    "    records).\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope collect --out runs/exp1 &       # then paste the printed lines, e.g.:\n"
+    "    LD_PRELOAD=$PWD/build/agent/libfsdpscope-agent.so \\\n"
+    "        FSDPSCOPE_SINK=unix:$XDG_RUNTIME_DIR/fsdpscope/collect.sock \\\n"
+    "        torchrun --nproc-per-node 8 train.py\n"
+    "    fsdpscope collect --until-idle 30 --out /scratch/$SLURM_JOB_ID/node-$(hostname)\n"
+    "    fsdpscope collect --listen tcp:127.0.0.1:7070 --out runs/pod\n"
+    "    fsdpscope lint runs/exp1/collect.fss\n";
 
 static volatile sig_atomic_t collect_stop;
 
@@ -173,35 +175,36 @@ struct collect_state {
 	char *listen[COLLECT_LISTEN_MAX]; /* what the session listens on */
 	size_t nlisten;
 	unsigned char key[WIRE_KEY_BYTES]; /* the tcp listeners' */
-	char *key_path;                    /* where it is, NULL without a tcp listener */
-	char *metrics; /* HOST:PORT */
+	char *key_path;			   /* where it is, NULL without a tcp listener */
+	char *metrics;			   /* HOST:PORT */
 	int metrics_remote;
 	session_t *session;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-enum { OPT_LISTEN = DIAG_OPT_END, OPT_OUT, OPT_NAME, OPT_UNTIL_IDLE, OPT_JSON_SUMMARY, OPT_METRICS, OPT_KEEP, OPT_HELP };
+enum {
+	OPT_LISTEN = DIAG_OPT_END,
+	OPT_OUT,
+	OPT_NAME,
+	OPT_UNTIL_IDLE,
+	OPT_JSON_SUMMARY,
+	OPT_METRICS,
+	OPT_KEEP,
+	OPT_HELP
+};
 
 static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
 {
 	static const struct option options[] = {
-		{"listen", required_argument, NULL, OPT_LISTEN},
-		{"out", required_argument, NULL, OPT_OUT},
-		{"name", required_argument, NULL, OPT_NAME},
-		{"until-idle", required_argument, NULL, OPT_UNTIL_IDLE},
-		{"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
-		{"metrics", required_argument, NULL, OPT_METRICS},
-		{"keep", required_argument, NULL, OPT_KEEP},
-		{"help", no_argument, NULL, OPT_HELP},
-		DIAGNOSIS_LONG_OPTIONS,
-		{NULL, 0, NULL, 0},
+	    {"listen", required_argument, NULL, OPT_LISTEN},
+	    {"out", required_argument, NULL, OPT_OUT},
+	    {"name", required_argument, NULL, OPT_NAME},
+	    {"until-idle", required_argument, NULL, OPT_UNTIL_IDLE},
+	    {"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
+	    {"metrics", required_argument, NULL, OPT_METRICS},
+	    {"keep", required_argument, NULL, OPT_KEEP},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    DIAGNOSIS_LONG_OPTIONS,
+	    {NULL, 0, NULL, 0},
 	};
 	int opt, rc;
 	char *end;
@@ -220,7 +223,8 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 		switch (opt) {
 		case OPT_LISTEN:
 			if (o->nlisten == COLLECT_LISTEN_MAX) {
-				fprintf(stderr, "fsdpscope collect: --listen: at most %d addresses\n", COLLECT_LISTEN_MAX);
+				fprintf(stderr, "fsdpscope collect: --listen: at most %d addresses\n",
+					COLLECT_LISTEN_MAX);
 				return -EINVAL;
 			}
 			o->listen[o->nlisten++] = optarg;
@@ -234,7 +238,8 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 		case OPT_UNTIL_IDLE:
 			v = strtol(optarg, &end, 10);
 			if (*end || end == optarg || v < 0 || v > COLLECT_MAX_IDLE_S) {
-				fprintf(stderr, "fsdpscope collect: --until-idle: '%s' is not a number of seconds (0..%d)\n",
+				fprintf(stderr,
+					"fsdpscope collect: --until-idle: '%s' is not a number of seconds (0..%d)\n",
 					optarg, COLLECT_MAX_IDLE_S);
 				return -EINVAL;
 			}
@@ -260,7 +265,8 @@ static int parse_options(int argc, char **argv, struct collect_options *o, int *
 				return -EINVAL;
 			if (rc > 0) {
 				fprintf(stderr,
-					"fsdpscope collect: unknown option or missing value: '%s' (see 'fsdpscope help collect')\n",
+					"fsdpscope collect: unknown option or missing value: '%s' (see 'fsdpscope help "
+					"collect')\n",
 					argv[optind - 1]);
 				return -EINVAL;
 			}
@@ -349,8 +355,9 @@ static void refuse_live(const char *address, long pid)
 		fprintf(stderr, "fsdpscope collect: a collector (pid %ld) already listens on %s\n", pid, address);
 	else
 		fprintf(stderr, "fsdpscope collect: a collector already listens on %s\n", address);
-	fprintf(stderr, "  stop it first (kill -TERM %ld finishes its trace), or give this one another address: "
-			"--listen unix:/path/to/socket\n",
+	fprintf(stderr,
+		"  stop it first (kill -TERM %ld finishes its trace), or give this one another address: "
+		"--listen unix:/path/to/socket\n",
 		pid > 0 ? pid : 0L);
 }
 
@@ -366,7 +373,8 @@ static int take_default_socket(struct collect_state *st)
 		return -ENOMEM;
 	err = private_folder(folder, &why);
 	if (err) {
-		fprintf(stderr, "fsdpscope collect: cannot use %s for the socket: %s\n", folder, why ? why : strerror(-err));
+		fprintf(stderr, "fsdpscope collect: cannot use %s for the socket: %s\n", folder,
+			why ? why : strerror(-err));
 		if (why)
 			fprintf(stderr, "  remove it, or give an address: --listen unix:/path/in/a/private/folder\n");
 		free(folder);
@@ -471,7 +479,8 @@ static int prepare_listeners(struct collect_state *st)
 
 		err = wire_address_parse(text, &a);
 		if (err) {
-			fprintf(stderr, "fsdpscope collect: --listen %s: not an address (unix:/path, tcp:127.0.0.1:PORT)\n",
+			fprintf(stderr,
+				"fsdpscope collect: --listen %s: not an address (unix:/path, tcp:127.0.0.1:PORT)\n",
 				text);
 			break;
 		}
@@ -486,7 +495,8 @@ static int prepare_listeners(struct collect_state *st)
 		} else {
 			if (!is_loopback(&a))
 				fprintf(stderr,
-					"fsdpscope collect: warning: %s is not a loopback address: agents on other machines can "
+					"fsdpscope collect: warning: %s is not a loopback address: agents on other "
+					"machines can "
 					"reach it, and only the key keeps others out\n",
 					text);
 			if (a.key_path[0]) {
@@ -560,7 +570,8 @@ static void print_env_lines(const struct collect_state *st)
 
 		fprintf(stderr, "fsdpscope collect: the trace keeps %s%s (--keep, docs/keep.md)\n",
 			keep_policy_format(&st->opt.keep, kbuf, sizeof(kbuf)),
-			st->opt.keep.is_default ? " (the default: it switches to last:1000 before the disk runs short)" : "");
+			st->opt.keep.is_default ? " (the default: it switches to last:1000 before the disk runs short)"
+						: "");
 	}
 	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
@@ -585,14 +596,14 @@ static void collect_state_free(struct collect_state *st)
 static int setup(struct collect_state *st, char **argv)
 {
 	struct session_options so = {
-		.prog = "fsdpscope collect",
-		.dir = st->opt.dir,
-		.name = st->opt.name,
-		.argv = argv,
-		.leftovers = SESSION_LEFTOVERS_MERGE,
-		.flags = &st->opt.flags,
-		.json_summary = st->opt.json_summary,
-		.keep = &st->opt.keep,
+	    .prog = "fsdpscope collect",
+	    .dir = st->opt.dir,
+	    .name = st->opt.name,
+	    .argv = argv,
+	    .leftovers = SESSION_LEFTOVERS_MERGE,
+	    .flags = &st->opt.flags,
+	    .json_summary = st->opt.json_summary,
+	    .keep = &st->opt.keep,
 	};
 	const char *why;
 	int err;
@@ -618,7 +629,8 @@ static int setup(struct collect_state *st, char **argv)
 	}
 	err = private_folder(st->spool, &why);
 	if (err) {
-		fprintf(stderr, "fsdpscope collect: cannot use %s as the spool: %s\n", st->spool, why ? why : strerror(-err));
+		fprintf(stderr, "fsdpscope collect: cannot use %s as the spool: %s\n", st->spool,
+			why ? why : strerror(-err));
 		return err;
 	}
 	if (st->opt.metrics) {
@@ -664,8 +676,8 @@ static void collect_loop(struct collect_state *st)
 			continue;
 		}
 		if (!idle_since)
-			idle_since = now_ms();
-		if (now_ms() - idle_since >= (int64_t)st->opt.until_idle_s * 1000) {
+			idle_since = clock_mono_ms();
+		if (clock_mono_ms() - idle_since >= (int64_t)st->opt.until_idle_s * 1000) {
 			fprintf(stderr, "fsdpscope collect: no connection for %d s (--until-idle): finishing\n",
 				st->opt.until_idle_s);
 			break;

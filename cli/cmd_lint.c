@@ -7,7 +7,7 @@
 #include "cli/lint.h"
 #include "cli/output.h"
 #include "cli/report_sources.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 
 #include "rules/flight_text.h"
 
@@ -302,25 +302,10 @@ void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagno
 	fprintf(out, " (");
 	diagnosis_print_summary(out, d->result);
 	fprintf(out, ")\n");
-	for (size_t i = 0; i < findings_count(d->findings); i++) {
-		const struct finding *f = findings_get(d->findings, i);
-		const char *nl;
-
-		if (f->severity == RULE_INFO) {
-			fprintf(out, "\ninfo %s: %s\n", f->rule->id, f->message);
-			continue;
-		}
-		fprintf(out, "\n%s %s: %s\n  %s\n  evidence:\n", rule_severity_name(f->severity), f->rule->id,
-			f->rule->title, f->message);
-		for (const char *p = f->evidence; *p; p = nl ? nl + 1 : p + strlen(p)) {
-			nl = strchr(p, '\n');
-			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
-		}
-		fprintf(out, "  fix (PyTorch FSDP2):\n");
-		for (const char *p = f->fix_fsdp2; *p; p = nl ? nl + 1 : p + strlen(p)) {
-			nl = strchr(p, '\n');
-			fprintf(out, "    %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
-		}
+	/* lint --brief's blocks: the FSDP2 fix, and where to read the others */
+	if (findings_count(d->findings)) {
+		fputc('\n', out);
+		diagnosis_print_findings(out, d->findings, 0, 1);
 	}
 	if (d->damage[0])
 		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d->damage);
@@ -328,6 +313,7 @@ void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagno
 		fprintf(out, "\n");
 		report_sources_troubles(out, d->result, "");
 	}
+	diagnosis_print_partial_job(out, "lint", trace_path, d->result);
 	lint_print_left_out(out, trace_path, d->result);
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/output.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 
 #include <getopt.h>
 #include <stdio.h>

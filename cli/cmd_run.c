@@ -16,8 +16,9 @@
  * (cli/session.c), which `fsdpscope collect` shares.
  */
 #include "cli/commands.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 
 #include "collector/ingest.h"
 #include "common/clock.h"
@@ -49,130 +50,130 @@
 #define RUN_EXIT_SETUP EXIT_USAGE
 
 const char cmd_run_help[] =
-	"NAME\n"
-	"    fsdpscope run - run a training job with the agent and record one trace\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
-	"                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
-	"                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--hang-timeout SEC]\n"
-	"                  [--] CMD [ARGS...]\n\n"
-	"DESCRIPTION\n"
-	"    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
-	"    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
-	"    every process it starts - launchers such as torchrun, srun or mpirun, and\n"
-	"    the ranks they fork - record their NCCL collectives, NVTX ranges and, on a\n"
-	"    GPU, CUPTI kernel intervals. Each process connects to the socket on its own;\n"
-	"    a process that cannot reach it writes a per-process trace file into the\n"
-	"    run's private folder instead. fsdpscope is the job's subreaper: processes\n"
-	"    that outlive CMD stay in the run, and when CMD exits fsdpscope waits for\n"
-	"    them (at most --wait-descendants), then for the processes' final flushes\n"
-	"    (at most --flush-timeout), merges the per-process files, and writes one\n"
-	"    trace, DIR/NAME.fss, with one source per process and a process_exit record\n"
-	"    (how it ended) for every process it reaped.\n\n"
-	"    CMD begins at '--' or at the first word that is not an option: from there\n"
-	"    on every argument is CMD's, '--help' included.\n\n"
-	"    A trace is never replaced: when DIR/NAME.fss exists (an earlier run, or\n"
-	"    another run into the same DIR), the trace is written to NAME-2.fss (-3,\n"
-	"    ...) and fsdpscope says so. Each run has its own folder in DIR,\n"
-	"    DIR/" RUN_FOLDER_PREFIX "ID (mode 0700), so that runs sharing DIR merge only\n"
-	"    their own processes' files. What a run that was killed left there (its\n"
-	"    socket, unfinished trace, per-process files) is named by the next run in\n"
-	"    DIR and merged into DIR/recovered-ID.fss (left in place, and said, while\n"
-	"    that run's job is still running).\n\n"
-	"    Only processes of the user running fsdpscope may send records: the socket\n"
-	"    and its folder are the user's alone (0600 / 0700 whatever the umask), and\n"
-	"    every connection's peer user is checked; others are refused and reported.\n\n"
-	"    CMD's standard input, output and error are left alone; fsdpscope writes\n"
-	"    its own lines to standard error only: where the trace is, a one-line\n"
-	"    summary (processes, collectives, NVTX ranges, GPU intervals, records the\n"
-	"    agents dropped), the processes that outlived CMD and, when an input was\n"
-	"    cut short or damaged, which process, at what offset and why (its complete\n"
-	"    chunks are kept).\n\n"
-	"    SIGINT, SIGTERM and SIGHUP sent to fsdpscope are forwarded to CMD's process\n"
-	"    group, also while fsdpscope waits for the processes CMD left; a second one\n"
-	"    then stops that wait, and one after the job ended stops the wait for the\n"
-	"    final flushes. On a terminal, CMD's group is given the terminal, so ^C and\n"
-	"    ^Z act on the job as they would without fsdpscope. The job does not die\n"
-	"    with fsdpscope: killed (SIGKILL, out of memory), fsdpscope leaves the job\n"
-	"    running, and its agents go on in per-process files.\n\n"
-	"    The environment CMD gets (children and launchers inherit it):\n"
-	"      LD_PRELOAD             the agent, before any existing entries (after an\n"
-	"                             ASan runtime already listed there, which must be first)\n"
-	"      NVTX_INJECTION64_PATH  the agent, unless already set (then kept, with a\n"
-	"                             warning: NVTX ranges are then not recorded)\n"
-	"      FSDPSCOPE_SINK         the socket, unix:DIR/" RUN_FOLDER_PREFIX "ID/sock (or\n"
-	"                             unix:/tmp/fsdpscope-XXXXXX/sock, in $XDG_RUNTIME_DIR\n"
-	"                             when set, when that path is too long for a socket)\n"
-	"      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
-	"      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
-	"OPTIONS\n"
-	"    --out DIR            directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")\n"
-	"    --name NAME          trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
-	"                         file of that name is never replaced (see above)\n"
-	"    --dormant            start the agents dormant: they count calls but record\n"
-	"                         nothing until a collector asks for data\n"
-	"    --no-cupti           do not load CUPTI in the job (no GPU intervals)\n"
-	"    --wait-descendants SEC\n"
-	"                         after CMD exits, wait at most SEC seconds for the\n"
-	"                         processes it left running (forked ranks, daemons);\n"
-	"                         0: do not wait (default 3600). Those still running\n"
-	"                         then are named, and go on in per-process files that\n"
-	"                         the next run in DIR merges\n"
-	"    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
-	"                         connected to send their last records (default 5)\n"
-	"    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-	"                         prints it (schema fsdpscope.report/2)\n"
-	"    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
-	"                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
-	"                         that is not loopback is served with a warning\n"
-	"    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
-	"                         switches to last:1000 before the disk runs short, and says\n"
-	"                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
-	"                         docs/keep.md)\n"
-	"    --hang-timeout SEC   ranks waiting in a collective longer than SEC seconds while\n"
-	"                         others have not entered it are a hang (collective-hang;\n"
-	"                         default 60; > 0, fractions allowed): said on standard error\n"
-	"                         while the job runs ('fsdpscope: collective-hang: ...'), once\n"
-	"                         more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
-	"                         keep it below the job's own NCCL / PyTorch timeout\n"
-	"    -h, --help           this text (only before CMD)\n\n"
-	"FILES\n"
-	"    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
-	"    DIR/" RUN_FOLDER_PREFIX "ID/  the run's private folder (ID: fsdpscope's pid and a\n"
-	"                          random suffix), removed at the end: run.info (who, when,\n"
-	"                          what; locked while the run lives), sock, run-output.fss.partial\n"
-	"                          (the trace being written), the agents' per-process files\n"
-	"    DIR/recovered-ID.fss  what a killed run ID left, merged by the next run\n\n"
-	"    The agent is looked up in this order: $FSDPSCOPE_AGENT; next to the\n"
-	"    executable's build tree, EXE_DIR/../agent/" RUN_AGENT_NAME "; the install\n"
-	"    location, EXE_DIR/../lib/fsdpscope/" RUN_AGENT_NAME ".\n\n"
-	"EXIT STATUS\n"
-	"    CMD's exit status, or 128 + N when CMD was killed by signal N. 127 when CMD\n"
-	"    was not found and 126 when it could not be executed (as a shell does);\n"
-	"    2 when fsdpscope could not start it (bad usage, no agent, DIR not usable).\n"
-	"    A trace that could not be written is reported on standard error and does\n"
-	"    not change the exit status: the job's result is what counts.\n\n"
-	"OVERHEAD\n"
-	"    Measured on a 2-core VM (bench/results/agent.txt, bench/agent_bench.c):\n"
-	"    57 ns added per wrapped NCCL call while recording (51 ns of it are the two\n"
-	"    CLOCK_MONOTONIC reads, 25.6 ns each there), and about 24 ns more for the\n"
-	"    call's enter record (a second ring push; bench/results/enter.txt: x1.16-1.27\n"
-	"    of the recording cost, same run), 5.5 ns dormant, 3.5 ns with\n"
-	"    FSDPSCOPE_DISABLE=1. fsdp_ref step time with/without the agent: within the\n"
-	"    machine's noise (median ratio 0.96 over 7 rounds; ~0.02 % expected from\n"
-	"    the per-call figure). A process that never calls NCCL starts no thread.\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope run -- fsdp_ref --backend cpu --nranks 4 --layers 8 --wrap linear --steps 5\n"
-	"    fsdpscope run --out runs/exp1 --name step-time -- torchrun --nproc-per-node 8 train.py\n"
-	"    fsdpscope run --no-cupti python train.py --config small.yaml --help\n"
-	"    fsdpscope dump --type collective fsdpscope-out/trace.fss | head\n";
+    "NAME\n"
+    "    fsdpscope run - run a training job with the agent and record one trace\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope run [--out DIR] [--name NAME] [--dormant] [--no-cupti]\n"
+    "                  [--flush-timeout SEC] [--wait-descendants SEC] [--json-summary FILE]\n"
+    "                  [--metrics [HOST:]PORT] [--keep full|summary|last:N] [--hang-timeout SEC]\n"
+    "                  [--] CMD [ARGS...]\n\n"
+    "DESCRIPTION\n"
+    "    Starts a collector inside fsdpscope on a private unix socket, then runs CMD\n"
+    "    with the agent (libfsdpscope-agent.so) in its environment, so that CMD and\n"
+    "    every process it starts - launchers such as torchrun, srun or mpirun, and\n"
+    "    the ranks they fork - record their NCCL collectives, NVTX ranges and, on a\n"
+    "    GPU, CUPTI kernel intervals. Each process connects to the socket on its own;\n"
+    "    a process that cannot reach it writes a per-process trace file into the\n"
+    "    run's private folder instead. fsdpscope is the job's subreaper: processes\n"
+    "    that outlive CMD stay in the run, and when CMD exits fsdpscope waits for\n"
+    "    them (at most --wait-descendants), then for the processes' final flushes\n"
+    "    (at most --flush-timeout), merges the per-process files, and writes one\n"
+    "    trace, DIR/NAME.fss, with one source per process and a process_exit record\n"
+    "    (how it ended) for every process it reaped.\n\n"
+    "    CMD begins at '--' or at the first word that is not an option: from there\n"
+    "    on every argument is CMD's, '--help' included.\n\n"
+    "    A trace is never replaced: when DIR/NAME.fss exists (an earlier run, or\n"
+    "    another run into the same DIR), the trace is written to NAME-2.fss (-3,\n"
+    "    ...) and fsdpscope says so. Each run has its own folder in DIR,\n"
+    "    DIR/" RUN_FOLDER_PREFIX "ID (mode 0700), so that runs sharing DIR merge only\n"
+    "    their own processes' files. What a run that was killed left there (its\n"
+    "    socket, unfinished trace, per-process files) is named by the next run in\n"
+    "    DIR and merged into DIR/recovered-ID.fss (left in place, and said, while\n"
+    "    that run's job is still running).\n\n"
+    "    Only processes of the user running fsdpscope may send records: the socket\n"
+    "    and its folder are the user's alone (0600 / 0700 whatever the umask), and\n"
+    "    every connection's peer user is checked; others are refused and reported.\n\n"
+    "    CMD's standard input, output and error are left alone; fsdpscope writes\n"
+    "    its own lines to standard error only: where the trace is, a one-line\n"
+    "    summary (processes, collectives, NVTX ranges, GPU intervals, records the\n"
+    "    agents dropped), the processes that outlived CMD and, when an input was\n"
+    "    cut short or damaged, which process, at what offset and why (its complete\n"
+    "    chunks are kept).\n\n"
+    "    SIGINT, SIGTERM and SIGHUP sent to fsdpscope are forwarded to CMD's process\n"
+    "    group, also while fsdpscope waits for the processes CMD left; a second one\n"
+    "    then stops that wait, and one after the job ended stops the wait for the\n"
+    "    final flushes. On a terminal, CMD's group is given the terminal, so ^C and\n"
+    "    ^Z act on the job as they would without fsdpscope. The job does not die\n"
+    "    with fsdpscope: killed (SIGKILL, out of memory), fsdpscope leaves the job\n"
+    "    running, and its agents go on in per-process files.\n\n"
+    "    The environment CMD gets (children and launchers inherit it):\n"
+    "      LD_PRELOAD             the agent, before any existing entries (after an\n"
+    "                             ASan runtime already listed there, which must be first)\n"
+    "      NVTX_INJECTION64_PATH  the agent, unless already set (then kept, with a\n"
+    "                             warning: NVTX ranges are then not recorded)\n"
+    "      FSDPSCOPE_SINK         the socket, unix:DIR/" RUN_FOLDER_PREFIX "ID/sock (or\n"
+    "                             unix:/tmp/fsdpscope-XXXXXX/sock, in $XDG_RUNTIME_DIR\n"
+    "                             when set, when that path is too long for a socket)\n"
+    "      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
+    "      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
+    "OPTIONS\n"
+    "    --out DIR            directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")\n"
+    "    --name NAME          trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
+    "                         file of that name is never replaced (see above)\n"
+    "    --dormant            start the agents dormant: they count calls but record\n"
+    "                         nothing until a collector asks for data\n"
+    "    --no-cupti           do not load CUPTI in the job (no GPU intervals)\n"
+    "    --wait-descendants SEC\n"
+    "                         after CMD exits, wait at most SEC seconds for the\n"
+    "                         processes it left running (forked ranks, daemons);\n"
+    "                         0: do not wait (default 3600). Those still running\n"
+    "                         then are named, and go on in per-process files that\n"
+    "                         the next run in DIR merges\n"
+    "    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
+    "                         connected to send their last records (default 5)\n"
+    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+    "                         prints it (schema fsdpscope.report/2)\n"
+    "    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
+    "                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
+    "                         that is not loopback is served with a warning\n"
+    "    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
+    "                         switches to last:1000 before the disk runs short, and says\n"
+    "                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
+    "                         docs/keep.md)\n"
+    "    --hang-timeout SEC   ranks waiting in a collective longer than SEC seconds while\n"
+    "                         others have not entered it are a hang (collective-hang;\n"
+    "                         default 60; > 0, fractions allowed): said on standard error\n"
+    "                         while the job runs ('fsdpscope: collective-hang: ...'), once\n"
+    "                         more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
+    "                         keep it below the job's own NCCL / PyTorch timeout\n"
+    "    -h, --help           this text (only before CMD)\n\n"
+    "FILES\n"
+    "    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
+    "    DIR/" RUN_FOLDER_PREFIX "ID/  the run's private folder (ID: fsdpscope's pid and a\n"
+    "                          random suffix), removed at the end: run.info (who, when,\n"
+    "                          what; locked while the run lives), sock, run-output.fss.partial\n"
+    "                          (the trace being written), the agents' per-process files\n"
+    "    DIR/recovered-ID.fss  what a killed run ID left, merged by the next run\n\n"
+    "    The agent is looked up in this order: $FSDPSCOPE_AGENT; next to the\n"
+    "    executable's build tree, EXE_DIR/../agent/" RUN_AGENT_NAME "; the install\n"
+    "    location, EXE_DIR/../lib/fsdpscope/" RUN_AGENT_NAME ".\n\n"
+    "EXIT STATUS\n"
+    "    CMD's exit status, or 128 + N when CMD was killed by signal N. 127 when CMD\n"
+    "    was not found and 126 when it could not be executed (as a shell does);\n"
+    "    2 when fsdpscope could not start it (bad usage, no agent, DIR not usable).\n"
+    "    A trace that could not be written is reported on standard error and does\n"
+    "    not change the exit status: the job's result is what counts.\n\n"
+    "OVERHEAD\n"
+    "    Measured on a 2-core VM (bench/results/agent.txt, bench/agent_bench.c):\n"
+    "    57 ns added per wrapped NCCL call while recording (51 ns of it are the two\n"
+    "    CLOCK_MONOTONIC reads, 25.6 ns each there), and about 24 ns more for the\n"
+    "    call's enter record (a second ring push; bench/results/enter.txt: x1.16-1.27\n"
+    "    of the recording cost, same run), 5.5 ns dormant, 3.5 ns with\n"
+    "    FSDPSCOPE_DISABLE=1. fsdp_ref step time with/without the agent: within the\n"
+    "    machine's noise (median ratio 0.96 over 7 rounds; ~0.02 % expected from\n"
+    "    the per-call figure). A process that never calls NCCL starts no thread.\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope run -- fsdp_ref --backend cpu --nranks 4 --layers 8 --wrap linear --steps 5\n"
+    "    fsdpscope run --out runs/exp1 --name step-time -- torchrun --nproc-per-node 8 train.py\n"
+    "    fsdpscope run --no-cupti python train.py --config small.yaml --help\n"
+    "    fsdpscope dump --type collective fsdpscope-out/trace.fss | head\n";
 
 /* Signal state shared with the handlers. */
-static volatile sig_atomic_t run_child_pgid;  /* > 0 once the job's group exists */
-static volatile sig_atomic_t run_leader_gone; /* CMD has exited (its descendants may not have) */
-static volatile sig_atomic_t run_job_done;    /* CMD and every descendant reaped, or given up on */
+static volatile sig_atomic_t run_child_pgid;	       /* > 0 once the job's group exists */
+static volatile sig_atomic_t run_leader_gone;	       /* CMD has exited (its descendants may not have) */
+static volatile sig_atomic_t run_job_done;	       /* CMD and every descendant reaped, or given up on */
 static volatile sig_atomic_t run_signals_after_leader; /* signals received once CMD was gone */
-static volatile sig_atomic_t run_stop_wait;   /* stop waiting for descendants / final flushes */
+static volatile sig_atomic_t run_stop_wait;	       /* stop waiting for descendants / final flushes */
 
 /*
  * Forward to the job's process group while any of it may live. Once CMD is
@@ -213,13 +214,13 @@ struct run_late {
 struct run_state {
 	struct run_options opt;
 	session_t *session;
-	const char *sink;   /* FSDPSCOPE_SINK value: the session's private socket */
-	char *agent;        /* absolute path of the agent */
-	char *ld_preload;   /* LD_PRELOAD value for the job */
-	char *metrics;      /* --metrics as HOST:PORT */
+	const char *sink;	 /* FSDPSCOPE_SINK value: the session's private socket */
+	char *agent;		 /* absolute path of the agent */
+	char *ld_preload;	 /* LD_PRELOAD value for the job */
+	char *metrics;		 /* --metrics as HOST:PORT */
 	int keep_nvtx_injection; /* NVTX_INJECTION64_PATH was set by the user */
-	int tty;            /* terminal fd handed to the job, or -1 */
-	struct run_late *late; /* reaped after CMD exited, in order */
+	int tty;		 /* terminal fd handed to the job, or -1 */
+	struct run_late *late;	 /* reaped after CMD exited, in order */
 	size_t nlate;
 	size_t left_running; /* descendants still alive when the wait gave up */
 	pid_t left_pids[RUN_NAMED_PIDS];
@@ -245,7 +246,6 @@ static int build_ld_preload(struct run_state *st)
 	return 0;
 }
 
-
 /* "exit 0" / "killed by signal 9" for a wait status. */
 static void describe_status(int status, char *buf, size_t len)
 {
@@ -260,9 +260,9 @@ static void describe_status(int status, char *buf, size_t len)
 static int parse_options(int argc, char **argv, struct run_options *o)
 {
 	static const struct option options[] = {
-		SESSION_RUN_LONG_OPTIONS,
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    SESSION_RUN_LONG_OPTIONS,
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int opt;
 
@@ -282,7 +282,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 		if (rc < 0)
 			return FSS_E_USAGE;
 		if (rc > 0) {
-			fprintf(stderr, "fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
+			fprintf(stderr,
+				"fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
 				argv[optind - 1]);
 			return FSS_E_USAGE;
 		}
@@ -300,14 +301,14 @@ static int parse_options(int argc, char **argv, struct run_options *o)
 static int setup(struct run_state *st)
 {
 	struct session_options so = {
-		.prog = "fsdpscope run",
-		.dir = st->opt.s.dir,
-		.name = st->opt.s.name,
-		.argv = st->opt.argv,
-		.leftovers = SESSION_LEFTOVERS_RECOVER,
-		.json_summary = st->opt.s.json_summary,
-		.keep = &st->opt.s.keep,
-		.flags = &st->opt.s.flags,
+	    .prog = "fsdpscope run",
+	    .dir = st->opt.s.dir,
+	    .name = st->opt.s.name,
+	    .argv = st->opt.argv,
+	    .leftovers = SESSION_LEFTOVERS_RECOVER,
+	    .json_summary = st->opt.s.json_summary,
+	    .keep = &st->opt.s.keep,
+	    .flags = &st->opt.s.flags,
 	};
 	int err;
 
@@ -337,10 +338,11 @@ static int setup(struct run_state *st)
 
 		if (nvtx && *nvtx && strcmp(nvtx, st->agent) != 0) {
 			st->keep_nvtx_injection = 1;
-			fprintf(stderr,
-				"fsdpscope run: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX "
-				"ranges will not be recorded\n",
-				nvtx);
+			fprintf(
+			    stderr,
+			    "fsdpscope run: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX "
+			    "ranges will not be recorded\n",
+			    nvtx);
 		}
 	}
 	return 0;
@@ -353,7 +355,7 @@ static void child_environment(const struct run_state *st)
 	if (!st->keep_nvtx_injection)
 		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
 	setenv("FSDPSCOPE_SINK", st->sink, 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(session_run_session(st->session)), 1);
+	setenv("FSDPSCOPE_OUT", run_folder_path(session_run_folder(st->session)), 1);
 	if (st->opt.s.dormant)
 		setenv("FSDPSCOPE_DORMANT", "1", 1);
 	if (st->opt.s.no_cupti)
@@ -392,14 +394,6 @@ static void exec_error_message(const char *cmd, int e)
 		fprintf(stderr, "fsdpscope run: %s: command not found\n", cmd);
 	else
 		fprintf(stderr, "fsdpscope run: cannot run %s: %s\n", cmd, strerror(e));
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The job was stopped (^Z): stop with it, as a shell job, then resume it. */
@@ -533,9 +527,10 @@ static int supervise(struct run_state *st, pid_t pid)
 			 * lives (^C still reaches what CMD left), else comes back. */
 			if (st->tty >= 0 && kill(-pid, 0) < 0)
 				tcsetpgrp(st->tty, getpgrp());
-			deadline = now_ms() + (int64_t)st->opt.s.wait_descendants_s * 1000;
+			deadline = clock_mono_ms() + (int64_t)st->opt.s.wait_descendants_s * 1000;
 			if (n && st->opt.s.wait_descendants_s) {
-				fprintf(stderr, "fsdpscope run: %s exited; waiting for the %zu process%s it left running (",
+				fprintf(stderr,
+					"fsdpscope run: %s exited; waiting for the %zu process%s it left running (",
 					st->opt.argv[0], n, n == 1 ? "" : "es");
 				print_pids(pids, n, RUN_NAMED_PIDS);
 				fprintf(stderr, "), at most %d s (--wait-descendants)\n", st->opt.s.wait_descendants_s);
@@ -545,7 +540,7 @@ static int supervise(struct run_state *st, pid_t pid)
 			continue;
 		if (!children)
 			break;
-		if (now_ms() >= deadline || run_stop_wait) {
+		if (clock_mono_ms() >= deadline || run_stop_wait) {
 			st->left_running = list_children(st->left_pids, RUN_NAMED_PIDS);
 			break;
 		}
@@ -560,11 +555,11 @@ static int supervise(struct run_state *st, pid_t pid)
 /* After the job: wait (bounded) for the agents' final flushes. */
 static void drain(struct run_state *st)
 {
-	int64_t deadline = now_ms() + (int64_t)st->opt.s.flush_timeout_s * 1000;
+	int64_t deadline = clock_mono_ms() + (int64_t)st->opt.s.flush_timeout_s * 1000;
 
 	session_poll(st->session, 0); /* accept what is waiting in the backlog */
 	while (!run_stop_wait && session_open_connections(st->session) > 0) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clock_mono_ms();
 
 		if (left <= 0) {
 			fprintf(stderr,
@@ -608,13 +603,15 @@ static void print_job_notes(void *ctx, const struct ingest_stats *s)
 		fprintf(stderr, "; %" PRIu32 " of them reported to the trace\n", reported);
 	}
 	if (st->left_running) {
-		fprintf(stderr, "fsdpscope run: warning: %zu process%s still running %d s after %s exited (", st->left_running,
-			st->left_running == 1 ? "" : "es", st->opt.s.wait_descendants_s, st->opt.argv[0]);
+		fprintf(stderr, "fsdpscope run: warning: %zu process%s still running %d s after %s exited (",
+			st->left_running, st->left_running == 1 ? "" : "es", st->opt.s.wait_descendants_s,
+			st->opt.argv[0]);
 		print_pids(st->left_pids, st->left_running, RUN_NAMED_PIDS);
-		fprintf(stderr,
-			"): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
-			"next 'fsdpscope run --out %s' merges\n",
-			run_session_folder(session_run_session(st->session)), st->opt.s.dir);
+		fprintf(
+		    stderr,
+		    "): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
+		    "next 'fsdpscope run --out %s' merges\n",
+		    run_folder_path(session_run_folder(st->session)), st->opt.s.dir);
 	}
 }
 
@@ -663,8 +660,9 @@ int cmd_run(int argc, char **argv)
 	/* Processes the job leaves behind become fsdpscope's children, not
 	 * init's: they can be waited for and their ends recorded. */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		fprintf(stderr, "fsdpscope run: warning: cannot become the job's subreaper (%s): processes that outlive "
-				"%s will not be waited for\n",
+		fprintf(stderr,
+			"fsdpscope run: warning: cannot become the job's subreaper (%s): processes that outlive "
+			"%s will not be waited for\n",
 			strerror(errno), st.opt.argv[0]);
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		fprintf(stderr, "fsdpscope run: pipe: %s\n", strerror(errno));
@@ -712,10 +710,11 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGCHLD, &sa, NULL);
 	run_child_pgid = pid;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	if (run_session_set_job(session_run_session(st.session), pid) < 0)
-		fprintf(stderr, "fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
-				"folder later cannot tell whether its job still runs\n",
-			run_session_folder(session_run_session(st.session)));
+	if (run_folder_set_job(session_run_folder(st.session), pid) < 0)
+		fprintf(stderr,
+			"fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
+			"folder later cannot tell whether its job still runs\n",
+			run_folder_path(session_run_folder(st.session)));
 
 	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
 	close(errpipe[1]);

@@ -7,8 +7,9 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "cli/session.h"
+#include "cli/session_options.h"
 #include "cli/top_run.h"
 
 #include "common/error.h"

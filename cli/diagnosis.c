@@ -11,6 +11,7 @@
 #include "collector/merge.h"
 #include "common/error.h"
 #include "common/trace_parser.h"
+#include "rules/diagnosis.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -512,7 +513,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	rc = rules_run(d->result, &f->rules, d->findings);
+	rc = diagnosis_from_result(d->result, &f->rules, d->findings, NULL, 0, NULL);
 	if (rc) {
 		diagnosis_free(d);
 		snprintf(err, errlen, "running the rules: %s", fss_strerror(rc));
@@ -589,17 +590,13 @@ static int folder_traces(const char *dir, char ***paths, size_t *n)
 	return rc;
 }
 
-/* partial_job_note - a trace that holds only some of its job's ranks is
- * analysed as what it is, and said to be a part. */
-static void partial_job_note(const char *cmd, const struct diagnosis *d)
+void diagnosis_print_partial_job(FILE *out, const char *cmd, const char *trace_path, const struct analysis_result *a)
 {
-	const struct analysis_result *a = d->result;
-
 	if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
-		fprintf(stderr,
+		fprintf(out,
 			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; the other "
 			"ranks' traces (one per node) are read with it as one job: fsdpscope %s TRACE... or DIR...\n",
-			cmd, d->trace_path, a->ranks, a->world_size, cmd);
+			cmd, trace_path, a->ranks, a->world_size, cmd);
 }
 
 int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char ***out, size_t *nout)
@@ -678,7 +675,7 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 	}
 	d->paths = paths;
 	d->npaths = n;
-	partial_job_note(cmd, d);
+	diagnosis_print_partial_job(stderr, cmd, d->trace_path, d->result);
 	return 0;
 fail:
 	diagnosis_trace_args_free(paths, n);

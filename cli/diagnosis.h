@@ -270,6 +270,14 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d);
  */
 void diagnosis_print_findings(FILE *out, const findings_t *list, int explain, int fsdp2_only);
 
+/*
+ * diagnosis_print_partial_job - when a holds only some of its job's ranks
+ * (fewer than its largest communicator's), one line on out saying so and
+ * how to read the rest with it: "fsdpscope CMD: TRACE: a partial job: ...".
+ * Nothing for a whole job.
+ */
+void diagnosis_print_partial_job(FILE *out, const char *cmd, const char *trace_path, const struct analysis_result *a);
+
 /* diagnosis_print_tally - "1 error, 2 warnings, 1 info" (no newline). */
 void diagnosis_print_tally(FILE *out, const findings_t *list);
 

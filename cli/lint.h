@@ -31,10 +31,11 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 /*
  * lint_print_summary - analyse the finished trace at trace_path with the
  * default options and thresholds, and print the findings to out: a tally
- * line, then each error and warning with its evidence and its FSDP2 fix,
- * and each info finding as one line; then where to see the rest (`fsdpscope
- * lint TRACE` for every framework's fix, `fsdpscope report TRACE` for the
- * whole diagnosis). Returns the highest severity found (0 info, 1 warning,
+ * line, then each finding as `lint --brief` prints it (its evidence and its
+ * FSDP2 fix), what the verdict left out (a partial job, lost collectives,
+ * processes cut off), then where to see the rest (`fsdpscope lint TRACE`
+ * for every framework's fix, `fsdpscope report TRACE` for the whole
+ * diagnosis). Returns the highest severity found (0 info, 1 warning,
  * 2 error), -1 when there is no finding, or a negative errno / FSS_E_*
  * below -1 when the trace could not be analysed (a line saying why was
  * printed to out). Never exits, never writes to stdout unless out is it.

@@ -7,46 +7,17 @@
 #include "cli/report_sources.h"
 
 #include "common/record.h"
+#include "rules/finding_text.h"
 #include "rules/flight_text.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-/* indent_lines - text with each line prefixed by `indent`. */
-static void indent_lines(FILE *out, const char *indent, const char *text)
+/* put_line - a finding's line (rules/finding_text.h) on the FILE ctx. */
+static void put_line(void *ctx, const char *indent, const char *text, size_t len)
 {
-	const char *p = text;
-
-	while (*p) {
-		const char *nl = strchr(p, '\n');
-		size_t len = nl ? (size_t)(nl - p) : strlen(p);
-
-		fprintf(out, "%s%.*s\n", indent, (int)len, p);
-		p += len + (nl ? 1 : 0);
-	}
-}
-
-/* wrap - a paragraph folded at `width` columns after `indent`. */
-static void wrap(FILE *out, const char *indent, const char *text, size_t width)
-{
-	const char *p = text;
-
-	while (*p) {
-		size_t len = strlen(p), cut = len;
-
-		if (len > width) {
-			cut = width;
-			while (cut > 0 && p[cut] != ' ')
-				cut--;
-			if (cut == 0)
-				cut = width;
-		}
-		fprintf(out, "%s%.*s\n", indent, (int)cut, p);
-		p += cut;
-		while (*p == ' ')
-			p++;
-	}
+	fprintf(ctx, "%s%.*s\n", indent, (int)len, text);
 }
 
 void diagnosis_print_summary(FILE *out, const struct analysis_result *a)
@@ -83,30 +54,12 @@ void diagnosis_print_tally(FILE *out, const findings_t *list)
 
 void diagnosis_print_findings(FILE *out, const findings_t *list, int explain, int fsdp2_only)
 {
-	for (size_t i = 0; i < findings_count(list); i++) {
-		const struct finding *f = findings_get(list, i);
+	unsigned flags = (explain ? FINDING_TEXT_WHY : 0) | (fsdp2_only ? FINDING_TEXT_FSDP2_ONLY : 0);
 
-		fprintf(out, "%s%s %s: %s\n", i ? "\n" : "", rule_severity_name(f->severity), f->rule->id,
-			f->rule->title);
-		wrap(out, "  ", f->message, 78);
-		fprintf(out, "  evidence:\n");
-		indent_lines(out, "    ", f->evidence);
-		if (explain) {
-			fprintf(out, "  why:\n");
-			wrap(out, "    ", f->rule->explanation, 76);
-		}
-		fprintf(out, "  fix (PyTorch FSDP2):\n");
-		indent_lines(out, "    ", f->fix_fsdp2);
-		if (fsdp2_only)
-			continue;
-		if (f->fix_fsdp1) {
-			fprintf(out, "  fix (PyTorch FSDP1):\n");
-			indent_lines(out, "    ", f->fix_fsdp1);
-		}
-		if (f->fix_deepspeed) {
-			fprintf(out, "  fix (DeepSpeed ZeRO-3):\n");
-			indent_lines(out, "    ", f->fix_deepspeed);
-		}
+	for (size_t i = 0; i < findings_count(list); i++) {
+		if (i)
+			fputc('\n', out);
+		finding_text_lines(findings_get(list, i), flags, put_line, out);
 	}
 }
 

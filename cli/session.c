@@ -1,15 +1,16 @@
 /*
- * session.c - a live session: the private folder, the ingest, the streamed
- * analysis and the end (cli/session.h). `fsdpscope run` and `fsdpscope
+ * session.c - a live session: the private folder, the readers, the rules
+ * and what is said (cli/session.h). `fsdpscope run` and `fsdpscope
  * collect` differ only in what they do around it: run launches and reaps a
  * job, collect waits for ranks started elsewhere.
  *
- * Why the analysis is fed from the ingest's record callback rather than
- * from the trace once written: a live view (and the end of a long job)
- * must not re-read gigabytes, and what is shown live must be what lint
- * says at the end. The callback gives the records in the trace's order
- * with the trace's source numbers, so the streamed analyzer sees exactly
- * what a reader of the finished trace sees.
+ * The engine is collector/session.h with a live ingest as its input: the
+ * ingest feeds the session's one per-source view, and its record callback
+ * the analyzer, the live state and the keeper, so the streamed analyzer
+ * sees exactly what a reader of the finished trace sees (a live view, and
+ * the end of a long job, must not re-read gigabytes, and what is shown
+ * live must be what lint says at the end). This file gives it the
+ * diagnosis (the rules) and says what happened.
  */
 #include "cli/session.h"
 
@@ -22,11 +23,12 @@
 #include "collector/keep.h"
 #include "collector/live.h"
 #include "collector/metrics.h"
+#include "collector/session.h"
 #include "collector/viewer.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/wire.h"
-#include "tui/feeds.h"
+#include "rules/diagnosis.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,250 +44,64 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SESSION_AGENT_NAME "libfsdpscope-agent.so"
-/* How often the unfinished trace is flushed to disk: what a killed session
- * loses of what it had received. */
-#define SESSION_FLUSH_EVERY_MS 1000
-/* Readers get a new view at most this often (after steps only). */
-#define SESSION_PUBLISH_EVERY_MS 100
-/* A diagnosis of what the analyzer holds (a snapshot and the rules): its
- * cost follows the analyzer's state, not the trace's length. */
-#define SESSION_DIAGNOSE_EVERY_MS 1000
-
 struct session {
 	struct session_options o;
-	run_session_t *rs;
-	ingest_t *ing;
-	analyzer_t *an;
-	int analysis_error; /* the streamed analysis failed (out of memory): the trace goes on */
+	run_folder_t *rs;
+	fss_session_t *fs;	 /* the engine: a live ingest, the view, the analyzer, the live state, the keeper */
+	ingest_t *ing;		 /* the session's input (fs's) */
 	char options_error[512]; /* an analysis option that does not fit the job (diagnosis_check) */
-	int failed;	    /* the ingest failed: nothing more is written */
-	int in_files;	    /* records now come from a merged file, not a connection */
-	uint64_t agent_records;
+	int failed;		 /* the ingest failed: nothing more is written */
 	char *private_sink;
-	int64_t last_flush_ms;
 	char **merged; /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
 	char *trace_path;
-	keeper_t *keeper;
-	struct keep_policy keep;
-	live_t *live;
-	live_board_t *board;
 	viewer_server_t *viewer;
 	metrics_server_t *metrics;
 	char *viewer_address;
-	int live_error; /* the live state ran out of memory: views stop, the trace goes on */
-	uint64_t steps; /* steps the analyzer completed */
-	uint64_t steps_published, steps_diagnosed;
-	int64_t last_publish_ms, last_diagnosis_ms;
-	int flight_pending;   /* the latest diagnosis had calls in flight or a hang: diagnose again, steps or not */
-	int diagnosis_unpublished; /* a diagnosis the readers have not been shown */
-	hang_lines_t *hang_lines; /* the stderr lines of calls in flight: what was said */
+	hang_lines_t *hang_lines;	 /* the stderr lines of calls in flight: what was said */
 	struct diagnosis d;		 /* the streamed diagnosis, at the end */
 	struct diagnosis_flags defaults; /* when the caller gave none */
 	const struct diagnosis_flags *flags;
 	int kept;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote)
-{
-	const char *colon = strrchr(arg, ':');
-	const char *port = colon ? colon + 1 : arg;
-	char *end;
-	long p = strtol(port, &end, 10);
-	size_t hl = colon ? (size_t)(colon - arg) : 0;
-
-	*hostport = NULL;
-	*remote = 0;
-	if (!*port || *end || p < 0 || p > 65535 || (colon && !hl)) {
-		fprintf(stderr, "%s: --metrics %s: expected PORT or HOST:PORT (127.0.0.1:9464)\n", prog, arg);
-		return -EINVAL;
-	}
-	if (!colon) {
-		if (asprintf(hostport, "127.0.0.1:%ld", p) < 0)
-			*hostport = NULL;
-		return *hostport ? 0 : -ENOMEM;
-	}
-	if (!((hl == 9 && !strncmp(arg, "localhost", 9)) || !strncmp(arg, "127.", 4) ||
-	      (hl == 5 && !strncmp(arg, "[::1]", 5)))) {
-		*remote = 1;
-		fprintf(
-		    stderr,
-		    "%s: warning: --metrics %s is not a loopback address: anyone who can reach it can read the job's "
-		    "metrics (no authentication)\n",
-		    prog, arg);
-	}
-	*hostport = strdup(arg);
-	return *hostport ? 0 : -ENOMEM;
-}
-
-int session_find_agent(const char *prog, char **path)
-{
-	const char *env = getenv("FSDPSCOPE_AGENT");
-	char exe[PATH_MAX], cand[2][PATH_MAX + 64];
-	char *agent = NULL;
-	ssize_t n;
-	int ncand = 0;
-
-	*path = NULL;
-	if (env && *env) {
-		agent = realpath(env, NULL);
-		if (!agent || access(agent, R_OK) < 0) {
-			fprintf(stderr, "%s: FSDPSCOPE_AGENT=%s: %s\n", prog, env, strerror(errno));
-			free(agent);
-			return -ENOENT;
-		}
-	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n > 0) {
-			char *slash;
-
-			exe[n] = '\0';
-			slash = strrchr(exe, '/');
-			if (slash)
-				*slash = '\0';
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../agent/%s", exe, SESSION_AGENT_NAME);
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s/../lib/fsdpscope/%s", exe, SESSION_AGENT_NAME);
-		}
-		for (int i = 0; i < ncand && !agent; i++) {
-			if (access(cand[i], R_OK) == 0)
-				agent = realpath(cand[i], NULL);
-		}
-		if (!agent) {
-			fprintf(stderr, "%s: cannot find the agent, %s; looked for:\n", prog, SESSION_AGENT_NAME);
-			fprintf(stderr, "    $FSDPSCOPE_AGENT (not set)\n");
-			for (int i = 0; i < ncand; i++)
-				fprintf(stderr, "    %s\n", cand[i]);
-			fprintf(stderr, "  build it (target fsdpscope_agent) or set FSDPSCOPE_AGENT to its path\n");
-			return -ENOENT;
-		}
-	}
-	/* ld.so splits LD_PRELOAD at spaces and colons. */
-	if (strpbrk(agent, " :")) {
-		fprintf(stderr,
-			"%s: the agent's path has a space or a colon, which LD_PRELOAD cannot carry: %s\n"
-			"  copy it elsewhere and set FSDPSCOPE_AGENT\n",
-			prog, agent);
-		free(agent);
-		return -EINVAL;
-	}
-	*path = agent;
-	return 0;
-}
-
-/* The ingest's record callback: every record the trace gets, in its order. */
-static int on_record(void *ctx, const struct fss_record_head *rec, const struct source *src)
-{
-	session_t *s = ctx;
-
-	(void)src;
-	if (!s->in_files)
-		s->agent_records++;
-	if (s->an && !s->analysis_error) {
-		int err = analyzer_feed(s->an, rec);
-
-		if (err)
-			s->analysis_error = err;
-	}
-	if (s->live && !s->live_error && live_on_record(s->live, rec, src) < 0)
-		s->live_error = 1;
-	/* After the analyzer: the step the record completes is known to the
-	 * keeper when it places the record (collector/keep.h). */
-	return s->keeper ? keeper_on_record(s->keeper, rec, src) : 0;
-}
-
-/* The analyzer's step callback: every completed step of every rank. */
-static void on_step(void *ctx, const struct analysis_step_info *step)
-{
-	session_t *s = ctx;
-
-	s->steps++;
-	if (s->live)
-		live_on_step(s->live, step);
-	if (s->keeper)
-		keeper_on_step(s->keeper, step);
-}
-
 /* What the keeper has to say (the disk guard switched the policy, ...). */
 static void keeper_messages(session_t *s)
 {
 	const char *m;
 
-	while (s->keeper && (m = keeper_take_message(s->keeper)))
+	keeper_t *k = s->fs ? fss_session_keeper(s->fs) : NULL;
+
+	while (k && (m = keeper_take_message(k)))
 		fprintf(stderr, "%s: %s\n", s->o.prog, m);
 }
 
-/* Diagnose result r (the rules on it) into the live state. */
+/* Result r and the findings the rules gave on it, into the live state. */
 static void live_diagnose(session_t *s, const struct analysis_result *r, const findings_t *list)
 {
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	size_t n = top_live_findings(list, found, LIVE_FINDINGS_MAX);
+	size_t n = diagnosis_live_findings(list, found, LIVE_FINDINGS_MAX);
 
-	live_set_diagnosis(s->live, r, found, n);
+	live_set_diagnosis(fss_session_live(s->fs), r, found, n);
 }
 
-/* A diagnosis of what the analyzer holds now, into the live state and the
- * stderr lines of calls in flight. Waits are measured to the session's
- * clock (the job is running: the trace has no end yet). */
-static void diagnose_now(session_t *s)
+/* The engine's diagnosis of what the analyzer holds now (it schedules it
+ * and measures waits to the session's clock): the rules, into the live
+ * state and the stderr lines of calls in flight. */
+static int diagnose_live(void *ctx, const struct analysis_result *r, live_t *live, int final)
 {
-	struct analysis_result *r = NULL;
-	findings_t *list;
+	session_t *s = ctx;
+	struct live_finding found[LIVE_FINDINGS_MAX];
+	findings_t *list = findings_new();
+	size_t n;
+	int rc = -ENOMEM;
 
-	analyzer_set_now(s->an, realtime_ns());
-	if (analyzer_snapshot(s->an, &r))
-		return;
-	list = findings_new();
-	if (list && rules_run(r, &s->flags->rules, list) == 0) {
-		live_diagnose(s, r, list);
+	if (list && (rc = diagnosis_from_result(r, &s->flags->rules, list, found, LIVE_FINDINGS_MAX, &n)) == 0) {
+		live_set_diagnosis(live, r, found, n);
 		hang_lines_update(s->hang_lines, r, list, stderr);
-		s->flight_pending = r->flight.in_flight > 0 || r->flight.nhangs > 0;
-		s->diagnosis_unpublished = 1;
 	}
 	findings_free(list);
-	analysis_result_free(r);
-}
-
-/* Now and then: a diagnosis of what the analyzer holds, and a new view
- * for the readers. A diagnosis is due once steps completed, and, steps or
- * not, while a rank is inside a collective (a hung job completes none). */
-static void live_tick(session_t *s)
-{
-	int64_t now;
-
-	if (!s->live || s->live_error)
-		return;
-	now = now_ms();
-	if (!s->analysis_error && now - s->last_diagnosis_ms >= SESSION_DIAGNOSE_EVERY_MS &&
-	    (s->steps != s->steps_diagnosed || s->flight_pending || live_in_flight(s->live))) {
-		diagnose_now(s);
-		s->steps_diagnosed = s->steps;
-		s->last_diagnosis_ms = now;
-	}
-	if ((s->steps != s->steps_published || s->diagnosis_unpublished) &&
-	    now - s->last_publish_ms >= SESSION_PUBLISH_EVERY_MS) {
-		if (live_publish(s->live, s->board) == 0) {
-			s->steps_published = s->steps;
-			s->diagnosis_unpublished = 0;
-		}
-		s->last_publish_ms = now;
-	}
+	return rc;
 }
 
 /* The readers' side: the board, the viewer socket beside the agents', and
@@ -297,15 +113,14 @@ static int start_readers(session_t *s)
 	struct sockaddr_un sun;
 	int rc;
 
-	if (live_new(&s->live) || live_board_new(&s->board) || hang_lines_new(&s->hang_lines))
+	if (hang_lines_new(&s->hang_lines))
 		return -ENOMEM;
 	/* A first view at once, empty: a viewer that connects to a session no
 	 * rank has reached yet gets a snapshot (the protocol's first line comes
 	 * at once), so it can tell a viewer socket from any other. */
-	if (live_publish(s->live, s->board))
+	if (fss_session_publish(s->fs))
 		return -ENOMEM;
-	s->last_diagnosis_ms = now_ms();
-	sock = strdup(run_session_socket(s->rs));
+	sock = strdup(run_folder_socket(s->rs));
 	slash = sock ? strrchr(sock, '/') : NULL;
 	if (!slash) {
 		free(sock);
@@ -323,7 +138,7 @@ static int start_readers(session_t *s)
 		free(s->viewer_address);
 		s->viewer_address = NULL;
 	} else {
-		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, s->board, err, sizeof(err));
+		rc = viewer_server_start(&s->viewer, s->viewer_address + 5, fss_session_board(s->fs), err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "%s: warning: no viewer endpoint: %s\n", s->o.prog,
 				err[0] ? err : fss_strerror(rc));
@@ -333,7 +148,8 @@ static int start_readers(session_t *s)
 	}
 	if (s->o.metrics) {
 		err[0] = '\0';
-		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, s->board, err, sizeof(err));
+		rc = metrics_server_start(&s->metrics, s->o.metrics, s->o.metrics_remote, fss_session_board(s->fs), err,
+					  sizeof(err));
 		if (rc) {
 			fprintf(stderr, "%s: --metrics %s: %s\n", s->o.prog, s->o.metrics,
 				err[0] ? err : fss_strerror(rc));
@@ -349,7 +165,7 @@ static void say_failed(session_t *s, int err)
 		return;
 	s->failed = 1;
 	fprintf(stderr, "%s: writing %s.partial failed: %s; the job goes on unrecorded\n", s->o.prog,
-		run_session_output(s->rs), fss_strerror(err));
+		run_folder_output(s->rs), fss_strerror(err));
 }
 
 /* Merge one file into the trace; files merged are remembered, to be
@@ -361,9 +177,9 @@ static int merge_file(session_t *s, char *path)
 
 	if (s->failed)
 		return -EIO;
-	s->in_files = 1;
+	fss_session_in_files(s->fs, 1);
 	err = ingest_add_file(s->ing, path);
-	s->in_files = 0;
+	fss_session_in_files(s->fs, 0);
 	if (err)
 		return err;
 	merged = realloc(s->merged, (s->nmerged + 1) * sizeof(*merged));
@@ -428,7 +244,7 @@ static size_t merge_spool(session_t *s)
 
 	if (!s->o.spool)
 		return 0;
-	err = run_folder_files(s->o.spool, &names, &n);
+	err = run_folder_list(s->o.spool, &names, &n);
 	if (err) {
 		fprintf(stderr, "%s: cannot read the spool %s: %s\n", s->o.prog, s->o.spool, fss_strerror(err));
 		return 0;
@@ -453,7 +269,7 @@ static size_t merge_spool(session_t *s)
 /* run: what dead runs left in DIR goes into traces of their own. */
 static void leftovers_recover(session_t *s, struct run_leftover *l, size_t n)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 
 	for (size_t i = 0; i < n; i++) {
 		struct ingest_stats rs;
@@ -489,7 +305,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 		if (l[i].job_running)
 			continue;
-		err = run_folder_files(l[i].folder, &files, &nfiles);
+		err = run_folder_list(l[i].folder, &files, &nfiles);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s: %s; left it in place\n", s->o.prog, l[i].folder,
 				fss_strerror(err));
@@ -527,7 +343,7 @@ static void leftovers_merge(session_t *s, struct run_leftover *l, size_t n)
 
 static void handle_leftovers(session_t *s)
 {
-	const char *dir = run_session_dir(s->rs);
+	const char *dir = run_folder_dir(s->rs);
 	struct run_leftover *l;
 	size_t n;
 	int err = run_leftovers_find(dir, &l, &n);
@@ -573,6 +389,32 @@ static int listen_on(session_t *s, const char *address)
 	return err;
 }
 
+/* The engine: a collector session on a live ingest writing the trace,
+ * with its keeper, analyzer and live state; the rules are ours. */
+static int engine_new(session_t *s)
+{
+	struct fss_session_options so = {
+	    .analysis = &s->flags->analysis, .live = 1, .diagnose = diagnose_live, .diagnose_ctx = s};
+	struct fss_session_ingest_options io = {.output_path = run_folder_output(s->rs),
+						.folder = run_folder_path(s->rs),
+						.ingest = {.key = s->o.key},
+						.keep = s->o.keep};
+	const char *what;
+	int err = fss_session_new(&s->fs, &so);
+
+	if (err) {
+		fprintf(stderr, "%s: out of memory\n", s->o.prog);
+		return err;
+	}
+	err = fss_session_open_ingest(s->fs, &io, &s->ing, &what);
+	if (err && !strcmp(what, "keeper"))
+		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", s->o.prog, fss_strerror(err));
+	else if (err)
+		fprintf(stderr, "%s: cannot create %s.partial: %s\n", s->o.prog, run_folder_output(s->rs),
+			fss_strerror(err));
+	return err;
+}
+
 int session_new(session_t **out, const struct session_options *o)
 {
 	session_t *s = calloc(1, sizeof(*s));
@@ -585,7 +427,7 @@ int session_new(session_t **out, const struct session_options *o)
 	s->o = *o;
 	diagnosis_flags_init(&s->defaults);
 	s->flags = o->flags ? o->flags : &s->defaults;
-	err = run_session_new(&s->rs, o->dir, o->argv, what, sizeof(what));
+	err = run_folder_new(&s->rs, o->dir, o->argv, what, sizeof(what));
 	if (err) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", o->prog, what, fss_strerror(err));
 		goto fail;
@@ -594,46 +436,23 @@ int session_new(session_t **out, const struct session_options *o)
 	 * not its own. */
 	if (o->leftovers == SESSION_LEFTOVERS_RECOVER)
 		handle_leftovers(s);
-	if (asprintf(&s->private_sink, "unix:%s", run_session_socket(s->rs)) < 0) {
+	if (asprintf(&s->private_sink, "unix:%s", run_folder_socket(s->rs)) < 0) {
 		s->private_sink = NULL;
 		err = -ENOMEM;
 		goto fail;
 	}
-	{
-		struct ingest_options io = {.key = o->key};
-
-		err = ingest_new(&s->ing, run_session_output(s->rs), &io);
-	}
-	if (err) {
-		fprintf(stderr, "%s: cannot create %s.partial: %s\n", o->prog, run_session_output(s->rs),
-			fss_strerror(err));
+	err = engine_new(s);
+	if (err)
 		goto fail;
-	}
-	if (o->keep)
-		s->keep = *o->keep;
-	else
-		keep_policy_default(&s->keep);
-	err = keeper_new(&s->keeper, &s->keep, s->ing, run_session_output(s->rs), run_session_folder(s->rs));
-	if (err) {
-		fprintf(stderr, "%s: cannot start the --keep policy: %s\n", o->prog, fss_strerror(err));
-		goto fail;
-	}
-	err = analyzer_new(&s->an, &s->flags->analysis);
-	if (err) {
-		fprintf(stderr, "%s: out of memory\n", o->prog);
-		goto fail;
-	}
-	analyzer_on_step(s->an, on_step, s);
 	err = start_readers(s);
 	if (err) {
 		if (err == -ENOMEM)
 			fprintf(stderr, "%s: out of memory\n", o->prog);
 		goto fail;
 	}
-	ingest_on_record(s->ing, on_record, s);
 	/* Listening first: nothing is accepted before the first poll, and a
 	 * session that cannot listen has merged (and removed) nothing. */
-	err = run_session_listen(s->rs, s->ing);
+	err = run_folder_listen(s->rs, s->ing);
 	if (err) {
 		fprintf(stderr, "%s: cannot listen on %s: %s\n", o->prog, s->private_sink, fss_strerror(err));
 		goto fail;
@@ -656,7 +475,6 @@ int session_new(session_t **out, const struct session_options *o)
 			goto fail;
 		}
 	}
-	s->last_flush_ms = now_ms();
 	*out = s;
 	return 0;
 fail:
@@ -665,7 +483,7 @@ fail:
 	return err;
 }
 
-run_session_t *session_run_session(session_t *s)
+run_folder_t *session_run_folder(session_t *s)
 {
 	return s->rs;
 }
@@ -702,7 +520,7 @@ const char *session_metrics_address(const session_t *s)
 
 uint64_t session_records_from_agents(const session_t *s)
 {
-	return s->agent_records;
+	return fss_session_agent_records(s->fs);
 }
 
 int session_poll(session_t *s, int timeout_ms)
@@ -715,16 +533,12 @@ int session_poll(session_t *s, int timeout_ms)
 			poll(NULL, 0, timeout_ms);
 		return 0;
 	}
-	rc = ingest_poll(s->ing, timeout_ms);
-	/* On disk at least once a second: what a killed session loses. */
-	if (rc >= 0 && now_ms() - s->last_flush_ms >= SESSION_FLUSH_EVERY_MS) {
-		rc = ingest_flush(s->ing);
-		s->last_flush_ms = now_ms();
-	}
+	/* the ingest's poll, and the trace on disk at least once a second */
+	rc = fss_session_read(s->fs, timeout_ms);
 	if (rc < 0)
 		say_failed(s, rc);
 	keeper_messages(s);
-	live_tick(s);
+	fss_session_tick(s->fs);
 	return 0;
 }
 
@@ -735,9 +549,7 @@ static int diagnose(session_t *s)
 
 	memset(&s->d, 0, sizeof(s->d));
 	s->d.trace_path = s->trace_path;
-	if (s->analysis_error)
-		return s->analysis_error;
-	err = analyzer_finish(s->an, &s->d.result);
+	err = fss_session_finish_analysis(s->fs, 0, &s->d.result);
 	if (err)
 		return err;
 	/* The ingest closed the trace it wrote: a reader finds it ended so. */
@@ -748,7 +560,7 @@ static int diagnose(session_t *s)
 	s->d.findings = findings_new();
 	if (!s->d.findings)
 		return -ENOMEM;
-	return rules_run(s->d.result, &s->flags->rules, s->d.findings);
+	return diagnosis_from_result(s->d.result, &s->flags->rules, s->d.findings, NULL, 0, NULL);
 }
 
 static int write_json_summary(session_t *s)
@@ -824,6 +636,7 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out)
 {
 	const struct ingest_stats *stats = NULL;
+	const char *note = NULL;
 	char **names;
 	size_t n, spool_left;
 	int err, taken = 0, written;
@@ -832,10 +645,10 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	out->lint_max_severity = -1;
 	if (!s->failed) {
 		ingest_poll(s->ing, 0); /* accept what is waiting in the backlog */
-		err = run_session_files(s->rs, &names, &n);
+		err = run_folder_files(s->rs, &names, &n);
 		if (err) {
 			fprintf(stderr, "%s: cannot read %s for per-process files: %s\n", s->o.prog,
-				run_session_folder(s->rs), fss_strerror(err));
+				run_folder_path(s->rs), fss_strerror(err));
 			names = NULL;
 			n = 0;
 		}
@@ -863,22 +676,15 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			    "%s: %zu file%s in %s %s still written by running processes: not merged; the next session "
 			    "in %s merges %s\n",
 			    s->o.prog, spool_left, spool_left == 1 ? "" : "s", s->o.spool,
-			    spool_left == 1 ? "is" : "are", run_session_dir(s->rs), spool_left == 1 ? "it" : "them");
+			    spool_left == 1 ? "is" : "are", run_folder_dir(s->rs), spool_left == 1 ? "it" : "them");
 	}
-	err = s->failed ? -EIO : keeper_drain(s->keeper);
-	if (!err)
-		err = ingest_finish(s->ing, &stats);
-	if (!err) {
-		const char *note = NULL;
-
-		err = keeper_finish(s->keeper, &note);
-		if (!err && note)
-			fprintf(stderr, "%s: the trace holds %s\n", s->o.prog, note);
-	}
+	err = s->failed ? -EIO : fss_session_end_ingest(s->fs, &stats, &note);
+	if (!err && note)
+		fprintf(stderr, "%s: the trace holds %s\n", s->o.prog, note);
 	keeper_messages(s);
 	written = !err;
 	if (!err)
-		err = run_session_publish(s->rs, s->o.name, &s->trace_path, &taken);
+		err = run_folder_publish(s->rs, s->o.name, &s->trace_path, &taken);
 	if (err || !stats) {
 		/* A finished trace that could not be moved holds the files'
 		 * records: they go, so that the next session reads them once. */
@@ -887,7 +693,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		if (!s->failed)
 			fprintf(stderr, "%s: writing the trace failed: %s\n", s->o.prog, fss_strerror(err));
 		fprintf(stderr, "%s: what was recorded is left in %s; the next session in %s merges it\n", s->o.prog,
-			run_session_folder(s->rs), run_session_dir(s->rs));
+			run_folder_path(s->rs), run_folder_dir(s->rs));
 		s->kept = 1;
 		out->kept = 1;
 		return err ? err : -EIO;
@@ -900,7 +706,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		fprintf(stderr,
 			"%s: %s/%s%s already exists (not this session's): left it as it is, and wrote this session's "
 			"trace under a new name\n",
-			s->o.prog, run_session_dir(s->rs), s->o.name,
+			s->o.prog, run_folder_dir(s->rs), s->o.name,
 			strlen(s->o.name) > 4 && !strcmp(s->o.name + strlen(s->o.name) - 4, ".fss") ? "" : ".fss");
 	print_summary(s, stats, notes_fn, ctx);
 	out->trace_path = s->trace_path;
@@ -917,9 +723,9 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 		out->result = s->d.result;
 		out->lint_max_severity = findings_max_severity(s->d.findings);
 		/* The readers' last view says what lint says. */
-		if (s->live && !s->live_error) {
+		if (!fss_session_live_failed(s->fs)) {
 			live_diagnose(s, s->d.result, s->d.findings);
-			live_publish(s->live, s->board);
+			fss_session_publish(s->fs);
 		}
 		/* A trace without collectives has nothing to lint. */
 		if (stats->by_type[FSS_REC_COLLECTIVE]) {
@@ -947,7 +753,7 @@ void session_abandon(session_t *s)
 		return;
 	if (s->ing) {
 		ingest_finish(s->ing, NULL);
-		unlink(run_session_output(s->rs));
+		unlink(run_folder_output(s->rs));
 	}
 	s->kept = 0;
 }
@@ -957,19 +763,15 @@ void session_free(session_t *s)
 	if (!s)
 		return;
 	/* Readers first: they hold views of the board. */
-	if (s->board)
-		live_board_close(s->board);
+	if (s->fs && fss_session_board(s->fs))
+		live_board_close(fss_session_board(s->fs));
 	viewer_server_stop(s->viewer);
 	metrics_server_stop(s->metrics);
-	live_board_free(s->board);
-	live_free(s->live);
-	hang_lines_free(s->hang_lines);
 	free(s->viewer_address);
-	keeper_free(s->keeper);
-	ingest_free(s->ing);
-	analyzer_free(s->an);
+	fss_session_free(s->fs); /* the ingest, keeper, analyzer, live state and board */
+	hang_lines_free(s->hang_lines);
 	diagnosis_free(&s->d);
-	run_session_close(s->rs, !s->kept);
+	run_folder_close(s->rs, !s->kept);
 	for (size_t i = 0; i < s->nmerged; i++)
 		free(s->merged[i]);
 	free(s->merged);
@@ -980,209 +782,5 @@ void session_free(session_t *s)
 
 struct live_board *session_board(session_t *s)
 {
-	return s->board;
-}
-
-/* ---- what `run` and `top -- CMD` share ------------------------------------------ */
-
-#define SESSION_DEFAULT_FLUSH_S 5
-#define SESSION_DEFAULT_WAIT_DESCENDANTS_S 3600
-#define SESSION_MAX_WAIT_S (30 * 86400)
-
-void session_run_options_init(struct session_run_options *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->dir = SESSION_DEFAULT_DIR;
-	o->name = SESSION_DEFAULT_NAME;
-	o->flush_timeout_s = SESSION_DEFAULT_FLUSH_S;
-	o->wait_descendants_s = SESSION_DEFAULT_WAIT_DESCENDANTS_S;
-	keep_policy_default(&o->keep);
-	diagnosis_flags_init(&o->flags);
-}
-
-static int parse_seconds(const char *prog, const char *opt, const char *arg, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (!*arg || *end || errno || v < 0 || v > SESSION_MAX_WAIT_S) {
-		fprintf(stderr, "%s: %s: '%s' is not a number of seconds (0..%d)\n", prog, opt, arg,
-			SESSION_MAX_WAIT_S);
-		return -1;
-	}
-	*out = (int)v;
-	return 0;
-}
-
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog)
-{
-	switch (opt) {
-	case SESSION_OPT_OUT:
-		o->dir = arg;
-		return 0;
-	case SESSION_OPT_NAME:
-		o->name = arg;
-		return 0;
-	case SESSION_OPT_DORMANT:
-		o->dormant = 1;
-		return 0;
-	case SESSION_OPT_NO_CUPTI:
-		o->no_cupti = 1;
-		return 0;
-	case SESSION_OPT_JSON_SUMMARY:
-		o->json_summary = arg;
-		return 0;
-	case SESSION_OPT_METRICS:
-		o->metrics = arg;
-		return 0;
-	case SESSION_OPT_KEEP:
-		return session_keep_option(prog, arg, &o->keep);
-	case SESSION_OPT_FLUSH_TIMEOUT:
-		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
-	case SESSION_OPT_WAIT_DESCENDANTS:
-		return parse_seconds(prog, "--wait-descendants", arg, &o->wait_descendants_s);
-	case DIAG_OPT_HANG_TIMEOUT: {
-		const char *cmd = strrchr(prog, ' ');
-
-		return diagnosis_option(&o->flags, opt, arg, cmd ? cmd + 1 : prog) ? -1 : 0;
-	}
-	default:
-		return 1;
-	}
-}
-
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep)
-{
-	if (keep_policy_parse(arg, keep)) {
-		fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n", prog,
-			arg);
-		return -1;
-	}
-	return 0;
-}
-
-int session_output_check(const char *prog, const char *dir, const char *name)
-{
-	if (!*dir) {
-		fprintf(stderr, "%s: --out: empty directory name\n", prog);
-		return -1;
-	}
-	if (!*name || strchr(name, '/') || name[0] == '.') {
-		fprintf(stderr, "%s: --name: '%s' must be a plain file name (no '/', not starting with '.')\n", prog, name);
-		return -1;
-	}
-	return 0;
-}
-
-int session_run_options_check(const struct session_run_options *o, const char *prog)
-{
-	return session_output_check(prog, o->dir, o->name);
-}
-
-/* In the child, before exec: the job's environment, its stdio. */
-static void spawn_child(session_t *s, const struct session_job *j, const char *ld_preload, int keep_nvtx)
-{
-	setpgid(0, 0);
-	setenv("LD_PRELOAD", ld_preload, 1);
-	if (!keep_nvtx)
-		setenv("NVTX_INJECTION64_PATH", j->agent, 1);
-	setenv("FSDPSCOPE_SINK", s->private_sink, 1);
-	setenv("FSDPSCOPE_OUT", run_session_folder(s->rs), 1);
-	if (j->dormant)
-		setenv("FSDPSCOPE_DORMANT", "1", 1);
-	if (j->no_cupti)
-		setenv("FSDPSCOPE_CUPTI", "0", 1);
-	if (j->stdin_null) {
-		int fd = open("/dev/null", O_RDONLY);
-
-		if (fd >= 0 && fd != STDIN_FILENO) {
-			dup2(fd, STDIN_FILENO);
-			close(fd);
-		} else if (fd < 0) {
-			close(STDIN_FILENO);
-		}
-	}
-	if (j->output_fd >= 0) {
-		dup2(j->output_fd, STDOUT_FILENO);
-		dup2(j->output_fd, STDERR_FILENO);
-	}
-}
-
-int session_spawn(session_t *s, const struct session_job *j, pid_t *pid)
-{
-	const char *old = getenv("LD_PRELOAD"), *nvtx = getenv("NVTX_INJECTION64_PATH");
-	char *ld_preload = NULL;
-	int errpipe[2], e = 0, keep_nvtx = nvtx && *nvtx && strcmp(nvtx, j->agent) != 0;
-	ssize_t n;
-	pid_t p;
-
-	*pid = -1;
-	/* The agent first, unless an ASan runtime is listed, which insists on being first. */
-	if (!old || !*old)
-		n = asprintf(&ld_preload, "%s", j->agent);
-	else if (strstr(old, "libasan") || strstr(old, "clang_rt.asan"))
-		n = asprintf(&ld_preload, "%s:%s", old, j->agent);
-	else
-		n = asprintf(&ld_preload, "%s:%s", j->agent, old);
-	if (n < 0) {
-		fprintf(stderr, "%s: out of memory\n", s->o.prog);
-		return -ENOMEM;
-	}
-	if (keep_nvtx)
-		fprintf(
-		    stderr,
-		    "%s: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX ranges will not be "
-		    "recorded\n",
-		    s->o.prog, nvtx);
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		e = -errno;
-		fprintf(stderr, "%s: pipe: %s\n", s->o.prog, strerror(errno));
-		free(ld_preload);
-		return e;
-	}
-	fflush(NULL);
-	p = fork();
-	if (p == 0) {
-		spawn_child(s, j, ld_preload, keep_nvtx);
-		execvp(j->argv[0], j->argv);
-		e = errno;
-		if (write(errpipe[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
-	}
-	free(ld_preload);
-	close(errpipe[1]);
-	if (p < 0) {
-		e = -errno;
-		fprintf(stderr, "%s: fork: %s\n", s->o.prog, strerror(errno));
-		close(errpipe[0]);
-		return e;
-	}
-	setpgid(p, p); /* also in the child: whichever runs first */
-	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
-	do
-		n = read(errpipe[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(errpipe[0]);
-	if (n == (ssize_t)sizeof(e)) {
-		int status;
-
-		while (waitpid(p, &status, 0) < 0 && errno == EINTR)
-			;
-		if (e == ENOENT && !strchr(j->argv[0], '/'))
-			fprintf(stderr, "%s: %s: command not found\n", s->o.prog, j->argv[0]);
-		else
-			fprintf(stderr, "%s: cannot run %s: %s\n", s->o.prog, j->argv[0], strerror(e));
-		return -e;
-	}
-	if (run_session_set_job(s->rs, p) < 0)
-		fprintf(
-		    stderr,
-		    "%s: warning: cannot note the job in %s/run.info: a run that finds this one's folder later cannot "
-		    "tell whether its job still runs\n",
-		    s->o.prog, run_session_folder(s->rs));
-	*pid = p;
-	return 0;
+	return fss_session_board(s->fs);
 }

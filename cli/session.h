@@ -2,12 +2,14 @@
  * session.h - a live session (DESIGN.md, "Live sessions"): what `fsdpscope
  * run` and `fsdpscope collect` share, so that both are one code path.
  *
- * A session is a private folder in DIR (cli/run_session.h: lock, socket,
- * unfinished trace), an ingest listening on the private socket and on any
- * other address asked for, a streaming analyzer fed from the ingest's
- * record callback (it sees exactly the records the trace gets, in the
- * trace's order), the live state (collector/live.h) fed from the same
- * records and the analyzer's steps, published on a board that the viewer
+ * A session is a private folder in DIR (cli/run_folder.h: lock, socket,
+ * unfinished trace) and a collector session (collector/session.h: the
+ * engine) whose input is an ingest listening on the private socket and on
+ * any other address asked for: one per-source view the ingest feeds, a
+ * streaming analyzer fed from the ingest's record callback (it sees
+ * exactly the records the trace gets, in the trace's order), the live
+ * state (collector/live.h) fed from the same records and the analyzer's
+ * steps, published on a board that the viewer
  * endpoint (a second socket beside the agents', collector/viewer.h) and
  * /metrics (collector/metrics.h, when asked) read, the keeper that
  * decides what of a long job the trace keeps (collector/keep.h), and the
@@ -30,10 +32,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include <getopt.h>
-
 #include "cli/diagnosis.h"
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "collector/ingest.h"
 #include "collector/keep.h"
 
@@ -81,8 +81,8 @@ struct session_options {
  */
 int session_new(session_t **out, const struct session_options *o);
 
-/* session_run_session - the private folder's side (run.info, socket path). */
-run_session_t *session_run_session(session_t *s);
+/* session_run_folder - the private folder's side (run.info, socket path). */
+run_folder_t *session_run_folder(session_t *s);
 
 /* session_ingest - the ingest (ingest_note_exit is the caller's: it reaps). */
 ingest_t *session_ingest(session_t *s);
@@ -149,110 +149,9 @@ void session_abandon(session_t *s);
  * session_finish said to keep it. NULL is allowed. */
 void session_free(session_t *s);
 
-/*
- * session_metrics_option - --metrics ARG: "PORT" (loopback), or HOST:PORT.
- * A host that is not loopback is served only because it was named: a
- * warning says so (prefixed with prog) and *remote is set. *hostport is
- * malloc'd. Returns 0, or -EINVAL (said) for an argument that is neither.
- */
-int session_metrics_option(const char *prog, const char *arg, char **hostport, int *remote);
-
-/*
- * session_find_agent - the agent's absolute path in *path (malloc'd):
- * $FSDPSCOPE_AGENT, else next to the executable's build tree
- * (EXE_DIR/../agent/), else the install tree (EXE_DIR/../lib/fsdpscope/).
- * When none is usable, says where it looked on stderr (prefixed with
- * prog) and returns -ENOENT; -EINVAL for a path LD_PRELOAD cannot carry.
- */
-int session_find_agent(const char *prog, char **path);
-
 /* session_board - the board the session publishes its views on (the
  * dashboard of `top -- CMD` reads it on another thread). */
 struct live_board;
 struct live_board *session_board(session_t *s);
-
-/* ---- what `run` and `top -- CMD` share: the session's options, the job ---- */
-
-/* Where a session that launches its job writes by default (run's help names them). */
-#define SESSION_DEFAULT_DIR "fsdpscope-out"
-#define SESSION_DEFAULT_NAME "trace"
-
-/* The options of a session that launches its job (`fsdpscope run`, `fsdpscope top -- CMD`). */
-struct session_run_options {
-	const char *dir;	      /* --out DIR */
-	const char *name;	      /* --name NAME */
-	int dormant;		      /* --dormant */
-	int no_cupti;		      /* --no-cupti */
-	int flush_timeout_s;	      /* --flush-timeout SEC */
-	int wait_descendants_s;	      /* --wait-descendants SEC */
-	const char *json_summary;     /* --json-summary FILE */
-	const char *metrics;	      /* --metrics [HOST:]PORT */
-	struct keep_policy keep;      /* --keep */
-	struct diagnosis_flags flags; /* --hang-timeout; the rest lint's defaults */
-};
-
-/* getopt_long values of those options (cmd_run.c's letters; a caller's own options use others). */
-enum {
-	SESSION_OPT_OUT = 'o',
-	SESSION_OPT_NAME = 'n',
-	SESSION_OPT_DORMANT = 'D',
-	SESSION_OPT_NO_CUPTI = 'C',
-	SESSION_OPT_FLUSH_TIMEOUT = 'F',
-	SESSION_OPT_WAIT_DESCENDANTS = 'W',
-	SESSION_OPT_JSON_SUMMARY = 'J',
-	SESSION_OPT_METRICS = 'M',
-	SESSION_OPT_KEEP = 'K',
-};
-
-/* The struct option entries of the session's options, to splice into a command's table. */
-#define SESSION_RUN_LONG_OPTIONS                                                                                       \
-	{"out", required_argument, NULL, SESSION_OPT_OUT}, {"name", required_argument, NULL, SESSION_OPT_NAME},        \
-	    {"dormant", no_argument, NULL, SESSION_OPT_DORMANT},                                                       \
-	    {"no-cupti", no_argument, NULL, SESSION_OPT_NO_CUPTI},                                                     \
-	    {"flush-timeout", required_argument, NULL, SESSION_OPT_FLUSH_TIMEOUT},                                     \
-	    {"wait-descendants", required_argument, NULL, SESSION_OPT_WAIT_DESCENDANTS},                               \
-	    {"json-summary", required_argument, NULL, SESSION_OPT_JSON_SUMMARY},                                       \
-	    {"metrics", required_argument, NULL, SESSION_OPT_METRICS},                                                 \
-	    {"keep", required_argument, NULL, SESSION_OPT_KEEP}, DIAGNOSIS_HANG_OPTION
-
-/* session_run_options_init - run's defaults: ./fsdpscope-out, trace, 5 s flush, 3600 s descendants, keep full. */
-void session_run_options_init(struct session_run_options *o);
-
-/*
- * session_run_option - apply one option of SESSION_RUN_LONG_OPTIONS (opt
- * from getopt_long). Returns 0 applied, 1 not one of them, -1 a bad value
- * (said on stderr, prefixed with prog).
- */
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog);
-
-/* session_keep_option - --keep ARG into *keep. 0, or -1 for a bad policy (said, prefixed with prog). */
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep);
-
-/* session_output_check - --out DIR and --name NAME usable (a folder given, NAME a plain
- * file name). 0, or -1 (said, prefixed with prog). */
-int session_output_check(const char *prog, const char *dir, const char *name);
-
-/* session_run_options_check - after parsing: --out and --name usable. 0, or -1 (said). */
-int session_run_options_check(const struct session_run_options *o, const char *prog);
-
-/* How session_spawn starts the job. */
-struct session_job {
-	char *const *argv; /* CMD ARGS..., NULL-terminated */
-	const char *agent; /* the agent's path (session_find_agent) */
-	int dormant, no_cupti;
-	int output_fd;	/* the job's stdout and stderr, -1: left as they are */
-	int stdin_null; /* the job's stdin is /dev/null (closed to it) */
-};
-
-/*
- * session_spawn - fork and exec the job in its own process group, with the
- * agent and this session's sink in its environment (as `fsdpscope run`
- * documents: LD_PRELOAD, NVTX_INJECTION64_PATH, FSDPSCOPE_SINK,
- * FSDPSCOPE_OUT, FSDPSCOPE_DORMANT, FSDPSCOPE_CUPTI), noted in run.info.
- * The caller reaps it (ingest_note_exit). Returns 0 with *pid once exec
- * succeeded; -errno of exec (nothing ran, *pid reaped) or of fork, said on
- * stderr prefixed with the session's prog.
- */
-int session_spawn(session_t *s, const struct session_job *j, pid_t *pid);
 
 #endif

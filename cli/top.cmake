@@ -15,7 +15,7 @@ add_library(fss_top_feeds STATIC
   ${PROJECT_SOURCE_DIR}/tui/feed_viewer.c
 )
 target_include_directories(fss_top_feeds PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(fss_top_feeds PUBLIC fss_viewer fss_live fss_rules fss_analysis fss_collector fss_common
+target_link_libraries(fss_top_feeds PUBLIC fss_session fss_viewer fss_live fss_rules fss_analysis fss_collector fss_common
   Threads::Threads PRIVATE PkgConfig::JANSSON)
 
 target_sources(fsdpscope PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_top.c ${CMAKE_CURRENT_LIST_DIR}/top_run.c)

@@ -19,7 +19,9 @@
 #include "cli/top_run.h"
 
 #include "cli/commands.h"
+#include "cli/job.h"
 #include "collector/ingest.h"
+#include "common/clock.h"
 #include "tui/feeds.h"
 
 #include <errno.h>
@@ -85,14 +87,6 @@ void top_run_catch_signals(void)
 		sigaction(sigs[i], &sa, NULL);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void describe(int status, char *buf, size_t len)
 {
 	const char *sig = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
@@ -156,8 +150,8 @@ static void *session_thread(void *arg)
 		if (stop)
 			kill(-r->pid, SIGTERM);
 		if (leader_done && !deadline)
-			deadline = now_ms() + (int64_t)r->o.wait_descendants_s * 1000;
-		if (leader_done && children && now_ms() >= deadline)
+			deadline = clock_mono_ms() + (int64_t)r->o.wait_descendants_s * 1000;
+		if (leader_done && children && clock_mono_ms() >= deadline)
 			break; /* what CMD left goes on in per-process files, as with run */
 		if (leader_done && !r->ended) {
 			pthread_mutex_lock(&r->mu);
@@ -171,10 +165,10 @@ static void *session_thread(void *arg)
 	}
 	/* The final flushes of the agents, bounded as run's. */
 	{
-		int64_t end = now_ms() + (int64_t)r->o.flush_timeout_s * 1000;
+		int64_t end = clock_mono_ms() + (int64_t)r->o.flush_timeout_s * 1000;
 
 		session_poll(r->session, 0);
-		while (session_open_connections(r->session) > 0 && now_ms() < end)
+		while (session_open_connections(r->session) > 0 && clock_mono_ms() < end)
 			session_poll(r->session, TOP_RUN_POLL_MS);
 	}
 	pthread_mutex_lock(&r->mu);
@@ -282,6 +276,7 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 		goto fail;
 	}
 	top_board_feed_bind(r->bf, &r->inner);
+	job.prog = TOP_PROG;
 	job.argv = argv;
 	job.agent = r->agent;
 	job.dormant = o->dormant;

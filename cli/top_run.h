@@ -7,6 +7,7 @@
 #define FSS_CLI_TOP_RUN_H
 
 #include "cli/session.h"
+#include "cli/session_options.h"
 #include "tui/top.h"
 
 typedef struct top_run top_run_t;

@@ -14,6 +14,10 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c
+  ${CMAKE_CURRENT_LIST_DIR}/flight_calls.c
+  ${CMAKE_CURRENT_LIST_DIR}/flight_gpu.c
+  ${CMAKE_CURRENT_LIST_DIR}/flight_hang.c
+  ${CMAKE_CURRENT_LIST_DIR}/flight_mismatch.c
   ${CMAKE_CURRENT_LIST_DIR}/ledger.c
   ${CMAKE_CURRENT_LIST_DIR}/median.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c

@@ -32,6 +32,11 @@
 
 int analyzer_new(analyzer_t **out, const struct analysis_options *opts)
 {
+	return analyzer_new_on(out, opts, NULL);
+}
+
+int analyzer_new_on(analyzer_t **out, const struct analysis_options *opts, sources_t *view)
+{
 	*out = NULL;
 	analyzer_t *a = calloc(1, sizeof *a);
 	if (!a)
@@ -49,7 +54,8 @@ int analyzer_new(analyzer_t **out, const struct analysis_options *opts)
 	if (!a->opt.hang_timeout_ns)
 		a->opt.hang_timeout_ns = ANALYSIS_DEFAULT_HANG_TIMEOUT_NS;
 	a->min_rank_seen = INT32_MAX;
-	a->tl = timeline_new(a->opt.step_ranges, a->opt.compute_ranges);
+	a->tl = view ? timeline_new_on(view, a->opt.step_ranges, a->opt.compute_ranges)
+		     : timeline_new(a->opt.step_ranges, a->opt.compute_ranges);
 	a->ranks = ranks_new();
 	a->flight = flight_new();
 	if (!a->tl || !a->ranks || !a->flight) {
@@ -194,6 +200,11 @@ void analyze_keep_finish(const analyzer_t *a, struct analysis_result *r)
 		for (size_t j = 0; j < a->nrs; j++)
 			if (a->rs[j]->src->id == r->sources[i].source)
 				r->sources[i].collectives_missing = analyze_source_lost(a->rs[j]);
+}
+
+struct timeline *analyzer_timeline(analyzer_t *a)
+{
+	return a->tl;
 }
 
 void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "collector/analysis.h"
+#include "collector/source.h"
 #include "common/record.h"
 
 typedef struct analyzer analyzer_t;
@@ -29,6 +30,19 @@ typedef struct analyzer analyzer_t;
  * -ENOMEM.
  */
 int analyzer_new(analyzer_t **out, const struct analysis_options *opts);
+
+/*
+ * analyzer_new_on - as analyzer_new, on a per-source view the caller owns
+ * and feeds (a session's, collector/session.h): its timeline borrows the
+ * view (timeline_new_on), so the caller passes the view's callbacks on to
+ * analyzer_timeline()'s timeline and feeds the analyzer each record right
+ * after the view took it. view NULL: analyzer_new.
+ */
+int analyzer_new_on(analyzer_t **out, const struct analysis_options *opts, sources_t *view);
+
+/* analyzer_timeline - the analyzer's timeline (for a borrowed view's callbacks). */
+struct timeline;
+struct timeline *analyzer_timeline(analyzer_t *a);
 
 /*
  * analyzer_feed - one record, as trace_parser's on_record delivers it (at

@@ -68,12 +68,15 @@ struct ingest_options {
 	uint32_t keep_steps;     /* the header's keep_steps */
 	const unsigned char *key; /* WIRE_KEY_BYTES: the key TCP connections must send first; NULL: none,
 	                             and ingest_listen refuses tcp addresses */
+	sources_t *view;          /* the per-source view the output's records are fed to, borrowed (a
+	                             session's, collector/session.h: one decode for every reader of the
+	                             session); NULL: the ingest's own */
 };
 
 /*
  * Called for every record the output gets, in output order, after its
- * source number was rewritten (head.source is the output's), with the
- * per-source layer's view of that source (NULL for a record of no source):
+ * source number was rewritten (head.source is the output's) and the
+ * per-source view took it in, with the view's source (NULL for a record of no source):
  * the session feeds its live analysis from here, so what it analyses is
  * exactly what the trace holds. Records the output already held do not
  * come through here, nor the resume markers the ingest writes (the file

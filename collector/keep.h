@@ -18,44 +18,21 @@
  *
  * A keeper sits between the session's ingest and its trace file: the
  * session hands it every record (keeper_on_record: write it or not) and
- * every completed step (keeper_on_step).
+ * every completed step (keeper_on_step). Its counters and the hooks a test
+ * replaces are in keep_hooks.h.
  */
 #ifndef FSS_COLLECTOR_KEEP_H
 #define FSS_COLLECTOR_KEEP_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/statvfs.h>
 
 #include "collector/analyze.h"
 #include "collector/ingest.h"
+#include "collector/keep_policy.h"
 
-enum keep_mode {
-	KEEP_FULL = 0,
-	KEEP_LAST = 1,
-	KEEP_SUMMARY = 2,
-};
-
-struct keep_policy {
-	enum keep_mode mode;
-	uint32_t steps; /* N of last:N; for summary, the steps kept in full at the start */
-	int is_default; /* not chosen by the user (messages say so) */
-};
-
-/* Steps a summary keeps in full at the start when "summary" names none. */
-#define KEEP_SUMMARY_STEPS 16
 /* What the disk guard switches a default `full` to. */
 #define KEEP_GUARD_LAST 1000
-
-/* keep_policy_parse - "full", "summary", "summary:N", "last:N" (1 <= N <=
- * 10,000,000). 0 or -EINVAL; *out is set only on success (is_default 0). */
-int keep_policy_parse(const char *text, struct keep_policy *out);
-
-/* keep_policy_default - the policy when --keep is not given. */
-void keep_policy_default(struct keep_policy *out);
-
-/* keep_policy_format - "full", "last:1000", "summary" into buf. */
-const char *keep_policy_format(const struct keep_policy *p, char *buf, size_t len);
 
 typedef struct keeper keeper_t;
 
@@ -64,8 +41,7 @@ typedef struct keeper keeper_t;
  * path given to ingest_new), segments in `folder` (the session's private
  * folder). Returns 0 or -errno.
  */
-int keeper_new(keeper_t **out, const struct keep_policy *p, ingest_t *ing, const char *trace_path,
-	       const char *folder);
+int keeper_new(keeper_t **out, const struct keep_policy *p, ingest_t *ing, const char *trace_path, const char *folder);
 
 /*
  * keeper_on_record - from the session's ingest_record_fn: 0 write, 1 leave
@@ -108,52 +84,6 @@ const char *keeper_take_message(keeper_t *k);
  * last:N what stays on disk). Returns buf; "" before a rate can be told.
  */
 const char *keeper_projection(const keeper_t *k, uint64_t now_ns, char *buf, size_t len);
-
-/* What a keeper did so far (keeper_get_stats). */
-struct keeper_stats {
-	uint64_t bytes;             /* record bytes the trace got (the ingest's and the keeper's) */
-	uint64_t records_in;        /* records offered by keeper_on_record */
-	uint64_t records_left_out;  /* of those, never written */
-	uint32_t rotations;         /* ingest_rotate calls */
-	uint32_t segments_removed;  /* segment files removed (older than the last N steps) */
-	uint32_t segments_kept;     /* segments on disk now (the open output included) */
-	uint32_t steps_done;        /* the slowest rank's completed steps */
-	uint32_t steps_summarised;  /* step_summary records written */
-	uint32_t steps_standing_out; /* steps past the full ones kept in full (lost collectives, slow) */
-	uint32_t steps_overflowed;  /* steps summarised because their records outgrew the buffer */
-	uint32_t guard_checks;      /* statvfs calls of the disk guard */
-	int guard_switched;         /* the disk guard switched full to last:KEEP_GUARD_LAST */
-	size_t buffered_max;        /* the most bytes one source's buffer held */
-};
-
-/* keeper_get_stats - a copy of the counters. */
-void keeper_get_stats(const keeper_t *k, struct keeper_stats *out);
-
-/* The keeper's way to the ingest, replaceable by tests (keeper_hooks.ingest). */
-struct keeper_ingest_ops {
-	int (*write_record)(void *ctx, const struct fss_record_head *rec); /* ingest_write_record */
-	int (*rotate)(void *ctx, const char *path);                        /* ingest_rotate */
-	/* a new trace at out_path merging inputs[0..n) in order (ingest_new, ingest_add_file, ingest_finish) */
-	int (*merge)(void *ctx, const char *out_path, const char *const *inputs, size_t n);
-};
-
-/* What a test may replace; a NULL or 0 member keeps the default. */
-struct keeper_hooks {
-	const struct keeper_ingest_ops *ingest; /* default: the ingest given to keeper_new */
-	void *ingest_ctx;
-	int (*statvfs)(const char *path, struct statvfs *out); /* default statvfs(3), returning -1/errno */
-	uint64_t (*now_ns)(void);  /* default CLOCK_MONOTONIC */
-	uint64_t guard_every;      /* bytes between disk checks, default KEEP_GUARD_EVERY */
-	size_t buffer_max;         /* bytes one source may hold back (summary), default KEEP_BUFFER_MAX */
-};
-
-#define KEEP_GUARD_EVERY (100ull << 20)
-#define KEEP_GUARD_MIN_FREE (1ull << 30) /* and 5 % of the file system */
-#define KEEP_BUFFER_MAX ((size_t)4 << 20)
-
-/* keeper_set_hooks - replace the keeper's ways to the world (tests); call
- * before the first record. */
-void keeper_set_hooks(keeper_t *k, const struct keeper_hooks *h);
 
 /*
  * keeper_finish - the ingest has finished (its output is closed at

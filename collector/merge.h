@@ -120,25 +120,6 @@ size_t merge_current(const merge_t *m);
 /* merge_basis_name - "reference", "anchors", "host-exit", "gpu-end". */
 const char *merge_basis_name(enum merge_basis basis);
 
-/* One rank's end of one sampled collective, as merge_align takes it. */
-struct merge_sample {
-	uint64_t comm;      /* communicator id hash */
-	uint64_t comm_seq;  /* its collective number on that communicator, from 1 (Send/Recv not counted) */
-	uint64_t end_ns;    /* when it ended on the rank, on the node's own CLOCK_MONOTONIC */
-	uint32_t node;
-	uint8_t gpu;        /* 1: end_ns is its NCCL kernel's end (CUPTI), 0: its host exit */
-	uint8_t reserved[3];
-};
-
-/*
- * merge_align - the offsets of nnodes nodes from the samples of their
- * collectives (merge_open calls it; the unit tests call it alone). Each
- * nodes[k].anchor_offset_ns is given (node 0's is taken as 0); fills every
- * node's offset_ns, collective_offset_ns, residuals, collectives, basis and
- * aligned_to. Sorts samples. Returns 0 or -ENOMEM.
- */
-int merge_align(struct merge_node *nodes, size_t nnodes, struct merge_sample *samples, size_t nsamples);
-
 /* merge_free - release a merge (NULL ok). */
 void merge_free(merge_t *m);
 

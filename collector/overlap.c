@@ -9,14 +9,23 @@
 #include "collector/analysis.h"
 #include "collector/overlap.h"
 
+/* The order of (a1, a2, a3) against (b1, b2, b3), -1, 0 or 1, for the
+ * comparators below: the first key that differs decides (a key passed as
+ * b, a sorts descending; 0, 0 stands for a key a comparator lacks). */
+static int keys_order(uint64_t a1, uint64_t b1, uint64_t a2, uint64_t b2, uint64_t a3, uint64_t b3)
+{
+	if (a1 != b1)
+		return a1 < b1 ? -1 : 1;
+	if (a2 != b2)
+		return a2 < b2 ? -1 : 1;
+	return (a3 > b3) - (a3 < b3);
+}
+
 static int interval_cmp(const void *a, const void *b)
 {
 	const struct interval *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return 0;
+
+	return keys_order(x->start, y->start, x->end, y->end, 0, 0);
 }
 
 size_t interval_merge(struct interval *v, size_t n)
@@ -46,18 +55,27 @@ uint64_t interval_total(const struct interval *v, size_t n)
 	return t;
 }
 
-/* First interval whose end is after t (the first that can cover t or later). */
-static size_t first_ending_after(const struct interval *v, size_t n, uint64_t t)
+/* How many intervals at the front of v[0..n) have their key (end with
+ * by_end, else start) below t (or equal to it, with or_equal): a binary
+ * search over intervals sorted by that key. */
+static size_t count_leading(const struct interval *v, size_t n, int by_end, uint64_t t, int or_equal)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].end <= t)
+		uint64_t key = by_end ? v[mid].end : v[mid].start;
+		if (key < t || (or_equal && key == t))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+/* First interval whose end is after t (the first that can cover t or later). */
+static size_t first_ending_after(const struct interval *v, size_t n, uint64_t t)
+{
+	return count_leading(v, n, 1, t, 1);
 }
 
 uint64_t interval_covered(const struct interval *v, size_t n, uint64_t start, uint64_t end)
@@ -94,27 +112,15 @@ uint64_t interval_intersect_total(const struct interval *a, size_t na, const str
 uint64_t interval_last_end_before(const struct interval *v, size_t n, uint64_t t)
 {
 	/* last interval with start < t */
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = count_leading(v, n, 0, t, 0);
 	return lo == 0 ? 0 : v[lo - 1].end;
 }
 
 static int range_cmp(const void *a, const void *b)
 {
 	const struct overlap_range *x = a, *y = b;
-	if (x->thread != y->thread)
-		return x->thread < y->thread ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end > y->end ? -1 : 1; /* the parent first */
-	return 0;
+
+	return keys_order(x->thread, y->thread, x->start, y->start, y->end, x->end); /* the parent first */
 }
 
 /* The leaf ranges of one thread's ranges [r, r + n) (sorted by start,
@@ -157,11 +163,8 @@ int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct in
 static int unit_cmp(const void *a, const void *b)
 {
 	const struct interval *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end > y->end ? -1 : 1; /* the outer first */
-	return 0;
+
+	return keys_order(x->start, y->start, y->end, x->end, 0, 0); /* the outer first */
 }
 
 int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout)
@@ -185,14 +188,7 @@ int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struc
 
 uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = count_leading(v, n, 0, t, 0);
 	return lo < n ? v[lo].start : none;
 }
 
@@ -233,11 +229,8 @@ struct edge {
 static int edge_cmp(const void *a, const void *b)
 {
 	const struct edge *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	if (x->open != y->open)
-		return x->open < y->open ? -1 : 1; /* closes first */
-	return x->i < y->i ? -1 : x->i > y->i;
+
+	return keys_order(x->t, y->t, x->open, y->open, x->i, y->i); /* closes first */
 }
 
 /* exposed_ns of every gather: each instant with no compute goes to the
@@ -299,11 +292,8 @@ struct ending {
 static int ending_cmp(const void *a, const void *b)
 {
 	const struct ending *x = a, *y = b;
-	if (x->gap_start != y->gap_start)
-		return x->gap_start < y->gap_start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
+
+	return keys_order(x->gap_start, y->gap_start, x->end, y->end, x->i, y->i);
 }
 
 /* Is the stretch [a, b) inside a unit's range that closes before `opens`,
@@ -319,14 +309,7 @@ static int inside_other_unit(const struct interval *compute, size_t ncompute, co
 {
 	if (opens == 0)
 		return 0;
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (units[mid].start <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = count_leading(units, n, 0, a, 1);
 	for (size_t i = lo; i-- > 0;)
 		if (units[i].end >= b)
 			return opens >= units[i].end &&

@@ -13,6 +13,7 @@
 
 struct timeline {
 	sources_t *layer;
+	int owns_layer;             /* timeline_new made it; else the view's owner feeds it */
 	const char *step_ranges;
 	const char *compute_ranges;
 	struct tl_source **sources; /* arrival order */
@@ -235,9 +236,20 @@ static void source_free(struct tl_source *s)
 
 static const struct source_ops timeline_layer_ops;
 
-timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges)
+timeline_t *timeline_new_on(sources_t *view, const char *step_ranges, const char *compute_ranges)
 {
 	timeline_t *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->layer = view;
+	t->step_ranges = step_ranges;
+	t->compute_ranges = compute_ranges;
+	return t;
+}
+
+timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges)
+{
+	timeline_t *t = timeline_new_on(NULL, step_ranges, compute_ranges);
 	if (!t)
 		return NULL;
 	t->layer = sources_new(&timeline_layer_ops, t);
@@ -245,8 +257,7 @@ timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges)
 		free(t);
 		return NULL;
 	}
-	t->step_ranges = step_ranges;
-	t->compute_ranges = compute_ranges;
+	t->owns_layer = 1;
 	return t;
 }
 
@@ -257,7 +268,8 @@ void timeline_free(timeline_t *t)
 	for (size_t i = 0; i < t->nsources; i++)
 		source_free(t->sources[i]);
 	free(t->sources);
-	sources_free(t->layer);
+	if (t->owns_layer)
+		sources_free(t->layer);
 	free(t);
 }
 
@@ -520,15 +532,26 @@ static const struct source_ops timeline_layer_ops = {
 	.on_comm = layer_on_comm,
 };
 
+const struct source_ops *timeline_view_ops(void)
+{
+	return &timeline_layer_ops;
+}
+
 int timeline_feed(timeline_t *t, const struct fss_record_head *rec, struct tl_source **touched)
 {
+	int rc = 0;
 	*touched = NULL;
 	if (rec->source == FSS_SOURCE_NONE)
 		return 0; /* trace_end: the file's, no process's */
 	t->stats.records++;
-	t->touched = NULL;
-	int rc = sources_feed(t->layer, rec);
+	if (t->owns_layer) {
+		t->touched = NULL;
+		rc = sources_feed(t->layer, rec);
+	}
+	/* a borrowed view has taken the record in already: its owner passed
+	 * the callbacks on (timeline_view_ops), which noted the source */
 	*touched = t->touched;
+	t->touched = NULL;
 	return rc == -ENOMEM ? -ENOMEM : 0;
 }
 

@@ -157,7 +157,23 @@ timeline_t *timeline_new(const char *step_ranges, const char *compute_ranges);
 void timeline_free(timeline_t *t);
 
 /*
- * timeline_feed - take one record (as trace_parser delivers it). Returns the
+ * timeline_new_on - a timeline on a per-source view the caller owns and
+ * feeds (a session's, collector/session.h), so that a record is decoded
+ * once for every reader: the owner made `view` with callbacks that pass
+ * timeline_view_ops()'s on to the timeline (ctx: the timeline) as the
+ * view calls them, and calls timeline_feed with each record right after
+ * sources_feed took it. The view is borrowed: it must outlive the
+ * timeline. NULL on ENOMEM.
+ */
+timeline_t *timeline_new_on(sources_t *view, const char *step_ranges, const char *compute_ranges);
+
+/* timeline_view_ops - the timeline's part of a view's callbacks (ctx: the
+ * timeline), for the owner of a view given to timeline_new_on. */
+const struct source_ops *timeline_view_ops(void);
+
+/*
+ * timeline_feed - take one record (as trace_parser delivers it; on a
+ * borrowed view, one the view has just taken in). Returns the
  * source it concerned (or NULL for records of no source's timeline: unknown
  * types, strings) in *touched, and 0 or -ENOMEM.
  */

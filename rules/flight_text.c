@@ -72,25 +72,11 @@ char *flight_rank_text(const struct analysis_result *a, const struct analysis_fl
 	return buf;
 }
 
-/* The shared tail of the two list writers: "and K more". */
+/* The tail of a list of ranks: "and K more". */
 static void list_more(char *buf, size_t len, size_t off, uint32_t n, uint32_t total)
 {
 	if (off < len && total > n)
 		snprintf(buf + off, len - off, " and %" PRIu32 " more", total - n);
-}
-
-char *flight_rank_list(const struct analysis_flight_rank *list, uint32_t n, uint32_t total, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	if (len)
-		buf[0] = 0;
-	if (n > ANALYSIS_FLIGHT_RANKS_MAX)
-		n = ANALYSIS_FLIGHT_RANKS_MAX;
-	for (uint32_t i = 0; i < n && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%" PRId32, i ? ", " : "", list[i].rank);
-	list_more(buf, len, off, n, total);
-	return buf;
 }
 
 char *flight_int_list(const int32_t *ranks, uint32_t n, uint32_t total, char *buf, size_t len)
@@ -105,6 +91,17 @@ char *flight_int_list(const int32_t *ranks, uint32_t n, uint32_t total, char *bu
 		off += (size_t)snprintf(buf + off, len - off, "%s%" PRId32, i ? ", " : "", ranks[i]);
 	list_more(buf, len, off, n, total);
 	return buf;
+}
+
+char *flight_rank_list(const struct analysis_flight_rank *list, uint32_t n, uint32_t total, char *buf, size_t len)
+{
+	int32_t ranks[ANALYSIS_FLIGHT_RANKS_MAX];
+
+	if (n > ANALYSIS_FLIGHT_RANKS_MAX)
+		n = ANALYSIS_FLIGHT_RANKS_MAX;
+	for (uint32_t i = 0; i < n; i++)
+		ranks[i] = list[i].rank;
+	return flight_int_list(ranks, n, total, buf, len);
 }
 
 char *flight_collective_text(const struct analysis_hang *h, char *buf, size_t len)

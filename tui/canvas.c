@@ -150,18 +150,28 @@ int canvas_printf(struct top_canvas *c, int row, int col, int width, uint8_t att
 	return canvas_put(c, row, col, width, attr, color, buf);
 }
 
+/* The cells [col, col + n) of row (n < 0: to the row's end) that lie on the
+ * canvas, side by side from the one returned; *count gets their number (0:
+ * none, and NULL is returned). */
+static struct top_cell *row_span(const struct top_canvas *c, int row, int col, int n, int *count)
+{
+	long long from = col < 0 ? 0 : col, to = n < 0 ? c->cols : (long long)col + n;
+	struct top_cell *first;
+
+	if (to > c->cols)
+		to = c->cols;
+	first = to > from ? cell_at(c, row, (int)from) : NULL;
+	*count = first ? (int)(to - from) : 0;
+	return first;
+}
+
 void canvas_fill(struct top_canvas *c, int row, int col, int n, uint8_t attr, uint8_t color, const char *text)
 {
 	const unsigned char *s = (const unsigned char *)text;
-	int l = utf8_len(s);
+	int l = utf8_len(s), count;
+	struct top_cell *cell = row_span(c, row, col, n, &count);
 
-	if (n < 0)
-		n = c->cols - col;
-	for (int i = 0; i < n; i++) {
-		struct top_cell *cell = cell_at(c, row, col + i);
-
-		if (!cell)
-			continue;
+	for (int i = 0; i < count; i++, cell++) {
 		memset(cell->ch, 0, sizeof cell->ch);
 		if (l == 0 || s[0] < 0x20)
 			cell->ch[0] = ' ';
@@ -174,13 +184,10 @@ void canvas_fill(struct top_canvas *c, int row, int col, int n, uint8_t attr, ui
 
 void canvas_attr(struct top_canvas *c, int row, int col, int n, uint8_t attr, uint8_t color)
 {
-	if (n < 0)
-		n = c->cols - col;
-	for (int i = 0; i < n; i++) {
-		struct top_cell *cell = cell_at(c, row, col + i);
+	int count;
+	struct top_cell *cell = row_span(c, row, col, n, &count);
 
-		if (!cell)
-			continue;
+	for (int i = 0; i < count; i++, cell++) {
 		cell->attr |= attr;
 		if (color != CANVAS_COLOR_NONE)
 			cell->color = color;

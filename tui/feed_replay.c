@@ -2,14 +2,15 @@
  * feed_replay.c - `fsdpscope top TRACE...`: a recorded trace replayed into
  * the dashboard (tui/feeds.h).
  *
- * A thread of the feed reads the trace as `lint` does (one file through the
- * parser, several through the merge that aligns their clocks) and gives
- * every record to a source table, an analyzer and a live state exactly as
- * a session's ingest callback does (cli/session.c): so what the replay
- * shows at the end is what the session showed at the end, and what lint
- * says. A view is published when a step is complete - every rank that has
- * collectives has completed one more - diagnosed as a session diagnoses
- * (the analyzer's snapshot and the rules); then the thread waits: for the
+ * A thread of the feed runs a session (collector/session.h) whose input is
+ * the trace read as `lint` reads it (one file through the parser, several
+ * through the merge that aligns their clocks): its view, analyzer and live
+ * state are fed exactly as a live session's (the same pipeline), so what
+ * the replay shows at the end is what the session showed at the end, and
+ * what lint says. A view is published when the session says a job step is
+ * complete - every rank that has collectives has completed one more -
+ * diagnosed as a session diagnoses (the analyzer's snapshot and the rules,
+ * the session's diagnosis callback); then the thread waits: for the
  * step key (--step-keys: the dashboard's `n`, deterministic), for the time
  * the trace took between the two steps divided by --speed, or not at all
  * (--speed 0). The board between the thread and the dashboard is the same
@@ -17,18 +18,17 @@
  */
 #include "tui/feeds.h"
 
-#include "collector/analyze.h"
-#include "collector/merge.h"
-#include "collector/source.h"
+#include "collector/session.h"
 #include "common/error.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
+#include "rules/diagnosis.h"
 
 #include <assert.h>
-#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,21 +52,11 @@ struct top_replay_feed {
 	struct rule_config rdef;
 	const char *const *paths;
 	size_t npaths;
-	merge_t *merge; /* several traces */
-	sources_t *sources;
-	analyzer_t *an;
-	live_t *live;
-	uint32_t keep_flags, keep_steps;
-	/* per trace source: steps the analyzer completed, and whether it has collectives */
-	uint64_t *steps;
-	uint8_t *has_coll;
-	size_t nsrc;
-	int step_seen;	   /* a step callback since the last check */
-	uint64_t job_step; /* steps every rank with collectives has completed */
-	uint64_t trace_ns; /* the latest host time read (pacing) */
-	uint64_t paced_ns; /* trace_ns at the last view */
-	int64_t view_ms;   /* CLOCK_MONOTONIC of the last view (--speed 0) */
-	int error;	   /* the read failed (out of memory): said and stopped */
+	fss_session_t *session; /* the traces as its input, a live state, the diagnosis below */
+	uint64_t job_step;	/* steps every rank with collectives has completed */
+	uint64_t paced_ns;	/* the session's trace time at the last view */
+	int64_t view_ms;	/* CLOCK_MONOTONIC of the last view (--speed 0) */
+	int error;		/* the read failed (out of memory): said and stopped */
 
 	pthread_t thread;
 	int thread_started;
@@ -81,105 +71,17 @@ struct top_replay_feed {
 };
 static_assert(offsetof(struct top_replay_feed, inner) == 0, "top_feed_forward needs the inner feed first");
 
-size_t top_live_findings(const findings_t *list, struct live_finding *out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; list && i < findings_count(list) && n < max; i++) {
-		const struct finding *f = findings_get(list, i);
-		struct live_finding *l = &out[n++];
-		size_t off;
-
-		memset(l, 0, sizeof(*l));
-		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
-		l->severity = (int)f->severity;
-		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
-		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
-		/* snprintf stops at the buffer's end: the fix is cut there, the
-		 * FSDP2 one (the one most jobs need) first. */
-		off = (size_t)snprintf(l->fix, sizeof(l->fix), "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
-		if (f->fix_fsdp1 && off < sizeof(l->fix))
-			off += (size_t)snprintf(l->fix + off, sizeof(l->fix) - off, "%sFSDP1:\n%s", off ? "\n" : "",
-						f->fix_fsdp1);
-		if (f->fix_deepspeed && off < sizeof(l->fix))
-			snprintf(l->fix + off, sizeof(l->fix) - off, "%sDeepSpeed:\n%s", off ? "\n" : "",
-				 f->fix_deepspeed);
-	}
-	return n;
-}
-
-static void on_step(void *ctx, const struct analysis_step_info *step)
+/* The session's diagnosis callback: result r into the live state, as a
+ * live session's. */
+static int diagnose_result(void *ctx, const struct analysis_result *r, live_t *live, int final)
 {
 	top_replay_feed_t *f = ctx;
-
-	live_on_step(f->live, step);
-	if (step->source >= f->nsrc)
-		return; /* a source we have no record of: not a rank to wait for */
-	f->steps[step->source]++;
-	f->step_seen = 1;
-}
-
-/* Steps every rank with collectives has completed. */
-static uint64_t job_steps(const top_replay_feed_t *f)
-{
-	uint64_t min = UINT64_MAX;
-
-	for (size_t i = 0; i < f->nsrc; i++)
-		if (f->has_coll[i] && f->steps[i] < min)
-			min = f->steps[i];
-	return min == UINT64_MAX ? 0 : min;
-}
-
-static int grow(top_replay_feed_t *f, uint32_t source)
-{
-	size_t n = f->nsrc ? f->nsrc : 16;
-	uint64_t *s;
-	uint8_t *c;
-
-	if (source < f->nsrc)
-		return 0;
-	if (source > (1u << 24))
-		return 0; /* no trace has that many processes: not tracked, never waited for */
-	while (n <= source)
-		n *= 2;
-	s = realloc(f->steps, n * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	f->steps = s;
-	c = realloc(f->has_coll, n);
-	if (!c)
-		return -ENOMEM;
-	f->has_coll = c;
-	memset(f->steps + f->nsrc, 0, (n - f->nsrc) * sizeof(*s));
-	memset(f->has_coll + f->nsrc, 0, n - f->nsrc);
-	f->nsrc = n;
-	return 0;
-}
-
-/* The diagnosis of result r into the live state, as a session's. */
-static int diagnose_result(top_replay_feed_t *f, const struct analysis_result *r)
-{
 	struct live_finding found[LIVE_FINDINGS_MAX];
-	findings_t *list = findings_new();
-	int rc;
-
-	if (!list)
-		return -ENOMEM;
-	rc = rules_run(r, f->o.rules, list);
-	if (rc == 0)
-		live_set_diagnosis(f->live, r, found, top_live_findings(list, found, LIVE_FINDINGS_MAX));
-	findings_free(list);
-	return rc;
-}
-
-static int diagnose_snapshot(top_replay_feed_t *f)
-{
-	struct analysis_result *r = NULL;
-	int rc = analyzer_snapshot(f->an, &r);
+	size_t n;
+	int rc = diagnosis_from_result(r, f->o.rules, NULL, found, LIVE_FINDINGS_MAX, &n);
 
 	if (rc == 0)
-		rc = diagnose_result(f, r);
-	analysis_result_free(r);
+		live_set_diagnosis(live, r, found, n);
 	return rc;
 }
 
@@ -199,7 +101,7 @@ static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_
 		f->info.replay_steps = steps_total;
 	top_board_feed_set_info(f->bf, &f->info);
 	pthread_mutex_unlock(&f->mu);
-	rc = live_publish(f->live, f->board);
+	rc = fss_session_publish(f->session);
 	pthread_mutex_lock(&f->mu);
 	f->views++;
 	f->unpaced = 1;
@@ -211,6 +113,7 @@ static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_
 /* After a view: wait as the mode says. Returns REPLAY_STOP when the feed is being freed. */
 static int pace(top_replay_feed_t *f)
 {
+	uint64_t trace_ns = fss_session_trace_ns(f->session);
 	int stop;
 
 	pthread_mutex_lock(&f->mu);
@@ -221,8 +124,8 @@ static int pace(top_replay_feed_t *f)
 			f->permits--;
 			f->unpaced = 0;
 		}
-	} else if (f->o.speed > 0 && f->trace_ns > f->paced_ns) {
-		double d = (double)(f->trace_ns - f->paced_ns) / f->o.speed;
+	} else if (f->o.speed > 0 && trace_ns > f->paced_ns) {
+		double d = (double)(trace_ns - f->paced_ns) / f->o.speed;
 		uint64_t ns = d > (double)REPLAY_PAUSE_MAX_NS ? REPLAY_PAUSE_MAX_NS : (uint64_t)d;
 		struct timespec ts;
 
@@ -233,17 +136,19 @@ static int pace(top_replay_feed_t *f)
 		while (!f->stopping && pthread_cond_timedwait(&f->cv, &f->mu, &ts) != ETIMEDOUT)
 			;
 	}
-	f->paced_ns = f->trace_ns;
+	f->paced_ns = trace_ns;
 	stop = f->stopping;
 	pthread_mutex_unlock(&f->mu);
 	return stop ? REPLAY_STOP : 0;
 }
 
-/* A step completed: a view, unless the options say not yet. */
-static int on_job_step(top_replay_feed_t *f)
+/* The session's job step: a view, unless the options say not yet. */
+static int on_job_step(void *ctx, uint64_t job_step)
 {
+	top_replay_feed_t *f = ctx;
 	int rc;
 
+	f->job_step = job_step;
 	if (f->job_step < f->o.first_step)
 		return 0;
 	if (f->o.only_end && !f->o.first_step)
@@ -261,7 +166,7 @@ static int on_job_step(top_replay_feed_t *f)
 			return 0;
 		f->view_ms = now;
 	}
-	rc = diagnose_snapshot(f);
+	rc = fss_session_diagnose(f->session);
 	if (rc == 0)
 		rc = publish(f, TOP_JOB_RUNNING, NULL, 0);
 	if (rc)
@@ -270,58 +175,19 @@ static int on_job_step(top_replay_feed_t *f)
 	return f->o.only_end ? REPLAY_STOP : pace(f);
 }
 
-static int replay_on_header(void *ctx, const struct fss_file_header *h)
+/* Every record, after the session's pipeline took it: the feed being
+ * freed stops the read. */
+static int replay_on_record(void *ctx, const struct source *src, const struct fss_record_head *rec)
 {
 	top_replay_feed_t *f = ctx;
+	int stop;
 
-	/* As analyze_traces: a trace that kept part of its steps makes the reading partial. */
-	f->keep_flags |= h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY);
-	if (h->keep_steps && (!f->keep_steps || h->keep_steps < f->keep_steps))
-		f->keep_steps = h->keep_steps;
-	analyzer_set_keep(f->an, f->keep_flags, f->keep_steps);
-	return 0;
-}
-
-static int replay_on_record(void *ctx, const struct fss_record_head *rec)
-{
-	top_replay_feed_t *f = ctx;
-	struct source *src;
-	int rc;
-
+	(void)src;
+	(void)rec;
 	pthread_mutex_lock(&f->mu);
-	rc = f->stopping;
+	stop = f->stopping;
 	pthread_mutex_unlock(&f->mu);
-	if (rc)
-		return REPLAY_STOP;
-	rc = sources_feed(f->sources, rec);
-	if (rc)
-		return rc;
-	src = rec->source == FSS_SOURCE_NONE ? NULL : sources_find(f->sources, rec->source);
-	if (src && grow(f, rec->source))
-		return -ENOMEM;
-	if (src && rec->type == FSS_REC_COLLECTIVE && rec->source < f->nsrc)
-		f->has_coll[rec->source] = 1;
-	if (src && src->last_ns > f->trace_ns)
-		f->trace_ns = src->last_ns;
-	rc = analyzer_feed(f->an, rec);
-	if (rc)
-		return rc;
-	rc = live_on_record(f->live, rec, src);
-	if (rc)
-		return rc;
-	if (f->step_seen) {
-		uint64_t k = job_steps(f);
-
-		f->step_seen = 0;
-		/* One view per completed step, even when a burst completes several. */
-		while (f->job_step < k) {
-			f->job_step++;
-			rc = on_job_step(f);
-			if (rc)
-				return rc;
-		}
-	}
-	return 0;
+	return stop ? REPLAY_STOP : 0;
 }
 
 /* The end of the trace: the finished analysis and the rules, as lint says them. */
@@ -330,33 +196,26 @@ static int replay_finish(top_replay_feed_t *f, int read_rc)
 	struct analysis_result *r = NULL;
 	int rc;
 
-	if (read_rc == FSS_E_TRUNCATED || read_rc == FSS_E_CORRUPT)
-		analyzer_set_truncated(f->an);
-	else if (read_rc)
+	if (read_rc && read_rc != FSS_E_TRUNCATED && read_rc != FSS_E_CORRUPT)
 		return read_rc;
 	/* The step key shows the end too (unless the key that read to here is owed a view). */
 	if (f->o.step_keys && f->unpaced && pace(f))
 		return REPLAY_STOP;
-	rc = analyzer_finish(f->an, &r);
+	rc = fss_session_finish_analysis(f->session, read_rc, &r);
 	if (rc == 0)
-		rc = diagnose_result(f, r);
+		rc = fss_session_diagnose_result(f->session, r);
 	analysis_result_free(r);
 	if (rc)
 		return rc;
-	f->job_step = job_steps(f);
+	f->job_step = fss_session_job_step(f->session);
 	return publish(f, TOP_JOB_ENDED, "the trace ends here", f->job_step ? f->job_step : 1);
 }
 
 static void *replay_thread(void *arg)
 {
 	top_replay_feed_t *f = arg;
-	struct trace_parser_ops ops = {.on_header = replay_on_header, .on_record = replay_on_record};
-	int rc;
+	int rc = fss_session_read(f->session, 0);
 
-	if (f->merge)
-		rc = merge_read(f->merge, &ops, f);
-	else
-		rc = trace_read(f->paths[0], &ops, f, NULL);
 	if (rc != REPLAY_STOP)
 		rc = replay_finish(f, rc);
 	if (rc && rc != REPLAY_STOP) {
@@ -425,6 +284,21 @@ static int cb_step(void *ctx)
 	return views ? 0 : -ENODATA;
 }
 
+/* The session the thread runs: the traces as its input, a live state on
+ * the feed's board, the feed's diagnosis and step callbacks. */
+static int session_open(top_replay_feed_t *f, char *err, size_t errlen)
+{
+	struct fss_session_tool tool = {.ctx = f, .on_record = replay_on_record, .on_job_step = on_job_step};
+	struct fss_session_options so = {
+	    .analysis = f->o.analysis, .live = 1, .diagnose = diagnose_result, .diagnose_ctx = f, .tool = &tool};
+	int rc = fss_session_new(&f->session, &so);
+
+	if (rc)
+		return rc;
+	f->board = fss_session_board(f->session);
+	return fss_session_open_files(f->session, f->paths, f->npaths, err, errlen);
+}
+
 int top_replay_feed_new(top_replay_feed_t **out, const char *const *paths, size_t n, const struct top_replay_options *o,
 			char *err, size_t errlen)
 {
@@ -465,16 +339,9 @@ int top_replay_feed_new(top_replay_feed_t **out, const char *const *paths, size_
 	for (size_t i = 0; i < n && off < sizeof(f->info.source); i++)
 		off += (size_t)snprintf(f->info.source + off, sizeof(f->info.source) - off, "%s%s", i ? " " : "",
 					paths[i]);
-	if (n > 1) {
-		rc = merge_open(&f->merge, paths, n, err, errlen);
-		if (rc)
-			goto fail;
-	}
-	rc = -ENOMEM;
-	f->sources = sources_new(NULL, NULL);
-	if (!f->sources || analyzer_new(&f->an, f->o.analysis) || live_new(&f->live) || live_board_new(&f->board))
+	rc = session_open(f, err, errlen);
+	if (rc)
 		goto fail;
-	analyzer_on_step(f->an, on_step, f);
 	rc = top_board_feed_new(&f->bf, f->board, &f->info);
 	if (rc)
 		goto fail;
@@ -512,15 +379,7 @@ void top_replay_feed_free(top_replay_feed_t *f)
 		pthread_join(f->thread, NULL);
 	}
 	top_board_feed_free(f->bf);
-	if (f->board)
-		live_board_close(f->board);
-	live_board_free(f->board);
-	live_free(f->live);
-	analyzer_free(f->an);
-	sources_free(f->sources);
-	merge_free(f->merge);
-	free(f->steps);
-	free(f->has_coll);
+	fss_session_free(f->session); /* its board with it */
 	pthread_cond_destroy(&f->cv);
 	pthread_mutex_destroy(&f->mu);
 	free(f);

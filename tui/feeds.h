@@ -117,14 +117,4 @@ int top_replay_feed_new(top_replay_feed_t **out, const char *const *paths, size_
 void top_replay_feed_bind(top_replay_feed_t *f, struct top_feed *feed);
 void top_replay_feed_free(top_replay_feed_t *f);
 
-/* ---- shared with the session ------------------------------------------------ */
-
-/*
- * top_live_findings - the rules' findings as a live state keeps them
- * (bounded, plain): rule, severity, message, evidence, and the fix (FSDP2
- * first, then FSDP1 and DeepSpeed under their names, cut to fit). Returns
- * how many of out[0..max) it filled.
- */
-size_t top_live_findings(const findings_t *list, struct live_finding *out, size_t max);
-
 #endif

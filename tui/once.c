@@ -10,20 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "tui/canvas.h"
 #include "tui/draw.h"
 #include "tui/state.h"
 #include "tui/top.h"
 
 #define FIRST_VIEW_MS 10000
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The page's size: the options', else COLUMNS / LINES, else 80 x 24. */
 static void page_size(const struct top_options *opt, int *cols, int *rows)
@@ -53,14 +46,14 @@ int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f
 	struct top_state st;
 	struct top_canvas *c;
 	int cols, rows, rc;
-	int64_t until = now_ms() + FIRST_VIEW_MS;
+	int64_t until = clock_mono_ms() + FIRST_VIEW_MS;
 
 	state_init(&st, feed, opt);
 	if (feed->wait)
 		feed->wait(feed->ctx, 0);
 	state_refresh(&st);
 	while (!st.view) {
-		int64_t left = until - now_ms();
+		int64_t left = until - clock_mono_ms();
 		int w;
 
 		if (left <= 0 || !feed->wait) {

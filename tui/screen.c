@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "tui/canvas.h"
 #include "tui/draw.h"
 #include "tui/keys.h"
@@ -22,14 +23,6 @@
 #include "tui/top.h"
 
 #define SLICE_MS 50
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void redraw(struct top_canvas *c, struct top_state *st)
 {
@@ -62,14 +55,14 @@ int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *e
 		feed->wait(feed->ctx, 0);
 	state_refresh(&st);
 	redraw(c, &st);
-	last_draw = now_ms();
+	last_draw = clock_mono_ms();
 
 	while (!st.quit) {
 		int ffd = !st.feed_error && feed->fd ? feed->fd(feed->ctx) : -1;
 		struct pollfd p[3] = {{.fd = 0, .events = POLLIN},
 				      {.fd = term_signal_fd(), .events = POLLIN},
 				      {.fd = ffd, .events = POLLIN}};
-		int64_t due = last_draw + delay - now_ms();
+		int64_t due = last_draw + delay - clock_mono_ms();
 		int timeout = due < 0 ? 0 : (int)due, sigs, draw = 0, key;
 
 		if (ffd < 0 && !st.feed_error && feed->wait && timeout > SLICE_MS)
@@ -117,12 +110,12 @@ int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *e
 		}
 		if (feed_new && key_since_draw)
 			draw = 1;
-		if (now_ms() - last_draw >= delay)
+		if (clock_mono_ms() - last_draw >= delay)
 			draw = 1;
 		if (draw) {
 			state_refresh(&st);
 			redraw(c, &st);
-			last_draw = now_ms();
+			last_draw = clock_mono_ms();
 			feed_new = key_since_draw = 0;
 		}
 		if (opt->exit_with_job && st.info.job_state == TOP_JOB_ENDED) {

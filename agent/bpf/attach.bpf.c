@@ -120,6 +120,14 @@ static __always_inline struct attach_event *event_begin(__u32 pid, __u32 tid, __
 	return e;
 }
 
+/* An event with no arguments: its arg[] zeroed (a reserved record is not). */
+static __always_inline void event_no_args(struct attach_event *e)
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		e->arg[i] = 0;
+}
+
 /*
  * Per function: how many arguments (bits 0-3) and which of them are 32-bit
  * (bits 8-15, bit 8 + i for argument i). The ABI leaves the upper half of
@@ -214,9 +222,6 @@ int attach_enter(struct pt_regs *ctx)
 			p.nout = ATTACH_OUT_MAX;
 		break;
 	case ATTACH_FN_COMM_SPLIT:
-		p.out_ptr = regs[3];
-		p.nout = 1;
-		break;
 	case ATTACH_FN_COMM_SHRINK:
 		p.out_ptr = regs[3];
 		p.nout = 1;
@@ -231,7 +236,7 @@ int attach_enter(struct pt_regs *ctx)
 	e = event_begin(pid, tid, (__u16)fn, ATTACH_EV_ENTER, 0);
 	if (!e)
 		return 0;
-	/* every field past the head is written below */
+		/* every field past the head is written below */
 #pragma unroll
 	for (int i = 0; i < ATTACH_OUT_MAX; i++)
 		e->out[i] = 0;
@@ -282,9 +287,7 @@ int attach_exit(struct pt_regs *ctx)
 	e = event_begin(pid, tid, (__u16)fn, ATTACH_EV_EXIT, (__s32)PT_REGS_RC(ctx));
 	if (!e)
 		return 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		e->arg[i] = 0;
+	event_no_args(e);
 #pragma unroll
 	for (int i = 0; i < ATTACH_OUT_MAX; i++) {
 		__u64 v = 0;
@@ -332,9 +335,7 @@ int BPF_PROG(attach_process_exit, struct task_struct *task)
 	e = event_begin(pid, tid, ATTACH_FN_PROCESS_EXIT, ATTACH_EV_EXIT, task->exit_code);
 	if (!e)
 		return 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		e->arg[i] = 0;
+	event_no_args(e);
 #pragma unroll
 	for (int i = 0; i < ATTACH_OUT_MAX; i++)
 		e->out[i] = 0;

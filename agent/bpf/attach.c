@@ -400,20 +400,12 @@ static void proc_unplace(struct attach_proc *p)
 	}
 }
 
-int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_t errlen)
+/* pid is a process (not a thread of one) that is not attached yet. */
+static int pid_check(attach_t *a, pid_t pid, char *err, size_t errlen)
 {
-	struct attach_symbol syms[ATTACH_FN_MAX];
-	struct attach_proc proc = {.pid = pid, .multi_fd = {-1, -1}};
-	char what[1024], said[600];
-	size_t nsyms = 0;
-	uint8_t one = 1;
-	uint32_t key = (uint32_t)pid;
 	pid_t tgid = 0;
-	int rc, in_map = 0;
+	int rc;
 
-	memset(t, 0, sizeof(*t));
-	t->pid = pid;
-	libbpf_last[0] = '\0';
 	if (proc_find(a, pid)) {
 		snprintf(err, errlen, "process %d is already attached", (int)pid);
 		return -EEXIST;
@@ -429,6 +421,17 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 			 (int)tgid);
 		return -ESRCH;
 	}
+	return 0;
+}
+
+/* The libnccl pid maps and the NCCL functions it defines (syms, *nsyms);
+ * t->mapped, t->opened and t->missing filled in. */
+static int pid_symbols(pid_t pid, struct attach_target *t, struct attach_symbol *syms, size_t *nsyms, char *err,
+		       size_t errlen)
+{
+	char what[1024];
+	int rc;
+
 	rc = attach_find_nccl(pid, t->mapped, sizeof(t->mapped), t->opened, sizeof(t->opened), what, sizeof(what));
 	if (rc == -ENOENT && strncmp(what, "libnccl (deleted", 16) == 0) {
 		snprintf(err, errlen,
@@ -451,7 +454,7 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 			 rc == -EACCES ? " (attach as root, or as the job's user with CAP_SYS_PTRACE)" : "");
 		return rc;
 	}
-	rc = attach_resolve(t->opened, syms, &nsyms);
+	rc = attach_resolve(t->opened, syms, nsyms);
 	if (rc) {
 		snprintf(err, errlen, "cannot read %s (process %d's %s): %s", t->opened, (int)pid, t->mapped,
 			 rc == -ENOEXEC ? "not an x86-64 ELF64 shared object, which is all attach can probe; run the "
@@ -459,7 +462,7 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 					: strerror(-rc));
 		return rc;
 	}
-	if (nsyms == 0) {
+	if (*nsyms == 0) {
 		snprintf(err, errlen,
 			 "%s (process %d) defines none of the NCCL functions attach probes (ncclAllGather, ...): it "
 			 "is not libnccl, or a stripped one; run the job under `fsdpscope run`",
@@ -470,7 +473,7 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 	for (unsigned fn = 1; fn < ATTACH_FN_PROCESS_EXIT; fn++) {
 		int have = 0;
 
-		for (size_t i = 0; i < nsyms; i++)
+		for (size_t i = 0; i < *nsyms; i++)
 			have |= syms[i].fn == fn;
 		if (!have) {
 			size_t used = strlen(t->missing);
@@ -479,7 +482,123 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 				 attach_fn_name(fn));
 		}
 	}
+	return 0;
+}
 
+/* The exit watch of pid (its tgids entry, and the tracepoint once), before
+ * the probes: an exit while they are placed is still seen, and then
+ * placing fails with ESRCH. On failure nothing stays in the map. */
+static int pid_watch_exit(attach_t *a, pid_t pid, char *err, size_t errlen)
+{
+	uint32_t key = (uint32_t)pid;
+	uint8_t one = 1;
+	char said[600];
+	int rc;
+
+	rc = bpf_map__update_elem(a->skel->maps.tgids, &key, sizeof(key), &one, sizeof(one), BPF_ANY);
+	if (rc) {
+		snprintf(err, errlen, "cannot watch process %d's exit: %s%s", (int)pid, strerror(-rc),
+			 rc == -E2BIG ? " (one attach watches at most 4096 processes: attach fewer at once)" : "");
+		return rc;
+	}
+	if (!a->exit_link) {
+		a->exit_link = bpf_program__attach(a->skel->progs.attach_process_exit);
+		if (!a->exit_link) {
+			rc = -errno;
+			snprintf(err, errlen,
+				 "cannot attach to the sched_process_exit tracepoint (to see processes end): %s%s",
+				 strerror(-rc), libbpf_said(said, sizeof(said)));
+			bpf_map__delete_elem(a->skel->maps.tgids, &key, sizeof(key), 0);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* The probes of syms as two uprobe_multi links (entries, returns). */
+static int pid_place_multi(attach_t *a, struct attach_proc *proc, struct attach_target *t,
+			   const struct attach_symbol *syms, size_t nsyms, char *err, size_t errlen)
+{
+	uint64_t offsets[ATTACH_FN_MAX], cookies[ATTACH_FN_MAX];
+	pid_t pid = proc->pid;
+
+	for (size_t i = 0; i < nsyms; i++) {
+		offsets[i] = syms[i].file_offset;
+		cookies[i] = syms[i].fn;
+	}
+	for (int ret = 0; ret <= 1; ret++) {
+		struct bpf_program *prog = ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
+		int fd =
+		    uprobe_multi_link(bpf_program__fd(prog), t->opened, offsets, cookies, (uint32_t)nsyms, ret, pid);
+
+		if (fd < 0) {
+			if (fd == -ESRCH || kill(pid, 0) != 0)
+				snprintf(err, errlen, "process %d exited while its probes were placed", (int)pid);
+			else
+				snprintf(err, errlen, "cannot place the %s of %s (process %d): %s",
+					 ret ? "uretprobes" : "uprobes", t->opened, (int)pid, strerror(-fd));
+			return fd;
+		}
+		proc->multi_fd[ret] = fd;
+	}
+	t->probes = (uint32_t)(2 * nsyms);
+	return 0;
+}
+
+/* The probes of syms one link each (kernels without uprobe_multi). */
+static int pid_place_each(attach_t *a, struct attach_proc *proc, struct attach_target *t,
+			  const struct attach_symbol *syms, size_t nsyms, char *err, size_t errlen)
+{
+	pid_t pid = proc->pid;
+	char said[600];
+
+	for (size_t i = 0; i < nsyms; i++) {
+		for (int ret = 0; ret <= 1; ret++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = syms[i].fn);
+			struct bpf_program *prog = ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
+			struct bpf_link *link;
+			int rc;
+
+			link = bpf_program__attach_uprobe_opts(prog, pid, t->opened, syms[i].file_offset, &opts);
+			if (link) {
+				proc->links[proc->nlinks++] = link;
+				continue;
+			}
+			rc = -errno;
+			if (rc == -ESRCH || kill(pid, 0) != 0)
+				snprintf(err, errlen, "process %d exited while its probes were placed", (int)pid);
+			else
+				snprintf(
+				    err, errlen, "cannot place the %s of %s in %s (process %d): %s%s%s",
+				    ret ? "uretprobe" : "uprobe", syms[i].name, t->opened, (int)pid, strerror(-rc),
+				    libbpf_said(said, sizeof(said)),
+				    rc == -EACCES && geteuid() != 0
+					? "; uprobes placed as perf events (kernels before 6.6) need CAP_SYS_ADMIN "
+					  "besides CAP_BPF + CAP_PERFMON: attach as root"
+					: "");
+			return rc ? rc : -EIO;
+		}
+	}
+	t->probes = (uint32_t)proc->nlinks;
+	return 0;
+}
+
+int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_t errlen)
+{
+	struct attach_symbol syms[ATTACH_FN_MAX];
+	struct attach_proc proc = {.pid = pid, .multi_fd = {-1, -1}};
+	uint32_t key = (uint32_t)pid;
+	size_t nsyms = 0;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	libbpf_last[0] = '\0';
+	rc = pid_check(a, pid, err, errlen);
+	if (!rc)
+		rc = pid_symbols(pid, t, syms, &nsyms, err, errlen);
+	if (rc)
+		return rc;
 	if (a->nprocs == a->capacity) {
 		size_t cap = a->capacity ? 2 * a->capacity : 8;
 		struct attach_proc *procs = realloc(a->procs, cap * sizeof(*procs));
@@ -491,96 +610,21 @@ int attach_pid(attach_t *a, pid_t pid, struct attach_target *t, char *err, size_
 		a->procs = procs;
 		a->capacity = cap;
 	}
-
-	/* The exit watch before the probes: an exit while they are placed is
-	 * still seen, and then placing fails with ESRCH. */
-	rc = bpf_map__update_elem(a->skel->maps.tgids, &key, sizeof(key), &one, sizeof(one), BPF_ANY);
-	if (rc) {
-		snprintf(err, errlen, "cannot watch process %d's exit: %s%s", (int)pid, strerror(-rc),
-			 rc == -E2BIG ? " (one attach watches at most 4096 processes: attach fewer at once)" : "");
+	rc = pid_watch_exit(a, pid, err, errlen);
+	if (rc)
 		return rc;
-	}
-	in_map = 1;
-	if (!a->exit_link) {
-		a->exit_link = bpf_program__attach(a->skel->progs.attach_process_exit);
-		if (!a->exit_link) {
-			rc = -errno;
-			snprintf(err, errlen,
-				 "cannot attach to the sched_process_exit tracepoint (to see processes end): %s%s",
-				 strerror(-rc), libbpf_said(said, sizeof(said)));
-			goto fail;
-		}
-	}
-
-	if (a->multi) {
-		uint64_t offsets[ATTACH_FN_MAX], cookies[ATTACH_FN_MAX];
-
-		for (size_t i = 0; i < nsyms; i++) {
-			offsets[i] = syms[i].file_offset;
-			cookies[i] = syms[i].fn;
-		}
-		for (int ret = 0; ret <= 1; ret++) {
-			struct bpf_program *prog = ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
-			int fd = uprobe_multi_link(bpf_program__fd(prog), t->opened, offsets, cookies, (uint32_t)nsyms,
-						   ret, pid);
-
-			if (fd < 0) {
-				rc = fd;
-				if (rc == -ESRCH || kill(pid, 0) != 0)
-					snprintf(err, errlen, "process %d exited while its probes were placed",
-						 (int)pid);
-				else
-					snprintf(err, errlen, "cannot place the %s of %s (process %d): %s",
-						 ret ? "uretprobes" : "uprobes", t->opened, (int)pid, strerror(-rc));
-				goto fail;
-			}
-			proc.multi_fd[ret] = fd;
-		}
-		t->probes = (uint32_t)(2 * nsyms);
-	} else {
-		for (size_t i = 0; i < nsyms; i++) {
-			for (int ret = 0; ret <= 1; ret++) {
-				LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = syms[i].fn);
-				struct bpf_program *prog =
-				    ret ? a->skel->progs.attach_exit : a->skel->progs.attach_enter;
-				struct bpf_link *link;
-
-				link =
-				    bpf_program__attach_uprobe_opts(prog, pid, t->opened, syms[i].file_offset, &opts);
-				if (!link) {
-					rc = -errno;
-					if (rc == -ESRCH || kill(pid, 0) != 0)
-						snprintf(err, errlen, "process %d exited while its probes were placed",
-							 (int)pid);
-					else
-						snprintf(err, errlen,
-							 "cannot place the %s of %s in %s (process %d): %s%s%s",
-							 ret ? "uretprobe" : "uprobe", syms[i].name, t->opened,
-							 (int)pid, strerror(-rc), libbpf_said(said, sizeof(said)),
-							 rc == -EACCES && geteuid() != 0
-							     ? "; uprobes placed as perf events (kernels before 6.6) "
-							       "need CAP_SYS_ADMIN besides CAP_BPF + CAP_PERFMON: "
-							       "attach as root"
-							     : "");
-					if (rc == 0)
-						rc = -EIO;
-					goto fail;
-				}
-				proc.links[proc.nlinks++] = link;
-			}
-		}
-		t->probes = (uint32_t)proc.nlinks;
+	rc = a->multi ? pid_place_multi(a, &proc, t, syms, nsyms, err, errlen)
+		      : pid_place_each(a, &proc, t, syms, nsyms, err, errlen);
+	if (rc) {
+		proc_unplace(&proc);
+		bpf_map__delete_elem(a->skel->maps.tgids, &key, sizeof(key), 0);
+		t->functions = 0;
+		t->probes = 0;
+		return rc;
 	}
 	t->functions = (uint32_t)nsyms;
 	a->procs[a->nprocs++] = proc;
 	return 0;
-fail:
-	proc_unplace(&proc);
-	if (in_map)
-		bpf_map__delete_elem(a->skel->maps.tgids, &key, sizeof(key), 0);
-	t->functions = 0;
-	t->probes = 0;
-	return rc;
 }
 
 int attach_drop_pid(attach_t *a, pid_t pid)

@@ -10,7 +10,7 @@ if(TARGET fss_rules)
   add_executable(lint_summary ${CMAKE_CURRENT_SOURCE_DIR}/e2e/lint_summary.c
     ${PROJECT_SOURCE_DIR}/cli/cmd_lint.c ${PROJECT_SOURCE_DIR}/cli/diagnosis.c
     ${PROJECT_SOURCE_DIR}/cli/report_text.c ${PROJECT_SOURCE_DIR}/cli/report_json.c ${PROJECT_SOURCE_DIR}/cli/json_writer.c
-    ${PROJECT_SOURCE_DIR}/cli/output.c ${PROJECT_SOURCE_DIR}/cli/run_session.c ${PROJECT_SOURCE_DIR}/cli/report_sources.c)
+    ${PROJECT_SOURCE_DIR}/cli/output.c ${PROJECT_SOURCE_DIR}/cli/run_folder.c ${PROJECT_SOURCE_DIR}/cli/report_sources.c)
   target_include_directories(lint_summary PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(lint_summary PRIVATE fss_rules fss_collector fss_common)
   add_test(NAME lint_test

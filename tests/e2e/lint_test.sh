@@ -418,6 +418,25 @@ expect_out "$T/out" "summary: 2" "summary returns the highest severity (error)"
 expect_rc 0 "summary of the per-block trace" "$SUMMARY" "$T/block.fss"
 expect_out "$T/out" "fsdpscope lint: 0 errors" "summary per-block: no error"
 expect_out "$T/out" "summary: 0" "summary per-block: info at most"
+expect_out "$T/out" "info reshard-policy: reshard_after_forward: the policy in use" "summary: an info finding's block"
+# Each finding reads as lint --brief writes it: the blocks between the tally
+# line and the closing hint are lint --brief's, line for line.
+for t in linear block noprefetch; do
+	"$FSS" lint --brief "$T/$t.fss" >"$T/brief.txt" 2>/dev/null
+	"$SUMMARY" "$T/$t.fss" >"$T/summary.txt" 2>/dev/null
+	sed -n '1,/^fsdpscope lint: /p' "$T/brief.txt" | head -n -2 >"$T/brief.blocks"
+	sed -n '3,/^Fixes for FSDP1/p' "$T/summary.txt" | head -n -2 >"$T/summary.blocks"
+	if [ -s "$T/brief.blocks" ] && cmp -s "$T/brief.blocks" "$T/summary.blocks"; then
+		pass "summary of $t: the findings as lint --brief lays them out"
+	else
+		fail "summary of $t: the findings differ from lint --brief's"
+		diff "$T/brief.blocks" "$T/summary.blocks" | head -20
+	fi
+done
+# A trace of some of the job's ranks is said to be one, as lint says it.
+NODE_A="$(dirname "$0")/../fixtures/golden/node-a.fss"
+expect_rc 0 "summary of one node's trace" "$SUMMARY" "$NODE_A"
+expect_out "$T/out" "a partial job: 2 of the 4 ranks of its largest communicator" "summary: a partial job said"
 expect_rc 0 "summary of a missing trace" "$SUMMARY" "$T/nope.fss"
 expect_out "$T/out" "nope.fss" "summary of a missing trace: names it"
 if grep -qE "summary: -([2-9]|[0-9]{2,})$" "$T/out"; then pass "summary of a missing trace: negative error"; else

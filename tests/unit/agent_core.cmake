@@ -1,4 +1,4 @@
-# The agent's core (agent/agent.c emit.c strings.c sender.c nccl_wrap.c),
+# The agent's core (agent/agent.c emit.c strings.c sender*.c nccl_wrap.c ...),
 # compiled into the test with the project's flags (sanitizers included) and
 # run against the CPU NCCL stand-in: the wrappers interpose it in-process.
 get_property(agent_core_sources GLOBAL PROPERTY FSS_AGENT_CORE_SOURCES)

@@ -22,6 +22,7 @@
 #include "analysis_synth.h"
 #include "collector/analyze.h"
 #include "collector/keep.h"
+#include "collector/keep_hooks.h"
 #include "collector/source.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "collector/merge.h"
+#include "collector/merge_align.h"
 #include "common/error.h"
 #include "common/record.h"
 #include "common/trace_writer.h"

@@ -1,5 +1,5 @@
 /*
- * run_session.c - a run's private folder, its lock, its socket's place,
+ * run_folder.c - a run's private folder, its lock, its socket's place,
  * the trace's final name, and the leftovers of runs that died.
  *
  * Why a private folder: the job's agents write their per-process files
@@ -9,7 +9,7 @@
  * when the run dies, however it dies (SIGKILL, OOM), so the next run can
  * tell a live run's folder from a dead one's without trusting a pid.
  */
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 
 #include "common/error.h"
 
@@ -37,7 +37,7 @@
 /* NAME-2.fss ... NAME-<this>.fss before giving up on a free name. */
 #define RUN_PUBLISH_TRIES 10000
 
-struct run_session {
+struct run_folder {
 	char *dir;	  /* absolute DIR */
 	char *folder;	  /* DIR/.fsdpscope-run.<id> */
 	char *socket;	  /* the socket's path */
@@ -141,7 +141,7 @@ static char *command_line(char *const *argv)
 }
 
 /* run.info's whole text, rewritten in place (the lock is on this fd). */
-static int write_info(run_session_t *s)
+static int write_info(run_folder_t *s)
 {
 	char *text;
 	int n, err = 0;
@@ -161,7 +161,7 @@ static int write_info(run_session_t *s)
  * short 0700 folder of the user's own (an abstract name would be open to
  * every user of the network namespace).
  */
-static int choose_socket(run_session_t *s)
+static int choose_socket(run_folder_t *s)
 {
 	struct sockaddr_un sun;
 	const char *base = getenv("XDG_RUNTIME_DIR");
@@ -198,7 +198,7 @@ static int choose_socket(run_session_t *s)
 
 /* run.info is created under another name and renamed once locked, so that
  * no one ever sees it unlocked while its run lives. */
-static int create_info(run_session_t *s)
+static int create_info(run_folder_t *s)
 {
 	char *tmp = join(s->folder, RUN_INFO ".new");
 	char *path = join(s->folder, RUN_INFO);
@@ -228,9 +228,9 @@ out:
 	return err;
 }
 
-int run_session_new(run_session_t **out, const char *dir, char *const *argv, char *what, size_t whatlen)
+int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char *what, size_t whatlen)
 {
-	run_session_t *s;
+	run_folder_t *s;
 	char *template = NULL;
 	int err;
 
@@ -278,36 +278,31 @@ int run_session_new(run_session_t **out, const char *dir, char *const *argv, cha
 	*out = s;
 	return 0;
 fail:
-	run_session_close(s, 1);
+	run_folder_close(s, 1);
 	return err;
 }
 
-const char *run_session_dir(const run_session_t *s)
+const char *run_folder_dir(const run_folder_t *s)
 {
 	return s->dir;
 }
 
-const char *run_session_folder(const run_session_t *s)
+const char *run_folder_path(const run_folder_t *s)
 {
 	return s->folder;
 }
 
-const char *run_session_id(const run_session_t *s)
-{
-	return strrchr(s->folder, '/') + 1 + strlen(RUN_FOLDER_PREFIX);
-}
-
-const char *run_session_socket(const run_session_t *s)
+const char *run_folder_socket(const run_folder_t *s)
 {
 	return s->socket;
 }
 
-const char *run_session_output(const run_session_t *s)
+const char *run_folder_output(const run_folder_t *s)
 {
 	return s->output;
 }
 
-int run_session_listen(run_session_t *s, ingest_t *ing)
+int run_folder_listen(run_folder_t *s, ingest_t *ing)
 {
 	char *address;
 	mode_t old;
@@ -326,7 +321,7 @@ int run_session_listen(run_session_t *s, ingest_t *ing)
 	return err;
 }
 
-int run_session_set_job(run_session_t *s, pid_t pgid)
+int run_folder_set_job(run_folder_t *s, pid_t pgid)
 {
 	s->job_pgid = pgid;
 	return write_info(s);
@@ -393,12 +388,12 @@ static int list_process_files(const char *folder, char ***paths, size_t *n)
 	return 0;
 }
 
-int run_session_files(const run_session_t *s, char ***paths, size_t *n)
+int run_folder_files(const run_folder_t *s, char ***paths, size_t *n)
 {
 	return list_process_files(s->folder, paths, n);
 }
 
-int run_folder_files(const char *folder, char ***paths, size_t *n)
+int run_folder_list(const char *folder, char ***paths, size_t *n)
 {
 	return list_process_files(folder, paths, n);
 }
@@ -447,7 +442,7 @@ static int publish(const char *from, const char *dir, const char *name, char **p
 	return -EEXIST;
 }
 
-int run_session_publish(run_session_t *s, const char *name, char **path, int *taken)
+int run_folder_publish(run_folder_t *s, const char *name, char **path, int *taken)
 {
 	return publish(s->output, s->dir, name, path, taken);
 }
@@ -463,7 +458,7 @@ static void remove_socket_dir(const char *socket_dir, const char *socket)
 		rmdir(socket_dir);
 }
 
-void run_session_close(run_session_t *s, int remove)
+void run_folder_close(run_folder_t *s, int remove)
 {
 	if (!s)
 		return;

@@ -1,5 +1,5 @@
 /*
- * run_session.h - the folder side of `fsdpscope run` (docs/run.md): the
+ * run_folder.h - the folder side of `fsdpscope run` (docs/run.md): the
  * run's private folder in DIR, the lock that says the run is alive, where
  * the socket lives, the trace's final name, and what runs that died left.
  *
@@ -10,8 +10,8 @@
  * stays flock()ed while the run lives. A folder whose run.info nobody
  * locks is a leftover: a run that was killed.
  */
-#ifndef FSS_CLI_RUN_SESSION_H
-#define FSS_CLI_RUN_SESSION_H
+#ifndef FSS_CLI_RUN_FOLDER_H
+#define FSS_CLI_RUN_FOLDER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@
 
 #include "collector/ingest.h"
 
-typedef struct run_session run_session_t;
+typedef struct run_folder run_folder_t;
 
 /* Prefix of a run's private folder in DIR. */
 #define RUN_FOLDER_PREFIX ".fsdpscope-run."
@@ -28,62 +28,61 @@ typedef struct run_session run_session_t;
 #define RUN_VIEWER_SOCKET "viewer.sock"
 
 /*
- * run_session_new - create DIR (mkdir -p) and the run's private folder in
+ * run_folder_new - create DIR (mkdir -p) and the run's private folder in
  * it, write and lock its run.info (argv: the job's command line, for the
  * record), and choose the socket path. Returns 0 with *out owned by the
- * caller (run_session_close), or a negative errno; then `what` names the
+ * caller (run_folder_close), or a negative errno; then `what` names the
  * path that could not be made.
  */
-int run_session_new(run_session_t **out, const char *dir, char *const *argv, char *what, size_t whatlen);
+int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char *what, size_t whatlen);
 
 /* The absolute DIR; the private folder (FSDPSCOPE_OUT for the job); the
- * run's id (the folder's name after the prefix); the socket's path; the
- * path to hand ingest_new (inside the folder). Valid until close. */
-const char *run_session_dir(const run_session_t *s);
-const char *run_session_folder(const run_session_t *s);
-const char *run_session_id(const run_session_t *s);
-const char *run_session_socket(const run_session_t *s);
-const char *run_session_output(const run_session_t *s);
+ * socket's path; the path to hand ingest_new (inside the folder). Valid
+ * until close. */
+const char *run_folder_dir(const run_folder_t *s);
+const char *run_folder_path(const run_folder_t *s);
+const char *run_folder_socket(const run_folder_t *s);
+const char *run_folder_output(const run_folder_t *s);
 
 /*
- * run_session_listen - listen on the run's socket with `ing`, the socket
+ * run_folder_listen - listen on the run's socket with `ing`, the socket
  * file mode 0600 whatever the umask. Returns 0 or a negative errno.
  */
-int run_session_listen(run_session_t *s, ingest_t *ing);
+int run_folder_listen(run_folder_t *s, ingest_t *ing);
 
-/* run_session_set_job - note the job's process group in run.info, so that a
+/* run_folder_set_job - note the job's process group in run.info, so that a
  * later run can tell whether the job outlived this one. 0 or -errno. */
-int run_session_set_job(run_session_t *s, pid_t pgid);
+int run_folder_set_job(run_folder_t *s, pid_t pgid);
 
 /*
- * run_session_files - the per-process trace files in the private folder
+ * run_folder_files - the per-process trace files in the private folder
  * (the job's agents wrote them: nothing else writes there), sorted, as
  * malloc'd paths in a malloc'd array (caller frees both). 0 or -errno.
  */
-int run_session_files(const run_session_t *s, char ***paths, size_t *n);
+int run_folder_files(const run_folder_t *s, char ***paths, size_t *n);
 
 /*
- * run_folder_files - as run_session_files, for any folder agents write
+ * run_folder_list - as run_folder_files, for any folder agents write
  * per-process files into (a dead session's folder, collect's spool).
  */
-int run_folder_files(const char *folder, char ***paths, size_t *n);
+int run_folder_list(const char *folder, char ***paths, size_t *n);
 
 /*
- * run_session_publish - move the finished trace (run_session_output) to
+ * run_folder_publish - move the finished trace (run_folder_output) to
  * DIR/NAME(.fss), never replacing a file that is there: when the name is
  * taken, NAME-2.fss, NAME-3.fss, ... *path is the name used (malloc'd,
  * caller frees); *taken is set when it is not the one asked for. Returns 0
  * or a negative errno.
  */
-int run_session_publish(run_session_t *s, const char *name, char **path, int *taken);
+int run_folder_publish(run_folder_t *s, const char *name, char **path, int *taken);
 
 /*
- * run_session_close - end the session. With `remove`, the private folder
+ * run_folder_close - end the session. With `remove`, the private folder
  * goes (run.info, the socket's own folder), unless files are still in it,
  * which a later run then finds as leftovers. The lock is released either
  * way. NULL is allowed.
  */
-void run_session_close(run_session_t *s, int remove);
+void run_folder_close(run_folder_t *s, int remove);
 
 /* What a run that died left in DIR. */
 struct run_leftover {

@@ -1,9 +1,9 @@
 /*
- * run_session_test.c - what `fsdpscope run` relies on, below the e2e level:
+ * run_folder_test.c - what `fsdpscope run` relies on, below the e2e level:
  * ingest_note_exit (each exit after the records of the latest source of its
  * pid, an unknown pid counted and not written), the ingest's peer check
  * (a connection from user nobody refused and named: root only, skipped
- * otherwise), and cli/run_session.c (a 0700 folder whatever the umask, a
+ * otherwise), and cli/run_folder.c (a 0700 folder whatever the umask, a
  * trace never replaced, a live run's folder never taken for a leftover, a
  * dead one's found with what it holds).
  */
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "cli/run_session.h"
+#include "cli/run_folder.h"
 #include "collector/ingest.h"
 #include "common/record.h"
 #include "common/trace_parser.h"
@@ -40,7 +40,7 @@ static char tmpdir[64];
 static int setup_dir(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/fss_run_session_test.XXXXXX");
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/fss_run_folder_test.XXXXXX");
 	if (!mkdtemp(tmpdir))
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
@@ -246,7 +246,7 @@ static void test_session(void **state)
 {
 	char *const argv[] = {"job", "--flag", NULL};
 	char dir[128], what[256], file[512];
-	run_session_t *s, *t;
+	run_folder_t *s, *t;
 	struct run_leftover *l;
 	struct stat st;
 	char *path;
@@ -258,11 +258,11 @@ static void test_session(void **state)
 	snprintf(dir, sizeof(dir), "%s/out", tmpdir);
 	/* umask 000: the folder is still 0700. */
 	old = umask(0);
-	assert_int_equal(run_session_new(&s, dir, argv, what, sizeof(what)), 0);
+	assert_int_equal(run_folder_new(&s, dir, argv, what, sizeof(what)), 0);
 	umask(old);
-	assert_int_equal(stat(run_session_folder(s), &st), 0);
+	assert_int_equal(stat(run_folder_path(s), &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
-	assert_non_null(strstr(run_session_socket(s), run_session_folder(s)));
+	assert_non_null(strstr(run_folder_socket(s), run_folder_path(s)));
 
 	/* A live run is not a leftover, to another session either. */
 	assert_int_equal(run_leftovers_find(dir, &l, &n), 0);
@@ -289,27 +289,27 @@ static void test_session(void **state)
 	assert_int_equal(rmdir(file), 0);
 
 	/* Publishing never replaces: trace.fss, then trace-2.fss. */
-	write_process_file(run_session_output(s), 1, 1);
-	assert_int_equal(run_session_publish(s, "trace", &path, &taken), 0);
+	write_process_file(run_folder_output(s), 1, 1);
+	assert_int_equal(run_folder_publish(s, "trace", &path, &taken), 0);
 	assert_false(taken);
 	assert_non_null(strstr(path, "/trace.fss"));
 	free(path);
-	assert_int_equal(run_session_new(&t, dir, argv, what, sizeof(what)), 0);
-	write_process_file(run_session_output(t), 2, 1);
-	assert_int_equal(run_session_publish(t, "trace.fss", &path, &taken), 0);
+	assert_int_equal(run_folder_new(&t, dir, argv, what, sizeof(what)), 0);
+	write_process_file(run_folder_output(t), 2, 1);
+	assert_int_equal(run_folder_publish(t, "trace.fss", &path, &taken), 0);
 	assert_true(taken);
 	assert_non_null(strstr(path, "/trace-2.fss"));
 	free(path);
-	run_session_close(t, 1);
-	run_session_close(s, 1);
+	run_folder_close(t, 1);
+	run_folder_close(s, 1);
 	assert_int_equal(count_run_folders(dir), 0);
 
 	/* A run that ended with a per-process file still there: found, with
 	 * its file and its command line, and merged into recovered-ID.fss. */
-	assert_int_equal(run_session_new(&s, dir, argv, what, sizeof(what)), 0);
-	snprintf(file, sizeof(file), "%s/fsdpscope-host-77.fss", run_session_folder(s));
+	assert_int_equal(run_folder_new(&s, dir, argv, what, sizeof(what)), 0);
+	snprintf(file, sizeof(file), "%s/fsdpscope-host-77.fss", run_folder_path(s));
 	write_process_file(file, 77, 4);
-	run_session_close(s, 1); /* the file is still to merge: the folder stays */
+	run_folder_close(s, 1); /* the file is still to merge: the folder stays */
 	assert_int_equal(count_run_folders(dir), 1);
 	assert_int_equal(run_leftovers_find(dir, &l, &n), 0);
 	assert_int_equal(n, 1);

@@ -1,0 +1,313 @@
+/*
+ * flight_hang.c - which ranks wait in a collective that others have not
+ * entered, for longer than the timeout (flight_hang.h).
+ */
+#include "collector/flight_hang.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How one rank waits on one communicator. */
+struct fl_wait {
+	uint64_t n;	  /* comm_seq it waits in, 0: it does not */
+	uint64_t waited;  /* ns, to now, or to its end */
+	uint8_t evidence; /* enum analysis_wait_evidence */
+	uint8_t ended;	  /* its process ended */
+	uint8_t reserved[6];
+	const struct fl_source *fs;
+	const struct fl_rank_comm *rc;
+};
+
+/* Call n, or when the ring has moved past it, the oldest call it keeps
+ * after n (its enter is later than n's: a wait measured from it is short,
+ * never long). NULL when none. */
+static const struct fl_call *call_from(const struct fl_rank_comm *rc, uint64_t n)
+{
+	const struct fl_call *best = fl_call_at(rc, n);
+
+	if (best)
+		return best;
+	for (unsigned i = 0; i < FL_CALL_RING; i++) {
+		const struct fl_call *c = &rc->calls[i];
+
+		if (c->comm_seq > n && (!best || c->comm_seq < best->comm_seq))
+			best = c;
+	}
+	return best;
+}
+
+static uint64_t waited_since(const struct fl_source *fs, uint64_t start_mono, uint64_t now)
+{
+	uint64_t start = fl_to_rt(fs, start_mono);
+	uint64_t until = fs->ended && fs->end_ns ? fl_to_rt(fs, fs->end_ns) : now;
+
+	return start && until > start ? until - start : 0;
+}
+
+static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc, uint64_t now, struct fl_wait *w)
+{
+	const struct fl_call *c;
+	uint64_t start = 0;
+
+	memset(w, 0, sizeof(*w));
+	w->fs = fs;
+	w->rc = rc;
+	w->ended = (uint8_t)fs->ended;
+	/* host: entered, not returned */
+	if (rc->entered > rc->left && (c = call_from(rc, rc->left + 1))) {
+		w->n = rc->left + 1;
+		w->evidence = ANALYSIS_WAIT_HOST;
+		start = c->enter_ns;
+	}
+	/* GPU: returned at enqueue, its kernel not reported while CUPTI reported
+	 * activity after its launch (and no kernel it could not tie since) */
+	if (fs->cupti_tied) {
+		uint64_t p = rc->gpu_done + 1;
+
+		while (p <= rc->left && (c = fl_call_at(rc, p)) && c->no_kernel)
+			p++;
+		c = p <= rc->left ? call_from(rc, p) : NULL;
+		if (c && (!w->n || p < w->n) && fs->gpu_latest_end > c->enter_ns && fs->untied_start < c->enter_ns) {
+			w->n = p;
+			w->evidence = ANALYSIS_WAIT_GPU;
+			start = c->enter_ns;
+		}
+	}
+	/* a synchronize entered after it, not returned, not known complete */
+	if (fs->nsyncs && rc->sync_n && rc->sync_n <= rc->left && (!w->n || rc->sync_n < w->n) &&
+	    !(fs->cupti_tied && rc->gpu_done >= rc->sync_n)) {
+		uint64_t oldest = fs->syncs[0].enter_ns;
+
+		for (uint32_t i = 1; i < fs->nsyncs; i++)
+			if (fs->syncs[i].enter_ns < oldest)
+				oldest = fs->syncs[i].enter_ns;
+		w->n = rc->sync_n;
+		w->evidence = ANALYSIS_WAIT_SYNC;
+		start = oldest;
+	}
+	if (w->n)
+		w->waited = waited_since(fs, start, now);
+}
+
+static void flight_rank_fill(struct analysis_flight_rank *r, const struct fl_wait *w)
+{
+	memset(r, 0, sizeof(*r));
+	r->rank = w->rc->rank;
+	r->global_rank = w->fs->src->rank;
+	r->source = w->fs->id;
+	r->pid = w->fs->src->pid;
+}
+
+static int wait_n_cmp(const void *a, const void *b)
+{
+	const struct fl_wait *x = a, *y = b;
+
+	if (x->n != y->n)
+		return (x->n > y->n) - (x->n < y->n);
+	return (x->rc->rank > y->rc->rank) - (x->rc->rank < y->rc->rank);
+}
+
+static int flight_rank_cmp(const void *a, const void *b)
+{
+	const struct analysis_flight_rank *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The hang of communicator c, if one: the lowest comm_seq some rank waits
+ * in for longer than the timeout while others have not entered it (or every
+ * rank waits in it). w[0..n) are its members' waits. */
+static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint64_t timeout, uint64_t now,
+		     struct analysis_hang *h)
+{
+	qsort(w, n, sizeof(*w), wait_n_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		uint64_t longest = 0, N = w[i].n;
+
+		if (!N) {
+			i++;
+			continue;
+		}
+		while (j < n && w[j].n == N) {
+			if (w[j].waited > longest)
+				longest = w[j].waited;
+			j++;
+		}
+		size_t nwait = 0, nmiss = 0, nended = 0;
+
+		for (size_t k = i; k < j; k++) {
+			/* a rank that ended inside it waited until its end: still
+			 * waiting as far as the trace tells when that was long */
+			if (w[k].ended && w[k].waited <= timeout)
+				nended++;
+			else
+				nwait++;
+		}
+		for (size_t k = 0; k < n; k++)
+			if (w[k].n != N && w[k].rc->entered < N)
+				nmiss++;
+		if (longest > timeout && nwait && (nmiss || nwait + nended == n)) {
+			memset(h, 0, sizeof(*h));
+			h->comm_id = c->id_hash;
+			h->comm_seq = N;
+			h->nranks = c->nranks;
+			h->waited_ns = longest;
+			for (size_t k = i; k < j; k++) {
+				const struct fl_call *call;
+
+				if (w[k].ended && w[k].waited <= timeout)
+					continue;
+				if (!h->op && (call = fl_call_at(w[k].rc, N))) {
+					h->op = call->op;
+					h->dtype = call->dtype;
+					h->count = call->count;
+				}
+				if (h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX) {
+					struct analysis_flight_rank *r = &h->waiting[h->nwaiting];
+
+					flight_rank_fill(r, &w[k]);
+					r->since_ns = w[k].waited;
+					r->last_seq = N;
+					r->last_op = (call = fl_call_at(w[k].rc, N)) ? call->op : 0;
+					r->evidence = w[k].evidence;
+				}
+				h->nwaiting++;
+			}
+			for (size_t k = 0; k < n; k++) {
+				const struct fl_rank_comm *rc = w[k].rc;
+
+				if (w[k].n == N || rc->entered >= N)
+					continue;
+				if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
+					struct analysis_flight_rank *r = &h->missing[h->nmissing];
+					uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
+
+					flight_rank_fill(r, &w[k]);
+					r->last_seq = rc->left;
+					r->last_op = rc->left ? rc->done_op : 0;
+					r->since_ns = rc->left && done && now > done ? now - done : 0;
+				}
+				h->nmissing++;
+			}
+			qsort(h->waiting,
+			      h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
+			      sizeof(h->waiting[0]), flight_rank_cmp);
+			qsort(h->missing,
+			      h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
+			      sizeof(h->missing[0]), flight_rank_cmp);
+			return 1;
+		}
+		i = j;
+	}
+	return 0;
+}
+
+static void hang_keep(struct analysis_flight *out, const struct analysis_hang *h)
+{
+	uint32_t at = out->nhangs;
+
+	out->hangs_total++;
+	while (at > 0 && out->hangs[at - 1].waited_ns < h->waited_ns)
+		at--;
+	if (at >= ANALYSIS_HANGS_MAX)
+		return;
+	uint32_t n = out->nhangs < ANALYSIS_HANGS_MAX ? out->nhangs : ANALYSIS_HANGS_MAX - 1;
+
+	memmove(&out->hangs[at + 1], &out->hangs[at], (n - at) * sizeof(*h));
+	out->hangs[at] = *h;
+	if (out->nhangs < ANALYSIS_HANGS_MAX)
+		out->nhangs++;
+}
+
+/* How source fs is itself waiting in a collective of a communicator other
+ * than comm_id, 0 when it is not: a rank blocked there cannot enter the
+ * hang's collective, so it is not what that hang waits for. */
+static uint8_t waits_elsewhere(const struct fl_source *fs, uint64_t comm_id, uint64_t timeout, uint64_t now)
+{
+	for (size_t i = 0; i < fs->nrcs; i++) {
+		struct fl_wait w;
+
+		if (fs->rcs[i].id_hash == comm_id)
+			continue;
+		rank_wait(fs, &fs->rcs[i], now, &w);
+		/* as comm_hang counts waits: a rank that ended inside a call after
+		 * waiting past the timeout was still waiting as far as the trace tells */
+		if (w.n && (!w.ended || w.waited > timeout))
+			return w.evidence;
+	}
+	return 0;
+}
+
+/* Mark the hangs whose missing ranks all wait in other collectives (the
+ * cascade of a hang elsewhere: in an HSDP job a shard group's hang leaves
+ * the replicate groups' ranks waiting for ranks that are themselves stuck),
+ * and list the hangs that have a free missing rank first. */
+void flight_hangs_order(const flight_t *f, struct analysis_flight *out)
+{
+	for (uint32_t i = 0; i < out->nhangs; i++) {
+		struct analysis_hang *h = &out->hangs[i];
+		uint32_t listed = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
+		uint32_t blocked = 0;
+
+		for (uint32_t k = 0; k < listed; k++) {
+			struct analysis_flight_rank *r = &h->missing[k];
+
+			r->evidence = 0;
+			for (size_t j = 0; j < f->nsrcs; j++)
+				if (f->srcs[j]->id == r->source)
+					r->evidence = waits_elsewhere(f->srcs[j], h->comm_id, out->timeout_ns,
+								      out->now_realtime_ns);
+			blocked += r->evidence ? 1u : 0u;
+		}
+		h->cascade = listed && blocked == listed && listed == h->nmissing;
+	}
+	/* insertion sort: cause first, then the longest wait (at most ANALYSIS_HANGS_MAX) */
+	for (uint32_t i = 1; i < out->nhangs; i++) {
+		struct analysis_hang t = out->hangs[i];
+		uint32_t j = i;
+
+		while (j > 0 &&
+		       (out->hangs[j - 1].cascade > t.cascade ||
+			(out->hangs[j - 1].cascade == t.cascade && out->hangs[j - 1].waited_ns < t.waited_ns))) {
+			out->hangs[j] = out->hangs[j - 1];
+			j--;
+		}
+		out->hangs[j] = t;
+	}
+}
+
+int flight_comm_hangs(const flight_t *f, const struct fl_comm *c, struct flight_waits *ws, struct analysis_flight *out)
+{
+	struct analysis_hang h;
+	struct fl_wait *w;
+	uint64_t counted = 0;
+
+	if (c->nranks <= 1 || c->nmembers == 0)
+		return 0;
+	if (c->nmembers > ws->cap) {
+		struct fl_wait *v = realloc(ws->v, c->nmembers * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ws->v = v;
+		ws->cap = c->nmembers;
+	}
+	w = ws->v;
+	for (size_t k = 0; k < c->nmembers; k++) {
+		const struct fl_source *fs = f->srcs[c->members[k].source];
+
+		rank_wait(fs, &fs->rcs[c->members[k].rc], out->now_realtime_ns, &w[k]);
+	}
+	/* collectives some rank is inside: distinct numbers waited in */
+	qsort(w, c->nmembers, sizeof(*w), wait_n_cmp);
+	for (size_t k = 0; k < c->nmembers; k++)
+		if (w[k].n && !w[k].ended && w[k].n != counted) {
+			counted = w[k].n;
+			out->in_flight++;
+		}
+	if (comm_hang(c, w, c->nmembers, out->timeout_ns, out->now_realtime_ns, &h))
+		hang_keep(out, &h);
+	return 0;
+}
