@@ -12,6 +12,8 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/job.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -23,11 +25,11 @@
 #include "tui/top.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +59,7 @@
 	"    kernels or FSDPSCOPE_UPROBE_MULTI=0: one perf event per probe, about 4 s to\n"                            \
 	"    remove 34). bench/results/attach.txt (bench/attach_bench.sh).\n"
 
-const char cmd_attach_help[] =
+static const char attach_help_head[] =
     "NAME\n"
     "    fsdpscope attach - diagnose a running job that was started without fsdpscope\n\n"
     "SYNOPSIS\n"
@@ -92,18 +94,10 @@ const char cmd_attach_help[] =
     "    exactly as before (same outputs, same exit code). Two attaches on one\n"
     "    process work: each places its own probes and writes its own trace.\n\n"
     "    Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with uprobes and BTF.\n\n"
-    "OPTIONS\n"
-    "    --out DIR            directory for the trace (created; default ./" ATTACH_DEFAULT_DIR ")\n"
-    "    --name NAME          trace file name, DIR/NAME.fss (default " ATTACH_DEFAULT_NAME "); never replaces\n"
-    "                         a file (NAME-2.fss, ... instead, said)\n"
-    "    --duration SEC       detach after SEC seconds\n"
-    "    --all                every process on the machine that maps libnccl\n"
-    "    --top                the dashboard ('fsdpscope help top') while attached; q detaches\n"
-    "    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md)\n"
-    "    --keep POLICY        what the trace keeps of a long job: full, last:N, summary[:N]\n"
-    "                         (docs/keep.md)\n"
-    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-    "    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
+    "OPTIONS\n";
+
+static const char attach_help_tail[] =
+    "\n"
     "EXIT STATUS\n"
     "    0 the trace was written (gate on its findings with 'fsdpscope lint TRACE');\n"
     "    1 it could not be written; 2 attach could not start: bad usage, no privilege,\n"
@@ -125,125 +119,104 @@ static void on_signal(int sig)
 }
 
 struct attach_args {
-	const char *dir, *name, *json_summary, *metrics;
 	int duration_s; /* 0: none */
 	int all, top;
-	struct keep_policy keep;
-	struct diagnosis_flags flags;
+	struct session_run_options s; /* --out, --name, --json-summary, --metrics, --keep, the analysis */
 	pid_t *pids;
 	size_t npids;
 };
 
-enum {
-	OPT_OUT = DIAG_OPT_END,
-	OPT_NAME,
-	OPT_DURATION,
-	OPT_ALL,
-	OPT_TOP,
-	OPT_METRICS,
-	OPT_KEEP,
-	OPT_JSON_SUMMARY,
-	OPT_HELP,
+enum { OPT_DURATION = DIAG_OPT_END, OPT_ALL, OPT_TOP };
+
+static int attach_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct attach_args *a = ctx;
+	char *end;
+	long v;
+
+	switch (id) {
+	case OPT_DURATION:
+		errno = 0;
+		v = strtol(arg, &end, 10);
+		if (*end || end == arg || errno || v < 1 || v > ATTACH_MAX_DURATION_S) {
+			fprintf(stderr, "%s: --duration: '%s' is not a number of seconds (1..%d)\n", prog, arg,
+				ATTACH_MAX_DURATION_S);
+			return -1;
+		}
+		a->duration_s = (int)v;
+		return 0;
+	case OPT_ALL:
+		a->all = 1;
+		return 0;
+	case OPT_TOP:
+		a->top = 1;
+		return 0;
+	default: /* --out, --name, --json-summary, --metrics, --keep: as run's */
+		return session_run_apply(&a->s, id, arg, prog);
+	}
+}
+
+static const struct options_entry attach_entries[] = {
+    {"out", 0, "DIR", "directory for the trace (created; default ./" ATTACH_DEFAULT_DIR ")", SESSION_OPT_OUT},
+    {"name", 0, "NAME",
+     "trace file name, DIR/NAME.fss (default " ATTACH_DEFAULT_NAME "); never replaces\n"
+     "a file (NAME-2.fss, ... instead, said)",
+     SESSION_OPT_NAME},
+    {"duration", 0, "SEC", "detach after SEC seconds", OPT_DURATION},
+    {"all", 0, NULL, "every process on the machine that maps libnccl", OPT_ALL},
+    {"top", 0, NULL, "the dashboard ('fsdpscope help top') while attached; q detaches", OPT_TOP},
+    {"metrics", 0, "[HOST:]PORT", "serve Prometheus /metrics there (docs/metrics.md)", SESSION_OPT_METRICS},
+    {"keep", 0, "POLICY",
+     "what the trace keeps of a long job: full, last:N, summary[:N]\n"
+     "(docs/keep.md)",
+     SESSION_OPT_KEEP},
+    {"json-summary", 0, "FILE", "write the final diagnosis to FILE as 'fsdpscope lint --json'",
+     SESSION_OPT_JSON_SUMMARY},
+    {NULL, 0, NULL, "    -h, --help           this text\n", 0},
+    {NULL, 0, NULL, NULL, 0},
 };
+
+static const struct options_set attach_sets[] = {
+    {.entries = attach_entries, .apply = attach_apply},
+    OPTIONS_DIAGNOSIS_SET(offsetof(struct attach_args, s.flags)),
+};
+
+const struct options_help cmd_attach_help = OPTIONS_HELP(attach_help_head, attach_sets, 25, attach_help_tail);
 
 static int parse_args(int argc, char **argv, struct attach_args *a, int *help)
 {
-	static const struct option options[] = {
-	    {"out", required_argument, NULL, OPT_OUT},
-	    {"name", required_argument, NULL, OPT_NAME},
-	    {"duration", required_argument, NULL, OPT_DURATION},
-	    {"all", no_argument, NULL, OPT_ALL},
-	    {"top", no_argument, NULL, OPT_TOP},
-	    {"metrics", required_argument, NULL, OPT_METRICS},
-	    {"keep", required_argument, NULL, OPT_KEEP},
-	    {"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
-	    {"help", no_argument, NULL, OPT_HELP},
-	    DIAGNOSIS_LONG_OPTIONS,
-	    {NULL, 0, NULL, 0},
-	};
-	int opt, rc;
+	int first;
 	char *end;
 	long v;
 
 	memset(a, 0, sizeof(*a));
-	a->dir = ATTACH_DEFAULT_DIR;
-	a->name = ATTACH_DEFAULT_NAME;
-	keep_policy_default(&a->keep);
-	diagnosis_flags_init(&a->flags);
-	*help = 0;
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_OUT:
-			a->dir = optarg;
-			break;
-		case OPT_NAME:
-			a->name = optarg;
-			break;
-		case OPT_DURATION:
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (*end || end == optarg || errno || v < 1 || v > ATTACH_MAX_DURATION_S) {
-				fprintf(stderr, ATTACH_PROG ": --duration: '%s' is not a number of seconds (1..%d)\n",
-					optarg, ATTACH_MAX_DURATION_S);
-				return -EINVAL;
-			}
-			a->duration_s = (int)v;
-			break;
-		case OPT_ALL:
-			a->all = 1;
-			break;
-		case OPT_TOP:
-			a->top = 1;
-			break;
-		case OPT_METRICS:
-			a->metrics = optarg;
-			break;
-		case OPT_KEEP:
-			if (session_keep_option(ATTACH_PROG, optarg, &a->keep))
-				return -EINVAL;
-			break;
-		case OPT_JSON_SUMMARY:
-			a->json_summary = optarg;
-			break;
-		case 'h':
-		case OPT_HELP:
-			*help = 1;
-			return 0;
-		default:
-			rc = diagnosis_option(&a->flags, opt, optarg, "attach");
-			if (rc < 0)
-				return -EINVAL;
-			if (rc > 0) {
-				fprintf(stderr,
-					ATTACH_PROG
-					": unknown option or missing value: '%s' (see 'fsdpscope help attach')\n",
-					argv[optind - 1]);
-				return -EINVAL;
-			}
-		}
-	}
-	if (session_output_check(ATTACH_PROG, a->dir, a->name))
+	session_run_options_init(&a->s);
+	a->s.dir = ATTACH_DEFAULT_DIR;
+	a->s.name = ATTACH_DEFAULT_NAME;
+	first = options_parse(&cmd_attach_help, "attach", argc, argv, OPTIONS_ANYWHERE, a);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
+	if (first < 0)
+		return *help ? 0 : -EINVAL;
+	if (session_output_check(ATTACH_PROG, a->s.dir, a->s.name))
 		return -EINVAL;
-	if (a->all && optind < argc) {
+	if (a->all && first < argc) {
 		fprintf(stderr, ATTACH_PROG ": --all attaches every process with libnccl: give no PID with it\n");
 		return -EINVAL;
 	}
-	if (!a->all && optind == argc) {
+	if (!a->all && first == argc) {
 		fprintf(stderr,
 			ATTACH_PROG ": no PID: fsdpscope attach [OPTIONS] PID... (or --all; see 'fsdpscope help "
 				    "attach')\n");
 		return -EINVAL;
 	}
-	if (argc - optind > ATTACH_MAX_PIDS) {
+	if (argc - first > ATTACH_MAX_PIDS) {
 		fprintf(stderr, ATTACH_PROG ": at most %d PIDs\n", ATTACH_MAX_PIDS);
 		return -EINVAL;
 	}
-	a->pids = calloc((size_t)(argc - optind) + 1, sizeof(pid_t));
+	a->pids = calloc((size_t)(argc - first) + 1, sizeof(pid_t));
 	if (!a->pids)
 		return -ENOMEM;
-	for (int i = optind; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		errno = 0;
 		v = strtol(argv[i], &end, 10);
 		if (*end || end == argv[i] || errno || v < 1 || v > INT32_MAX) {
@@ -341,14 +314,10 @@ static void *session_main(void *arg)
 {
 	struct attach_state *st = arg;
 	struct session_outcome outcome;
-	int64_t end;
 
 	while (!atomic_load(&st->capture_done))
 		session_poll(st->session, ATTACH_POLL_MS);
-	end = clock_mono_ms() + ATTACH_FLUSH_MS;
-	session_poll(st->session, 0);
-	while (session_open_connections(st->session) > 0 && clock_mono_ms() < end)
-		session_poll(st->session, ATTACH_POLL_MS);
+	job_drain(st->session, ATTACH_FLUSH_MS, NULL);
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
 		snprintf(st->trace, sizeof(st->trace), "%s", outcome.trace_path);
@@ -405,33 +374,18 @@ static int show_top(struct attach_state *st)
 	return rc;
 }
 
-static void catch_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa;
-
-	/* No SA_RESTART: a signal interrupts the waits. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-}
-
 static int attach_main(struct attach_args *a, char **argv)
 {
 	struct attach_capture_options co = {.prog = ATTACH_PROG, .pids = a->pids, .npids = a->npids, .all = a->all};
 	struct session_options so = {
 	    .prog = ATTACH_PROG,
-	    .dir = a->dir,
-	    .name = a->name,
+	    .dir = a->s.dir,
+	    .name = a->s.name,
 	    .argv = argv,
 	    .leftovers = SESSION_LEFTOVERS_RECOVER,
-	    .flags = &a->flags,
-	    .json_summary = a->json_summary,
-	    .keep = &a->keep,
+	    .flags = &a->s.flags,
+	    .json_summary = a->s.json_summary,
+	    .keep = &a->s.keep,
 	};
 	struct attach_state st;
 	pthread_t capture_thread, session_thread;
@@ -447,12 +401,12 @@ static int attach_main(struct attach_args *a, char **argv)
 	}
 	if (attach_capture_check(&co))
 		return EXIT_USAGE;
-	if (a->metrics) {
-		if (session_metrics_option(ATTACH_PROG, a->metrics, &st.metrics, &so.metrics_remote))
+	if (a->s.metrics) {
+		if (session_metrics_option(ATTACH_PROG, a->s.metrics, &st.metrics, &so.metrics_remote))
 			return EXIT_USAGE;
 		so.metrics = st.metrics;
 	}
-	catch_signals();
+	job_catch_signals(on_signal, 1);
 	err = session_new(&st.session, &so);
 	if (err) {
 		free(st.metrics);
@@ -468,7 +422,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	fprintf(stderr,
 		ATTACH_PROG ": recording into %s/%s.fss; exposure is not measured in attach mode; detach with "
 			    "SIGINT or SIGTERM%s\n",
-		a->dir, a->name, a->duration_s ? " (or at --duration)" : "");
+		a->s.dir, a->s.name, a->duration_s ? " (or at --duration)" : "");
 	if (session_viewer_address(st.session))
 		fprintf(stderr, ATTACH_PROG ": live view (" VIEWER_PROTOCOL "): %s\n",
 			session_viewer_address(st.session));
@@ -479,9 +433,9 @@ static int attach_main(struct attach_args *a, char **argv)
 		st.info.mode = TOP_MODE_ATTACH;
 		st.info.job_state = TOP_JOB_RUNNING;
 		st.info.exit_status = -1;
-		snprintf(st.info.trace, sizeof(st.info.trace), "%s/%s.fss", a->dir, a->name);
-		st.info.peak_flops = a->flags.analysis.peak_flops;
-		st.info.tokens_per_step = a->flags.analysis.tokens_per_step;
+		snprintf(st.info.trace, sizeof(st.info.trace), "%s/%s.fss", a->s.dir, a->s.name);
+		st.info.peak_flops = a->s.flags.analysis.peak_flops;
+		st.info.tokens_per_step = a->s.flags.analysis.tokens_per_step;
 		if (top_board_feed_new(&st.bf, session_board(st.session), &st.info)) {
 			fprintf(stderr, ATTACH_PROG ": --top: cannot start the dashboard's feed\n");
 			st.bf = NULL;
@@ -546,8 +500,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	if (help) {
 		free(a.pids);
-		fputs(cmd_attach_help, stdout);
-		return EXIT_OK;
+		return EXIT_OK; /* options_parse printed the help */
 	}
 	code = attach_main(&a, argv);
 	free(a.pids);

@@ -14,6 +14,8 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/job.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
@@ -25,10 +27,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +52,7 @@
 /* The loop's wait: how late a stop condition is noticed at worst. */
 #define COLLECT_POLL_MS 200
 
-const char cmd_collect_help[] =
+static const char collect_help_head[] =
     "NAME\n"
     "    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
     "SYNOPSIS\n"
@@ -91,27 +93,10 @@ const char cmd_collect_help[] =
     "    trace is written as it goes (every 100 ms): a collector killed\n"
     "    with SIGKILL leaves a trace whose complete chunks all read back, merged by\n"
     "    the next collector in DIR.\n\n"
-    "OPTIONS\n"
-    "    --listen ADDR        listen on ADDR (unix:/path, tcp:127.0.0.1:PORT), repeatable;\n"
-    "                         replaces the default socket\n"
-    "    --out DIR            directory for the trace, the spool and collect.addr (created;\n"
-    "                         default ./" COLLECT_DEFAULT_DIR ")\n"
-    "    --name NAME          trace file name, DIR/NAME.fss (default " COLLECT_DEFAULT_NAME "); never\n"
-    "                         replaces a file (NAME-2.fss, ... instead, said)\n"
-    "    --until-idle SEC     stop SEC seconds after the last connection closed, once\n"
-    "                         one has connected\n"
-    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-    "                         prints it (schema fsdpscope.report/2)\n"
-    "    --metrics [HOST:]PORT  serve Prometheus /metrics there (docs/metrics.md); a bare\n"
-    "                         PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
-    "                         served with a warning (no authentication); port 0: any\n"
-    "    --keep POLICY        what the trace keeps of a long job (docs/keep.md): full\n"
-    "                         (every record; the default, which switches to last:1000\n"
-    "                         before the trace's disk runs short, and says so),\n"
-    "                         last:N (the last N steps in full), summary[:N] (the first\n"
-    "                         16 (N) steps in full, then one summary record per step and\n"
-    "                         rank, and the steps that stand out in full); in the header\n"
-    "    -h, --help           this text\n" DIAGNOSIS_OPTIONS_HELP "\n"
+    "OPTIONS\n";
+
+static const char collect_help_tail[] =
+    "\n"
     "FILES\n"
     "    DIR/NAME.fss          the trace\n"
     "    DIR/" COLLECT_ADDR "        the addresses listened on, one FSDPSCOPE_SINK value a line\n"
@@ -154,15 +139,10 @@ static void collect_on_signal(int sig)
 }
 
 struct collect_options {
-	const char *dir;
-	const char *name;
 	const char *listen[COLLECT_LISTEN_MAX];
 	size_t nlisten;
-	int until_idle_s; /* -1: not given */
-	const char *json_summary;
-	const char *metrics;
-	struct keep_policy keep;
-	struct diagnosis_flags flags;
+	int until_idle_s;	      /* -1: not given */
+	struct session_run_options s; /* --out, --name, --json-summary, --metrics, --keep, the analysis */
 };
 
 struct collect_state {
@@ -181,103 +161,100 @@ struct collect_state {
 	session_t *session;
 };
 
-enum {
-	OPT_LISTEN = DIAG_OPT_END,
-	OPT_OUT,
-	OPT_NAME,
-	OPT_UNTIL_IDLE,
-	OPT_JSON_SUMMARY,
-	OPT_METRICS,
-	OPT_KEEP,
-	OPT_HELP
-};
+enum { OPT_LISTEN = DIAG_OPT_END, OPT_UNTIL_IDLE };
 
-static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
+static int collect_apply(void *ctx, int id, const char *arg, const char *prog)
 {
-	static const struct option options[] = {
-	    {"listen", required_argument, NULL, OPT_LISTEN},
-	    {"out", required_argument, NULL, OPT_OUT},
-	    {"name", required_argument, NULL, OPT_NAME},
-	    {"until-idle", required_argument, NULL, OPT_UNTIL_IDLE},
-	    {"json-summary", required_argument, NULL, OPT_JSON_SUMMARY},
-	    {"metrics", required_argument, NULL, OPT_METRICS},
-	    {"keep", required_argument, NULL, OPT_KEEP},
-	    {"help", no_argument, NULL, OPT_HELP},
-	    DIAGNOSIS_LONG_OPTIONS,
-	    {NULL, 0, NULL, 0},
-	};
-	int opt, rc;
+	struct collect_options *o = ctx;
 	char *end;
 	long v;
 
-	memset(o, 0, sizeof(*o));
-	o->dir = COLLECT_DEFAULT_DIR;
-	o->name = COLLECT_DEFAULT_NAME;
-	o->until_idle_s = -1;
-	keep_policy_default(&o->keep);
-	diagnosis_flags_init(&o->flags);
-	*help = 0;
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_LISTEN:
-			if (o->nlisten == COLLECT_LISTEN_MAX) {
-				fprintf(stderr, "fsdpscope collect: --listen: at most %d addresses\n",
-					COLLECT_LISTEN_MAX);
-				return -EINVAL;
-			}
-			o->listen[o->nlisten++] = optarg;
-			break;
-		case OPT_OUT:
-			o->dir = optarg;
-			break;
-		case OPT_NAME:
-			o->name = optarg;
-			break;
-		case OPT_UNTIL_IDLE:
-			v = strtol(optarg, &end, 10);
-			if (*end || end == optarg || v < 0 || v > COLLECT_MAX_IDLE_S) {
-				fprintf(stderr,
-					"fsdpscope collect: --until-idle: '%s' is not a number of seconds (0..%d)\n",
-					optarg, COLLECT_MAX_IDLE_S);
-				return -EINVAL;
-			}
-			o->until_idle_s = (int)v;
-			break;
-		case OPT_JSON_SUMMARY:
-			o->json_summary = optarg;
-			break;
-		case OPT_METRICS:
-			o->metrics = optarg;
-			break;
-		case OPT_KEEP:
-			if (session_keep_option("fsdpscope collect", optarg, &o->keep))
-				return -EINVAL;
-			break;
-		case 'h':
-		case OPT_HELP:
-			*help = 1;
-			return 0;
-		default:
-			rc = diagnosis_option(&o->flags, opt, optarg, "collect");
-			if (rc < 0)
-				return -EINVAL;
-			if (rc > 0) {
-				fprintf(stderr,
-					"fsdpscope collect: unknown option or missing value: '%s' (see 'fsdpscope help "
-					"collect')\n",
-					argv[optind - 1]);
-				return -EINVAL;
-			}
+	switch (id) {
+	case OPT_LISTEN:
+		if (o->nlisten == COLLECT_LISTEN_MAX) {
+			fprintf(stderr, "%s: --listen: at most %d addresses\n", prog, COLLECT_LISTEN_MAX);
+			return -1;
 		}
+		o->listen[o->nlisten++] = arg;
+		return 0;
+	case OPT_UNTIL_IDLE:
+		v = strtol(arg, &end, 10);
+		if (*end || end == arg || v < 0 || v > COLLECT_MAX_IDLE_S) {
+			fprintf(stderr, "%s: --until-idle: '%s' is not a number of seconds (0..%d)\n", prog, arg,
+				COLLECT_MAX_IDLE_S);
+			return -1;
+		}
+		o->until_idle_s = (int)v;
+		return 0;
+	default: /* --out, --name, --json-summary, --metrics, --keep: as run's */
+		return session_run_apply(&o->s, id, arg, prog);
 	}
-	if (optind < argc) {
+}
+
+static const struct options_entry collect_entries[] = {
+    {"listen", 0, "ADDR",
+     "listen on ADDR (unix:/path, tcp:127.0.0.1:PORT), repeatable;\n"
+     "replaces the default socket",
+     OPT_LISTEN},
+    {"out", 0, "DIR",
+     "directory for the trace, the spool and collect.addr (created;\n"
+     "default ./" COLLECT_DEFAULT_DIR ")",
+     SESSION_OPT_OUT},
+    {"name", 0, "NAME",
+     "trace file name, DIR/NAME.fss (default " COLLECT_DEFAULT_NAME "); never\n"
+     "replaces a file (NAME-2.fss, ... instead, said)",
+     SESSION_OPT_NAME},
+    {"until-idle", 0, "SEC",
+     "stop SEC seconds after the last connection closed, once\n"
+     "one has connected",
+     OPT_UNTIL_IDLE},
+    {"json-summary", 0, "FILE",
+     "write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+     "prints it (schema fsdpscope.report/2)",
+     SESSION_OPT_JSON_SUMMARY},
+    {"metrics", 0, "[HOST:]PORT",
+     "serve Prometheus /metrics there (docs/metrics.md); a bare\n"
+     "PORT is 127.0.0.1:PORT; a host that is not loopback is\n"
+     "served with a warning (no authentication); port 0: any",
+     SESSION_OPT_METRICS},
+    {"keep", 0, "POLICY",
+     "what the trace keeps of a long job (docs/keep.md): full\n"
+     "(every record; the default, which switches to last:1000\n"
+     "before the trace's disk runs short, and says so),\n"
+     "last:N (the last N steps in full), summary[:N] (the first\n"
+     "16 (N) steps in full, then one summary record per step and\n"
+     "rank, and the steps that stand out in full); in the header",
+     SESSION_OPT_KEEP},
+    {NULL, 0, NULL, "    -h, --help           this text\n", 0},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set collect_sets[] = {
+    {.entries = collect_entries, .apply = collect_apply},
+    OPTIONS_DIAGNOSIS_SET(offsetof(struct collect_options, s.flags)),
+};
+
+const struct options_help cmd_collect_help = OPTIONS_HELP(collect_help_head, collect_sets, 25, collect_help_tail);
+
+static int parse_options(int argc, char **argv, struct collect_options *o, int *help)
+{
+	int first;
+
+	memset(o, 0, sizeof(*o));
+	session_run_options_init(&o->s);
+	o->s.dir = COLLECT_DEFAULT_DIR;
+	o->s.name = COLLECT_DEFAULT_NAME;
+	o->until_idle_s = -1;
+	first = options_parse(&cmd_collect_help, "collect", argc, argv, OPTIONS_ANYWHERE, o);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
+	if (first < 0)
+		return *help ? 0 : -EINVAL;
+	if (first < argc) {
 		fprintf(stderr, "fsdpscope collect: unexpected argument '%s' (see 'fsdpscope help collect')\n",
-			argv[optind]);
+			argv[first]);
 		return -EINVAL;
 	}
-	if (session_output_check("fsdpscope collect", o->dir, o->name))
+	if (session_output_check("fsdpscope collect", o->s.dir, o->s.name))
 		return -EINVAL;
 	return 0;
 }
@@ -569,9 +546,10 @@ static void print_env_lines(const struct collect_state *st)
 		char kbuf[32];
 
 		fprintf(stderr, "fsdpscope collect: the trace keeps %s%s (--keep, docs/keep.md)\n",
-			keep_policy_format(&st->opt.keep, kbuf, sizeof(kbuf)),
-			st->opt.keep.is_default ? " (the default: it switches to last:1000 before the disk runs short)"
-						: "");
+			keep_policy_format(&st->opt.s.keep, kbuf, sizeof(kbuf)),
+			st->opt.s.keep.is_default
+			    ? " (the default: it switches to last:1000 before the disk runs short)"
+			    : "");
 	}
 	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
@@ -597,13 +575,13 @@ static int setup(struct collect_state *st, char **argv)
 {
 	struct session_options so = {
 	    .prog = "fsdpscope collect",
-	    .dir = st->opt.dir,
-	    .name = st->opt.name,
+	    .dir = st->opt.s.dir,
+	    .name = st->opt.s.name,
 	    .argv = argv,
 	    .leftovers = SESSION_LEFTOVERS_MERGE,
-	    .flags = &st->opt.flags,
-	    .json_summary = st->opt.json_summary,
-	    .keep = &st->opt.keep,
+	    .flags = &st->opt.s.flags,
+	    .json_summary = st->opt.s.json_summary,
+	    .keep = &st->opt.s.keep,
 	};
 	const char *why;
 	int err;
@@ -612,15 +590,15 @@ static int setup(struct collect_state *st, char **argv)
 	if (err)
 		return err;
 	/* The session makes DIR; the spool and the key live there too. */
-	if (mkdir(st->opt.dir, 0777) < 0 && errno != EEXIST) {
+	if (mkdir(st->opt.s.dir, 0777) < 0 && errno != EEXIST) {
 		err = -errno;
-		fprintf(stderr, "fsdpscope collect: cannot create %s: %s\n", st->opt.dir, strerror(errno));
+		fprintf(stderr, "fsdpscope collect: cannot create %s: %s\n", st->opt.s.dir, strerror(errno));
 		return err;
 	}
-	st->abs_dir = realpath(st->opt.dir, NULL);
+	st->abs_dir = realpath(st->opt.s.dir, NULL);
 	if (!st->abs_dir) {
 		err = -errno;
-		fprintf(stderr, "fsdpscope collect: %s: %s\n", st->opt.dir, strerror(errno));
+		fprintf(stderr, "fsdpscope collect: %s: %s\n", st->opt.s.dir, strerror(errno));
 		return err;
 	}
 	if (asprintf(&st->spool, "%s/" COLLECT_SPOOL, st->abs_dir) < 0) {
@@ -633,8 +611,8 @@ static int setup(struct collect_state *st, char **argv)
 			why ? why : strerror(-err));
 		return err;
 	}
-	if (st->opt.metrics) {
-		err = session_metrics_option("fsdpscope collect", st->opt.metrics, &st->metrics, &st->metrics_remote);
+	if (st->opt.s.metrics) {
+		err = session_metrics_option("fsdpscope collect", st->opt.s.metrics, &st->metrics, &st->metrics_remote);
 		if (err)
 			return err;
 	}
@@ -691,28 +669,18 @@ int cmd_collect(int argc, char **argv)
 {
 	struct collect_state st;
 	struct session_outcome outcome;
-	struct sigaction sa;
 	int help, err;
 
 	memset(&st, 0, sizeof(st));
 	st.lock_fd = -1;
 	if (parse_options(argc, argv, &st.opt, &help))
 		return EXIT_USAGE;
-	if (help) {
-		fputs(cmd_collect_help, stdout);
-		return EXIT_OK;
-	}
-	/* No SA_RESTART: a signal interrupts the ingest's wait. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = collect_on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	/* The terminal it was started from went away: finish, as for SIGTERM. */
-	sigaction(SIGHUP, &sa, NULL);
-	/* A rank that goes away while it is being answered is not our end. */
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
+	/* SIGHUP: the terminal it was started from went away: finish, as for
+	 * SIGTERM. SIGPIPE: a rank that goes away while it is being answered
+	 * is not our end. */
+	job_catch_signals(collect_on_signal, 1);
 	if (setup(&st, argv)) {
 		collect_state_free(&st);
 		return EXIT_USAGE;

@@ -2,8 +2,9 @@
  * cmd_dump.c - fsdpscope dump TRACE: every record as one JSON object a line.
  */
 #include "cli/commands.h"
-#include "common/json.h"
+#include "cli/options.h"
 #include "cli/output.h"
+#include "common/json.h"
 
 #include "cli/diagnosis.h"
 #include "collector/merge.h"
@@ -14,7 +15,6 @@
 #include "common/trace_parser.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,76 +22,63 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char cmd_dump_help[] =
-	"NAME\n"
-	"    fsdpscope dump - print every record of a trace as JSON lines\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE...\n\n"
-	"DESCRIPTION\n"
-	"    Reads TRACE (a file written by 'fsdpscope run' or by an agent's file sink,\n"
-	"    including a '.partial' file left by a writer that died) and prints each\n"
-	"    record as one JSON object per line, in file order, the way 'perf script'\n"
-	"    shows a perf.data file. Every object has \"type\", \"source\" (the process it\n"
-	"    came from) and \"rank\" (that process's rank, -1 if unknown), then every\n"
-	"    field of the record by the names of docs/format.md. Enums are shown by\n"
-	"    name, handles as hex strings, and string ids resolved: a field \"name\"\n"
-	"    holding string id 5 prints as \"name\":\"layers.3\",\"name_id\":5.\n\n"
-	"    The trace is read twice: first to learn what each process is, then to\n"
-	"    print. So every line of a process carries the rank it is known by in the\n"
-	"    whole trace (its rank in its largest communicator, else RANK, else\n"
-	"    SLURM_PROCID, else OMPI_COMM_WORLD_RANK), its hello included, even though\n"
-	"    the communicator comes later; and strings defined after the record that\n"
-	"    names them (a hello's host and command) are resolved. A TRACE that is not\n"
-	"    a regular file (a pipe) is read once: ranks and strings are those known\n"
-	"    when the line is printed (null for a string not defined yet).\n\n"
-	"    Two record fields are renamed so that no line has a key twice: the\n"
-	"    hello's rank (the RANK variable) prints as \"env_rank\", and a\n"
-	"    communicator record's rank (the process's rank in that communicator) as\n"
-	"    \"comm_rank\".\n\n"
-	"    Several TRACEs (or folders of them) are one job, a trace per node: printed\n"
-	"    merged, with \"node\" after \"rank\", sources renumbered and clocks aligned\n"
-	"    on the first trace's (docs/collect.md, \"More than one node\").\n\n"
-	"    Records of types this version does not know are printed as\n"
-	"    {\"type\":\"unknown\",\"type_id\":N,\"size\":S,...} and otherwise skipped.\n\n"
-	"    A damaged trace is dumped chunk by chunk around the damage: every chunk\n"
-	"    whose checksum holds is printed, and dump says on stderr which byte\n"
-	"    ranges (and chunks) it skipped and why, and exits 2. So does a trace cut\n"
-	"    short or never closed by its writer (no trace_end record at its end):\n"
-	"    what it holds is printed first. A file that is empty, not a trace, or\n"
-	"    whose header is cut short or damaged is named as such, and nothing is\n"
-	"    printed.\n\n"
-	"OPTIONS\n"
-	"    --type NAME[,NAME...]  print only these record types (process_hello, string,\n"
-	"                           comm, collective, group, gpu_interval, nvtx_range,\n"
-	"                           clock_anchor, drops, process_end, correlation,\n"
-	"                           process_exit, sink, step_summary, enter, sync_exit)\n"
-	"    --header               print the file header first, as {\"type\":\"file_header\",...},\n"
-	"                           and the writer's trace_end record (source 4294967295, the\n"
-	"                           file's own) where it lies, last in a closed trace\n"
-	"    --sources              after the records, one {\"type\":\"source\",...} line per\n"
-	"                           process: its rank and where it came from (\"rank_from\":\n"
-	"                           communicator, RANK, SLURM_PROCID, ...; for an attached process\n"
-	"                           inferred:in-place-allgather, inferred:environment or\n"
-	"                           guessed:pid-order), pid, host, command, how it ended\n"
-	"                           (\"end\": clean, exited, signaled, cut-off, detached: still\n"
-	"                           running when fsdpscope attach let go), drops, collectives\n"
-	"                           seen and missing\n\n"
-	"EXIT STATUS\n"
-	"    0 the whole trace was read and its writer closed it (also when it holds no\n"
-	"    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
-	"    a damaged trace, or one cut short or never closed.\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope dump run.fss | head\n"
-	"    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
-	"    fsdpscope dump --header rank3.fss.partial\n"
-	"    fsdpscope dump --sources --type process_hello run.fss\n"
-	"    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
+static const char dump_help_head[] =
+    "NAME\n"
+    "    fsdpscope dump - print every record of a trace as JSON lines\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE...\n\n"
+    "DESCRIPTION\n"
+    "    Reads TRACE (a file written by 'fsdpscope run' or by an agent's file sink,\n"
+    "    including a '.partial' file left by a writer that died) and prints each\n"
+    "    record as one JSON object per line, in file order, the way 'perf script'\n"
+    "    shows a perf.data file. Every object has \"type\", \"source\" (the process it\n"
+    "    came from) and \"rank\" (that process's rank, -1 if unknown), then every\n"
+    "    field of the record by the names of docs/format.md. Enums are shown by\n"
+    "    name, handles as hex strings, and string ids resolved: a field \"name\"\n"
+    "    holding string id 5 prints as \"name\":\"layers.3\",\"name_id\":5.\n\n"
+    "    The trace is read twice: first to learn what each process is, then to\n"
+    "    print. So every line of a process carries the rank it is known by in the\n"
+    "    whole trace (its rank in its largest communicator, else RANK, else\n"
+    "    SLURM_PROCID, else OMPI_COMM_WORLD_RANK), its hello included, even though\n"
+    "    the communicator comes later; and strings defined after the record that\n"
+    "    names them (a hello's host and command) are resolved. A TRACE that is not\n"
+    "    a regular file (a pipe) is read once: ranks and strings are those known\n"
+    "    when the line is printed (null for a string not defined yet).\n\n"
+    "    Two record fields are renamed so that no line has a key twice: the\n"
+    "    hello's rank (the RANK variable) prints as \"env_rank\", and a\n"
+    "    communicator record's rank (the process's rank in that communicator) as\n"
+    "    \"comm_rank\".\n\n"
+    "    Several TRACEs (or folders of them) are one job, a trace per node: printed\n"
+    "    merged, with \"node\" after \"rank\", sources renumbered and clocks aligned\n"
+    "    on the first trace's (docs/collect.md, \"More than one node\").\n\n"
+    "    Records of types this version does not know are printed as\n"
+    "    {\"type\":\"unknown\",\"type_id\":N,\"size\":S,...} and otherwise skipped.\n\n"
+    "    A damaged trace is dumped chunk by chunk around the damage: every chunk\n"
+    "    whose checksum holds is printed, and dump says on stderr which byte\n"
+    "    ranges (and chunks) it skipped and why, and exits 2. So does a trace cut\n"
+    "    short or never closed by its writer (no trace_end record at its end):\n"
+    "    what it holds is printed first. A file that is empty, not a trace, or\n"
+    "    whose header is cut short or damaged is named as such, and nothing is\n"
+    "    printed.\n\n"
+    "OPTIONS\n";
+
+static const char dump_help_tail[] = "\n"
+				     "EXIT STATUS\n"
+				     "    0 the whole trace was read and its writer closed it (also when it holds no\n"
+				     "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+				     "    a damaged trace, or one cut short or never closed.\n\n"
+				     "EXAMPLES\n"
+				     "    fsdpscope dump run.fss | head\n"
+				     "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
+				     "    fsdpscope dump --header rank3.fss.partial\n"
+				     "    fsdpscope dump --sources --type process_hello run.fss\n"
+				     "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
 
 struct dump {
 	sources_t *layer;   /* what each process is: ranks, strings, ends */
-	merge_t *merge;     /* several traces: the merged reading, else NULL */
-	int learning;       /* the first of two passes: feed the layer, print nothing */
-	int one_pass;       /* not a regular file: feed and print as records come */
+	merge_t *merge;	    /* several traces: the merged reading, else NULL */
+	int learning;	    /* the first of two passes: feed the layer, print nothing */
+	int one_pass;	    /* not a regular file: feed and print as records come */
 	unsigned type_mask; /* bit per record type; 0 = all */
 	int want_header;
 	int want_sources;
@@ -239,8 +226,8 @@ static int parse_types(const char *list, unsigned *mask)
 			if (strcmp(record_type_name(t), tok) == 0)
 				break;
 		if (t == FSS_REC_TYPE_MAX) {
-			fprintf(stderr, "fsdpscope dump: --type: '%s' is not a record type (see 'fsdpscope help dump')\n",
-				tok);
+			fprintf(stderr,
+				"fsdpscope dump: --type: '%s' is not a record type (see 'fsdpscope help dump')\n", tok);
 			err = FSS_E_USAGE;
 			break;
 		}
@@ -270,8 +257,9 @@ static void print_sources(const struct dump *d)
 		fprintf(d->out, ",\"world_size\":%" PRId32 ",\"pid\":%" PRIu32, s->world_size, s->pid);
 		print_text(d->out, "host", sources_string(d->layer, s->id, s->host));
 		print_text(d->out, "command", sources_string(d->layer, s->id, s->command));
-		fprintf(d->out, ",\"records\":%" PRIu64 ",\"communicators\":%zu,\"collectives\":%" PRIu64
-				",\"collectives_missing\":%" PRIu64,
+		fprintf(d->out,
+			",\"records\":%" PRIu64 ",\"communicators\":%zu,\"collectives\":%" PRIu64
+			",\"collectives_missing\":%" PRIu64,
 			s->records, s->ncomms, s->collectives, source_collectives_missing(s));
 		fprintf(d->out, ",\"end\":\"%s\",\"exit_code\":%" PRId32 ",\"signal\":%d",
 			source_end_name(source_end_of(s)), source_exit_code(s), source_signal(s));
@@ -329,8 +317,9 @@ static int dump_merged(struct dump *d, int argc, char **argv, int first)
 		const struct trace_read_info *info = &nodes[k].info;
 
 		if (nodes[k].read_rc == 0 && info->end == TRACE_END_NOT_MARKED)
-			fprintf(stderr, "fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
-					"cannot be told\n",
+			fprintf(stderr,
+				"fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
+				"cannot be told\n",
 				nodes[k].path, info->version_major, info->version_minor);
 		if (!nodes[k].read_rc)
 			continue;
@@ -348,48 +337,70 @@ out:
 	return rc;
 }
 
+enum { OPT_TYPE, OPT_HEADER, OPT_SOURCES };
+
+static int dump_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct dump *d = ctx;
+
+	(void)prog;
+	if (id == OPT_TYPE)
+		return parse_types(arg, &d->type_mask) ? -1 : 0;
+	if (id == OPT_HEADER)
+		d->want_header = 1;
+	else
+		d->want_sources = 1;
+	return 0;
+}
+
+static const struct options_entry dump_entries[] = {
+    {"type", 0, "NAME[,NAME...]",
+     "print only these record types (process_hello, string,\n"
+     "comm, collective, group, gpu_interval, nvtx_range,\n"
+     "clock_anchor, drops, process_end, correlation,\n"
+     "process_exit, sink, step_summary, enter, sync_exit)",
+     OPT_TYPE},
+    {"header", 0, NULL,
+     "print the file header first, as {\"type\":\"file_header\",...},\n"
+     "and the writer's trace_end record (source 4294967295, the\n"
+     "file's own) where it lies, last in a closed trace",
+     OPT_HEADER},
+    {"sources", 0, NULL,
+     "after the records, one {\"type\":\"source\",...} line per\n"
+     "process: its rank and where it came from (\"rank_from\":\n"
+     "communicator, RANK, SLURM_PROCID, ...; for an attached process\n"
+     "inferred:in-place-allgather, inferred:environment or\n"
+     "guessed:pid-order), pid, host, command, how it ended\n"
+     "(\"end\": clean, exited, signaled, cut-off, detached: still\n"
+     "running when fsdpscope attach let go), drops, collectives\n"
+     "seen and missing",
+     OPT_SOURCES},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set dump_sets[] = {{.entries = dump_entries, .apply = dump_apply}};
+
+const struct options_help cmd_dump_help = OPTIONS_HELP(dump_help_head, dump_sets, 27, dump_help_tail);
+
 int cmd_dump(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{"type", required_argument, NULL, 't'},
-		{"header", no_argument, NULL, 'H'},
-		{"sources", no_argument, NULL, 'S'},
-		{NULL, 0, NULL, 0},
-	};
 	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
 	struct dump d = {.out = stdout};
 	struct trace_read_info info = {0};
-	int opt, err;
+	int err, first;
 
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
-		switch (opt) {
-		case 't':
-			if (parse_types(optarg, &d.type_mask))
-				return EXIT_USAGE;
-			break;
-		case 'H':
-			d.want_header = 1;
-			break;
-		case 'S':
-			d.want_sources = 1;
-			break;
-		default:
-			fprintf(stderr, "fsdpscope dump: unknown option '%s' (see 'fsdpscope help dump')\n",
-				argv[optind - 1]);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind < 1) {
+	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
+	if (argc - first < 1) {
 		fprintf(stderr, "fsdpscope dump: give a trace file, or several (see 'fsdpscope help dump')\n");
 		return EXIT_USAGE;
 	}
 	{
 		struct stat st;
 
-		if (argc - optind > 1 || (stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode)))
-			return dump_merged(&d, argc, argv, optind);
+		if (argc - first > 1 || (stat(argv[first], &st) == 0 && S_ISDIR(st.st_mode)))
+			return dump_merged(&d, argc, argv, first);
 	}
 	d.layer = sources_new(NULL, NULL);
 	if (!d.layer) {
@@ -400,21 +411,21 @@ int cmd_dump(int argc, char **argv)
 		struct stat st;
 
 		/* A pipe can be read only once: print as the records come. */
-		d.one_pass = stat(argv[optind], &st) == 0 && !S_ISREG(st.st_mode);
+		d.one_pass = stat(argv[first], &st) == 0 && !S_ISREG(st.st_mode);
 	}
 	err = 0;
 	if (!d.one_pass) {
 		/* The first pass only learns; the second prints and says what the
 		 * file was (a damaged one stops both at the same places). */
 		d.learning = 1;
-		err = trace_read(argv[optind], &ops, &d, NULL);
+		err = trace_read(argv[first], &ops, &d, NULL);
 		d.learning = 0;
 		sources_finish(d.layer);
 		if (err != -ENOMEM)
 			err = 0;
 	}
 	if (!err)
-		err = trace_read(argv[optind], &ops, &d, &info);
+		err = trace_read(argv[first], &ops, &d, &info);
 	else
 		snprintf(info.message, sizeof(info.message), "%s", fss_strerror(err));
 	if (d.one_pass)
@@ -424,29 +435,30 @@ int cmd_dump(int argc, char **argv)
 	output_flush();
 	sources_free(d.layer);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
-		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[optind], fss_strerror(err));
+		fprintf(stderr, "fsdpscope dump: cannot open %s: %s\n", argv[first], fss_strerror(err));
 		return EXIT_USAGE;
 	}
 	if (info.input == TRACE_INPUT_NO_RECORDS && err == 0) {
 		/* Read whole and closed by its writer: empty, not damaged. */
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		return EXIT_OK;
 	}
 	if (info.input != TRACE_INPUT_TRACE) {
 		/* Say what the file is; there was nothing (or no record) to dump. */
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		return EXIT_USAGE;
 	}
 	if (err) {
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[optind], info.message);
+		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
 		if (err == FSS_E_TRUNCATED || err == FSS_E_CORRUPT)
 			fprintf(stderr, "fsdpscope dump: the %llu chunks that could be read were dumped above\n",
 				(unsigned long long)info.chunks);
 		return EXIT_USAGE;
 	}
 	if (info.end == TRACE_END_NOT_MARKED)
-		fprintf(stderr, "fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
-				"cannot be told\n",
-			argv[optind], info.version_major, info.version_minor);
+		fprintf(stderr,
+			"fsdpscope dump: %s: format %u.%u has no end marker: whether its writer finished "
+			"cannot be told\n",
+			argv[first], info.version_major, info.version_minor);
 	return EXIT_OK;
 }

@@ -5,63 +5,54 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 
 #include "collector/ledger.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char cmd_ledger_help[] =
-	"NAME\n"
-	"    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
-	"                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
-	"                     [--master-dtype T|none] [--optimizer O] [--json]\n"
-	"    fsdpscope ledger [--prefetch F] [--gpu-mem SIZE] [dtype and optimizer options] [--json]\n"
-	"                     TRACE...\n\n"
-	"DESCRIPTION\n"
-	"    Builds the memory ledger of a fully sharded job before it runs:\n"
-	"      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
-	"                            (bf16 + bf16 + fp32 + Adam m, v = 16 B x P / N)\n"
-	"      transient per rank  = param bytes x U x (1 + prefetch)\n"
-	"                            (the gathered parameters of the live unit(s))\n"
-	"      peak state          = persistent + transient (activations, reduce-scatter and\n"
-	"                            staging buffers come on top: that is the headroom)\n"
-	"      wire per rank/step  = 3 x P x param bytes (AllGather forward + AllGather\n"
-	"                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
-	"    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
-	"    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
-	"    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
-	"    folders of them) instead of --params, --ranks and --units: several traces are\n"
-	"    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
-	"OPTIONS\n"
-	"    --params P             parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)\n"
-	"    --ranks N              ranks the parameters are sharded over, 1 to 10000000\n"
-	"    --units K              equal FSDP units (e.g. the transformer blocks): U = P / K\n"
-	"    --unit-params U        parameters of the largest unit (overrides P / K)\n"
-	"    --prefetch F           units gathered ahead of the one computing (default 1)\n"
-	"    --gpu-mem SIZE         memory of one GPU (80G, 80GB, 141e9): headroom\n"
-	"    --param-dtype T        gathered / compute dtype: bf16 (default), fp16, fp32, fp8\n"
-	"    --grad-dtype T         gradient shard dtype (default bf16)\n"
-	"    --master-dtype T       master weights: fp32 (default) or none\n"
-	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
-	"                           (0 to 64)\n"
-	"    --json                 one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)\n\n"
-	"EXIT STATUS\n"
-	"    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
-	"    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
-	"EXAMPLES\n"
-	"    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
-	"    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
-	"    # the same model wrapped as one unit: the transient row becomes the model\n"
-	"    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
-	"    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
-	"    # measured: the ledger of a job recorded by one collector per node\n"
-	"    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
+static const char ledger_help_head[] =
+    "NAME\n"
+    "    fsdpscope ledger - FSDP / ZeRO-3 memory and communication planning calculator\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope ledger --params P --ranks N (--units K | --unit-params U) [--prefetch F]\n"
+    "                     [--gpu-mem SIZE] [--param-dtype T] [--grad-dtype T]\n"
+    "                     [--master-dtype T|none] [--optimizer O] [--json]\n"
+    "    fsdpscope ledger [--prefetch F] [--gpu-mem SIZE] [dtype and optimizer options] [--json]\n"
+    "                     TRACE...\n\n"
+    "DESCRIPTION\n"
+    "    Builds the memory ledger of a fully sharded job before it runs:\n"
+    "      persistent per rank = (param + grad + master + optimizer bytes) x P / N\n"
+    "                            (bf16 + bf16 + fp32 + Adam m, v = 16 B x P / N)\n"
+    "      transient per rank  = param bytes x U x (1 + prefetch)\n"
+    "                            (the gathered parameters of the live unit(s))\n"
+    "      peak state          = persistent + transient (activations, reduce-scatter and\n"
+    "                            staging buffers come on top: that is the headroom)\n"
+    "      wire per rank/step  = 3 x P x param bytes (AllGather forward + AllGather\n"
+    "                            backward + ReduceScatter), against DDP's all-reduce 2 x P\n"
+    "    U is the largest unit: P / K for K equal units (one per transformer block), or\n"
+    "    given with --unit-params. 'fsdpscope report' prints the same ledger for a trace,\n"
+    "    with P, N and U measured from the gathers; so does this command given TRACEs (or\n"
+    "    folders of them) instead of --params, --ranks and --units: several traces are\n"
+    "    one job, a trace per node (docs/collect.md, \"More than one node\").\n\n"
+    "OPTIONS\n";
+
+static const char ledger_help_tail[] =
+    "\n"
+    "EXIT STATUS\n"
+    "    0 printed; 2 bad usage, a value out of range (the message gives the range), or\n"
+    "    output that could not be written ('fsdpscope: writing standard output: ...').\n\n"
+    "EXAMPLES\n"
+    "    # 7B model, Adam, mixed precision, 8 GPUs of 80 GB, one unit per block (32)\n"
+    "    fsdpscope ledger --params 7e9 --ranks 8 --units 32 --gpu-mem 80G\n"
+    "    # the same model wrapped as one unit: the transient row becomes the model\n"
+    "    fsdpscope ledger --params 7e9 --ranks 8 --units 1 --prefetch 0 --gpu-mem 80G\n"
+    "    fsdpscope ledger --params 70e9 --ranks 64 --units 80 --optimizer sgd --json\n"
+    "    # measured: the ledger of a job recorded by one collector per node\n"
+    "    fsdpscope ledger --gpu-mem 80G nodeA/collect.fss nodeB/collect.fss\n";
 
 enum {
 	OPT_PARAMS = 0x200,
@@ -143,7 +134,8 @@ static void print_text(const struct analysis_ledger *l, uint32_t units)
 	printf("Peak\n");
 	row("peak state per rank", "persistent + transient", (double)l->peak_state_bytes_per_rank, s);
 	if (l->gpu_mem_bytes) {
-		snprintf(label, sizeof(label), "headroom of %s", rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)));
+		snprintf(label, sizeof(label), "headroom of %s",
+			 rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)));
 		row(label, "activations, buffers", (double)l->headroom_bytes, s);
 		if (l->headroom_bytes < 0)
 			printf("  DOES NOT FIT: the sharded state alone exceeds the GPU's memory\n");
@@ -161,8 +153,9 @@ static void print_text(const struct analysis_ledger *l, uint32_t units)
 	if (l->gpu_mem_bytes && l->ddp_persistent_bytes_per_rank > l->gpu_mem_bytes)
 		printf("  DDP does not fit in %s; FSDP moves %.2fx DDP's bytes to make it fit\n",
 		       rule_format_bytes((double)l->gpu_mem_bytes, b1, sizeof(b1)),
-		       l->ddp_wire_bytes_per_step ? (double)l->model_wire_bytes_per_step / (double)l->ddp_wire_bytes_per_step
-						  : 0);
+		       l->ddp_wire_bytes_per_step
+			   ? (double)l->model_wire_bytes_per_step / (double)l->ddp_wire_bytes_per_step
+			   : 0);
 }
 
 /* parse_params - a parameter count: rule_parse_number's syntax, plus "7B"
@@ -172,7 +165,8 @@ static int parse_params(const char *text, double *out)
 	char buf[64];
 	size_t len = strlen(text);
 
-	if (len >= 2 && len < sizeof(buf) && text[len - 1] == 'B' && (text[len - 2] == '.' || (text[len - 2] >= '0' && text[len - 2] <= '9'))) {
+	if (len >= 2 && len < sizeof(buf) && text[len - 1] == 'B' &&
+	    (text[len - 2] == '.' || (text[len - 2] >= '0' && text[len - 2] <= '9'))) {
 		memcpy(buf, text, len + 1);
 		buf[len - 1] = 'G';
 		return rule_parse_number(buf, out);
@@ -212,17 +206,28 @@ static const char *expected(int opt)
 static int option_of(enum ledger_field f)
 {
 	switch (f) {
-	case LEDGER_PARAMS: return OPT_PARAMS;
-	case LEDGER_RANKS: return OPT_RANKS;
-	case LEDGER_UNITS: return OPT_UNITS;
-	case LEDGER_LARGEST_UNIT: return OPT_UNIT_PARAMS;
-	case LEDGER_PREFETCH: return OPT_PREFETCH;
-	case LEDGER_PARAM_BYTES: return OPT_PARAM_DTYPE;
-	case LEDGER_GRAD_BYTES: return OPT_GRAD_DTYPE;
-	case LEDGER_MASTER_BYTES: return OPT_MASTER_DTYPE;
-	case LEDGER_OPTIMIZER_BYTES: return OPT_OPTIMIZER;
-	case LEDGER_GPU_MEM: return OPT_GPU_MEM;
-	case LEDGER_OK: break;
+	case LEDGER_PARAMS:
+		return OPT_PARAMS;
+	case LEDGER_RANKS:
+		return OPT_RANKS;
+	case LEDGER_UNITS:
+		return OPT_UNITS;
+	case LEDGER_LARGEST_UNIT:
+		return OPT_UNIT_PARAMS;
+	case LEDGER_PREFETCH:
+		return OPT_PREFETCH;
+	case LEDGER_PARAM_BYTES:
+		return OPT_PARAM_DTYPE;
+	case LEDGER_GRAD_BYTES:
+		return OPT_GRAD_DTYPE;
+	case LEDGER_MASTER_BYTES:
+		return OPT_MASTER_DTYPE;
+	case LEDGER_OPTIMIZER_BYTES:
+		return OPT_OPTIMIZER;
+	case LEDGER_GPU_MEM:
+		return OPT_GPU_MEM;
+	case LEDGER_OK:
+		break;
 	}
 	return 0;
 }
@@ -248,8 +253,9 @@ static int ledger_of_traces(int argc, char **argv, int first, const char *const 
 
 	for (size_t i = 0; i < sizeof(plan_only) / sizeof(plan_only[0]); i++)
 		if (given[plan_only[i] - OPT_PARAMS]) {
-			fprintf(stderr, "fsdpscope ledger: --params, --ranks, --units and --unit-params plan a job; with "
-					"TRACEs they are measured: give one or the other (see 'fsdpscope ledger --help')\n");
+			fprintf(stderr,
+				"fsdpscope ledger: --params, --ranks, --units and --unit-params plan a job; with "
+				"TRACEs they are measured: give one or the other (see 'fsdpscope ledger --help')\n");
 			return EXIT_USAGE;
 		}
 	diagnosis_flags_init(&flags);
@@ -281,110 +287,125 @@ static int ledger_of_traces(int argc, char **argv, int first, const char *const 
 	return EXIT_OK;
 }
 
+static const struct options_entry ledger_entries[] = {
+    {"params", 0, "P", "parameters of the model, 1 to 1e15 (7e9, 7B, 7G all work)", OPT_PARAMS},
+    {"ranks", 0, "N", "ranks the parameters are sharded over, 1 to 10000000", OPT_RANKS},
+    {"units", 0, "K", "equal FSDP units (e.g. the transformer blocks): U = P / K", OPT_UNITS},
+    {"unit-params", 0, "U", "parameters of the largest unit (overrides P / K)", OPT_UNIT_PARAMS},
+    {"prefetch", 0, "F", "units gathered ahead of the one computing (default 1)", OPT_PREFETCH},
+    {"gpu-mem", 0, "SIZE", "memory of one GPU (80G, 80GB, 141e9): headroom", OPT_GPU_MEM},
+    {"param-dtype", 0, "T", "gathered / compute dtype: bf16 (default), fp16, fp32, fp8", OPT_PARAM_DTYPE},
+    {"grad-dtype", 0, "T", "gradient shard dtype (default bf16)", OPT_GRAD_DTYPE},
+    {"master-dtype", 0, "T", "master weights: fp32 (default) or none", OPT_MASTER_DTYPE},
+    {"optimizer", 0, "O",
+     "adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n"
+     "(0 to 64)",
+     OPT_OPTIMIZER},
+    {"json", 0, NULL, "one JSON document (schema fsdpscope.ledger/1, docs/report-schema.md)", OPT_JSON},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* What the options make: the plan's input, and the text each option was given (for the messages). */
+struct ledger_args {
+	struct ledger_input in;
+	double ranks, units;
+	int json;
+	const char *given[OPT_HELP - OPT_PARAMS + 1];
+};
+
+/* refuse - say that option id cannot take what it was given. Returns -1. */
+static int refuse(const struct ledger_args *a, int id)
+{
+	for (const struct options_entry *e = ledger_entries; e->name; e++)
+		if (e->id == id)
+			fprintf(stderr, "fsdpscope ledger: --%s %s: expected %s\n", e->name,
+				a->given[id - OPT_PARAMS] ? a->given[id - OPT_PARAMS] : "", expected(id));
+	return -1;
+}
+
+static int ledger_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct ledger_args *a = ctx;
+	struct ledger_input *in = &a->in;
+	double v;
+	int bad = 0;
+
+	(void)prog;
+	a->given[id - OPT_PARAMS] = arg;
+	switch (id) {
+	case OPT_PARAMS:
+		bad = parse_params(arg, &in->params) || !(in->params >= 1 && in->params <= LEDGER_PARAMS_MAX);
+		break;
+	case OPT_RANKS:
+		bad = rule_parse_number(arg, &a->ranks) || !whole(a->ranks, 1, LEDGER_RANKS_MAX);
+		break;
+	case OPT_UNITS:
+		bad = rule_parse_number(arg, &a->units) || !whole(a->units, 1, 1e7);
+		break;
+	case OPT_UNIT_PARAMS:
+		bad = parse_params(arg, &in->largest_unit_params) ||
+		      !(in->largest_unit_params >= 1 && in->largest_unit_params <= LEDGER_PARAMS_MAX);
+		break;
+	case OPT_PREFETCH:
+		bad = rule_parse_number(arg, &v) || !whole(v, 0, LEDGER_PREFETCH_MAX);
+		in->prefetch = bad ? 0 : (int)v;
+		break;
+	case OPT_GPU_MEM:
+		bad = rule_parse_number(arg, &v) || !(v >= 1 && v <= LEDGER_GPU_MEM_MAX);
+		in->gpu_mem_bytes = bad ? 0 : (uint64_t)v;
+		break;
+	case OPT_PARAM_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->param_bytes) || in->param_bytes == 0;
+		break;
+	case OPT_GRAD_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->grad_bytes) || in->grad_bytes == 0;
+		break;
+	case OPT_MASTER_DTYPE:
+		bad = dtype_bytes_parse(arg, &in->master_bytes);
+		break;
+	case OPT_OPTIMIZER:
+		bad = optimizer_bytes_parse(arg, &in->optimizer_bytes);
+		break;
+	default: /* OPT_JSON */
+		a->json = 1;
+	}
+	return bad ? refuse(a, id) : 0;
+}
+
+static const struct options_set ledger_sets[] = {{.entries = ledger_entries, .apply = ledger_apply}};
+
+const struct options_help cmd_ledger_help = OPTIONS_HELP(ledger_help_head, ledger_sets, 27, ledger_help_tail);
+
 int cmd_ledger(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{"params", required_argument, NULL, OPT_PARAMS},
-		{"ranks", required_argument, NULL, OPT_RANKS},
-		{"units", required_argument, NULL, OPT_UNITS},
-		{"unit-params", required_argument, NULL, OPT_UNIT_PARAMS},
-		{"prefetch", required_argument, NULL, OPT_PREFETCH},
-		{"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
-		{"param-dtype", required_argument, NULL, OPT_PARAM_DTYPE},
-		{"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
-		{"master-dtype", required_argument, NULL, OPT_MASTER_DTYPE},
-		{"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0},
-	};
-	/* the text each option was given, for the messages */
-	const char *given[OPT_HELP - OPT_PARAMS + 1] = {0};
-	struct ledger_input in;
+	struct ledger_args a = {0};
 	struct analysis_ledger out;
 	enum ledger_field field;
-	double v, ranks = 0, units = 0;
-	int opt, json = 0, bad;
+	int first;
 
-	ledger_input_defaults(&in);
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-		bad = 0;
-		if (opt >= OPT_PARAMS && opt <= OPT_HELP)
-			given[opt - OPT_PARAMS] = optarg;
-		switch (opt) {
-		case OPT_PARAMS:
-			bad = parse_params(optarg, &in.params) || !(in.params >= 1 && in.params <= LEDGER_PARAMS_MAX);
-			break;
-		case OPT_RANKS:
-			bad = rule_parse_number(optarg, &ranks) || !whole(ranks, 1, LEDGER_RANKS_MAX);
-			break;
-		case OPT_UNITS:
-			bad = rule_parse_number(optarg, &units) || !whole(units, 1, 1e7);
-			break;
-		case OPT_UNIT_PARAMS:
-			bad = parse_params(optarg, &in.largest_unit_params) ||
-			      !(in.largest_unit_params >= 1 && in.largest_unit_params <= LEDGER_PARAMS_MAX);
-			break;
-		case OPT_PREFETCH:
-			bad = rule_parse_number(optarg, &v) || !whole(v, 0, LEDGER_PREFETCH_MAX);
-			in.prefetch = bad ? 0 : (int)v;
-			break;
-		case OPT_GPU_MEM:
-			bad = rule_parse_number(optarg, &v) || !(v >= 1 && v <= LEDGER_GPU_MEM_MAX);
-			in.gpu_mem_bytes = bad ? 0 : (uint64_t)v;
-			break;
-		case OPT_PARAM_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.param_bytes) || in.param_bytes == 0;
-			break;
-		case OPT_GRAD_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.grad_bytes) || in.grad_bytes == 0;
-			break;
-		case OPT_MASTER_DTYPE:
-			bad = dtype_bytes_parse(optarg, &in.master_bytes);
-			break;
-		case OPT_OPTIMIZER:
-			bad = optimizer_bytes_parse(optarg, &in.optimizer_bytes);
-			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_HELP:
-			fputs(cmd_ledger_help, stdout);
-			return EXIT_OK;
-		default:
-			fprintf(stderr, "fsdpscope ledger: unknown or incomplete option '%s' (see 'fsdpscope ledger --help')\n",
-				argv[optind - 1]);
-			return EXIT_USAGE;
-		}
-		if (bad)
-			goto refuse;
-	}
-	if (optind < argc)
-		return ledger_of_traces(argc, argv, optind, given, &in, json);
-	if (in.params <= 0 || ranks <= 0 || (units <= 0 && in.largest_unit_params <= 0)) {
-		fprintf(stderr, "fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
-				"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
+	ledger_input_defaults(&a.in);
+	first = options_parse(&cmd_ledger_help, "ledger", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
+	if (first < argc)
+		return ledger_of_traces(argc, argv, first, a.given, &a.in, a.json);
+	if (a.in.params <= 0 || a.ranks <= 0 || (a.units <= 0 && a.in.largest_unit_params <= 0)) {
+		fprintf(stderr,
+			"fsdpscope ledger: --params, --ranks and --units (or --unit-params) are required, e.g.\n"
+			"    fsdpscope ledger --params 7e9 --ranks 8 --units 32\n");
 		return EXIT_USAGE;
 	}
-	in.ranks = (uint32_t)ranks;
-	in.units = (uint32_t)units;
-	field = ledger_check(&in);
+	a.in.ranks = (uint32_t)a.ranks;
+	a.in.units = (uint32_t)a.units;
+	field = ledger_check(&a.in);
 	if (field != LEDGER_OK) {
-		opt = option_of(field);
-		goto refuse;
+		refuse(&a, option_of(field));
+		return EXIT_USAGE;
 	}
-	ledger_compute(&in, &out);
-	if (json)
+	ledger_compute(&a.in, &out);
+	if (a.json)
 		diagnosis_print_ledger_json(stdout, &out);
 	else
-		print_text(&out, in.units);
+		print_text(&out, a.in.units);
 	return EXIT_OK;
-refuse:
-	for (const struct option *o = options; o->name; o++)
-		if (o->val == opt)
-			fprintf(stderr, "fsdpscope ledger: --%s %s: expected %s\n", o->name,
-				given[opt - OPT_PARAMS] ? given[opt - OPT_PARAMS] : "", expected(opt));
-	return EXIT_USAGE;
 }

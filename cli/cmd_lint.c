@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
 #include "cli/lint.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "cli/report_sources.h"
 #include "cli/run_folder.h"
@@ -14,177 +15,190 @@
 #include "common/error.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-const char cmd_lint_help[] =
-	"NAME\n"
-	"    fsdpscope lint - check a trace against the FSDP wrap, overlap and memory rules\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope lint [--json] [--fail-on info|warning|error] [--layers L]\n"
-	"                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE...\n\n"
-	"DESCRIPTION\n"
-	"    Analyses TRACE (written by 'fsdpscope run', the collector, or an agent's file\n"
-	"    sink) as 'fsdpscope report' does, runs every rule over the analysis and prints\n"
-	"    one block per finding: severity, rule id and title, what is wrong, the\n"
-	"    evidence (numbers from the trace), why it matters, and the fix as code for\n"
-	"    PyTorch FSDP2, and for FSDP1 and DeepSpeed ZeRO-3 where it differs.\n"
-	"    Figures are medians over the analysed steps of the headline rank; steps the\n"
-	"    trace cannot vouch for (a rank lost collectives in them, or its records stop\n"
-	"    in them without a process_end) are left out, and lint says so on standard\n"
-	"    error.\n\n"
-	"    Several TRACEs (or folders: their *.fss files, in name order) are one job whose\n"
-	"    nodes each had a collector: they are merged, every node's clock moved onto the\n"
-	"    first trace's (clock anchors, refined by the collectives the nodes share), and\n"
-	"    diagnosed as one; 'fsdpscope report' shows each node's offset and residual\n"
-	"    (docs/collect.md, \"More than one node\"). A process found in two traces is an\n"
-	"    error. A trace that holds only some of its job's ranks is said to be partial.\n\n"
-	"    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
-	"    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
-	"    micro-batch and per step (docs/patterns.md).\n\n"
-	"    The rules, in the order they report:\n"
-	"    collective-hang        ranks wait in collective #N of a communicator longer than\n"
-	"                           --hang-timeout while others never entered it (or all are\n"
-	"                           in it and none came out): error, naming the missing ranks\n"
-	"                           (host, pid, their last collective) and the waiting ones\n"
-	"    collective-mismatch    ranks of one communicator issued different collectives as\n"
-	"                           their N-th (op, count, dtype, root): error, both signatures\n"
-	"    not-diagnosed          no verdict: no training step, no FSDP communicator, or a\n"
-	"                           pattern the analysis does not cover: error, exit 3\n"
-	"    wrap-too-fine          more than one AllGather per repeating unit (per-Linear\n"
-	"                           wrap): error\n"
-	"    wrap-too-coarse        one AllGather holds most of the model, or a unit holds\n"
-	"                           several blocks: warning, error for the whole model\n"
-	"    gather-count-mismatch  with --layers L: forward AllGathers per micro-batch against\n"
-	"                           L + root; error when more, warning when fewer\n"
-	"    bucketed-fetch         DeepSpeed ZeRO-3 style fetch buckets: counts, bucket sizes and\n"
-	"                           advice in DeepSpeed's settings: warning when latency-bound\n"
-	"    exposed-gather         AllGather time with no compute under it, with causes\n"
-	"                           (first-of-phase, no-prefetch, bandwidth-bound,\n"
-	"                           host-late): warning\n"
-	"    reshard-policy         the reshard_after_forward in use and what the other\n"
-	"                           choice would cost in memory and gathers: info\n"
-	"    small-collectives      latency-bound AllGathers (median gathered size under a\n"
-	"                           threshold): warning, info when already per block\n"
-	"    fp32-gather            parameters gathered in fp32 where compute is 16-bit:\n"
-	"                           warning\n"
-	"    rank-skew              ranks reach collectives at different times: warning\n"
-	"                           for a consistent straggler, info for jitter\n\n"
-	"    A well-wrapped job (one unit per block, prefetch on) gets no error.\n\n"
-	"OPTIONS\n"
-	"    --json                 print the whole report as JSON (schema fsdpscope.report/2,\n"
-	"                           docs/report-schema.md), findings included\n"
-	"    --fail-on SEVERITY     exit 1 when a finding is at least SEVERITY (default error)\n"
-	"    --brief                no explanations, FSDP2 fixes only\n"
-	DIAGNOSIS_OPTIONS_HELP "\n"
-	"THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
-	"EXIT STATUS (the first that applies)\n"
-	"    2  bad usage, an option that cannot apply to TRACE (the message gives the valid\n"
-	"       range), TRACE is not a trace or cannot be read, or the output could not be\n"
-	"       written (a full disk: 'fsdpscope: writing standard output: ...')\n"
-	"    3  not diagnosed: no training step, no FSDP communicator, a pattern the\n"
-	"       analysis does not cover, or no step the trace vouches for (every one lost\n"
-	"       collectives or was cut off; the not-diagnosed finding says which); whatever\n"
-	"       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
-	"    1  a finding reached --fail-on (in the steps the trace vouches for); a\n"
-	"       collective-hang or collective-mismatch finding gives 1 even without a\n"
-	"       verdict on the wrap (a hung job's trace may hold too few steps for one)\n"
-	"    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
-	"       cut short (analysed up to there: where and why is printed), records the\n"
-	"       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
-	"       exited non-zero, cut off without its process_end) or whose collectives are\n"
-	"       missing: lint prints one line for each such process; the step in progress\n"
-	"       where a process's records stop, and the steps that lost collectives, are\n"
-	"       left out of the verdict\n"
-	"    0  diagnosed from a complete trace, no finding at --fail-on\n"
-	"    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
-	"    exposed-gather is then not checked, and lint says so on standard error\n"
-	"    (the exit status is unchanged: the wrap verdict stands on the collectives).\n"
-	"    Likewise a trace without enter records (format 1.3) and without GPU\n"
-	"    intervals cannot show a rank waiting in a call: no hang is ruled out, and\n"
-	"    lint says so on standard error (docs/hangs.md).\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope lint run.fss\n"
-	"    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
-	"    fsdpscope lint --threshold exposed_fraction=0.1 --threshold small_gather_bytes=4Mi run.fss\n"
-	"    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
-	"    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
-	"    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n"
-	"    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n";
+static const char lint_help_head[] =
+    "NAME\n"
+    "    fsdpscope lint - check a trace against the FSDP wrap, overlap and memory rules\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope lint [--json] [--fail-on info|warning|error] [--layers L]\n"
+    "                   [--threshold NAME=VALUE]... [--disable RULE]... [--brief] [OPTIONS] TRACE...\n\n"
+    "DESCRIPTION\n"
+    "    Analyses TRACE (written by 'fsdpscope run', the collector, or an agent's file\n"
+    "    sink) as 'fsdpscope report' does, runs every rule over the analysis and prints\n"
+    "    one block per finding: severity, rule id and title, what is wrong, the\n"
+    "    evidence (numbers from the trace), why it matters, and the fix as code for\n"
+    "    PyTorch FSDP2, and for FSDP1 and DeepSpeed ZeRO-3 where it differs.\n"
+    "    Figures are medians over the analysed steps of the headline rank; steps the\n"
+    "    trace cannot vouch for (a rank lost collectives in them, or its records stop\n"
+    "    in them without a process_end) are left out, and lint says so on standard\n"
+    "    error.\n\n"
+    "    Several TRACEs (or folders: their *.fss files, in name order) are one job whose\n"
+    "    nodes each had a collector: they are merged, every node's clock moved onto the\n"
+    "    first trace's (clock anchors, refined by the collectives the nodes share), and\n"
+    "    diagnosed as one; 'fsdpscope report' shows each node's offset and residual\n"
+    "    (docs/collect.md, \"More than one node\"). A process found in two traces is an\n"
+    "    error. A trace that holds only some of its job's ranks is said to be partial.\n\n"
+    "    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
+    "    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
+    "    micro-batch and per step (docs/patterns.md).\n\n"
+    "    The rules, in the order they report:\n"
+    "    collective-hang        ranks wait in collective #N of a communicator longer than\n"
+    "                           --hang-timeout while others never entered it (or all are\n"
+    "                           in it and none came out): error, naming the missing ranks\n"
+    "                           (host, pid, their last collective) and the waiting ones\n"
+    "    collective-mismatch    ranks of one communicator issued different collectives as\n"
+    "                           their N-th (op, count, dtype, root): error, both signatures\n"
+    "    not-diagnosed          no verdict: no training step, no FSDP communicator, or a\n"
+    "                           pattern the analysis does not cover: error, exit 3\n"
+    "    wrap-too-fine          more than one AllGather per repeating unit (per-Linear\n"
+    "                           wrap): error\n"
+    "    wrap-too-coarse        one AllGather holds most of the model, or a unit holds\n"
+    "                           several blocks: warning, error for the whole model\n"
+    "    gather-count-mismatch  with --layers L: forward AllGathers per micro-batch against\n"
+    "                           L + root; error when more, warning when fewer\n"
+    "    bucketed-fetch         DeepSpeed ZeRO-3 style fetch buckets: counts, bucket sizes and\n"
+    "                           advice in DeepSpeed's settings: warning when latency-bound\n"
+    "    exposed-gather         AllGather time with no compute under it, with causes\n"
+    "                           (first-of-phase, no-prefetch, bandwidth-bound,\n"
+    "                           host-late): warning\n"
+    "    reshard-policy         the reshard_after_forward in use and what the other\n"
+    "                           choice would cost in memory and gathers: info\n"
+    "    small-collectives      latency-bound AllGathers (median gathered size under a\n"
+    "                           threshold): warning, info when already per block\n"
+    "    fp32-gather            parameters gathered in fp32 where compute is 16-bit:\n"
+    "                           warning\n"
+    "    rank-skew              ranks reach collectives at different times: warning\n"
+    "                           for a consistent straggler, info for jitter\n\n"
+    "    A well-wrapped job (one unit per block, prefetch on) gets no error.\n\n"
+    "OPTIONS\n";
 
-enum { OPT_JSON = DIAG_OPT_END, OPT_FAIL_ON, OPT_BRIEF, OPT_HELP };
+static const char lint_help_tail[] =
+    "\n"
+    "THRESHOLDS (--threshold NAME=VALUE; default in brackets)\n" RULE_THRESHOLDS_HELP "\n"
+    "EXIT STATUS (the first that applies)\n"
+    "    2  bad usage, an option that cannot apply to TRACE (the message gives the valid\n"
+    "       range), TRACE is not a trace or cannot be read, or the output could not be\n"
+    "       written (a full disk: 'fsdpscope: writing standard output: ...')\n"
+    "    3  not diagnosed: no training step, no FSDP communicator, a pattern the\n"
+    "       analysis does not cover, or no step the trace vouches for (every one lost\n"
+    "       collectives or was cut off; the not-diagnosed finding says which); whatever\n"
+    "       --fail-on says, so that a CI gate never passes on a verdict never reached\n"
+    "    1  a finding reached --fail-on (in the steps the trace vouches for); a\n"
+    "       collective-hang or collective-mismatch finding gives 1 even without a\n"
+    "       verdict on the wrap (a hung job's trace may hold too few steps for one)\n"
+    "    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
+    "       cut short (analysed up to there: where and why is printed), records the\n"
+    "       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
+    "       exited non-zero, cut off without its process_end) or whose collectives are\n"
+    "       missing: lint prints one line for each such process; the step in progress\n"
+    "       where a process's records stop, and the steps that lost collectives, are\n"
+    "       left out of the verdict\n"
+    "    0  diagnosed from a complete trace, no finding at --fail-on\n"
+    "    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
+    "    exposed-gather is then not checked, and lint says so on standard error\n"
+    "    (the exit status is unchanged: the wrap verdict stands on the collectives).\n"
+    "    Likewise a trace without enter records (format 1.3) and without GPU\n"
+    "    intervals cannot show a rank waiting in a call: no hang is ruled out, and\n"
+    "    lint says so on standard error (docs/hangs.md).\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope lint run.fss\n"
+    "    fsdpscope lint --layers 32 --fail-on warning run.fss      # gate CI on warnings\n"
+    "    fsdpscope lint --threshold exposed_fraction=0.1 --threshold small_gather_bytes=4Mi run.fss\n"
+    "    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
+    "    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
+    "    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n"
+    "    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n";
+
+struct lint_args {
+	int json, brief;
+	enum rule_severity fail_on;
+	struct diagnosis_flags flags;
+};
+
+enum { OPT_JSON, OPT_FAIL_ON, OPT_BRIEF, OPT_THRESHOLD };
+
+static int lint_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct lint_args *a = ctx;
+
+	switch (id) {
+	case OPT_JSON:
+		a->json = 1;
+		return 0;
+	case OPT_BRIEF:
+		a->brief = 1;
+		return 0;
+	case OPT_FAIL_ON:
+		if (rule_severity_parse(arg, &a->fail_on)) {
+			fprintf(stderr, "%s: --fail-on %s: expected info, warning or error\n", prog, arg);
+			return -1;
+		}
+		return 0;
+	default: /* -t: --threshold */
+		return options_diagnosis_apply(&a->flags, DIAG_OPT_THRESHOLD, arg, prog);
+	}
+}
+
+static const struct options_entry lint_entries[] = {
+    {"json", 0, NULL,
+     "print the whole report as JSON (schema fsdpscope.report/2,\ndocs/report-schema.md), findings included", OPT_JSON},
+    {"fail-on", 0, "SEVERITY", "exit 1 when a finding is at least SEVERITY (default error)", OPT_FAIL_ON},
+    {"brief", 0, NULL, "no explanations, FSDP2 fixes only", OPT_BRIEF},
+    {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set lint_sets[] = {
+    {.entries = lint_entries, .apply = lint_apply},
+    OPTIONS_DIAGNOSIS_SET(offsetof(struct lint_args, flags)),
+};
+
+const struct options_help cmd_lint_help = OPTIONS_HELP(lint_help_head, lint_sets, 27, lint_help_tail);
 
 /* flight_finding - a collective-hang or collective-mismatch finding at
  * fail_on or above is in the list. */
 static int flight_finding(const findings_t *list, enum rule_severity fail_on)
 {
-	return (findings_find(list, "collective-hang") && findings_find(list, "collective-hang")->severity >= fail_on) ||
+	return (findings_find(list, "collective-hang") &&
+		findings_find(list, "collective-hang")->severity >= fail_on) ||
 	       (findings_find(list, "collective-mismatch") &&
 		findings_find(list, "collective-mismatch")->severity >= fail_on);
 }
 
 static void lint_print_attach(FILE *out, const char *trace_path, const struct analysis_result *a);
 
+int lint_read_traces(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
+		     struct diagnosis *d)
+{
+	char prog[64];
+
+	snprintf(prog, sizeof(prog), "fsdpscope %s", cmd);
+	/* A trace (or folder) a killed run left: say so before reading it. */
+	for (int i = first; i < argc; i++)
+		run_unfinished_note(argv[i], prog, stderr);
+	return diagnosis_run_args(argc, argv, first, cmd, f, d);
+}
+
 int cmd_lint(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{"json", no_argument, NULL, OPT_JSON},
-		{"fail-on", required_argument, NULL, OPT_FAIL_ON},
-		{"brief", no_argument, NULL, OPT_BRIEF},
-		{"help", no_argument, NULL, OPT_HELP},
-		DIAGNOSIS_LONG_OPTIONS,
-		{NULL, 0, NULL, 0},
-	};
-	struct diagnosis_flags flags;
+	struct lint_args a = {.fail_on = RULE_ERROR};
 	struct diagnosis d;
-	enum rule_severity fail_on = RULE_ERROR;
-	int json = 0, brief = 0, opt, rc, max;
+	int first, rc, max;
 
-	diagnosis_flags_init(&flags);
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "t:", options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_BRIEF:
-			brief = 1;
-			break;
-		case OPT_HELP:
-			fputs(cmd_lint_help, stdout);
-			return EXIT_OK;
-		case OPT_FAIL_ON:
-			if (rule_severity_parse(optarg, &fail_on)) {
-				fprintf(stderr, "fsdpscope lint: --fail-on %s: expected info, warning or error\n", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 't':
-			opt = DIAG_OPT_THRESHOLD;
-			/* fall through */
-		default:
-			rc = diagnosis_option(&flags, opt, optarg, "lint");
-			if (rc < 0)
-				return EXIT_USAGE;
-			if (rc > 0) {
-				fprintf(stderr, "fsdpscope lint: unknown or incomplete option '%s' (see 'fsdpscope lint --help')\n",
-					argv[optind - 1]);
-				return EXIT_USAGE;
-			}
-		}
-	}
-	/* A trace (or folder) a killed run left: say so before reading it. */
-	for (int i = optind; i < argc; i++)
-		run_unfinished_note(argv[i], "fsdpscope lint", stderr);
-	if (diagnosis_run_args(argc, argv, optind, "lint", &flags, &d))
+	diagnosis_flags_init(&a.flags);
+	first = options_parse(&cmd_lint_help, "lint", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
+	if (lint_read_traces(argc, argv, first, "lint", &a.flags, &d))
 		return EXIT_USAGE;
-	if (json) {
-		diagnosis_print_json(stdout, &d, &flags.rules);
+	if (a.json) {
+		diagnosis_print_json(stdout, &d, &a.flags.rules);
 	} else {
 		if (findings_count(d.findings))
-			diagnosis_print_findings(stdout, d.findings, !brief, brief);
+			diagnosis_print_findings(stdout, d.findings, !a.brief, a.brief);
 		else if (d.result->steps_analyzed) {
 			printf("no findings: ");
 			diagnosis_print_summary(stdout, d.result);
@@ -194,24 +208,27 @@ int cmd_lint(int argc, char **argv)
 			printf("\n");
 			report_sources_troubles(stdout, d.result, "");
 		}
-		printf("%sfsdpscope lint: ", findings_count(d.findings) || report_sources_troubled(d.result) ? "\n" : "");
+		printf("%sfsdpscope lint: ",
+		       findings_count(d.findings) || report_sources_troubled(d.result) ? "\n" : "");
 		diagnosis_print_tally(stdout, d.findings);
-		printf(" (fail-on %s)\n", rule_severity_name(fail_on));
+		printf(" (fail-on %s)\n", rule_severity_name(a.fail_on));
 	}
 	output_flush();
 	max = findings_max_severity(d.findings);
 	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n", d.trace_path,
-			d.damage);
+		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n",
+			d.trace_path, d.damage);
 	if (d.result->trace.dropped_records)
-		fprintf(stderr, "fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
-				"incomplete trace\n",
+		fprintf(stderr,
+			"fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
+			"incomplete trace\n",
 			d.trace_path, (unsigned long long)d.result->trace.dropped_records);
 	if (report_sources_troubled(d.result))
-		fprintf(stderr, "fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
-				"the verdict is drawn from an incomplete trace\n",
+		fprintf(stderr,
+			"fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
+			"the verdict is drawn from an incomplete trace\n",
 			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
-			json ? "the report's \"sources\"" : "listed above");
+			a.json ? "the report's \"sources\"" : "listed above");
 	lint_print_left_out(stderr, d.trace_path, d.result);
 	if (d.result->trace.sources_attached)
 		lint_print_attach(stderr, d.trace_path, d.result);
@@ -220,18 +237,20 @@ int cmd_lint(int argc, char **argv)
 		fprintf(stderr, "fsdpscope lint: %s: %s: exposed-gather was not checked\n", d.trace_path,
 			analysis_attach_exposure_why());
 	else if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
-		fprintf(stderr, "fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
-				"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
-				"ranges\n",
+		fprintf(stderr,
+			"fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
+			"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
+			"ranges\n",
 			d.trace_path);
-	rc = lint_exit_status(d.result, d.damage[0] != 0, max, fail_on);
+	rc = lint_exit_status(d.result, d.damage[0] != 0, max, a.fail_on);
 	/* A hang or a desync is a verdict on the job however far the unit
 	 * analysis got: a hung job's trace often holds too few steps. */
-	if (rc == EXIT_UNDIAGNOSED && flight_finding(d.findings, fail_on))
+	if (rc == EXIT_UNDIAGNOSED && flight_finding(d.findings, a.fail_on))
 		rc = EXIT_FINDING;
 	if (!flight_shows_waits(d.result) && d.result->trace.collectives)
-		fprintf(stderr, "fsdpscope lint: %s: no source recorded calls in flight (enter records or GPU "
-				"intervals): a hang cannot be seen in this trace, so none is ruled out\n",
+		fprintf(stderr,
+			"fsdpscope lint: %s: no source recorded calls in flight (enter records or GPU "
+			"intervals): a hang cannot be seen in this trace, so none is ruled out\n",
 			d.trace_path);
 	if (rc == EXIT_UNDIAGNOSED)
 		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", d.trace_path, d.result->undecided_why,
@@ -245,9 +264,11 @@ static void lint_print_attach(FILE *out, const char *trace_path, const struct an
 {
 	const struct analysis_attach *x = &a->attach;
 
-	fprintf(out, "fsdpscope lint: %s: %u of %u processes observed by fsdpscope attach (uprobes), %u " SOURCE_END_DETACHED_WORDS
-		     " when it let go; %u communicators first seen in use, their fields inferred; %u rank%s inferred, %u "
-		     "guessed from pid order (the report's attach section says how)\n",
+	fprintf(out,
+		"fsdpscope lint: %s: %u of %u processes observed by fsdpscope attach (uprobes), "
+		"%u " SOURCE_END_DETACHED_WORDS
+		" when it let go; %u communicators first seen in use, their fields inferred; %u rank%s inferred, %u "
+		"guessed from pid order (the report's attach section says how)\n",
 		trace_path, x->sources, a->nsources, x->detached, x->comms_observed, x->ranks_inferred,
 		x->ranks_inferred == 1 ? "" : "s", x->ranks_guessed);
 }
@@ -257,29 +278,34 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 	const struct analysis_trust *t = &a->trust;
 
 	if (t->collectives_lost)
-		fprintf(out, "fsdpscope lint: %s: %llu collective%s lost (gaps in the seq numbers) on %u rank%s: %u step%s "
-			     "left out of the verdict\n",
+		fprintf(out,
+			"fsdpscope lint: %s: %llu collective%s lost (gaps in the seq numbers) on %u rank%s: %u step%s "
+			"left out of the verdict\n",
 			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
-			t->ranks_lost, t->ranks_lost == 1 ? "" : "s",
-			t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s");
+			t->ranks_lost, t->ranks_lost == 1 ? "" : "s", t->steps_lost_all,
+			t->steps_lost_all == 1 ? "" : "s");
 	if (a->trace.sources_cut && a->trace.sources_attached)
 		/* attach writes no process_end: a process_exit said these died */
-		fprintf(out, "fsdpscope lint: %s: %u process%s died while attached (killed, or exited non-zero): %u "
-			     "step%s in progress there left out of the verdict\n",
+		fprintf(out,
+			"fsdpscope lint: %s: %u process%s died while attached (killed, or exited non-zero): %u "
+			"step%s in progress there left out of the verdict\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
 			t->steps_cut_all == 1 ? "" : "s");
 	else if (a->trace.sources_cut && t->steps_cut_all)
-		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
-			     "cut short, or the process died): %u step%s in progress there left out of the verdict\n",
+		fprintf(out,
+			"fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			"cut short, or the process died): %u step%s in progress there left out of the verdict\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
 			t->steps_cut_all == 1 ? "" : "s");
 	else if (a->trace.sources_cut)
-		fprintf(out, "fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
-			     "cut short, or the process died), before any step was told\n",
+		fprintf(out,
+			"fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
+			"cut short, or the process died), before any step was told\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es");
 	if (t->records_unplaced)
-		fprintf(out, "fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
-			     "where they were is not known; exposure, NVTX steps and unit names may be off\n",
+		fprintf(out,
+			"fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
+			"where they were is not known; exposure, NVTX steps and unit names may be off\n",
 			trace_path, (unsigned long long)t->records_unplaced);
 }
 

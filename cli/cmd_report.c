@@ -3,128 +3,123 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/lint.h"
+#include "cli/options.h"
 #include "cli/output.h"
-#include "cli/run_folder.h"
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 
-const char cmd_report_help[] =
-	"NAME\n"
-	"    fsdpscope report - the whole diagnosis of a trace: counts, units, reshard policy,\n"
-	"    exposure, memory ledger, breakdown, ranks and findings\n\n"
-	"SYNOPSIS\n"
-	"    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE...\n\n"
-	"DESCRIPTION\n"
-	"    Reads TRACE and prints what the FSDP parameter lifecycle did, per step (medians\n"
-	"    over the analysed steps of the headline rank, warm-up steps left out):\n"
-	"      - steps: how they were found (NVTX step ranges, else the period of the\n"
-	"        collective sequence), how many, how long;\n"
-	"      - collectives per step: AllGathers (forward, backward), ReduceScatters,\n"
-	"        AllReduces; a grouped (coalesced) set of calls counts once;\n"
-	"      - repeating units: root gathers plus k gathers repeated L times, with the\n"
-	"        NVTX module names when the job marks them;\n"
-	"      - reshard_after_forward of the non-root units, read from the backward gathers;\n"
-	"      - exposure: per AllGather, exposed (its own time with no compute under it,\n"
-	"        as PyTorch's trace analysis counts it) and compute wait (how long compute\n"
-	"        waited for it, queueing behind other collectives included), with its\n"
-	"        cause; every figure of one representative step, so that they add up;\n"
-	"        from GPU kernel intervals (CUPTI) or else host timing;\n"
-	"      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
-	"        (1 + prefetch), wire bytes per step against DDP);\n"
-	"      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
-	"      - per-rank figures and the spread across ranks;\n"
-	"      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
-	"        signal, cut off), its drops and collectives missing from its sequence;\n"
-	"      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
-	"    Several TRACEs (or folders of them) are one job, one trace per node: merged\n"
-	"    with each node's clock aligned on the first trace's, and the 'nodes' section\n"
-	"    gives per node its trace, hosts, ranks, the offset applied (from the clock\n"
-	"    anchors, and from the collectives the nodes share), the residual and how many\n"
-	"    collectives it rests on (docs/collect.md, \"More than one node\").\n\n"
-	"    No figure comes from a step the trace cannot vouch for: a step in which (or at\n"
-	"    whose edge) a rank lost collectives, seen as gaps in its collective seq numbers,\n"
-	"    and the step in progress where a process's records stop without its\n"
-	"    process_end (a trace cut short, even on a chunk boundary; a process that died)\n"
-	"    are left out, counted on the 'left out' lines and in the ranks table, and\n"
-	"    noted (docs/report-schema.md, \"excluded\").\n\n"
-	"OPTIONS\n"
-	"    --text                 text (default)\n"
-	"    --json                 one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)\n"
-	DIAGNOSIS_OPTIONS_HELP "\n"
-	"    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
-	"EXIT STATUS\n"
-	"    0 the report was printed; 2 bad usage, an option that cannot apply to TRACE (the\n"
-	"    message gives the valid range), a trace that cannot be read, a damaged trace (the\n"
-	"    report of the readable part is printed, then where it stopped), or a report that\n"
-	"    could not be written (a full disk: 'fsdpscope: writing standard output: ...').\n\n"
-	"EXAMPLES\n"
-	"    fsdpscope report run.fss\n"
-	"    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
-	"    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
-	"    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
-	"    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n";
+static const char report_help_head[] =
+    "NAME\n"
+    "    fsdpscope report - the whole diagnosis of a trace: counts, units, reshard policy,\n"
+    "    exposure, memory ledger, breakdown, ranks and findings\n\n"
+    "SYNOPSIS\n"
+    "    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE...\n\n"
+    "DESCRIPTION\n"
+    "    Reads TRACE and prints what the FSDP parameter lifecycle did, per step (medians\n"
+    "    over the analysed steps of the headline rank, warm-up steps left out):\n"
+    "      - steps: how they were found (NVTX step ranges, else the period of the\n"
+    "        collective sequence), how many, how long;\n"
+    "      - collectives per step: AllGathers (forward, backward), ReduceScatters,\n"
+    "        AllReduces; a grouped (coalesced) set of calls counts once;\n"
+    "      - repeating units: root gathers plus k gathers repeated L times, with the\n"
+    "        NVTX module names when the job marks them;\n"
+    "      - reshard_after_forward of the non-root units, read from the backward gathers;\n"
+    "      - exposure: per AllGather, exposed (its own time with no compute under it,\n"
+    "        as PyTorch's trace analysis counts it) and compute wait (how long compute\n"
+    "        waited for it, queueing behind other collectives included), with its\n"
+    "        cause; every figure of one representative step, so that they add up;\n"
+    "        from GPU kernel intervals (CUPTI) or else host timing;\n"
+    "      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
+    "        (1 + prefetch), wire bytes per step against DDP);\n"
+    "      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
+    "      - per-rank figures and the spread across ranks;\n"
+    "      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
+    "        signal, cut off), its drops and collectives missing from its sequence;\n"
+    "      - the findings of every rule (as 'fsdpscope lint' prints them).\n\n"
+    "    Several TRACEs (or folders of them) are one job, one trace per node: merged\n"
+    "    with each node's clock aligned on the first trace's, and the 'nodes' section\n"
+    "    gives per node its trace, hosts, ranks, the offset applied (from the clock\n"
+    "    anchors, and from the collectives the nodes share), the residual and how many\n"
+    "    collectives it rests on (docs/collect.md, \"More than one node\").\n\n"
+    "    No figure comes from a step the trace cannot vouch for: a step in which (or at\n"
+    "    whose edge) a rank lost collectives, seen as gaps in its collective seq numbers,\n"
+    "    and the step in progress where a process's records stop without its\n"
+    "    process_end (a trace cut short, even on a chunk boundary; a process that died)\n"
+    "    are left out, counted on the 'left out' lines and in the ranks table, and\n"
+    "    noted (docs/report-schema.md, \"excluded\").\n\n"
+    "OPTIONS\n";
 
-enum { OPT_JSON = DIAG_OPT_END, OPT_TEXT, OPT_HELP };
+static const char report_help_tail[] =
+    "\n"
+    "    The rule thresholds are listed in 'fsdpscope lint --help'.\n\n"
+    "EXIT STATUS\n"
+    "    0 the report was printed; 2 bad usage, an option that cannot apply to TRACE (the\n"
+    "    message gives the valid range), a trace that cannot be read, a damaged trace (the\n"
+    "    report of the readable part is printed, then where it stopped), or a report that\n"
+    "    could not be written (a full disk: 'fsdpscope: writing standard output: ...').\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope report run.fss\n"
+    "    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
+    "    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
+    "    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
+    "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n";
+
+struct report_args {
+	int json;
+	struct diagnosis_flags flags;
+};
+
+enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD };
+
+static int report_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct report_args *a = ctx;
+
+	if (id == OPT_THRESHOLD) /* -t */
+		return options_diagnosis_apply(&a->flags, DIAG_OPT_THRESHOLD, arg, prog);
+	a->json = id == OPT_JSON;
+	return 0;
+}
+
+static const struct options_entry report_entries[] = {
+    {"text", 0, NULL, "text (default)", OPT_TEXT},
+    {"json", 0, NULL, "one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)", OPT_JSON},
+    {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set report_sets[] = {
+    {.entries = report_entries, .apply = report_apply},
+    OPTIONS_DIAGNOSIS_SET(offsetof(struct report_args, flags)),
+};
+
+const struct options_help cmd_report_help = OPTIONS_HELP(report_help_head, report_sets, 27, report_help_tail);
 
 int cmd_report(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{"json", no_argument, NULL, OPT_JSON},
-		{"text", no_argument, NULL, OPT_TEXT},
-		{"help", no_argument, NULL, OPT_HELP},
-		DIAGNOSIS_LONG_OPTIONS,
-		{NULL, 0, NULL, 0},
-	};
-	struct diagnosis_flags flags;
+	struct report_args a = {0};
 	struct diagnosis d;
-	int json = 0, opt, rc;
+	int first, rc;
 
-	diagnosis_flags_init(&flags);
-	optind = 1;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "t:", options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_TEXT:
-			json = 0;
-			break;
-		case OPT_HELP:
-			fputs(cmd_report_help, stdout);
-			return EXIT_OK;
-		case 't':
-			opt = DIAG_OPT_THRESHOLD;
-			/* fall through */
-		default:
-			rc = diagnosis_option(&flags, opt, optarg, "report");
-			if (rc < 0)
-				return EXIT_USAGE;
-			if (rc > 0) {
-				fprintf(stderr,
-					"fsdpscope report: unknown or incomplete option '%s' (see 'fsdpscope report --help')\n",
-					argv[optind - 1]);
-				return EXIT_USAGE;
-			}
-		}
-	}
-	/* A trace (or folder) a killed run left: say so before reading it. */
-	for (int i = optind; i < argc; i++)
-		run_unfinished_note(argv[i], "fsdpscope report", stderr);
-	if (diagnosis_run_args(argc, argv, optind, "report", &flags, &d))
+	diagnosis_flags_init(&a.flags);
+	first = options_parse(&cmd_report_help, "report", argc, argv, OPTIONS_ANYWHERE, &a);
+	if (first < 0) /* or the help, which options_parse printed */
+		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
+	if (lint_read_traces(argc, argv, first, "report", &a.flags, &d))
 		return EXIT_USAGE;
-	if (json)
-		diagnosis_print_json(stdout, &d, &flags.rules);
+	if (a.json)
+		diagnosis_print_json(stdout, &d, &a.flags.rules);
 	else
 		diagnosis_print_report(stdout, &d);
 	output_flush();
 	rc = EXIT_OK;
 	if (d.damage[0]) {
-		fprintf(stderr, "fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
-				"analysed what could be read: %s\n",
-			d.trace_path,
-			d.damage);
+		fprintf(stderr,
+			"fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
+			"analysed what could be read: %s\n",
+			d.trace_path, d.damage);
 		rc = EXIT_USAGE;
 	}
 	diagnosis_free(&d);

@@ -16,40 +16,27 @@
  * (cli/session.c), which `fsdpscope collect` shares.
  */
 #include "cli/commands.h"
+#include "cli/job.h"
+#include "cli/options.h"
 #include "cli/run_folder.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
 
-#include "collector/ingest.h"
-#include "common/clock.h"
 #include "common/error.h"
-#include "common/record.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 #define RUN_AGENT_NAME "libfsdpscope-agent.so"
-/* Processes named in a message; more are counted. */
-#define RUN_NAMED_PIDS 8
 /* fsdpscope could not start the job (usage, no agent, DIR unusable). */
 #define RUN_EXIT_SETUP EXIT_USAGE
 
-const char cmd_run_help[] =
+static const char run_help_head[] =
     "NAME\n"
     "    fsdpscope run - run a training job with the agent and record one trace\n\n"
     "SYNOPSIS\n"
@@ -106,37 +93,10 @@ const char cmd_run_help[] =
     "                             when set, when that path is too long for a socket)\n"
     "      FSDPSCOPE_OUT          DIR/" RUN_FOLDER_PREFIX "ID, for per-process trace files\n"
     "      FSDPSCOPE_DORMANT=1    with --dormant;  FSDPSCOPE_CUPTI=0 with --no-cupti\n\n"
-    "OPTIONS\n"
-    "    --out DIR            directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")\n"
-    "    --name NAME          trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
-    "                         file of that name is never replaced (see above)\n"
-    "    --dormant            start the agents dormant: they count calls but record\n"
-    "                         nothing until a collector asks for data\n"
-    "    --no-cupti           do not load CUPTI in the job (no GPU intervals)\n"
-    "    --wait-descendants SEC\n"
-    "                         after CMD exits, wait at most SEC seconds for the\n"
-    "                         processes it left running (forked ranks, daemons);\n"
-    "                         0: do not wait (default 3600). Those still running\n"
-    "                         then are named, and go on in per-process files that\n"
-    "                         the next run in DIR merges\n"
-    "    --flush-timeout SEC  then wait at most SEC seconds for processes still\n"
-    "                         connected to send their last records (default 5)\n"
-    "    --json-summary FILE  write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
-    "                         prints it (schema fsdpscope.report/2)\n"
-    "    --metrics [HOST:]PORT  serve Prometheus /metrics there while the job runs\n"
-    "                         (docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
-    "                         that is not loopback is served with a warning\n"
-    "    --keep POLICY        what the trace keeps of a long job: full (default; it\n"
-    "                         switches to last:1000 before the disk runs short, and says\n"
-    "                         so), last:N, summary[:N] ('fsdpscope help collect',\n"
-    "                         docs/keep.md)\n"
-    "    --hang-timeout SEC   ranks waiting in a collective longer than SEC seconds while\n"
-    "                         others have not entered it are a hang (collective-hang;\n"
-    "                         default 60; > 0, fractions allowed): said on standard error\n"
-    "                         while the job runs ('fsdpscope: collective-hang: ...'), once\n"
-    "                         more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
-    "                         keep it below the job's own NCCL / PyTorch timeout\n"
-    "    -h, --help           this text (only before CMD)\n\n"
+    "OPTIONS\n";
+
+static const char run_help_tail[] =
+    "\n"
     "FILES\n"
     "    DIR/NAME.fss          the trace ('fsdpscope dump', 'fsdpscope report')\n"
     "    DIR/" RUN_FOLDER_PREFIX "ID/  the run's private folder (ID: fsdpscope's pid and a\n"
@@ -205,96 +165,45 @@ struct run_options {
 	char **argv; /* CMD ARGS..., NULL-terminated */
 };
 
-/* A process reaped after CMD had exited. */
-struct run_late {
-	pid_t pid;
-	int status;
-};
-
 struct run_state {
 	struct run_options opt;
 	session_t *session;
-	const char *sink;	 /* FSDPSCOPE_SINK value: the session's private socket */
-	char *agent;		 /* absolute path of the agent */
-	char *ld_preload;	 /* LD_PRELOAD value for the job */
-	char *metrics;		 /* --metrics as HOST:PORT */
-	int keep_nvtx_injection; /* NVTX_INJECTION64_PATH was set by the user */
-	int tty;		 /* terminal fd handed to the job, or -1 */
-	struct run_late *late;	 /* reaped after CMD exited, in order */
-	size_t nlate;
-	size_t left_running; /* descendants still alive when the wait gave up */
-	pid_t left_pids[RUN_NAMED_PIDS];
+	char *agent;   /* absolute path of the agent */
+	char *metrics; /* --metrics as HOST:PORT */
+	int tty;       /* terminal fd handed to the job, or -1 */
+	job_t *job;
 };
 
-/* LD_PRELOAD for the job: the agent first, unless an ASan runtime is
- * listed, which insists on being first. */
-static int build_ld_preload(struct run_state *st)
-{
-	const char *old = getenv("LD_PRELOAD");
-	int n;
+static const struct options_entry run_entries[] = {
+    {NULL, 0, NULL, "    -h, --help           this text (only before CMD)\n", 0},
+    {NULL, 0, NULL, NULL, 0},
+};
 
-	if (!old || !*old)
-		n = asprintf(&st->ld_preload, "%s", st->agent);
-	else if (strstr(old, "libasan") || strstr(old, "clang_rt.asan"))
-		n = asprintf(&st->ld_preload, "%s:%s", old, st->agent);
-	else
-		n = asprintf(&st->ld_preload, "%s:%s", st->agent, old);
-	if (n < 0) {
-		st->ld_preload = NULL;
-		return -ENOMEM;
-	}
-	return 0;
-}
+static const struct options_set run_sets[] = {
+    {.entries = session_run_entries, .apply = session_run_apply, .offset = offsetof(struct run_options, s)},
+    {.entries = run_entries},
+};
 
-/* "exit 0" / "killed by signal 9" for a wait status. */
-static void describe_status(int status, char *buf, size_t len)
-{
-	if (WIFEXITED(status))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
-	else
-		snprintf(buf, len, "status 0x%x", (unsigned)status);
-}
+const struct options_help cmd_run_help = OPTIONS_HELP(run_help_head, run_sets, 25, run_help_tail);
 
 static int parse_options(int argc, char **argv, struct run_options *o)
 {
-	static const struct option options[] = {
-	    SESSION_RUN_LONG_OPTIONS,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int opt;
+	int first;
 
 	memset(o, 0, sizeof(*o));
 	session_run_options_init(&o->s);
-	optind = 1;
-	opterr = 0;
-	/* "+": stop at CMD, so that its options (--help too) stay its own. */
-	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-		int rc;
-
-		if (opt == 'h') {
-			o->help = 1;
-			return 0;
-		}
-		rc = session_run_option(&o->s, opt, optarg, "fsdpscope run");
-		if (rc < 0)
-			return FSS_E_USAGE;
-		if (rc > 0) {
-			fprintf(stderr,
-				"fsdpscope run: unknown option or missing value: '%s' (see 'fsdpscope help run')\n",
-				argv[optind - 1]);
-			return FSS_E_USAGE;
-		}
-	}
-	if (optind >= argc) {
+	/* The first word that is not an option is CMD: its options (--help too) stay its own. */
+	first = options_parse(&cmd_run_help, "run", argc, argv, OPTIONS_UNTIL_OPERAND, o);
+	o->help = first == OPTIONS_HELP_SHOWN; /* printed */
+	if (first < 0)
+		return o->help ? 0 : FSS_E_USAGE;
+	if (first >= argc) {
 		fprintf(stderr, "fsdpscope run: no command given: fsdpscope run [OPTIONS] -- CMD [ARGS...]\n");
 		return FSS_E_USAGE;
 	}
 	if (session_run_options_check(&o->s, "fsdpscope run"))
 		return FSS_E_USAGE;
-	o->argv = &argv[optind];
+	o->argv = &argv[first];
 	return 0;
 }
 
@@ -315,11 +224,6 @@ static int setup(struct run_state *st)
 	err = session_find_agent("fsdpscope run", &st->agent);
 	if (err)
 		return err;
-	err = build_ld_preload(st);
-	if (err) {
-		fprintf(stderr, "fsdpscope run: out of memory\n");
-		return err;
-	}
 	if (st->opt.s.metrics) {
 		err = session_metrics_option("fsdpscope run", st->opt.s.metrics, &st->metrics, &so.metrics_remote);
 		if (err)
@@ -329,376 +233,87 @@ static int setup(struct run_state *st)
 	err = session_new(&st->session, &so);
 	if (err)
 		return err;
-	st->sink = session_private_sink(st->session);
 	if (session_metrics_address(st->session))
 		fprintf(stderr, "fsdpscope run: Prometheus metrics: http://%s/metrics\n",
 			session_metrics_address(st->session));
-	{
-		const char *nvtx = getenv("NVTX_INJECTION64_PATH");
-
-		if (nvtx && *nvtx && strcmp(nvtx, st->agent) != 0) {
-			st->keep_nvtx_injection = 1;
-			fprintf(
-			    stderr,
-			    "fsdpscope run: warning: NVTX_INJECTION64_PATH is already set (%s): keeping it, so NVTX "
-			    "ranges will not be recorded\n",
-			    nvtx);
-		}
-	}
 	return 0;
-}
-
-/* In the child, before exec: the job's environment. */
-static void child_environment(const struct run_state *st)
-{
-	setenv("LD_PRELOAD", st->ld_preload, 1);
-	if (!st->keep_nvtx_injection)
-		setenv("NVTX_INJECTION64_PATH", st->agent, 1);
-	setenv("FSDPSCOPE_SINK", st->sink, 1);
-	setenv("FSDPSCOPE_OUT", run_folder_path(session_run_folder(st->session)), 1);
-	if (st->opt.s.dormant)
-		setenv("FSDPSCOPE_DORMANT", "1", 1);
-	if (st->opt.s.no_cupti)
-		setenv("FSDPSCOPE_CUPTI", "0", 1);
 }
 
 static const int run_forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
-/*
- * The child side of the fork; never returns. The parent installs its
- * handlers only after the fork, so the child still has the dispositions
- * fsdpscope inherited (an ignored SIGINT stays ignored, as it would without
- * fsdpscope); only SIGTTOU, ignored around the fork, is put back.
- */
-static void child_exec(const struct run_state *st, int errpipe, const sigset_t *oldmask,
-		       const struct sigaction *old_ttou)
+/* job_wait's hooks: what the signal handlers need to know, what they ask. */
+static void on_leader_ended(void *ctx, int status)
 {
-	int e;
-
-	setpgid(0, 0);
-	if (st->tty >= 0)
-		tcsetpgrp(st->tty, getpid()); /* SIGTTOU is ignored until exec */
-	sigaction(SIGTTOU, old_ttou, NULL);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
-	child_environment(st);
-	execvp(st->opt.argv[0], st->opt.argv);
-	e = errno;
-	if (write(errpipe, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+	(void)ctx;
+	(void)status;
+	run_leader_gone = 1;
 }
 
-static void exec_error_message(const char *cmd, int e)
+static int stop_waiting(void *ctx)
 {
-	if (e == ENOENT && !strchr(cmd, '/'))
-		fprintf(stderr, "fsdpscope run: %s: command not found\n", cmd);
-	else
-		fprintf(stderr, "fsdpscope run: cannot run %s: %s\n", cmd, strerror(e));
-}
-
-/* The job was stopped (^Z): stop with it, as a shell job, then resume it. */
-static void follow_stop(struct run_state *st, pid_t pid)
-{
-	tcsetpgrp(st->tty, getpgrp());
-	raise(SIGTSTP);
-	/* Continued (fg): give the terminal back and continue the job. */
-	tcsetpgrp(st->tty, pid);
-	kill(-pid, SIGCONT);
-}
-
-static int exit_code_of(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 1;
-}
-
-/*
- * Reap every child that has ended (fsdpscope is the job's subreaper: the
- * orphans of the job are its children too), noting each one's status in
- * the trace. Returns whether children remain.
- */
-static int reap(struct run_state *st, pid_t leader, int *leader_status, int *leader_done)
-{
-	for (;;) {
-		int status;
-		pid_t w = waitpid(-1, &status, WNOHANG | (st->tty >= 0 ? WUNTRACED : 0));
-
-		if (w == 0)
-			return 1;
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return 0; /* ECHILD: none left */
-		}
-		if (WIFSTOPPED(status)) {
-			if (w == leader && !*leader_done)
-				follow_stop(st, leader);
-			continue;
-		}
-		if (!session_failed(st->session) && ingest_note_exit(session_ingest(st->session), w, status) < 0)
-			fprintf(stderr, "fsdpscope run: out of memory noting how pid %d ended\n", (int)w);
-		if (w == leader) {
-			*leader_status = status;
-			*leader_done = 1;
-		} else if (*leader_done) {
-			struct run_late *l = realloc(st->late, (st->nlate + 1) * sizeof(*l));
-
-			if (l) {
-				st->late = l;
-				l[st->nlate].pid = w;
-				l[st->nlate].status = status;
-				st->nlate++;
-			}
-		}
-	}
-}
-
-/* fsdpscope's children now: the processes of the job still alive. */
-static size_t list_children(pid_t *pids, size_t max)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	size_t n = 0;
-	pid_t self = getpid();
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		char path[300], buf[512], *paren;
-		long ppid;
-		int fd;
-		ssize_t len;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		len = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = '\0';
-		/* "pid (comm) state ppid ...": comm may hold anything, even ")". */
-		paren = strrchr(buf, ')');
-		if (!paren || sscanf(paren + 1, " %*c %ld", &ppid) != 1 || ppid != self)
-			continue;
-		if (n < max)
-			pids[n] = (pid_t)strtol(e->d_name, NULL, 10);
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
-static void print_pids(const pid_t *pids, size_t n, size_t named)
-{
-	for (size_t i = 0; i < n && i < named; i++)
-		fprintf(stderr, "%s%d", i ? ", " : "", (int)pids[i]);
-	if (n > named)
-		fprintf(stderr, " and %zu more", n - named);
-}
-
-/*
- * Run the job to its end while ingesting: CMD, then every process it left
- * running, for at most --wait-descendants once CMD has gone. Returns CMD's
- * wait status.
- */
-static int supervise(struct run_state *st, pid_t pid)
-{
-	int status = 0, leader_done = 0;
-	int64_t deadline = 0;
-
-	for (;;) {
-		int children;
-
-		session_poll(st->session, 100);
-		children = reap(st, pid, &status, &leader_done);
-		if (leader_done && !run_leader_gone) {
-			pid_t pids[RUN_NAMED_PIDS];
-			size_t n = children ? list_children(pids, RUN_NAMED_PIDS) : 0;
-
-			run_leader_gone = 1;
-			/* The terminal stays with the job's group while some of it
-			 * lives (^C still reaches what CMD left), else comes back. */
-			if (st->tty >= 0 && kill(-pid, 0) < 0)
-				tcsetpgrp(st->tty, getpgrp());
-			deadline = clock_mono_ms() + (int64_t)st->opt.s.wait_descendants_s * 1000;
-			if (n && st->opt.s.wait_descendants_s) {
-				fprintf(stderr,
-					"fsdpscope run: %s exited; waiting for the %zu process%s it left running (",
-					st->opt.argv[0], n, n == 1 ? "" : "es");
-				print_pids(pids, n, RUN_NAMED_PIDS);
-				fprintf(stderr, "), at most %d s (--wait-descendants)\n", st->opt.s.wait_descendants_s);
-			}
-		}
-		if (!leader_done)
-			continue;
-		if (!children)
-			break;
-		if (clock_mono_ms() >= deadline || run_stop_wait) {
-			st->left_running = list_children(st->left_pids, RUN_NAMED_PIDS);
-			break;
-		}
-	}
-	run_job_done = 1;
-	run_stop_wait = 0;
-	if (st->tty >= 0)
-		tcsetpgrp(st->tty, getpgrp());
-	return status;
-}
-
-/* After the job: wait (bounded) for the agents' final flushes. */
-static void drain(struct run_state *st)
-{
-	int64_t deadline = clock_mono_ms() + (int64_t)st->opt.s.flush_timeout_s * 1000;
-
-	session_poll(st->session, 0); /* accept what is waiting in the backlog */
-	while (!run_stop_wait && session_open_connections(st->session) > 0) {
-		int64_t left = deadline - clock_mono_ms();
-
-		if (left <= 0) {
-			fprintf(stderr,
-				"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
-				"trace without them (see --flush-timeout)\n",
-				session_open_connections(st->session), st->opt.s.flush_timeout_s);
-			break;
-		}
-		session_poll(st->session, left < 100 ? (int)left : 100);
-	}
-}
-
-static int pid_is_late(const struct run_state *st, uint32_t pid)
-{
-	for (size_t i = 0; i < st->nlate; i++)
-		if ((uint32_t)st->late[i].pid == pid)
-			return 1;
-	return 0;
-}
-
-/* The session's notes_fn: the processes that outlived CMD, those still running. */
-static void print_job_notes(void *ctx, const struct ingest_stats *s)
-{
-	const struct run_state *st = ctx;
-
-	if (st->nlate) {
-		uint32_t reported = 0;
-
-		for (uint32_t i = 0; i < s->sources; i++)
-			reported += s->per_source[i].has_hello && pid_is_late(st, s->per_source[i].pid);
-		fprintf(stderr, "fsdpscope run: %zu process%s outlived %s and %s waited for: ", st->nlate,
-			st->nlate == 1 ? "" : "es", st->opt.argv[0], st->nlate == 1 ? "was" : "were");
-		for (size_t i = 0; i < st->nlate && i < RUN_NAMED_PIDS; i++) {
-			char how[48];
-
-			describe_status(st->late[i].status, how, sizeof(how));
-			fprintf(stderr, "%spid %d (%s)", i ? ", " : "", (int)st->late[i].pid, how);
-		}
-		if (st->nlate > RUN_NAMED_PIDS)
-			fprintf(stderr, " and %zu more", st->nlate - RUN_NAMED_PIDS);
-		fprintf(stderr, "; %" PRIu32 " of them reported to the trace\n", reported);
-	}
-	if (st->left_running) {
-		fprintf(stderr, "fsdpscope run: warning: %zu process%s still running %d s after %s exited (",
-			st->left_running, st->left_running == 1 ? "" : "es", st->opt.s.wait_descendants_s,
-			st->opt.argv[0]);
-		print_pids(st->left_pids, st->left_running, RUN_NAMED_PIDS);
-		fprintf(
-		    stderr,
-		    "): not waited for (see --wait-descendants); what they record from now on goes to %s, which the "
-		    "next 'fsdpscope run --out %s' merges\n",
-		    run_folder_path(session_run_folder(st->session)), st->opt.s.dir);
-	}
+	(void)ctx;
+	return run_stop_wait;
 }
 
 static void run_state_free(struct run_state *st)
 {
+	job_free(st->job);
 	session_free(st->session);
 	free(st->agent);
-	free(st->ld_preload);
 	free(st->metrics);
-	free(st->late);
 }
 
-/* The job has ended: the session ends, its trace with it. */
+/* The job has ended: the agents' final flushes, then the session ends, its trace with it. */
 static void finish(struct run_state *st)
 {
 	struct session_outcome outcome;
+	size_t open = job_drain(st->session, st->opt.s.flush_timeout_s * 1000, &run_stop_wait);
 
-	drain(st);
+	if (open)
+		fprintf(stderr,
+			"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
+			"trace without them (see --flush-timeout)\n",
+			open, st->opt.s.flush_timeout_s);
 	/* Processes still running write on into the folder: it stays, for the
 	 * next run to merge. */
-	session_finish(st->session, st->left_running != 0, print_job_notes, st, &outcome);
+	session_finish(st->session, job_left_running(st->job) != 0, job_say_notes, st->job, &outcome);
 	run_state_free(st);
 }
 
-int cmd_run(int argc, char **argv)
+/*
+ * Start the job with the forwarded signals held until the handlers know
+ * its process group, then install them. Returns 0 with *pid, else the exit
+ * code: a shell's when exec failed (nothing ran), RUN_EXIT_SETUP otherwise.
+ */
+static int start_job(struct run_state *st, pid_t *pid)
 {
-	struct run_state st;
-	struct sigaction sa, old_ttou;
+	struct job_spec spec = {
+	    .prog = "fsdpscope run",
+	    .argv = st->opt.argv,
+	    .agent = st->agent,
+	    .dormant = st->opt.s.dormant,
+	    .no_cupti = st->opt.s.no_cupti,
+	    .output_fd = -1,
+	    .tty = st->tty,
+	};
+	struct sigaction sa;
 	sigset_t block, oldmask;
-	int errpipe[2], exec_errno = 0, status, code;
-	pid_t pid;
-	ssize_t n;
+	int err, exec_code;
 
-	memset(&st, 0, sizeof(st));
-	st.tty = -1;
-	if (parse_options(argc, argv, &st.opt))
-		return EXIT_USAGE;
-	if (st.opt.help) {
-		fputs(cmd_run_help, stdout);
-		return EXIT_OK;
-	}
-	if (setup(&st)) {
-		run_state_free(&st);
-		return RUN_EXIT_SETUP;
-	}
-	/* Processes the job leaves behind become fsdpscope's children, not
-	 * init's: they can be waited for and their ends recorded. */
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		fprintf(stderr,
-			"fsdpscope run: warning: cannot become the job's subreaper (%s): processes that outlive "
-			"%s will not be waited for\n",
-			strerror(errno), st.opt.argv[0]);
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		fprintf(stderr, "fsdpscope run: pipe: %s\n", strerror(errno));
-		run_state_free(&st);
-		return RUN_EXIT_SETUP;
-	}
-	/* A terminal we own goes to the job while it runs, as a shell does. */
-	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
-		st.tty = STDIN_FILENO;
-	/* tcsetpgrp from a background group would stop us: ignore SIGTTOU. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGTTOU, &sa, &old_ttou);
-
-	/* Signals wait until the handlers know the job's process group. */
 	sigemptyset(&block);
 	for (size_t i = 0; i < sizeof(run_forwarded_signals) / sizeof(run_forwarded_signals[0]); i++)
 		sigaddset(&block, run_forwarded_signals[i]);
 	sigaddset(&block, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &block, &oldmask);
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		child_exec(&st, errpipe[1], &oldmask, &old_ttou);
-	if (pid < 0) {
-		fprintf(stderr, "fsdpscope run: fork: %s\n", strerror(errno));
+	/* The job starts with the dispositions fsdpscope inherited (an ignored
+	 * SIGINT stays ignored, as it would without fsdpscope): the handlers
+	 * come after the fork. */
+	spec.child_mask = &oldmask;
+	err = job_spawn(st->session, &spec, pid, &exec_code);
+	if (err) {
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
-		close(errpipe[0]);
-		close(errpipe[1]);
-		run_state_free(&st);
-		return RUN_EXIT_SETUP;
+		return exec_code ? exec_code : RUN_EXIT_SETUP;
 	}
-	setpgid(pid, pid); /* also in the child: whichever runs first */
-	if (st.tty >= 0)
-		tcsetpgrp(st.tty, pid);
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = run_on_signal; /* no SA_RESTART: interrupt epoll_wait */
@@ -706,32 +321,58 @@ int cmd_run(int argc, char **argv)
 		sigaction(run_forwarded_signals[i], &sa, NULL);
 	sa.sa_handler = run_on_child;
 	/* Stops matter only when following ^Z on a terminal. */
-	sa.sa_flags = st.tty >= 0 ? 0 : SA_NOCLDSTOP;
+	sa.sa_flags = st->tty >= 0 ? 0 : SA_NOCLDSTOP;
 	sigaction(SIGCHLD, &sa, NULL);
-	run_child_pgid = pid;
+	run_child_pgid = *pid;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	if (run_folder_set_job(session_run_folder(st.session), pid) < 0)
-		fprintf(stderr,
-			"fsdpscope run: warning: cannot note the job in %s/run.info: a run that finds this one's "
-			"folder later cannot tell whether its job still runs\n",
-			run_folder_path(session_run_folder(st.session)));
+	return 0;
+}
 
-	/* exec closes the pipe (O_CLOEXEC): EOF means the job is running. */
-	close(errpipe[1]);
-	do
-		n = read(errpipe[0], &exec_errno, sizeof(exec_errno));
-	while (n < 0 && errno == EINTR);
-	close(errpipe[0]);
+int cmd_run(int argc, char **argv)
+{
+	struct run_state st;
+	struct job_options jo;
+	struct job_hooks hooks = {.leader_ended = on_leader_ended, .stop_waiting = stop_waiting};
+	int status, code;
+	pid_t pid;
 
-	status = supervise(&st, pid);
-	code = exit_code_of(status);
-	if (n == (ssize_t)sizeof(exec_errno)) {
+	memset(&st, 0, sizeof(st));
+	st.tty = -1;
+	if (parse_options(argc, argv, &st.opt))
+		return EXIT_USAGE;
+	if (st.opt.help)
+		return EXIT_OK; /* options_parse printed the help */
+	if (setup(&st)) {
+		run_state_free(&st);
+		return RUN_EXIT_SETUP;
+	}
+	job_become_subreaper("fsdpscope run", st.opt.argv[0]);
+	/* A terminal we own goes to the job while it runs, as a shell does. */
+	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
+		st.tty = STDIN_FILENO;
+	jo = (struct job_options){
+	    .prog = "fsdpscope run",
+	    .command = st.opt.argv[0],
+	    .dir = st.opt.s.dir,
+	    .tty = st.tty,
+	    .wait_descendants_s = st.opt.s.wait_descendants_s,
+	    .announce = 1,
+	};
+	if (job_new(&st.job, st.session, &jo)) {
+		fprintf(stderr, "fsdpscope run: out of memory\n");
+		run_state_free(&st);
+		return RUN_EXIT_SETUP;
+	}
+	code = start_job(&st, &pid);
+	if (code) {
 		/* Nothing ran, nothing to trace: no trace file either. */
-		exec_error_message(st.opt.argv[0], exec_errno);
 		session_abandon(st.session);
 		run_state_free(&st);
 		return code;
 	}
+	status = job_wait(st.job, pid, &hooks);
+	run_job_done = 1;
+	run_stop_wait = 0;
 	finish(&st);
-	return code;
+	return job_exit_code(status);
 }

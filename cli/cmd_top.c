@@ -7,6 +7,7 @@
  */
 #include "cli/commands.h"
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 #include "cli/run_folder.h"
 #include "cli/session.h"
 #include "cli/session_options.h"
@@ -18,10 +19,10 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@
 #define TOP_DELAY_MAX_S 3600.0
 #define TOP_PAGE_MAX 10000
 
-const char cmd_top_help[] =
+static const char top_help_head[] =
     "NAME\n"
     "    fsdpscope top - the dashboard: a job's ranks, steps, gathers and findings live\n\n"
     "SYNOPSIS\n"
@@ -73,26 +74,16 @@ const char cmd_top_help[] =
     "    completed step, paced by the trace's own time (--speed), and at the end the\n"
     "    finished diagnosis, which is what 'fsdpscope lint' says of the trace.\n\n"
     "    Without a terminal (a pipe, a script), top needs --once.\n\n"
-    "OPTIONS\n"
-    "    -d SEC              redraw at most every SEC seconds (default 1; fractions allowed)\n"
-    "    --no-color          no colour (bold and reverse video stay); colour is also off\n"
-    "                        when NO_COLOR is set or the terminal has none\n"
-    "    -b, --once          print one plain-text snapshot and exit: for a replay the state at\n"
-    "                        its end (or at --step N), for --connect the newest view, for\n"
-    "                        -- CMD the view when the job has ended\n"
-    "    --cols C, --rows R  the page of --once (default 80 x 24; 0: $COLUMNS / $LINES)\n"
-    "    --exit-with-job     leave the dashboard when the job ends\n"
-    "    -r RANK             the rank of the time strip at start (default: the slowest)\n"
-    "    --connect [ADDR]    watch a running session (see above)\n"
-    "    --out DIR           -- CMD: as run's; --connect without ADDR: where to look\n"
-    "  Replay\n"
-    "    --speed X           X times the trace's own pace (default 1); 0 as fast as it reads\n"
-    "    --step N            start at step N (with --once: the state at step N)\n"
-    "    --step-keys         advance one step per n key only (deterministic: tests, demos)\n"
-    "  Run (-- CMD): the options of 'fsdpscope run', the same way\n"
-    "    --out DIR  --name NAME  --dormant  --no-cupti  --flush-timeout SEC\n"
-    "    --wait-descendants SEC  --json-summary FILE  --metrics [HOST:]PORT\n"
-    "    --keep full|summary|last:N  --hang-timeout SEC\n\n"
+    "OPTIONS\n";
+
+/* The session's options, as run's: listed, not described again. */
+static const char top_run_options_help[] = "  Run (-- CMD): the options of 'fsdpscope run', the same way\n"
+					   "    --out DIR  --name NAME  --dormant  --no-cupti  --flush-timeout SEC\n"
+					   "    --wait-descendants SEC  --json-summary FILE  --metrics [HOST:]PORT\n"
+					   "    --keep full|summary|last:N  --hang-timeout SEC\n";
+
+static const char top_help_tail[] =
+    "\n"
     "EXIT STATUS\n"
     "    0 after q (connect, replay); -- CMD: CMD's exit status, as run's (128+N when a\n"
     "    signal ended it); 2 for a usage error, no terminal without --once, no session\n"
@@ -123,7 +114,9 @@ enum {
 	TOP_OPT_SPEED,
 	TOP_OPT_STEP,
 	TOP_OPT_CONNECT,
-	TOP_OPT_HELP,
+	TOP_OPT_DELAY,
+	TOP_OPT_ONCE,
+	TOP_OPT_RANK,
 };
 
 struct top_args {
@@ -156,24 +149,128 @@ static int parse_number(const char *opt, const char *arg, double min, double max
 	return 0;
 }
 
+static int top_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct top_args *a = ctx;
+	double v;
+
+	(void)prog;
+	switch (id) {
+	case TOP_OPT_DELAY:
+		if (parse_number("-d", arg, 0.01, TOP_DELAY_MAX_S, &v))
+			return -1;
+		a->opt.delay_ms = (int)lround(v * 1000);
+		return 0;
+	case TOP_OPT_NO_COLOR:
+		a->opt.color = -1; /* decided below */
+		return 0;
+	case TOP_OPT_ONCE:
+		a->opt.once = 1;
+		return 0;
+	case TOP_OPT_EXIT_WITH_JOB:
+		a->opt.exit_with_job = 1;
+		return 0;
+	case TOP_OPT_COLS:
+	case TOP_OPT_ROWS:
+		if (parse_number(id == TOP_OPT_COLS ? "--cols" : "--rows", arg, 0, TOP_PAGE_MAX, &v))
+			return -1;
+		/* 0: the terminal's COLUMNS / LINES; else a page that holds a row */
+		if (v != floor(v) || (v > 0 && v < (id == TOP_OPT_COLS ? 20 : 5))) {
+			fprintf(stderr, TOP_PROG ": %s %s: expected 0 (COLUMNS / LINES) or a whole number from %d\n",
+				id == TOP_OPT_COLS ? "--cols" : "--rows", arg, id == TOP_OPT_COLS ? 20 : 5);
+			return -1;
+		}
+		*(id == TOP_OPT_COLS ? &a->opt.cols : &a->opt.rows) = (int)v;
+		return 0;
+	case TOP_OPT_RANK:
+		if (parse_number("-r", arg, 0, INT_MAX, &v))
+			return -1;
+		if (v != floor(v)) {
+			fprintf(stderr, TOP_PROG ": -r %s: expected a rank (0, 1, ...)\n", arg);
+			return -1;
+		}
+		a->opt.first_rank = (int)v;
+		return 0;
+	case TOP_OPT_STEP_KEYS:
+		a->step_keys = 1;
+		return 0;
+	case TOP_OPT_SPEED:
+		if (parse_number("--speed", arg, 0, 1e6, &a->speed))
+			return -1;
+		return 0;
+	case TOP_OPT_STEP:
+		if (parse_number("--step", arg, 1, 1e12, &v))
+			return -1;
+		if (v != floor(v)) {
+			fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n", arg);
+			return -1;
+		}
+		a->step = (long long)v;
+		return 0;
+	case TOP_OPT_CONNECT:
+		a->connect = 1;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* A session option: applied as run applies it; top remembers which, since
+ * only -- CMD takes them (--out also --connect). */
+static int top_session_apply(void *ctx, int id, const char *arg, const char *prog)
+{
+	struct top_args *a = ctx;
+
+	if (session_run_apply(&a->run, id, arg, prog))
+		return -1;
+	if (id == SESSION_OPT_OUT) {
+		a->out_given = 1;
+		return 0;
+	}
+	a->run_options_given = 1;
+	for (const struct options_entry *e = session_run_entries; e->name; e++)
+		if (e->id == id)
+			a->run_option_name = e->name;
+	return 0;
+}
+
+static const struct options_entry top_entries[] = {
+    {NULL, 'd', "SEC", "redraw at most every SEC seconds (default 1; fractions allowed)", TOP_OPT_DELAY},
+    {"no-color", 0, NULL,
+     "no colour (bold and reverse video stay); colour is also off\n"
+     "when NO_COLOR is set or the terminal has none",
+     TOP_OPT_NO_COLOR},
+    {"once", 'b', NULL,
+     "print one plain-text snapshot and exit: for a replay the state at\n"
+     "its end (or at --step N), for --connect the newest view, for\n"
+     "-- CMD the view when the job has ended",
+     TOP_OPT_ONCE},
+    {NULL, 0, NULL, "    --cols C, --rows R  the page of --once (default 80 x 24; 0: $COLUMNS / $LINES)\n", 0},
+    {"cols", 0, "C", NULL, TOP_OPT_COLS},
+    {"rows", 0, "R", NULL, TOP_OPT_ROWS},
+    {"exit-with-job", 0, NULL, "leave the dashboard when the job ends", TOP_OPT_EXIT_WITH_JOB},
+    {NULL, 'r', "RANK", "the rank of the time strip at start (default: the slowest)", TOP_OPT_RANK},
+    /* ADDR is an operand: --connect itself takes no value */
+    {NULL, 0, NULL, "    --connect [ADDR]    watch a running session (see above)\n", 0},
+    {"connect", 0, NULL, NULL, TOP_OPT_CONNECT},
+    {NULL, 0, NULL, "    --out DIR           -- CMD: as run's; --connect without ADDR: where to look\n", 0},
+    {NULL, 0, NULL, "  Replay\n", 0},
+    {"speed", 0, "X", "X times the trace's own pace (default 1); 0 as fast as it reads", TOP_OPT_SPEED},
+    {"step", 0, "N", "start at step N (with --once: the state at step N)", TOP_OPT_STEP},
+    {"step-keys", 0, NULL, "advance one step per n key only (deterministic: tests, demos)", TOP_OPT_STEP_KEYS},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const struct options_set top_sets[] = {
+    {.entries = top_entries, .apply = top_apply},
+    {.entries = session_run_entries, .help = top_run_options_help, .apply = top_session_apply},
+};
+
+const struct options_help cmd_top_help = OPTIONS_HELP(top_help_head, top_sets, 24, top_help_tail);
+
 static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 {
-	static const struct option options[] = {
-	    {"no-color", no_argument, NULL, TOP_OPT_NO_COLOR},
-	    {"once", no_argument, NULL, 'b'},
-	    {"exit-with-job", no_argument, NULL, TOP_OPT_EXIT_WITH_JOB},
-	    {"cols", required_argument, NULL, TOP_OPT_COLS},
-	    {"rows", required_argument, NULL, TOP_OPT_ROWS},
-	    {"step-keys", no_argument, NULL, TOP_OPT_STEP_KEYS},
-	    {"speed", required_argument, NULL, TOP_OPT_SPEED},
-	    {"step", required_argument, NULL, TOP_OPT_STEP},
-	    {"connect", no_argument, NULL, TOP_OPT_CONNECT},
-	    {"help", no_argument, NULL, TOP_OPT_HELP},
-	    SESSION_RUN_LONG_OPTIONS,
-	    {NULL, 0, NULL, 0},
-	};
-	int opt, longindex, end = argc;
-	double v;
+	int first, end = argc;
 
 	memset(a, 0, sizeof(*a));
 	a->opt.delay_ms = 1000;
@@ -183,9 +280,6 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 	a->speed = 1;
 	a->step = -1;
 	session_run_options_init(&a->run);
-	optind = 1;
-	opterr = 0;
-	*help = 0;
 	/* Everything after the first "--" is CMD's, its options (--help too) included:
 	 * only what comes before it is parsed, in any order (traces and options mixed). */
 	for (int i = 1; i < argc; i++)
@@ -194,99 +288,20 @@ static int parse_args(int argc, char **argv, struct top_args *a, int *help)
 			a->dashdash = 1;
 			break;
 		}
-	while ((longindex = 0, opt = getopt_long(end, argv, "bd:r:h", options, &longindex)) != -1) {
-		switch (opt) {
-		case 'h':
-		case TOP_OPT_HELP:
-			*help = 1;
-			return 0;
-		case 'd':
-			if (parse_number("-d", optarg, 0.01, TOP_DELAY_MAX_S, &v))
-				return -1;
-			a->opt.delay_ms = (int)lround(v * 1000);
-			break;
-		case TOP_OPT_NO_COLOR:
-			a->opt.color = -1; /* decided below */
-			break;
-		case 'b':
-			a->opt.once = 1;
-			break;
-		case TOP_OPT_EXIT_WITH_JOB:
-			a->opt.exit_with_job = 1;
-			break;
-		case TOP_OPT_COLS:
-		case TOP_OPT_ROWS:
-			if (parse_number(opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg, 0, TOP_PAGE_MAX, &v))
-				return -1;
-			/* 0: the terminal's COLUMNS / LINES; else a page that holds a row */
-			if (v != floor(v) || (v > 0 && v < (opt == TOP_OPT_COLS ? 20 : 5))) {
-				fprintf(stderr,
-					TOP_PROG ": %s %s: expected 0 (COLUMNS / LINES) or a whole number from %d\n",
-					opt == TOP_OPT_COLS ? "--cols" : "--rows", optarg,
-					opt == TOP_OPT_COLS ? 20 : 5);
-				return -1;
-			}
-			*(opt == TOP_OPT_COLS ? &a->opt.cols : &a->opt.rows) = (int)v;
-			break;
-		case 'r':
-			if (parse_number("-r", optarg, 0, INT_MAX, &v))
-				return -1;
-			if (v != floor(v)) {
-				fprintf(stderr, TOP_PROG ": -r %s: expected a rank (0, 1, ...)\n", optarg);
-				return -1;
-			}
-			a->opt.first_rank = (int)v;
-			break;
-		case TOP_OPT_STEP_KEYS:
-			a->step_keys = 1;
-			break;
-		case TOP_OPT_SPEED:
-			if (parse_number("--speed", optarg, 0, 1e6, &a->speed))
-				return -1;
-			break;
-		case TOP_OPT_STEP:
-			if (parse_number("--step", optarg, 1, 1e12, &v))
-				return -1;
-			if (v != floor(v)) {
-				fprintf(stderr, TOP_PROG ": --step %s: expected a step number (1, 2, ...)\n", optarg);
-				return -1;
-			}
-			a->step = (long long)v;
-			break;
-		case TOP_OPT_CONNECT:
-			a->connect = 1;
-			break;
-		default: {
-			int rc = session_run_option(&a->run, opt, optarg, TOP_PROG);
-
-			if (rc < 0)
-				return -1;
-			if (rc == 0) {
-				if (opt == SESSION_OPT_OUT) {
-					a->out_given = 1;
-				} else {
-					a->run_options_given = 1;
-					a->run_option_name = options[longindex].name;
-				}
-				break;
-			}
-			fprintf(stderr, TOP_PROG ": unknown option or missing value: '%s' (see 'fsdpscope help top')\n",
-				argv[optind - 1]);
-			return -1;
-		}
-		}
-	}
+	first = options_parse(&cmd_top_help, "top", end, argv, OPTIONS_ANYWHERE, a);
+	*help = first == OPTIONS_HELP_SHOWN; /* printed */
+	if (first < 0)
+		return *help ? 0 : -1;
 	if (a->dashdash) {
-		if (optind < end) {
-			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n",
-				argv[optind]);
+		if (first < end) {
+			fprintf(stderr, TOP_PROG ": '%s' before '--': -- CMD takes no trace or address\n", argv[first]);
 			return -1;
 		}
 		a->rest = &argv[end + 1];
 		a->nrest = argc - end - 1;
 	} else {
-		a->rest = &argv[optind];
-		a->nrest = argc - optind;
+		a->rest = &argv[first];
+		a->nrest = argc - first;
 	}
 	return 0;
 }
@@ -470,10 +485,8 @@ int cmd_top(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a, &help))
 		return EXIT_USAGE;
-	if (help) {
-		fputs(cmd_top_help, stdout);
-		return EXIT_OK;
-	}
+	if (help)
+		return EXIT_OK; /* options_parse printed the help */
 	/* NO_COLOR set at all turns colour off (the screen also asks the terminal) */
 	a.opt.color = a.opt.color != -1 && !getenv("NO_COLOR");
 	if (a.connect)

@@ -10,7 +10,8 @@
 #include "collector/analysis.h"
 #include "rules/rules.h"
 
-struct diagnosis; /* cli/diagnosis.h */
+struct diagnosis;	/* cli/diagnosis.h */
+struct diagnosis_flags; /* cli/diagnosis.h */
 
 /*
  * lint_exit_status - lint's exit status for analysis a (`fsdpscope lint
@@ -48,5 +49,15 @@ int lint_print_summary(const char *trace_path, FILE *out);
  * trace_path.
  */
 void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagnosis *d);
+
+/*
+ * lint_read_traces - what lint and report do with their TRACE operands,
+ * argv[first..argc): a trace a killed run left is said first (as
+ * run_unfinished_note says it), then diagnosis_run_args runs the
+ * diagnosis of them as one job into *d. Returns 0, or EXIT_USAGE (said,
+ * as "fsdpscope CMD: ...").
+ */
+int lint_read_traces(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
+		     struct diagnosis *d);
 
 #endif

@@ -8,17 +8,17 @@
 #include <string.h>
 
 static const struct command commands[] = {
-	{"attach", "diagnose a running job started without fsdpscope (eBPF uprobes)", cmd_attach_help, cmd_attach},
-	{"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", cmd_collect_help,
-	 cmd_collect},
-	{"dump", "print every record of a trace as JSON lines", cmd_dump_help, cmd_dump},
-	{"help", "show help for fsdpscope or one command", cmd_help_help, cmd_help},
-	{"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", cmd_ledger_help, cmd_ledger},
-	{"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", cmd_lint_help, cmd_lint},
-	{"report", "the whole diagnosis of a trace, as text or JSON", cmd_report_help, cmd_report},
-	{"run", "run a job with the agent and record one trace", cmd_run_help, cmd_run},
-	{"top", "the dashboard: watch a job, a running session or a recorded trace", cmd_top_help, cmd_top},
-	{"version", "print the version and the trace format version", cmd_version_help, cmd_version},
+    {"attach", "diagnose a running job started without fsdpscope (eBPF uprobes)", &cmd_attach_help, cmd_attach},
+    {"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", &cmd_collect_help,
+     cmd_collect},
+    {"dump", "print every record of a trace as JSON lines", &cmd_dump_help, cmd_dump},
+    {"help", "show help for fsdpscope or one command", &cmd_help_help, cmd_help},
+    {"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", &cmd_ledger_help, cmd_ledger},
+    {"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", &cmd_lint_help, cmd_lint},
+    {"report", "the whole diagnosis of a trace, as text or JSON", &cmd_report_help, cmd_report},
+    {"run", "run a job with the agent and record one trace", &cmd_run_help, cmd_run},
+    {"top", "the dashboard: watch a job, a running session or a recorded trace", &cmd_top_help, cmd_top},
+    {"version", "print the version and the trace format version", &cmd_version_help, cmd_version},
 };
 
 const struct command *command_find(const char *name)
@@ -60,17 +60,6 @@ static void usage(FILE *f)
 	fprintf(f, "\nRun 'fsdpscope help COMMAND' (or 'fsdpscope COMMAND --help') for details.\n");
 }
 
-static int wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
-			return 0;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return 1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct command *cmd;
@@ -92,10 +81,7 @@ int main(int argc, char **argv)
 		command_print_list(stderr);
 		return EXIT_USAGE;
 	}
-	/* run reads its own --help: from CMD on, every word is the job's. */
-	if (cmd->run != cmd_run && cmd->run != cmd_top && wants_help(argc - 1, argv + 1)) {
-		fputs(cmd->help, stdout);
-		return finish(EXIT_OK);
-	}
+	/* -h and --help are each command's options (cli/options.h), so that
+	 * run's stop at CMD: from there on every word is the job's. */
 	return finish(cmd->run(argc - 1, argv + 1));
 }

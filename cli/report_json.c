@@ -7,9 +7,9 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
-#include "cli/json_writer.h"
 #include "cli/report_nodes.h"
 #include "common/json.h"
+#include "common/json_writer.h"
 #include "rules/flight_text.h"
 
 #include "common/record.h"
@@ -24,9 +24,9 @@ static void jw_num(struct jw *w, const char *key, double v)
 {
 	jw_sep(w, key);
 	if (isfinite(v))
-		fprintf(w->out, "%.10g", v);
+		jw_rawf(w, "%.10g", v);
 	else
-		fputs("null", w->out);
+		jw_raw(w, "null", 4);
 }
 
 /* jw_ratio - a ratio the analysis may not know (negative): null then. */
@@ -115,14 +115,6 @@ static void write_reshard(struct jw *w, const struct analysis_reshard_info *r)
 	jw_u64(w, "recompute_regathers", r->recompute_regathers);
 	jw_u64(w, "exceptions", r->exceptions);
 	jw_close(w, '}');
-}
-
-/* An id as 16 hex digits (what --fsdp-comm takes). */
-static void jw_hex(struct jw *w, const char *key, uint64_t v)
-{
-	char buf[24];
-	snprintf(buf, sizeof buf, "%016" PRIx64, v);
-	jw_str(w, key, buf);
 }
 
 static void write_comms(struct jw *w, const struct analysis_result *a)
@@ -674,10 +666,11 @@ static void write_options(struct jw *w, const struct analysis_options *o, const 
 void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rule_config *rules)
 {
 	const struct analysis_result *a = d->result;
-	struct jw w = {.out = out, .depth = 0, .first = 1};
+	struct jw w;
 	char policy[32];
 	size_t sev[3] = {0, 0, 0};
 
+	jw_init_file(&w, out);
 	jw_open(&w, NULL, '{');
 	jw_str(&w, "schema", ANALYSIS_SCHEMA);
 	jw_open(&w, "tool", '{');
@@ -819,8 +812,9 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 
 void diagnosis_print_ledger_json(FILE *out, const struct analysis_ledger *l)
 {
-	struct jw w = {.out = out, .depth = 0, .first = 1};
+	struct jw w;
 
+	jw_init_file(&w, out);
 	jw_open(&w, NULL, '{');
 	jw_str(&w, "schema", "fsdpscope.ledger/1");
 	write_ledger(&w, l);

@@ -3,7 +3,7 @@
  */
 #include "cli/report_nodes.h"
 
-#include "cli/json_writer.h"
+#include "common/json_writer.h"
 
 #include "collector/merge.h"
 #include "common/json.h"
@@ -12,15 +12,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A count that is not known (no node merged) is null. */
-static void jw_u64_or_null(struct jw *w, const char *key, uint64_t v, int known)
-{
-	if (known)
-		jw_u64(w, key, v);
-	else
-		jw_null(w, key);
-}
 
 static int cmp_i32(const void *a, const void *b)
 {

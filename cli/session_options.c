@@ -132,8 +132,12 @@ static int parse_seconds(const char *prog, const char *opt, const char *arg, int
 	return 0;
 }
 
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog)
+static int keep_option(const char *prog, const char *arg, struct keep_policy *keep);
+
+int session_run_apply(void *ctx, int opt, const char *arg, const char *prog)
 {
+	struct session_run_options *o = ctx;
+
 	switch (opt) {
 	case SESSION_OPT_OUT:
 		o->dir = arg;
@@ -154,22 +158,17 @@ int session_run_option(struct session_run_options *o, int opt, const char *arg, 
 		o->metrics = arg;
 		return 0;
 	case SESSION_OPT_KEEP:
-		return session_keep_option(prog, arg, &o->keep);
+		return keep_option(prog, arg, &o->keep);
 	case SESSION_OPT_FLUSH_TIMEOUT:
 		return parse_seconds(prog, "--flush-timeout", arg, &o->flush_timeout_s);
 	case SESSION_OPT_WAIT_DESCENDANTS:
 		return parse_seconds(prog, "--wait-descendants", arg, &o->wait_descendants_s);
-	case DIAG_OPT_HANG_TIMEOUT: {
-		const char *cmd = strrchr(prog, ' ');
-
-		return diagnosis_option(&o->flags, opt, arg, cmd ? cmd + 1 : prog) ? -1 : 0;
-	}
-	default:
-		return 1;
+	default: /* DIAG_OPT_HANG_TIMEOUT */
+		return options_diagnosis_apply(&o->flags, opt, arg, prog);
 	}
 }
 
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep)
+static int keep_option(const char *prog, const char *arg, struct keep_policy *keep)
 {
 	if (keep_policy_parse(arg, keep)) {
 		fprintf(stderr, "%s: --keep %s: expected full, summary, summary:N or last:N (N from 1 to 10000000)\n",
@@ -197,3 +196,52 @@ int session_run_options_check(const struct session_run_options *o, const char *p
 {
 	return session_output_check(prog, o->dir, o->name);
 }
+
+const struct options_entry session_run_entries[] = {
+    {"out", 0, "DIR", "directory for the trace (created; default ./" SESSION_DEFAULT_DIR ")", SESSION_OPT_OUT},
+    {"name", 0, "NAME",
+     "trace file name, DIR/NAME.fss (default " SESSION_DEFAULT_NAME "); a\n"
+     "file of that name is never replaced (see above)",
+     SESSION_OPT_NAME},
+    {"dormant", 0, NULL,
+     "start the agents dormant: they count calls but record\n"
+     "nothing until a collector asks for data",
+     SESSION_OPT_DORMANT},
+    {"no-cupti", 0, NULL, "do not load CUPTI in the job (no GPU intervals)", SESSION_OPT_NO_CUPTI},
+    {"wait-descendants", 0, "SEC",
+     "\n"
+     "after CMD exits, wait at most SEC seconds for the\n"
+     "processes it left running (forked ranks, daemons);\n"
+     "0: do not wait (default 3600). Those still running\n"
+     "then are named, and go on in per-process files that\n"
+     "the next run in DIR merges",
+     SESSION_OPT_WAIT_DESCENDANTS},
+    {"flush-timeout", 0, "SEC",
+     "then wait at most SEC seconds for processes still\n"
+     "connected to send their last records (default 5)",
+     SESSION_OPT_FLUSH_TIMEOUT},
+    {"json-summary", 0, "FILE",
+     "write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
+     "prints it (schema fsdpscope.report/2)",
+     SESSION_OPT_JSON_SUMMARY},
+    {"metrics", 0, "[HOST:]PORT",
+     "serve Prometheus /metrics there while the job runs\n"
+     "(docs/metrics.md); a bare PORT is 127.0.0.1:PORT; a host\n"
+     "that is not loopback is served with a warning",
+     SESSION_OPT_METRICS},
+    {"keep", 0, "POLICY",
+     "what the trace keeps of a long job: full (default; it\n"
+     "switches to last:1000 before the disk runs short, and says\n"
+     "so), last:N, summary[:N] ('fsdpscope help collect',\n"
+     "docs/keep.md)",
+     SESSION_OPT_KEEP},
+    {"hang-timeout", 0, "SEC",
+     "ranks waiting in a collective longer than SEC seconds while\n"
+     "others have not entered it are a hang (collective-hang;\n"
+     "default 60; > 0, fractions allowed): said on standard error\n"
+     "while the job runs ('fsdpscope: collective-hang: ...'), once\n"
+     "more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
+     "keep it below the job's own NCCL / PyTorch timeout",
+     DIAG_OPT_HANG_TIMEOUT},
+    {NULL, 0, NULL, NULL, 0},
+};

@@ -6,9 +6,8 @@
 #ifndef FSS_CLI_SESSION_OPTIONS_H
 #define FSS_CLI_SESSION_OPTIONS_H
 
-#include <getopt.h>
-
 #include "cli/diagnosis.h"
+#include "cli/options.h"
 #include "collector/keep.h"
 
 /*
@@ -48,7 +47,8 @@ struct session_run_options {
 	struct diagnosis_flags flags; /* --hang-timeout; the rest lint's defaults */
 };
 
-/* getopt_long values of those options (cmd_run.c's letters; a caller's own options use others). */
+/* The ids of those options in session_run_entries (cmd_run.c's letters once; a caller's own
+ * options that share a table with them use others). */
 enum {
 	SESSION_OPT_OUT = 'o',
 	SESSION_OPT_NAME = 'n',
@@ -61,29 +61,8 @@ enum {
 	SESSION_OPT_KEEP = 'K',
 };
 
-/* The struct option entries of the session's options, to splice into a command's table. */
-#define SESSION_RUN_LONG_OPTIONS                                                                                       \
-	{"out", required_argument, NULL, SESSION_OPT_OUT}, {"name", required_argument, NULL, SESSION_OPT_NAME},        \
-	    {"dormant", no_argument, NULL, SESSION_OPT_DORMANT},                                                       \
-	    {"no-cupti", no_argument, NULL, SESSION_OPT_NO_CUPTI},                                                     \
-	    {"flush-timeout", required_argument, NULL, SESSION_OPT_FLUSH_TIMEOUT},                                     \
-	    {"wait-descendants", required_argument, NULL, SESSION_OPT_WAIT_DESCENDANTS},                               \
-	    {"json-summary", required_argument, NULL, SESSION_OPT_JSON_SUMMARY},                                       \
-	    {"metrics", required_argument, NULL, SESSION_OPT_METRICS},                                                 \
-	    {"keep", required_argument, NULL, SESSION_OPT_KEEP}, DIAGNOSIS_HANG_OPTION
-
 /* session_run_options_init - run's defaults: ./fsdpscope-out, trace, 5 s flush, 3600 s descendants, keep full. */
 void session_run_options_init(struct session_run_options *o);
-
-/*
- * session_run_option - apply one option of SESSION_RUN_LONG_OPTIONS (opt
- * from getopt_long). Returns 0 applied, 1 not one of them, -1 a bad value
- * (said on stderr, prefixed with prog).
- */
-int session_run_option(struct session_run_options *o, int opt, const char *arg, const char *prog);
-
-/* session_keep_option - --keep ARG into *keep. 0, or -1 for a bad policy (said, prefixed with prog). */
-int session_keep_option(const char *prog, const char *arg, struct keep_policy *keep);
 
 /* session_output_check - --out DIR and --name NAME usable (a folder given, NAME a plain
  * file name). 0, or -1 (said, prefixed with prog). */
@@ -91,5 +70,16 @@ int session_output_check(const char *prog, const char *dir, const char *name);
 
 /* session_run_options_check - after parsing: --out and --name usable. 0, or -1 (said). */
 int session_run_options_check(const struct session_run_options *o, const char *prog);
+
+/*
+ * session_run_entries - the session's options as a table (cli/options.h),
+ * with their help as `fsdpscope run` gives it (--hang-timeout's id is
+ * DIAG_OPT_HANG_TIMEOUT). session_run_apply applies one of them, or of
+ * the SESSION_OPT_ ids a command's own table names (collect, attach), to
+ * the struct session_run_options ctx; a bad value is said, prefixed with
+ * prog, and is -1.
+ */
+extern const struct options_entry session_run_entries[];
+int session_run_apply(void *ctx, int id, const char *arg, const char *prog);
 
 #endif

@@ -11,6 +11,7 @@ if(NOT JANSSON_FOUND)
 endif()
 add_library(fss_top_feeds STATIC
   ${PROJECT_SOURCE_DIR}/tui/feed_board.c
+  ${PROJECT_SOURCE_DIR}/tui/feed_thread.c
   ${PROJECT_SOURCE_DIR}/tui/feed_replay.c
   ${PROJECT_SOURCE_DIR}/tui/feed_viewer.c
 )

@@ -20,8 +20,6 @@
 
 #include "cli/commands.h"
 #include "cli/job.h"
-#include "collector/ingest.h"
-#include "common/clock.h"
 #include "tui/feeds.h"
 
 #include <errno.h>
@@ -31,23 +29,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TOP_PROG "fsdpscope top"
-/* The session thread's wait: how late a quit or a reaped process is noticed. */
-#define TOP_RUN_POLL_MS 100
 
 struct top_run {
+	struct top_feed inner; /* first: top_feed_forward */
 	struct session_run_options o;
 	char **argv;
 	session_t *session;
+	job_t *job;
 	char *agent, *metrics;
 	top_board_feed_t *bf;
-	struct top_feed inner;
 	struct top_info info;
 	char *log_path;
 	int log_fd;
@@ -77,51 +70,7 @@ static void on_signal(int sig)
 
 void top_run_catch_signals(void)
 {
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-}
-
-static void describe(int status, char *buf, size_t len)
-{
-	const char *sig = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
-
-	if (WIFEXITED(status))
-		snprintf(buf, len, "exited %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status) && sig)
-		snprintf(buf, len, "killed by SIG%s", sig);
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
-	else
-		snprintf(buf, len, "status 0x%x", (unsigned)status);
-}
-
-/* Reap what has ended, noting each in the trace. Returns whether children remain. */
-static int reap(top_run_t *r, int *leader_done)
-{
-	for (;;) {
-		int status;
-		pid_t w = waitpid(-1, &status, WNOHANG);
-
-		if (w == 0)
-			return 1;
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return 0;
-		}
-		if (!session_failed(r->session))
-			ingest_note_exit(session_ingest(r->session), w, status);
-		if (w == r->pid) {
-			r->status = status;
-			*leader_done = 1;
-		}
-	}
+	job_catch_signals(on_signal, 0);
 }
 
 /* Called with r->mu held: r->info is whole. */
@@ -130,57 +79,56 @@ static void publish_info(top_run_t *r)
 	top_board_feed_set_info(r->bf, &r->info);
 }
 
+/* job_wait's round: a stop asked (quit STOP, a signal) sends the job's group SIGTERM, once. */
+static void on_round(void *ctx)
+{
+	top_run_t *r = ctx;
+	int stop;
+
+	pthread_mutex_lock(&r->mu);
+	stop = (r->stop || top_run_signalled) && !r->stopped;
+	if (stop)
+		r->stopped = 1;
+	pthread_mutex_unlock(&r->mu);
+	if (stop)
+		kill(-r->pid, SIGTERM);
+}
+
+/* job_wait's leader_ended: the dashboard says how CMD ended. */
+static void on_leader_ended(void *ctx, int status)
+{
+	top_run_t *r = ctx;
+
+	pthread_mutex_lock(&r->mu);
+	r->status = status;
+	r->ended = 1;
+	r->info.job_state = r->left ? TOP_JOB_DETACHED : TOP_JOB_ENDED;
+	r->info.exit_status = status;
+	job_status_words(status, r->info.how, sizeof(r->info.how));
+	publish_info(r);
+	pthread_mutex_unlock(&r->mu);
+}
+
 static void *session_thread(void *arg)
 {
 	top_run_t *r = arg;
-	int leader_done = 0, children = 1;
-	int64_t deadline = 0;
+	struct job_hooks hooks = {.round = on_round, .leader_ended = on_leader_ended, .ctx = r};
 	struct session_outcome outcome;
 
-	while (!leader_done || children) {
-		int stop;
-
-		session_poll(r->session, TOP_RUN_POLL_MS);
-		children = reap(r, &leader_done);
-		pthread_mutex_lock(&r->mu);
-		stop = (r->stop || top_run_signalled) && !r->stopped;
-		if (stop)
-			r->stopped = 1;
-		pthread_mutex_unlock(&r->mu);
-		if (stop)
-			kill(-r->pid, SIGTERM);
-		if (leader_done && !deadline)
-			deadline = clock_mono_ms() + (int64_t)r->o.wait_descendants_s * 1000;
-		if (leader_done && children && clock_mono_ms() >= deadline)
-			break; /* what CMD left goes on in per-process files, as with run */
-		if (leader_done && !r->ended) {
-			pthread_mutex_lock(&r->mu);
-			r->ended = 1;
-			r->info.job_state = r->left ? TOP_JOB_DETACHED : TOP_JOB_ENDED;
-			r->info.exit_status = r->status;
-			describe(r->status, r->info.how, sizeof(r->info.how));
-			publish_info(r);
-			pthread_mutex_unlock(&r->mu);
-		}
-	}
+	r->status = job_wait(r->job, r->pid, &hooks);
 	/* The final flushes of the agents, bounded as run's. */
-	{
-		int64_t end = clock_mono_ms() + (int64_t)r->o.flush_timeout_s * 1000;
-
-		session_poll(r->session, 0);
-		while (session_open_connections(r->session) > 0 && clock_mono_ms() < end)
-			session_poll(r->session, TOP_RUN_POLL_MS);
-	}
+	job_drain(r->session, r->o.flush_timeout_s * 1000, NULL);
 	pthread_mutex_lock(&r->mu);
 	r->finish_off = r->saved_err >= 0 ? lseek(r->log_fd, 0, SEEK_END) : -1;
-	r->finish_rc = session_finish(r->session, children, NULL, NULL, &outcome);
+	/* What CMD left running goes on in per-process files, as with run: the folder stays. */
+	r->finish_rc = session_finish(r->session, job_left_running(r->job) != 0, NULL, NULL, &outcome);
 	if (r->finish_rc == 0 && outcome.trace_path)
 		snprintf(r->info.trace, sizeof(r->info.trace), "%s", outcome.trace_path);
 	r->ended = 1;
 	if (r->info.job_state == TOP_JOB_RUNNING) {
 		r->info.job_state = TOP_JOB_ENDED;
 		r->info.exit_status = r->status;
-		describe(r->status, r->info.how, sizeof(r->info.how));
+		job_status_words(r->status, r->info.how, sizeof(r->info.how));
 	}
 	r->finished = 1;
 	publish_info(r);
@@ -222,7 +170,8 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 {
 	top_run_t *r = calloc(1, sizeof(*r));
 	struct session_options so = {0};
-	struct session_job job = {0};
+	struct job_spec spec = {.prog = TOP_PROG, .argv = argv, .output_fd = -1, .stdin_null = 1, .tty = -1};
+	struct job_options jo = {.prog = TOP_PROG, .command = argv[0], .dir = o->dir, .tty = -1};
 	size_t off = 0;
 	int err;
 
@@ -253,13 +202,13 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 		err = session_new(&r->session, &so);
 	if (!err)
 		err = open_log(r);
+	if (!err) {
+		jo.wait_descendants_s = o->wait_descendants_s;
+		err = job_new(&r->job, r->session, &jo);
+	}
 	if (err)
 		goto fail;
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		fprintf(stderr,
-			TOP_PROG ": warning: cannot become the job's subreaper (%s): processes that outlive %s "
-				 "will not be waited for\n",
-			strerror(errno), argv[0]);
+	job_become_subreaper(TOP_PROG, argv[0]);
 	r->info.mode = TOP_MODE_RUN;
 	r->info.job_state = TOP_JOB_RUNNING;
 	r->info.exit_status = -1;
@@ -276,14 +225,11 @@ int top_run_start(top_run_t **out, const struct session_run_options *o, char **a
 		goto fail;
 	}
 	top_board_feed_bind(r->bf, &r->inner);
-	job.prog = TOP_PROG;
-	job.argv = argv;
-	job.agent = r->agent;
-	job.dormant = o->dormant;
-	job.no_cupti = o->no_cupti;
-	job.output_fd = r->log_fd;
-	job.stdin_null = 1;
-	err = session_spawn(r->session, &job, &r->pid);
+	spec.agent = r->agent;
+	spec.dormant = o->dormant;
+	spec.no_cupti = o->no_cupti;
+	spec.output_fd = r->log_fd;
+	err = job_spawn(r->session, &spec, &r->pid, NULL);
 	if (err) {
 		session_abandon(r->session);
 		goto fail;
@@ -308,41 +254,6 @@ const char *top_run_log_path(const top_run_t *r)
 	return r->log_path;
 }
 
-static const struct live_view *rcb_acquire(void *ctx)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.acquire(r->inner.ctx);
-}
-
-static void rcb_release(void *ctx, const struct live_view *v)
-{
-	top_run_t *r = ctx;
-
-	r->inner.release(r->inner.ctx, v);
-}
-
-static int rcb_wait(void *ctx, int timeout_ms)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.wait(r->inner.ctx, timeout_ms);
-}
-
-static int rcb_fd(void *ctx)
-{
-	top_run_t *r = ctx;
-
-	return r->inner.fd(r->inner.ctx);
-}
-
-static void rcb_info(void *ctx, struct top_info *out)
-{
-	top_run_t *r = ctx;
-
-	r->inner.info(r->inner.ctx, out);
-}
-
 static int rcb_quit(void *ctx, int how)
 {
 	top_run_t *r = ctx;
@@ -365,13 +276,7 @@ static int rcb_quit(void *ctx, int how)
 
 void top_run_bind(top_run_t *r, struct top_feed *feed)
 {
-	memset(feed, 0, sizeof(*feed));
-	feed->ctx = r;
-	feed->acquire = rcb_acquire;
-	feed->release = rcb_release;
-	feed->wait = rcb_wait;
-	feed->fd = rcb_fd;
-	feed->info = rcb_info;
+	top_feed_forward(feed, r);
 	feed->quit = rcb_quit;
 }
 
@@ -433,13 +338,7 @@ int top_run_finish(top_run_t *r)
 		pthread_join(r->thread, NULL);
 		r->thread_started = 0;
 	}
-	if (r->finish_rc)
-		return EXIT_USAGE;
-	if (WIFEXITED(r->status))
-		return WEXITSTATUS(r->status);
-	if (WIFSIGNALED(r->status))
-		return 128 + WTERMSIG(r->status);
-	return 1;
+	return r->finish_rc ? EXIT_USAGE : job_exit_code(r->status);
 }
 
 void top_run_free(top_run_t *r)
@@ -451,6 +350,7 @@ void top_run_free(top_run_t *r)
 		pthread_join(r->thread, NULL);
 	}
 	top_board_feed_free(r->bf);
+	job_free(r->job);
 	session_free(r->session);
 	if (r->log_fd >= 0)
 		close(r->log_fd);

@@ -4,12 +4,16 @@
 add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analysis_names.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_callback.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_comms.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_exposure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_finish.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_note.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_service.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_steady.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_traces.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
@@ -22,6 +26,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/median.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c
   ${CMAKE_CURRENT_LIST_DIR}/phases.c
+  ${CMAKE_CURRENT_LIST_DIR}/rank_state.c
   ${CMAKE_CURRENT_LIST_DIR}/ranks.c
   ${CMAKE_CURRENT_LIST_DIR}/reshard.c
   ${CMAKE_CURRENT_LIST_DIR}/steps.c

@@ -2,7 +2,11 @@
  * analysis_names.c - the options' defaults, the result's release, and the names
  * the report writes for analysis.h's enums.
  */
-#include "collector/analyze_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/analysis.h"
 
 /* ---- options and names ------------------------------------------------- */
 
@@ -165,7 +169,7 @@ const char *analysis_reshard_name(int reshard)
 const char *analysis_inferred_name(int bit)
 {
 	static const char *const names[ANALYSIS_INFER_KINDS] = {"id",	    "nranks",	  "rank-inplace",
-								 "rank-env", "rank-order", "members"};
+								"rank-env", "rank-order", "members"};
 
 	return bit >= 0 && bit < ANALYSIS_INFER_KINDS ? names[bit] : "unknown";
 }
@@ -173,12 +177,12 @@ const char *analysis_inferred_name(int bit)
 const char *analysis_inferred_words(int bit)
 {
 	static const char *const words[ANALYSIS_INFER_KINDS] = {
-		"identity matched across ranks by their calls",
-		"nranks from the attached processes (a lower bound if some rank was not attached)",
-		"rank from in-place AllGathers",
-		"rank from RANK in the environment",
-		"rank guessed from pid order",
-		"membership guessed: several communicators have the same calls",
+	    "identity matched across ranks by their calls",
+	    "nranks from the attached processes (a lower bound if some rank was not attached)",
+	    "rank from in-place AllGathers",
+	    "rank from RANK in the environment",
+	    "rank guessed from pid order",
+	    "membership guessed: several communicators have the same calls",
 	};
 
 	return bit >= 0 && bit < ANALYSIS_INFER_KINDS ? words[bit] : "unknown";

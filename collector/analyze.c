@@ -13,20 +13,54 @@
  * A step is complete when its events are in and, for a rank with CUPTI,
  * the GPU intervals up to its end have arrived (CUPTI delivers in buffers).
  *
- * The analyzer's files, one concept each (analyze_internal.h declares what
- * they share):
- *   analyze.c           life cycle, feeding records, reading a trace file
- *   analyze_service.c   the per-rank streaming service: roles, NVTX / period steps
- *   analyze_summary.c   one step's summary, the step sample, the steady state
- *   analyze_trust.c     lost and cut steps, the step callback's view, struct analysis_trust
- *   analyze_structure.c the result's counts, units, phases, reshard, ledger, gathers
- *   analyze_exposure.c  the result's exposure section
- *   analyze_comms.c     the result's communicators
- *   analyze_finish.c    analyzer_finish and analyzer_snapshot: the result as a whole, and its
- *                       calls in flight (collector/flight.c keeps them from every record)
- *   analysis_names.c    option defaults and the report's names
+ * The analyzer's stages, one concept (and one header) each; a rank's state
+ * (rank_state.h) holds one part per stage:
+ *   analyze.c            life cycle, feeding records, finishing
+ *   analyze_service.c    the per-rank streaming service: roles, NVTX / period steps
+ *   analyze_comms.c      communicator roles of a rank; the result's communicators
+ *   analyze_summary.c    one step's summary: phases, intervals, names, exposure
+ *   analyze_steady.c     the steady state: its step, the sample, the medians
+ *   analyze_trust.c      lost and cut steps, struct analysis_trust
+ *   analyze_callback.c   the step callback's view of a step
+ *   analyze_finish.c     the result as a whole: ranks, verdict, the sections in order
+ *   analyze_structure.c  the result's counts, units, reshard, gathers, ledger, sizes
+ *   analyze_exposure.c   the result's exposure section
+ *   analyze_note.c       the result's notes
+ *   analyze_traces.c     reading trace files: one, or several as one job
+ *   analysis_names.c     option defaults and the report's names
  */
-#include "collector/analyze_internal.h"
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "collector/analyze.h"
+#include "collector/analyze_finish.h"
+#include "collector/analyze_service.h"
+#include "collector/analyze_trust.h"
+#include "collector/flight.h"
+#include "collector/rank_state.h"
+#include "collector/ranks.h"
+#include "collector/step_summaries.h"
+#include "collector/timeline.h"
+#include "common/trace_format.h"
+
+struct analyzer {
+	uint64_t now_realtime_ns; /* analyzer_set_now: the instant waits in flight are measured to, 0 the trace's end */
+	struct analysis_options opt;
+	timeline_t *tl;
+	ranks_t *ranks;
+	struct analyze_env env;	 /* what the per-rank service shares (opt, tl, ranks, the step callback) */
+	rank_state_t **rs;	 /* every rank met, in the order met */
+	struct tl_source **srcs; /* [nrs] the source of each (state_for's search) */
+	size_t nrs;
+	rank_state_t *last_rs;	    /* the latest state_for answer */
+	struct tl_source *last_src; /* its source */
+	int truncated;
+	int finished;
+	size_t pending_max;
+	struct step_summaries kept; /* what a --keep trace left out (keep_records) */
+	flight_t *flight;	    /* calls in flight: hangs and mismatches (collector/flight.c) */
+};
 
 /* ---- life cycle ---------------------------------------------------------- */
 
@@ -53,7 +87,6 @@ int analyzer_new_on(analyzer_t **out, const struct analysis_options *opts, sourc
 		a->opt.prefetch = 0;
 	if (!a->opt.hang_timeout_ns)
 		a->opt.hang_timeout_ns = ANALYSIS_DEFAULT_HANG_TIMEOUT_NS;
-	a->min_rank_seen = INT32_MAX;
 	a->tl = view ? timeline_new_on(view, a->opt.step_ranges, a->opt.compute_ranges)
 		     : timeline_new(a->opt.step_ranges, a->opt.compute_ranges);
 	a->ranks = ranks_new();
@@ -62,32 +95,9 @@ int analyzer_new_on(analyzer_t **out, const struct analysis_options *opts, sourc
 		analyzer_free(a);
 		return -ENOMEM;
 	}
+	a->env = (struct analyze_env){.opt = &a->opt, .tl = a->tl, .ranks = a->ranks, .min_rank_seen = INT32_MAX};
 	*out = a;
 	return 0;
-}
-
-void analyze_summary_free(struct step_summary *s)
-{
-	if (!s)
-		return;
-	free(s->ev);
-	free(s->info);
-	free(s);
-}
-
-static void rank_state_free(struct rank_state *rs)
-{
-	if (!rs)
-		return;
-	comm_roles_release(&rs->roles);
-	free(rs->comm_events);
-	steps_cutter_free(rs->cutter);
-	for (unsigned i = 0; i < rs->nearly; i++)
-		analyze_summary_free(rs->early[i]);
-	free(rs->tev);
-	free(rs->tinfo);
-	free(rs->sample.gathers);
-	free(rs);
 }
 
 void analyzer_set_now(analyzer_t *a, uint64_t realtime_ns)
@@ -102,10 +112,11 @@ void analyzer_free(analyzer_t *a)
 	for (size_t i = 0; i < a->nrs; i++)
 		rank_state_free(a->rs[i]);
 	free(a->rs);
+	free(a->srcs);
 	ranks_free(a->ranks);
 	flight_free(a->flight);
 	timeline_free(a->tl);
-	free(a->step_events);
+	analyze_callback_release(&a->env.callback);
 	free(a);
 }
 
@@ -116,90 +127,8 @@ void analyzer_set_truncated(analyzer_t *a)
 
 void analyzer_on_step(analyzer_t *a, analysis_step_fn fn, void *ctx)
 {
-	a->on_step = fn;
-	a->on_step_ctx = ctx;
-}
-
-struct rank_state *analyze_state_for(analyzer_t *a, struct tl_source *src)
-{
-	/* Records come a chunk of one source at a time: the last hit is nearly
-	 * always the one (a session with hundreds of ranks spent a sixth of its
-	 * time in the search below). */
-	if (a->last_rs && a->last_rs->src == src)
-		return a->last_rs;
-	for (size_t i = 0; i < a->nrs; i++)
-		if (a->rs[i]->src == src)
-			return a->last_rs = a->rs[i];
-	struct rank_state **v = realloc(a->rs, (a->nrs + 1) * sizeof *v);
-	if (!v)
-		return NULL;
-	a->rs = v;
-	struct rank_state *rs = calloc(1, sizeof *rs);
-	if (!rs)
-		return NULL;
-	rs->src = src;
-	rs->cutter = steps_cutter_new(0);
-	if (!rs->cutter) {
-		free(rs);
-		return NULL;
-	}
-	rs->skip_left = a->opt.warmup_steps > 0 ? (uint32_t)a->opt.warmup_steps : 0;
-	a->rs[a->nrs++] = rs;
-	return a->last_rs = rs;
-}
-
-/* --keep (docs/keep.md): the collectives of a summarised step, and those
- * before the first of a last:N trace, are left out on purpose: taken as seen,
- * not as lost. */
-static int keep_records(analyzer_t *a, struct tl_source *src, const struct fss_record_head *rec)
-{
-	struct rank_state *rs = analyze_state_for(a, src);
-	if (!rs)
-		return -ENOMEM;
-	if (rec->type == FSS_REC_STEP_SUMMARY) {
-		const struct fss_rec_step_summary *r = (const void *)rec;
-		step_summaries_add(&a->kept, r);
-		if (!r->collectives)
-			return 0;
-		/* forget ranges the taken events have passed; full: the last one grows */
-		unsigned k = 0;
-		for (unsigned i = 0; i < rs->nsummarised; i++)
-			if (rs->summarised[i].hi > rs->seq_max)
-				rs->summarised[k++] = rs->summarised[i];
-		rs->nsummarised = k;
-		struct seq_range *last = k ? &rs->summarised[k - 1] : NULL;
-		if (last && (last->hi + 1 >= r->seq_first || k == ANALYZE_SEQ_LOOK)) {
-			if (r->seq_last > last->hi)
-				last->hi = r->seq_last;
-			if (r->seq_first < last->lo)
-				last->lo = r->seq_first;
-		} else {
-			rs->summarised[rs->nsummarised++] = (struct seq_range){r->seq_first, r->seq_last};
-		}
-		rs->calls_taken += r->collectives;
-	} else if (rs->seq_max == 0 && rs->calls_taken == 0) {
-		uint64_t seq = ((const struct fss_rec_collective *)rec)->seq;
-		if (seq > 1)
-			rs->seq_max = rs->calls_taken = seq - 1;
-		/* its calls on each communicator are counted from where the trace
-		 * starts, which differs from rank to rank: not matched across */
-		rs->unmatched_from_loss = 1;
-	}
-	return 0;
-}
-
-void analyze_keep_finish(const analyzer_t *a, struct analysis_result *r)
-{
-	char kept[ANALYSIS_NOTE_BYTES];
-	if (step_summaries_note(&a->kept, kept, sizeof kept))
-		analyze_note(r, "%s", kept);
-	if (!a->kept.steps && !a->kept.keep_flags)
-		return;
-	/* what a source's seq numbers miss on purpose is not missing */
-	for (uint32_t i = 0; i < r->nsources; i++)
-		for (size_t j = 0; j < a->nrs; j++)
-			if (a->rs[j]->src->id == r->sources[i].source)
-				r->sources[i].collectives_missing = analyze_source_lost(a->rs[j]);
+	a->env.callback.fn = fn;
+	a->env.callback.ctx = ctx;
 }
 
 struct timeline *analyzer_timeline(analyzer_t *a)
@@ -211,6 +140,57 @@ void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps)
 {
 	a->kept.keep_flags = flags;
 	a->kept.keep_steps = steps;
+}
+
+/* The state of the rank whose records come from src, made on its first
+ * record; NULL on ENOMEM. */
+static rank_state_t *state_for(analyzer_t *a, struct tl_source *src)
+{
+	/* Records come a chunk of one source at a time: the last hit is nearly
+	 * always the one (a session with hundreds of ranks spent a sixth of its
+	 * time in the search below). */
+	if (a->last_rs && a->last_src == src)
+		return a->last_rs;
+	for (size_t i = 0; i < a->nrs; i++)
+		if (a->srcs[i] == src) {
+			a->last_src = src;
+			return a->last_rs = a->rs[i];
+		}
+	rank_state_t **v = realloc(a->rs, (a->nrs + 1) * sizeof *v);
+	if (!v)
+		return NULL;
+	a->rs = v;
+	struct tl_source **w = realloc(a->srcs, (a->nrs + 1) * sizeof *w);
+	if (!w)
+		return NULL;
+	a->srcs = w;
+	rank_state_t *rs;
+	if (rank_state_new(&rs, src, a->opt.warmup_steps > 0 ? (uint32_t)a->opt.warmup_steps : 0) < 0)
+		return NULL;
+	a->srcs[a->nrs] = src;
+	a->rs[a->nrs++] = rs;
+	a->last_src = src;
+	return a->last_rs = rs;
+}
+
+/* ---- feeding records ------------------------------------------------------ */
+
+/* --keep (docs/keep.md): the collectives of a summarised step, and those
+ * before the first of a last:N trace, are left out on purpose: taken as seen,
+ * not as lost. */
+static int keep_records(analyzer_t *a, struct tl_source *src, const struct fss_record_head *rec)
+{
+	rank_state_t *rs = state_for(a, src);
+	if (!rs)
+		return -ENOMEM;
+	if (rec->type == FSS_REC_STEP_SUMMARY) {
+		const struct fss_rec_step_summary *r = (const void *)rec;
+		step_summaries_add(&a->kept, r);
+		analyze_trust_summarised(rank_state_trust(rs), r);
+	} else {
+		analyze_trust_keep_last(rank_state_trust(rs), ((const struct fss_rec_collective *)rec)->seq);
+	}
+	return 0;
 }
 
 int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
@@ -229,23 +209,20 @@ int analyzer_feed(analyzer_t *a, const struct fss_record_head *rec)
 	    (rc = keep_records(a, src, rec)) < 0)
 		return rc;
 	if (rec->type == FSS_REC_DROPS || rec->type == FSS_REC_PROCESS_END || rec->type == FSS_REC_PROCESS_EXIT) {
-		struct rank_state *rs = analyze_state_for(a, src);
+		rank_state_t *rs = state_for(a, src);
 		if (!rs)
 			return -ENOMEM;
-		analyze_trust_record(rs, rec);
+		analyze_trust_record(rank_state_trust(rs), src, rec);
 	}
 	/* events complete at collective and group records; steps at ranges */
 	if (rec->type != FSS_REC_COLLECTIVE && rec->type != FSS_REC_GROUP && rec->type != FSS_REC_NVTX_RANGE &&
 	    rec->type != FSS_REC_GPU_INTERVAL && rec->type != FSS_REC_PROCESS_END)
 		return 0;
-	struct rank_state *rs = analyze_state_for(a, src);
+	rank_state_t *rs = state_for(a, src);
 	if (!rs)
 		return -ENOMEM;
-	rc = analyze_service(a, rs, 0);
-	size_t pending = tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
-			 (rs->cutter ? steps_cutter_pending(rs->cutter) : 0);
-	for (unsigned i = 0; i < rs->nearly; i++)
-		pending += rs->early[i]->nev;
+	rc = analyze_service(&a->env, rs, 0);
+	size_t pending = analyze_service_pending(rs);
 	if (pending > a->pending_max)
 		a->pending_max = pending;
 	return rc;
@@ -256,82 +233,49 @@ size_t analyzer_pending_max(const analyzer_t *a)
 	return a->pending_max;
 }
 
-/* ---- from a file ------------------------------------------------------- */
+/* ---- the result ---------------------------------------------------------- */
 
-static int on_record(void *ctx, const struct fss_record_head *rec)
+static int result_build(analyzer_t *a, struct analysis_result **out)
 {
-	return analyzer_feed(ctx, rec);
-}
-
-static int on_header(void *ctx, const struct fss_file_header *h)
-{
-	analyzer_set_keep(ctx, h->flags & (FSS_FILE_KEEP_LAST | FSS_FILE_KEEP_SUMMARY), h->keep_steps);
-	return 0;
-}
-
-/* How the file ended and what the reader skipped, for the report. */
-static void result_set_read(struct analysis_result *r, const struct trace_read_info *info)
-{
-	static const char *const ends[] = {
-		[TRACE_END_CLEAN] = "clean",
-		[TRACE_END_NOT_MARKED] = "not-marked",
-		[TRACE_END_MISSING] = "not-closed",
-		[TRACE_END_CUT] = "cut",
+	struct analyze_input in = {
+	    .opt = &a->opt,
+	    .tl = a->tl,
+	    .ranks = a->ranks,
+	    .flight = a->flight,
+	    .rs = a->rs,
+	    .nrs = a->nrs,
+	    .kept = &a->kept,
+	    .truncated = a->truncated,
+	    .now_realtime_ns = a->finished ? 0 : a->now_realtime_ns,
 	};
-
-	r->trace.end = info->end < sizeof(ends) / sizeof(ends[0]) ? ends[info->end] : NULL;
-	r->trace.gaps_total = info->damage.gaps;
-	r->trace.ngaps = 0;
-	for (size_t i = 0; i < info->ngaps && i < ANALYSIS_GAPS_MAX; i++) {
-		struct analysis_gap *g = &r->trace.gaps[r->trace.ngaps++];
-
-		g->offset = info->gaps[i].offset;
-		g->bytes = info->gaps[i].bytes;
-		g->first_missing = info->gaps[i].first_missing;
-		g->chunks_missing = info->gaps[i].chunks_missing;
-		g->to_end = info->gaps[i].to_end;
-		snprintf(g->why, sizeof(g->why), "%s", info->gaps[i].why);
-	}
+	return analyze_finish_build(&in, out);
 }
 
-int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
-		  size_t errlen)
-{
-	return analyze_trace_steps(path, opts, NULL, NULL, out, err, errlen);
-}
-
-int analyze_trace_steps(const char *path, const struct analysis_options *opts, analysis_step_fn fn, void *ctx,
-			struct analysis_result **out, char *err, size_t errlen)
+int analyzer_finish(analyzer_t *a, struct analysis_result **out)
 {
 	*out = NULL;
-	analyzer_t *a;
-	int rc = analyzer_new(&a, opts);
-	if (rc < 0) {
-		if (errlen)
-			snprintf(err, errlen, "out of memory");
+	if (a->finished)
+		return -EINVAL;
+	a->finished = 1;
+	int rc = timeline_flush_groups(a->tl);
+	/* sources that have records but no rank state yet */
+	for (size_t i = 0; rc == 0 && i < timeline_sources(a->tl); i++)
+		if (!state_for(a, timeline_source(a->tl, i)))
+			rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < a->nrs; i++)
+		rc = analyze_service_final(&a->env, a->rs[i]);
+	if (rc < 0)
 		return rc;
-	}
-	analyzer_on_step(a, fn, ctx);
-	struct trace_parser_ops ops = {.on_header = on_header, .on_record = on_record};
-	struct trace_read_info info;
-	rc = trace_read(path, &ops, a, &info);
-	if (info.input != TRACE_INPUT_TRACE) {
-		/* Empty, not a trace, an unreadable header, no records: nothing to
-		 * analyse, and the reader's words say what the file is. */
-		if (rc >= 0)
-			rc = FSS_E_NOT_TRACE;
-	} else if (rc == FSS_E_TRUNCATED || rc == FSS_E_CORRUPT) {
-		/* Cut short, not closed by its writer, or damaged stretches
-		 * skipped: analysed, and said to be incomplete. */
-		analyzer_set_truncated(a);
-		rc = 0;
-	}
-	if (rc == 0)
-		rc = analyzer_finish(a, out);
-	if (rc == 0)
-		result_set_read(*out, &info);
-	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", info.message[0] ? info.message : fss_strerror(rc));
-	analyzer_free(a);
-	return rc;
+	return result_build(a, out);
+}
+
+int analyzer_snapshot(analyzer_t *a, struct analysis_result **out)
+{
+	*out = NULL;
+	if (a->finished)
+		return -EINVAL;
+	/* Read-only: a source with no rank state yet (no collective, drops or
+	 * process_end record so far) adds nothing to the figures; creating its
+	 * state here could change the order the ranks are looked at in. */
+	return result_build(a, out);
 }

@@ -162,13 +162,6 @@ typedef void (*analysis_step_fn)(void *ctx, const struct analysis_step_info *ste
 void analyzer_on_step(analyzer_t *a, analysis_step_fn fn, void *ctx);
 
 /*
- * analyze_trace_steps - analyze_trace with a step callback (the accuracy
- * tests compare each step with fsdp_ref's own log).
- */
-int analyze_trace_steps(const char *path, const struct analysis_options *opts, analysis_step_fn fn, void *ctx,
-			struct analysis_result **out, char *err, size_t errlen);
-
-/*
  * analyze_trace - read the trace file at path and analyse it. A trace that
  * ends inside a chunk (a killed writer) or at a damaged chunk is analysed up
  * to there (result->trace.truncated = 1). Returns 0 with *out set, or a

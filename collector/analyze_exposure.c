@@ -1,15 +1,14 @@
 /*
- * analyze_exposure.c - the result's exposure section: the figures of the
- * headline rank's representative step.
+ * analyze_exposure.c - the result's exposure section (see analyze_exposure.h).
  */
-#include "collector/analyze_internal.h"
+#include "collector/analyze_exposure.h"
 
-void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r)
+void analyze_exposure_fill(const struct rank_steady *h, struct analysis_result *r)
 {
 	struct analysis_exposure *x = &r->exposure;
 	x->source = h->exposure_source;
 	x->exposed_fraction = ANALYSIS_UNKNOWN;
-	int slot = analyze_representative_slot(&h->sample);
+	int slot = analyze_steady_representative(&h->sample);
 	if (slot < 0)
 		return;
 	const uint64_t *f = h->sample.fig[slot];
@@ -17,8 +16,8 @@ void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r
 	x->allgather_ns_per_step = f[FIG_AG];
 	x->exposed_allgather_ns_per_step = f[FIG_AG_EXPOSED];
 	x->exposed_fraction = x->allgather_ns_per_step
-				      ? (double)x->exposed_allgather_ns_per_step / (double)x->allgather_ns_per_step
-				      : ANALYSIS_UNKNOWN;
+				  ? (double)x->exposed_allgather_ns_per_step / (double)x->allgather_ns_per_step
+				  : ANALYSIS_UNKNOWN;
 	x->forward_exposed_ns_per_step = f[FIG_FWD_EXPOSED];
 	x->backward_exposed_ns_per_step = f[FIG_BWD_EXPOSED];
 	x->reduce_scatter_ns_per_step = f[FIG_RS];
@@ -36,5 +35,3 @@ void analyze_fill_exposure(const struct rank_state *h, struct analysis_result *r
 		x->cause_compute_wait_ns[c] = f[FIG_CAUSE_WAIT + c];
 	}
 }
-
-/* Say why the trace could not be diagnosed (once), and note it. */

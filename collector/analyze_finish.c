@@ -1,24 +1,40 @@
 /*
  * analyze_finish.c - the result of the analysis: per-rank figures, spread,
- * the verdict (or why there is none), and the sections the other files fill.
+ * the verdict (or why there is none), and the sections the stages fill
+ * (see analyze_finish.h).
  */
-#include "collector/analyze_internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-static int result_sources(const analyzer_t *a, struct analysis_result *r)
+#include "collector/analyze_comms.h"
+#include "collector/analyze_exposure.h"
+#include "collector/analyze_finish.h"
+#include "collector/analyze_note.h"
+#include "collector/analyze_service.h"
+#include "collector/analyze_steady.h"
+#include "collector/analyze_structure.h"
+#include "collector/analyze_trust.h"
+#include "collector/breakdown.h"
+#include "collector/median.h"
+#include "common/arith.h"
+
+/* ---- the trace ------------------------------------------------------------ */
+
+/* Every process of the trace as the per-source layer saw it: how it ended. */
+static int result_sources(const timeline_t *tl, struct analysis_result *r)
 {
 	size_t n = 0;
-	int rc = sources_summarize(timeline_layer(a->tl), &r->sources, &n);
+	int rc = sources_summarize(timeline_layer(tl), &r->sources, &n);
 	r->nsources = (uint32_t)n;
 	return rc;
 }
 
-static int result_build(analyzer_t *a, struct analysis_result **out);
-
 /* What attach inferred of its sources' communicators; nothing without
  * attached sources. */
-static int result_attach(const analyzer_t *a, struct analysis_result *r)
+static int result_attach(const timeline_t *tl, struct analysis_result *r)
 {
-	const sources_t *layer = timeline_layer(a->tl);
+	const sources_t *layer = timeline_layer(tl);
 	struct analysis_attach *x = &r->attach;
 	size_t n = 0;
 
@@ -59,157 +75,112 @@ static int result_attach(const analyzer_t *a, struct analysis_result *r)
 	return 0;
 }
 
-/* The calls in flight, measured to the live session's clock in a snapshot
- * (analyzer_set_now), to the trace's own end when finishing. */
-int analyze_fill_flight(const analyzer_t *a, struct analysis_result *r)
-{
-	uint64_t now = a->finished ? 0 : a->now_realtime_ns;
-
-	return flight_fill(a->flight, a->opt.hang_timeout_ns, now, &r->flight);
-}
-
-/* "No hang" is never said of a trace that could not show one: no source
- * wrote enter records and none has CUPTI kernels. Last of the notes, so the
- * others keep their places. */
-void analyze_flight_note(struct analysis_result *r)
-{
-	if (r->trace.sources && !r->flight.sources_enter && !r->flight.sources_cupti)
-		analyze_note(r, "no source records calls in flight (enter records, format 1.3) or CUPTI kernels: hangs "
-				"cannot be seen in this trace");
-}
-
-int analyzer_finish(analyzer_t *a, struct analysis_result **out)
-{
-	*out = NULL;
-	if (a->finished)
-		return -EINVAL;
-	a->finished = 1;
-	int rc = timeline_flush_groups(a->tl);
-	/* sources that have records but no rank state yet */
-	for (size_t i = 0; rc == 0 && i < timeline_sources(a->tl); i++)
-		if (!analyze_state_for(a, timeline_source(a->tl, i)))
-			rc = -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < a->nrs; i++) {
-		if (!a->rs[i]->has_end && a->rs[i]->cutter)
-			steps_cutter_set_open_end(a->rs[i]->cutter);
-		rc = analyze_service(a, a->rs[i], 1);
-	}
-	if (rc < 0)
-		return rc;
-	return result_build(a, out);
-}
-
-int analyzer_snapshot(analyzer_t *a, struct analysis_result **out)
-{
-	*out = NULL;
-	if (a->finished)
-		return -EINVAL;
-	/* Read-only: a source with no rank state yet (no collective, drops or
-	 * process_end record so far) adds nothing to the figures; creating its
-	 * state here could change the order the ranks are looked at in. */
-	return result_build(a, out);
-}
-
-/* The result of what the rank states hold now; reads them, changes nothing
- * the analysis goes on with. Its cost follows the state (ranks, the
- * steady-state step's events, communicators, sources), not the trace. */
-static int result_build(analyzer_t *a, struct analysis_result **out)
+/* A result with nothing known yet. */
+static struct analysis_result *result_new(const struct analysis_options *opt)
 {
 	struct analysis_result *r = calloc(1, sizeof *r);
 	if (!r)
-		return -ENOMEM;
+		return NULL;
 	r->schema = ANALYSIS_SCHEMA;
-	r->options = a->opt;
+	r->options = *opt;
 	r->exposure.exposed_fraction = ANALYSIS_UNKNOWN;
 	r->breakdown.mfu = ANALYSIS_UNKNOWN;
 	r->spread.slowest_rank = -1;
 	r->spread.slowest_rank_fraction = ANALYSIS_UNKNOWN;
 	r->units.layers_match = -1;
 	r->headline_rank = -1;
+	return r;
+}
 
+/* What the trace holds: its records, sources, attached sources and calls
+ * in flight (measured to in->now_realtime_ns). Returns 0 or -ENOMEM. */
+static int fill_trace(const struct analyze_input *in, struct analysis_result *r)
+{
 	struct timeline_stats ts;
-	timeline_stats(a->tl, &ts);
+	timeline_stats(in->tl, &ts);
 	r->trace.records = ts.records;
 	r->trace.collectives = ts.collectives;
 	r->trace.gpu_intervals = ts.gpu_intervals;
 	r->trace.nvtx_ranges = ts.nvtx_ranges;
-	r->trace.sources = (uint32_t)timeline_sources(a->tl);
-	r->trace.truncated = a->truncated;
+	r->trace.sources = (uint32_t)timeline_sources(in->tl);
+	r->trace.truncated = in->truncated;
 	r->trace.has_cupti = ts.gpu_intervals > 0;
 	r->trace.has_nvtx = ts.nvtx_ranges > 0;
-	if (result_sources(a, r) < 0 || result_attach(a, r) < 0 || analyze_fill_flight(a, r) < 0) {
-		analysis_result_free(r);
+	if (result_sources(in->tl, r) < 0 || result_attach(in->tl, r) < 0 ||
+	    flight_fill(in->flight, in->opt->hang_timeout_ns, in->now_realtime_ns, &r->flight) < 0)
 		return -ENOMEM;
-	}
+	return 0;
+}
 
-	/* ranks with collectives */
+/* ---- the ranks ------------------------------------------------------------ */
+
+static int rank_entry_cmp(const void *x, const void *y)
+{
+	const struct analysis_rank *p = x, *q = y;
+	if (p->rank != q->rank)
+		return p->rank < q->rank ? -1 : 1;
+	return p->source < q->source ? -1 : p->source > q->source;
+}
+
+/* One rank's entry of the per-rank table; returns its last arrivals. */
+static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analysis_rank *e)
+{
+	const struct tl_source *src = rank_state_source(rs);
+	const struct rank_steady *st = rank_state_steady(rs);
+	const struct rank_trust *t = rank_state_trust(rs);
+	e->rank = src->rank;
+	e->source = src->id;
+	e->pid = src->pid;
+	e->steps_analyzed = st->analyzed;
+	if (st->tev)
+		analyze_structure_counts(st->tev, st->tinfo, st->nev, &e->per_step);
+	e->step_ns = median_get(&st->fig[FIG_STEP]);
+	int rep = analyze_steady_representative(&st->sample);
+	if (rep >= 0) { /* the rank's representative step, as the exposure section */
+		e->allgather_ns = st->sample.fig[rep][FIG_AG];
+		e->exposed_allgather_ns = st->sample.fig[rep][FIG_AG_EXPOSED];
+		e->compute_wait_ns = st->sample.fig[rep][FIG_AG_WAIT];
+	}
+	e->compute_ns = median_get(&st->fig[FIG_COMPUTE]);
+	struct ranks_rank_stats rk = ranks_rank(ranks, src->rank);
+	e->last_arrivals = (uint32_t)rk.last_arrivals;
+	e->matched_collectives = (uint32_t)rk.matched;
+	uint32_t steps = st->analyzed + st->warmup + st->irregular;
+	e->late_ns_per_step = steps ? rk.late_ns / steps : rk.late_ns;
+	e->steps_seen = steps;
+	e->dropped_records = src->dropped;
+	e->steps_lost = t->steps_lost;
+	e->steps_cut = analyze_trust_detached(t, src) ? 0 : t->steps_cut;
+	e->collectives_lost = analyze_trust_lost(t, src);
+	e->cut = analyze_trust_stopped(t, src);
+	return rk.last_arrivals;
+}
+
+/* The per-rank table of the ranks with collectives, and the spread over
+ * them. Returns 0 or -ENOMEM. */
+static int fill_ranks(const struct analyze_input *in, const struct ranks_totals *tot, struct analysis_result *r)
+{
 	size_t nranked = 0;
-	for (size_t i = 0; i < a->nrs; i++) {
-		r->trace.dropped_records = u64_add_sat(r->trace.dropped_records, a->rs[i]->src->dropped);
-		if (a->rs[i]->src->collectives)
+	for (size_t i = 0; i < in->nrs; i++) {
+		const struct tl_source *src = rank_state_source(in->rs[i]);
+		r->trace.dropped_records = u64_add_sat(r->trace.dropped_records, src->dropped);
+		if (src->collectives)
 			nranked++;
-		if (a->rs[i]->src->world_size > r->world_size)
-			r->world_size = a->rs[i]->src->world_size;
+		if (src->world_size > r->world_size)
+			r->world_size = src->world_size;
 	}
 	r->ranks = (uint32_t)nranked;
 	r->per_rank = calloc(nranked ? nranked : 1, sizeof *r->per_rank);
-	if (!r->per_rank) {
-		analysis_result_free(r);
+	if (!r->per_rank)
 		return -ENOMEM;
-	}
-
-	/* the headline rank: the one asked for, else the lowest with steps */
-	struct rank_state *h = NULL;
-	for (size_t i = 0; i < a->nrs; i++) {
-		struct rank_state *rs = a->rs[i];
-		if (!rs->src->collectives)
-			continue;
-		if (a->opt.rank >= 0 && rs->src->rank == a->opt.rank && rs->analyzed) {
-			h = rs;
-			break;
-		}
-		if (rs->analyzed && (!h || rs->src->rank < h->src->rank))
-			h = rs;
-	}
-	if (h && a->opt.rank >= 0 && h->src->rank != a->opt.rank)
-		analyze_note(r, "rank %d has no analysed step: figures are rank %d's", a->opt.rank, h->src->rank);
-
 	size_t k = 0;
-	struct ranks_totals tot;
-	ranks_totals(a->ranks, &tot);
-	uint64_t step_min = UINT64_MAX, step_max = 0, exp_min = UINT64_MAX, exp_max = 0;
-	uint64_t best_last = 0;
-	for (size_t i = 0; i < a->nrs; i++) {
-		struct rank_state *rs = a->rs[i];
-		if (!rs->src->collectives)
+	uint64_t step_min = UINT64_MAX, step_max = 0, exp_min = UINT64_MAX, exp_max = 0, best_last = 0;
+	for (size_t i = 0; i < in->nrs; i++) {
+		if (!rank_state_source(in->rs[i])->collectives)
 			continue;
 		struct analysis_rank *e = &r->per_rank[k++];
-		e->rank = rs->src->rank;
-		e->source = rs->src->id;
-		e->pid = rs->src->pid;
-		e->steps_analyzed = rs->analyzed;
-		if (rs->tev)
-			analyze_count_events(rs->tev, rs->tinfo, rs->nev, &e->per_step);
-		e->step_ns = median_get(&rs->fig[FIG_STEP]);
-		int rep = analyze_representative_slot(&rs->sample);
-		if (rep >= 0) { /* the rank's representative step, as the exposure section */
-			e->allgather_ns = rs->sample.fig[rep][FIG_AG];
-			e->exposed_allgather_ns = rs->sample.fig[rep][FIG_AG_EXPOSED];
-			e->compute_wait_ns = rs->sample.fig[rep][FIG_AG_WAIT];
-		}
-		e->compute_ns = median_get(&rs->fig[FIG_COMPUTE]);
-		struct ranks_rank_stats st = ranks_rank(a->ranks, rs->src->rank);
-		e->last_arrivals = (uint32_t)st.last_arrivals;
-		e->matched_collectives = (uint32_t)st.matched;
-		uint32_t steps = rs->analyzed + rs->warmup + rs->irregular;
-		e->late_ns_per_step = steps ? st.late_ns / steps : st.late_ns;
-		e->steps_seen = steps;
-		e->dropped_records = rs->src->dropped;
-		e->steps_lost = rs->steps_lost;
-		e->steps_cut = analyze_rank_detached(rs) ? 0 : rs->steps_cut;
-		e->collectives_lost = analyze_source_lost(rs);
-		e->cut = analyze_rank_stopped(rs);
-		if (rs->analyzed) {
+		uint64_t last = rank_entry(in->ranks, in->rs[i], e);
+		if (e->steps_analyzed) {
 			r->spread.ranks++;
 			if (e->step_ns < step_min)
 				step_min = e->step_ns;
@@ -220,97 +191,144 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 			if (e->exposed_allgather_ns > exp_max)
 				exp_max = e->exposed_allgather_ns;
 		}
-		if (nranked > 1 && st.last_arrivals > best_last) {
-			best_last = st.last_arrivals;
+		if (nranked > 1 && last > best_last) {
+			best_last = last;
 			r->spread.slowest_rank = e->rank;
 		}
 	}
 	r->nper_rank = (uint32_t)k;
-	qsort(r->per_rank, k, sizeof *r->per_rank, analyze_rank_entry_cmp);
+	qsort(r->per_rank, k, sizeof *r->per_rank, rank_entry_cmp);
 	if (r->spread.ranks) {
 		r->spread.step_ns_min = step_min;
 		r->spread.step_ns_max = step_max;
 		r->spread.exposed_ns_min = exp_min;
 		r->spread.exposed_ns_max = exp_max;
 	}
-	r->spread.max_skew_ns = tot.max_skew_ns;
-	if (tot.matched && r->spread.slowest_rank >= 0)
-		r->spread.slowest_rank_fraction = (double)best_last / (double)tot.matched;
-	analyze_fill_trust(a, h, r);
+	r->spread.max_skew_ns = tot->max_skew_ns;
+	if (tot->matched && r->spread.slowest_rank >= 0)
+		r->spread.slowest_rank_fraction = (double)best_last / (double)tot->matched;
+	return 0;
+}
 
-	/* the communicators, from the headline rank (or, without steps, the
-	 * lowest rank that has collectives) */
-	struct rank_state *view = h;
-	for (size_t i = 0; !view && i < a->nrs; i++)
-		if (a->rs[i]->src->collectives && (!view || a->rs[i]->src->rank < view->src->rank))
-			view = a->rs[i];
+/* The headline rank: the one asked for, else the lowest with steps; NULL
+ * when no rank has an analysed step. */
+static rank_state_t *headline_rank(const struct analyze_input *in, struct analysis_result *r)
+{
+	rank_state_t *h = NULL;
+	int32_t want = in->opt->rank;
+	for (size_t i = 0; i < in->nrs; i++) {
+		const struct tl_source *src = rank_state_source(in->rs[i]);
+		uint32_t analyzed = rank_state_steady(in->rs[i])->analyzed;
+		if (!src->collectives)
+			continue;
+		if (want >= 0 && src->rank == want && analyzed) {
+			h = in->rs[i];
+			break;
+		}
+		if (analyzed && (!h || src->rank < rank_state_source(h)->rank))
+			h = in->rs[i];
+	}
+	if (h && want >= 0 && rank_state_source(h)->rank != want)
+		analyze_note(r, "rank %d has no analysed step: figures are rank %d's", want,
+			     rank_state_source(h)->rank);
+	return h;
+}
+
+/* The communicators, from the headline rank (or, without steps, the lowest
+ * rank that has collectives); returns that rank, NULL none. */
+static rank_state_t *fill_comms(const struct analyze_input *in, rank_state_t *h, struct analysis_result *r)
+{
+	rank_state_t *view = h;
+	for (size_t i = 0; !view && i < in->nrs; i++)
+		if (rank_state_source(in->rs[i])->collectives &&
+		    (!view || rank_state_source(in->rs[i])->rank < rank_state_source(view)->rank))
+			view = in->rs[i];
 	r->fsdp_comm = -1;
 	r->tp_degree = 1;
-	if (view)
-		analyze_fill_comms(a, view, r);
-	if (a->opt.fsdp_comm && view && view->roles_decided)
-		r->fsdp_comm_match = view->roles.given ? 1 : view->roles.override_ambiguous ? -1 : 0;
+	if (!view)
+		return NULL;
+	const struct rank_comms *c = rank_state_comms(view);
+	const struct rank_steady *st = rank_state_steady(view);
+	analyze_comms_fill(in->tl, rank_state_source(view), c, st->tev, st->nev, st->analyzed, r);
+	if (in->opt->fsdp_comm && c->decided)
+		r->fsdp_comm_match = c->roles.given ? 1 : c->roles.override_ambiguous ? -1 : 0;
+	return view;
+}
 
-	if (!h) {
-		r->verdict = ANALYSIS_UNDECIDED;
-		if (!nranked) {
-			r->undecided_reason = ANALYSIS_UNDECIDED_NO_COLLECTIVES;
-			analyze_undecided(r, "the trace holds no collective");
-		} else if (view && view->roles_decided && view->roles.fsdp < 0) {
-			r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
-			analyze_undecided(r, "no communicator carries both AllGathers and ReduceScatters: no FSDP shard group "
-				     "(not a sharded data-parallel job, or --fsdp-comm names none)");
-		} else if (r->trust.steps_lost_all || r->trust.steps_cut_all) {
-			r->undecided_reason = ANALYSIS_UNDECIDED_INCOMPLETE;
-			char lost[96] = "", cut[64] = "";
-			if (r->trust.steps_lost_all)
-				snprintf(lost, sizeof lost, "%u lost collectives (%llu of %llu missing)",
-					 r->trust.steps_lost_all, (unsigned long long)r->trust.collectives_lost,
-					 (unsigned long long)(r->trace.collectives + r->trust.collectives_lost));
-			if (r->trust.steps_cut_all)
-				snprintf(cut, sizeof cut, "%u %s in progress where the records stop",
-					 r->trust.steps_cut_all, r->trust.steps_cut_all == 1 ? "was" : "were");
-			analyze_undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
-				  lost[0] && cut[0] ? " and " : "", cut);
-		} else {
-			r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
-			analyze_undecided(r, "no repeating training step among %llu collectives (too few steps recorded, or "
-				     "none alike)",
-				  (unsigned long long)r->trace.collectives);
-		}
-		analyze_keep_finish(a, r);
-		analyze_flight_note(r);
-		*out = r;
-		return 0;
+/* ---- the verdict ---------------------------------------------------------- */
+
+#define NO_FSDP_WORDS                                                                                                  \
+	"no communicator carries both AllGathers and ReduceScatters: no FSDP shard group (not a sharded "              \
+	"data-parallel job, or --fsdp-comm names none)"
+
+/* Why there is no headline rank. */
+static void fill_no_headline(rank_state_t *view, struct analysis_result *r)
+{
+	r->verdict = ANALYSIS_UNDECIDED;
+	if (!r->ranks) {
+		r->undecided_reason = ANALYSIS_UNDECIDED_NO_COLLECTIVES;
+		analyze_note_undecided(r, "the trace holds no collective");
+	} else if (view && rank_state_comms(view)->decided && rank_state_comms(view)->roles.fsdp < 0) {
+		r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
+		analyze_note_undecided(r, NO_FSDP_WORDS);
+	} else if (r->trust.steps_lost_all || r->trust.steps_cut_all) {
+		r->undecided_reason = ANALYSIS_UNDECIDED_INCOMPLETE;
+		char lost[96] = "", cut[64] = "";
+		if (r->trust.steps_lost_all)
+			snprintf(lost, sizeof lost, "%u lost collectives (%llu of %llu missing)",
+				 r->trust.steps_lost_all, (unsigned long long)r->trust.collectives_lost,
+				 (unsigned long long)(r->trace.collectives + r->trust.collectives_lost));
+		if (r->trust.steps_cut_all)
+			snprintf(cut, sizeof cut, "%u %s in progress where the records stop", r->trust.steps_cut_all,
+				 r->trust.steps_cut_all == 1 ? "was" : "were");
+		analyze_note_undecided(r, "no step the trace vouches for: of the steps found, %s%s%s", lost,
+				       lost[0] && cut[0] ? " and " : "", cut);
+	} else {
+		r->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
+		analyze_note_undecided(r,
+				       "no repeating training step among %llu collectives (too few steps recorded, or "
+				       "none alike)",
+				       (unsigned long long)r->trace.collectives);
 	}
-	r->headline_rank = h->src->rank;
-	r->step_detection = h->mode == MODE_NVTX ? ANALYSIS_STEPS_NVTX : ANALYSIS_STEPS_PERIOD;
-	r->steps_analyzed = h->analyzed;
-	r->warmup_steps = h->warmup;
-	r->irregular_steps = h->irregular;
-	r->steps_seen = h->analyzed + h->warmup + h->irregular + h->steps_lost + h->steps_cut;
-	r->step_period = (uint32_t)h->nev;
-	r->step_ns = median_get(&h->fig[FIG_STEP]);
-	if (h->mode == MODE_NVTX)
-		snprintf(r->step_range_name, sizeof r->step_range_name, "%s", h->src->step_name);
-	analyze_count_events(h->tev, h->tinfo, h->nev, &r->per_step);
-	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
-	r->spread.skew_ns_per_step = tot.skew_ns / steps;
+}
 
-	/* the verdict: phases from the structure, bucketed fetching, or why not */
-	const struct phases_result *ph = &h->phases;
-	if (h->roles.fsdp < 0) {
+/* The headline rank's steps. */
+static void fill_headline(rank_state_t *h, const struct ranks_totals *tot, struct analysis_result *r)
+{
+	const struct tl_source *src = rank_state_source(h);
+	const struct rank_steady *st = rank_state_steady(h);
+	const struct rank_trust *t = rank_state_trust(h);
+	int nvtx = rank_state_walk(h)->mode == MODE_NVTX;
+	r->headline_rank = src->rank;
+	r->step_detection = nvtx ? ANALYSIS_STEPS_NVTX : ANALYSIS_STEPS_PERIOD;
+	r->steps_analyzed = st->analyzed;
+	r->warmup_steps = st->warmup;
+	r->irregular_steps = st->irregular;
+	r->steps_seen = st->analyzed + st->warmup + st->irregular + t->steps_lost + t->steps_cut;
+	r->step_period = (uint32_t)st->nev;
+	r->step_ns = median_get(&st->fig[FIG_STEP]);
+	if (nvtx)
+		snprintf(r->step_range_name, sizeof r->step_range_name, "%s", src->step_name);
+	analyze_structure_counts(st->tev, st->tinfo, st->nev, &r->per_step);
+	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
+	r->spread.skew_ns_per_step = tot->skew_ns / steps;
+}
+
+/* The verdict: phases from the structure, bucketed fetching, or why not.
+ * Returns 0 or -ENOMEM. */
+static int fill_verdict(rank_state_t *h, struct analysis_result *r)
+{
+	const struct rank_steady *st = rank_state_steady(h);
+	const struct phases_result *ph = &st->phases;
+	if (rank_state_comms(h)->roles.fsdp < 0) {
 		r->verdict = ANALYSIS_UNDECIDED;
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_FSDP;
-		analyze_undecided(r, "no communicator carries both AllGathers and ReduceScatters: no FSDP shard group (not a "
-			     "sharded data-parallel job, or --fsdp-comm names none)");
+		analyze_note_undecided(r, NO_FSDP_WORDS);
 	} else if (ph->status == PHASES_OK) {
 		r->verdict = ANALYSIS_DIAGNOSED;
 	} else if (ph->status == PHASES_NO_MIRROR) {
-		if (analyze_fill_buckets(h->tev, h->tinfo, h->nev, &r->buckets) < 0) {
-			analysis_result_free(r);
+		if (analyze_structure_buckets(st->tev, st->tinfo, st->nev, &r->buckets) < 0)
 			return -ENOMEM;
-		}
 		const struct analysis_buckets *bk = &r->buckets;
 		/* reduce buckets: reduce-scatters without a gather of their size
 		 * (FSDP reduces each unit's gathered buffer: every one has one) */
@@ -319,82 +337,177 @@ static int result_build(analyzer_t *a, struct analysis_result **out)
 		} else {
 			r->verdict = ANALYSIS_UNDECIDED;
 			r->undecided_reason = ANALYSIS_UNDECIDED_PATTERN;
-			analyze_undecided(r, "the FSDP group's %u ReduceScatters per step (each of a gather's size) do not mirror "
-				     "its %u gathers as FSDP units would: a pattern the analysis does not know",
-				  bk->reduce_buckets_per_step, bk->fetches_per_step);
+			analyze_note_undecided(
+			    r,
+			    "the FSDP group's %u ReduceScatters per step (each of a gather's size) do not "
+			    "mirror its %u gathers as FSDP units would: a pattern the analysis does not know",
+			    bk->reduce_buckets_per_step, bk->fetches_per_step);
 		}
 	} else {
 		r->verdict = ANALYSIS_UNDECIDED;
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_REDUCTION;
-		analyze_undecided(r, "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
-			     "backward gathers cannot be told apart");
+		analyze_note_undecided(r,
+				       "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
+				       "backward gathers cannot be told apart");
 	}
+	return 0;
+}
+
+/* The micro-batches of a diagnosed step. */
+static void fill_microbatches(const struct rank_steady *st, struct analysis_result *r)
+{
+	const struct phases_result *ph = &st->phases;
 	struct analysis_microbatches *mb = &r->microbatches;
-	if (r->verdict == ANALYSIS_DIAGNOSED) {
-		mb->phase_source = ANALYSIS_PHASES_STRUCTURE;
-		mb->per_step = ph->cycles - ph->forward_only;
-		mb->sync = ph->sync_cycles;
-		mb->forward_only = ph->forward_only;
-		mb->forward_allgathers = ph->forward_allgathers;
-		mb->backward_allgathers = ph->backward_allgathers;
-		mb->recompute_allgathers = ph->recompute_allgathers;
-		/* cycles are told from steps when a step holds several, when NVTX
-		 * marks steps, or when something happens once a step besides the
-		 * FSDP group's own traffic (a loss or gradient-norm all-reduce) */
-		int marker = 0;
-		for (size_t i = 0; i < h->nev && !marker; i++)
-			marker = h->tinfo[i].in_steps &&
-				 !(h->tinfo[i].fsdp && (h->tev[i].op == FSS_OP_ALLGATHER ||
-							h->tev[i].op == FSS_OP_REDUCESCATTER)) &&
-				 h->tev[i].role != ANALYSIS_ROLE_REPLICATE;
-		mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
-		if (!mb->told)
-			analyze_note(r, "each step is one forward / backward with its ReduceScatters and nothing marks an "
+	mb->phase_source = ANALYSIS_PHASES_STRUCTURE;
+	mb->per_step = ph->cycles - ph->forward_only;
+	mb->sync = ph->sync_cycles;
+	mb->forward_only = ph->forward_only;
+	mb->forward_allgathers = ph->forward_allgathers;
+	mb->backward_allgathers = ph->backward_allgathers;
+	mb->recompute_allgathers = ph->recompute_allgathers;
+	/* cycles are told from steps when a step holds several, when NVTX
+	 * marks steps, or when something happens once a step besides the
+	 * FSDP group's own traffic (a loss or gradient-norm all-reduce) */
+	int marker = 0;
+	for (size_t i = 0; i < st->nev && !marker; i++)
+		marker = st->tinfo[i].in_steps &&
+			 !(st->tinfo[i].fsdp &&
+			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&
+			 st->tev[i].role != ANALYSIS_ROLE_REPLICATE;
+	mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
+	if (!mb->told)
+		analyze_note(r, "each step is one forward / backward with its ReduceScatters and nothing marks an "
 				"optimizer step: with gradient accumulation these steps are micro-batches (NVTX "
 				"ProfilerStep# ranges would tell)");
-		if (mb->forward_only)
-			analyze_note(r, "%u forward-only pass%s inside each step (gathers, no backward, no reduction): not "
-				"counted as micro-batches",
+	if (mb->forward_only)
+		analyze_note(r,
+			     "%u forward-only pass%s inside each step (gathers, no backward, no reduction): not "
+			     "counted as micro-batches",
 			     mb->forward_only, mb->forward_only == 1 ? "" : "es");
-	}
+}
 
-	if (analyze_fill_structure(a, h, r) < 0) {
-		analysis_result_free(r);
-		return -ENOMEM;
-	}
-	if (r->verdict == ANALYSIS_BUCKETED)
-		analyze_note(r, "bucketed fetching: the gathers follow fetch buckets, not modules; the unit, reshard and wrap "
-			"analysis does not apply");
-	for (uint32_t i = 0; i < r->ncomms; i++)
-		if (r->comms[i].role == ANALYSIS_ROLE_PIPELINE) {
-			analyze_note(r, "pipeline parallel (%d stages on rank %d's pipeline group): the units, P and the ledger "
-				"are this stage's",
-			     r->comms[i].nranks, r->headline_rank);
-			break;
-		}
-	analyze_fill_exposure(h, r);
-	/* the breakdown of the same step, so that its exposed communication
-	 * holds the AllGathers' */
-	int rep = analyze_representative_slot(&h->sample);
-	const uint64_t *rf = rep >= 0 ? h->sample.fig[rep] : h->sample.fig[0];
+/* The exposure section and the breakdown of the same step, so that its
+ * exposed communication holds the AllGathers'. */
+static void fill_exposure(const struct analysis_options *opt, const struct rank_steady *st, struct analysis_result *r)
+{
+	analyze_exposure_fill(st, r);
+	int rep = analyze_steady_representative(&st->sample);
+	const uint64_t *rf = rep >= 0 ? st->sample.fig[rep] : st->sample.fig[0];
 	breakdown_compute(rep >= 0 ? rf[FIG_STEP] : r->step_ns, rf[FIG_COMPUTE], rf[FIG_COMM_EXPOSED], r->ledger.params,
-			  r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, &a->opt, &r->breakdown);
+			  r->world_size > 0 ? (uint32_t)r->world_size : r->ranks, opt, &r->breakdown);
+}
+
+/* ---- the notes that close a result ---------------------------------------- */
+
+/* The notes on what the headline figures stand for. */
+static void headline_notes(const struct rank_steady *st, const struct ranks_totals *tot, struct analysis_result *r)
+{
 	if (r->exposure.source == ANALYSIS_EXPOSURE_HOST)
 		analyze_note(r, "exposure from host timing: exact where collective calls block until done (the CPU "
-			"stand-in NCCL); with real NCCL use CUPTI");
+				"stand-in NCCL); with real NCCL use CUPTI");
 	if (r->exposure.source == ANALYSIS_EXPOSURE_NONE && r->trace.sources_attached)
 		analyze_note(r, "%s", analysis_attach_exposure_why());
 	else if (r->exposure.source == ANALYSIS_EXPOSURE_NONE)
-		analyze_note(r, "no compute intervals (no CUPTI kernels, no NVTX compute ranges): exposure not measured");
-	if (!h->detail)
+		analyze_note(r,
+			     "no compute intervals (no CUPTI kernels, no NVTX compute ranges): exposure not measured");
+	if (!st->detail)
 		analyze_note(r, "per-gather figures were kept for another rank: the gather table has no times");
 	if (r->trace.truncated)
-		analyze_note(r, "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
-			"skipped): analysed what could be read");
-	if (tot.unmatched && r->ranks > 1)
-		analyze_note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot.unmatched);
-	analyze_keep_finish(a, r);
-	analyze_flight_note(r);
+		analyze_note(r,
+			     "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
+			     "skipped): analysed what could be read");
+	if (tot->unmatched && r->ranks > 1)
+		analyze_note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot->unmatched);
+}
+
+/* What a --keep trace left out: the note, and what a source's seq numbers
+ * miss on purpose is not missing. */
+static void keep_notes(const struct analyze_input *in, struct analysis_result *r)
+{
+	char kept[ANALYSIS_NOTE_BYTES];
+	if (step_summaries_note(in->kept, kept, sizeof kept))
+		analyze_note(r, "%s", kept);
+	if (!in->kept->steps && !in->kept->keep_flags)
+		return;
+	for (uint32_t i = 0; i < r->nsources; i++)
+		for (size_t j = 0; j < in->nrs; j++) {
+			const struct tl_source *src = rank_state_source(in->rs[j]);
+			if (src->id == r->sources[i].source)
+				r->sources[i].collectives_missing =
+				    analyze_trust_lost(rank_state_trust(in->rs[j]), src);
+		}
+}
+
+/* "No hang" is never said of a trace that could not show one: no source
+ * wrote enter records and none has CUPTI kernels. Last of the notes, so the
+ * others keep their places. */
+static void flight_note(struct analysis_result *r)
+{
+	if (r->trace.sources && !r->flight.sources_enter && !r->flight.sources_cupti)
+		analyze_note(r, "no source records calls in flight (enter records, format 1.3) or CUPTI kernels: hangs "
+				"cannot be seen in this trace");
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+/* The sections of a result with a headline rank h. Returns 0 or -ENOMEM. */
+static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const struct ranks_totals *tot,
+			  struct analysis_result *r)
+{
+	const struct rank_steady *st = rank_state_steady(h);
+	fill_headline(h, tot, r);
+	if (fill_verdict(h, r) < 0)
+		return -ENOMEM;
+	if (r->verdict == ANALYSIS_DIAGNOSED)
+		fill_microbatches(st, r);
+	if (analyze_structure_fill(in->opt, in->ranks, rank_state_source(h), st, r) < 0)
+		return -ENOMEM;
+	if (r->verdict == ANALYSIS_BUCKETED)
+		analyze_note(
+		    r, "bucketed fetching: the gathers follow fetch buckets, not modules; the unit, reshard and wrap "
+		       "analysis does not apply");
+	for (uint32_t i = 0; i < r->ncomms; i++)
+		if (r->comms[i].role == ANALYSIS_ROLE_PIPELINE) {
+			analyze_note(
+			    r,
+			    "pipeline parallel (%d stages on rank %d's pipeline group): the units, P and the ledger "
+			    "are this stage's",
+			    r->comms[i].nranks, r->headline_rank);
+			break;
+		}
+	fill_exposure(in->opt, st, r);
+	headline_notes(st, tot, r);
+	return 0;
+}
+
+int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out)
+{
+	*out = NULL;
+	struct analysis_result *r = result_new(in->opt);
+	if (!r)
+		return -ENOMEM;
+	struct ranks_totals tot;
+	ranks_totals(in->ranks, &tot);
+	rank_state_t *h = NULL;
+	int rc = fill_trace(in, r);
+	if (rc == 0) {
+		h = headline_rank(in, r);
+		rc = fill_ranks(in, &tot, r);
+	}
+	if (rc == 0) {
+		analyze_trust_fill(in->rs, in->nrs, h, r);
+		rank_state_t *view = fill_comms(in, h, r);
+		if (!h)
+			fill_no_headline(view, r);
+		else
+			rc = fill_diagnosis(in, h, &tot, r);
+	}
+	if (rc < 0) {
+		analysis_result_free(r);
+		return rc;
+	}
+	keep_notes(in, r);
+	flight_note(r);
 	*out = r;
 	return 0;
 }

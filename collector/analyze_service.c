@@ -1,26 +1,58 @@
 /*
- * analyze_service.c - the per-rank streaming service: moves a rank forward
- * as far as its records allow (communicator roles, then NVTX steps or
- * period steps), hands each complete step to the summary and releases what
- * it no longer needs.
+ * analyze_service.c - the per-rank streaming service (see
+ * analyze_service.h).
  */
-#include "collector/analyze_internal.h"
+#include <errno.h>
+#include <stdlib.h>
 
-static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n,
+#include "collector/analyze_comms.h"
+#include "collector/analyze_service.h"
+#include "collector/analyze_steady.h"
+#include "collector/analyze_summary.h"
+#include "collector/analyze_trust.h"
+#include "collector/comm_roles.h"
+#include "common/record.h"
+
+int analyze_service_init(struct rank_walk *w, uint32_t warmup_steps)
+{
+	w->cutter = steps_cutter_new(0);
+	if (!w->cutter)
+		return -ENOMEM;
+	w->skip_left = warmup_steps;
+	return 0;
+}
+
+void analyze_service_release(struct rank_walk *w)
+{
+	steps_cutter_free(w->cutter);
+	w->cutter = NULL;
+}
+
+/* Is this rank one whose per-gather figures may be reported? */
+static int wants_detail(const struct analyze_env *env, const struct tl_source *src)
+{
+	if (env->opt->rank >= 0)
+		return src->rank == env->opt->rank || src->rank < 0;
+	return src->rank <= env->min_rank_seen;
+}
+
+/* Register a step's events with the cross-rank matcher. */
+static int register_events(struct analyze_env *env, rank_state_t *rs, const struct tl_event *ev, size_t n,
 			   int with_index)
 {
+	const struct tl_source *src = rank_state_source(rs);
 	int32_t gi = 0;
-	if (rs->unmatched_from_loss)
+	if (rank_state_trust(rs)->unmatched_from_loss)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER && comm_role_is_fsdp(ev[i].role)) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_is_fsdp(ev[i].role)) {
 			if (with_index)
 				idx = gi;
 			gi++;
 		}
-		int rc = ranks_add(a->ranks, ev[i].comm_hash, ev[i].comm_index, ev[i].nranks, rs->src->rank,
-				   ev[i].enter_ns + (uint64_t)rs->src->realtime_offset, idx);
+		int rc = ranks_add(env->ranks, ev[i].comm_hash, ev[i].comm_index, ev[i].nranks, src->rank,
+				   ev[i].enter_ns + (uint64_t)src->realtime_offset, idx);
 		if (rc < 0)
 			return rc;
 	}
@@ -28,20 +60,14 @@ static int register_events(analyzer_t *a, struct rank_state *rs, const struct tl
 }
 
 /* Drop the first k events of the source (they have been used). */
-static void take_events(struct rank_state *rs, size_t k)
+static void take_events(rank_state_t *rs, size_t k)
 {
-	for (size_t i = 0; i < k; i++) {
-		const struct tl_event *e = tl_array_at(&rs->src->events, i);
-		rs->calls_taken += e->calls;
-		if (e->seq_last > rs->seq_max)
-			rs->seq_max = e->seq_last;
-		rs->recent[rs->recent_at] = (struct seq_range){e->seq_first, e->seq_last};
-		rs->recent_at = (rs->recent_at + 1) % ANALYZE_SEQ_LOOK;
-		if (rs->nrecent < ANALYZE_SEQ_LOOK)
-			rs->nrecent++;
-	}
-	tl_array_take(&rs->src->events, k);
-	rs->src->events_base += k;
+	struct tl_source *src = rank_state_source(rs);
+	struct rank_trust *t = rank_state_trust(rs);
+	for (size_t i = 0; i < k; i++)
+		analyze_trust_take(t, tl_array_at(&src->events, i));
+	tl_array_take(&src->events, k);
+	src->events_base += k;
 }
 
 /* Release ranges and GPU intervals that ended by t (keep step ranges not
@@ -69,64 +95,46 @@ static void release_before(struct tl_source *src, uint64_t t, int keep_steps)
 	g->n = g->head + o;
 }
 
+/* Count a step left out (after the warm-up it would have been skipped as)
+ * and tell the callback. */
+static void exclude_step(struct analyze_env *env, rank_state_t *rs, uint32_t ordinal, const struct step_trust *t,
+			 const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
+{
+	analyze_trust_exclude(rank_state_trust(rs), ordinal, t);
+	analyze_callback_excluded(&env->callback, rank_state_source(rs), ordinal, (int)t->why, ev, n, t0, t1);
+}
+
 /* A candidate steady-state step of a rank: summarise, then aggregate or
  * buffer it (NVTX) or count it. */
-static int candidate_step(analyzer_t *a, struct rank_state *rs, const struct tl_event *ev, size_t n, uint64_t t0,
+static int candidate_step(struct analyze_env *env, rank_state_t *rs, const struct tl_event *ev, size_t n, uint64_t t0,
 			  uint64_t t1, const struct step_trust *trust)
 {
-	uint32_t ordinal = rs->ordinal++;
-	if (rs->skip_left > 0) {
-		rs->skip_left--;
-		rs->warmup++;
+	struct rank_walk *w = rank_state_walk(rs);
+	struct rank_steady *st = rank_state_steady(rs);
+	const struct tl_source *src = rank_state_source(rs);
+	uint32_t ordinal = w->ordinal++;
+	if (w->skip_left > 0) {
+		w->skip_left--;
+		st->warmup++;
 		return 0;
 	}
 	if (trust->why != STEP_CLEAN) {
-		analyze_step_exclude(a, rs, ordinal, trust, ev, n, t0, t1);
+		exclude_step(env, rs, ordinal, trust, ev, n, t0, t1);
 		return 0;
 	}
 	struct step_summary *s;
-	int rc = analyze_summarise(a, rs, ev, n, t0, t1, &s);
+	int rc = analyze_summary_new(env->opt, src, analyze_steady_names_known(st), ev, n, t0, t1, &s);
 	if (rc < 0)
 		return rc;
 	s->ordinal = ordinal;
-	if (a->on_step) {
-		struct analysis_step_info si = analyze_step_info(rs, ordinal, ev, n, t0);
-		si.step_ns = s->fig[FIG_STEP];
-		si.allgather_ns = s->fig[FIG_AG];
-		si.exposed_allgather_ns = s->fig[FIG_AG_EXPOSED];
-		si.compute_ns = s->fig[FIG_COMPUTE];
-		si.exposed_comm_ns = s->fig[FIG_COMM_EXPOSED];
-		si.exposure_source = s->exposure_source;
-		si.compute_wait_ns = s->fig[FIG_AG_WAIT];
-		si.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT];
-		if (s->phases.status == PHASES_OK && s->phases.cycles > s->phases.forward_only)
-			si.microbatches = s->phases.cycles - s->phases.forward_only;
-		(void)analyze_step_events(a, ev, s->info, n, &si); /* out of memory: the step without its events */
-		a->on_step(a->on_step_ctx, &si);
-	}
-	if (rs->mode == MODE_PERIOD) {
-		rc = analyze_aggregate(a, rs, s);
-		analyze_summary_free(s);
-		return rc;
-	}
-	if (!rs->decided) {
-		rs->early[rs->nearly++] = s;
-		if (rs->nearly == ANALYZE_EARLY_STEPS)
-			return analyze_decide_template(a, rs);
-		return 0;
-	}
-	if (s->hash == rs->tmpl_hash)
-		rc = analyze_aggregate(a, rs, s);
-	else
-		rs->irregular++;
-	analyze_summary_free(s);
-	return rc;
+	analyze_callback_step(&env->callback, src, ordinal, s, ev, n, t0);
+	return analyze_steady_add(st, s, w->mode != MODE_PERIOD, wants_detail(env, src));
 }
 
 /* Does this rank have GPU data up to t (or no GPU data to wait for)? */
-static int gpu_ready(const analyzer_t *a, const struct tl_source *src, uint64_t t)
+static int gpu_ready(const struct analyze_env *env, const struct tl_source *src, uint64_t t)
 {
-	if (a->opt.force_host_timing)
+	if (env->opt->force_host_timing)
 		return 1;
 	int has_gpu = (src->features & FSS_FEATURE_CUPTI) || tl_array_len(&src->gpu) > 0;
 	return !has_gpu || src->gpu_seen_end >= t || src->ended;
@@ -134,38 +142,45 @@ static int gpu_ready(const analyzer_t *a, const struct tl_source *src, uint64_t 
 
 /* ---- NVTX steps ---------------------------------------------------------- */
 
-static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
+/* The oldest step range of src not analysed, and how many wait. */
+static size_t oldest_step(const struct rank_walk *w, const struct tl_source *src, struct tl_range *step)
 {
-	struct tl_source *src = rs->src;
+	size_t waiting = 0, nr = tl_array_len(&src->ranges);
+	*step = (struct tl_range){0};
+	for (size_t i = 0; i < nr; i++) {
+		const struct tl_range *r = tl_array_at(&src->ranges, i);
+		if (!r->is_step)
+			continue;
+		if (r->start < w->last_t1 && w->last_t1)
+			continue; /* nested in or overlapping one analysed: a second marker */
+		if (waiting++ == 0)
+			*step = *r;
+	}
+	return waiting;
+}
+
+static int nvtx_steps(struct analyze_env *env, rank_state_t *rs, int final)
+{
+	struct rank_walk *w = rank_state_walk(rs);
+	struct tl_source *src = rank_state_source(rs);
 	/* Nothing new to look at (the scan below reads every pending range):
 	 * no step range since the last look, and the GPU intervals the oldest
 	 * step waited for have not come. */
 	uint64_t have = src->events_base + tl_array_len(&src->events);
-	int new_event = rs->nvtx_event_wait && have > rs->nvtx_events_seen;
-	if (!final && src->step_ranges == rs->nvtx_seen && !new_event &&
-	    (rs->nvtx_gpu_wait == 0 || !gpu_ready(a, src, rs->nvtx_gpu_wait)))
+	int new_event = w->nvtx_event_wait && have > w->nvtx_events_seen;
+	if (!final && src->step_ranges == w->nvtx_seen && !new_event &&
+	    (w->nvtx_gpu_wait == 0 || !gpu_ready(env, src, w->nvtx_gpu_wait)))
 		return 0;
-	rs->nvtx_seen = src->step_ranges;
-	rs->nvtx_gpu_wait = 0;
-	rs->nvtx_event_wait = 0;
+	w->nvtx_seen = src->step_ranges;
+	w->nvtx_gpu_wait = 0;
+	w->nvtx_event_wait = 0;
 	for (;;) {
-		/* the oldest step range not analysed, and how many wait */
-		struct tl_range step = {0};
-		size_t waiting = 0, nr = tl_array_len(&src->ranges);
-		for (size_t i = 0; i < nr; i++) {
-			const struct tl_range *r = tl_array_at(&src->ranges, i);
-			if (!r->is_step)
-				continue;
-			if (r->start < rs->last_t1 && rs->last_t1) {
-				continue; /* nested in or overlapping one analysed: a second marker */
-			}
-			if (waiting++ == 0)
-				step = *r;
-		}
+		struct tl_range step;
+		size_t waiting = oldest_step(w, src, &step);
 		if (waiting == 0)
 			return 0;
-		if (!final && !gpu_ready(a, src, step.end) && waiting < ANALYZE_MAX_WAITING_STEPS) {
-			rs->nvtx_gpu_wait = step.end;
+		if (!final && !gpu_ready(env, src, step.end) && waiting < ANALYZE_MAX_WAITING_STEPS) {
+			w->nvtx_gpu_wait = step.end;
 			return 0;
 		}
 		/* events before the step: outside any step */
@@ -177,49 +192,113 @@ static int nvtx_steps(analyzer_t *a, struct rank_state *rs, int final)
 			in++;
 		/* the event after the step shows whether calls were lost at its end */
 		if (!final && before + in == ne && !src->ended && waiting == 1) {
-			rs->nvtx_event_wait = 1;
-			rs->nvtx_events_seen = have;
+			w->nvtx_event_wait = 1;
+			w->nvtx_events_seen = have;
 			return 0;
 		}
-		int rc = analyze_check_lost(rs, before, NULL);
+		int rc = analyze_trust_check(rank_state_trust(rs), src, before, w->ordinal, NULL);
 		if (before && rc == 0) {
-			rc = register_events(a, rs, tl_array_at(&src->events, 0), before, 0);
-			rs->outside_events += before;
+			rc = register_events(env, rs, tl_array_at(&src->events, 0), before, 0);
 			take_events(rs, before);
 		}
 		const struct tl_event *ev = in ? tl_array_at(&src->events, 0) : NULL;
-		int is_headline = analyze_wants_detail(a, rs);
+		int is_headline = wants_detail(env, src);
 		struct step_trust trust;
 		if (rc == 0)
-			rc = analyze_check_lost(rs, in, &trust);
+			rc = analyze_trust_check(rank_state_trust(rs), src, in, w->ordinal, &trust);
 		if (rc == 0)
-			rc = register_events(a, rs, ev, in, is_headline);
+			rc = register_events(env, rs, ev, in, is_headline);
 		if (rc == 0)
-			rc = candidate_step(a, rs, ev, in, step.start, step.end, &trust);
+			rc = candidate_step(env, rs, ev, in, step.start, step.end, &trust);
 		if (rc < 0)
 			return rc;
 		take_events(rs, in);
-		rs->last_t1 = step.end;
+		w->last_t1 = step.end;
 		release_before(src, step.end, 1);
 	}
 }
 
+/* At the end, with NVTX steps: events after the last step range are not a
+ * step; without a process_end, the step its records stop in. */
+static int nvtx_final(struct analyze_env *env, rank_state_t *rs)
+{
+	struct rank_walk *w = rank_state_walk(rs);
+	struct tl_source *src = rank_state_source(rs);
+	size_t left = tl_array_len(&src->events);
+	const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
+	if (left && !rank_state_trust(rs)->has_end) {
+		struct step_trust cut = {.why = STEP_CUT};
+		exclude_step(env, rs, w->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
+	}
+	int rc = analyze_trust_check(rank_state_trust(rs), src, left, w->ordinal, NULL);
+	if (rc == 0)
+		rc = register_events(env, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
+	take_events(rs, left);
+	if (rc == 0 && !rank_state_steady(rs)->decided)
+		rc = analyze_steady_decide(rank_state_steady(rs), wants_detail(env, src));
+	return rc;
+}
+
 /* ---- period steps ------------------------------------------------------- */
 
-static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
+/* What the cut c stands for, its source events ev[0..span) over [t0, t1):
+ * a candidate step, warm-up, irregular steps, or the trailing stretch. */
+static int period_cut(struct analyze_env *env, rank_state_t *rs, const struct steps_cut *c, const struct tl_event *ev,
+		      size_t span, uint64_t t0, uint64_t t1, int next_known, struct step_trust *trust)
 {
-	struct tl_source *src = rs->src;
+	struct rank_walk *w = rank_state_walk(rs);
+	struct rank_steady *st = rank_state_steady(rs);
+	int has_end = rank_state_trust(rs)->has_end;
+	int rc;
+	switch (c->kind) {
+	case STEPS_REGULAR:
+		/* no event after it, no process_end: the trace stops in or right after it */
+		if (trust->why == STEP_CLEAN && !next_known && !has_end)
+			trust->why = STEP_CUT;
+		rc = register_events(env, rs, ev, span, wants_detail(env, rank_state_source(rs)));
+		if (rc == 0)
+			rc = candidate_step(env, rs, ev, span, t0, t1, trust);
+		return rc;
+	case STEPS_WARMUP:
+		st->warmup += c->steps;
+		w->ordinal += c->steps;
+		w->skip_left = w->skip_left > c->steps ? w->skip_left - c->steps : 0;
+		return register_events(env, rs, ev, span, 0);
+	case STEPS_IRREGULAR:
+		/* a stretch that lost calls no longer matches the step: it is
+		 * the steps it stands for that lost them */
+		if (trust->why == STEP_LOST) {
+			for (uint32_t k = 0; k < (c->steps ? c->steps : 1); k++)
+				exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1);
+		} else {
+			st->irregular += c->steps;
+			w->ordinal += c->steps;
+		}
+		return register_events(env, rs, ev, span, 0);
+	default:
+		if (span && !has_end) { /* the step its records stop in */
+			trust->why = STEP_CUT;
+			exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1);
+		}
+		return register_events(env, rs, ev, span, 0);
+	}
+}
+
+static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
+{
+	struct rank_walk *w = rank_state_walk(rs);
+	struct tl_source *src = rank_state_source(rs);
 	for (;;) {
-		if (!rs->have_held) {
-			int got = steps_cutter_next(rs->cutter, final, &rs->held);
+		if (!w->have_held) {
+			int got = steps_cutter_next(w->cutter, final, &w->held);
 			if (got < 0)
 				return got;
 			if (!got)
 				return 0;
-			rs->have_held = 1;
+			w->have_held = 1;
 		}
-		struct steps_cut *c = &rs->held;
-		if (c->first != rs->filtered_taken)
+		struct steps_cut *c = &w->held;
+		if (c->first != w->filtered_taken)
 			return -EINVAL; /* cuts follow the events: a bug */
 		/* The cutter sees the data-parallel side only: the cut's source
 		 * events run up to the next data-parallel event after its own (the
@@ -229,7 +308,7 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 		int next_known = 0;
 		for (span = 0; span < ne; span++) {
 			const struct tl_event *e = tl_array_at(&src->events, span);
-			if (!comm_role_in_steps(e->role))
+			if (!comm_roles_in_steps(e->role))
 				continue;
 			if (seen == c->count) {
 				next_known = 1;
@@ -248,145 +327,104 @@ static int period_steps(analyzer_t *a, struct rank_state *rs, int final)
 				if (ev[i].exit_ns > t1)
 					t1 = ev[i].exit_ns;
 		}
-		if (!final && !gpu_ready(a, src, t1))
+		if (!final && !gpu_ready(env, src, t1))
 			return 0;
 		struct step_trust trust;
-		int rc = analyze_check_lost(rs, span, &trust);
+		int rc = analyze_trust_check(rank_state_trust(rs), src, span, w->ordinal, &trust);
+		if (rc == 0)
+			rc = period_cut(env, rs, c, ev, span, t0, t1, next_known, &trust);
 		if (rc < 0)
 			return rc;
-		switch (c->kind) {
-		case STEPS_REGULAR:
-			/* no event after it, no process_end: the trace stops in or right after it */
-			if (trust.why == STEP_CLEAN && !next_known && !rs->has_end)
-				trust.why = STEP_CUT;
-			rc = register_events(a, rs, ev, span, analyze_wants_detail(a, rs));
-			if (rc == 0)
-				rc = candidate_step(a, rs, ev, span, t0, t1, &trust);
-			break;
-		case STEPS_WARMUP:
-			rs->warmup += c->steps;
-			rs->ordinal += c->steps;
-			rs->skip_left = rs->skip_left > c->steps ? rs->skip_left - c->steps : 0;
-			rs->outside_events += span;
-			rc = register_events(a, rs, ev, span, 0);
-			break;
-		case STEPS_IRREGULAR:
-			/* a stretch that lost calls no longer matches the step: it is
-			 * the steps it stands for that lost them */
-			if (trust.why == STEP_LOST) {
-				for (uint32_t k = 0; k < (c->steps ? c->steps : 1); k++)
-					analyze_step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
-			} else {
-				rs->irregular += c->steps;
-				rs->ordinal += c->steps;
-			}
-			rs->outside_events += span;
-			rc = register_events(a, rs, ev, span, 0);
-			break;
-		default:
-			rs->trailing++;
-			if (span && !rs->has_end) { /* the step its records stop in */
-				trust.why = STEP_CUT;
-				analyze_step_exclude(a, rs, rs->ordinal++, &trust, ev, span, t0, t1);
-			}
-			rs->outside_events += span;
-			rc = register_events(a, rs, ev, span, 0);
-			break;
-		}
-		if (rc < 0)
-			return rc;
-		rs->filtered_taken += c->count;
+		w->filtered_taken += c->count;
 		take_events(rs, span);
 		release_before(src, t1, 0);
-		rs->have_held = 0;
+		w->have_held = 0;
 	}
 }
 
-/* Move a rank forward as far as its records allow. */
-int analyze_service(analyzer_t *a, struct rank_state *rs, int final)
+/* ---- the service --------------------------------------------------------- */
+
+/* Feed the cutter the data-parallel events it has not seen. */
+static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 {
-	struct tl_source *src = rs->src;
-	if (src->rank >= 0 && src->rank < a->min_rank_seen)
-		a->min_rank_seen = src->rank;
 	uint64_t have = src->events_base + tl_array_len(&src->events);
-	if (!rs->roles_decided) {
+	for (uint64_t i = w->fed; i < have; i++) {
+		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
+		if (!comm_roles_in_steps(e->role))
+			continue;
+		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
+		if (rc < 0)
+			return rc;
+	}
+	w->fed = have;
+	return 0;
+}
+
+/* NVTX steps once a step range came; else period steps once the period
+ * search found a first cut, or gave up. Returns 1 while undecided. */
+static int decide_mode(struct rank_walk *w, const struct tl_source *src, int final)
+{
+	if (src->step_ranges > 0) {
+		w->mode = MODE_NVTX;
+		steps_cutter_free(w->cutter); /* not needed: release its window */
+		w->cutter = NULL;
+		return 0;
+	}
+	int got = steps_cutter_next(w->cutter, final, &w->held);
+	if (got < 0)
+		return got;
+	w->have_held = got;
+	if (!got && !final && steps_cutter_period(w->cutter) == 0)
+		return 1;
+	w->mode = MODE_PERIOD;
+	return 0;
+}
+
+int analyze_service(struct analyze_env *env, rank_state_t *rs, int final)
+{
+	struct rank_walk *w = rank_state_walk(rs);
+	struct rank_comms *cm = rank_state_comms(rs);
+	struct tl_source *src = rank_state_source(rs);
+	int rc;
+	if (src->rank >= 0 && src->rank < env->min_rank_seen)
+		env->min_rank_seen = src->rank;
+	if (!cm->decided) {
 		/* roles first, from a window of events (nothing is cut before): the
 		 * window, or three NVTX steps' events (steps wait, with their ranges,
 		 * until then) */
-		size_t len = tl_array_len(&src->events);
-		if (!final && len < ANALYZE_ROLE_WINDOW && src->step_ranges < ANALYZE_ROLE_STEPS)
+		if (!final && tl_array_len(&src->events) < ANALYZE_ROLE_WINDOW && src->step_ranges < ANALYZE_ROLE_STEPS)
 			return 0;
-		int rc = comm_roles_decide(a->tl, src, len ? tl_array_at(&src->events, 0) : NULL, len, a->opt.fsdp_comm,
-					   &rs->roles);
-		if (rc < 0)
+		if ((rc = analyze_comms_decide(cm, env->tl, src, env->opt->fsdp_comm)) < 0)
 			return rc;
-		rs->roles_decided = 1;
 	}
-	if (rs->ncomm_events < src->ncomms) {
-		uint64_t *v = realloc(rs->comm_events, src->ncomms * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		memset(v + rs->ncomm_events, 0, (src->ncomms - rs->ncomm_events) * sizeof *v);
-		rs->comm_events = v;
-		rs->ncomm_events = src->ncomms;
-	}
-	for (uint64_t i = rs->roled; i < have; i++) {
-		struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		e->role = comm_roles_of(&rs->roles, e->comm_slot);
-		if (e->comm_slot < rs->ncomm_events)
-			rs->comm_events[e->comm_slot]++;
-	}
-	rs->roled = have;
-	if (rs->mode != MODE_NVTX) {
-		for (uint64_t i = rs->fed; i < have; i++) {
-			const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-			if (!comm_role_in_steps(e->role))
-				continue;
-			int rc = steps_cutter_push(rs->cutter, e->sig, e->op);
-			if (rc < 0)
-				return rc;
-		}
-		rs->fed = have;
-	}
-	if (rs->mode == MODE_UNDECIDED) {
-		if (src->step_ranges > 0) {
-			rs->mode = MODE_NVTX;
-			steps_cutter_free(rs->cutter); /* not needed: release its window */
-			rs->cutter = NULL;
-		} else {
-			/* run the period search; a first cut (or giving up) decides */
-			int got = steps_cutter_next(rs->cutter, final, &rs->held);
-			if (got < 0)
-				return got;
-			rs->have_held = got;
-			if (!got && !final && steps_cutter_period(rs->cutter) == 0)
-				return 0;
-			rs->mode = MODE_PERIOD;
-		}
-	}
-	if (rs->mode == MODE_NVTX) {
-		int rc = nvtx_steps(a, rs, final);
-		if (rc < 0)
-			return rc;
-		if (final) {
-			/* events after the last step range: not a step; without a
-			 * process_end, the step its records stop in */
-			size_t left = tl_array_len(&src->events);
-			const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
-			if (left && !rs->has_end) {
-				struct step_trust cut = {.why = STEP_CUT};
-				analyze_step_exclude(a, rs, rs->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
-			}
-			rc = analyze_check_lost(rs, left, NULL);
-			if (rc == 0)
-				rc = register_events(a, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
-			rs->outside_events += left;
-			take_events(rs, left);
-			if (rc == 0 && !rs->decided)
-				rc = analyze_decide_template(a, rs);
-		}
+	if ((rc = analyze_comms_assign(cm, src)) < 0)
 		return rc;
+	if (w->mode != MODE_NVTX && (rc = feed_cutter(w, src)) < 0)
+		return rc;
+	if (w->mode == MODE_UNDECIDED && (rc = decide_mode(w, src, final)) != 0)
+		return rc < 0 ? rc : 0;
+	if (w->mode == MODE_NVTX) {
+		rc = nvtx_steps(env, rs, final);
+		if (rc < 0 || !final)
+			return rc;
+		return nvtx_final(env, rs);
 	}
 	/* period mode: step ranges are not used, release them as we go */
-	return period_steps(a, rs, final);
+	return period_steps(env, rs, final);
+}
+
+int analyze_service_final(struct analyze_env *env, rank_state_t *rs)
+{
+	struct rank_walk *w = rank_state_walk(rs);
+	if (!rank_state_trust(rs)->has_end && w->cutter)
+		steps_cutter_set_open_end(w->cutter);
+	return analyze_service(env, rs, 1);
+}
+
+size_t analyze_service_pending(rank_state_t *rs)
+{
+	const struct tl_source *src = rank_state_source(rs);
+	const struct rank_walk *w = rank_state_walk(rs);
+	return tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
+	       (w->cutter ? steps_cutter_pending(w->cutter) : 0) + analyze_steady_pending(rank_state_steady(rs));
 }

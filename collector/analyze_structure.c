@@ -1,28 +1,23 @@
 /*
  * analyze_structure.c - the result's structure from the headline rank's
- * steady-state step: counts, units, phases and micro-batches, reshard,
- * ledger, sizes, the gathers table; bucketed fetching.
+ * steady-state step: counts, units, reshard, gathers table, ledger, sizes;
+ * bucketed fetching (see analyze_structure.h).
  */
-#include "collector/analyze_internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* ---- the result ---------------------------------------------------------- */
+#include "collector/analyze_note.h"
+#include "collector/analyze_structure.h"
+#include "collector/ledger.h"
+#include "collector/median.h"
+#include "collector/reshard.h"
+#include "collector/units.h"
+#include "common/record.h"
 
-void analyze_note(struct analysis_result *r, const char *fmt, ...)
-{
-	if (r->nnotes >= ANALYSIS_NOTES_MAX)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(r->notes[r->nnotes++], ANALYSIS_NOTE_BYTES, fmt, ap);
-	va_end(ap);
-}
-
-/* A step's counts: gathers and reduce-scatters of the FSDP group,
- * all-reduces of the data-parallel side (HSDP, loss, norm); the rest
- * (tensor-parallel, pipeline, other communicators) is in `other` and in the
- * per-communicator table. */
-void analyze_count_events(const struct tl_event *ev, const struct ev_info *info, size_t n,
-			 struct analysis_step_counts *c)
+void analyze_structure_counts(const struct tl_event *ev, const struct ev_info *info, size_t n,
+			      struct analysis_step_counts *c)
 {
 	memset(c, 0, sizeof *c);
 	for (size_t i = 0; i < n; i++) {
@@ -55,15 +50,6 @@ void analyze_count_events(const struct tl_event *ev, const struct ev_info *info,
 	}
 }
 
-
-int analyze_rank_entry_cmp(const void *x, const void *y)
-{
-	const struct analysis_rank *p = x, *q = y;
-	if (p->rank != q->rank)
-		return p->rank < q->rank ? -1 : 1;
-	return p->source < q->source ? -1 : p->source > q->source;
-}
-
 /* min, median, max of the elements of the FSDP group's gather events. */
 static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info *ti, size_t n, uint64_t *mn,
 				uint64_t *med, uint64_t *mx)
@@ -77,7 +63,7 @@ static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info 
 		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
 			v[k++] = ev[i].elements;
 	if (k) {
-		qsort(v, k, sizeof *v, analyze_u64_cmp);
+		qsort(v, k, sizeof *v, median_u64_cmp);
 		*mn = v[0];
 		*med = v[(k - 1) / 2];
 		*mx = v[k - 1];
@@ -86,8 +72,7 @@ static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info 
 	return 0;
 }
 
-/* What a bucketed job's step shows (verdict ANALYSIS_BUCKETED). */
-int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
+int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
 {
 	memset(b, 0, sizeof *b);
 	uint64_t *ag = malloc((n ? n : 1) * sizeof *ag);
@@ -97,7 +82,7 @@ int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, si
 	for (size_t i = 0; i < n; i++)
 		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
 			ag[nag++] = ev[i].elements;
-	qsort(ag, nag, sizeof *ag, analyze_u64_cmp);
+	qsort(ag, nag, sizeof *ag, median_u64_cmp);
 	/* each reduce-scatter matched to a gather of its size not matched yet:
 	 * in FSDP every one finds its unit's gather */
 	uint8_t *taken = calloc(nag ? nag : 1, 1);
@@ -120,7 +105,8 @@ int analyze_fill_buckets(const struct tl_event *ev, const struct ev_info *ti, si
 			b->reduce_elements_per_step += ev[i].elements;
 			if (ev[i].elements > b->reduce_elements_max)
 				b->reduce_elements_max = ev[i].elements;
-			const uint64_t *hit = nag ? bsearch(&ev[i].elements, ag, nag, sizeof *ag, analyze_u64_cmp) : NULL;
+			const uint64_t *hit =
+			    nag ? bsearch(&ev[i].elements, ag, nag, sizeof *ag, median_u64_cmp) : NULL;
 			if (hit) {
 				size_t k = (size_t)(hit - ag);
 				while (k > 0 && ag[k - 1] == ev[i].elements)
@@ -166,151 +152,202 @@ static int32_t training_cycle(const struct tl_event *ev, const struct ev_info *t
 	return 0;
 }
 
-/* Units, reshard, gathers table, ledger of the headline rank. */
-int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r)
+/* The FSDP gathers of the steady step's training cycle, as the units and
+ * the reshard analysis read them. */
+struct cycle_gathers {
+	int32_t cycle;			/* training_cycle: -1 none */
+	size_t nf, nb;			/* its forward gathers; its backward ones, recomputation's aside */
+	size_t *fidx;			/* [nf] forward unit -> event */
+	uint64_t *keys;			/* [nf] its elements */
+	struct reshard_gather *fg, *bg; /* [nf], [nb] */
+	int32_t *bunit;			/* [nb] the forward unit each backward gather mirrors */
+};
+
+static void cycle_gathers_free(struct cycle_gathers *g)
 {
-	const struct analysis_options *o = &a->opt;
+	free(g->fidx);
+	free(g->keys);
+	free(g->fg);
+	free(g->bg);
+	free(g->bunit);
+}
+
+/* The cycle's gathers of the steady step; its recomputation's re-gathers
+ * are counted in r->reshard. Returns 0 or -ENOMEM. */
+static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *g, struct analysis_result *r)
+{
 	size_t n = h->nev;
 	const struct tl_event *ev = h->tev;
 	const struct ev_info *ti = h->tinfo;
 	int32_t c0 = training_cycle(ev, ti, n, &h->phases);
-	size_t nag = 0, nf = 0, nb = 0;
+	size_t nf = 0, nb = 0;
+	memset(g, 0, sizeof *g);
+	g->cycle = c0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
-			continue;
-		nag++;
-		if (ti[i].cycle != c0 || c0 < 0)
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
 			continue;
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD)
 			nf++;
 		else if (!ti[i].recompute)
 			nb++;
 	}
-	int rc = -ENOMEM;
-	size_t *fidx = malloc((nf ? nf : 1) * sizeof *fidx); /* forward unit -> event */
-	uint64_t *keys = malloc((nf ? nf : 1) * sizeof *keys);
-	struct reshard_gather *fg = calloc(nf ? nf : 1, sizeof *fg);
-	struct reshard_gather *bg = calloc(nb ? nb : 1, sizeof *bg);
-	int32_t *bunit = malloc((nb ? nb : 1) * sizeof *bunit);
-	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
-	if (!fidx || !keys || !fg || !bg || !bunit || !r->gathers)
-		goto out;
-	size_t f = 0, b = 0;
+	g->fidx = malloc((nf ? nf : 1) * sizeof *g->fidx);
+	g->keys = malloc((nf ? nf : 1) * sizeof *g->keys);
+	g->fg = calloc(nf ? nf : 1, sizeof *g->fg);
+	g->bg = calloc(nb ? nb : 1, sizeof *g->bg);
+	g->bunit = malloc((nb ? nb : 1) * sizeof *g->bunit);
+	if (!g->fidx || !g->keys || !g->fg || !g->bg || !g->bunit)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
 			continue;
-		struct reshard_gather g = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
+		struct reshard_gather x = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
-			fidx[f] = i;
-			keys[f] = ev[i].elements;
-			fg[f++] = g;
+			g->fidx[g->nf] = i;
+			g->keys[g->nf] = ev[i].elements;
+			g->fg[g->nf++] = x;
 		} else if (!ti[i].recompute) {
-			bg[b++] = g;
+			g->bg[g->nb++] = x;
 		} else {
 			r->reshard.recompute_regathers++;
 		}
 	}
+	return 0;
+}
 
-	/* units: the forward of one training cycle */
+/* The units: the repeat among the forward gathers of one training cycle
+ * (--layers: of exactly that many copies), their parameters and names. */
+static void fill_units(const struct analysis_options *o, const struct tl_source *src, const struct rank_steady *h,
+		       const struct cycle_gathers *g, struct analysis_result *r, struct units_repeat *rep)
+{
+	const struct tl_event *ev = h->tev;
+	const struct ev_info *ti = h->tinfo;
+	size_t nf = g->nf;
 	struct analysis_units *u = &r->units;
-	struct units_repeat inferred, rep;
-	units_find_repeat(keys, nf, 0, &inferred);
-	rep = inferred;
+	struct units_repeat inferred;
+	units_find_repeat(g->keys, nf, 0, &inferred);
+	*rep = inferred;
 	u->layers_match = -1;
 	if (o->layers > 0) {
 		u->layers_given = 1;
-		u->layers_match = units_find_repeat(keys, nf, o->layers, &rep) == 0;
+		u->layers_match = units_find_repeat(g->keys, nf, o->layers, rep) == 0;
 		if (!u->layers_match)
-			rep = inferred;
+			*rep = inferred;
 	}
 	u->inferred_repeating_units = inferred.copies;
 	u->inferred_gathers_per_unit = inferred.motif;
-	u->repeating_units = o->layers > 0 ? (uint32_t)o->layers : rep.copies;
-	u->gathers_per_unit = rep.motif;
-	u->motif_start = rep.start;
-	u->leading_gathers = rep.start;
-	u->trailing_gathers = (uint32_t)nf - rep.start - rep.covered;
+	u->repeating_units = o->layers > 0 ? (uint32_t)o->layers : rep->copies;
+	u->gathers_per_unit = rep->motif;
+	u->motif_start = rep->start;
+	u->leading_gathers = rep->start;
+	u->trailing_gathers = (uint32_t)nf - rep->start - rep->covered;
 	u->root_gathers = u->leading_gathers + u->trailing_gathers;
 	u->forward_units = (uint32_t)nf;
 	if (o->layers > 0 && !u->layers_match && nf)
-		analyze_note(r, "--layers %d: the forward gathers hold no repeat of exactly %d copies (they show %u x %u gathers "
-			"plus %u)",
-		     o->layers, o->layers, inferred.copies, inferred.motif, (unsigned)(nf - inferred.covered));
+		analyze_note(r,
+			     "--layers %d: the forward gathers hold no repeat of exactly %d copies (they show %u x %u "
+			     "gathers plus %u)",
+			     o->layers, o->layers, inferred.copies, inferred.motif, (unsigned)(nf - inferred.covered));
 	uint64_t largest = 0;
 	size_t largest_f = 0;
 	for (size_t k = 0; k < nf; k++) {
-		u->total_params += fg[k].elements;
-		if (fg[k].elements > largest) {
-			largest = fg[k].elements;
+		u->total_params += g->fg[k].elements;
+		if (g->fg[k].elements > largest) {
+			largest = g->fg[k].elements;
 			largest_f = k;
 		}
-		if ((uint32_t)ev[fidx[k]].nranks > u->shard_ranks)
-			u->shard_ranks = (uint32_t)ev[fidx[k]].nranks;
-		if (k >= rep.start && k < rep.start + rep.motif)
-			u->repeating_unit_params += fg[k].elements;
+		if ((uint32_t)ev[g->fidx[k]].nranks > u->shard_ranks)
+			u->shard_ranks = (uint32_t)ev[g->fidx[k]].nranks;
+		if (k >= rep->start && k < rep->start + rep->motif)
+			u->repeating_unit_params += g->fg[k].elements;
 	}
 	u->largest_unit_params = largest;
-	uint64_t covered_params = u->repeating_unit_params * rep.copies;
+	uint64_t covered_params = u->repeating_unit_params * rep->copies;
 	u->root_params = u->total_params > covered_params ? u->total_params - covered_params : 0;
 	if (nf) {
-		const char *n0 = timeline_name(h->src, ti[fidx[rep.start < nf ? rep.start : 0]].name);
-		const char *n1 = rep.copies > 1 ? timeline_name(h->src, ti[fidx[rep.start + rep.motif]].name) : "";
+		const char *n0 = timeline_name(src, ti[g->fidx[rep->start < nf ? rep->start : 0]].name);
+		const char *n1 = rep->copies > 1 ? timeline_name(src, ti[g->fidx[rep->start + rep->motif]].name) : "";
 		units_generalize_name(n0, n1, u->repeating_unit_name, sizeof u->repeating_unit_name);
 		snprintf(u->largest_unit_name, sizeof u->largest_unit_name, "%s",
-			 timeline_name(h->src, ti[fidx[largest_f]].name));
+			 timeline_name(src, ti[g->fidx[largest_f]].name));
 	}
+}
 
-	/* reshard: the re-gathers of that cycle (recomputation's left aside) */
-	uint32_t recompute = r->reshard.recompute_regathers;
-	reshard_detect(fg, nf, bg, nb, o->param_bytes, bunit, &r->reshard);
-	r->reshard.recompute_regathers = recompute;
-	if (r->reshard.policy == ANALYSIS_RESHARD_MIXED && rep.copies >= 3) {
-		/* The blocks decide: torchtitan keeps the last block and the units
-		 * around the blocks ([norm, output]) from forward to backward, since
-		 * backward needs them at once, and reshards the rest. When all blocks
-		 * but one agree, that is the policy and the others are exceptions.
-		 * (Blocks of one size cannot say which one was kept: the matching
-		 * re-gathers the last ones, so the table shows an earlier one kept.) */
-		uint8_t *state = malloc(nf ? nf : 1);
-		if (!state)
-			goto out;
-		reshard_unit_states(fg, nf, bg, nb, bunit, state);
-		uint32_t count[3] = {0, 0, 0};
-		for (uint32_t k = rep.start; k < rep.start + rep.covered; k++)
-			count[state[k] < 3 ? state[k] : 0]++;
-		for (uint8_t st = 0; st < 3; st++) {
-			if (count[st] + rep.motif < rep.covered)
-				continue;
-			r->reshard.policy = st == RESHARD_STATE_KEPT	   ? ANALYSIS_RESHARD_FALSE
-					    : st == RESHARD_STATE_RESHARDED ? ANALYSIS_RESHARD_TRUE
-									   : ANALYSIS_RESHARD_GROUP;
-			uint32_t blocks = (rep.covered - count[st] + rep.motif - 1) / rep.motif, around = 0;
-			for (size_t k = r->reshard.root_resharded ? 0 : 1; k < nf; k++)
-				around += (k < rep.start || k >= rep.start + rep.covered) && state[k] != st;
-			r->reshard.exceptions = rep.covered - count[st] + around;
-			char others[48] = "";
-			if (around)
-				snprintf(others, sizeof others, "%s%u unit%s around the blocks", blocks ? " and " : "", around,
-					 around == 1 ? "" : "s");
-			analyze_note(r, "reshard_after_forward=%s for the blocks, not for %s%s (as torchtitan keeps what backward "
-				"needs at once)",
+/* A mixed policy over several blocks: the blocks decide. torchtitan keeps
+ * the last block and the units around the blocks ([norm, output]) from
+ * forward to backward, since backward needs them at once, and reshards the
+ * rest. When all blocks but one agree, that is the policy and the others
+ * are exceptions. (Blocks of one size cannot say which one was kept: the
+ * matching re-gathers the last ones, so the table shows an earlier one
+ * kept.) Returns 0 or -ENOMEM. */
+static int reshard_blocks(const struct cycle_gathers *g, const struct units_repeat *rep, struct analysis_result *r)
+{
+	size_t nf = g->nf;
+	uint8_t *state = malloc(nf ? nf : 1);
+	if (!state)
+		return -ENOMEM;
+	reshard_unit_states(g->fg, nf, g->bg, g->nb, g->bunit, state);
+	uint32_t count[3] = {0, 0, 0};
+	for (uint32_t k = rep->start; k < rep->start + rep->covered; k++)
+		count[state[k] < 3 ? state[k] : 0]++;
+	for (uint8_t st = 0; st < 3; st++) {
+		if (count[st] + rep->motif < rep->covered)
+			continue;
+		r->reshard.policy = st == RESHARD_STATE_KEPT	    ? ANALYSIS_RESHARD_FALSE
+				    : st == RESHARD_STATE_RESHARDED ? ANALYSIS_RESHARD_TRUE
+								    : ANALYSIS_RESHARD_GROUP;
+		uint32_t blocks = (rep->covered - count[st] + rep->motif - 1) / rep->motif, around = 0;
+		for (size_t k = r->reshard.root_resharded ? 0 : 1; k < nf; k++)
+			around += (k < rep->start || k >= rep->start + rep->covered) && state[k] != st;
+		r->reshard.exceptions = rep->covered - count[st] + around;
+		char others[48] = "";
+		if (around)
+			snprintf(others, sizeof others, "%s%u unit%s around the blocks", blocks ? " and " : "", around,
+				 around == 1 ? "" : "s");
+		analyze_note(r,
+			     "reshard_after_forward=%s for the blocks, not for %s%s (as torchtitan keeps what backward "
+			     "needs at once)",
 			     st == RESHARD_STATE_KEPT ? "False" : "True", blocks ? "one block" : "", others);
-			break;
-		}
-		free(state);
+		break;
 	}
+	free(state);
+	return 0;
+}
+
+/* reshard: the re-gathers of the training cycle (recomputation's left
+ * aside), times the cycles of a step. Returns 0 or -ENOMEM. */
+static int fill_reshard(const struct analysis_options *o, struct cycle_gathers *g, const struct units_repeat *rep,
+			struct analysis_result *r)
+{
+	uint32_t recompute = r->reshard.recompute_regathers;
+	reshard_detect(g->fg, g->nf, g->bg, g->nb, o->param_bytes, g->bunit, &r->reshard);
+	r->reshard.recompute_regathers = recompute;
+	if (r->reshard.policy == ANALYSIS_RESHARD_MIXED && rep->copies >= 3 && reshard_blocks(g, rep, r) < 0)
+		return -ENOMEM;
 	/* what one cycle shows, times the cycles of a step */
 	uint32_t cycles = r->microbatches.per_step ? r->microbatches.per_step : 1;
 	r->reshard.regather_bytes_per_step *= cycles;
 	r->reshard.reshard_extra_gathers *= cycles;
 	r->reshard.reshard_extra_wire_bytes *= cycles;
-	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && nf == 1)
+	if (r->reshard.policy == ANALYSIS_RESHARD_UNKNOWN && g->nf == 1)
 		analyze_note(r, "one FSDP unit (the root, never resharded): reshard_after_forward cannot be told");
+	return 0;
+}
 
-	/* gathers table: every FSDP gather of the step, every cycle; the
-	 * figures of the representative step */
-	size_t gi = 0;
-	int slot = analyze_representative_slot(&h->sample);
+/* The gathers table: every FSDP gather of the step, every cycle; the
+ * figures of the representative step. Returns 0 or -ENOMEM. */
+static int fill_gathers(const ranks_t *ranks, const struct tl_source *src, const struct rank_steady *h,
+			const struct cycle_gathers *cg, const struct units_repeat *rep, struct analysis_result *r)
+{
+	size_t n = h->nev, nag = 0, gi = 0;
+	const struct tl_event *ev = h->tev;
+	const struct ev_info *ti = h->tinfo;
+	for (size_t i = 0; i < n; i++)
+		nag += ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp;
+	r->gathers = calloc(nag ? nag : 1, sizeof *r->gathers);
+	if (!r->gathers)
+		return -ENOMEM;
+	int slot = analyze_steady_representative(&h->sample);
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp)
 			continue;
@@ -324,15 +361,16 @@ int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, stru
 		g->elements = ev[i].elements;
 		g->microbatch = ti[i].cycle;
 		g->recompute = ti[i].recompute;
-		int32_t unit = c0 >= 0 && (uint32_t)ti[i].unit < nf ? ti[i].unit : -1;
+		int32_t unit = cg->cycle >= 0 && (uint32_t)ti[i].unit < cg->nf ? ti[i].unit : -1;
 		g->unit = unit;
 		g->repeat = g->motif_pos = -1;
-		if (unit >= 0 && (uint32_t)unit >= rep.start && (uint32_t)unit < rep.start + rep.covered && rep.motif) {
-			g->repeat = (int32_t)((unit - rep.start) / rep.motif);
-			g->motif_pos = (int32_t)((unit - rep.start) % rep.motif);
+		if (unit >= 0 && (uint32_t)unit >= rep->start && (uint32_t)unit < rep->start + rep->covered &&
+		    rep->motif) {
+			g->repeat = (int32_t)((unit - rep->start) / rep->motif);
+			g->motif_pos = (int32_t)((unit - rep->start) % rep->motif);
 		}
 		if (unit >= 0)
-			snprintf(g->name, sizeof g->name, "%s", timeline_name(h->src, ti[fidx[unit]].name));
+			snprintf(g->name, sizeof g->name, "%s", timeline_name(src, ti[cg->fidx[unit]].name));
 		if (h->detail && slot >= 0 && h->sample.gathers[(size_t)slot * n + i].timed) {
 			const struct gather_fig *gf = &h->sample.gathers[(size_t)slot * n + i];
 			g->duration_ns = gf->duration;
@@ -343,19 +381,27 @@ int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, stru
 			g->call_ns = gf->call;
 			g->cause = gf->cause;
 		}
-		struct ranks_index_stats ri = ranks_index(a->ranks, (int32_t)gi);
+		struct ranks_index_stats ri = ranks_index(ranks, (int32_t)gi);
 		g->slowest_rank = ri.slowest_rank;
 		g->skew_ns = ri.skew_median_ns;
 		gi++;
 	}
 	r->ngathers = (uint32_t)gi;
+	return 0;
+}
 
-	/* ledger: the model's parameters are the units' elements (each
-	 * gradient reduced once per synchronisation: the same elements) times
-	 * the tensor-parallel degree; bucketed jobs reduce every parameter once
-	 * a step */
-	uint64_t params = u->total_params;
-	uint32_t ledger_units = (uint32_t)nf, shard_ranks = u->shard_ranks;
+/* The ledger: the model's parameters are the units' elements (each
+ * gradient reduced once per synchronisation: the same elements) times the
+ * tensor-parallel degree; bucketed jobs reduce every parameter once a
+ * step. */
+static void fill_ledger(const struct analysis_options *o, const struct rank_steady *h, const struct cycle_gathers *g,
+			struct analysis_result *r)
+{
+	size_t n = h->nev;
+	const struct tl_event *ev = h->tev;
+	const struct ev_info *ti = h->tinfo;
+	uint64_t params = r->units.total_params, largest = r->units.largest_unit_params;
+	uint32_t ledger_units = (uint32_t)g->nf, shard_ranks = r->units.shard_ranks;
 	if (r->verdict == ANALYSIS_BUCKETED) {
 		params = r->buckets.reduce_elements_per_step;
 		largest = r->buckets.fetch_elements_max;
@@ -376,19 +422,22 @@ int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, stru
 	li.master_bytes = o->master_bytes;
 	li.optimizer_bytes = o->optimizer_bytes;
 	li.gpu_mem_bytes = o->gpu_mem_bytes;
-	if (o->param_bytes_from_trace && nf && record_dtype_bytes(ev[fidx[0]].dtype))
-		li.param_bytes = (double)record_dtype_bytes(ev[fidx[0]].dtype);
+	if (o->param_bytes_from_trace && g->nf && record_dtype_bytes(ev[g->fidx[0]].dtype))
+		li.param_bytes = (double)record_dtype_bytes(ev[g->fidx[0]].dtype);
 	ledger_compute(&li, &r->ledger);
 	uint64_t wire = 0;
 	for (size_t i = 0; i < n; i++)
 		if (ti[i].in_steps)
 			wire += ev[i].wire_bytes;
 	r->ledger.wire_bytes_per_step = wire;
+}
 
-	/* sizes and dtypes of the FSDP group's traffic */
+/* Sizes and dtypes of the FSDP group's traffic. Returns 0 or -ENOMEM. */
+static int fill_sizes(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_sizes *sz)
+{
 	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
-		goto out;
+		return -ENOMEM;
 	for (int op = FSS_OP_ALLGATHER; op <= FSS_OP_ALLREDUCE; op++) {
 		size_t k = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -397,34 +446,41 @@ int analyze_fill_structure(const analyzer_t *a, const struct rank_state *h, stru
 				continue;
 			uint32_t bit = ev[i].dtype < 32 ? 1u << ev[i].dtype : 0;
 			if (op == FSS_OP_ALLGATHER)
-				r->sizes.allgather_dtypes |= bit;
+				sz->allgather_dtypes |= bit;
 			else if (op == FSS_OP_REDUCESCATTER)
-				r->sizes.reduce_scatter_dtypes |= bit;
+				sz->reduce_scatter_dtypes |= bit;
 			else
-				r->sizes.allreduce_dtypes |= bit;
+				sz->allreduce_dtypes |= bit;
 			v[k++] = ev[i].bytes;
 		}
 		if (!k || op == FSS_OP_ALLREDUCE)
 			continue;
-		qsort(v, k, sizeof *v, analyze_u64_cmp);
-		uint64_t *mn = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_min : &r->sizes.reduce_scatter_bytes_min;
-		uint64_t *md =
-		    op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_median : &r->sizes.reduce_scatter_bytes_median;
-		uint64_t *mx = op == FSS_OP_ALLGATHER ? &r->sizes.allgather_bytes_max : &r->sizes.reduce_scatter_bytes_max;
-		*mn = v[0];
-		*md = v[(k - 1) / 2];
-		*mx = v[k - 1];
+		qsort(v, k, sizeof *v, median_u64_cmp);
+		int ag = op == FSS_OP_ALLGATHER;
+		*(ag ? &sz->allgather_bytes_min : &sz->reduce_scatter_bytes_min) = v[0];
+		*(ag ? &sz->allgather_bytes_median : &sz->reduce_scatter_bytes_median) = v[(k - 1) / 2];
+		*(ag ? &sz->allgather_bytes_max : &sz->reduce_scatter_bytes_max) = v[k - 1];
 	}
 	free(v);
-	rc = 0;
-out:
-	free(fidx);
-	free(keys);
-	free(fg);
-	free(bg);
-	free(bunit);
-	return rc;
+	return 0;
 }
 
-/* The exposure section: every figure of the headline rank's representative
- * step, so that they add up (the gathers table is the same step's). */
+int analyze_structure_fill(const struct analysis_options *o, const ranks_t *ranks, const struct tl_source *src,
+			   const struct rank_steady *h, struct analysis_result *r)
+{
+	struct cycle_gathers g;
+	struct units_repeat rep;
+	int rc = cycle_gathers_new(h, &g, r);
+	if (rc == 0) {
+		fill_units(o, src, h, &g, r, &rep);
+		rc = fill_reshard(o, &g, &rep, r);
+	}
+	if (rc == 0)
+		rc = fill_gathers(ranks, src, h, &g, &rep, r);
+	if (rc == 0) {
+		fill_ledger(o, h, &g, r);
+		rc = fill_sizes(h->tev, h->tinfo, h->nev, &r->sizes);
+	}
+	cycle_gathers_free(&g);
+	return rc;
+}

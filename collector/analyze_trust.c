@@ -2,11 +2,15 @@
  * analyze_trust.c - what the trace can vouch for: collectives lost in or at
  * the edges of a step (seq gaps), steps cut off where a source's records
  * stop, the drops and process_end records that tell of them, and the
- * result's struct analysis_trust.
+ * result's struct analysis_trust (see analyze_trust.h).
  */
-#include "collector/analyze_internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 
-/* ---- what the trace can vouch for --------------------------------------- */
+#include "collector/analyze_note.h"
+#include "collector/analyze_trust.h"
 
 static int seq_range_cmp(const void *x, const void *y)
 {
@@ -17,18 +21,16 @@ static int seq_range_cmp(const void *x, const void *y)
 /*
  * Collectives missing among the source's first n pending events or at their
  * edges. A source numbers its calls from 1 without a gap (docs/format.md):
- * a number missing is a call its agent could not record. Missing: seq numbers from just after the events taken before them
- * (seq_max) to just before the events after them (or, at the end, the calls
- * process_end counted), held by none of these events nor by the
- * ANALYZE_SEQ_LOOK taken before and pending after; a group whose calls span
- * more numbers than it holds lost the difference. Seq numbers do not say on
- * which side of a boundary a call was lost: a gap at an edge counts for the
- * stretches on both sides. The first and last missing numbers in *lo, *hi.
- * Returns -ENOMEM, else the count.
+ * a number missing is a call its agent could not record. Missing: seq numbers from just after the events taken before
+ * them (seq_max) to just before the events after them (or, at the end, the calls process_end counted), held by none of
+ * these events nor by the ANALYZE_SEQ_LOOK taken before and pending after; a group whose calls span more numbers than
+ * it holds lost the difference. Seq numbers do not say on which side of a boundary a call was lost: a gap at an edge
+ * counts for the stretches on both sides. The first and last missing numbers in *lo, *hi. Returns -ENOMEM, else the
+ * count.
  */
-static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo, uint64_t *hi)
+static int64_t stretch_lost(const struct rank_trust *rs, const struct tl_source *src, size_t n, uint64_t *lo,
+			    uint64_t *hi)
 {
-	const struct tl_source *src = rs->src;
 	*lo = *hi = 0;
 	if (n == 0)
 		return 0;
@@ -92,209 +94,197 @@ static int64_t stretch_lost(const struct rank_state *rs, size_t n, uint64_t *lo,
 	return (int64_t)lost;
 }
 
-/* Check the source's first n pending events (a step, or a stretch outside
- * the steps when t is NULL) for lost collectives. A rank that lost some is
- * matched across ranks no further: its later calls' numbers on their
- * communicator are shifted by the calls lost. Returns 0 or -ENOMEM. */
-int analyze_check_lost(struct rank_state *rs, size_t n, struct step_trust *t)
+int analyze_trust_check(struct rank_trust *t, const struct tl_source *src, size_t n, uint32_t ordinal,
+			struct step_trust *out)
 {
 	uint64_t lo, hi;
-	int64_t lost = stretch_lost(rs, n, &lo, &hi);
+	int64_t lost = stretch_lost(t, src, n, &lo, &hi);
 	if (lost < 0)
 		return (int)lost;
 	if (lost)
-		rs->unmatched_from_loss = 1;
-	if (t) {
-		t->why = lost ? STEP_LOST : STEP_CLEAN;
-		t->lost = (struct lost_example){rs->ordinal, (uint64_t)lost, lo, hi};
+		t->unmatched_from_loss = 1;
+	if (out) {
+		out->why = lost ? STEP_LOST : STEP_CLEAN;
+		out->lost = (struct lost_example){ordinal, (uint64_t)lost, lo, hi};
 	}
 	return 0;
 }
 
-/* What the step callback is told of every step, analysed or left out. */
-struct analysis_step_info analyze_step_info(const struct rank_state *rs, uint32_t ordinal, const struct tl_event *ev,
-					   size_t n, uint64_t t0)
+void analyze_trust_take(struct rank_trust *t, const struct tl_event *e)
 {
-	uint32_t nag = 0;
-	for (size_t i = 0; i < n; i++)
-		nag += ev[i].op == FSS_OP_ALLGATHER;
-	return (struct analysis_step_info){
-		.rank = rs->src->rank,
-		.source = rs->src->id,
-		.ordinal = ordinal,
-		.start_ns = t0,
-		.events = (uint32_t)n,
-		.allgathers = nag,
-	};
+	t->calls_taken += e->calls;
+	if (e->seq_last > t->seq_max)
+		t->seq_max = e->seq_last;
+	t->recent[t->recent_at] = (struct seq_range){e->seq_first, e->seq_last};
+	t->recent_at = (t->recent_at + 1) % ANALYZE_SEQ_LOOK;
+	if (t->nrecent < ANALYZE_SEQ_LOOK)
+		t->nrecent++;
 }
 
-/* The step's events for the callback, in a's buffer (grown as needed):
- * exposure, phase and unit from info when given (an analysed step's
- * summary), else unknown. -ENOMEM leaves si without events. */
-int analyze_step_events(analyzer_t *a, const struct tl_event *ev, const struct ev_info *info, size_t n,
-			struct analysis_step_info *si)
+void analyze_trust_exclude(struct rank_trust *t, uint32_t ordinal, const struct step_trust *why)
 {
-	si->nstep_events = 0;
-	si->step_events = NULL;
-	if (n > a->step_events_cap) {
-		struct analysis_step_event *v = realloc(a->step_events, n * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		a->step_events = v;
-		a->step_events_cap = n;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct ev_info *in = info ? &info[i] : NULL;
-		int gather = in && in->fsdp && ev[i].op == FSS_OP_ALLGATHER;
-		a->step_events[i] = (struct analysis_step_event){
-			.start_ns = ev[i].enter_ns,
-			.end_ns = ev[i].exit_ns,
-			.bytes = ev[i].bytes,
-			.exposed_ns = gather ? in->exposed : 0,
-			.calls = ev[i].calls,
-			.unit = gather ? in->unit : -1,
-			.op = ev[i].op,
-			.phase = gather ? in->phase : 0,
-			.role = ev[i].role,
-		};
-	}
-	si->nstep_events = n;
-	si->step_events = n ? a->step_events : NULL;
-	return 0;
-}
-
-/* Count a step left out (after the warm-up it would have been skipped as). */
-void analyze_step_exclude(analyzer_t *a, struct rank_state *rs, uint32_t ordinal, const struct step_trust *t,
-			 const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
-{
-	if (t->why == STEP_LOST) {
-		if (rs->steps_lost++ == 0) {
-			rs->lost_first = t->lost;
-			rs->lost_first.ordinal = ordinal;
+	if (why->why == STEP_LOST) {
+		if (t->steps_lost++ == 0) {
+			t->lost_first = why->lost;
+			t->lost_first.ordinal = ordinal;
 		}
 	} else {
-		if (rs->steps_cut++ == 0)
-			rs->cut_ordinal = ordinal;
+		if (t->steps_cut++ == 0)
+			t->cut_ordinal = ordinal;
 	}
-	if (!a->on_step)
-		return;
-	struct analysis_step_info si = analyze_step_info(rs, ordinal, ev, n, t0);
-	si.step_ns = t1 > t0 ? t1 - t0 : 0;
-	si.excluded = (int)t->why;
-	(void)analyze_step_events(a, ev, NULL, n, &si); /* out of memory: the step without its events */
-	a->on_step(a->on_step_ctx, &si);
 }
 
-static int rank_attached(const struct rank_state *rs)
+void analyze_trust_summarised(struct rank_trust *t, const struct fss_rec_step_summary *r)
 {
-	return rs->src->view && source_is_attached(rs->src->view);
+	if (!r->collectives)
+		return;
+	/* forget ranges the taken events have passed; full: the last one grows */
+	unsigned k = 0;
+	for (unsigned i = 0; i < t->nsummarised; i++)
+		if (t->summarised[i].hi > t->seq_max)
+			t->summarised[k++] = t->summarised[i];
+	t->nsummarised = k;
+	struct seq_range *last = k ? &t->summarised[k - 1] : NULL;
+	if (last && (last->hi + 1 >= r->seq_first || k == ANALYZE_SEQ_LOOK)) {
+		if (r->seq_last > last->hi)
+			last->hi = r->seq_last;
+		if (r->seq_first < last->lo)
+			last->lo = r->seq_first;
+	} else {
+		t->summarised[t->nsummarised++] = (struct seq_range){r->seq_first, r->seq_last};
+	}
+	t->calls_taken += r->collectives;
 }
 
-/* A source's drops and process_end records: what it says it lost, and how
- * many calls it made. */
-void analyze_trust_record(struct rank_state *rs, const struct fss_record_head *rec)
+void analyze_trust_keep_last(struct rank_trust *t, uint64_t seq)
+{
+	if (t->seq_max != 0 || t->calls_taken != 0)
+		return;
+	if (seq > 1)
+		t->seq_max = t->calls_taken = seq - 1;
+	/* its calls on each communicator are counted from where the trace
+	 * starts, which differs from rank to rank: not matched across */
+	t->unmatched_from_loss = 1;
+}
+
+static int rank_attached(const struct tl_source *src)
+{
+	return src->view && source_is_attached(src->view);
+}
+
+void analyze_trust_record(struct rank_trust *t, const struct tl_source *src, const struct fss_record_head *rec)
 {
 	if (rec->type == FSS_REC_DROPS) {
 		const struct fss_rec_drops *d = (const void *)rec;
-		rs->ring_dropped = d->ring_dropped;
-		rs->sink_dropped = d->sink_dropped;
-		rs->cupti_dropped = d->cupti_dropped;
-		rs->nvtx_dropped = d->nvtx_dropped;
+		t->ring_dropped = d->ring_dropped;
+		t->sink_dropped = d->sink_dropped;
+		t->cupti_dropped = d->cupti_dropped;
+		t->nvtx_dropped = d->nvtx_dropped;
 	} else if (rec->type == FSS_REC_PROCESS_END) {
-		rs->has_end = 1;
-		rs->seq_end = ((const struct fss_rec_process_end *)rec)->collectives;
+		t->has_end = 1;
+		t->seq_end = ((const struct fss_rec_process_end *)rec)->collectives;
 	} else if (rec->type == FSS_REC_PROCESS_EXIT) {
-		rs->reaped = 1;
-		rs->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
+		t->reaped = 1;
+		t->wait_status = ((const struct fss_rec_process_exit *)rec)->wait_status;
 		/* attach writes no process_end: an attached process the kernel saw
 		 * exit 0 ended as one that wrote it (its count of calls unknown) */
-		if (rank_attached(rs) && WIFEXITED(rs->wait_status) && WEXITSTATUS(rs->wait_status) == 0)
-			rs->has_end = 1;
+		if (rank_attached(src) && WIFEXITED(t->wait_status) && WEXITSTATUS(t->wait_status) == 0)
+			t->has_end = 1;
 	}
 }
 
-/* Collectives a source lost: the seq numbers its events (taken, and any
- * still pending) and its process_end account for, less the calls it has. */
-uint64_t analyze_source_lost(const struct rank_state *rs)
+uint64_t analyze_trust_lost(const struct rank_trust *t, const struct tl_source *src)
 {
-	uint64_t top = rs->seq_max, calls = rs->calls_taken;
-	const struct tl_source *src = rs->src;
+	uint64_t top = t->seq_max, calls = t->calls_taken;
 	for (size_t i = 0; i < tl_array_len(&src->events); i++) {
 		const struct tl_event *e = tl_array_at(&src->events, i);
 		calls += e->calls;
 		if (e->seq_last > top)
 			top = e->seq_last;
 	}
-	if (rs->has_end && rs->seq_end > top)
-		top = rs->seq_end;
+	if (t->has_end && t->seq_end > top)
+		top = t->seq_end;
 	return top > calls ? top - calls : 0;
 }
 
-/* Register a step's events with the cross-rank matcher. */
-static const struct rank_state *lowest_rank(const analyzer_t *a, int (*has)(const struct rank_state *))
-{
-	const struct rank_state *best = NULL;
-	for (size_t i = 0; i < a->nrs; i++)
-		if (a->rs[i]->src->collectives && has(a->rs[i]) && (!best || a->rs[i]->src->rank < best->src->rank))
-			best = a->rs[i];
-	return best;
-}
-
-static int has_lost_step(const struct rank_state *rs)
-{
-	return rs->steps_lost > 0;
-}
-
-int analyze_rank_stopped(const struct rank_state *rs)
+int analyze_trust_stopped(const struct rank_trust *t, const struct tl_source *src)
 {
 	/* attach writes no process_end: an attached source stopped short only
 	 * when the kernel saw its process die; without a process_exit it was
 	 * still running when attach let it go (its records are whole) */
-	if (rank_attached(rs))
-		return rs->reaped && !rs->has_end;
-	return !rs->has_end;
+	if (rank_attached(src))
+		return t->reaped && !t->has_end;
+	return !t->has_end;
 }
 
-int analyze_rank_detached(const struct rank_state *rs)
+int analyze_trust_detached(const struct rank_trust *t, const struct tl_source *src)
 {
-	return rank_attached(rs) && !rs->reaped && !rs->has_end;
+	return rank_attached(src) && !t->reaped && !t->has_end;
 }
 
-/* What the trace cannot vouch for, and the notes that say so. They come
- * before the other notes: a verdict is read with them. */
-void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct analysis_result *r)
+/* ---- the result's trust section ----------------------------------------- */
+
+static int has_lost_step(const struct rank_trust *t, const struct tl_source *src)
+{
+	(void)src;
+	return t->steps_lost > 0;
+}
+
+/* The rank a trust note names: the lowest with what `has` looks for. */
+static rank_state_t *lowest_rank(rank_state_t *const *rs, size_t nrs,
+				 int (*has)(const struct rank_trust *, const struct tl_source *))
+{
+	rank_state_t *best = NULL;
+	for (size_t i = 0; i < nrs; i++) {
+		const struct tl_source *src = rank_state_source(rs[i]);
+		if (src->collectives && has(rank_state_trust(rs[i]), src) &&
+		    (!best || src->rank < rank_state_source(best)->rank))
+			best = rs[i];
+	}
+	return best;
+}
+
+/* The trust section's sums over the ranks. */
+static void trust_sums(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r)
 {
 	struct analysis_trust *t = &r->trust;
-	for (size_t i = 0; i < a->nrs; i++) {
-		const struct rank_state *rs = a->rs[i];
-		t->ring_dropped += rs->ring_dropped;
-		t->sink_dropped += rs->sink_dropped;
-		t->cupti_dropped += rs->cupti_dropped;
-		t->nvtx_dropped += rs->nvtx_dropped;
-		if (analyze_rank_stopped(rs))
+	for (size_t i = 0; i < nrs; i++) {
+		const struct rank_trust *x = rank_state_trust(rs[i]);
+		const struct tl_source *src = rank_state_source(rs[i]);
+		t->ring_dropped += x->ring_dropped;
+		t->sink_dropped += x->sink_dropped;
+		t->cupti_dropped += x->cupti_dropped;
+		t->nvtx_dropped += x->nvtx_dropped;
+		if (analyze_trust_stopped(x, src))
 			r->trace.sources_cut++;
-		if (!rs->src->collectives)
+		if (!src->collectives)
 			continue;
-		uint64_t lost = analyze_source_lost(rs);
+		uint64_t lost = analyze_trust_lost(x, src);
 		t->collectives_lost += lost;
 		t->ranks_lost += lost > 0;
-		t->ranks_cut += analyze_rank_stopped(rs) != 0;
-		t->steps_lost_all += rs->steps_lost;
+		t->ranks_cut += analyze_trust_stopped(x, src) != 0;
+		t->steps_lost_all += x->steps_lost;
 		/* a detached source's last step was in progress when attach let
 		 * go: left out, but not a step of a rank that stopped */
-		if (!analyze_rank_detached(rs))
-			t->steps_cut_all += rs->steps_cut;
+		if (!analyze_trust_detached(x, src))
+			t->steps_cut_all += x->steps_cut;
 	}
 	if (h) {
-		t->steps_lost = h->steps_lost;
-		t->steps_cut = analyze_rank_detached(h) ? 0 : h->steps_cut;
+		const struct rank_trust *x = rank_state_trust(h);
+		t->steps_lost = x->steps_lost;
+		t->steps_cut = analyze_trust_detached(x, rank_state_source(h)) ? 0 : x->steps_cut;
 	}
 	uint64_t dropped = t->ring_dropped + t->sink_dropped + t->cupti_dropped + t->nvtx_dropped;
 	t->records_unplaced = dropped > t->collectives_lost ? dropped - t->collectives_lost : 0;
+}
 
-	const struct rank_state *x = lowest_rank(a, has_lost_step);
+/* The note on lost collectives: the first step left out for them. */
+static void note_lost(rank_state_t *const *rs, size_t nrs, struct analysis_result *r)
+{
+	const struct analysis_trust *t = &r->trust;
+	rank_state_t *x = lowest_rank(rs, nrs, has_lost_step);
 	if (x) {
-		const struct lost_example *e = &x->lost_first;
+		const struct lost_example *e = &rank_state_trust(x)->lost_first;
 		char seqs[64];
 		if (e->seq_hi - e->seq_lo + 1 == e->count)
 			snprintf(seqs, sizeof seqs, "seq %llu-%llu", (unsigned long long)e->seq_lo,
@@ -302,47 +292,73 @@ void analyze_fill_trust(const analyzer_t *a, const struct rank_state *h, struct 
 		else
 			snprintf(seqs, sizeof seqs, "between seq %llu and %llu", (unsigned long long)e->seq_lo,
 				 (unsigned long long)e->seq_hi);
-		analyze_note(r, "step %u on rank %d lost %llu collective%s (%s): left out; %u step%s on %u rank%s left out so",
-		     e->ordinal, x->src->rank, (unsigned long long)e->count, e->count == 1 ? "" : "s", seqs,
-		     t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s", t->ranks_lost, t->ranks_lost == 1 ? "" : "s");
+		analyze_note(
+		    r, "step %u on rank %d lost %llu collective%s (%s): left out; %u step%s on %u rank%s left out so",
+		    e->ordinal, rank_state_source(x)->rank, (unsigned long long)e->count, e->count == 1 ? "" : "s",
+		    seqs, t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s", t->ranks_lost,
+		    t->ranks_lost == 1 ? "" : "s");
 	} else if (t->collectives_lost) {
 		analyze_note(r, "%llu collectives lost outside the steps (gaps in the seq numbers): no step left out",
-		     (unsigned long long)t->collectives_lost);
+			     (unsigned long long)t->collectives_lost);
 	}
-	x = lowest_rank(a, analyze_rank_stopped);
-	if (x && t->ranks_cut == 1) {
-		char step[64] = "no step was in progress there", how[48] = "the trace was cut short, or the process died";
-		if (x->steps_cut)
-			snprintf(step, sizeof step, "step %u, in progress there, left out", x->cut_ordinal);
-		if (x->reaped && WIFSIGNALED(x->wait_status))
-			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(x->wait_status));
-		else if (x->reaped && WIFEXITED(x->wait_status))
-			snprintf(how, sizeof how, "it exited with status %d", WEXITSTATUS(x->wait_status));
-		if (rank_attached(x))
-			analyze_note(r, "rank %d's process ended while attached (%s): %s", x->src->rank, how, step);
-		else
-			analyze_note(r, "rank %d's records stop without its process_end (%s): %s", x->src->rank, how, step);
-	} else if (x) {
-		analyze_note(r, "the records of %u ranks stop without their process_end (the trace was cut short, or they died): "
-			"%u step%s in progress there left out",
-		     t->ranks_cut, t->steps_cut_all, t->steps_cut_all == 1 ? "" : "s");
-	}
-	uint32_t detached = 0, detached_steps = 0;
-	for (size_t i = 0; i < a->nrs; i++)
-		if (a->rs[i]->src->collectives && analyze_rank_detached(a->rs[i])) {
-			detached++;
-			detached_steps += a->rs[i]->steps_cut;
-		}
-	if (detached)
-		analyze_note(r, "%u attached process%s " SOURCE_END_DETACHED_WORDS " when attach let go: %u step%s in "
-				"progress there left out (not a fault)",
-			     detached, detached == 1 ? "" : "es", detached_steps, detached_steps == 1 ? "" : "s");
-	if (t->records_unplaced)
-		analyze_note(r, "%llu records dropped (ring %llu, sink %llu, CUPTI %llu, NVTX %llu), %llu not collectives: "
-			"exposure, NVTX steps and unit names may be off",
-		     (unsigned long long)dropped, (unsigned long long)t->ring_dropped, (unsigned long long)t->sink_dropped,
-		     (unsigned long long)t->cupti_dropped, (unsigned long long)t->nvtx_dropped,
-		     (unsigned long long)t->records_unplaced);
 }
 
-/* Every process of the trace as the per-source layer saw it: how it ended. */
+/* The note on ranks whose records stop short, and those attach let go. */
+static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result *r)
+{
+	const struct analysis_trust *t = &r->trust;
+	rank_state_t *x = lowest_rank(rs, nrs, analyze_trust_stopped);
+	if (x && t->ranks_cut == 1) {
+		const struct rank_trust *xt = rank_state_trust(x);
+		const struct tl_source *src = rank_state_source(x);
+		char step[64] = "no step was in progress there",
+		     how[48] = "the trace was cut short, or the process died";
+		if (xt->steps_cut)
+			snprintf(step, sizeof step, "step %u, in progress there, left out", xt->cut_ordinal);
+		if (xt->reaped && WIFSIGNALED(xt->wait_status))
+			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(xt->wait_status));
+		else if (xt->reaped && WIFEXITED(xt->wait_status))
+			snprintf(how, sizeof how, "it exited with status %d", WEXITSTATUS(xt->wait_status));
+		if (rank_attached(src))
+			analyze_note(r, "rank %d's process ended while attached (%s): %s", src->rank, how, step);
+		else
+			analyze_note(r, "rank %d's records stop without its process_end (%s): %s", src->rank, how,
+				     step);
+	} else if (x) {
+		analyze_note(r,
+			     "the records of %u ranks stop without their process_end (the trace was cut short, or they "
+			     "died): %u step%s in progress there left out",
+			     t->ranks_cut, t->steps_cut_all, t->steps_cut_all == 1 ? "" : "s");
+	}
+	uint32_t detached = 0, detached_steps = 0;
+	for (size_t i = 0; i < nrs; i++) {
+		const struct tl_source *src = rank_state_source(rs[i]);
+		if (src->collectives && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
+			detached++;
+			detached_steps += rank_state_trust(rs[i])->steps_cut;
+		}
+	}
+	if (detached)
+		analyze_note(r,
+			     "%u attached process%s " SOURCE_END_DETACHED_WORDS " when attach let go: %u step%s in "
+			     "progress there left out (not a fault)",
+			     detached, detached == 1 ? "" : "es", detached_steps, detached_steps == 1 ? "" : "s");
+}
+
+void analyze_trust_fill(rank_state_t *const *rs, size_t nrs, rank_state_t *h, struct analysis_result *r)
+{
+	const struct analysis_trust *t = &r->trust;
+	trust_sums(rs, nrs, h, r);
+	note_lost(rs, nrs, r);
+	note_cut(rs, nrs, r);
+	if (t->records_unplaced) {
+		uint64_t dropped = t->ring_dropped + t->sink_dropped + t->cupti_dropped + t->nvtx_dropped;
+		analyze_note(
+		    r,
+		    "%llu records dropped (ring %llu, sink %llu, CUPTI %llu, NVTX %llu), %llu not collectives: "
+		    "exposure, NVTX steps and unit names may be off",
+		    (unsigned long long)dropped, (unsigned long long)t->ring_dropped,
+		    (unsigned long long)t->sink_dropped, (unsigned long long)t->cupti_dropped,
+		    (unsigned long long)t->nvtx_dropped, (unsigned long long)t->records_unplaced);
+	}
+}

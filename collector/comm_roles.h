@@ -38,12 +38,12 @@
 /* The decision for one rank. */
 struct comm_roles {
 	size_t ncomms;
-	uint8_t *role;                        /* [ncomms] enum analysis_comm_role */
+	uint8_t *role;			       /* [ncomms] enum analysis_comm_role */
 	char (*evidence)[ANALYSIS_NOTE_BYTES]; /* [ncomms] why, with the figures */
-	int fsdp;                             /* the FSDP shard group's index, -1 none */
-	int given;                            /* 1: chosen by the user's --fsdp-comm */
-	int override_unmatched;               /* 1: --fsdp-comm named no communicator of this rank */
-	int override_ambiguous;               /* 1: it named several (give more digits) */
+	int fsdp;			       /* the FSDP shard group's index, -1 none */
+	int given;			       /* 1: chosen by the user's --fsdp-comm */
+	int override_unmatched;		       /* 1: --fsdp-comm named no communicator of this rank */
+	int override_ambiguous;		       /* 1: it named several (give more digits) */
 };
 
 /*
@@ -68,16 +68,16 @@ static inline uint8_t comm_roles_of(const struct comm_roles *r, uint32_t slot)
 }
 
 /*
- * comm_role_in_steps - whether events of this role take part in step
+ * comm_roles_in_steps - whether events of this role take part in step
  * detection: the data-parallel side does (FSDP, re-gather, replicate, step,
  * all-reduce, one-off, unknown); tensor-parallel, pipeline and expert
  * traffic repeats inside every block or micro-batch and says nothing about
  * where a step begins.
  */
-int comm_role_in_steps(uint8_t role);
+int comm_roles_in_steps(uint8_t role);
 
-/* comm_role_is_fsdp - the FSDP shard group or its re-gather group. */
-static inline int comm_role_is_fsdp(uint8_t role)
+/* comm_roles_is_fsdp - the FSDP shard group or its re-gather group. */
+static inline int comm_roles_is_fsdp(uint8_t role)
 {
 	return role == ANALYSIS_ROLE_FSDP || role == ANALYSIS_ROLE_FSDP_REGATHER;
 }

@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 add_library(fss_live STATIC
   ${CMAKE_CURRENT_LIST_DIR}/live.c
   ${CMAKE_CURRENT_LIST_DIR}/live_board.c
+  ${CMAKE_CURRENT_LIST_DIR}/live_fields.c
 )
 target_include_directories(fss_live PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 target_link_libraries(fss_live PUBLIC fss_analysis fss_collector fss_common Threads::Threads)

@@ -15,9 +15,9 @@
 #define MEDIAN_SLOTS 64
 
 struct median {
-	uint64_t seen;               /* values offered */
-	uint64_t rng;                /* xorshift state, 0 until the first value */
-	uint64_t v[MEDIAN_SLOTS];    /* the sample (first min(seen, MEDIAN_SLOTS) slots) */
+	uint64_t seen;		  /* values offered */
+	uint64_t rng;		  /* xorshift state, 0 until the first value */
+	uint64_t v[MEDIAN_SLOTS]; /* the sample (first min(seen, MEDIAN_SLOTS) slots) */
 };
 
 /* median_add - offer one value. */
@@ -26,8 +26,15 @@ void median_add(struct median *m, uint64_t value);
 /* median_get - the (lower) median of the sample; 0 when nothing was seen. */
 uint64_t median_get(const struct median *m);
 
-/* median_min, median_max - of the sample; 0 when nothing was seen. */
-uint64_t median_min(const struct median *m);
-uint64_t median_max(const struct median *m);
+/*
+ * median_reservoir_slot - where the next value of a stream goes in a
+ * reservoir of MEDIAN_SLOTS (the algorithm and seed of median_add, which
+ * uses it): its slot, or -1 when the value is left out. *seen and *rng are
+ * the stream's, both 0 before its first value.
+ */
+int median_reservoir_slot(uint64_t *seen, uint64_t *rng);
+
+/* median_u64_cmp - the qsort / bsearch order of uint64_t values. */
+int median_u64_cmp(const void *a, const void *b);
 
 #endif

@@ -22,7 +22,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "collector/live_fields.h"
 #include "collector/metrics.h"
+#include "common/text_buffer.h"
 #include "common/trace_format.h"
 
 #ifndef FSS_VERSION
@@ -31,70 +33,9 @@
 
 /* ---- the text being built ------------------------------------------------ */
 
-struct out {
-	char *p;
-	size_t len, cap;
-	int oom; /* an allocation failed: everything after it is dropped */
-};
-
-static void out_reserve(struct out *o, size_t more)
+static void out_str(struct text_buffer *o, const char *s)
 {
-	size_t cap;
-	char *p;
-
-	if (o->oom || o->len + more + 1 <= o->cap)
-		return;
-	cap = o->cap ? o->cap : 4096;
-	while (cap < o->len + more + 1)
-		cap *= 2;
-	p = realloc(o->p, cap);
-	if (!p) {
-		o->oom = 1;
-		return;
-	}
-	o->p = p;
-	o->cap = cap;
-}
-
-static void out_write(struct out *o, const char *s, size_t n)
-{
-	out_reserve(o, n);
-	if (o->oom)
-		return;
-	memcpy(o->p + o->len, s, n);
-	o->len += n;
-	o->p[o->len] = '\0';
-}
-
-static void out_str(struct out *o, const char *s)
-{
-	out_write(o, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void out_printf(struct out *o, const char *fmt, ...)
-{
-	char small[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof small, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		o->oom = 1;
-		return;
-	}
-	if ((size_t)n < sizeof small) {
-		out_write(o, small, (size_t)n);
-		return;
-	}
-	out_reserve(o, (size_t)n);
-	if (o->oom)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(o->p + o->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	o->len += (size_t)n;
+	text_buffer_append(o, s, strlen(s));
 }
 
 /*
@@ -103,46 +44,46 @@ __attribute__((format(printf, 2, 3))) static void out_printf(struct out *o, cons
  * values come from fixed-size fields (rule ids) that may be cut in the
  * middle of a UTF-8 sequence, and the exposition must be valid UTF-8.
  */
-static void out_label_value(struct out *o, const char *s, size_t max)
+static void out_label_value(struct text_buffer *o, const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (c == '\\')
-			out_write(o, "\\\\", 2);
+			text_buffer_append(o, "\\\\", 2);
 		else if (c == '"')
-			out_write(o, "\\\"", 2);
+			text_buffer_append(o, "\\\"", 2);
 		else if (c == '\n')
-			out_write(o, "\\n", 2);
+			text_buffer_append(o, "\\n", 2);
 		else if (c < 0x20 || c >= 0x7f)
-			out_write(o, "_", 1);
+			text_buffer_append(o, "_", 1);
 		else
-			out_write(o, (const char *)&c, 1);
+			text_buffer_append(o, (const char *)&c, 1);
 	}
 }
 
 /* Nanoseconds as seconds, exactly: "1.5", "0.000001234", "3". */
-static void out_ns(struct out *o, uint64_t ns, int negative)
+static void out_ns(struct text_buffer *o, uint64_t ns, int negative)
 {
 	char frac[16];
 	uint64_t f = ns % 1000000000u;
 	size_t n;
 
 	if (negative && ns)
-		out_write(o, "-", 1);
+		text_buffer_append(o, "-", 1);
 	if (f == 0) {
-		out_printf(o, "%" PRIu64, ns / 1000000000u);
+		text_buffer_printf(o, "%" PRIu64, ns / 1000000000u);
 		return;
 	}
 	n = (size_t)snprintf(frac, sizeof frac, "%09" PRIu64, f);
 	while (n > 0 && frac[n - 1] == '0')
 		n--;
 	frac[n] = '\0';
-	out_printf(o, "%" PRIu64 ".%s", ns / 1000000000u, frac);
+	text_buffer_printf(o, "%" PRIu64 ".%s", ns / 1000000000u, frac);
 }
 
-static void out_signed_ns(struct out *o, int64_t ns)
+static void out_signed_ns(struct text_buffer *o, int64_t ns)
 {
 	if (ns < 0)
 		out_ns(o, (uint64_t)0 - (uint64_t)ns, 1);
@@ -173,153 +114,106 @@ enum family_id {
 	F_FINDINGS,
 	F_COLLECTIVE_HANG,
 	F_RANK_INFO,
-	F_RANK_ENDED,
-	F_RANK_RECORDS,
-	F_RECORDS_DROPPED,
-	F_COLLECTIVES,
-	F_COLLECTIVES_MISSING,
-	F_LATENESS,
-	F_STEP_SECONDS,
-	F_STEP_ORDINAL,
-	F_ALLGATHERS,
-	F_MICROBATCHES,
-	F_ALLGATHER_SECONDS,
-	F_ALLGATHER_EXPOSED,
-	F_COMPUTE_WAIT,
-	F_COMPUTE,
-	F_COMM_EXPOSED,
-	F_STEPS,
-	F_STEPS_EXCLUDED,
-	F_STEP_SECONDS_TOTAL,
-	F_ALLGATHERS_TOTAL,
-	F_ALLGATHER_EXPOSED_TOTAL,
-	F_COMPUTE_WAIT_TOTAL,
-	F_COMPUTE_TOTAL,
 	F_COLLECTIVE_SEQ,
 	F_COMM_COLLECTIVES,
 	F_COMM_ROLE,
 	F_MAX
 };
 
+/*
+ * Where each family's name, type and help are: on the field of the live
+ * view it describes (live_fields.h), or here for those that describe no
+ * one field. The text is docs/metrics.md's table, one line each.
+ */
 struct family {
-	const char *name;
-	const char *type;
-	const char *help;
+	const struct live_table *table;
+	const char *field;
+	struct live_metric own;
 };
 
-/* The text of docs/metrics.md's table, one line each. */
 static const struct family families[F_MAX] = {
-    [F_BUILD_INFO] = {"fsdpscope_build_info", "gauge",
-		      "Always 1; the labels say the fsdpscope version and the trace format it writes."},
-    [F_LIVE_GENERATION] = {"fsdpscope_live_generation", "gauge",
-			   "Publish count of the live view this scrape rendered (0 before the first)."},
-    [F_LIVE_PUBLISHED] = {"fsdpscope_live_published_timestamp_seconds", "gauge",
-			  "Wall-clock time (Unix seconds) at which the rendered live view was published."},
-    [F_RECORDS] = {"fsdpscope_records_total", "counter", "Records the session wrote to its trace."},
-    [F_RECORDS_DROPPED_JOB] = {"fsdpscope_job_records_dropped_total", "counter",
-			       "Records the ranks lost before they reached the collector, all ranks together."},
-    [F_RANKS] = {"fsdpscope_ranks", "gauge", "Processes (trace sources) the session has seen, ended ones included."},
-    [F_DIAGNOSED] = {"fsdpscope_diagnosed", "gauge", "1 when the live view holds a diagnosis, else 0."},
-    [F_DIAGNOSES] = {"fsdpscope_diagnoses_total", "counter", "Diagnoses the session has made so far."},
-    [F_VERDICT] = {"fsdpscope_verdict", "gauge",
-		   "1 for the verdict of the latest diagnosis, 0 for the others (all 0 before one)."},
-    [F_UNDECIDED] = {"fsdpscope_undecided_reason", "gauge",
-		     "1 for why the latest diagnosis could not decide, 0 for the other reasons."},
-    [F_REPEATING_UNITS] = {"fsdpscope_repeating_units", "gauge",
-			   "Repeating units (L) of the FSDP forward gather sequence, latest diagnosis."},
-    [F_GATHERS_PER_UNIT] = {"fsdpscope_gathers_per_unit", "gauge",
-			    "AllGathers per repeating unit per forward (k; above 1 is per-Linear wrapping)."},
-    [F_RESHARD] = {"fsdpscope_reshard", "gauge", "1 for the reshard-after-forward policy of the latest diagnosis."},
-    [F_DIAG_ALLGATHERS] = {"fsdpscope_diagnosis_allgathers_per_step", "gauge",
-			   "AllGathers per step of the headline rank, latest diagnosis."},
-    [F_DIAG_MICROBATCHES] = {"fsdpscope_diagnosis_microbatches_per_step", "gauge",
-			     "Micro-batches per step, latest diagnosis."},
-    [F_DIAG_EXPOSED] = {"fsdpscope_diagnosis_allgather_exposed_seconds_per_step", "gauge",
-			"AllGather time per step with no compute under it, headline rank, latest diagnosis."},
-    [F_DIAG_COMPUTE_WAIT] = {"fsdpscope_diagnosis_compute_wait_seconds_per_step", "gauge",
-			     "Time per step compute waited on gathers, headline rank, latest diagnosis."},
-    [F_FINDINGS] = {"fsdpscope_findings", "gauge", "Findings of the latest diagnosis, by rule and severity."},
-    [F_COLLECTIVE_HANG] = {"fsdpscope_collective_hang", "gauge",
-			   "1 while the latest diagnosis holds a hang (ranks waiting in a collective past --hang-timeout "
-			   "that others have not entered), else 0."},
-    [F_RANK_INFO] = {"fsdpscope_rank_info", "gauge", "Always 1; the process behind a rank label."},
-    [F_RANK_ENDED] = {"fsdpscope_rank_ended", "gauge", "1 once the rank's process has ended."},
-    [F_RANK_RECORDS] = {"fsdpscope_rank_records_total", "counter", "Records the session received from the rank."},
-    [F_RECORDS_DROPPED] = {"fsdpscope_records_dropped_total", "counter",
-			   "Records the rank lost before they reached the collector (ring, sink, CUPTI, NVTX)."},
-    [F_COLLECTIVES] = {"fsdpscope_collectives_total", "counter", "Collective calls recorded from the rank."},
-    [F_COLLECTIVES_MISSING] = {"fsdpscope_collectives_missing_total", "counter",
-			       "Collective calls the rank made that were not recorded (sequence gaps)."},
-    [F_LATENESS] = {"fsdpscope_rank_lateness_seconds", "gauge",
-		    "How late the rank enters the FSDP collectives against the earliest rank (latest diagnosis)."},
-    [F_STEP_SECONDS] = {"fsdpscope_step_seconds", "gauge", "Duration of the rank's last analysed step."},
-    [F_STEP_ORDINAL] = {"fsdpscope_step_ordinal", "gauge",
-			"Steps of the rank before its last analysed step, warm-up included."},
-    [F_ALLGATHERS] = {"fsdpscope_allgathers_per_step", "gauge", "AllGathers in the rank's last analysed step."},
-    [F_MICROBATCHES] = {"fsdpscope_microbatches_per_step", "gauge",
-			"Micro-batches in the rank's last analysed step, when known."},
-    [F_ALLGATHER_SECONDS] = {"fsdpscope_allgather_seconds_per_step", "gauge",
-			     "AllGather time in the rank's last analysed step."},
-    [F_ALLGATHER_EXPOSED] = {"fsdpscope_allgather_exposed_seconds_per_step", "gauge",
-			     "AllGather time with no compute under it in the rank's last analysed step."},
-    [F_COMPUTE_WAIT] = {"fsdpscope_compute_wait_seconds_per_step", "gauge",
-			"Time compute waited on gathers in the rank's last analysed step."},
-    [F_COMPUTE] = {"fsdpscope_compute_seconds_per_step", "gauge", "Compute time in the rank's last analysed step."},
-    [F_COMM_EXPOSED] = {"fsdpscope_comm_exposed_seconds_per_step", "gauge",
-			"Communication time with no compute under it in the rank's last analysed step."},
-    [F_STEPS] = {"fsdpscope_steps_total", "counter", "Steps of the rank analysed."},
-    [F_STEPS_EXCLUDED] = {"fsdpscope_steps_excluded_total", "counter",
-			  "Steps of the rank left out of the analysis (lost collectives, cut off)."},
-    [F_STEP_SECONDS_TOTAL] = {"fsdpscope_analysed_step_seconds_total", "counter",
-			      "Duration of the rank's analysed steps, summed."},
-    [F_ALLGATHERS_TOTAL] = {"fsdpscope_allgathers_total", "counter", "AllGathers in the rank's analysed steps."},
-    [F_ALLGATHER_EXPOSED_TOTAL] = {"fsdpscope_allgather_exposed_seconds_total", "counter",
-				   "AllGather time with no compute under it in the rank's analysed steps, summed."},
-    [F_COMPUTE_WAIT_TOTAL] = {"fsdpscope_compute_wait_seconds_total", "counter",
-			      "Time compute waited on gathers in the rank's analysed steps, summed."},
-    [F_COMPUTE_TOTAL] = {"fsdpscope_compute_seconds_total", "counter",
-			 "Compute time in the rank's analysed steps, summed."},
-    [F_COLLECTIVE_SEQ] = {"fsdpscope_collective_seq", "gauge",
-			  "Highest collective number (from 1 per communicator, in issue order) the rank (its rank in the "
-			  "communicator) has entered or left there."},
-    [F_COMM_COLLECTIVES] = {"fsdpscope_comm_collectives_total", "counter",
-			    "Collective calls the rank recorded on the communicator."},
-    [F_COMM_ROLE] = {"fsdpscope_comm_role", "gauge", "1 for the communicator's role as the latest diagnosis gave it."},
+    [F_BUILD_INFO] = {NULL,
+		      NULL,
+		      {.name = "fsdpscope_build_info",
+		       .type = "gauge",
+		       .help = "Always 1; the labels say the fsdpscope version and the trace format it writes."}},
+    [F_LIVE_GENERATION] = {&live_table_snapshot, "generation", {0}},
+    [F_LIVE_PUBLISHED] = {&live_table_snapshot, "at_realtime_ns", {0}},
+    [F_RECORDS] = {&live_table_job, "records_total", {0}},
+    [F_RECORDS_DROPPED_JOB] = {&live_table_job, "records_dropped_total", {0}},
+    [F_RANKS] = {&live_table_snapshot, "ranks", {0}},
+    [F_DIAGNOSED] = {&live_table_job, "diagnosed", {0}},
+    [F_DIAGNOSES] = {&live_table_job, "diagnoses", {0}},
+    [F_VERDICT] = {&live_table_job, "verdict", {0}},
+    [F_UNDECIDED] = {&live_table_job, "undecided_reason", {0}},
+    [F_REPEATING_UNITS] = {&live_table_job, "repeating_units", {0}},
+    [F_GATHERS_PER_UNIT] = {&live_table_job, "gathers_per_unit", {0}},
+    [F_RESHARD] = {&live_table_job, "reshard", {0}},
+    [F_DIAG_ALLGATHERS] = {&live_table_job, "allgathers_per_step", {0}},
+    [F_DIAG_MICROBATCHES] = {&live_table_job, "microbatches", {0}},
+    [F_DIAG_EXPOSED] = {&live_table_job, "exposed_allgather_ns_per_step", {0}},
+    [F_DIAG_COMPUTE_WAIT] = {&live_table_job, "compute_wait_ns_per_step", {0}},
+    [F_FINDINGS] = {&live_table_job, "findings", {0}},
+    [F_COLLECTIVE_HANG] = {&live_table_flight, "hang", {0}},
+    [F_RANK_INFO] = {NULL,
+		     NULL,
+		     {.name = "fsdpscope_rank_info",
+		      .type = "gauge",
+		      .help = "Always 1; the process behind a rank label."}},
+    [F_COLLECTIVE_SEQ] = {NULL,
+			  NULL,
+			  {.name = "fsdpscope_collective_seq",
+			   .type = "gauge",
+			   .help = "Highest collective number (from 1 per communicator, in issue order) the rank (its "
+				   "rank in the communicator) has entered or left there."}},
+    [F_COMM_COLLECTIVES] = {&live_table_comm, "collectives", {0}},
+    [F_COMM_ROLE] = {&live_table_comm, "role", {0}},
 };
+
+/* Room for the per-rank families of the field tables (live_metric.order). */
+#define RANK_FAMILIES_MAX 32
 
 struct render {
-	struct out o;
+	struct text_buffer o;
 	const struct live_view *v;
 	char (*rank_label)[24]; /* per ranks[] entry */
 	unsigned char started[F_MAX];
+	unsigned char rank_started[RANK_FAMILIES_MAX];
 };
 
-/* Start a sample of family f: its header first when it is the first one. */
+/* Start a sample of a family: its header first when it is the first one (*started). */
+static void sample_begin_family(struct render *r, const char *name, const char *type, const char *help,
+				unsigned char *started)
+{
+	if (!*started) {
+		*started = 1;
+		text_buffer_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	}
+	out_str(&r->o, name);
+}
+
 static void sample_begin(struct render *r, enum family_id f)
 {
-	const struct family *fam = &families[f];
+	const struct live_metric *m =
+	    families[f].table ? live_table_field(families[f].table, families[f].field)->metric : &families[f].own;
 
-	if (!r->started[f]) {
-		r->started[f] = 1;
-		out_printf(&r->o, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, fam->type);
-	}
-	out_str(&r->o, fam->name);
+	sample_begin_family(r, m->name, m->type, m->help, &r->started[f]);
 }
 
 /* A sample with no labels and an integer value. */
 static void sample_u64(struct render *r, enum family_id f, uint64_t value)
 {
 	sample_begin(r, f);
-	out_printf(&r->o, " %" PRIu64 "\n", value);
+	text_buffer_printf(&r->o, " %" PRIu64 "\n", value);
 }
 
 /* A sample with one label and an integer value. */
 static void sample_label_u64(struct render *r, enum family_id f, const char *label, const char *text, uint64_t value)
 {
 	sample_begin(r, f);
-	out_printf(&r->o, "{%s=\"", label);
+	text_buffer_printf(&r->o, "{%s=\"", label);
 	out_label_value(&r->o, text, strlen(text));
-	out_printf(&r->o, "\"} %" PRIu64 "\n", value);
+	text_buffer_printf(&r->o, "\"} %" PRIu64 "\n", value);
 }
 
 /* ---- ranks ------------------------------------------------------------------ */
@@ -371,158 +265,79 @@ static const struct live_step *rank_step(const struct live_rank *k)
 	return NULL;
 }
 
-enum value_kind { V_COUNT, V_NS, V_SIGNED_NS };
-
-struct value {
-	enum value_kind kind;
-	uint64_t u;
-	int64_t s;
+/* The families of one sample per rank (live_fields.h), in the order they
+ * are written: a field of the rank itself, of the step the per-step gauges
+ * describe (rank_step), or of its totals. */
+struct rank_family {
+	const struct live_table *table;
+	const struct live_field *field;
 };
 
-/* value_of - the sample of family f for rank k; 0 when it has none. */
-static int value_of(enum family_id f, const struct live_rank *k, struct value *val)
+static size_t rank_families(struct rank_family *out)
 {
-	const struct live_step *s = rank_step(k);
+	static const struct live_table *const tables[] = {&live_table_rank, &live_table_step, &live_table_totals};
+	size_t n = 0;
 
-	val->kind = V_COUNT;
-	val->s = 0;
-	switch (f) {
-	case F_RANK_ENDED:
-		val->u = k->ended != 0;
-		return 1;
-	case F_RANK_RECORDS:
-		val->u = k->records;
-		return 1;
-	case F_RECORDS_DROPPED:
-		val->u = k->dropped;
-		return 1;
-	case F_COLLECTIVES:
-		val->u = k->collectives;
-		return 1;
-	case F_COLLECTIVES_MISSING:
-		val->u = k->collectives_missing;
-		return 1;
-	case F_LATENESS:
-		val->kind = V_SIGNED_NS;
-		val->s = k->lateness_ns;
-		return 1;
-	case F_STEPS:
-		val->u = k->totals.steps;
-		return 1;
-	case F_STEPS_EXCLUDED:
-		val->u = k->totals.steps_excluded;
-		return 1;
-	case F_STEP_SECONDS_TOTAL:
-		val->kind = V_NS;
-		val->u = k->totals.step_ns_sum;
-		return 1;
-	case F_ALLGATHERS_TOTAL:
-		val->u = k->totals.allgathers_sum;
-		return 1;
-	case F_ALLGATHER_EXPOSED_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.exposed_allgather_ns_sum;
-		return 1;
-	case F_COMPUTE_WAIT_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.compute_wait_ns_sum;
-		return 1;
-	case F_COMPUTE_TOTAL:
-		if (k->attached)
-			return 0;
-		val->kind = V_NS;
-		val->u = k->totals.compute_ns_sum;
-		return 1;
-	default:
-		break;
-	}
-	if (!s)
-		return 0;
-	/* uprobes time host calls only: an attached rank's AllGather time,
-	 * exposure and compute are not measured, so not written as 0 */
-	if (k->attached && (f == F_ALLGATHER_SECONDS || f == F_ALLGATHER_EXPOSED || f == F_COMPUTE_WAIT ||
-			    f == F_COMPUTE || f == F_COMM_EXPOSED))
-		return 0;
-	switch (f) {
-	case F_STEP_SECONDS:
-		val->kind = V_NS;
-		val->u = s->step_ns;
-		return 1;
-	case F_STEP_ORDINAL:
-		val->u = s->ordinal;
-		return 1;
-	case F_ALLGATHERS:
-		val->u = s->allgathers;
-		return 1;
-	case F_MICROBATCHES:
-		val->u = s->microbatches;
-		return s->microbatches != 0;
-	case F_ALLGATHER_SECONDS:
-		val->kind = V_NS;
-		val->u = s->allgather_ns;
-		return 1;
-	case F_ALLGATHER_EXPOSED:
-		val->kind = V_NS;
-		val->u = s->exposed_allgather_ns;
-		return 1;
-	case F_COMPUTE_WAIT:
-		val->kind = V_NS;
-		val->u = s->compute_wait_ns;
-		return 1;
-	case F_COMPUTE:
-		val->kind = V_NS;
-		val->u = s->compute_ns;
-		return 1;
-	case F_COMM_EXPOSED:
-		val->kind = V_NS;
-		val->u = s->exposed_comm_ns;
-		return 1;
-	default:
-		return 0;
-	}
+	memset(out, 0, RANK_FAMILIES_MAX * sizeof(*out));
+	for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+		for (size_t i = 0; i < tables[t]->nfields; i++) {
+			const struct live_metric *m = tables[t]->fields[i].metric;
+
+			if (m && m->order < RANK_FAMILIES_MAX) {
+				out[m->order] = (struct rank_family){tables[t], &tables[t]->fields[i]};
+				n = m->order + 1 > n ? m->order + 1 : n;
+			}
+		}
+	return n;
 }
 
-/* The families with one sample per rank, in the order they are written. */
-/* clang-format off */
-static const enum family_id rank_families[] = {
-    F_RANK_ENDED,         F_RANK_RECORDS,       F_RECORDS_DROPPED,   F_COLLECTIVES,
-    F_COLLECTIVES_MISSING, F_LATENESS,          F_STEP_SECONDS,      F_STEP_ORDINAL,
-    F_ALLGATHERS,         F_MICROBATCHES,       F_ALLGATHER_SECONDS, F_ALLGATHER_EXPOSED,
-    F_COMPUTE_WAIT,       F_COMPUTE,            F_COMM_EXPOSED,      F_STEPS,
-    F_STEPS_EXCLUDED,     F_STEP_SECONDS_TOTAL, F_ALLGATHERS_TOTAL,  F_ALLGATHER_EXPOSED_TOTAL,
-    F_COMPUTE_WAIT_TOTAL, F_COMPUTE_TOTAL};
-/* clang-format on */
+/* The object of rank k that family f reads: NULL when it has none (no analysed step yet). */
+static const void *family_object(const struct rank_family *f, const struct live_rank *k)
+{
+	if (f->table == &live_table_step)
+		return rank_step(k);
+	if (f->table == &live_table_totals)
+		return &k->totals;
+	return k;
+}
+
+/* The sample of rank k for family f: 0 when it has none (not known, not measured). */
+static int rank_sample(struct render *r, const struct rank_family *f, const struct live_rank *k, const char *label)
+{
+	const struct live_metric *m = f->field->metric;
+	const void *o = family_object(f, k);
+
+	/* uprobes time host calls only: an attached rank's AllGather time,
+	 * exposure and compute are not measured, so not written as 0 */
+	if (!o || (k->attached && m->attach_unknown) || live_field_is_null(o, f->field, 1))
+		return 0;
+	sample_begin_family(r, m->name, m->type, m->help, &r->rank_started[m->order]);
+	text_buffer_printf(&r->o, "{rank=\"%s\"} ", label);
+	if (m->unit == LIVE_METRIC_COUNT)
+		text_buffer_printf(&r->o, "%" PRIu64, live_field_uint(o, f->field));
+	else if (f->field->kind == LIVE_FIELD_INT)
+		out_signed_ns(&r->o, live_field_int(o, f->field));
+	else
+		out_ns(&r->o, live_field_uint(o, f->field), 0);
+	text_buffer_append(&r->o, "\n", 1);
+	return 1;
+}
 
 static void render_ranks(struct render *r)
 {
 	const struct live_view *v = r->v;
+	struct rank_family families_of_ranks[RANK_FAMILIES_MAX];
+	size_t n = rank_families(families_of_ranks);
 
 	for (size_t i = 0; i < v->nranks; i++) {
 		const struct live_rank *k = &v->ranks[i];
 		sample_begin(r, F_RANK_INFO);
-		out_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n", r->rank_label[i],
-			   k->source, k->pid);
+		text_buffer_printf(&r->o, "{rank=\"%s\",source=\"%" PRIu32 "\",pid=\"%" PRIu32 "\"} 1\n",
+				   r->rank_label[i], k->source, k->pid);
 	}
-	for (size_t f = 0; f < sizeof rank_families / sizeof rank_families[0]; f++) {
-		for (size_t i = 0; i < v->nranks; i++) {
-			struct value val;
-			if (!value_of(rank_families[f], &v->ranks[i], &val))
-				continue;
-			sample_begin(r, rank_families[f]);
-			out_printf(&r->o, "{rank=\"%s\"} ", r->rank_label[i]);
-			if (val.kind == V_COUNT)
-				out_printf(&r->o, "%" PRIu64, val.u);
-			else if (val.kind == V_NS)
-				out_ns(&r->o, val.u, 0);
-			else
-				out_signed_ns(&r->o, val.s);
-			out_write(&r->o, "\n", 1);
-		}
-	}
+	for (size_t f = 0; f < n; f++)
+		for (size_t i = 0; families_of_ranks[f].field && i < v->nranks; i++)
+			rank_sample(r, &families_of_ranks[f], &v->ranks[i], r->rank_label[i]);
 }
 
 /* A communicator a rank lists twice (the same id) is written once: two
@@ -576,8 +391,9 @@ static void render_collective_seq(struct render *r)
 				if (!m->id_hash || m->rank < 0 || comm_rank_repeated(v, i, c))
 					continue;
 				sample_begin(r, F_COLLECTIVE_SEQ);
-				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
-					   m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
+				text_buffer_printf(
+				    &r->o, "{comm=\"%016" PRIx64 "\",rank=\"%" PRId32 "\",state=\"%s\"} %" PRIu64 "\n",
+				    m->id_hash, m->rank, states[st], st == 0 ? m->entered : m->left);
 			}
 		}
 }
@@ -598,11 +414,13 @@ static void render_comms(struct render *r)
 				if (comm_repeated(k, c))
 					continue;
 				sample_begin(r, comm_families[f]);
-				out_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash, r->rank_label[i]);
+				text_buffer_printf(&r->o, "{comm=\"%016" PRIx64 "\",rank=\"%s\"", m->id_hash,
+						   r->rank_label[i]);
 				if (comm_families[f] == F_COMM_COLLECTIVES)
-					out_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
+					text_buffer_printf(&r->o, "} %" PRIu64 "\n", m->collectives);
 				else
-					out_printf(&r->o, ",role=\"%s\"} 1\n", analysis_comm_role_name(m->role));
+					text_buffer_printf(&r->o, ",role=\"%s\"} 1\n",
+							   analysis_comm_role_name(m->role));
 			}
 		}
 	}
@@ -641,7 +459,7 @@ static void render_findings(struct render *r)
 		sample_begin(r, F_FINDINGS);
 		out_str(&r->o, "{rule=\"");
 		out_label_value(&r->o, a->rule, sizeof a->rule);
-		out_printf(&r->o, "\",severity=\"%s\"} %" PRIu64 "\n", severity_name(a->severity), count);
+		text_buffer_printf(&r->o, "\",severity=\"%s\"} %" PRIu64 "\n", severity_name(a->severity), count);
 	}
 }
 
@@ -653,13 +471,14 @@ static void render_job(struct render *r)
 	static const int verdicts[] = {ANALYSIS_DIAGNOSED, ANALYSIS_BUCKETED, ANALYSIS_UNDECIDED};
 
 	sample_begin(r, F_BUILD_INFO);
-	out_printf(&r->o, "{version=\"%s\",format=\"%d.%d\"} 1\n", FSS_VERSION, FSS_FORMAT_MAJOR, FSS_FORMAT_MINOR);
+	text_buffer_printf(&r->o, "{version=\"%s\",format=\"%d.%d\"} 1\n", FSS_VERSION, FSS_FORMAT_MAJOR,
+			   FSS_FORMAT_MINOR);
 	sample_u64(r, F_LIVE_GENERATION, v ? v->generation : 0);
 	if (v && v->at_realtime_ns) {
 		sample_begin(r, F_LIVE_PUBLISHED);
-		out_write(&r->o, " ", 1);
+		text_buffer_append(&r->o, " ", 1);
 		out_ns(&r->o, v->at_realtime_ns, 0);
-		out_write(&r->o, "\n", 1);
+		text_buffer_append(&r->o, "\n", 1);
 	}
 	sample_u64(r, F_RECORDS, j ? j->records_total : 0);
 	sample_u64(r, F_RECORDS_DROPPED_JOB, j ? j->records_dropped_total : 0);
@@ -688,13 +507,13 @@ static void render_job(struct render *r)
 		/* attach mode: not measured, left out rather than 0 */
 		if (!(j->sources_attached && j->exposure_source == ANALYSIS_EXPOSURE_NONE)) {
 			sample_begin(r, F_DIAG_EXPOSED);
-			out_write(&r->o, " ", 1);
+			text_buffer_append(&r->o, " ", 1);
 			out_ns(&r->o, j->exposed_allgather_ns_per_step, 0);
-			out_write(&r->o, "\n", 1);
+			text_buffer_append(&r->o, "\n", 1);
 			sample_begin(r, F_DIAG_COMPUTE_WAIT);
-			out_write(&r->o, " ", 1);
+			text_buffer_append(&r->o, " ", 1);
 			out_ns(&r->o, j->compute_wait_ns_per_step, 0);
-			out_write(&r->o, "\n", 1);
+			text_buffer_append(&r->o, "\n", 1);
 		}
 	}
 	render_findings(r);
@@ -707,22 +526,14 @@ int metrics_render(const struct live_view *v, char **text, size_t *len)
 	render_job(&r);
 	if (v) {
 		if (rank_labels(&r) < 0) {
-			free(r.o.p);
+			free(r.o.text);
 			return -ENOMEM;
 		}
 		render_ranks(&r);
 		render_comms(&r);
 		free(r.rank_label);
 	}
-	if (!r.o.p && !r.o.oom)
-		out_reserve(&r.o, 0);
-	if (r.o.oom) {
-		free(r.o.p);
-		return -ENOMEM;
-	}
-	*text = r.o.p;
-	*len = r.o.len;
-	return 0;
+	return text_buffer_take(&r.o, text, len);
 }
 
 /* ---- the server ------------------------------------------------------------- */

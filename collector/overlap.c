@@ -78,7 +78,9 @@ static size_t first_ending_after(const struct interval *v, size_t n, uint64_t t)
 	return count_leading(v, n, 1, t, 1);
 }
 
-uint64_t interval_covered(const struct interval *v, size_t n, uint64_t start, uint64_t end)
+/* How much of [start, end) the merged, sorted set v covers. O(log n +
+ * overlapping intervals). */
+static uint64_t interval_covered(const struct interval *v, size_t n, uint64_t start, uint64_t end)
 {
 	uint64_t c = 0;
 	if (end <= start)
@@ -109,7 +111,9 @@ uint64_t interval_intersect_total(const struct interval *a, size_t na, const str
 	return t;
 }
 
-uint64_t interval_last_end_before(const struct interval *v, size_t n, uint64_t t)
+/* Among the merged, sorted set v, the end of the last interval that starts
+ * before t (the compute "before" an event at t); 0 when none does. */
+static uint64_t interval_last_end_before(const struct interval *v, size_t n, uint64_t t)
 {
 	/* last interval with start < t */
 	size_t lo = count_leading(v, n, 0, t, 0);
@@ -186,7 +190,9 @@ int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struc
 	return 0;
 }
 
-uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
+/* The first start at or after t in the merged set, or `none` when no
+ * interval starts then. */
+static uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none)
 {
 	size_t lo = count_leading(v, n, 0, t, 0);
 	return lo < n ? v[lo].start : none;

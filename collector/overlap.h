@@ -40,21 +40,8 @@ size_t interval_merge(struct interval *v, size_t n);
 /* interval_total - sum of lengths of a merged set. */
 uint64_t interval_total(const struct interval *v, size_t n);
 
-/*
- * interval_covered - how much of [start, end) the merged, sorted set v
- * covers. O(log n + overlapping intervals).
- */
-uint64_t interval_covered(const struct interval *v, size_t n, uint64_t start, uint64_t end);
-
 /* interval_intersect_total - length of the intersection of two merged sets. */
 uint64_t interval_intersect_total(const struct interval *a, size_t na, const struct interval *b, size_t nb);
-
-/*
- * interval_last_end_before - among the merged, sorted set v, the end of the
- * last interval that starts before t (the compute "before" an event at t);
- * 0 when none does.
- */
-uint64_t interval_last_end_before(const struct interval *v, size_t n, uint64_t t);
 
 /* One NVTX range of a rank that counts as compute (host timing). */
 struct overlap_range {
@@ -184,9 +171,5 @@ struct overlap_figures {
 int overlap_step(const struct interval *compute, size_t ncompute, const struct interval *units, size_t nunits,
 		 const struct overlap_collective *c, size_t n, uint64_t t0, uint64_t t1, int device_timing,
 		 uint64_t min_exposed_ns, struct overlap_figures *out, uint64_t *other_wait_ns);
-
-/* interval_next_start - the first start at or after t in the merged set, or
- * `none` when no interval starts then. */
-uint64_t interval_next_start(const struct interval *v, size_t n, uint64_t t, uint64_t none);
 
 #endif

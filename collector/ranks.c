@@ -11,7 +11,7 @@
 struct pending {
 	uint64_t comm_hash;
 	uint32_t comm_index;
-	uint32_t used;      /* slot in use */
+	uint32_t used; /* slot in use */
 	int32_t nranks;
 	int32_t got;
 	uint64_t first_ns;  /* earliest enter */
@@ -24,7 +24,7 @@ struct pending {
 struct index_stats {
 	struct median skew;
 	uint64_t matched;
-	int32_t vote;       /* Boyer-Moore majority candidate */
+	int32_t vote; /* Boyer-Moore majority candidate */
 	uint32_t votes;
 };
 
@@ -33,7 +33,7 @@ struct ranks {
 	size_t cap, used;
 	struct ranks_rank_stats *rank; /* [nrank] by rank */
 	size_t nrank;
-	struct index_stats *index;    /* [nindex] */
+	struct index_stats *index; /* [nindex] */
 	size_t nindex;
 	struct ranks_totals totals;
 };
@@ -113,19 +113,30 @@ static void slot_delete(ranks_t *r, size_t i)
 	r->used--;
 }
 
+/* Grow the zero-filled array *v of *n elements of elem bytes to hold index
+ * i. Returns 0 or -ENOMEM (the array as it was). */
+static int grow_to(void **v, size_t *n, size_t i, size_t elem)
+{
+	if (i < *n)
+		return 0;
+	size_t want = i + 1;
+	char *p = realloc(*v, want * elem);
+	if (!p)
+		return -ENOMEM;
+	memset(p + *n * elem, 0, (want - *n) * elem);
+	*v = p;
+	*n = want;
+	return 0;
+}
+
 static struct ranks_rank_stats *rank_stats(ranks_t *r, int32_t rank)
 {
 	if (rank < 0 || rank >= RANKS_MAX_RANK)
 		return NULL;
-	if ((size_t)rank >= r->nrank) {
-		size_t n = (size_t)rank + 1;
-		struct ranks_rank_stats *v = realloc(r->rank, n * sizeof *v);
-		if (!v)
-			return NULL;
-		memset(v + r->nrank, 0, (n - r->nrank) * sizeof *v);
-		r->rank = v;
-		r->nrank = n;
-	}
+	void *v = r->rank;
+	if (grow_to(&v, &r->nrank, (size_t)rank, sizeof *r->rank) < 0)
+		return NULL;
+	r->rank = v;
 	return &r->rank[rank];
 }
 
@@ -133,15 +144,10 @@ static struct index_stats *index_stats(ranks_t *r, int32_t index)
 {
 	if (index < 0)
 		return NULL;
-	if ((size_t)index >= r->nindex) {
-		size_t n = (size_t)index + 1;
-		struct index_stats *v = realloc(r->index, n * sizeof *v);
-		if (!v)
-			return NULL;
-		memset(v + r->nindex, 0, (n - r->nindex) * sizeof *v);
-		r->index = v;
-		r->nindex = n;
-	}
+	void *v = r->index;
+	if (grow_to(&v, &r->nindex, (size_t)index, sizeof *r->index) < 0)
+		return NULL;
+	r->index = v;
 	return &r->index[index];
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/median.h"
 #include "collector/steps.h"
 #include "common/record.h"
 
@@ -15,12 +16,6 @@
 #define STEPS_MIN_MATCH 0.90
 #define STEPS_TIE_MATCH 0.01
 #define STEPS_RESYNC_KEYS 8u
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nranks)
 {
@@ -34,7 +29,22 @@ uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nra
 	return h;
 }
 
-size_t steps_rotation(const uint8_t *ops, size_t p)
+/* Period search result. */
+struct steps_period {
+	size_t period;	 /* events per step */
+	size_t first;	 /* index of the first step that matches the steady state */
+	size_t rotation; /* offset of the step start within the tail period found */
+	double match;	 /* fraction of events equal to the one a period later, in the tail */
+};
+
+/*
+ * steps_rotation - where a step starts within one period ops[0..p) read
+ * cyclically: the first AllGather after the longest stretch without a
+ * ReduceScatter begins (i.e. after the step's last ReduceScatter); without
+ * ReduceScatters, the first AllGather after the longest stretch without
+ * one; else 0.
+ */
+static size_t steps_rotation(const uint8_t *ops, size_t p)
 {
 	if (p == 0)
 		return 0;
@@ -120,7 +130,7 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 	for (size_t i = n / 2; i < n; i++)
 		have_rs |= ops[i] == FSS_OP_REDUCESCATTER;
 	memcpy(uniq, sig, n * sizeof *uniq);
-	qsort(uniq, n, sizeof *uniq, u64_cmp);
+	qsort(uniq, n, sizeof *uniq, median_u64_cmp);
 	size_t nu = 0;
 	for (size_t i = 0; i < n; i++)
 		if (nu == 0 || uniq[i] != uniq[nu - 1])
@@ -135,7 +145,8 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 			continue;
 		size_t nw = 0;
 		for (size_t k = 0; k + 1 < np; k++)
-			w[nw++] = (struct window){window_hash(sig + pos[k], pos[k + 1] - pos[k]), pos[k + 1] - pos[k], pos[k]};
+			w[nw++] = (struct window){window_hash(sig + pos[k], pos[k + 1] - pos[k]), pos[k + 1] - pos[k],
+						  pos[k]};
 		qsort(w, nw, sizeof *w, window_cmp);
 		for (size_t a = 0; a < nw;) {
 			size_t b = a;
@@ -172,7 +183,21 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 	return 1;
 }
 
-int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out)
+/*
+ * steps_find_period - the period of sig[0..n) (ops[i] the fss_coll_op of
+ * event i). Looks at periods up to n / 6 (n / 2 when `final`: the whole
+ * trace is in the window) that make at least 90% of the later half of the
+ * sequence repeat, choosing the smallest within 1% of the best that holds
+ * every kind of collective seen at least once per two periods of the later
+ * half (the forward's repeating blocks alone are no step). When none does,
+ * or when the period holds the step found between anchors twice or more
+ * (an interruption that recurs exactly), the anchors' step: the stretch
+ * between consecutive occurrences of one signature that recurs at least 3
+ * times and in at least half of the stretches, holds a ReduceScatter when
+ * the sequence has any, and covers the most events. Returns 1 with *out
+ * filled, 0 when no period is found (yet).
+ */
+static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out)
 {
 	memset(out, 0, sizeof *out);
 	if (n < 2)
@@ -277,14 +302,14 @@ struct steps_cutter {
 	uint8_t *ops;
 	size_t n, cap;
 	uint64_t base;
-	uint64_t cur;      /* next event to place */
-	uint64_t *tmpl;    /* [period] the steady-state step */
+	uint64_t cur;	/* next event to place */
+	uint64_t *tmpl; /* [period] the steady-state step */
 	size_t period;
-	uint64_t rare_sig; /* the template's rarest ReduceScatter (else rarest) signature: counting it */
-	uint32_t rare_mult;/* in a stretch counts the training steps the stretch holds */
-	int warmup_due;    /* a warm-up cut [warm_first, cur) is due */
+	uint64_t rare_sig;  /* the template's rarest ReduceScatter (else rarest) signature: counting it */
+	uint32_t rare_mult; /* in a stretch counts the training steps the stretch holds */
+	int warmup_due;	    /* a warm-up cut [warm_first, cur) is due */
 	uint64_t warm_first;
-	int open_end;      /* the events stop where the trace was cut: `final` is no whole run */
+	int open_end; /* the events stop where the trace was cut: `final` is no whole run */
 };
 
 steps_cutter_t *steps_cutter_new(size_t max_window)

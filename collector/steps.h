@@ -31,39 +31,6 @@
 /* steps_signature - the key two events must share to be "the same". */
 uint64_t steps_signature(uint8_t op, uint64_t bytes, uint32_t calls, int32_t nranks);
 
-/* Period search result. */
-struct steps_period {
-	size_t period;   /* events per step */
-	size_t first;    /* index of the first step that matches the steady state */
-	size_t rotation; /* offset of the step start within the tail period found */
-	double match;    /* fraction of events equal to the one a period later, in the tail */
-};
-
-/*
- * steps_find_period - the period of sig[0..n) (ops[i] the fss_coll_op of
- * event i). Looks at periods up to n / 6 (n / 2 when `final`: the whole
- * trace is in the window) that make at least 90% of the later half of the
- * sequence repeat, choosing the smallest within 1% of the best that holds
- * every kind of collective seen at least once per two periods of the later
- * half (the forward's repeating blocks alone are no step). When none does,
- * or when the period holds the step found between anchors twice or more
- * (an interruption that recurs exactly), the anchors' step: the stretch
- * between consecutive occurrences of one signature that recurs at least 3
- * times and in at least half of the stretches, holds a ReduceScatter when
- * the sequence has any, and covers the most events. Returns 1 with *out
- * filled, 0 when no period is found (yet).
- */
-int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, int final, struct steps_period *out);
-
-/*
- * steps_rotation - where a step starts within one period ops[0..p) read
- * cyclically: the first AllGather after the longest stretch without a
- * ReduceScatter begins (i.e. after the step's last ReduceScatter); without
- * ReduceScatters, the first AllGather after the longest stretch without
- * one; else 0.
- */
-size_t steps_rotation(const uint8_t *ops, size_t p);
-
 enum steps_kind {
 	STEPS_REGULAR = 1,   /* one step matching the steady state */
 	STEPS_WARMUP = 2,    /* events before the first regular step */
@@ -75,11 +42,11 @@ enum steps_kind {
 struct steps_cut {
 	uint64_t first;
 	uint64_t count;
-	int kind;        /* enum steps_kind */
-	uint32_t steps;  /* training steps the cut stands for: 1 for a regular cut; for warm-up and
-	                    irregular stretches, how often the step's rarest ReduceScatter (else its
-	                    rarest collective) occurs in them, per step: set-up, eval passes and
-	                    checkpoints stand for 0, a first step that differs for 1 */
+	int kind;	/* enum steps_kind */
+	uint32_t steps; /* training steps the cut stands for: 1 for a regular cut; for warm-up and
+			   irregular stretches, how often the step's rarest ReduceScatter (else its
+			   rarest collective) occurs in them, per step: set-up, eval passes and
+			   checkpoints stand for 0, a first step that differs for 1 */
 };
 
 typedef struct steps_cutter steps_cutter_t;

@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 #include "collector/live.h"
+#include "collector/live_fields.h"
 
-#define VIEWER_PROTOCOL "fsdpscope.live/2"
+#define VIEWER_PROTOCOL LIVE_SCHEMA
 
 /* viewer_render - the snapshot JSON of view `v` (one line, '\n' ended) in a
  * malloc'd buffer. 0 or -ENOMEM. */

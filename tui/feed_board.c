@@ -7,6 +7,7 @@
  * each new generation into a readable eventfd, so that the screen can poll
  * the keyboard and the feed together.
  */
+#include "tui/feed_thread.h"
 #include "tui/feeds.h"
 
 #include <errno.h>
@@ -252,12 +253,8 @@ void top_board_feed_free(top_board_feed_t *f)
 {
 	if (!f)
 		return;
-	if (f->thread_started) {
-		pthread_mutex_lock(&f->mu);
-		f->stopping = 1;
-		pthread_mutex_unlock(&f->mu);
-		pthread_join(f->thread, NULL);
-	}
+	if (f->thread_started)
+		top_feed_stop_thread(f->thread, &f->mu, NULL, &f->stopping);
 	close(f->efd);
 	pthread_mutex_destroy(&f->mu);
 	free(f);

@@ -11,23 +11,23 @@
  *
  * The decoding is strict: jansson with JSON_REJECT_DUPLICATES, every field
  * the schema requires present with its type; a line that fails is an
- * error the screen shows, never a view half filled.
+ * error the screen shows, never a view half filled. Which fields there are,
+ * where each goes and what a null stands for is the live field table's
+ * (collector/live_fields.h), the one the session's renderer writes from.
  */
+#include "tui/feed_thread.h"
 #include "tui/feeds.h"
 
-#include "collector/analysis.h"
-#include "collector/source.h"
-
+#include "collector/live_fields.h"
 #include "collector/viewer.h"
 #include "common/error.h"
-#include "common/record.h"
 
 #include <assert.h>
-#include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,18 +81,32 @@ static json_t *member(struct dec *d, json_t *o, const char *key)
 	return v;
 }
 
-/* An unsigned integer; null gives `null_value` when allowed. */
-static uint64_t get_u64n(struct dec *d, json_t *o, const char *key, int nullable, uint64_t null_value)
+/* Member `key` when it is there and not null; *is_null tells a null, which
+ * fails unless allowed ("null where a <what> is required"). */
+static json_t *member_value(struct dec *d, json_t *o, const char *key, int nullable, const char *what, int *is_null)
 {
 	json_t *v = member(d, o, key);
 
-	if (!v)
-		return 0;
-	if (json_is_null(v)) {
-		if (!nullable)
-			fail(d, key, "null where a number is required");
-		return null_value;
+	*is_null = v && json_is_null(v);
+	if (!*is_null)
+		return v;
+	if (!nullable) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "null where a %s is required", what);
+		fail(d, key, why);
 	}
+	return NULL;
+}
+
+/* An unsigned integer; null gives `null_value` when allowed. */
+static uint64_t get_u64n(struct dec *d, json_t *o, const char *key, int nullable, uint64_t null_value)
+{
+	int is_null;
+	json_t *v = member_value(d, o, key, nullable, "number", &is_null);
+
+	if (!v)
+		return is_null ? null_value : 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0) {
 		/* jansson keeps integers as long long: beyond that they come as reals */
 		if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 18446744073709551616.0)
@@ -103,22 +117,13 @@ static uint64_t get_u64n(struct dec *d, json_t *o, const char *key, int nullable
 	return (uint64_t)json_integer_value(v);
 }
 
-static uint64_t get_u64(struct dec *d, json_t *o, const char *key)
-{
-	return get_u64n(d, o, key, 0, 0);
-}
-
 static int64_t get_i64n(struct dec *d, json_t *o, const char *key, int nullable, int64_t null_value)
 {
-	json_t *v = member(d, o, key);
+	int is_null;
+	json_t *v = member_value(d, o, key, nullable, "number", &is_null);
 
 	if (!v)
-		return 0;
-	if (json_is_null(v)) {
-		if (!nullable)
-			fail(d, key, "null where a number is required");
-		return null_value;
-	}
+		return is_null ? null_value : 0;
 	if (!json_is_integer(v)) {
 		fail(d, key, "expected an integer");
 		return 0;
@@ -138,17 +143,13 @@ static int get_bool(struct dec *d, json_t *o, const char *key)
 /* A string into dst (cut to fit); null gives "" when allowed. Returns the string, or NULL. */
 static const char *get_text(struct dec *d, json_t *o, const char *key, char *dst, size_t len, int nullable)
 {
-	json_t *v = member(d, o, key);
+	int is_null;
+	json_t *v = member_value(d, o, key, nullable, "string", &is_null);
 
 	if (dst && len)
 		dst[0] = '\0';
 	if (!v)
 		return NULL;
-	if (json_is_null(v)) {
-		if (!nullable)
-			fail(d, key, "null where a string is required");
-		return NULL;
-	}
 	if (!json_is_string(v)) {
 		fail(d, key, "expected a string");
 		return NULL;
@@ -186,43 +187,9 @@ static json_t *get_object(struct dec *d, json_t *o, const char *key, int nullabl
 static int name_to_int(const char *s, const char *(*name)(int), int max)
 {
 	for (int i = 0; s && i < max; i++)
-		if (!strcmp(name(i), s))
+		if (name(i) && !strcmp(name(i), s))
 			return i;
 	return -1;
-}
-
-static const char *op_name(int i)
-{
-	return record_op_name((uint8_t)i);
-}
-
-static const char *dtype_name(int i)
-{
-	return record_dtype_name((uint8_t)i);
-}
-
-static const char *redop_name(int i)
-{
-	return record_redop_name((uint8_t)i);
-}
-
-static const char *severity_name(int i)
-{
-	static const char *const names[] = {"info", "warning", "error"};
-
-	return i >= 0 && i < 3 ? names[i] : "";
-}
-
-static const char *reshard_name(int i)
-{
-	return analysis_reshard_name(i);
-}
-
-static const char *evidence_name(int i)
-{
-	static const char *const names[] = {"none", "host", "gpu", "sync"};
-
-	return i >= 0 && i < 4 ? names[i] : "";
 }
 
 /* A name of the schema's enumeration back into its number; `null_value` for null. */
@@ -245,16 +212,6 @@ static int get_enum(struct dec *d, json_t *o, const char *key, const char *(*nam
 	return v;
 }
 
-static const char *rank_from_name(int v)
-{
-	return source_rank_from_name((enum source_rank_from)v);
-}
-
-static const char *exposure_source_name(int v)
-{
-	return analysis_exposure_source_name((enum analysis_exposure_source)v);
-}
-
 static uint64_t get_hex(struct dec *d, json_t *o, const char *key)
 {
 	const char *s = get_text(d, o, key, NULL, 0, 0);
@@ -270,33 +227,46 @@ static uint64_t get_hex(struct dec *d, json_t *o, const char *key)
 	return v;
 }
 
-static void dec_step(struct dec *d, json_t *o, struct live_step *s)
+/* ---- the view's objects, by their tables (collector/live_fields.h) ------------ */
+
+static void dec_fields(struct dec *d, json_t *o, const struct live_table *t, void *object, int parent_known);
+
+/* An object of table t at `object`, started as the table says. */
+static void dec_object(struct dec *d, json_t *o, const struct live_table *t, void *object)
 {
-	memset(s, 0, sizeof(*s));
-	s->ordinal = (uint32_t)get_u64(d, o, "ordinal");
-	s->excluded = get_bool(d, o, "excluded");
-	s->start_ns = get_u64(d, o, "start_ns");
-	s->step_ns = get_u64(d, o, "step_ns");
-	s->allgathers = (uint32_t)get_u64(d, o, "allgathers");
-	s->microbatches = (uint32_t)get_u64n(d, o, "microbatches", 1, 0);
-	s->allgather_ns = get_u64(d, o, "allgather_ns");
-	s->exposed_allgather_ns = get_u64(d, o, "exposed_allgather_ns");
-	s->compute_wait_ns = get_u64(d, o, "compute_wait_ns");
-	s->compute_ns = get_u64(d, o, "compute_ns");
-	s->exposed_comm_ns = get_u64(d, o, "exposed_comm_ns");
+	if (t->init)
+		t->init(object);
+	else
+		memset(object, 0, t->size);
+	dec_fields(d, o, t, object, 0);
 }
 
-/* Each element of array `key` of o, at most max, through fn; returns how many. */
-typedef void (*elem_fn)(struct dec *d, json_t *e, void *out, size_t i);
-
-static size_t dec_array(struct dec *d, json_t *o, const char *key, size_t max, elem_fn fn, void *out)
+/* The array's count is a field of its own (waiting_total): the snapshot's
+ * figure, not the length of the list, which it may exceed. */
+static int count_written(const struct live_table *t, const struct live_field *a)
 {
-	json_t *a = get_array(d, o, key), *e;
-	size_t i, n = 0, at;
+	for (size_t i = 0; i < t->nfields; i++)
+		if (t->fields[i].kind == LIVE_FIELD_UINT && t->fields[i].offset == a->count)
+			return 1;
+	return 0;
+}
+
+/* The elements of array field f of `object`: as many as there is room for
+ * (a pointer: as many as the caller allocated, the list's length). */
+static void dec_array(struct dec *d, json_t *o, const struct live_table *t, const struct live_field *f, void *object)
+{
+	json_t *a = get_array(d, o, f->name), *e;
+	size_t i, n = 0, at, max, size = f->object ? f->object->size : f->size;
+	char *base = (char *)object + f->offset;
+	struct live_field count = {.kind = LIVE_FIELD_UINT, .offset = f->count, .size = f->count_size};
+	struct live_field number = {.kind = LIVE_FIELD_INT, .size = f->size};
 
 	if (!a)
-		return 0;
-	at = push(d, key, 0);
+		return;
+	max = f->max ? f->max : json_array_size(a);
+	if (!f->max)
+		base = *(char **)base;
+	at = push(d, f->name, 0);
 	json_array_foreach(a, i, e)
 	{
 		size_t at2;
@@ -304,271 +274,100 @@ static size_t dec_array(struct dec *d, json_t *o, const char *key, size_t max, e
 		if (n == max)
 			break;
 		at2 = push(d, NULL, i);
-		if (!json_is_object(e) && fn) {
+		if (f->object && !json_is_object(e)) {
 			fail(d, NULL, "expected an object");
 			pop(d, at2);
 			break;
 		}
-		fn(d, e, out, n++);
+		if (f->object) {
+			dec_object(d, e, f->object, base + n * size);
+		} else {
+			if (!json_is_integer(e))
+				fail(d, NULL, "expected an integer");
+			live_field_set(base + n * size, &number, (int64_t)json_integer_value(e));
+		}
+		n++;
 		pop(d, at2);
 	}
 	pop(d, at);
-	return n;
+	if (!count_written(t, f))
+		live_field_set_uint(object, &count, n);
 }
 
-static void el_step(struct dec *d, json_t *e, void *out, size_t i)
+static void dec_nested(struct dec *d, json_t *o, const struct live_field *f, void *object, int nullable)
 {
-	dec_step(d, e, &((struct live_step *)out)[i]);
-}
-
-static void el_comm(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct live_comm *c = &((struct live_comm *)out)[i];
-
-	memset(c, 0, sizeof(*c));
-	c->id_hash = get_hex(d, e, "id_hash");
-	c->nranks = (uint32_t)get_u64(d, e, "nranks");
-	c->rank = (int32_t)get_i64n(d, e, "rank", 0, -1);
-	c->role = (uint8_t)get_enum(d, e, "role", analysis_comm_role_name, ANALYSIS_ROLE_MAX, 0, 0);
-	c->collectives = get_u64(d, e, "collectives");
-	c->last_seq = get_u64(d, e, "last_seq");
-	c->entered = get_u64(d, e, "entered");
-	c->left = get_u64(d, e, "left");
-}
-
-static void el_event(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct live_event *v = &((struct live_event *)out)[i];
-	uint64_t calls;
-
-	memset(v, 0, sizeof(*v));
-	v->start_ns = get_u64(d, e, "start_ns");
-	v->end_ns = get_u64(d, e, "end_ns");
-	v->op = (uint8_t)get_enum(d, e, "op", op_name, 256, 0, 0);
-	v->phase = (uint8_t)get_enum(d, e, "phase", analysis_phase_name, 8, 1, 0);
-	calls = get_u64(d, e, "calls");
-	v->calls = calls > UINT16_MAX ? UINT16_MAX : (uint16_t)calls;
-	v->unit = (uint32_t)get_u64n(d, e, "unit", 1, UINT32_MAX);
-	v->bytes = get_u64(d, e, "bytes");
-	v->exposed_ns = get_u64(d, e, "exposed_ns");
-}
-
-static void el_rank(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct live_rank *r = &((struct live_rank *)out)[i];
-	json_t *o;
-
-	memset(r, 0, sizeof(*r));
-	r->rank = (int32_t)get_i64n(d, e, "rank", 1, -1);
-	r->source = (uint32_t)get_u64(d, e, "source");
-	r->pid = (uint32_t)get_u64(d, e, "pid");
-	get_text(d, e, "host", r->host, sizeof(r->host), 0);
-	get_text(d, e, "command", r->command, sizeof(r->command), 0);
-	r->ended = get_bool(d, e, "ended");
-	r->records = get_u64(d, e, "records");
-	r->dropped = get_u64(d, e, "dropped");
-	/* added within fsdpscope.live/2: a session of an older build has neither */
-	if (json_object_get(e, "attached"))
-		r->attached = get_bool(d, e, "attached");
-	if (json_object_get(e, "rank_from"))
-		r->rank_from = get_enum(d, e, "rank_from", rank_from_name, SOURCE_RANK_GUESSED_ORDER + 1, 0, 0);
-	r->collectives_missing = get_u64(d, e, "collectives_missing");
-	r->collectives = get_u64(d, e, "collectives");
-	r->last_ns = get_u64(d, e, "last_ns");
-	r->lateness_ns = get_i64n(d, e, "lateness_ns", 0, 0);
-	o = get_object(d, e, "last_step", 1);
-	if (o) {
-		size_t at = push(d, "last_step", 0);
-
-		dec_step(d, o, &r->last);
-		pop(d, at);
-	}
-	o = get_object(d, e, "totals", 0);
-	if (o) {
-		size_t at = push(d, "totals", 0);
-		struct live_totals *t = &r->totals;
-
-		t->steps = get_u64(d, o, "steps");
-		t->steps_excluded = get_u64(d, o, "steps_excluded");
-		t->step_ns_sum = get_u64(d, o, "step_ns_sum");
-		t->step_ns_min = get_u64n(d, o, "step_ns_min", 1, 0);
-		t->step_ns_max = get_u64n(d, o, "step_ns_max", 1, 0);
-		t->allgathers_sum = get_u64(d, o, "allgathers_sum");
-		t->exposed_allgather_ns_sum = get_u64(d, o, "exposed_allgather_ns_sum");
-		t->compute_wait_ns_sum = get_u64(d, o, "compute_wait_ns_sum");
-		t->compute_ns_sum = get_u64(d, o, "compute_ns_sum");
-		pop(d, at);
-	}
-	r->nwindow = dec_array(d, e, "window", LIVE_WINDOW, el_step, r->window);
-	r->ncomms = dec_array(d, e, "comms", LIVE_COMMS_MAX, el_comm, r->comms);
-	r->nstrip = dec_array(d, e, "strip", LIVE_STRIP_MAX, el_event, r->strip);
-}
-
-static void el_finding(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct live_finding *f = &((struct live_finding *)out)[i];
-
-	memset(f, 0, sizeof(*f));
-	get_text(d, e, "rule", f->rule, sizeof(f->rule), 0);
-	f->severity = get_enum(d, e, "severity", severity_name, 3, 0, 0);
-	get_text(d, e, "message", f->message, sizeof(f->message), 0);
-	get_text(d, e, "evidence", f->evidence, sizeof(f->evidence), 0);
-	get_text(d, e, "fix", f->fix, sizeof(f->fix), 1);
-}
-
-static void el_gather(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct live_gather *g = &((struct live_gather *)out)[i];
-
-	memset(g, 0, sizeof(*g));
-	g->unit = (uint32_t)get_u64n(d, e, "unit", 1, UINT32_MAX);
-	g->bytes = get_u64(d, e, "bytes");
-	g->exposed_ns = get_u64(d, e, "exposed_ns");
-	get_text(d, e, "name", g->name, sizeof(g->name), 0);
-}
-
-static void el_flight_rank(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct analysis_flight_rank *r = &((struct analysis_flight_rank *)out)[i];
-
-	memset(r, 0, sizeof(*r));
-	r->rank = (int32_t)get_i64n(d, e, "rank", 0, -1);
-	r->global_rank = -1; /* not in the snapshot */
-	r->source = (uint32_t)get_u64(d, e, "source");
-	r->pid = (uint32_t)get_u64(d, e, "pid");
-	r->since_ns = get_u64(d, e, "since_ns");
-	r->last_seq = get_u64n(d, e, "last_seq", 1, 0);
-	r->last_op = (uint8_t)get_enum(d, e, "last_op", op_name, 256, 1, 0);
-	r->evidence = (uint8_t)get_enum(d, e, "evidence", evidence_name, 4, 1, 0);
-}
-
-static void el_hang(struct dec *d, json_t *e, void *out, size_t i)
-{
-	struct analysis_hang *h = &((struct analysis_hang *)out)[i];
-
-	memset(h, 0, sizeof(*h));
-	h->comm_id = get_hex(d, e, "comm");
-	h->nranks = (int32_t)get_i64n(d, e, "nranks", 0, 0);
-	h->comm_seq = get_u64(d, e, "comm_seq");
-	h->op = (uint8_t)get_enum(d, e, "op", op_name, 256, 0, 0);
-	h->count = get_u64(d, e, "count");
-	h->dtype = (uint8_t)get_enum(d, e, "dtype", dtype_name, 256, 1, FSS_DTYPE_UNKNOWN);
-	h->waited_ns = get_u64(d, e, "waited_ns");
-	h->nwaiting = (uint32_t)get_u64(d, e, "waiting_total");
-	dec_array(d, e, "waiting", ANALYSIS_FLIGHT_RANKS_MAX, el_flight_rank, h->waiting);
-	h->nmissing = (uint32_t)get_u64(d, e, "missing_total");
-	dec_array(d, e, "missing", ANALYSIS_FLIGHT_RANKS_MAX, el_flight_rank, h->missing);
-}
-
-static void el_rank_number(struct dec *d, json_t *e, void *out, size_t i)
-{
-	if (!json_is_integer(e))
-		fail(d, NULL, "expected an integer");
-	((int32_t *)out)[i] = (int32_t)json_integer_value(e);
-}
-
-static uint32_t dec_signature(struct dec *d, json_t *o, const char *key, struct analysis_signature *s, int32_t *ranks)
-{
-	json_t *e = get_object(d, o, key, 0);
+	json_t *v = get_object(d, o, f->name, nullable);
 	size_t at;
-	uint32_t n;
-	json_t *a;
-	size_t i;
-	json_t *x;
 
-	memset(s, 0, sizeof(*s));
-	if (!e)
-		return 0;
-	at = push(d, key, 0);
-	s->op = (uint8_t)get_enum(d, e, "op", op_name, 256, 0, 0);
-	s->count = get_u64(d, e, "count");
-	s->dtype = (uint8_t)get_enum(d, e, "dtype", dtype_name, 256, 1, FSS_DTYPE_UNKNOWN);
-	s->root = (int32_t)get_i64n(d, e, "root", 1, -1);
-	s->redop = (uint8_t)get_enum(d, e, "redop", redop_name, 256, 1, FSS_REDOP_NONE);
-	n = (uint32_t)get_u64(d, e, "ranks_total");
-	a = get_array(d, e, "ranks");
-	json_array_foreach(a, i, x)
-	{
-		if (i == ANALYSIS_FLIGHT_RANKS_MAX)
-			break;
-		el_rank_number(d, x, ranks, i);
+	if (!v)
+		return;
+	at = push(d, f->name, 0);
+	if (f->kind == LIVE_FIELD_COMPOSED) {
+		struct live_signature composed; /* the one composed object there is */
+
+		dec_object(d, v, f->object, &composed);
+		f->store(object, &composed);
+	} else {
+		dec_object(d, v, f->object, (char *)object + f->offset);
 	}
 	pop(d, at);
-	return n;
 }
 
-static void el_mismatch(struct dec *d, json_t *e, void *out, size_t i)
+static void dec_field(struct dec *d, json_t *o, const struct live_table *t, const struct live_field *f, void *object,
+		      int known)
 {
-	struct analysis_mismatch *m = &((struct analysis_mismatch *)out)[i];
+	int nullable = live_field_nullable(f, known);
 
-	memset(m, 0, sizeof(*m));
-	m->comm_id = get_hex(d, e, "comm");
-	m->nranks = (int32_t)get_i64n(d, e, "nranks", 0, 0);
-	m->comm_seq = get_u64(d, e, "comm_seq");
-	m->na = dec_signature(d, e, "a", &m->a, m->a_ranks);
-	m->nb = dec_signature(d, e, "b", &m->b, m->b_ranks);
-	m->others = (uint32_t)get_u64(d, e, "other_ranks");
-}
-
-static void dec_flight(struct dec *d, json_t *o, struct analysis_flight *f)
-{
-	size_t at = push(d, "flight", 0);
-
-	memset(f, 0, sizeof(*f));
-	(void)get_bool(d, o, "hang");
-	(void)get_bool(d, o, "shows_waits");
-	f->timeout_ns = get_u64(d, o, "timeout_ns");
-	f->now_realtime_ns = get_u64n(d, o, "now_realtime_ns", 1, 0);
-	f->sources_enter = (uint32_t)get_u64(d, o, "sources_enter");
-	f->sources_cupti = (uint32_t)get_u64(d, o, "sources_cupti");
-	f->in_flight = (uint32_t)get_u64(d, o, "in_flight");
-	f->hangs_total = (uint32_t)get_u64(d, o, "hangs_total");
-	f->nhangs = (uint32_t)dec_array(d, o, "hangs", ANALYSIS_HANGS_MAX, el_hang, f->hangs);
-	f->mismatches_total = (uint32_t)get_u64(d, o, "mismatches_total");
-	f->mismatched_collectives = get_u64(d, o, "mismatched_collectives");
-	f->nmismatches = (uint32_t)dec_array(d, o, "mismatches", ANALYSIS_MISMATCHES_MAX, el_mismatch, f->mismatches);
-	pop(d, at);
-}
-
-static void dec_job(struct dec *d, json_t *o, struct live_job *j)
-{
-	size_t at = push(d, "job", 0);
-	json_t *fl;
-	int dg;
-
-	j->records_total = get_u64(d, o, "records_total");
-	j->records_dropped_total = get_u64(d, o, "records_dropped_total");
-	j->diagnoses = get_u64(d, o, "diagnoses");
-	dg = j->diagnosed = get_bool(d, o, "diagnosed");
 	/* added within fsdpscope.live/2: absent from a session of an older build */
-	if (json_object_get(o, "sources_attached"))
-		j->sources_attached = (uint32_t)get_u64(d, o, "sources_attached");
-	if (json_object_get(o, "exposure_source"))
-		j->exposure_source = get_enum(d, o, "exposure_source", exposure_source_name, 3, 0, 0);
-	/* before the first diagnosis these are null: the view's zeros */
-	j->verdict = get_enum(d, o, "verdict", (const char *(*)(int))analysis_verdict_name, 16, !dg, 0);
-	j->undecided_reason =
-	    get_enum(d, o, "undecided_reason", analysis_undecided_name, ANALYSIS_UNDECIDED_MAX, !dg, 0);
-	j->reshard = get_enum(d, o, "reshard", reshard_name, 8, !dg, 0);
-	j->repeating_units = (uint32_t)get_u64n(d, o, "repeating_units", !dg, 0);
-	j->gathers_per_unit = (uint32_t)get_u64n(d, o, "gathers_per_unit", !dg, 0);
-	j->allgathers_per_step = (uint32_t)get_u64n(d, o, "allgathers_per_step", !dg, 0);
-	j->microbatches = (uint32_t)get_u64n(d, o, "microbatches", 1, 0);
-	j->exposed_allgather_ns_per_step = get_u64n(d, o, "exposed_allgather_ns_per_step", !dg, 0);
-	j->compute_wait_ns_per_step = get_u64n(d, o, "compute_wait_ns_per_step", !dg, 0);
-	j->nfindings = dec_array(d, o, "findings", LIVE_FINDINGS_MAX, el_finding, j->findings);
-	j->ngathers = dec_array(d, o, "gathers", LIVE_GATHERS_MAX, el_gather, j->gathers);
-	fl = get_object(d, o, "flight", 1);
-	if (fl)
-		dec_flight(d, fl, &j->flight);
-	pop(d, at);
+	if (f->optional && !json_object_get(o, f->name))
+		return;
+	switch (f->kind) {
+	case LIVE_FIELD_UINT:
+		live_field_set_uint(object, f, get_u64n(d, o, f->name, nullable, (uint64_t)f->null_value));
+		break;
+	case LIVE_FIELD_INT:
+		live_field_set(object, f, get_i64n(d, o, f->name, nullable, f->null_value));
+		break;
+	case LIVE_FIELD_BOOL:
+		live_field_set(object, f, get_bool(d, o, f->name));
+		break;
+	case LIVE_FIELD_TEXT:
+		get_text(d, o, f->name, (char *)object + f->offset, f->size, nullable);
+		break;
+	case LIVE_FIELD_ENUM:
+		live_field_set(object, f,
+			       get_enum(d, o, f->name, f->enum_name, f->enum_count, nullable, (int)f->null_value));
+		break;
+	case LIVE_FIELD_HEX:
+		live_field_set_uint(object, f, get_hex(d, o, f->name));
+		break;
+	case LIVE_FIELD_DERIVED:
+		(void)get_bool(d, o, f->name);
+		break;
+	case LIVE_FIELD_OBJECT:
+	case LIVE_FIELD_COMPOSED:
+		dec_nested(d, o, f, object, nullable);
+		break;
+	case LIVE_FIELD_ARRAY:
+		dec_array(d, o, t, f, object);
+		break;
+	case LIVE_FIELD_CONST:
+		break; /* the schema: checked first, by the caller */
+	}
+}
+
+static void dec_fields(struct dec *d, json_t *o, const struct live_table *t, void *object, int parent_known)
+{
+	/* known again before each field: the job's "diagnosed" comes before the figures it governs */
+	for (size_t i = 0; i < t->nfields; i++)
+		dec_field(d, o, t, &t->fields[i], object, live_table_known(t, object, parent_known));
 }
 
 int top_viewer_decode(const char *json, size_t len, struct live_view **out, char *err, size_t errlen)
 {
 	struct dec d = {.err = err, .errlen = errlen};
 	json_error_t je;
-	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je), *o, *ranks;
+	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je), *ranks;
 	struct live_view *v = NULL;
 	const char *schema;
 	size_t n;
@@ -602,13 +401,8 @@ int top_viewer_decode(const char *json, size_t len, struct live_view **out, char
 		json_decref(root);
 		return -ENOMEM;
 	}
-	v->generation = get_u64(&d, root, "generation");
-	v->at_ns = get_u64(&d, root, "at_ns");
-	v->at_realtime_ns = get_u64(&d, root, "at_realtime_ns");
-	o = get_object(&d, root, "job", 0);
-	if (o)
-		dec_job(&d, o, &v->job);
-	v->nranks = dec_array(&d, root, "ranks", n, el_rank, v->ranks);
+	/* ranks[] has room for the list: the table's decoder fills it */
+	dec_fields(&d, root, &live_table_snapshot, v, 0);
 	json_decref(root);
 	if (d.failed) {
 		live_view_free(v);
@@ -757,15 +551,9 @@ int top_viewer_feed_new(top_viewer_feed_t **out, const char *address, char *err,
 	rc = live_board_new(&f->board);
 	if (rc)
 		goto fail;
-	rc = top_board_feed_new(&f->bf, f->board, &f->info);
+	rc = top_feed_start(&f->bf, f->board, &f->info, &f->inner, &f->thread, viewer_thread, f);
 	if (rc)
 		goto fail;
-	top_board_feed_bind(f->bf, &f->inner);
-	rc = pthread_create(&f->thread, NULL, viewer_thread, f);
-	if (rc) {
-		rc = -rc;
-		goto fail;
-	}
 	f->thread_started = 1;
 	*out = f;
 	return 0;
@@ -785,16 +573,9 @@ void top_viewer_feed_free(top_viewer_feed_t *f)
 {
 	if (!f)
 		return;
-	if (f->thread_started) {
-		pthread_mutex_lock(&f->mu);
-		f->stopping = 1;
-		pthread_mutex_unlock(&f->mu);
-		pthread_join(f->thread, NULL);
-	}
-	top_board_feed_free(f->bf);
-	if (f->board)
-		live_board_close(f->board);
-	live_board_free(f->board);
+	if (f->thread_started)
+		top_feed_stop_thread(f->thread, &f->mu, NULL, &f->stopping);
+	top_feed_close_board(f->bf, f->board);
 	live_view_free(f->first);
 	viewer_client_close(f->client);
 	pthread_mutex_destroy(&f->mu);

@@ -43,6 +43,15 @@ check "dump: every line is JSON" jq -e . "$tmp/d.jsonl" >/dev/null
 check "dump --header: the header, the records, the writer's trace_end last" test "$(wc -l <"$tmp/dh.jsonl")" -eq $((n + 2))
 check "dump --header: trace_end last, of no process" jq -e '.type == "trace_end" and .source == 4294967295' \
   <(tail -n 1 "$tmp/dh.jsonl") >/dev/null
+# options after the operand too (the option tables parse them anywhere)
+"$FSS" dump --type collective "$tmp/t.fss" >"$tmp/tc1.jsonl"
+"$FSS" dump "$tmp/t.fss" --type collective >"$tmp/tc2.jsonl" 2>"$tmp/e"
+check "dump TRACE --type: the same lines as --type before TRACE" cmp -s "$tmp/tc1.jsonl" "$tmp/tc2.jsonl"
+check "dump TRACE --type: only collectives" jq -e '.type == "collective"' "$tmp/tc2.jsonl" >/dev/null
+"$FSS" dump --bogus "$tmp/t.fss" >/dev/null 2>"$tmp/e"
+check "unknown option: one wording" grep -q "^fsdpscope dump: unknown option '--bogus' (see 'fsdpscope help dump')$" "$tmp/e"
+"$FSS" lint "$tmp/t.fss" --fail-on >/dev/null 2>"$tmp/e"
+check "missing value: said" grep -q "^fsdpscope lint: option '--fail-on' needs a value" "$tmp/e"
 for t in process_hello string comm collective group gpu_interval nvtx_range clock_anchor drops process_end correlation; do
   check "dump has $t" grep -q "\"type\":\"$t\"" "$tmp/d.jsonl"
 done

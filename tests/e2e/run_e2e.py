@@ -383,7 +383,7 @@ def scenario_descendants(args):
         if p.poll() is None:
             p.kill()
     check(p.returncode == 0, f"signalled: exit {p.returncode} (CMD's own status is 0): {err}")
-    check(f"pid {orphan} (killed by signal {int(signal.SIGTERM)})" in err, f"signalled: how the orphan ended: {err}")
+    check(f"pid {orphan} (killed by signal {int(signal.SIGTERM)} (SIGTERM))" in err, f"signalled: how the orphan ended: {err}")
     for e in by_type(dump(args, trace_written(err)), "process_exit"):
         check(e["pid"] == orphan and e["wait_status"] == int(signal.SIGTERM),
               f"signalled: process_exit {e}, want pid {orphan} killed by SIGTERM")

@@ -112,7 +112,7 @@ static void test_tensor_parallel(void **state)
 		assert_int_equal(r.role[dp], ANALYSIS_ROLE_FSDP);
 		assert_int_equal(r.role[tp], ANALYSIS_ROLE_TENSOR_PARALLEL);
 		assert_int_equal(r.role[world], ANALYSIS_ROLE_STEP);
-		assert_false(comm_role_in_steps(r.role[tp]));
+		assert_false(comm_roles_in_steps(r.role[tp]));
 		comm_roles_release(&r);
 		job_free(j);
 	}
@@ -206,7 +206,7 @@ static void test_regather_pipeline_one_off(void **state)
 	assert_int_equal(r.role[regather], ANALYSIS_ROLE_FSDP_REGATHER);
 	assert_int_equal(r.role[pp], ANALYSIS_ROLE_PIPELINE);
 	assert_int_equal(r.role[init], ANALYSIS_ROLE_ONE_OFF);
-	assert_true(comm_role_is_fsdp(r.role[regather]));
+	assert_true(comm_roles_is_fsdp(r.role[regather]));
 	comm_roles_release(&r);
 	job_free(j);
 }

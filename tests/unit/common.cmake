@@ -10,3 +10,5 @@ if(TARGET record_test)
 endif()
 fss_unit_test(NAME wire_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/wire_test.c
   LIBS fss_test_support fss_common)
+fss_unit_test(NAME json_writer_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/json_writer_test.c LIBS fss_common)
+fss_unit_test(NAME text_buffer_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/text_buffer_test.c LIBS fss_common)

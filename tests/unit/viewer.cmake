@@ -9,3 +9,8 @@ if(TARGET fss_viewer)
       FSS_LIVE_SCHEMA="${PROJECT_SOURCE_DIR}/docs/live-schema.json")
   endif()
 endif()
+# The live field table end to end: render, decode as top --connect does, render again.
+if(TARGET fss_viewer AND TARGET fss_metrics AND TARGET fss_top_feeds)
+  fss_unit_test(NAME viewer_roundtrip_test SOURCES unit/viewer_roundtrip_test.c
+    LIBS fss_top_feeds fss_viewer fss_metrics)
+endif()

@@ -1,0 +1,33 @@
+/*
+ * text_buffer.h - a growing text in memory: what the JSON writer
+ * (json_writer.h) and the /metrics exposition (collector/metrics.c) build
+ * their output in. An allocation that fails stops the growth and is
+ * remembered, so the writers on top need no checks of their own: the
+ * caller learns of it once, from text_buffer_take.
+ */
+#ifndef FSS_COMMON_TEXT_BUFFER_H
+#define FSS_COMMON_TEXT_BUFFER_H
+
+#include <stddef.h>
+
+/* Zeroed, it is empty. */
+struct text_buffer {
+	char *text; /* malloc'd, NUL-ended once anything was appended */
+	size_t len, cap;
+	int oom; /* an allocation failed: what came after it was dropped */
+};
+
+/* text_buffer_append - n bytes of s at the end. */
+void text_buffer_append(struct text_buffer *b, const char *s, size_t n);
+
+/* text_buffer_printf - printf-formatted text at the end, whatever its length. */
+__attribute__((format(printf, 2, 3))) void text_buffer_printf(struct text_buffer *b, const char *fmt, ...);
+
+/*
+ * text_buffer_take - the text (NUL-terminated, caller frees; "" when
+ * nothing was appended) in *text and its length in *len: 0, or -ENOMEM
+ * when an allocation failed (the text is freed then). b is empty after.
+ */
+int text_buffer_take(struct text_buffer *b, char **text, size_t *len);
+
+#endif
