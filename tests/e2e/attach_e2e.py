@@ -25,11 +25,12 @@ Scenarios:
                 severities of the wrap, reshard and size rules; units; the
                 reshard policy) equals `fsdpscope run`'s on the same job
   detach        a job attached after step 10 and detached (SIGINT to attach)
-                at step 60 of 120: its exit code and every loss of its log
+                at step 60 of 400 (a margin a busy machine keeps: the job must
+                outlive the detach): its exit code and every loss of its log
                 equal those of the same job never attached; the trace holds
                 the steps in between, its sources read "detached"
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
-                before fsdp_ref starts: attach waits for its ranks; fsdp_ref
+                before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
                 next look at /proc, the job is let go once all are attached:
                 every step is counted as the log counts it (less, on the ranks
@@ -37,7 +38,8 @@ Scenarios:
                 entered before the probes, so not recorded)
   twice         two attaches on one stopped job at once: both traces count the
                 same collectives per rank as the log
-  all           --all on a stopped job (and whatever else maps libnccl here):
+  all           --all on a stopped job (40 steps; --sanitized: 16; stopped after step 2)
+                (and whatever else maps libnccl here):
                 the job's ranks are attached and counted as their log counts;
                 --all outlives the job and ends on SIGTERM
   env_rank      two ranks exec'd as torchrun does (RANK in their environment),
@@ -86,8 +88,9 @@ read_text, wait_for = support.read_text, support.wait_for
 # width, and the sanitized build's ranks are slow.
 MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16"]
 # The steps of a job attached while it runs: --sanitized (a build with ASan) runs fewer.
-STEPS = {"fsdp": (220, 20), "detach": (120, 10, 60)}
-STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20)}
+STEPS = {"fsdp": (220, 20), "detach": (400, 10, 60), "launcher": 20, "all": 40}
+# launcher and all count per rank against the log, which holds as well over a few steps
+STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20), "launcher": 6, "all": 16}
 
 # The wrap rules' and the structure's figures: what attach must agree on with run.
 VERDICT_RULES = ("wrap-too-fine", "wrap-too-coarse", "reshard-policy", "small-collectives")
@@ -364,6 +367,7 @@ def scenario_detach(args, work):
 
 
 def scenario_launcher(args, work):
+    steps = (STEPS_SANITIZED if args.sanitized else STEPS)["launcher"]
     go, hold = os.path.join(work, "go"), os.path.join(work, "hold")
     for f in (go, hold):
         if os.path.exists(f):
@@ -371,7 +375,7 @@ def scenario_launcher(args, work):
         os.mkfifo(f)
     log = os.path.join(work, "job.jsonl")
     script = (f"cat {shlex.quote(go)} >/dev/null; exec {shlex.quote(args.fsdp_ref)} --nranks 3 --wrap block "
-              f"--steps 20 --batch 6 --quiet {shlex.join(MODEL)} --log {shlex.quote(log)} "
+              f"--steps {steps} --batch 6 --quiet {shlex.join(MODEL)} --log {shlex.quote(log)} "
               f"--hold-at 0:{shlex.quote(hold)}")
     launcher = subprocess.Popen(["sh", "-c", script])
     att = None
@@ -436,7 +440,7 @@ def scenario_twice(args, work):
 
 
 def scenario_all(args, work):
-    job = Job(args, work, 3, "block", 40)
+    job = Job(args, work, 3, "block", (STEPS_SANITIZED if args.sanitized else STEPS)["all"])
     att = None
     try:
         job.wait_ranks()

@@ -69,8 +69,10 @@ grep -q "job ended: exited 0" "$work/run.out" || fail "the last view does not sa
 rc=$?
 [ $rc -eq 3 ] || fail "top --once -- sh -c 'exit 3': exit $rc"
 
-# a replay's --once: one row per rank, the wrap-too-fine finding
+# a replay's --once: one row per rank, the wrap-too-fine finding (a small model: neither
+# depends on its width, as in top_e2e.py)
 "$fs" run --out "$work/lin" -- "$ref" --backend cpu --nranks 2 --layers 4 --wrap linear --steps 4 --quiet \
+	--d-model 32 --ffn 64 --seq 8 \
 	</dev/null >/dev/null 2>&1 || fail "fsdp_ref under run"
 "$fs" top --once --cols 100 --rows 30 "$work/lin/trace.fss" </dev/null >"$work/replay.out" 2>"$work/replay.err"
 rc=$?

@@ -1,6 +1,7 @@
 # libFuzzer smoke run of the collector's ingest (tests/fuzz/ingest_fuzz.c): up
 # to four streams through socketpairs, interleaved, acked, rotated. Built with
-# clang when FSS_FUZZ=ON, like trace_fuzz; seeds from ingest_fuzz_seed.c.
+# clang when FSS_FUZZ=ON, like trace_fuzz; its corpus from ingest_fuzz_seed.c
+# (tests/fuzz/corpus_update.sh).
 if(FSS_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND TARGET fss_collector)
   add_executable(ingest_fuzz ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/ingest_fuzz.c)
   target_include_directories(ingest_fuzz PRIVATE ${PROJECT_SOURCE_DIR})
@@ -10,12 +11,5 @@ if(FSS_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND TARGET fss_collector)
   add_executable(fss_ingest_fuzz_seed ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/ingest_fuzz_seed.c)
   target_include_directories(fss_ingest_fuzz_seed PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(fss_ingest_fuzz_seed PRIVATE fss_common)
-  set(ingest_seed ${CMAKE_CURRENT_BINARY_DIR}/ingest_fuzz_seed)
-  set(ingest_corpus ${CMAKE_CURRENT_BINARY_DIR}/ingest_fuzz_corpus)
-  add_test(NAME ingest_fuzz_smoke
-    COMMAND sh -c "set -e; mkdir -p '${ingest_seed}' '${ingest_corpus}'; \
-'$<TARGET_FILE:fss_ingest_fuzz_seed>' '${ingest_seed}'; \
-'$<TARGET_FILE:ingest_fuzz>' -max_total_time=${FSS_FUZZ_SECONDS} -timeout=10 -rss_limit_mb=2048 \
-  -max_len=65536 -print_final_stats=1 '${ingest_corpus}' '${ingest_seed}'")
-  set_tests_properties(ingest_fuzz_smoke PROPERTIES TIMEOUT 300 LABELS "fuzz" RUN_SERIAL TRUE)
+  fss_fuzz_smoke(TARGET ingest_fuzz RUNS 4000 FLAGS -max_len=65536)
 endif()

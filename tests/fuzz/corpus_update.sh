@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# corpus_update.sh - remake the committed fuzz corpus (tests/fuzz/corpus/<target>/).
+#
+# usage: tests/fuzz/corpus_update.sh BUILD_SAN [SECONDS]
+#
+# BUILD_SAN is a configured and built sanitizer tree (-DFSS_SANITIZE=ON
+# -DFSS_FUZZ=ON, clang). For each target its seeds, from the generators the
+# targets' comments name; for sources_fuzz, which has none, SECONDS (default
+# 120) of fuzzing from the corpus committed now, merged by libFuzzer into the
+# smallest set of inputs that keeps its coverage. The result replaces the
+# committed folders.
+#
+# The smoke tests (tests/fuzz/*.cmake) replay that corpus and then make a fixed
+# number of mutations of it from a fixed seed: the same work at every run. Run
+# this after a change to a decoder or a record type, and commit the result.
+set -euo pipefail
+
+build=${1:?usage: $0 BUILD_SAN [SECONDS]}
+seconds=${2:-120}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Seeds of trace_fuzz: sample traces behind the target's control byte (bit 0:
+# fix checksums; the rest: feed piece size).
+trace_seeds() {
+	local dir=$1 f
+	"$build/tests/fss_gen_sample_trace" "$tmp/a.raw" 1 1 256 >/dev/null
+	"$build/tests/fss_gen_sample_trace" "$tmp/b.raw" 3 2 1024 >/dev/null
+	for f in a b; do
+		{ printf '\000'; cat "$tmp/$f.raw"; } >"$dir/$f"
+		{ printf '\377'; cat "$tmp/$f.raw"; } >"$dir/$f.x"
+	done
+}
+
+ingest_seeds() { "$build/tests/fss_ingest_fuzz_seed" "$1"; }
+
+# sources_fuzz reads records straight from its bytes: it starts from nothing.
+sources_seeds() { :; }
+
+# update TARGET MAX_LEN SECONDS FLAG...: the seeds, and with SECONDS > 0 what that
+# long a run finds from them and the committed inputs (none longer than MAX_LEN),
+# merged into the smallest set that keeps their coverage.
+update() {
+	local target=$1 len=$2 secs=$3 corpus="$here/corpus/$1"
+	local seeds="$tmp/$target.seeds" found="$tmp/$target.found" merged="$tmp/$target.merged"
+	shift 3
+
+	mkdir -p "$seeds" "$found" "$merged" "$corpus"
+	"${target%_fuzz}_seeds" "$seeds"
+	if [ "$secs" -gt 0 ]; then
+		"$build/tests/$target" -max_total_time="$secs" -max_len="$len" -timeout=10 -rss_limit_mb=2048 "$@" \
+			"$found" "$seeds" "$corpus" >"$tmp/$target.log" 2>&1 || { cat "$tmp/$target.log"; exit 1; }
+		"$build/tests/$target" -merge=1 -max_len="$len" -timeout=10 -rss_limit_mb=2048 "$@" \
+			"$merged" "$seeds" "$corpus" "$found" >>"$tmp/$target.log" 2>&1 || { cat "$tmp/$target.log"; exit 1; }
+	else
+		cp "$seeds"/* "$merged"/
+	fi
+	rm -rf "$corpus"
+	mv "$merged" "$corpus"
+	echo "$target: $(find "$corpus" -type f | wc -l) inputs, $(du -sk "$corpus" | cut -f1) KiB"
+}
+
+# The decoders' seeds are whole traces and streams, found by hand to cover them:
+# they are the corpus. sources_fuzz starts from nothing: a run of SECONDS makes
+# its corpus, of short record runs.
+update trace_fuzz 65536 0
+update ingest_fuzz 65536 0
+update sources_fuzz 256 "$seconds"
