@@ -11,6 +11,7 @@
  */
 #include "collector/analysis.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "common/clock.h"
 #include "tests/unit/analysis_synth.h"
 

@@ -20,7 +20,7 @@
  *  - 0 means "not known" for a size or a time unless a field says otherwise;
  *    ratios that cannot be computed are negative (ANALYSIS_UNKNOWN).
  *
- * The result is made by analyze_trace() (collector/analyze.h) and released
+ * The result is made by analyze_trace() (collector/analyze_traces.h) and released
  * with analysis_result_free(). The JSON schema written from it by
  * `report --json` is docs/report-schema.md ("fsdpscope.report/2").
  */

@@ -108,7 +108,8 @@ void analyzer_set_truncated(analyzer_t *a);
  * analyzer_set_keep - the trace's header says which --keep policy wrote it
  * (FSS_FILE_KEEP_* and keep_steps, common/trace_format.h): a last:N trace
  * starts in the middle of the run, its first calls are not lost; the notes
- * say what the trace holds. analyze_trace does this from the header.
+ * say what the trace holds. analyze_trace (collector/analyze_traces.h)
+ * does this from the header.
  */
 void analyzer_set_keep(analyzer_t *a, uint32_t flags, uint32_t steps);
 
@@ -160,17 +161,5 @@ typedef void (*analysis_step_fn)(void *ctx, const struct analysis_step_info *ste
 
 /* analyzer_on_step - set (or clear, fn NULL) the step callback. */
 void analyzer_on_step(analyzer_t *a, analysis_step_fn fn, void *ctx);
-
-/*
- * analyze_trace - read the trace file at path and analyse it. A trace that
- * ends inside a chunk (a killed writer) or at a damaged chunk is analysed up
- * to there (result->trace.truncated = 1). Returns 0 with *out set, or a
- * negative errno / FSS_E_* (common/error.h) with a message in err when
- * errlen > 0: the file is not a trace, or cannot be read. Defined in the
- * session library (collector/analyze_traces.c, fss_session): it reads the
- * file through a session.
- */
-int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
-		  size_t errlen);
 
 #endif

@@ -12,6 +12,17 @@
 #include "collector/merge.h"
 
 /*
+ * analyze_trace - read the trace file at path and analyse it. A trace that
+ * ends inside a chunk (a killed writer) or at a damaged chunk is analysed up
+ * to there (result->trace.truncated = 1). Returns 0 with *out set, or a
+ * negative errno / FSS_E_* (common/error.h) with a message in err when
+ * errlen > 0: the file is not a trace, or cannot be read. It reads the file
+ * through a session (fss_session).
+ */
+int analyze_trace(const char *path, const struct analysis_options *opts, struct analysis_result **out, char *err,
+		  size_t errlen);
+
+/*
  * analyze_traces - analyse the n traces at paths as one job. One trace is
  * analyze_trace's analysis exactly (*merge set to NULL). Several are read
  * through a merge (sources renumbered, clocks aligned on the first trace's),

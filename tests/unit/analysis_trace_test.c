@@ -17,6 +17,7 @@
 
 #include "analysis_synth.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/timeline.h"
 #include "common/error.h"
 #include "common/trace_parser.h"

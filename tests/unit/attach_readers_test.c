@@ -29,6 +29,7 @@
 
 #include "collector/analysis.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/live.h"
 #include "collector/metrics.h"
 #include "common/record.h"

@@ -22,6 +22,7 @@
 
 #include "agent/bpf/attach_records.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "common/record.h"
 #include "common/trace_writer.h"
 

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/flight.h"
 #include "collector/source.h"
 #include "common/record.h"

@@ -19,6 +19,7 @@
 
 #include "collector/analysis.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/ingest.h"
 #include "common/record.h"
 #include "common/trace_format.h"

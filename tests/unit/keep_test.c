@@ -21,6 +21,7 @@
 
 #include "analysis_synth.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/keep.h"
 #include "collector/keep_hooks.h"
 #include "collector/source.h"

@@ -37,6 +37,7 @@
 
 #include "analysis_synth.h"
 #include "collector/analyze.h"
+#include "collector/analyze_traces.h"
 #include "collector/live.h"
 #include "collector/source.h"
 #include "common/record.h"
