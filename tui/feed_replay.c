@@ -19,6 +19,7 @@
 #include "tui/feeds.h"
 
 #include "collector/session.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
@@ -91,7 +92,10 @@ static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_
 {
 	int rc;
 
-	/* The info first: whoever sees the view sees its info. */
+	/* The info first: whoever sees the view sees its info. The view is put
+	 * on the board and counted under one hold of the lock, so that a step()
+	 * that sees the count change finds this view on the board, never the
+	 * one before it counted late. */
 	pthread_mutex_lock(&f->mu);
 	f->info.replay_step = f->job_step;
 	f->info.job_state = job_state;
@@ -100,9 +104,7 @@ static int publish(top_replay_feed_t *f, int job_state, const char *how, uint64_
 	if (steps_total)
 		f->info.replay_steps = steps_total;
 	top_board_feed_set_info(f->bf, &f->info);
-	pthread_mutex_unlock(&f->mu);
 	rc = fss_session_publish(f->session);
-	pthread_mutex_lock(&f->mu);
 	f->views++;
 	f->unpaced = 1;
 	pthread_cond_broadcast(&f->cv);
@@ -157,11 +159,8 @@ static int on_job_step(void *ctx, uint64_t job_step)
 	 * reading, for views no one could see; the step counter still shows each
 	 * view's step. */
 	if (!f->o.step_keys && f->o.speed == 0 && !f->o.only_end) {
-		struct timespec ts;
-		int64_t now;
+		int64_t now = clock_mono_ms();
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		if (f->views && now - f->view_ms < REPLAY_FAST_VIEW_MS)
 			return 0;
 		f->view_ms = now;
