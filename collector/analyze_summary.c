@@ -276,7 +276,7 @@ static int summary_phases(struct step_summary *s, const struct tl_event *ev, siz
 		in->in_steps = (uint8_t)comm_roles_in_steps(ev[i].role);
 		in->cycle = in->unit = -1;
 		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
-			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].nranks, ev[i].op, {0}};
+			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].bytes, ev[i].nranks, ev[i].op, ev[i].dtype, {0}};
 	}
 	if (phases_parse(pe, npe, pg, &s->phases) < 0)
 		goto out;

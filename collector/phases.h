@@ -24,9 +24,11 @@
  * caller leaves out the rest). */
 struct phases_event {
 	uint64_t elements; /* gathered / reduced elements (count x ranks), summed over a group's calls */
+	uint64_t bytes;    /* count x dtype size, summed over the calls (per rank) */
 	int32_t nranks;
 	uint8_t op;        /* FSS_OP_ALLGATHER or FSS_OP_REDUCESCATTER */
-	uint8_t reserved[3];
+	uint8_t dtype;     /* enum fss_dtype of its (first) call */
+	uint8_t reserved[2];
 };
 
 /* Why a step could not be parsed. */

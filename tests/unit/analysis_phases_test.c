@@ -26,13 +26,13 @@ struct stream {
 static void ag(struct stream *s, uint64_t elements, int32_t nranks)
 {
 	assert_true(s->n < MAXEV);
-	s->ev[s->n++] = (struct phases_event){elements, nranks, FSS_OP_ALLGATHER, {0}};
+	s->ev[s->n++] = (struct phases_event){elements, elements * 2, nranks, FSS_OP_ALLGATHER, FSS_DTYPE_BFLOAT16, {0}};
 }
 
 static void rs(struct stream *s, uint64_t elements)
 {
 	assert_true(s->n < MAXEV);
-	s->ev[s->n++] = (struct phases_event){elements, 4, FSS_OP_REDUCESCATTER, {0}};
+	s->ev[s->n++] = (struct phases_event){elements, elements * 4, 4, FSS_OP_REDUCESCATTER, FSS_DTYPE_FLOAT32, {0}};
 }
 
 /* Sizes of a model: unit 0 the root, units 1..L blocks (all alike). */
