@@ -5,7 +5,8 @@
 # RUNPATH to libnccl.so.2, so that LD_PRELOAD of the agent still interposes
 # and LD_LIBRARY_PATH can swap in a real NCCL.
 if(TARGET fss_nccl_cpu)
-  add_executable(stream_job e2e/stream_job.c)
+  add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
+    e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c)
   target_link_libraries(stream_job PRIVATE fss_nccl_cpu ${CMAKE_DL_LIBS})
   target_link_options(stream_job PRIVATE -Wl,--enable-new-dtags)
   set_target_properties(stream_job PROPERTIES BUILD_RPATH "$<TARGET_FILE_DIR:fss_nccl_cpu>")
