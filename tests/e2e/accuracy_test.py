@@ -198,6 +198,23 @@ def stream_full():
     return out
 
 
+def comms_against_truth(d, t, scale=1):
+    """Each communicator the job used (truth "comms": role, ranks, its events of
+    a step by class) against report --json's communicators[] of the same role
+    and size: the counts per communicator, exactly (divided by scale where
+    micro-batches that nothing tells apart are the report's steps)."""
+    fails = []
+    got = sorted((c["role"], c["nranks"], tuple(sorted(c["per_step"].items()))) for c in d["communicators"]
+                 if c["role"] != "idle")
+    for c in t.get("comms", []):
+        keys = sorted(c["per_step"])
+        mine = [g for g in got if g[0] == c["role"] and g[1] == c["nranks"]]
+        if not any(all(dict(g[2]).get(k) == c["per_step"][k] // scale for k in keys) for g in mine):
+            fails.append("communicator %s (%s, %d ranks): per step %s, the report has %s" % (
+                c["name"], c["role"], c["nranks"], c["per_step"], [dict(g[2]) for g in mine] or "none of that role"))
+    return fails
+
+
 def check_stream(name, fsdpscope, trace, truth_path, tally):
     """A stream_job run against its own truth file."""
     fails = []
@@ -252,6 +269,7 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
             if c["role"] != "idle":
                 roles[c["role"]] = roles.get(c["role"], 0) + 1
         want("roles", roles, t["roles"])
+        fails += comms_against_truth(d, t, scale)
         for rule in t["errors"]:
             if f.get(rule) != "error":
                 fails.append("expected finding %s error, got %s" % (rule, f.get(rule)))

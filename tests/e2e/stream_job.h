@@ -104,9 +104,16 @@ enum sj_role {
 	ROLE_STEP,
 	ROLE_ALLREDUCE,
 	ROLE_ONE_OFF,
+	ROLE_CONTEXT_PARALLEL,
+	ROLE_ALL_TO_ALL,
+	ROLE_EXPERT_PARALLEL,
 	ROLE_COUNT
 };
 extern const char *const sj_role_names[ROLE_COUNT];
+
+/* Classes of events, as report --json counts a communicator's per step
+ * (a ncclGroupStart/End group counts once per class on a communicator). */
+enum sj_event_class { EV_ALLGATHER, EV_REDUCE_SCATTER, EV_ALLREDUCE, EV_BROADCAST, EV_P2P, EV_ALLTOALL, EV_CLASSES };
 
 struct sj_comm {
 	ncclComm_t nccl;
@@ -114,6 +121,8 @@ struct sj_comm {
 	enum sj_role role; /* what the setup uses it for */
 	const char *name;  /* for the log: "world", "dp", "tp", ... */
 	uint64_t calls;    /* calls issued on it, set-up included */
+	int cur[EV_CLASSES], last[EV_CLASSES]; /* events of this step, of the previous step */
+	unsigned group_seen;                   /* classes already counted in the open group */
 };
 
 /* What a call is, for the truth. */
@@ -169,6 +178,7 @@ struct sj_truth {
 	int fetches, calls;
 	uint64_t params;
 	char note[768];
+	char extra[2048]; /* more keys of a setup ("key": value lines, sj_truth_extra) */
 };
 
 /* ---- the job's calls (stream_job_core.c) --------------------------------------- */
@@ -176,6 +186,13 @@ struct sj_truth {
 extern int sj_rank_for_messages;
 void sj_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void sj_note(struct sj_truth *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sj_truth_extra - one more key of the truth: fmt makes `"key": value`
+ * (value already JSON). */
+void sj_truth_extra(struct sj_truth *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sj_count_event - an event of class cls on c, in this step's per-communicator
+ * counts (every call function counts its own; a setup issuing NCCL itself
+ * calls it). */
+void sj_count_event(struct sj_job *j, struct sj_comm *c, enum sj_event_class cls);
 void sj_nccl(ncclResult_t res, const char *what);
 uint64_t sj_now_ns(void);
 const char *sj_dtype_name(ncclDataType_t dt);

@@ -24,7 +24,9 @@ const struct sj_param sj_final_norm = {"norm", SJ_HIDDEN, 1, TP_REPLICATE, 1};
 const struct sj_param sj_output = {"output", SJ_VOCAB, SJ_HIDDEN, TP_COLWISE, 0};
 
 const char *const sj_role_names[ROLE_COUNT] = {
-    "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline", "step", "allreduce", "one-off"};
+    "fsdp",    "fsdp-regather", "replicate",	    "tensor-parallel", "pipeline",
+    "step",    "allreduce",	    "one-off",	    "context-parallel", "all-to-all",
+    "expert-parallel"};
 
 /* ---- failing --------------------------------------------------------------- */
 
@@ -110,6 +112,16 @@ void sj_before_call(struct sj_job *j, struct sj_comm *c)
 	c->calls++;
 }
 
+void sj_count_event(struct sj_job *j, struct sj_comm *c, enum sj_event_class cls)
+{
+	if (j->in_group) {
+		if (c->group_seen & (1u << cls))
+			return;
+		c->group_seen |= 1u << cls;
+	}
+	c->cur[cls]++;
+}
+
 void sj_log(struct sj_job *j, const struct sj_comm *c, const char *op, size_t count, ncclDataType_t dt,
 		   const char *extra)
 {
@@ -144,6 +156,7 @@ void sj_allgather(struct sj_job *j, struct sj_comm *c, size_t count, ncclDataTyp
 	void *send = sj_take(j, 0, count * es);
 	void *recv = sj_take(j, 1, count * es * (size_t)c->nranks);
 	sj_log(j, c, "AllGather", count, dt, NULL);
+	sj_count_event(j, c, EV_ALLGATHER);
 	sj_nccl(ncclAllGather(send, recv, count, dt, c->nccl, NULL), "ncclAllGather");
 	sj_count_gather(j, kind);
 }
@@ -156,6 +169,7 @@ void sj_reduce_scatter(struct sj_job *j, struct sj_comm *c, size_t recvcount, nc
 	void *send = sj_take(j, 0, recvcount * es * (size_t)c->nranks);
 	void *recv = sj_take(j, 1, recvcount * es);
 	sj_log(j, c, "ReduceScatter", recvcount, dt, NULL);
+	sj_count_event(j, c, EV_REDUCE_SCATTER);
 	sj_nccl(ncclReduceScatter(send, recv, recvcount, dt, ncclSum, c->nccl, NULL), "ncclReduceScatter");
 	if (kind == KIND_GRAD)
 		j->cur.grad_reduce_scatters++;
@@ -169,6 +183,7 @@ void sj_allreduce(struct sj_job *j, struct sj_comm *c, size_t count, ncclDataTyp
 	sj_before_call(j, c);
 	void *buf = sj_take(j, 1, count * sj_dtype_size(dt));
 	sj_log(j, c, "AllReduce", count, dt, op == ncclMax ? "max" : NULL);
+	sj_count_event(j, c, EV_ALLREDUCE);
 	sj_nccl(ncclAllReduce(buf, buf, count, dt, op, c->nccl, NULL), "ncclAllReduce");
 	if (step_mark)
 		j->cur.step_marks++;
@@ -179,6 +194,7 @@ void sj_broadcast(struct sj_job *j, struct sj_comm *c, size_t count, ncclDataTyp
 	sj_before_call(j, c);
 	void *buf = sj_take(j, 1, count * sj_dtype_size(dt));
 	sj_log(j, c, "Broadcast", count, dt, NULL);
+	sj_count_event(j, c, EV_BROADCAST);
 	sj_nccl(ncclBroadcast(buf, buf, count, dt, root, c->nccl, NULL), "ncclBroadcast");
 }
 
@@ -189,6 +205,7 @@ void sj_send(struct sj_job *j, struct sj_comm *c, size_t count, ncclDataType_t d
 	char extra[32];
 	snprintf(extra, sizeof extra, "to %d", peer);
 	sj_log(j, c, "Send", count, dt, extra);
+	sj_count_event(j, c, EV_P2P);
 	sj_nccl(ncclSend(buf, count, dt, peer, c->nccl, NULL), "ncclSend");
 }
 
@@ -199,6 +216,7 @@ void sj_recv(struct sj_job *j, struct sj_comm *c, size_t count, ncclDataType_t d
 	char extra[32];
 	snprintf(extra, sizeof extra, "from %d", peer);
 	sj_log(j, c, "Recv", count, dt, extra);
+	sj_count_event(j, c, EV_P2P);
 	sj_nccl(ncclRecv(buf, count, dt, peer, c->nccl, NULL), "ncclRecv");
 }
 
@@ -212,6 +230,8 @@ void sj_group_start(struct sj_job *j)
 	sj_nccl(ncclGroupStart(), "ncclGroupStart");
 	j->in_group = 1;
 	j->group_param_calls = 0;
+	for (int i = 0; i < j->ncomms; i++)
+		j->comms[i].group_seen = 0;
 }
 
 void sj_group_end(struct sj_job *j)
@@ -288,6 +308,8 @@ void sj_step_begin(struct sj_job *j, int step)
 {
 	j->step = step;
 	memset(&j->cur, 0, sizeof j->cur);
+	for (int i = 0; i < j->ncomms; i++)
+		memset(j->comms[i].cur, 0, sizeof j->comms[i].cur);
 	j->phase = "forward";
 #ifdef STREAM_JOB_HAVE_NVTX
 	if (j->opt->nvtx) {
@@ -307,6 +329,8 @@ void sj_step_end(struct sj_job *j)
 		nvtxRangePop();
 #endif
 	j->last = j->cur;
+	for (int i = 0; i < j->ncomms; i++)
+		memcpy(j->comms[i].last, j->comms[i].cur, sizeof j->comms[i].cur);
 }
 
 /* ---- the truth ------------------------------------------------------------- */
@@ -330,6 +354,40 @@ void sj_note(struct sj_truth *t, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(t->note + len, sizeof t->note - len, fmt, ap);
 	va_end(ap);
+}
+
+void sj_truth_extra(struct sj_truth *t, const char *fmt, ...)
+{
+	size_t len = strlen(t->extra);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(t->extra + len, sizeof t->extra - len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n + 3 >= sizeof t->extra - len)
+		sj_die("the truth's extra keys pass %zu bytes", sizeof t->extra);
+	strcat(t->extra, ",\n");
+}
+
+/* Each communicator of rank 0 that carried a call, with its role and its
+ * events of the last step by class, as report --json's communicators[]. */
+static void sj_truth_comms(FILE *f, const struct sj_job *j)
+{
+	static const char *const classes[EV_CLASSES] = {"allgathers", "reduce_scatters", "allreduces",
+							"broadcasts", "point_to_point", "alltoalls"};
+	fprintf(f, "  \"comms\": [");
+	int first = 1;
+	for (int i = 0; i < j->ncomms; i++) {
+		const struct sj_comm *c = &j->comms[i];
+		if (!c->calls)
+			continue;
+		fprintf(f, "%s\n    {\"name\": \"%s\", \"role\": \"%s\", \"nranks\": %d, \"per_step\": {", first ? "" : ",",
+			c->name, sj_role_names[c->role], c->nranks);
+		for (int k = 0; k < EV_CLASSES; k++)
+			fprintf(f, "%s\"%s\": %d", k ? ", " : "", classes[k], c->last[k]);
+		fprintf(f, "}}");
+		first = 0;
+	}
+	fprintf(f, "\n  ],\n");
 }
 
 void sj_json_int(FILE *f, const char *key, int v, int last)
@@ -402,6 +460,8 @@ void sj_truth_write(const struct sj_job *j, const struct sj_truth *t)
 	sj_json_int(f, "fetches_per_step", t->fetches, 0);
 	sj_json_int(f, "calls_per_step", t->calls, 0);
 	fprintf(f, "  \"params\": %" PRIu64 ",\n", t->params);
+	sj_truth_comms(f, j);
+	fputs(t->extra, f);
 	sj_json_string(f, "note", t->note, 1);
 	fprintf(f, "}\n");
 	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
