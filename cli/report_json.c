@@ -71,12 +71,14 @@ static void write_counts(struct jw *w, const char *key, const struct analysis_st
 	jw_u64(w, "allreduces", s->allreduces);
 	jw_u64(w, "allreduce_calls", s->allreduce_calls);
 	jw_u64(w, "other", s->other);
+	jw_u64(w, "step_allgathers", s->step_allgathers);
 	jw_close(w, '}');
 }
 
-static void write_units(struct jw *w, const struct analysis_units *u)
+static void write_units(struct jw *w, const struct analysis_units *u, int decided)
 {
 	jw_open(w, "units", '{');
+	jw_bool(w, "decided", decided);
 	jw_u64(w, "repeating_units", u->repeating_units);
 	jw_u64(w, "gathers_per_unit", u->gathers_per_unit);
 	jw_u64(w, "root_gathers", u->root_gathers);
@@ -296,6 +298,8 @@ static void write_ledger(struct jw *w, const struct analysis_ledger *l)
 	jw_u64(w, "ddp_wire_bytes_per_step", l->ddp_wire_bytes_per_step);
 	jw_u64(w, "ddp_persistent_bytes_per_rank", l->ddp_persistent_bytes_per_rank);
 	jw_u64(w, "whole_model_transient_bytes", l->whole_model_transient_bytes);
+	jw_u64(w, "trainable_params", l->trainable_params);
+	jw_bool(w, "params_include_padding", l->params_with_padding);
 	jw_close(w, '}');
 }
 
@@ -739,7 +743,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_microbatches(&w, &a->microbatches, a->microbatches.phase_source != ANALYSIS_PHASES_NONE);
 	write_comms(&w, a);
 	write_buckets(&w, a);
-	write_units(&w, &a->units);
+	write_units(&w, &a->units, a->units_decided);
 	jw_str(&w, "reshard_after_forward", analysis_reshard_format(&a->reshard, policy, sizeof(policy)));
 	write_reshard(&w, &a->reshard);
 	write_exposure(&w, a);

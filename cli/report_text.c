@@ -127,6 +127,10 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 			     "other %u\n",
 			s->allgathers, s->forward_allgathers, s->backward_allgathers, s->allgather_calls,
 			s->reduce_scatters, s->allreduces, s->other);
+		if (s->step_allgathers)
+			fprintf(out, "            and %u AllGather%s of no unit on the FSDP group: per-step collectives "
+				     "(see notes)\n",
+				s->step_allgathers, s->step_allgathers == 1 ? "" : "s");
 		fprintf(out, "micro-batch %u per step (%u reduce-scatter gradients), each %u forward + %u backward gathers%s%s\n",
 			mb->per_step, mb->sync, mb->forward_allgathers, mb->backward_allgathers,
 			mb->recompute_allgathers ? " (recomputation re-gathers included)" : "",
@@ -237,11 +241,19 @@ static void print_ledger(FILE *out, const struct analysis_ledger *l)
 	char b1[32], b2[32], b3[32], b4[32];
 	double per_param = l->param_bytes + l->grad_bytes + l->master_bytes + l->optimizer_bytes;
 
-	fprintf(out, "\nMemory ledger (P %s parameters, N %u ranks, U %s, prefetch %u; bytes per rank)\n",
-		rule_format_count((double)l->params, b1, sizeof(b1)), l->ranks,
+	fprintf(out, "\nMemory ledger (P %s parameters%s, N %u ranks, U %s, prefetch %u; bytes per rank)\n",
+		rule_format_count((double)l->params, b1, sizeof(b1)),
+		l->params_with_padding ? " including padding" : "", l->ranks,
 		rule_format_count((double)l->largest_unit_params, b2, sizeof(b2)), l->prefetch);
-	fprintf(out, "  persistent   (%g + %g + %g + %g) B x P / N          %s\n", l->param_bytes, l->grad_bytes,
-		l->master_bytes, l->optimizer_bytes, rule_format_bytes((double)l->persistent_bytes_per_rank, b1, sizeof(b1)));
+	if (l->trainable_params && l->trainable_params < l->params)
+		fprintf(out, "  persistent   (%g + %g) B x P + (%g + %g) B x T trained %s, / N   %s\n", l->param_bytes,
+			l->master_bytes, l->grad_bytes, l->optimizer_bytes,
+			rule_format_count((double)l->trainable_params, b2, sizeof(b2)),
+			rule_format_bytes((double)l->persistent_bytes_per_rank, b1, sizeof(b1)));
+	else
+		fprintf(out, "  persistent   (%g + %g + %g + %g) B x P / N          %s\n", l->param_bytes, l->grad_bytes,
+			l->master_bytes, l->optimizer_bytes,
+			rule_format_bytes((double)l->persistent_bytes_per_rank, b1, sizeof(b1)));
 	fprintf(out, "  transient    %g B x U x (1 + %u)                    %s\n", l->param_bytes, l->prefetch,
 		rule_format_bytes((double)l->transient_bytes_per_rank, b1, sizeof(b1)));
 	fprintf(out, "  peak state   persistent + transient              %s", rule_format_bytes((double)l->peak_state_bytes_per_rank, b1, sizeof(b1)));

@@ -186,7 +186,9 @@ struct analysis_step_counts {
 	uint32_t allreduces;          /* AllReduce events (HSDP replica reduction, loss, ...) */
 	uint32_t allreduce_calls;
 	uint32_t other;               /* broadcast, send/recv, ... events */
-	uint32_t reserved;
+	uint32_t step_allgathers;     /* AllGather events on the FSDP group that gather no unit (no unit's size):
+	                                 per-step collectives such as metric gathers or weight sync, not in
+	                                 allgathers (collector/phases.h) */
 };
 
 /* Repeating units: the forward gathers of a step are root gathers plus a
@@ -298,6 +300,11 @@ struct analysis_ledger {
 	uint64_t ddp_wire_bytes_per_step;   /* 2 P param_bytes: DDP's one all-reduce */
 	uint64_t ddp_persistent_bytes_per_rank; /* what DDP would hold: (param+grad+master+opt) P */
 	uint64_t whole_model_transient_bytes;   /* the transient row if the whole model were one unit */
+	uint64_t trainable_params;    /* parameters with gradients and optimizer state (their reductions', frozen
+	                                 ones aside); = params when all are trained */
+	int32_t params_with_padding;  /* 1: P counts the padding the framework adds to each unit's flat shard (P
+	                                 from gathered or reduced elements: every framework pads them); 0: P as given */
+	uint32_t reserved2;
 };
 
 /* Step time breakdown of the representative step (analysis_exposure.step).
@@ -698,6 +705,9 @@ struct analysis_result {
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
 	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
+	int32_t units_decided;            /* 1: the units were read from the forward gather sequence (also when the
+	                                     verdict is undecided because the phases could not be: no reduction) */
+	uint32_t reserved6;
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */

@@ -326,29 +326,33 @@ static int fill_verdict(rank_state_t *h, struct analysis_result *r)
 		analyze_note_undecided(r, NO_FSDP_WORDS);
 	} else if (ph->status == PHASES_OK) {
 		r->verdict = ANALYSIS_DIAGNOSED;
-	} else if (ph->status == PHASES_NO_MIRROR) {
+		r->units_decided = 1;
+	} else if (ph->status == PHASES_NO_PARSE) {
 		if (analyze_structure_buckets(st->tev, st->tinfo, st->nev, &r->buckets) < 0)
 			return -ENOMEM;
 		const struct analysis_buckets *bk = &r->buckets;
-		/* reduce buckets: reduce-scatters without a gather of their size
-		 * (FSDP reduces each unit's gathered buffer: every one has one) */
-		if (bk->reduce_buckets_per_step && bk->reduce_sizes_matching < bk->reduce_buckets_per_step) {
+		/* reduce buckets: reduce-scatters that reduce no gather of their own
+		 * (by bytes per parameter) or one larger than every unit left for it
+		 * (FSDP reduces at most one unit's gradients per ReduceScatter) */
+		if (bk->reduce_buckets_per_step &&
+		    (bk->reduce_sizes_matching < bk->reduce_buckets_per_step || !ph->reductions_fit)) {
 			r->verdict = ANALYSIS_BUCKETED;
 		} else {
 			r->verdict = ANALYSIS_UNDECIDED;
 			r->undecided_reason = ANALYSIS_UNDECIDED_PATTERN;
-			analyze_note_undecided(
-			    r,
-			    "the FSDP group's %u ReduceScatters per step (each of a gather's size) do not "
-			    "mirror its %u gathers as FSDP units would: a pattern the analysis does not know",
-			    bk->reduce_buckets_per_step, bk->fetches_per_step);
+			analyze_note_undecided(r,
+					       "the FSDP group's %u gathers and %u ReduceScatters per step parse as no "
+					       "sequence of FSDP units: a pattern the analysis does not know",
+					       bk->fetches_per_step, bk->reduce_buckets_per_step);
 		}
 	} else {
 		r->verdict = ANALYSIS_UNDECIDED;
 		r->undecided_reason = ANALYSIS_UNDECIDED_NO_REDUCTION;
+		r->units_decided = ph->units > 0;
 		analyze_note_undecided(r,
-				       "the steps reduce no gradient on the FSDP group (no ReduceScatter): forward and "
-				       "backward gathers cannot be told apart");
+				       "no ReduceScatter on the FSDP group: units read from its forward gathers (%u a "
+				       "pass, %u a step), forward and backward not told",
+				       ph->units, ph->cycles);
 	}
 	return 0;
 }
@@ -370,7 +374,7 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	 * FSDP group's own traffic (a loss or gradient-norm all-reduce) */
 	int marker = 0;
 	for (size_t i = 0; i < st->nev && !marker; i++)
-		marker = st->tinfo[i].in_steps &&
+		marker = st->tinfo[i].in_steps && !st->tinfo[i].step_gather &&
 			 !(st->tinfo[i].fsdp &&
 			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&
 			 st->tev[i].role != ANALYSIS_ROLE_REPLICATE;
@@ -381,9 +385,20 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 				"ProfilerStep# ranges would tell)");
 	if (mb->forward_only)
 		analyze_note(r,
-			     "%u forward-only pass%s inside each step (gathers, no backward, no reduction): not "
-			     "counted as micro-batches",
-			     mb->forward_only, mb->forward_only == 1 ? "" : "es");
+			     "%u pass%s a step gather%s every unit with no backward: two models of the same repeating "
+			     "unit (a frozen reference or teacher model), or forward-only passes",
+			     mb->forward_only, mb->forward_only == 1 ? "" : "es", mb->forward_only == 1 ? "s" : "");
+	/* with every unit kept from forward to backward, micro-batches after
+	 * the first that keep them unsharded and defer their reductions issue
+	 * nothing on the FSDP group: it cannot count them */
+	if (mb->per_step == 1 && mb->backward_allgathers == 0 && ph->units > 1)
+		analyze_note(r, "every unit kept from forward to backward: micro-batches that reuse them unsharded "
+				"(reductions deferred) gather nothing and cannot be counted here");
+	if (ph->step_gathers)
+		analyze_note(r,
+			     "%u AllGather%s a step on the FSDP communicator gather%s no unit (no unit's size and dtype): "
+			     "per-step collectives (metrics, weight sync), counted apart",
+			     ph->step_gathers, ph->step_gathers == 1 ? "" : "s", ph->step_gathers == 1 ? "s" : "");
 }
 
 /* The exposure section and the breakdown of the same step, so that its

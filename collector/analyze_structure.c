@@ -22,6 +22,10 @@ void analyze_structure_counts(const struct tl_event *ev, const struct ev_info *i
 	memset(c, 0, sizeof *c);
 	for (size_t i = 0; i < n; i++) {
 		int op = ev[i].op;
+		if (op == FSS_OP_ALLGATHER && info[i].step_gather) {
+			c->step_allgathers++;
+			continue;
+		}
 		if ((op == FSS_OP_ALLGATHER || op == FSS_OP_REDUCESCATTER) && !info[i].fsdp)
 			op = -1;
 		if (op == FSS_OP_ALLREDUCE && !info[i].in_steps)
@@ -72,24 +76,29 @@ static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info 
 	return 0;
 }
 
+/* As phases.h sees an event. */
+static struct phases_event phases_event_of(const struct tl_event *e)
+{
+	return (struct phases_event){e->elements, e->bytes, e->nranks, e->op, e->dtype, {0}};
+}
+
 int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *ti, size_t n, struct analysis_buckets *b)
 {
 	memset(b, 0, sizeof *b);
-	uint64_t *ag = malloc((n ? n : 1) * sizeof *ag);
-	if (!ag)
+	size_t *ag = malloc((n ? n : 1) * sizeof *ag);
+	uint8_t *taken = calloc(n ? n : 1, 1);
+	if (!ag || !taken) {
+		free(ag);
+		free(taken);
 		return -ENOMEM;
+	}
 	size_t nag = 0;
 	for (size_t i = 0; i < n; i++)
 		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
-			ag[nag++] = ev[i].elements;
-	qsort(ag, nag, sizeof *ag, median_u64_cmp);
-	/* each reduce-scatter matched to a gather of its size not matched yet:
-	 * in FSDP every one finds its unit's gather */
-	uint8_t *taken = calloc(nag ? nag : 1, 1);
-	if (!taken) {
-		free(ag);
-		return -ENOMEM;
-	}
+			ag[nag++] = i;
+	/* each reduce-scatter matched to a gather not matched yet that it can
+	 * reduce, by bytes per parameter (phases_reduces): in FSDP every one
+	 * finds its unit's gather */
 	for (size_t i = 0; i < n; i++) {
 		if (!ti[i].fsdp)
 			continue;
@@ -105,17 +114,13 @@ int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *t
 			b->reduce_elements_per_step += ev[i].elements;
 			if (ev[i].elements > b->reduce_elements_max)
 				b->reduce_elements_max = ev[i].elements;
-			const uint64_t *hit =
-			    nag ? bsearch(&ev[i].elements, ag, nag, sizeof *ag, median_u64_cmp) : NULL;
-			if (hit) {
-				size_t k = (size_t)(hit - ag);
-				while (k > 0 && ag[k - 1] == ev[i].elements)
-					k--;
-				while (k < nag && ag[k] == ev[i].elements && taken[k])
-					k++;
-				if (k < nag && ag[k] == ev[i].elements) {
+			struct phases_event red = phases_event_of(&ev[i]);
+			for (size_t k = 0; k < nag; k++) {
+				struct phases_event g = phases_event_of(&ev[ag[k]]);
+				if (!taken[k] && phases_reduces(&g, &red)) {
 					taken[k] = 1;
 					b->reduce_sizes_matching++;
+					break;
 				}
 			}
 		}
@@ -126,30 +131,14 @@ int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *t
 				    &b->fetch_elements_max);
 }
 
-/* The cycle whose units and re-gathers describe the job: the first training
- * cycle (not a forward-only pass) of the typical step. */
-static int32_t training_cycle(const struct tl_event *ev, const struct ev_info *ti, size_t n,
-			      const struct phases_result *ph)
+/* The cycle whose units and re-gathers describe the job: the first
+ * training cycle (not a forward-only pass) of the typical step; the first
+ * cycle when the step reduces nothing (units without phases). */
+static int32_t training_cycle(const struct phases_result *ph)
 {
-	if (ph->status != PHASES_OK || ph->cycles == 0)
+	if ((ph->status != PHASES_OK && ph->status != PHASES_NO_REDUCTION) || ph->cycles == 0)
 		return -1;
-	for (int32_t c = 0; c < (int32_t)ph->cycles; c++) {
-		uint32_t bwd = 0, rs = 0;
-		int32_t cur = -1;
-		for (size_t i = 0; i < n; i++) {
-			if (!ti[i].fsdp)
-				continue;
-			if (ev[i].op == FSS_OP_ALLGATHER)
-				cur = ti[i].cycle;
-			if (cur != c)
-				continue;
-			bwd += ev[i].op == FSS_OP_ALLGATHER && ti[i].phase == ANALYSIS_PHASE_BACKWARD;
-			rs += ev[i].op == FSS_OP_REDUCESCATTER;
-		}
-		if (ph->forward_only == 0 || bwd || rs)
-			return c;
-	}
-	return 0;
+	return ph->first_training >= 0 ? ph->first_training : 0;
 }
 
 /* The FSDP gathers of the steady step's training cycle, as the units and
@@ -161,6 +150,11 @@ struct cycle_gathers {
 	uint64_t *keys;			/* [nf] its elements */
 	struct reshard_gather *fg, *bg; /* [nf], [nb] */
 	int32_t *bunit;			/* [nb] the forward unit each backward gather mirrors */
+	uint64_t *params;		/* [nf] its parameters: the elements of the reduction matched to it (by
+					   bytes per parameter: a float8 gather counts bytes), else its gathered
+					   elements */
+	uint64_t reduced;		/* elements the cycle reduces: its trained parameters */
+	uint32_t reductions;		/* its ReduceScatters */
 };
 
 static void cycle_gathers_free(struct cycle_gathers *g)
@@ -170,6 +164,7 @@ static void cycle_gathers_free(struct cycle_gathers *g)
 	free(g->fg);
 	free(g->bg);
 	free(g->bunit);
+	free(g->params);
 }
 
 /* The cycle's gathers of the steady step; its recomputation's re-gathers
@@ -179,7 +174,7 @@ static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *
 	size_t n = h->nev;
 	const struct tl_event *ev = h->tev;
 	const struct ev_info *ti = h->tinfo;
-	int32_t c0 = training_cycle(ev, ti, n, &h->phases);
+	int32_t c0 = training_cycle(&h->phases);
 	size_t nf = 0, nb = 0;
 	memset(g, 0, sizeof *g);
 	g->cycle = c0;
@@ -196,7 +191,8 @@ static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *
 	g->fg = calloc(nf ? nf : 1, sizeof *g->fg);
 	g->bg = calloc(nb ? nb : 1, sizeof *g->bg);
 	g->bunit = malloc((nb ? nb : 1) * sizeof *g->bunit);
-	if (!g->fidx || !g->keys || !g->fg || !g->bg || !g->bunit)
+	g->params = calloc(nf ? nf : 1, sizeof *g->params);
+	if (!g->fidx || !g->keys || !g->fg || !g->bg || !g->bunit || !g->params)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
@@ -204,13 +200,31 @@ static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *
 		struct reshard_gather x = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
 			g->fidx[g->nf] = i;
-			g->keys[g->nf] = ev[i].elements;
+			g->keys[g->nf] = ev[i].elements * 32 + (ev[i].dtype & 31); /* equal keys: equal gathers */
+			g->params[g->nf] = ev[i].elements;
 			g->fg[g->nf++] = x;
 		} else if (!ti[i].recompute) {
 			g->bg[g->nb++] = x;
 		} else {
 			r->reshard.recompute_regathers++;
 		}
+	}
+	/* the reductions of the first cycle that reduces (under accumulation
+	 * without sync, the last): those matched to a unit size it */
+	int32_t cur = -1, cs = -1;
+	for (size_t i = 0; i < n && c0 >= 0; i++) {
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].cycle >= 0)
+			cur = ti[i].cycle;
+		if (ev[i].op != FSS_OP_REDUCESCATTER || !ti[i].fsdp)
+			continue;
+		if (cs < 0)
+			cs = cur;
+		if (cur != cs)
+			continue;
+		g->reductions++;
+		g->reduced += ev[i].elements;
+		if (ti[i].unit >= 0 && (size_t)ti[i].unit < g->nf)
+			g->params[ti[i].unit] = ev[i].elements;
 	}
 	return 0;
 }
@@ -251,15 +265,15 @@ static void fill_units(const struct analysis_options *o, const struct tl_source 
 	uint64_t largest = 0;
 	size_t largest_f = 0;
 	for (size_t k = 0; k < nf; k++) {
-		u->total_params += g->fg[k].elements;
-		if (g->fg[k].elements > largest) {
-			largest = g->fg[k].elements;
+		u->total_params += g->params[k];
+		if (g->params[k] > largest) {
+			largest = g->params[k];
 			largest_f = k;
 		}
 		if ((uint32_t)ev[g->fidx[k]].nranks > u->shard_ranks)
 			u->shard_ranks = (uint32_t)ev[g->fidx[k]].nranks;
 		if (k >= rep->start && k < rep->start + rep->motif)
-			u->repeating_unit_params += g->fg[k].elements;
+			u->repeating_unit_params += g->params[k];
 	}
 	u->largest_unit_params = largest;
 	uint64_t covered_params = u->repeating_unit_params * rep->copies;
@@ -422,6 +436,9 @@ static void fill_ledger(const struct analysis_options *o, const struct rank_stea
 	li.master_bytes = o->master_bytes;
 	li.optimizer_bytes = o->optimizer_bytes;
 	li.gpu_mem_bytes = o->gpu_mem_bytes;
+	li.params_with_padding = 1; /* gathered or reduced elements: each unit's flat shard, padded */
+	if (r->verdict != ANALYSIS_BUCKETED && g->reductions && g->reduced < params)
+		li.trainable_params = (double)g->reduced * (r->tp_degree ? r->tp_degree : 1);
 	if (o->param_bytes_from_trace && g->nf && record_dtype_bytes(ev[g->fidx[0]].dtype))
 		li.param_bytes = (double)record_dtype_bytes(ev[g->fidx[0]].dtype);
 	ledger_compute(&li, &r->ledger);
@@ -473,7 +490,9 @@ int analyze_structure_fill(const struct analysis_options *o, const ranks_t *rank
 	int rc = cycle_gathers_new(h, &g, r);
 	if (rc == 0) {
 		fill_units(o, src, h, &g, r, &rep);
-		rc = fill_reshard(o, &g, &rep, r);
+		/* without reductions the re-gathers are a reading, not a policy */
+		if (h->phases.status == PHASES_OK)
+			rc = fill_reshard(o, &g, &rep, r);
 	}
 	if (rc == 0)
 		rc = fill_gathers(ranks, src, h, &g, &rep, r);

@@ -260,14 +260,18 @@ static struct step_summary *summary_alloc(const struct tl_event *ev, size_t n, u
 	return s;
 }
 
-/* The FSDP group's events, and the phases of its gathers from their
- * structure (phases.h). */
+/* The FSDP group's events, the phases of its gathers from their structure
+ * (phases.h), and the unit each of its reductions was matched to. A gather
+ * of the group that gathers no unit is a per-step collective: no longer an
+ * FSDP event for what follows (counts, exposure, sizes). */
 static int summary_phases(struct step_summary *s, const struct tl_event *ev, size_t n)
 {
 	int rc = -ENOMEM;
 	struct phases_event *pe = calloc(n ? n : 1, sizeof *pe);
 	struct phases_gather *pg = calloc(n ? n : 1, sizeof *pg);
-	if (!pe || !pg)
+	size_t *at = calloc(n ? n : 1, sizeof *at); /* event of each phases event */
+	int32_t *rs_unit = calloc(n ? n : 1, sizeof *rs_unit);
+	if (!pe || !pg || !at || !rs_unit)
 		goto out;
 	size_t npe = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -275,24 +279,38 @@ static int summary_phases(struct step_summary *s, const struct tl_event *ev, siz
 		in->fsdp = (uint8_t)comm_roles_is_fsdp(ev[i].role);
 		in->in_steps = (uint8_t)comm_roles_in_steps(ev[i].role);
 		in->cycle = in->unit = -1;
-		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
+		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER)) {
+			at[npe] = i;
 			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].bytes, ev[i].nranks, ev[i].op, ev[i].dtype, {0}};
+		}
 	}
 	if (phases_parse(pe, npe, pg, &s->phases) < 0)
 		goto out;
-	for (size_t i = 0, k = 0; i < n; i++) {
-		if (!s->info[i].fsdp || ev[i].op != FSS_OP_ALLGATHER)
+	for (size_t j = 0, k = 0; j < npe; j++) {
+		if (pe[j].op != FSS_OP_ALLGATHER)
 			continue;
-		s->info[i].phase = pg[k].phase;
-		s->info[i].cycle = pg[k].cycle;
-		s->info[i].unit = pg[k].unit;
-		s->info[i].recompute = pg[k].recompute;
+		struct ev_info *in = &s->info[at[j]];
+		in->phase = pg[k].phase;
+		in->cycle = pg[k].cycle;
+		in->unit = pg[k].unit;
+		in->recompute = pg[k].recompute;
+		in->step_gather = pg[k].step_gather;
+		in->fsdp = !pg[k].step_gather;
 		k++;
+	}
+	for (uint32_t c = 0; s->phases.status == PHASES_OK && c < s->phases.cycles; c++) {
+		if (phases_match_reductions(pe, npe, pg, (int32_t)c, s->phases.units, rs_unit, NULL) < 0)
+			goto out;
+		for (size_t j = 0; j < npe; j++)
+			if (rs_unit[j] >= 0)
+				s->info[at[j]].unit = rs_unit[j];
 	}
 	rc = 0;
 out:
 	free(pe);
 	free(pg);
+	free(at);
+	free(rs_unit);
 	return rc;
 }
 

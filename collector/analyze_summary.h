@@ -23,11 +23,14 @@ struct ev_info {
 	uint8_t timed;				    /* has an interval (GPU or host) */
 	uint8_t reserved;
 	int32_t cycle;	   /* FSDP gathers: the step's micro-batch, -1 */
-	int32_t unit;	   /* FSDP gathers: the forward unit gathered, -1 */
-	uint8_t fsdp;	   /* an event of the FSDP group (shard or re-gather communicator) */
+	int32_t unit;	   /* FSDP gathers: the forward unit gathered; FSDP ReduceScatters: the unit it was
+			      matched to (phases_match_reductions); -1 */
+	uint8_t fsdp;	   /* an event of the FSDP group (shard or re-gather communicator); 0 for a gather of
+			      that group that gathers no unit (step_gather) */
 	uint8_t recompute; /* FSDP gathers: a unit's second backward gather in its cycle */
 	uint8_t in_steps;  /* an event of the data-parallel side (comm_roles_in_steps) */
-	uint8_t reserved2;
+	uint8_t step_gather; /* an AllGather of the FSDP group whose size is no unit's: a per-step collective
+				(metrics, weight sync), counted apart (phases.h) */
 };
 
 /* Per-step figures that get medians. */

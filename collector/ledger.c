@@ -82,6 +82,11 @@ void ledger_compute(const struct ledger_input *in, struct analysis_ledger *out)
 		U = in->units ? P / in->units : P;
 	int prefetch = in->prefetch < 0 ? 0 : in->prefetch;
 	double per_param = in->param_bytes + in->grad_bytes + in->master_bytes + in->optimizer_bytes;
+	double T = in->trainable_params > 0 && in->trainable_params < P ? in->trainable_params : P;
+	/* a frozen parameter keeps its sharded copy (param and master) but no
+	 * gradient and no optimizer state */
+	double state = T < P ? (in->param_bytes + in->master_bytes) * P + (in->grad_bytes + in->optimizer_bytes) * T
+			     : per_param * P;
 
 	out->params = to_bytes(P);
 	out->ranks = (uint32_t)N;
@@ -92,7 +97,7 @@ void ledger_compute(const struct ledger_input *in, struct analysis_ledger *out)
 	out->grad_bytes = in->grad_bytes;
 	out->master_bytes = in->master_bytes;
 	out->optimizer_bytes = in->optimizer_bytes;
-	out->persistent_bytes_per_rank = to_bytes(per_param * P / N);
+	out->persistent_bytes_per_rank = to_bytes(state / N);
 	out->transient_bytes_per_rank = to_bytes(in->param_bytes * U * (1.0 + prefetch));
 	out->peak_state_bytes_per_rank = add_saturated(out->persistent_bytes_per_rank, out->transient_bytes_per_rank);
 	out->gpu_mem_bytes = in->gpu_mem_bytes;
@@ -101,6 +106,8 @@ void ledger_compute(const struct ledger_input *in, struct analysis_ledger *out)
 	out->model_wire_bytes_per_step = to_bytes(3 * P * in->param_bytes);
 	out->wire_bytes_per_step = out->model_wire_bytes_per_step;
 	out->ddp_wire_bytes_per_step = to_bytes(2 * P * in->param_bytes);
-	out->ddp_persistent_bytes_per_rank = to_bytes(per_param * P);
+	out->ddp_persistent_bytes_per_rank = to_bytes(state);
+	out->trainable_params = to_bytes(T);
+	out->params_with_padding = in->params_with_padding;
 	out->whole_model_transient_bytes = to_bytes(in->param_bytes * P);
 }

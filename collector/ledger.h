@@ -2,6 +2,7 @@
  * ledger.h - the FSDP memory ledger and wire bytes.
  *
  *   persistent per rank = (param + grad + master + optimizer bytes) P / N   (16 P / N)
+ *                         (frozen parameters: param + master bytes only)
  *   transient per rank  = param bytes x U x (1 + prefetch)
  *   wire per step       = 3 P param bytes (AG forward, AG backward, RS), DDP: 2 P
  *
@@ -51,6 +52,8 @@ struct ledger_input {
 	int prefetch;
 	double param_bytes, grad_bytes, master_bytes, optimizer_bytes;
 	uint64_t gpu_mem_bytes;     /* 0: unknown */
+	double trainable_params;    /* of P, those with gradients and optimizer state; 0: all of P */
+	int params_with_padding;    /* 1: P came from gathered / reduced elements (padding included) */
 };
 
 /*

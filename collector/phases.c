@@ -1,6 +1,6 @@
 /*
- * phases.c - forward, backward and micro-batches from the FSDP group's
- * structure (see phases.h).
+ * phases.c - units, cycles and phases from the FSDP group's forward gather
+ * sequence; reductions as evidence (see phases.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,206 +10,626 @@
 #include "collector/phases.h"
 #include "common/record.h"
 
-struct parse {
+/* What one step's parse works on; every array is allocated once. */
+struct work {
 	const struct phases_event *ev;
-	size_t n;
-	const size_t *ag;       /* event index of each AllGather */
-	const uint64_t *ag_el;  /* its elements */
-	size_t nag;
-	const size_t *rs;       /* event index of each ReduceScatter */
-	const uint64_t *rs_el;
-	size_t nrs;
-	const uint32_t *rs_before; /* [nag] ReduceScatters before each AllGather */
+	size_t nag, nrs;
+	size_t *ag;          /* [nag] event index of each AllGather */
+	size_t *rs;          /* [nrs] event index of each ReduceScatter */
+	uint32_t *id;        /* [nag] its key (gathered bytes, dtype) as a small number */
+	uint32_t nid;
+	uint32_t *rs_before; /* [nag] ReduceScatters before each AllGather */
+	uint32_t *z;         /* [nag] longest run from each gather equal to the step's first gathers */
+	uint32_t *first;     /* [nid + 1] where each key's gathers start in plist */
+	uint32_t *plist;     /* [nag] gathers by key, in order */
+	uint32_t *cnt;       /* [nid] units of each key in S */
+	uint32_t *stamp;     /* [nid] cycle (gen) of used[] */
+	uint32_t *used;      /* [nid] re-gathers of each key in the cycle */
+	uint32_t gen;
+	uint32_t *cstart;    /* [nag] first gather of each cycle */
+	uint32_t *rs_in;     /* [nag] ReduceScatters of each cycle */
+	uint32_t *bwd_in;    /* [nag] backward gathers of each cycle */
+	uint32_t *rec_in;    /* [nag] recomputation gathers of each cycle */
+	uint32_t *again;     /* [nag] a re-gather's number among its key's re-gathers in its cycle */
+	uint32_t *total;     /* [nag] and how many its key has in the cycle */
+	uint32_t *kstamp;    /* [nid] the reverse scan's cycle (+ 1) of kval[] */
+	uint32_t *kval;      /* [nid] */
+	uint32_t *rs_cycle;  /* [nrs] the cycle of each ReduceScatter */
+	int32_t *rs_unit;    /* [nrs] the unit it was matched to, -1 */
+	uint32_t *ustamp;    /* [nag] per unit: taken (matching) / gathered later (violations) */
+	uint32_t ugen;
+	struct phases_gather *g; /* [nag] the candidate parse */
 };
 
-/* Parse the gathers into cycles that each begin with the forward sequence
- * s[0..u): a new cycle wherever the sequence begins again, or, with
- * uniform > 0, exactly every `uniform` gathers (units all alike, where the
- * backward's gathers look like a forward). Returns 1 when every gather and
- * reduce-scatter fits, 0 when not (g and out then hold a partial parse). */
-static int parse_with(const struct parse *p, const uint64_t *s, uint32_t u, size_t uniform, int direct,
-		      uint8_t *used, size_t *cycle_start, struct phases_gather *g, struct phases_result *out)
+/* What the reductions say of a parse (evidence()). */
+struct evidence {
+	uint32_t matched;     /* reductions matched to a unit */
+	uint32_t violations;  /* matched reductions their unit is gathered after, in its cycle */
+	uint32_t unreduced;   /* units without a matched reduction in the first cycle that reduces */
+	uint32_t unmatched;   /* units without a matched reduction, over the cycles where some matched */
+	int mirrored;         /* every reducing cycle's matches in the mirrored order */
+};
+
+/* How good a parse is: lower is better, field by field (phases.h). A unit
+ * is gathered before it is reduced: a matched reduction whose unit is
+ * gathered again later in its cycle says the reading took a backward
+ * gather for a unit (S too long) or the rest of the forward for
+ * recomputations (S too short). Where reductions match units, a unit none
+ * matches in such a cycle is a backward gather read as a unit (unmatched);
+ * where none match (adapters, frozen units), only the gathers tell: the
+ * reading with fewer recomputations. */
+struct score {
+	uint32_t unexplained, violations, unmatched, recompute, unreduced, cycles, units;
+};
+
+static int score_better(const struct score *a, const struct score *b)
 {
-	memset(out, 0, sizeof *out);
-	int32_t cycle = -1;
-	size_t ncycles = 0;
-	for (size_t pos = 0; pos < p->nag;) {
-		/* a new forward cannot begin while this cycle is reducing its units
-		 * (some of its reduce-scatters seen, not all) */
-		uint32_t reducing = cycle >= 0 ? p->rs_before[pos] - p->rs_before[cycle_start[ncycles - 1] + u - 1] : 0;
-		int begins = uniform ? pos % uniform == 0
-				     : (reducing == 0 || reducing >= u) && pos + u <= p->nag &&
-					   memcmp(p->ag_el + pos, s, u * sizeof *s) == 0;
-		if (uniform && begins && (pos + u > p->nag || memcmp(p->ag_el + pos, s, u * sizeof *s) != 0))
-			return 0;
-		if (begins) {
-			cycle_start[ncycles++] = pos;
-			cycle++;
-			memset(used, 0, u);
+	const uint32_t x[7] = {a->unexplained, a->violations, a->unmatched, a->recompute,
+			       a->unreduced,   a->cycles,     a->units};
+	const uint32_t y[7] = {b->unexplained, b->violations, b->unmatched, b->recompute,
+			       b->unreduced,   b->cycles,     b->units};
+	for (int i = 0; i < 7; i++)
+		if (x[i] != y[i])
+			return x[i] < y[i];
+	return 0;
+}
+
+/* The gathered bytes of an AllGather event (what every rank receives). */
+static uint64_t gathered_bytes(const struct phases_event *e)
+{
+	return e->bytes * (uint64_t)(e->nranks > 0 ? e->nranks : 1);
+}
+
+int phases_reduces(const struct phases_event *ag, const struct phases_event *rs)
+{
+	uint64_t gb = gathered_bytes(ag), e = rs->elements;
+	size_t d = record_dtype_bytes(ag->dtype);
+	if (e == 0)
+		return 0;
+	if (d == 0)
+		return ag->elements == e;
+	if (ag->dtype == FSS_DTYPE_UINT8 || ag->dtype == FSS_DTYPE_INT8)
+		return gb >= e && gb <= 2 * e;
+	return gb == e * d;
+}
+
+/* ---- the keys ------------------------------------------------------------- */
+
+struct keyed {
+	uint64_t bytes; /* gathered bytes */
+	uint32_t gather;
+	uint8_t dtype;
+};
+
+static int keyed_cmp(const void *x, const void *y)
+{
+	const struct keyed *a = x, *b = y;
+	if (a->bytes != b->bytes)
+		return a->bytes < b->bytes ? -1 : 1;
+	if (a->dtype != b->dtype)
+		return a->dtype < b->dtype ? -1 : 1;
+	return a->gather < b->gather ? -1 : a->gather > b->gather;
+}
+
+/* Keys as small numbers, how many gathers each key has (first[k + 1]), and
+ * the runs equal to the step's beginning (z, the Z-function of the key
+ * string). Returns 0 or -ENOMEM. */
+static int make_keys(struct work *w)
+{
+	struct keyed *order = malloc((w->nag ? w->nag : 1) * sizeof *order);
+	if (!order)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->nag; i++) {
+		const struct phases_event *e = &w->ev[w->ag[i]];
+		order[i] = (struct keyed){gathered_bytes(e), i, e->dtype};
+	}
+	qsort(order, w->nag, sizeof *order, keyed_cmp);
+	w->nid = 0;
+	for (size_t k = 0; k < w->nag; k++) {
+		if (k > 0 && (order[k].bytes != order[k - 1].bytes || order[k].dtype != order[k - 1].dtype))
+			w->nid++;
+		w->id[order[k].gather] = w->nid;
+	}
+	w->nid = w->nag ? w->nid + 1 : 0;
+	free(order);
+	memset(w->first, 0, (w->nid + 1) * sizeof *w->first);
+	for (size_t i = 0; i < w->nag; i++)
+		w->first[w->id[i] + 1]++;
+	for (uint32_t k = 0; k < w->nid; k++)
+		w->first[k + 1] += w->first[k];
+	const uint32_t *id = w->id;
+	size_t n = w->nag;
+	uint32_t *z = w->z;
+	if (n)
+		z[0] = (uint32_t)n;
+	for (size_t i = 1, l = 0, r = 0; i < n; i++) {
+		size_t k = i < r ? (r - i < z[i - l] ? r - i : z[i - l]) : 0;
+		while (i + k < n && id[k] == id[i + k])
+			k++;
+		z[i] = (uint32_t)k;
+		if (i + k > r) {
+			l = i;
+			r = i + k;
+		}
+	}
+	return 0;
+}
+
+/* ---- one parse ------------------------------------------------------------ */
+
+/* Which unit a re-gather takes: the again-th of `total` re-gathers of a
+ * key with `have` units in S, in a cycle. Backward walks the units of a key
+ * from the last; when there are more re-gathers than units, the first
+ * units in that order are gathered twice, back to back (a checkpoint
+ * wrapper's recomputation, then the backward). Sets *recompute on the
+ * extra gather of a pair. */
+static uint32_t regather_unit(uint32_t again, uint32_t total, uint32_t have, uint8_t *recompute)
+{
+	uint32_t pairs = total > have ? total - have : 0;
+	if (again < 2 * pairs) {
+		*recompute = again % 2;
+		return have - 1 - again / 2;
+	}
+	*recompute = 0;
+	return have - 1 - (pairs + (again - 2 * pairs));
+}
+
+/* Parse the gathers with S = the first u gathers (cnt[] holds S's keys):
+ * the cycles, each gather's place, the reductions per cycle. Returns 1 when
+ * it holds (w->g, w->cstart.. filled, *sc scored but for its violations),
+ * 0 when not. */
+static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct score *sc)
+{
+	const uint32_t *id = w->id;
+	struct phases_gather *g = w->g;
+	uint32_t nc = 0, unexplained = 0, recompute = 0;
+	for (size_t pos = 0; pos < w->nag;) {
+		/* a forward: a copy of S with no reduction inside it */
+		if (w->z[pos] >= u && w->rs_before[pos + u - 1] == w->rs_before[pos]) {
+			w->cstart[nc] = (uint32_t)pos;
+			w->rs_in[nc] = w->bwd_in[nc] = w->rec_in[nc] = 0;
+			nc++;
+			w->gen++;
 			for (uint32_t j = 0; j < u; j++)
-				g[pos + j] = (struct phases_gather){cycle, (int32_t)j, ANALYSIS_PHASE_FORWARD, 0, {0}};
+				g[pos + j] = (struct phases_gather){(int32_t)nc - 1, (int32_t)j, ANALYSIS_PHASE_FORWARD, 0, 0, 0};
 			pos += u;
 			continue;
 		}
-		if (cycle < 0)
-			return 0; /* the step does not begin with a forward */
-		/* a backward gather: the last unit of its size not yet gathered
-		 * again in this cycle (a recomputation gathers it twice) */
-		int32_t j = -1;
-		uint8_t recompute = 0;
-		for (int pass = 0; pass < 2 && j < 0; pass++)
-			for (uint32_t k = u; k-- > 0;)
-				if (s[k] == p->ag_el[pos] && used[k] == pass) {
-					j = (int32_t)k;
-					recompute = (uint8_t)pass;
-					break;
-				}
-		if (j < 0)
-			return 0;
-		used[j]++;
-		g[pos] = (struct phases_gather){cycle, j, ANALYSIS_PHASE_BACKWARD, recompute, {0}};
+		uint32_t k = id[pos], c = nc - 1;
+		if (w->cnt[k] == 0) { /* not a unit: a per-step collective */
+			g[pos] = (struct phases_gather){(int32_t)c, -1, 0, 0, 1, 0};
+			unexplained++;
+			pos++;
+			continue;
+		}
+		uint32_t again = w->stamp[k] == w->gen ? w->used[k] : 0;
+		w->stamp[k] = w->gen;
+		w->used[k] = again + 1;
+		if (again >= 2 * w->cnt[k])
+			return 0; /* a third backward gather of every unit of its key */
+		w->again[pos] = again;
+		g[pos] = (struct phases_gather){(int32_t)c, -1, ANALYSIS_PHASE_BACKWARD, 0, 0, 0};
+		w->bwd_in[c]++;
 		pos++;
 	}
-	out->units = u;
-	out->cycles = (uint32_t)ncycles;
-	/* reduce-scatters: each belongs to the cycle whose forward began before
-	 * it, and comes after that forward; a cycle reduces every unit or none,
-	 * in mirrored order */
-	uint32_t *rs_in = calloc(ncycles ? ncycles : 1, sizeof *rs_in);
-	if (!rs_in)
-		return -ENOMEM;
-	int ok = 1;
-	size_t c = 0;
-	for (size_t r = 0; r < p->nrs && ok; r++) {
-		while (c + 1 < ncycles && p->ag[cycle_start[c + 1]] < p->rs[r])
-			c++;
-		size_t fwd_end = p->ag[cycle_start[c] + u - 1];
-		if (p->rs[r] < p->ag[cycle_start[c]] || p->rs[r] < fwd_end)
-			ok = 0;
-		else if (rs_in[c] >= u || p->rs_el[r] != s[direct ? rs_in[c] : u - 1 - rs_in[c]])
-			ok = 0;
-		else
-			rs_in[c]++;
-	}
-	uint32_t bwd_in_sync = 0;
-	for (size_t k = 0; k < ncycles && ok; k++) {
-		if (rs_in[k] != 0 && rs_in[k] != u)
-			ok = 0;
-		if (rs_in[k] == u) {
-			out->sync_cycles++;
-			size_t end = k + 1 < ncycles ? cycle_start[k + 1] : p->nag;
-			bwd_in_sync += (uint32_t)(end - cycle_start[k] - u);
+	/* how many re-gathers each key has in each cycle, from the end */
+	for (size_t pos = w->nag; pos-- > 0;) {
+		if (g[pos].phase != ANALYSIS_PHASE_BACKWARD)
+			continue;
+		uint32_t k = id[pos], c = (uint32_t)g[pos].cycle + 1;
+		if (w->kstamp[k] != c) {
+			w->kstamp[k] = c;
+			w->kval[k] = w->again[pos] + 1;
 		}
+		w->total[pos] = w->kval[k];
 	}
-	if (ok && out->sync_cycles == 0)
-		ok = 0;
-	int first_training = -1;
-	for (size_t k = 0; k < ncycles && ok; k++) {
-		size_t end = k + 1 < ncycles ? cycle_start[k + 1] : p->nag;
-		uint32_t bwd = (uint32_t)(end - cycle_start[k] - u);
-		if (bwd == 0 && rs_in[k] == 0 && bwd_in_sync > 0) {
+	memset(w->kstamp, 0, w->nid * sizeof *w->kstamp);
+	for (size_t pos = 0; pos < w->nag; pos++) {
+		if (g[pos].phase != ANALYSIS_PHASE_BACKWARD)
+			continue;
+		uint32_t k = id[pos], have = w->cnt[k];
+		uint32_t j = regather_unit(w->again[pos], w->total[pos], have, &g[pos].recompute);
+		g[pos].unit = (int32_t)w->plist[w->first[k] + j];
+		recompute += g[pos].recompute;
+		w->rec_in[g[pos].cycle] += g[pos].recompute;
+	}
+	/* each reduction belongs to the cycle whose forward began before it
+	 * (and ended before it: no copy of S holds one); at most U a cycle */
+	uint32_t c = 0, unreduced = 0;
+	for (size_t r = 0; r < w->nrs; r++) {
+		while (c + 1 < nc && w->ag[w->cstart[c + 1]] < w->rs[r])
+			c++;
+		w->rs_cycle[r] = c;
+		if (++w->rs_in[c] > u)
+			return 0;
+	}
+	for (uint32_t k = 0; k < nc; k++)
+		if (w->rs_in[k])
+			unreduced += u - w->rs_in[k];
+	*ncycles = nc;
+	*sc = (struct score){unexplained, 0, 0, recompute, unreduced, nc, u};
+	return 1;
+}
+
+/* The reductions of the parse in w->g matched to units (the rule of
+ * phases_match_reductions), and the matches a later gather of their unit
+ * contradicts. */
+static void evidence(struct work *w, uint32_t u, struct evidence *e)
+{
+	memset(e, 0, sizeof *e);
+	e->mirrored = 1;
+	int first = 1;
+	int64_t next = 0, last = 0;
+	uint32_t cur = UINT32_MAX, in_cycle = 0;
+	for (size_t r = 0; r < w->nrs; r++) {
+		uint32_t c = w->rs_cycle[r];
+		if (c != cur) {
+			if (cur != UINT32_MAX && first) {
+				e->unreduced = u - in_cycle;
+				first = 0;
+			}
+			if (in_cycle)
+				e->unmatched += u - in_cycle;
+			cur = c;
+			in_cycle = 0;
+			w->ugen++;
+			next = (int64_t)u - 1;
+			last = (int64_t)u;
+		}
+		const struct phases_event *red = &w->ev[w->rs[r]];
+		const size_t *unit_ag = w->ag + w->cstart[c];
+		int64_t hit = -1;
+		for (int64_t j = next; j >= 0 && hit < 0; j--)
+			if (w->ustamp[j] != w->ugen && phases_reduces(&w->ev[unit_ag[j]], red))
+				hit = j;
+		for (int64_t j = (int64_t)u - 1; j > next && hit < 0; j--)
+			if (w->ustamp[j] != w->ugen && phases_reduces(&w->ev[unit_ag[j]], red))
+				hit = j;
+		w->rs_unit[r] = (int32_t)hit;
+		if (hit < 0)
+			continue;
+		w->ustamp[hit] = w->ugen;
+		e->matched++;
+		in_cycle++;
+		e->mirrored &= hit < last;
+		last = hit;
+		next = hit - 1;
+	}
+	if (cur != UINT32_MAX && first)
+		e->unreduced = u - in_cycle;
+	if (in_cycle)
+		e->unmatched += u - in_cycle;
+	e->mirrored &= e->matched > 0;
+	/* from the end: a unit gathered after its matched reduction */
+	size_t a = w->nag;
+	cur = UINT32_MAX;
+	for (size_t r = w->nrs; r-- > 0;) {
+		while (a > 0 && w->ag[a - 1] > w->rs[r]) {
+			a--;
+			const struct phases_gather *p = &w->g[a];
+			if (p->unit < 0)
+				continue;
+			if ((uint32_t)p->cycle != cur) {
+				cur = (uint32_t)p->cycle;
+				w->ugen++;
+			}
+			w->ustamp[p->unit] = w->ugen;
+		}
+		if (w->rs_cycle[r] != cur) {
+			cur = w->rs_cycle[r];
+			w->ugen++;
+		}
+		if (w->rs_unit[r] >= 0 && w->ustamp[w->rs_unit[r]] == w->ugen)
+			e->violations++;
+	}
+}
+
+/* What the chosen parse says, into *out (units, cycles, phases). */
+static void describe(const struct work *w, uint32_t u, uint32_t nc, const struct score *sc, struct phases_result *out)
+{
+	int any_bwd = 0;
+	for (uint32_t k = 0; k < nc; k++)
+		any_bwd |= w->bwd_in[k] > 0;
+	out->units = u;
+	out->cycles = nc;
+	out->forward_allgathers = u;
+	out->step_gathers = sc->unexplained;
+	out->reductions = (uint32_t)w->nrs;
+	out->first_training = -1;
+	int first_sync = -1;
+	for (uint32_t k = 0; k < nc; k++) {
+		int training = w->bwd_in[k] > 0 || w->rs_in[k] > 0;
+		if (w->rs_in[k]) {
+			out->sync_cycles++;
+			if (first_sync < 0) {
+				first_sync = (int)k;
+				out->reductions_per_sync = w->rs_in[k];
+			}
+		}
+		if (!training && any_bwd) {
 			out->forward_only++;
 			continue;
 		}
-		if (first_training < 0) {
-			first_training = (int)k;
-			out->backward_allgathers = bwd;
-			for (size_t i = cycle_start[k] + u; i < end; i++)
-				out->recompute_allgathers += g[i].recompute;
+		out->training_cycles++;
+		if (out->first_training < 0) {
+			out->first_training = (int32_t)k;
+			out->backward_allgathers = w->bwd_in[k];
+			out->recompute_allgathers = w->rec_in[k];
 		}
 	}
-	free(rs_in);
-	out->forward_allgathers = u;
-	out->reductions_per_sync = u;
-	return ok;
+}
+
+/* ---- the reductions as evidence ------------------------------------------- */
+
+uint64_t phases_unit_capacity(const struct phases_event *ag)
+{
+	size_t d = record_dtype_bytes(ag->dtype);
+	if (d == 0)
+		return ag->elements;
+	return gathered_bytes(ag) / d;
+}
+
+static int u64_desc(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a > b ? -1 : a < b;
+}
+
+int phases_reductions_fit(const struct phases_event *ev, size_t n, const struct phases_gather *g,
+			  const struct phases_result *res)
+{
+	uint32_t u = res->units;
+	uint64_t *cap = malloc((u ? u : 1) * sizeof *cap), *red = malloc((n ? n : 1) * sizeof *red);
+	if (!cap || !red) {
+		free(cap);
+		free(red);
+		return -ENOMEM;
+	}
+	int fit = 1;
+	for (int32_t c = 0; c < (int32_t)res->cycles && fit; c++) {
+		size_t nu = 0, nr = 0, k = 0;
+		int32_t cur = -1;
+		for (size_t i = 0; i < n; i++) {
+			if (ev[i].op == FSS_OP_ALLGATHER) {
+				const struct phases_gather *p = &g[k++];
+				if (p->cycle >= 0)
+					cur = p->cycle;
+				if (p->cycle == c && p->phase == ANALYSIS_PHASE_FORWARD && nu < u)
+					cap[nu++] = phases_unit_capacity(&ev[i]);
+			} else if (ev[i].op == FSS_OP_REDUCESCATTER && cur == c) {
+				red[nr++] = ev[i].elements;
+			}
+		}
+		qsort(cap, nu, sizeof *cap, u64_desc);
+		qsort(red, nr, sizeof *red, u64_desc);
+		for (size_t j = 0; j < nr && fit; j++)
+			fit = j < nu && red[j] <= cap[j];
+	}
+	free(cap);
+	free(red);
+	return fit;
+}
+
+int phases_match_reductions(const struct phases_event *ev, size_t n, const struct phases_gather *g, int32_t cycle,
+			    uint32_t units, int32_t *rs_unit, int *mirrored)
+{
+	size_t *unit_ev = malloc((units ? units : 1) * sizeof *unit_ev);
+	uint8_t *taken = calloc(units ? units : 1, 1);
+	if (!unit_ev || !taken) {
+		free(unit_ev);
+		free(taken);
+		return -ENOMEM;
+	}
+	for (uint32_t j = 0; j < units; j++)
+		unit_ev[j] = SIZE_MAX;
+	int32_t cur = -1;
+	size_t k = 0;
+	int matched = 0, in_order = 1;
+	int64_t next = (int64_t)units - 1, last = (int64_t)units;
+	for (size_t i = 0; i < n; i++) {
+		rs_unit[i] = -1;
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			const struct phases_gather *p = &g[k++];
+			if (p->cycle >= 0)
+				cur = p->cycle;
+			if (p->cycle == cycle && p->phase == ANALYSIS_PHASE_FORWARD && p->unit >= 0 &&
+			    (uint32_t)p->unit < units)
+				unit_ev[p->unit] = i;
+			continue;
+		}
+		if (ev[i].op != FSS_OP_REDUCESCATTER || cur != cycle)
+			continue;
+		int64_t hit = -1;
+		for (int64_t j = next; j >= 0 && hit < 0; j--)
+			if (!taken[j] && unit_ev[j] != SIZE_MAX && phases_reduces(&ev[unit_ev[j]], &ev[i]))
+				hit = j;
+		for (int64_t j = (int64_t)units - 1; j > next && hit < 0; j--)
+			if (!taken[j] && unit_ev[j] != SIZE_MAX && phases_reduces(&ev[unit_ev[j]], &ev[i]))
+				hit = j;
+		if (hit < 0)
+			continue;
+		taken[hit] = 1;
+		rs_unit[i] = (int32_t)hit;
+		matched++;
+		in_order &= hit < last;
+		last = hit;
+		next = hit - 1;
+	}
+	if (mirrored)
+		*mirrored = matched > 0 && in_order;
+	free(unit_ev);
+	free(taken);
+	return matched;
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+static void work_free(struct work *w)
+{
+	free(w->ag);
+	free(w->rs);
+	free(w->id);
+	free(w->rs_before);
+	free(w->z);
+	free(w->first);
+	free(w->plist);
+	free(w->cnt);
+	free(w->stamp);
+	free(w->used);
+	free(w->cstart);
+	free(w->rs_in);
+	free(w->bwd_in);
+	free(w->rec_in);
+	free(w->again);
+	free(w->total);
+	free(w->kstamp);
+	free(w->kval);
+	free(w->rs_cycle);
+	free(w->rs_unit);
+	free(w->ustamp);
+	free(w->g);
+}
+
+static int work_new(struct work *w, const struct phases_event *ev, size_t n, size_t nag, size_t nrs)
+{
+	memset(w, 0, sizeof *w);
+	w->ev = ev;
+	w->nag = nag;
+	w->nrs = nrs;
+	size_t m = nag ? nag : 1;
+	w->ag = malloc(m * sizeof *w->ag);
+	w->rs = malloc((nrs ? nrs : 1) * sizeof *w->rs);
+	w->id = malloc(m * sizeof *w->id);
+	w->rs_before = malloc(m * sizeof *w->rs_before);
+	w->z = malloc(m * sizeof *w->z);
+	w->first = malloc((m + 1) * sizeof *w->first);
+	w->plist = malloc(m * sizeof *w->plist);
+	w->cnt = calloc(m, sizeof *w->cnt);
+	w->stamp = calloc(m, sizeof *w->stamp);
+	w->used = calloc(m, sizeof *w->used);
+	w->cstart = malloc(m * sizeof *w->cstart);
+	w->rs_in = malloc(m * sizeof *w->rs_in);
+	w->bwd_in = malloc(m * sizeof *w->bwd_in);
+	w->rec_in = malloc(m * sizeof *w->rec_in);
+	w->again = malloc(m * sizeof *w->again);
+	w->total = malloc(m * sizeof *w->total);
+	w->kstamp = calloc(m, sizeof *w->kstamp);
+	w->kval = malloc(m * sizeof *w->kval);
+	w->rs_cycle = malloc((nrs ? nrs : 1) * sizeof *w->rs_cycle);
+	w->rs_unit = malloc((nrs ? nrs : 1) * sizeof *w->rs_unit);
+	w->ustamp = calloc(m, sizeof *w->ustamp);
+	w->g = malloc(m * sizeof *w->g);
+	if (!w->ag || !w->rs || !w->id || !w->rs_before || !w->z || !w->first || !w->plist || !w->cnt || !w->stamp ||
+	    !w->used || !w->cstart || !w->rs_in || !w->bwd_in || !w->rec_in || !w->again || !w->total || !w->kstamp ||
+	    !w->kval || !w->rs_cycle || !w->rs_unit || !w->ustamp || !w->g)
+		return -ENOMEM;
+	size_t a = 0, r = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			w->rs_before[a] = (uint32_t)r;
+			w->ag[a++] = i;
+		} else if (ev[i].op == FSS_OP_REDUCESCATTER) {
+			w->rs[r++] = i;
+		}
+	}
+	if (make_keys(w) < 0)
+		return -ENOMEM;
+	/* plist: every key's gathers in order (first[] counted them) */
+	uint32_t *fill = w->cstart; /* scratch until the parses */
+	memcpy(fill, w->first, w->nid * sizeof *fill);
+	for (uint32_t i = 0; i < nag; i++)
+		w->plist[fill[w->id[i]]++] = i;
+	return 0;
+}
+
+/* Every prefix S that may be a forward, parsed; the best into g. Returns 1
+ * when one holds. */
+static int choose(struct work *w, struct phases_gather *g, uint32_t *best_u, struct score *best)
+{
+	int found = 0, all_equal = 1;
+	for (uint32_t u = 1; u <= w->nag; u++) {
+		uint32_t i = u - 1;
+		if (w->rs_before[i] != 0)
+			break; /* S ends before the first reduction */
+		w->cnt[w->id[i]]++;
+		all_equal &= w->id[i] == w->id[0];
+		if (w->cnt[w->id[0]] > 1 && !all_equal)
+			break; /* S would begin with a key it holds again: that is two passes */
+		uint32_t nc = 0;
+		struct score sc;
+		if (!parse_with(w, u, &nc, &sc))
+			continue;
+		if (found && sc.unexplained > best->unexplained)
+			continue; /* the costlier evidence only where it can decide */
+		struct evidence e;
+		evidence(w, u, &e);
+		sc.violations = e.violations;
+		sc.unmatched = e.unmatched;
+		if (found && !score_better(&sc, best))
+			continue;
+		found = 1;
+		*best = sc;
+		*best_u = u;
+		memcpy(g, w->g, w->nag * sizeof *g);
+	}
+	return found;
 }
 
 int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *g, struct phases_result *out)
 {
 	memset(out, 0, sizeof *out);
+	out->first_training = -1;
 	size_t nag = 0, nrs = 0;
 	for (size_t i = 0; i < n; i++) {
 		nag += ev[i].op == FSS_OP_ALLGATHER;
 		nrs += ev[i].op == FSS_OP_REDUCESCATTER;
 	}
 	for (size_t i = 0; i < nag; i++)
-		g[i] = (struct phases_gather){-1, -1, 0, 0, {0}};
+		g[i] = (struct phases_gather){-1, -1, 0, 0, 0, 0};
 	if (nag == 0) {
 		out->status = PHASES_NO_GATHERS;
 		return 0;
 	}
-	if (nrs == 0) {
-		out->status = PHASES_NO_REDUCTION;
-		return 0;
+	struct work w;
+	int rc = work_new(&w, ev, n, nag, nrs);
+	if (rc < 0)
+		goto done;
+	uint32_t u = 0, nc = 0;
+	struct score best = {0};
+	if (!choose(&w, g, &u, &best)) {
+		out->status = PHASES_NO_PARSE;
+		out->reductions = (uint32_t)nrs;
+		out->reductions_fit = 1;
+		goto done;
 	}
-	int rc = -ENOMEM;
-	size_t *ag = malloc(nag * sizeof *ag), *rs = malloc(nrs * sizeof *rs), *starts = malloc(nag * sizeof *starts);
-	uint64_t *ag_el = malloc(nag * sizeof *ag_el), *rs_el = malloc(nrs * sizeof *rs_el);
-	uint64_t *s = malloc(nrs * sizeof *s);
-	uint8_t *used = malloc(nrs);
-	uint32_t *rs_before = malloc(nag * sizeof *rs_before);
-	if (!ag || !rs || !starts || !ag_el || !rs_el || !s || !used || !rs_before)
-		goto out;
-	size_t a = 0, r = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op == FSS_OP_ALLGATHER) {
-			rs_before[a] = (uint32_t)r;
-			ag[a] = i;
-			ag_el[a++] = ev[i].elements;
-		} else if (ev[i].op == FSS_OP_REDUCESCATTER) {
-			rs[r] = i;
-			rs_el[r++] = ev[i].elements;
-		}
-	}
-	struct parse p = {ev, n, ag, ag_el, nag, rs, rs_el, nrs, rs_before};
-	int found = 0;
-	/* the smallest group of reduce-scatters, repeated, whose mirror image
-	 * is a forward the whole step parses with */
-	for (size_t q = 1; q <= nrs; q++) {
-		if (nrs % q != 0 || q > nag)
-			continue;
-		size_t k = q;
-		while (k < nrs && rs_el[k] == rs_el[k - q])
-			k++;
-		if (k < nrs)
-			continue;
-		/* mirrored (post-backward hooks), else in forward order (a
-		 * pipeline schedule reducing every unit after its last micro-batch,
-		 * in module order) */
-		int ok = 0;
-		for (int direct = 0; direct <= 1 && ok == 0; direct++) {
-			for (size_t j = 0; j < q; j++)
-				s[j] = direct ? rs_el[j] : rs_el[q - 1 - j];
-			ok = parse_with(&p, s, (uint32_t)q, 0, direct, used, starts, g, out);
-			/* equal cycles, one per reduce-scatter group */
-			size_t groups = nrs / q;
-			if (ok == 0 && nag % groups == 0 && nag / groups >= q)
-				ok = parse_with(&p, s, (uint32_t)q, nag / groups, direct, used, starts, g, out);
-		}
-		if (ok < 0)
-			goto out;
-		if (ok) {
-			found = 1;
-			break;
-		}
-	}
-	if (found) {
-		out->status = PHASES_OK;
-	} else {
+	/* the chosen parse again, for its figures */
+	memset(w.cnt, 0, nag * sizeof *w.cnt);
+	for (uint32_t i = 0; i < u; i++)
+		w.cnt[w.id[i]]++;
+	struct score sc;
+	struct evidence e;
+	parse_with(&w, u, &nc, &sc);
+	evidence(&w, u, &e);
+	describe(&w, u, nc, &sc, out);
+	out->status = nrs ? PHASES_OK : PHASES_NO_REDUCTION;
+	out->matched_reductions = e.matched;
+	out->unreduced_units = nrs ? e.unreduced : 0;
+	out->mirrored = (uint32_t)e.mirrored;
+	rc = phases_reductions_fit(ev, n, g, out);
+	if (rc == 0) { /* a reduce bucket across units: no FSDP structure */
 		memset(out, 0, sizeof *out);
-		out->status = PHASES_NO_MIRROR;
+		out->status = PHASES_NO_PARSE;
+		out->reductions = (uint32_t)nrs;
+		out->first_training = -1;
 		for (size_t i = 0; i < nag; i++)
-			g[i] = (struct phases_gather){-1, -1, 0, 0, {0}};
+			g[i] = (struct phases_gather){-1, -1, 0, 0, 0, 0};
+	} else if (rc > 0) {
+		out->reductions_fit = 1;
+		rc = 0;
 	}
-	rc = 0;
-out:
-	free(ag);
-	free(rs);
-	free(starts);
-	free(ag_el);
-	free(rs_el);
-	free(s);
-	free(used);
-	free(rs_before);
+done:
+	work_free(&w);
+	if (rc < 0)
+		memset(out, 0, sizeof *out);
 	return rc;
 }

@@ -148,6 +148,15 @@ static inline int rule_diagnosed(const struct analysis_result *a)
 	return a->steps_analyzed > 0 && a->verdict == ANALYSIS_DIAGNOSED;
 }
 
+/* rule_units_decided - the units were read from the forward gathers: a
+ * diagnosis, or an undecided verdict whose phases alone could not be told
+ * (no reduction). The wrap rules judge the units; the others need the
+ * phases. */
+static inline int rule_units_decided(const struct analysis_result *a)
+{
+	return a->steps_analyzed > 0 && (a->verdict == ANALYSIS_DIAGNOSED || a->units_decided);
+}
+
 /* rule_microbatches - forward / backward cycles per step (1 when the step
  * holds one, or when cycles are not known). */
 static inline uint32_t rule_microbatches(const struct analysis_result *a)

@@ -83,7 +83,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	uint64_t unit;
 	struct finding *f;
 
-	if (!rule_diagnosed(a) || total <= 0)
+	if (!rule_units_decided(a) || total <= 0)
 		return 0;
 	find_largest(a, &l);
 	if (l.elements == 0)

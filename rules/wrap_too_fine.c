@@ -49,7 +49,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	 * count would claim gathers the trace never had. */
 	if (u->layers_given && u->layers_match == 0 && u->inferred_repeating_units)
 		L = u->inferred_repeating_units;
-	if (!rule_diagnosed(a) || k == 0 || L == 0)
+	if (!rule_units_decided(a) || k == 0 || L == 0)
 		return 0;
 	if ((double)k < rule_threshold(c, RULE_T_FINE_GATHERS_PER_UNIT))
 		return 0;
