@@ -136,7 +136,13 @@ static void sj_usage(FILE *out)
 		"  zero3       DeepSpeed ZeRO-3: --bucket E (200000), --gather flat|coalesced,\n"
 		"              --persistence E (1024), --max-reuse E (1000000), --max-live E (1000000),\n"
 		"              --reduce-bucket E (1700000), --init-broadcast\n"
-		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip\n"
+		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip,\n"
+		"              --virtual-stages V (1: Schedule1F1B; more: Interleaved1F1B, V chunks per rank)\n"
+		"  tp --seq-lens S1,S2,..  the sequence length of each step, cycled (up to 8)\n"
+		"  dpo         TRL DPOTrainer: policy, frozen reference, metric gathers: --ref-wrap block|model\n"
+		"  distill     torchtune knowledge distillation: student and a frozen, wider teacher\n"
+		"  rl          verl FSDP2 actor, weight sync outside the steps: --sync-every N (2), --log-probs\n"
+		"  ddp-fsdp    replicate() (DDP) beside fully_shard per block: --block-reshard\n"
 		"\n"
 		"common: --nranks N (2), --steps S (5), --layers L (4), --wrap block|linear (block),\n"
 		"  --nvtx (ProfilerStep#N ranges), --log FILE (rank 0's calls, one a line),\n"
@@ -153,13 +159,62 @@ static long sj_parse_long(const char *s, const char *opt, long min)
 	return (long)d;
 }
 
+/* --seq-lens A,B,...: tokens per sequence of each step, cycled. */
+static void sj_parse_seq_lens(const char *arg, struct sj_options *o)
+{
+	o->nseq = 0;
+	for (const char *p = arg; *p;) {
+		char *end = NULL;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (errno || end == p || v < 1 || v > 65536 || (*end && *end != ','))
+			sj_die("--seq-lens: a comma-separated list of lengths (1..65536), not '%s'", arg);
+		if (o->nseq == (int)(sizeof o->seq_lens / sizeof o->seq_lens[0]))
+			sj_die("--seq-lens: at most %zu lengths", sizeof o->seq_lens / sizeof o->seq_lens[0]);
+		o->seq_lens[o->nseq++] = (int)v;
+		p = *end ? end + 1 : end;
+	}
+	if (!o->nseq)
+		sj_die("--seq-lens: no length given");
+}
+
+/* The options of the setups of stream_job_models.c, stream_job_ddp.c,
+ * tp --seq-lens and pp --virtual-stages: which setup each applies to, and
+ * the sizes they must divide. */
+static void sj_check_more(const struct sj_options *o, int dpo_opts, int rl_opts, int ddp_opts)
+{
+	enum sj_setup s = o->setup;
+	if (dpo_opts && s != SETUP_DPO)
+		sj_die("--ref-wrap applies to dpo");
+	if (rl_opts && s != SETUP_RL)
+		sj_die("--sync-every / --log-probs apply to rl");
+	if (ddp_opts && s != SETUP_DDP_FSDP)
+		sj_die("--block-reshard applies to ddp-fsdp");
+	if (o->wrap_linear && s >= SETUP_DPO)
+		sj_die("--wrap linear applies to fsdp2 and tp");
+	for (int i = 0; i < o->nseq; i++)
+		if (o->seq_lens[i] % o->tp)
+			sj_die("--seq-lens: %d is not a multiple of --tp %d (sequence parallel splits it)", o->seq_lens[i],
+			       o->tp);
+	if (s == SETUP_PP && o->virtual_stages > 1) {
+		int stages = o->pp * o->virtual_stages, rounds = o->microbatches / o->pp > 1 ? o->microbatches / o->pp : 1;
+		if (stages > 64 || o->layers % stages)
+			sj_die("--virtual-stages %d: --pp x V (at most 64) must divide --layers %d", o->virtual_stages,
+			       o->layers);
+		if (o->microbatches % rounds)
+			sj_die("--microbatches %d: Interleaved1F1B needs a multiple of its rounds (%d)", o->microbatches,
+			       rounds);
+	}
+}
+
 static void sj_parse(int argc, char **argv, struct sj_options *o)
 {
 	enum {
 		O_SETUP = 256, O_NRANKS, O_STEPS, O_LAYERS, O_WRAP, O_NVTX, O_TRUTH, O_LOG, O_COMPUTE, O_ACCUM,
 		O_NO_SYNC, O_CLIP, O_TORCHTITAN, O_RESHARD_LAST, O_TP, O_NO_LOSS_PARALLEL, O_SHARD, O_SYNC_STATES,
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
-		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP
+		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
+		O_REF_WRAP, O_SYNC_EVERY, O_LOG_PROBS, O_BLOCK_RESHARD, O_SEQ_LENS, O_VIRTUAL_STAGES
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -191,6 +246,12 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"ref-wrap", required_argument, NULL, O_REF_WRAP},
+	    {"sync-every", required_argument, NULL, O_SYNC_EVERY},
+	    {"log-probs", no_argument, NULL, O_LOG_PROBS},
+	    {"block-reshard", no_argument, NULL, O_BLOCK_RESHARD},
+	    {"seq-lens", required_argument, NULL, O_SEQ_LENS},
+	    {"virtual-stages", required_argument, NULL, O_VIRTUAL_STAGES},
 	    {NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof *o);
@@ -208,9 +269,12 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	o->reduce_bucket = 1700000;
 	o->pp = 2;
 	o->microbatches = 4;
+	o->sync_every = 2;
+	o->virtual_stages = 1;
 	int given_shard = 0, setup_given = 0;
 	/* which setup-specific options were given, to refuse those that do not apply */
 	int fsdp2_only = 0, accum_opts = 0, tp_opts = 0, fsdp1_opts = 0, zero3_opts = 0, pp_opts = 0, clip = 0;
+	int dpo_opts = 0, rl_opts = 0, ddp_opts = 0;
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -228,8 +292,18 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 				o->setup = SETUP_ZERO3;
 			else if (!strcmp(optarg, "pp"))
 				o->setup = SETUP_PP;
+			else if (!strcmp(optarg, "dpo"))
+				o->setup = SETUP_DPO;
+			else if (!strcmp(optarg, "distill"))
+				o->setup = SETUP_DISTILL;
+			else if (!strcmp(optarg, "rl"))
+				o->setup = SETUP_RL;
+			else if (!strcmp(optarg, "ddp-fsdp"))
+				o->setup = SETUP_DDP_FSDP;
 			else
-				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp)", optarg);
+				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, "
+				       "ddp-fsdp)",
+				       optarg);
 			break;
 		case O_NRANKS:
 			o->nranks = (int)sj_parse_long(optarg, "--nranks", 1);
@@ -345,6 +419,33 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		case O_HELP:
 			sj_usage(stdout);
 			exit(0);
+		case O_REF_WRAP:
+			dpo_opts = 1;
+			if (!strcmp(optarg, "model"))
+				o->ref_wrap_model = 1;
+			else if (strcmp(optarg, "block"))
+				sj_die("--ref-wrap: block or model, not '%s'", optarg);
+			break;
+		case O_SYNC_EVERY:
+			o->sync_every = (int)sj_parse_long(optarg, "--sync-every", 1);
+			rl_opts = 1;
+			break;
+		case O_LOG_PROBS:
+			o->log_probs = 1;
+			rl_opts = 1;
+			break;
+		case O_BLOCK_RESHARD:
+			o->block_reshard = 1;
+			ddp_opts = 1;
+			break;
+		case O_SEQ_LENS:
+			tp_opts = 1;
+			sj_parse_seq_lens(optarg, o);
+			break;
+		case O_VIRTUAL_STAGES:
+			o->virtual_stages = (int)sj_parse_long(optarg, "--virtual-stages", 1);
+			pp_opts = 1;
+			break;
 		default:
 			sj_usage(stderr);
 			sj_die("unknown option or missing value: %s", argv[optind - 1]);
@@ -353,7 +454,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	if (optind < argc)
 		sj_die("unexpected argument '%s'", argv[optind]);
 	if (!setup_given)
-		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp)");
+		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, ddp-fsdp)");
 	if (!o->truth_path)
 		sj_die("--truth FILE is required");
 	if (o->nranks > 64)
@@ -378,7 +479,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	if (zero3_opts && s != SETUP_ZERO3)
 		sj_die("the bucket options apply to zero3");
 	if (pp_opts && s != SETUP_PP)
-		sj_die("--pp / --microbatches apply to pp");
+		sj_die("--pp / --microbatches / --virtual-stages apply to pp");
+	sj_check_more(o, dpo_opts, rl_opts, ddp_opts);
 	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP))
 		sj_die("--wrap linear applies to fsdp2 and tp");
 	if (o->no_sync && o->accum < 2)
@@ -421,7 +523,10 @@ int main(int argc, char **argv)
 		run_fsdp2(&j, &t);
 		break;
 	case SETUP_TP:
-		run_tp(&j, &t);
+		if (o.nseq)
+			run_tp_seq(&j, &t);
+		else
+			run_tp(&j, &t);
 		break;
 	case SETUP_FSDP1_HSDP:
 		run_fsdp1_hsdp(&j, &t);
@@ -431,6 +536,18 @@ int main(int argc, char **argv)
 		break;
 	case SETUP_PP:
 		run_pp(&j, &t);
+		break;
+	case SETUP_DPO:
+		run_dpo(&j, &t);
+		break;
+	case SETUP_DISTILL:
+		run_distill(&j, &t);
+		break;
+	case SETUP_RL:
+		run_rl(&j, &t);
+		break;
+	case SETUP_DDP_FSDP:
+		run_ddp_fsdp(&j, &t);
 		break;
 	}
 	if (j.rank == 0)

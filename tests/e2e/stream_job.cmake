@@ -6,7 +6,8 @@
 # and LD_LIBRARY_PATH can swap in a real NCCL.
 if(TARGET fss_nccl_cpu)
   add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
-    e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c)
+    e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c
+    e2e/stream_job_models.c e2e/stream_job_ddp.c e2e/stream_job_tp_seq.c)
   target_link_libraries(stream_job PRIVATE fss_nccl_cpu ${CMAKE_DL_LIBS})
   target_link_options(stream_job PRIVATE -Wl,--enable-new-dtags)
   set_target_properties(stream_job PROPERTIES BUILD_RPATH "$<TARGET_FILE_DIR:fss_nccl_cpu>")
@@ -27,7 +28,19 @@ if(TARGET fss_nccl_cpu)
       "fsdp1_hsdp_n4:--setup;fsdp1-hsdp;--nranks;4;--sync-module-states;--checkpoint-wrapper"
       "zero3_n4:--setup;zero3;--nranks;4"
       "zero3_coalesced_n2:--setup;zero3;--nranks;2;--gather;coalesced"
-      "pp_n4:--setup;pp;--nranks;4")
+      "pp_n4:--setup;pp;--nranks;4"
+      "dpo_n2:--setup;dpo;--nranks;2"
+      "dpo_ref_model_n4:--setup;dpo;--nranks;4;--ref-wrap;model"
+      "distill_n2:--setup;distill;--nranks;2"
+      "distill_n4:--setup;distill;--nranks;4"
+      "rl_n2:--setup;rl;--nranks;2;--sync-every;2;--log-probs"
+      "rl_n4:--setup;rl;--nranks;4;--sync-every;1"
+      "ddp_fsdp_n2:--setup;ddp-fsdp;--nranks;2"
+      "ddp_fsdp_reshard_n4:--setup;ddp-fsdp;--nranks;4;--block-reshard"
+      "tp_seq_n2:--setup;tp;--nranks;2;--seq-lens;256,192,256,128"
+      "tp_seq_n4:--setup;tp;--nranks;4;--seq-lens;256,192,256,128;--no-loss-parallel"
+      "pp_interleaved_n2:--setup;pp;--nranks;2;--virtual-stages;2;--layers;8"
+      "pp_interleaved_n4:--setup;pp;--nranks;4;--virtual-stages;2;--layers;8;--clip")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)
     list(REMOVE_AT parts 0)

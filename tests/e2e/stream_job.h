@@ -66,7 +66,10 @@ static inline size_t sj_ceil_div(size_t a, size_t b)
 
 /* ---- options ---------------------------------------------------------------- */
 
-enum sj_setup { SETUP_FSDP2, SETUP_TP, SETUP_FSDP1_HSDP, SETUP_ZERO3, SETUP_PP };
+enum sj_setup {
+	SETUP_FSDP2, SETUP_TP, SETUP_FSDP1_HSDP, SETUP_ZERO3, SETUP_PP,
+	SETUP_DPO, SETUP_DISTILL, SETUP_RL, SETUP_DDP_FSDP, /* stream_job_models.c, stream_job_ddp.c */
+};
 
 enum sj_checkpoint { CKPT_NONE = 0, CKPT_REENTRANT = 1, CKPT_NO_REENTRANT = 2 };
 
@@ -90,6 +93,15 @@ struct sj_options {
 	int gather_coalesced, init_broadcast;
 	/* pp */
 	int pp, microbatches;
+	/* two models in a step, weight sync, DDP beside FSDP, TP with a changing
+	 * sequence, interleaved pipeline stages (stream_job_models.c,
+	 * stream_job_ddp.c, stream_job_tp_seq.c, stream_job_pp.c) */
+	int ref_wrap_model;      /* dpo: the reference model is one unit (TRL's prepare_fsdp under FSDP2) */
+	int sync_every;          /* rl: weight sync to the rollout engine before every N-th step */
+	int log_probs;           /* rl: a forward-only log-prob pass in each step */
+	int block_reshard;       /* ddp-fsdp: fully_shard(block, reshard_after_forward=True) */
+	int seq_lens[8], nseq;   /* tp: tokens per sequence, step by step (cycled) */
+	int virtual_stages;      /* pp: model chunks per rank (ScheduleInterleaved1F1B) */
 };
 
 
@@ -294,5 +306,10 @@ void run_tp(struct sj_job *j, struct sj_truth *t);
 void run_pp(struct sj_job *j, struct sj_truth *t);
 void run_fsdp1_hsdp(struct sj_job *j, struct sj_truth *t);
 void run_zero3(struct sj_job *j, struct sj_truth *t);
+void run_dpo(struct sj_job *j, struct sj_truth *t);
+void run_distill(struct sj_job *j, struct sj_truth *t);
+void run_rl(struct sj_job *j, struct sj_truth *t);
+void run_ddp_fsdp(struct sj_job *j, struct sj_truth *t);
+void run_tp_seq(struct sj_job *j, struct sj_truth *t);
 
 #endif
