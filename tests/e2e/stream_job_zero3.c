@@ -140,8 +140,8 @@ static void z3_build(struct sj_zero3 *z)
 		q[4] = z3_add_param(z, F, H); /* gate_proj */
 		q[5] = z3_add_param(z, F, H); /* up_proj */
 		q[6] = z3_add_param(z, H, F); /* down_proj */
-		q[7] = z3_add_param(z, H, 0);     /* input_layernorm */
-		q[8] = z3_add_param(z, H, 0);     /* post_attention_layernorm */
+		q[7] = z3_add_param(z, H, 0); /* input_layernorm */
+		q[8] = z3_add_param(z, H, 0); /* post_attention_layernorm */
 	}
 	int p_norm = z3_add_param(z, H, 0);
 	int p_head = z3_add_param(z, V, H);
