@@ -135,7 +135,9 @@ static void sj_usage(FILE *out)
 		"              --sync-module-states, --checkpoint-wrapper[=reentrant|no-reentrant]\n"
 		"  zero3       DeepSpeed ZeRO-3: --bucket E (200000), --gather flat|coalesced,\n"
 		"              --persistence E (1024), --max-reuse E (1000000), --max-live E (1000000),\n"
-		"              --reduce-bucket E (1700000), --init-broadcast\n"
+		"              --reduce-bucket E (1700000), --init-broadcast; ZeRO++: --qwz (quantized\n"
+		"              weights), --hpz G (secondary partition on nodes of G ranks), --qgz\n"
+		"              (quantized gradients, with --hpz: all-to-alls across the nodes)\n"
 		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip,\n"
 		"              --virtual-stages V (1: Schedule1F1B; more: Interleaved1F1B, V chunks per rank)\n"
 		"  tp --seq-lens S1,S2,..  the sequence length of each step, cycled (up to 8)\n"
@@ -214,7 +216,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_NO_SYNC, O_CLIP, O_TORCHTITAN, O_RESHARD_LAST, O_TP, O_NO_LOSS_PARALLEL, O_SHARD, O_SYNC_STATES,
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
 		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
-		O_REF_WRAP, O_SYNC_EVERY, O_LOG_PROBS, O_BLOCK_RESHARD, O_SEQ_LENS, O_VIRTUAL_STAGES
+		O_REF_WRAP, O_SYNC_EVERY, O_LOG_PROBS, O_BLOCK_RESHARD, O_SEQ_LENS, O_VIRTUAL_STAGES,
+		O_QWZ, O_HPZ, O_QGZ
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -246,6 +249,9 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"qwz", no_argument, NULL, O_QWZ},
+	    {"hpz", required_argument, NULL, O_HPZ},
+	    {"qgz", no_argument, NULL, O_QGZ},
 	    {"ref-wrap", required_argument, NULL, O_REF_WRAP},
 	    {"sync-every", required_argument, NULL, O_SYNC_EVERY},
 	    {"log-probs", no_argument, NULL, O_LOG_PROBS},
@@ -416,6 +422,19 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 			o->microbatches = (int)sj_parse_long(optarg, "--microbatches", 1);
 			pp_opts = 1;
 			break;
+		case O_QWZ:
+			o->qwz = 1;
+			zero3_opts = 1;
+			break;
+		case O_HPZ:
+			o->hpz = (int)sj_parse_long(optarg, "--hpz", 1);
+			o->hpz = o->hpz == 1 ? 0 : o->hpz; /* zero_hpz_partition_size 1: off */
+			zero3_opts = 1;
+			break;
+		case O_QGZ:
+			o->qgz = 1;
+			zero3_opts = 1;
+			break;
 		case O_HELP:
 			sj_usage(stdout);
 			exit(0);
@@ -489,6 +508,14 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("--tp %d must divide --nranks %d and the model's sizes", o->tp, o->nranks);
 	if (s == SETUP_PP && (o->nranks % o->pp || o->layers % o->pp))
 		sj_die("--pp %d must divide --nranks %d and --layers %d", o->pp, o->nranks, o->layers);
+	if (o->hpz > o->nranks) /* _create_zero_param_parallel_group: min(size, world) */
+		o->hpz = o->nranks;
+	if (o->hpz && o->nranks % o->hpz)
+		sj_die("--hpz %d must divide --nranks %d", o->hpz, o->nranks);
+	if (o->qgz && !o->hpz)
+		sj_die("--qgz needs --hpz G: its nodes are groups of G ranks (GPUs per node)");
+	if (o->qwz && o->gather_coalesced)
+		sj_die("--qwz gathers flat (int8 values, then scales): not with --gather coalesced");
 	if (s == SETUP_FSDP1_HSDP) {
 		if (!given_shard)
 			o->shard = o->nranks >= 4 ? o->nranks / 2 : o->nranks;

@@ -40,7 +40,11 @@ if(TARGET fss_nccl_cpu)
       "tp_seq_n2:--setup;tp;--nranks;2;--seq-lens;256,192,256,128"
       "tp_seq_n4:--setup;tp;--nranks;4;--seq-lens;256,192,256,128;--no-loss-parallel"
       "pp_interleaved_n2:--setup;pp;--nranks;2;--virtual-stages;2;--layers;8"
-      "pp_interleaved_n4:--setup;pp;--nranks;4;--virtual-stages;2;--layers;8;--clip")
+      "pp_interleaved_n4:--setup;pp;--nranks;4;--virtual-stages;2;--layers;8;--clip"
+      "zero3_qwz_n2:--setup;zero3;--nranks;2;--qwz"
+      "zero3_hpz_world_qgz_n2:--setup;zero3;--nranks;2;--hpz;2;--qgz"
+      "zero3_zeropp_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2"
+      "zero3_zeropp_qgz_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2;--qgz")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)
     list(REMOVE_AT parts 0)

@@ -93,6 +93,9 @@ struct sj_options {
 	int gather_coalesced, init_broadcast;
 	/* pp */
 	int pp, microbatches;
+	/* zero3: ZeRO++ (zero_quantized_weights, zero_hpz_partition_size,
+	 * zero_quantized_gradients; 0: off) */
+	int qwz, hpz, qgz;
 	/* two models in a step, weight sync, DDP beside FSDP, TP with a changing
 	 * sequence, interleaved pipeline stages (stream_job_models.c,
 	 * stream_job_ddp.c, stream_job_tp_seq.c, stream_job_pp.c) */
