@@ -192,7 +192,7 @@ static void sj_check_more(const struct sj_options *o, int dpo_opts, int rl_opts,
 		sj_die("--sync-every / --log-probs apply to rl");
 	if (ddp_opts && s != SETUP_DDP_FSDP)
 		sj_die("--block-reshard applies to ddp-fsdp");
-	if (o->wrap_linear && s >= SETUP_DPO)
+	if (o->wrap_linear && (s == SETUP_DPO || s == SETUP_DISTILL || s == SETUP_RL || s == SETUP_DDP_FSDP))
 		sj_die("--wrap linear applies to fsdp2 and tp");
 	for (int i = 0; i < o->nseq; i++)
 		if (o->seq_lens[i] % o->tp)

@@ -255,6 +255,7 @@ void run_dpo(struct sj_job *j, struct sj_truth *t)
 		model_forward(&policy); /* concatenated_forward(model, batch) */
 		j->phase = "reference";
 		model_forward_no_grad(&ref); /* compute_ref_log_probs: torch.no_grad() */
+		int passes = 1;
 		j->phase = "metrics";
 		int n = dpo_metrics(j, world);
 		j->phase = "backward";
@@ -266,7 +267,7 @@ void run_dpo(struct sj_job *j, struct sj_truth *t)
 		sj_compute(j, 1);
 		sj_step_end(j);
 		metric_gathers = n;
-		ref_passes = 1;
+		ref_passes = passes;
 		ref_gathers = model_forward_gathers(&ref);
 	}
 	models_truth(j, &policy, 1, t);
@@ -299,7 +300,7 @@ void run_distill(struct sj_job *j, struct sj_truth *t)
 	 * first step on. */
 	model_init(&student, j, world, LAYOUT_ROOT_BLOCKS, &student_shape, 1, 0);
 	model_init(&teacher, j, world, LAYOUT_ROOT_BLOCKS, &teacher_shape, 1, 0);
-	int teacher_gathers = 0;
+	int teacher_gathers = 0, teacher_passes = 0;
 	for (int s = 0; s < o->steps; s++) {
 		sj_step_begin(j, s);
 		fsdp2_step_reset(&student.f);
@@ -319,10 +320,11 @@ void run_distill(struct sj_job *j, struct sj_truth *t)
 		sj_compute(j, 1);
 		sj_step_end(j);
 		teacher_gathers = model_forward_gathers(&teacher);
+		teacher_passes = 1;
 	}
 	models_truth(j, &student, 1, t);
 	sj_truth_extra(t, "\"models\": %d", 2);
-	sj_truth_extra(t, "\"forward_only_passes\": %d", 1);
+	sj_truth_extra(t, "\"forward_only_passes\": %d", teacher_passes);
 	sj_truth_extra(t, "\"step_allgathers\": %d", 0);
 	sj_truth_extra(t, "\"forward_only_allgathers\": %d", teacher_gathers);
 	sj_truth_extra(t, "\"frozen_params\": %" PRIu64, teacher.params);
