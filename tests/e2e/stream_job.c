@@ -1,7 +1,7 @@
 /*
  * tests/e2e/stream_job.c - the NCCL streams of real training setups.
  *
- *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp --nranks N --steps S
+ *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp|cp|ulysses|moe --nranks N --steps S
  *              [--layers L] [--wrap block|linear] [options per setup]
  *              [--nvtx] [--log FILE] --truth FILE
  *
@@ -137,6 +137,11 @@ static void sj_usage(FILE *out)
 		"              --persistence E (1024), --max-reuse E (1000000), --max-live E (1000000),\n"
 		"              --reduce-bucket E (1700000), --init-broadcast\n"
 		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip\n"
+		"  cp          torchtitan context parallel x FSDP2 on dp_shard x cp: --cp C (2),\n"
+		"              --attention flex|sdpa (flex), --rotate allgather|alltoall (sdpa; allgather)\n"
+		"  ulysses     verl's FSDP2 actor x Ulysses all-to-alls: --sp S (2)\n"
+		"  moe         torchtitan MoE, experts fully sharded on efsdp, all-to-all on ep:\n"
+		"              --ep E (2), --experts X (8)\n"
 		"\n"
 		"common: --nranks N (2), --steps S (5), --layers L (4), --wrap block|linear (block),\n"
 		"  --nvtx (ProfilerStep#N ranges), --log FILE (rank 0's calls, one a line),\n"
@@ -159,7 +164,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_SETUP = 256, O_NRANKS, O_STEPS, O_LAYERS, O_WRAP, O_NVTX, O_TRUTH, O_LOG, O_COMPUTE, O_ACCUM,
 		O_NO_SYNC, O_CLIP, O_TORCHTITAN, O_RESHARD_LAST, O_TP, O_NO_LOSS_PARALLEL, O_SHARD, O_SYNC_STATES,
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
-		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP
+		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP, O_CP, O_ATTENTION, O_ROTATE, O_SP, O_EP, O_EXPERTS
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -191,6 +196,12 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"cp", required_argument, NULL, O_CP},
+	    {"attention", required_argument, NULL, O_ATTENTION},
+	    {"rotate", required_argument, NULL, O_ROTATE},
+	    {"sp", required_argument, NULL, O_SP},
+	    {"ep", required_argument, NULL, O_EP},
+	    {"experts", required_argument, NULL, O_EXPERTS},
 	    {NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof *o);
@@ -208,9 +219,12 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	o->reduce_bucket = 1700000;
 	o->pp = 2;
 	o->microbatches = 4;
+	o->cp = o->sp = o->ep = 2;
+	o->experts = 8;
 	int given_shard = 0, setup_given = 0;
 	/* which setup-specific options were given, to refuse those that do not apply */
 	int fsdp2_only = 0, accum_opts = 0, tp_opts = 0, fsdp1_opts = 0, zero3_opts = 0, pp_opts = 0, clip = 0;
+	int cp_opts = 0, sp_opts = 0, moe_opts = 0;
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -228,8 +242,15 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 				o->setup = SETUP_ZERO3;
 			else if (!strcmp(optarg, "pp"))
 				o->setup = SETUP_PP;
+			else if (!strcmp(optarg, "cp"))
+				o->setup = SETUP_CP;
+			else if (!strcmp(optarg, "ulysses"))
+				o->setup = SETUP_ULYSSES;
+			else if (!strcmp(optarg, "moe"))
+				o->setup = SETUP_MOE;
 			else
-				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp)", optarg);
+				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp, cp, ulysses, moe)",
+				       optarg);
 			break;
 		case O_NRANKS:
 			o->nranks = (int)sj_parse_long(optarg, "--nranks", 1);
@@ -345,6 +366,36 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		case O_HELP:
 			sj_usage(stdout);
 			exit(0);
+		case O_CP:
+			o->cp = (int)sj_parse_long(optarg, "--cp", 2);
+			cp_opts = 1;
+			break;
+		case O_ATTENTION:
+			cp_opts = 1;
+			if (!strcmp(optarg, "sdpa"))
+				o->attention_sdpa = 1;
+			else if (strcmp(optarg, "flex"))
+				sj_die("--attention: flex or sdpa, not '%s'", optarg);
+			break;
+		case O_ROTATE:
+			cp_opts = 1;
+			if (!strcmp(optarg, "alltoall"))
+				o->rotate_alltoall = 1;
+			else if (strcmp(optarg, "allgather"))
+				sj_die("--rotate: allgather or alltoall, not '%s'", optarg);
+			break;
+		case O_SP:
+			o->sp = (int)sj_parse_long(optarg, "--sp", 2);
+			sp_opts = 1;
+			break;
+		case O_EP:
+			o->ep = (int)sj_parse_long(optarg, "--ep", 2);
+			moe_opts = 1;
+			break;
+		case O_EXPERTS:
+			o->experts = (int)sj_parse_long(optarg, "--experts", 1);
+			moe_opts = 1;
+			break;
 		default:
 			sj_usage(stderr);
 			sj_die("unknown option or missing value: %s", argv[optind - 1]);
@@ -353,7 +404,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	if (optind < argc)
 		sj_die("unexpected argument '%s'", argv[optind]);
 	if (!setup_given)
-		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp)");
+		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp, cp, ulysses, moe)");
 	if (!o->truth_path)
 		sj_die("--truth FILE is required");
 	if (o->nranks > 64)
@@ -379,7 +430,22 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("the bucket options apply to zero3");
 	if (pp_opts && s != SETUP_PP)
 		sj_die("--pp / --microbatches apply to pp");
-	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP))
+	if (cp_opts && s != SETUP_CP)
+		sj_die("--cp / --attention / --rotate apply to cp");
+	if (sp_opts && s != SETUP_ULYSSES)
+		sj_die("--sp applies to ulysses");
+	if (moe_opts && s != SETUP_MOE)
+		sj_die("--ep / --experts apply to moe");
+	if (o->rotate_alltoall && !o->attention_sdpa)
+		sj_die("--rotate applies to --attention sdpa (FlexAttention gathers k and v)");
+	if (s == SETUP_CP && (o->nranks % o->cp || SJ_SEQ % (2 * o->cp) || o->cp > 64))
+		sj_die("--cp %d must divide --nranks %d, and 2 x cp the sequence (%d)", o->cp, o->nranks, SJ_SEQ);
+	if (s == SETUP_ULYSSES && (o->nranks % o->sp || SJ_SEQ % o->sp || SJ_HIDDEN % o->sp || o->sp > 64))
+		sj_die("--sp %d must divide --nranks %d and the model's sizes", o->sp, o->nranks);
+	if (s == SETUP_MOE && (o->nranks % o->ep || o->experts % o->ep || o->experts > 256 || o->ep > 64))
+		sj_die("--ep %d must divide --nranks %d and --experts %d (at most 256)", o->ep, o->nranks, o->experts);
+	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP || s == SETUP_CP ||
+			       s == SETUP_ULYSSES || s == SETUP_MOE))
 		sj_die("--wrap linear applies to fsdp2 and tp");
 	if (o->no_sync && o->accum < 2)
 		sj_die("--no-sync needs --accum K with K >= 2");
@@ -431,6 +497,15 @@ int main(int argc, char **argv)
 		break;
 	case SETUP_PP:
 		run_pp(&j, &t);
+		break;
+	case SETUP_CP:
+		run_cp(&j, &t);
+		break;
+	case SETUP_ULYSSES:
+		run_ulysses(&j, &t);
+		break;
+	case SETUP_MOE:
+		run_moe(&j, &t);
 		break;
 	}
 	if (j.rank == 0)

@@ -7,6 +7,8 @@
 if(TARGET fss_nccl_cpu)
   add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
     e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c)
+  # context and sequence parallelism; MoE with expert parallelism
+  target_sources(stream_job PRIVATE e2e/stream_job_cp.c e2e/stream_job_moe.c)
   target_link_libraries(stream_job PRIVATE fss_nccl_cpu ${CMAKE_DL_LIBS})
   target_link_options(stream_job PRIVATE -Wl,--enable-new-dtags)
   set_target_properties(stream_job PROPERTIES BUILD_RPATH "$<TARGET_FILE_DIR:fss_nccl_cpu>")
@@ -27,7 +29,15 @@ if(TARGET fss_nccl_cpu)
       "fsdp1_hsdp_n4:--setup;fsdp1-hsdp;--nranks;4;--sync-module-states;--checkpoint-wrapper"
       "zero3_n4:--setup;zero3;--nranks;4"
       "zero3_coalesced_n2:--setup;zero3;--nranks;2;--gather;coalesced"
-      "pp_n4:--setup;pp;--nranks;4")
+      "pp_n4:--setup;pp;--nranks;4"
+      "cp_flex_n2:--setup;cp;--nranks;2"
+      "cp_flex_n4:--setup;cp;--nranks;4"
+      "cp_sdpa_n2:--setup;cp;--nranks;2;--attention;sdpa"
+      "cp_sdpa_alltoall_n4:--setup;cp;--nranks;4;--attention;sdpa;--rotate;alltoall"
+      "ulysses_n2:--setup;ulysses;--nranks;2"
+      "ulysses_n4:--setup;ulysses;--nranks;4"
+      "moe_n2:--setup;moe;--nranks;2"
+      "moe_n4:--setup;moe;--nranks;4")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)
     list(REMOVE_AT parts 0)
