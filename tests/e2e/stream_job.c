@@ -11,7 +11,8 @@
  * (ncclCommInitRankConfig, then one ncclCommSplit per mesh dimension), and
  * issues, step by step, the collective stream that PyTorch FSDP2 (plain,
  * torchtitan units, 2-D with tensor parallelism, under pipeline
- * parallelism), FSDP1 HYBRID_SHARD or DeepSpeed ZeRO-3 issues for a small
+ * parallelism, beside context parallelism, Ulysses all-to-alls or MoE
+ * expert parallelism), FSDP1 HYBRID_SHARD or DeepSpeed ZeRO-3 issues for a small
  * Llama-like model: the same ops, counts, dtypes, communicators, order and
  * ncclGroupStart/End grouping. Buffers are real and of the right sizes;
  * their contents are arbitrary. Compute is a busy wait per "matmul".

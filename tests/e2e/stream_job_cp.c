@@ -179,7 +179,7 @@ void run_cp(struct sj_job *j, struct sj_truth *t)
 	fsdp2_truth(&f, t, 1);
 	t->microbatches = 1;
 	t->microbatches_told = o->nvtx || j->last.step_marks > 0;
-	sj_truth_extra(t, "\"step_allgathers\": %d", sj_other_gathers(j, world));
+	sj_truth_extra(t, "  \"step_allgathers\": %d", sj_other_gathers(j, world));
 	sj_note(t, "FSDP over dp_shard %d x cp %d (the world); %s on cp%s", j->world / C, C,
 		!o->attention_sdpa	? "FlexAttention: k and v gathered in forward, reduce-scattered in backward"
 		: o->rotate_alltoall	? "SDPA ring attention, k and v rotated by all-to-all"
@@ -239,10 +239,11 @@ void run_ulysses(struct sj_job *j, struct sj_truth *t)
 	const struct sj_options *o = j->opt;
 	int S = o->sp;
 	/* create_device_mesh: ("fsdp",) over the world, the default group;
-	 * then init_device_mesh((dp, sp)): dp (strided, unused by the step),
-	 * then sp (consecutive). */
+	 * then init_device_mesh((dp, sp)). verl initialises the process group
+	 * without a device, so DeviceMesh makes its groups with new_group,
+	 * whose communicators come at their first collective: dp (strided)
+	 * carries none and never has one; sp (consecutive) does. */
 	struct sj_comm *world = sj_comm_world(j, ROLE_FSDP, "world");
-	sj_mesh_dim(j, world, j->world / S, j->rank % S, ROLE_ONE_OFF, "dp");
 	struct sj_comm *sp = sj_mesh_dim(j, world, S, j->rank / S, ROLE_ALL_TO_ALL, "sp");
 	struct sj_fsdp2 f;
 	fsdp2_init(&f, j, world, NULL, 4 + o->layers, 1);
@@ -294,7 +295,7 @@ void run_ulysses(struct sj_job *j, struct sj_truth *t)
 	fsdp2_truth(&f, t, 1);
 	t->microbatches = 1;
 	t->microbatches_told = o->nvtx || j->last.step_marks > 0;
-	sj_truth_extra(t, "\"step_allgathers\": %d", sj_other_gathers(j, world));
+	sj_truth_extra(t, "  \"step_allgathers\": %d", sj_other_gathers(j, world));
 	sj_note(t, "FSDP2 on the world (%d ranks), Ulysses all-to-alls on sp %d%s; the root (norm, lm_head) is "
 		   "resharded after forward and reduce-scattered first in the final callback",
 		j->world, S, sp == world ? " (sp spans the world: the same communicator)" : "");

@@ -264,16 +264,16 @@ static void moe_truth(struct sj_moe *m, struct sj_truth *t)
 	 * dense group's parameters are gathered and reduced. */
 	int shared = m->ep == m->world;
 	sj_truth_extra(t,
-		       "\"fsdp_groups\": [{\"name\": \"%s\", \"nranks\": %d, \"allgathers\": %d, \"reduce_scatters\": %d, "
+		       "  \"fsdp_groups\": [{\"name\": \"%s\", \"nranks\": %d, \"allgathers\": %d, \"reduce_scatters\": %d, "
 		       "\"units\": %d}, {\"name\": \"%s\", \"nranks\": %d, \"allgathers\": %d, \"reduce_scatters\": %d, "
 		       "\"units\": %d}]",
 		       m->world->name, m->world->nranks, m->world->last[EV_ALLGATHER], m->world->last[EV_REDUCE_SCATTER],
 		       moe_units_gathered(&m->dense), m->efsdp->name, m->efsdp->nranks, m->efsdp->last[EV_ALLGATHER],
 		       m->efsdp->last[EV_REDUCE_SCATTER], moe_units_gathered(&m->experts));
-	sj_truth_extra(t, "\"step_allgathers\": %d", m->world->last[EV_ALLGATHER] - j->last.param_gathers);
+	sj_truth_extra(t, "  \"step_allgathers\": %d", m->world->last[EV_ALLGATHER] - j->last.param_gathers);
 	sj_note(t,
 		"dense units on the world (%d ranks), each block's %d routed experts a nested unit on efsdp (%d ranks), "
-		"%d per EP rank; token dispatch and combine as grouped Send/Recv on ep (%d ranks%s); norm,output kept",
+		"%d per EP rank; token dispatch and combine as grouped Send/Recv on ep (%d ranks%s)",
 		m->world->nranks, m->nexperts, m->efsdp->nranks, m->nexperts / m->ep_size, m->ep_size,
 		shared ? ": the world" : "");
 }
