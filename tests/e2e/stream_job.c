@@ -136,7 +136,9 @@ static void sj_usage(FILE *out)
 		"              --sync-module-states, --checkpoint-wrapper[=reentrant|no-reentrant]\n"
 		"  zero3       DeepSpeed ZeRO-3: --bucket E (200000), --gather flat|coalesced,\n"
 		"              --persistence E (1024), --max-reuse E (1000000), --max-live E (1000000),\n"
-		"              --reduce-bucket E (1700000), --init-broadcast\n"
+		"              --reduce-bucket E (1700000), --init-broadcast; ZeRO++: --qwz (quantized\n"
+		"              weights), --hpz G (secondary partition on nodes of G ranks), --qgz\n"
+		"              (quantized gradients, with --hpz: all-to-alls across the nodes)\n"
 		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip\n"
 		"  cp          torchtitan context parallel x FSDP2 on dp_shard x cp: --cp C (2),\n"
 		"              --attention flex|sdpa (flex), --rotate allgather|alltoall (sdpa; allgather)\n"
@@ -165,7 +167,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_SETUP = 256, O_NRANKS, O_STEPS, O_LAYERS, O_WRAP, O_NVTX, O_TRUTH, O_LOG, O_COMPUTE, O_ACCUM,
 		O_NO_SYNC, O_CLIP, O_TORCHTITAN, O_RESHARD_LAST, O_TP, O_NO_LOSS_PARALLEL, O_SHARD, O_SYNC_STATES,
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
-		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP, O_CP, O_ATTENTION, O_ROTATE, O_SP, O_EP, O_EXPERTS
+		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
+		O_QWZ, O_HPZ, O_QGZ, O_CP, O_ATTENTION, O_ROTATE, O_SP, O_EP, O_EXPERTS
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -197,6 +200,9 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"qwz", no_argument, NULL, O_QWZ},
+	    {"hpz", required_argument, NULL, O_HPZ},
+	    {"qgz", no_argument, NULL, O_QGZ},
 	    {"cp", required_argument, NULL, O_CP},
 	    {"attention", required_argument, NULL, O_ATTENTION},
 	    {"rotate", required_argument, NULL, O_ROTATE},
@@ -364,6 +370,19 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 			o->microbatches = (int)sj_parse_long(optarg, "--microbatches", 1);
 			pp_opts = 1;
 			break;
+		case O_QWZ:
+			o->qwz = 1;
+			zero3_opts = 1;
+			break;
+		case O_HPZ:
+			o->hpz = (int)sj_parse_long(optarg, "--hpz", 1);
+			o->hpz = o->hpz == 1 ? 0 : o->hpz; /* zero_hpz_partition_size 1: off */
+			zero3_opts = 1;
+			break;
+		case O_QGZ:
+			o->qgz = 1;
+			zero3_opts = 1;
+			break;
 		case O_HELP:
 			sj_usage(stdout);
 			exit(0);
@@ -454,6 +473,14 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("--tp %d must divide --nranks %d and the model's sizes", o->tp, o->nranks);
 	if (s == SETUP_PP && (o->nranks % o->pp || o->layers % o->pp))
 		sj_die("--pp %d must divide --nranks %d and --layers %d", o->pp, o->nranks, o->layers);
+	if (o->hpz > o->nranks) /* _create_zero_param_parallel_group: min(size, world) */
+		o->hpz = o->nranks;
+	if (o->hpz && o->nranks % o->hpz)
+		sj_die("--hpz %d must divide --nranks %d", o->hpz, o->nranks);
+	if (o->qgz && !o->hpz)
+		sj_die("--qgz needs --hpz G: its nodes are groups of G ranks (GPUs per node)");
+	if (o->qwz && o->gather_coalesced)
+		sj_die("--qwz gathers flat (int8 values, then scales): not with --gather coalesced");
 	if (s == SETUP_FSDP1_HSDP) {
 		if (!given_shard)
 			o->shard = o->nranks >= 4 ? o->nranks / 2 : o->nranks;
