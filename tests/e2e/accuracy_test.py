@@ -175,6 +175,7 @@ STREAM_SAMPLE = [
     ("stream-zero3-coalesced-nvtx", "--setup zero3 --nranks 2 --gather coalesced --nvtx"),
     ("stream-zero3-hpz", "--setup zero3 --nranks 4 --hpz 2"),
     ("stream-pp-clip", "--setup pp --nranks 4 --clip"),
+    ("stream-cp-sdpa-alltoall-world", "--setup cp --nranks 2 --attention sdpa --rotate alltoall"),
 ]
 
 def stream_full():
@@ -213,7 +214,9 @@ STREAM_PENDING = [
     ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
     ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
     ("stream-ulysses", "--setup ulysses --nranks 4"),
+    ("stream-cp-flex-world", "--setup cp --nranks 2"),
     ("stream-moe", "--setup moe --nranks 4"),
+    ("stream-moe-ep-world", "--setup moe --nranks 2"),
 ]
 
 

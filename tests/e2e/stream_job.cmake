@@ -37,6 +37,8 @@ if(TARGET fss_nccl_cpu)
       "cp_flex_n2:--setup;cp;--nranks;2"
       "cp_flex_n4:--setup;cp;--nranks;4"
       "cp_sdpa_n2:--setup;cp;--nranks;2;--attention;sdpa"
+      "cp_sdpa_n4:--setup;cp;--nranks;4;--attention;sdpa"
+      "cp_sdpa_alltoall_n2:--setup;cp;--nranks;2;--attention;sdpa;--rotate;alltoall"
       "cp_sdpa_alltoall_n4:--setup;cp;--nranks;4;--attention;sdpa;--rotate;alltoall"
       "ulysses_n2:--setup;ulysses;--nranks;2"
       "ulysses_n4:--setup;ulysses;--nranks;4"
