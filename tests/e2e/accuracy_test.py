@@ -177,6 +177,7 @@ STREAM_SAMPLE = [
     ("stream-pp-clip", "--setup pp --nranks 4 --clip"),
     ("stream-ddp-fsdp", "--setup ddp-fsdp --nranks 2"),
     ("stream-tp-seq", "--setup tp --nranks 4 --seq-lens 256,192,256,128"),
+    ("stream-cp-sdpa-alltoall-world", "--setup cp --nranks 2 --attention sdpa --rotate alltoall"),
 ]
 
 
@@ -198,11 +199,14 @@ def stream_full():
         "distill": [""],
         "rl": ["", "--sync-every 1", "--sync-every 3 --log-probs"],
         "ddp-fsdp": ["", "--block-reshard"],
+        "cp": ["", "--attention sdpa", "--attention sdpa --rotate alltoall", "--cp 4"],
+        "ulysses": ["", "--sp 4"],
+        "moe": ["", "--experts 4", "--experts 2", "--ep 4"],
     }
     out = []
     for setup, vs in variants.items():
         for v, n, nvtx in itertools.product(vs, [2, 4], [False, True]):
-            if setup in ("tp", "pp", "tp-seq") and n < 4:
+            if (setup in ("tp", "pp", "tp-seq") or any(w in v for w in ("--cp 4", "--sp 4", "--ep 4"))) and n < 4:
                 continue
             tag = v.replace("--", "").replace(" ", "-").replace(",", "-")
             name = "stream-%s-n%d%s%s" % (setup, n, ("-" + tag) if v else "", "-nvtx" if nvtx else "")
@@ -224,6 +228,13 @@ STREAM_PENDING = [
     ("stream-rl-sync1-nvtx", "--setup rl --nranks 4 --sync-every 1 --nvtx"),
     ("stream-ddp-fsdp-reshard-nvtx", "--setup ddp-fsdp --nranks 4 --block-reshard --nvtx"),
     ("stream-pp-interleaved-clip", "--setup pp --nranks 4 --virtual-stages 2 --layers 8 --clip"),
+    ("stream-cp-flex", "--setup cp --nranks 4"),
+    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
+    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
+    ("stream-ulysses", "--setup ulysses --nranks 4"),
+    ("stream-cp-flex-world", "--setup cp --nranks 2"),
+    ("stream-moe", "--setup moe --nranks 4"),
+    ("stream-moe-ep-world", "--setup moe --nranks 2"),
 ]
 
 
@@ -283,6 +294,31 @@ def forward_only_against_truth(d, t):
     return fails
 
 
+def fsdp_groups_against_truth(d, t):
+    """Truth "fsdp_groups" (one per FSDP group: ranks, parameter AllGathers
+    and ReduceScatters per step, units; the primary, most parameter bytes
+    gathered, first) against report --json's fsdp_groups[], where the report
+    has that array: the same groups, in the same order, with the same counts."""
+    if "fsdp_groups" not in t or "fsdp_groups" not in d:
+        return []
+    fails = []
+
+    def counts(g):
+        ps = g.get("per_step") or {}
+        units = g.get("units")
+        if isinstance(units, dict):
+            units = units.get("units", units.get("count"))
+        return (g.get("nranks"), g.get("allgathers", ps.get("allgathers")),
+                g.get("reduce_scatters", ps.get("reduce_scatters")), units)
+
+    want = [(g["nranks"], g["allgathers"], g["reduce_scatters"], g["units"]) for g in t["fsdp_groups"]]
+    got = [counts(g) for g in d["fsdp_groups"]]
+    if got != want:
+        fails.append("FSDP groups (ranks, AllGathers, ReduceScatters, units), primary first: %s, the job says %s" % (
+            got, want))
+    return fails
+
+
 def step_allgathers_against_truth(d, t):
     """AllGathers per step on the FSDP communicator that gather no parameter
     (metrics), where the report counts them apart."""
@@ -336,7 +372,7 @@ def tp_sizes_against_truth(d, t):
 def extra_keys_against_truth(d, t):
     """The keys a setup adds to the truth (stream_job.md, each setup's Counting)."""
     return (forward_only_against_truth(d, t) + step_allgathers_against_truth(d, t) + sync_against_truth(d, t) +
-            ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t))
+            ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t))
 
 
 def check_stream(name, fsdpscope, trace, truth_path, tally):
@@ -388,7 +424,9 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
             want("gathers per unit", d["units"]["gathers_per_unit"], t["gathers_per_unit"])
             want("reshard_after_forward", d["reshard_after_forward"], t["reshard"])
             want("tensor-parallel degree", d["tp_degree"], t["tp_degree"])
-            if "--setup tp" not in name and "--setup pp" not in name and t["setup"] not in ("tp", "pp"):
+            # P is the whole model's: a TP or pipeline rank, or an EP rank (its
+            # share of the experts), gathers only part of it
+            if "--setup tp" not in name and "--setup pp" not in name and t["setup"] not in ("tp", "pp", "moe"):
                 want("P", d["ledger"]["params"], t["params"])
         roles = {}
         for c in d["communicators"]:

@@ -1,7 +1,7 @@
 /*
  * tests/e2e/stream_job.c - the NCCL streams of real training setups.
  *
- *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp --nranks N --steps S
+ *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp|cp|ulysses|moe --nranks N --steps S
  *              [--layers L] [--wrap block|linear] [options per setup]
  *              [--nvtx] [--log FILE] --truth FILE
  *
@@ -11,7 +11,8 @@
  * (ncclCommInitRankConfig, then one ncclCommSplit per mesh dimension), and
  * issues, step by step, the collective stream that PyTorch FSDP2 (plain,
  * torchtitan units, 2-D with tensor parallelism, under pipeline
- * parallelism), FSDP1 HYBRID_SHARD or DeepSpeed ZeRO-3 issues for a small
+ * parallelism, beside context parallelism, Ulysses all-to-alls or MoE
+ * expert parallelism), FSDP1 HYBRID_SHARD or DeepSpeed ZeRO-3 issues for a small
  * Llama-like model: the same ops, counts, dtypes, communicators, order and
  * ncclGroupStart/End grouping. Buffers are real and of the right sizes;
  * their contents are arbitrary. Compute is a busy wait per "matmul".
@@ -145,6 +146,11 @@ static void sj_usage(FILE *out)
 		"  distill     torchtune knowledge distillation: student and a frozen, wider teacher\n"
 		"  rl          verl FSDP2 actor, weight sync outside the steps: --sync-every N (2), --log-probs\n"
 		"  ddp-fsdp    replicate() (DDP) beside fully_shard per block: --block-reshard\n"
+		"  cp          torchtitan context parallel x FSDP2 on dp_shard x cp: --cp C (2),\n"
+		"              --attention flex|sdpa (flex), --rotate allgather|alltoall (sdpa; allgather)\n"
+		"  ulysses     verl's FSDP2 actor x Ulysses all-to-alls: --sp S (2)\n"
+		"  moe         torchtitan MoE, experts fully sharded on efsdp, all-to-all on ep:\n"
+		"              --ep E (2), --experts X (8)\n"
 		"\n"
 		"common: --nranks N (2), --steps S (5), --layers L (4), --wrap block|linear (block),\n"
 		"  --nvtx (ProfilerStep#N ranges), --log FILE (rank 0's calls, one a line),\n"
@@ -217,7 +223,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
 		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
 		O_REF_WRAP, O_SYNC_EVERY, O_LOG_PROBS, O_BLOCK_RESHARD, O_SEQ_LENS, O_VIRTUAL_STAGES,
-		O_QWZ, O_HPZ, O_QGZ
+		O_QWZ, O_HPZ, O_QGZ, O_CP, O_ATTENTION, O_ROTATE, O_SP, O_EP, O_EXPERTS
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -258,6 +264,12 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"block-reshard", no_argument, NULL, O_BLOCK_RESHARD},
 	    {"seq-lens", required_argument, NULL, O_SEQ_LENS},
 	    {"virtual-stages", required_argument, NULL, O_VIRTUAL_STAGES},
+	    {"cp", required_argument, NULL, O_CP},
+	    {"attention", required_argument, NULL, O_ATTENTION},
+	    {"rotate", required_argument, NULL, O_ROTATE},
+	    {"sp", required_argument, NULL, O_SP},
+	    {"ep", required_argument, NULL, O_EP},
+	    {"experts", required_argument, NULL, O_EXPERTS},
 	    {NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof *o);
@@ -277,10 +289,13 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	o->microbatches = 4;
 	o->sync_every = 2;
 	o->virtual_stages = 1;
+	o->cp = o->sp = o->ep = 2;
+	o->experts = 8;
 	int given_shard = 0, setup_given = 0;
 	/* which setup-specific options were given, to refuse those that do not apply */
 	int fsdp2_only = 0, accum_opts = 0, tp_opts = 0, fsdp1_opts = 0, zero3_opts = 0, pp_opts = 0, clip = 0;
 	int dpo_opts = 0, rl_opts = 0, ddp_opts = 0;
+	int cp_opts = 0, sp_opts = 0, moe_opts = 0;
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -306,9 +321,15 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 				o->setup = SETUP_RL;
 			else if (!strcmp(optarg, "ddp-fsdp"))
 				o->setup = SETUP_DDP_FSDP;
+			else if (!strcmp(optarg, "cp"))
+				o->setup = SETUP_CP;
+			else if (!strcmp(optarg, "ulysses"))
+				o->setup = SETUP_ULYSSES;
+			else if (!strcmp(optarg, "moe"))
+				o->setup = SETUP_MOE;
 			else
 				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, "
-				       "ddp-fsdp)",
+				       "ddp-fsdp, cp, ulysses, moe)",
 				       optarg);
 			break;
 		case O_NRANKS:
@@ -465,6 +486,36 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 			o->virtual_stages = (int)sj_parse_long(optarg, "--virtual-stages", 1);
 			pp_opts = 1;
 			break;
+		case O_CP:
+			o->cp = (int)sj_parse_long(optarg, "--cp", 2);
+			cp_opts = 1;
+			break;
+		case O_ATTENTION:
+			cp_opts = 1;
+			if (!strcmp(optarg, "sdpa"))
+				o->attention_sdpa = 1;
+			else if (strcmp(optarg, "flex"))
+				sj_die("--attention: flex or sdpa, not '%s'", optarg);
+			break;
+		case O_ROTATE:
+			cp_opts = 1;
+			if (!strcmp(optarg, "alltoall"))
+				o->rotate_alltoall = 1;
+			else if (strcmp(optarg, "allgather"))
+				sj_die("--rotate: allgather or alltoall, not '%s'", optarg);
+			break;
+		case O_SP:
+			o->sp = (int)sj_parse_long(optarg, "--sp", 2);
+			sp_opts = 1;
+			break;
+		case O_EP:
+			o->ep = (int)sj_parse_long(optarg, "--ep", 2);
+			moe_opts = 1;
+			break;
+		case O_EXPERTS:
+			o->experts = (int)sj_parse_long(optarg, "--experts", 1);
+			moe_opts = 1;
+			break;
 		default:
 			sj_usage(stderr);
 			sj_die("unknown option or missing value: %s", argv[optind - 1]);
@@ -473,7 +524,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	if (optind < argc)
 		sj_die("unexpected argument '%s'", argv[optind]);
 	if (!setup_given)
-		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, ddp-fsdp)");
+		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, ddp-fsdp, cp, ulysses, "
+		       "moe)");
 	if (!o->truth_path)
 		sj_die("--truth FILE is required");
 	if (o->nranks > 64)
@@ -500,7 +552,22 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	if (pp_opts && s != SETUP_PP)
 		sj_die("--pp / --microbatches / --virtual-stages apply to pp");
 	sj_check_more(o, dpo_opts, rl_opts, ddp_opts);
-	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP))
+	if (cp_opts && s != SETUP_CP)
+		sj_die("--cp / --attention / --rotate apply to cp");
+	if (sp_opts && s != SETUP_ULYSSES)
+		sj_die("--sp applies to ulysses");
+	if (moe_opts && s != SETUP_MOE)
+		sj_die("--ep / --experts apply to moe");
+	if (o->rotate_alltoall && !o->attention_sdpa)
+		sj_die("--rotate applies to --attention sdpa (FlexAttention gathers k and v)");
+	if (s == SETUP_CP && (o->nranks % o->cp || SJ_SEQ % (2 * o->cp) || o->cp > 64))
+		sj_die("--cp %d must divide --nranks %d, and 2 x cp the sequence (%d)", o->cp, o->nranks, SJ_SEQ);
+	if (s == SETUP_ULYSSES && (o->nranks % o->sp || SJ_SEQ % o->sp || SJ_HIDDEN % o->sp || o->sp > 64))
+		sj_die("--sp %d must divide --nranks %d and the model's sizes", o->sp, o->nranks);
+	if (s == SETUP_MOE && (o->nranks % o->ep || o->experts % o->ep || o->experts > 256 || o->ep > 64))
+		sj_die("--ep %d must divide --nranks %d and --experts %d (at most 256)", o->ep, o->nranks, o->experts);
+	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP || s == SETUP_CP ||
+			       s == SETUP_ULYSSES || s == SETUP_MOE))
 		sj_die("--wrap linear applies to fsdp2 and tp");
 	if (o->no_sync && o->accum < 2)
 		sj_die("--no-sync needs --accum K with K >= 2");
@@ -575,6 +642,14 @@ int main(int argc, char **argv)
 		break;
 	case SETUP_DDP_FSDP:
 		run_ddp_fsdp(&j, &t);
+	case SETUP_CP:
+		run_cp(&j, &t);
+		break;
+	case SETUP_ULYSSES:
+		run_ulysses(&j, &t);
+		break;
+	case SETUP_MOE:
+		run_moe(&j, &t);
 		break;
 	}
 	if (j.rank == 0)

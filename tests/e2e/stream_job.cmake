@@ -8,6 +8,8 @@ if(TARGET fss_nccl_cpu)
   add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
     e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c
     e2e/stream_job_models.c e2e/stream_job_ddp.c e2e/stream_job_tp_seq.c)
+  # context and sequence parallelism; MoE with expert parallelism
+  target_sources(stream_job PRIVATE e2e/stream_job_cp.c e2e/stream_job_moe.c)
   target_link_libraries(stream_job PRIVATE fss_nccl_cpu ${CMAKE_DL_LIBS})
   target_link_options(stream_job PRIVATE -Wl,--enable-new-dtags)
   set_target_properties(stream_job PROPERTIES BUILD_RPATH "$<TARGET_FILE_DIR:fss_nccl_cpu>")
@@ -44,7 +46,17 @@ if(TARGET fss_nccl_cpu)
       "zero3_qwz_n2:--setup;zero3;--nranks;2;--qwz"
       "zero3_hpz_world_qgz_n2:--setup;zero3;--nranks;2;--hpz;2;--qgz"
       "zero3_zeropp_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2"
-      "zero3_zeropp_qgz_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2;--qgz")
+      "zero3_zeropp_qgz_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2;--qgz"
+      "cp_flex_n2:--setup;cp;--nranks;2"
+      "cp_flex_n4:--setup;cp;--nranks;4"
+      "cp_sdpa_n2:--setup;cp;--nranks;2;--attention;sdpa"
+      "cp_sdpa_n4:--setup;cp;--nranks;4;--attention;sdpa"
+      "cp_sdpa_alltoall_n2:--setup;cp;--nranks;2;--attention;sdpa;--rotate;alltoall"
+      "cp_sdpa_alltoall_n4:--setup;cp;--nranks;4;--attention;sdpa;--rotate;alltoall"
+      "ulysses_n2:--setup;ulysses;--nranks;2"
+      "ulysses_n4:--setup;ulysses;--nranks;4"
+      "moe_n2:--setup;moe;--nranks;2"
+      "moe_n4:--setup;moe;--nranks;4")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)
     list(REMOVE_AT parts 0)

@@ -69,6 +69,7 @@ static inline size_t sj_ceil_div(size_t a, size_t b)
 enum sj_setup {
 	SETUP_FSDP2, SETUP_TP, SETUP_FSDP1_HSDP, SETUP_ZERO3, SETUP_PP,
 	SETUP_DPO, SETUP_DISTILL, SETUP_RL, SETUP_DDP_FSDP, /* stream_job_models.c, stream_job_ddp.c */
+	SETUP_CP, SETUP_ULYSSES, SETUP_MOE,                 /* stream_job_cp.c, stream_job_moe.c */
 };
 
 enum sj_checkpoint { CKPT_NONE = 0, CKPT_REENTRANT = 1, CKPT_NO_REENTRANT = 2 };
@@ -105,6 +106,12 @@ struct sj_options {
 	int block_reshard;       /* ddp-fsdp: fully_shard(block, reshard_after_forward=True) */
 	int seq_lens[8], nseq;   /* tp: tokens per sequence, step by step (cycled) */
 	int virtual_stages;      /* pp: model chunks per rank (ScheduleInterleaved1F1B) */
+	/* cp (stream_job_cp.c): --cp C, --attention flex|sdpa, --rotate allgather|alltoall */
+	int cp, attention_sdpa, rotate_alltoall;
+	/* ulysses (stream_job_cp.c): --sp S */
+	int sp;
+	/* moe (stream_job_moe.c): --ep E, --experts X */
+	int ep, experts;
 };
 
 
@@ -239,6 +246,12 @@ void sj_truth_init(struct sj_truth *t);
 void sj_json_int(FILE *f, const char *key, int v, int last);
 void sj_json_string(FILE *f, const char *key, const char *v, int last);
 void sj_truth_write(const struct sj_job *j, const struct sj_truth *t);
+/* sj_alltoall - one all_to_all as PyTorch issues it over NCCL without
+ * ncclAlltoAll (torch/csrc/cuda/nccl.cpp all2all*, NCCL < 2.28): one
+ * ncclGroupStart/End holding, for every rank r of c in order (itself
+ * included), a Send of send[r] and a Recv of recv[r] elements, zero
+ * counts included. Not inside an open group. */
+void sj_alltoall(struct sj_job *j, struct sj_comm *c, const size_t *send, const size_t *recv, ncclDataType_t dt);
 
 /* ---- FSDP2 (stream_job_fsdp2.c), which tp and pp build on ---------------------- */
 
@@ -280,6 +293,7 @@ struct sj_fsdp2 {
 	int reshard_after_backward;/* set_reshard_after_backward */
 	size_t activation_count;   /* TP: sequence-parallel activation elements per rank, B x S/T x H */
 	uint64_t model_params;     /* P: every unit's parameters, all TP shards together */
+	int not_primary;           /* a second FSDP group (MoE experts): its calls are KIND_OTHER */
 };
 void fsdp2_init(struct sj_fsdp2 *f, struct sj_job *j, struct sj_comm *comm, struct sj_comm *tp, int max_units,
 		       int forwards_per_backward);
@@ -314,5 +328,8 @@ void run_distill(struct sj_job *j, struct sj_truth *t);
 void run_rl(struct sj_job *j, struct sj_truth *t);
 void run_ddp_fsdp(struct sj_job *j, struct sj_truth *t);
 void run_tp_seq(struct sj_job *j, struct sj_truth *t);
+void run_cp(struct sj_job *j, struct sj_truth *t);
+void run_ulysses(struct sj_job *j, struct sj_truth *t);
+void run_moe(struct sj_job *j, struct sj_truth *t);
 
 #endif

@@ -96,7 +96,8 @@ void fsdp2_add_block(struct sj_fsdp2 *f, int b, int reshard)
 
 void fsdp2_gather(struct sj_fsdp2 *f, struct sj_unit *u, int backward)
 {
-	sj_allgather(f->job, f->comm, u->gather_count, ncclBfloat16, backward ? KIND_PARAM_BACKWARD : KIND_PARAM_FORWARD);
+	enum sj_kind kind = f->not_primary ? KIND_OTHER : backward ? KIND_PARAM_BACKWARD : KIND_PARAM_FORWARD;
+	sj_allgather(f->job, f->comm, u->gather_count, ncclBfloat16, kind);
 	u->unsharded = 1;
 	if (backward)
 		u->backward_gathers++;
@@ -170,7 +171,7 @@ void fsdp2_post_backward(struct sj_fsdp2 *f, int ui)
 	if (f->reduce_grads) {
 		for (int k = 0; k < u->norm_params; k++)
 			sj_allreduce(f->job, f->tp, SJ_HIDDEN, ncclBfloat16, ncclSum, 0);
-		sj_reduce_scatter(f->job, f->comm, u->gather_count, ncclFloat32, KIND_GRAD);
+		sj_reduce_scatter(f->job, f->comm, u->gather_count, ncclFloat32, f->not_primary ? KIND_OTHER : KIND_GRAD);
 	}
 	if (f->reshard_after_backward)
 		u->unsharded = 0;
