@@ -642,6 +642,7 @@ int main(int argc, char **argv)
 		break;
 	case SETUP_DDP_FSDP:
 		run_ddp_fsdp(&j, &t);
+		break;
 	case SETUP_CP:
 		run_cp(&j, &t);
 		break;
