@@ -72,6 +72,10 @@ const char *sj_dtype_name(ncclDataType_t dt)
 		return "fp64";
 	case ncclInt64:
 		return "int64";
+	case ncclUint8:
+		return "uint8";
+	case ncclFloat8e4m3:
+		return "fp8e4m3";
 	default:
 		return "?";
 	}
