@@ -43,8 +43,8 @@ JSON-lines log:
 Figures reported at the end: verdicts right / total, false errors, undecided
 runs. A sample of the matrix runs under `make test`; the whole product is
 `--matrix full` (the command and its result are recorded in
-bench/results/accuracy.txt); `--matrix pending` runs only the stream_job setups
-the analysis does not diagnose right yet (STREAM_PENDING).
+bench/results/accuracy.txt), which also runs STREAM_PENDING: the stream_job
+setups the analysis does not read right yet, alone with `--matrix pending`.
 
 Usage:
   accuracy_test.py matrix --fsdpscope BIN --fsdp-ref BIN --agent SO [--matrix sample|full|pending]
@@ -173,26 +173,11 @@ STREAM_SAMPLE = [
     ("stream-fsdp1-hsdp-sms-ckpt", "--setup fsdp1-hsdp --nranks 4 --sync-module-states --checkpoint-wrapper"),
     ("stream-zero3-flat", "--setup zero3 --nranks 4"),
     ("stream-zero3-coalesced-nvtx", "--setup zero3 --nranks 2 --gather coalesced --nvtx"),
+    ("stream-zero3-hpz", "--setup zero3 --nranks 4 --hpz 2"),
     ("stream-pp-clip", "--setup pp --nranks 4 --clip"),
     ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
     ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
     ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),
-]
-
-
-# Setups of issue 21 that the analysis does not diagnose right yet: run by
-# --matrix pending and --matrix full; each moves into STREAM_SAMPLE once it
-# passes. (name, stream_job arguments)
-STREAM_PENDING = [
-    ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
-    ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
-    ("stream-lora-accum", "--setup lora --nranks 4 --accum 2"),
-    ("stream-frozen-blocks", "--setup frozen --nranks 2 --frozen 2"),
-    ("stream-frozen-embeddings-root-first", "--setup frozen --nranks 4 --frozen-embeddings"),
-    ("stream-frozen-prefix-no-backward", "--setup frozen --nranks 4 --frozen 2 --frozen-embeddings"),
-    ("stream-frozen-root", "--setup frozen --nranks 2 --frozen 1 --frozen-root"),
-    ("stream-deferred-regather-clip", "--setup deferred --nranks 2 --accum 3 --clip"),
-    ("stream-deferred-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3"),
 ]
 
 
@@ -204,7 +189,8 @@ def stream_full():
         "tp": ["", "--wrap linear", "--no-loss-parallel", "--accum 2 --no-sync", "--reshard-last-block"],
         "fsdp1-hsdp": ["", "--sync-module-states", "--checkpoint-wrapper", "--sync-module-states --checkpoint-wrapper",
                        "--checkpoint-wrapper=no-reentrant"],
-        "zero3": ["", "--gather coalesced", "--init-broadcast", "--bucket 0"],
+        "zero3": ["", "--gather coalesced", "--init-broadcast", "--bucket 0", "--qwz", "--hpz 2", "--qwz --hpz 2",
+                  "--qwz --hpz 2 --qgz", "--hpz 2 --gather coalesced"],
         "pp": ["", "--clip", "--microbatches 2"],
         # FSDP2 variants (tests/e2e/stream_job_fsdp2_variants.c)
         "float8": ["", "--float8-dynamic", "--clip", "--reshard-last-block", "--wrap linear",
@@ -226,8 +212,51 @@ def stream_full():
                                           if v else "",
                                           "-nvtx" if nvtx else "")
             out.append((name, "--setup %s --nranks %d %s%s" % (setup, n, v, " --nvtx" if nvtx else "")))
-    names = {n for n, _ in out}
-    return out + [x for x in STREAM_PENDING if x[0] not in names]
+    return out
+
+
+# Setups the analysis does not read right yet (issue 21): run by --matrix full
+# and --matrix pending; each moves into STREAM_SAMPLE once it passes.
+STREAM_PENDING = [
+    ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
+    ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
+    ("stream-zero3-zeropp-qgz", "--setup zero3 --nranks 4 --qwz --hpz 2 --qgz"),
+    # FSDP2 variants (stream_job_fsdp2_variants.c)
+    ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
+    ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
+    ("stream-lora-accum", "--setup lora --nranks 4 --accum 2"),
+    ("stream-frozen-blocks", "--setup frozen --nranks 2 --frozen 2"),
+    ("stream-frozen-embeddings-root-first", "--setup frozen --nranks 4 --frozen-embeddings"),
+    ("stream-frozen-prefix-no-backward", "--setup frozen --nranks 4 --frozen 2 --frozen-embeddings"),
+    ("stream-frozen-root", "--setup frozen --nranks 2 --frozen 1 --frozen-root"),
+    ("stream-deferred-regather-clip", "--setup deferred --nranks 2 --accum 3 --clip"),
+    ("stream-deferred-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3"),
+]
+
+
+def hpz_against_truth(d, t):
+    """ZeRO++ hpZ: the fetch events of a step on the hpZ group (truth
+    hpz_fetches, a value + scale pair once) against the report's
+    buckets.regather_fetches_per_step, where the report has that field."""
+    b = d.get("buckets") or {}
+    if "hpz_fetches" not in t or "regather_fetches_per_step" not in b:
+        return []
+    if b["regather_fetches_per_step"] != t["hpz_fetches"]:
+        return ["hpZ group fetches per step: %r, the job says %r" % (b["regather_fetches_per_step"], t["hpz_fetches"])]
+    return []
+
+
+def quantized_against_truth(d, t):
+    """ZeRO++ qwZ: fetch events sent as int8 values + fp32 scales (truth
+    quantized_fetches) against buckets.quantized_fetches_per_step, where the
+    report has that field."""
+    b = d.get("buckets") or {}
+    if "quantized_fetches" not in t or "quantized_fetches_per_step" not in b:
+        return []
+    if b["quantized_fetches_per_step"] != t["quantized_fetches"]:
+        return ["quantized fetches per step: %r, the job says %r" % (b["quantized_fetches_per_step"],
+                                                                      t["quantized_fetches"])]
+    return []
 
 
 def comms_against_truth(d, t, scale=1):
@@ -336,6 +365,8 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
             want("AllGather calls per step", b["calls_per_step"], t["calls_per_step"])
             want("reduce buckets per step", b["reduce_buckets_per_step"], t["reduce_scatters"])
             want("P", d["ledger"]["params"], t["params"])
+            fails += hpz_against_truth(d, t)
+            fails += quantized_against_truth(d, t)
         else:
             want("FSDP AllGathers per step", ps["allgathers"], t["fsdp_allgathers_per_step"] // scale)
             want("forward AllGathers per step", ps["forward_allgathers"], t["forward_allgathers"] // scale)
@@ -753,7 +784,8 @@ def main():
     out = a.keep or tempfile.mkdtemp(prefix="fss-accuracy-")
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, FSDPSCOPE_AGENT=os.path.abspath(a.agent))
-    matrix = SAMPLE if a.matrix == "sample" else [] if a.matrix == "pending" else full_matrix()
+    # --matrix pending runs STREAM_PENDING alone, no fsdp_ref run
+    matrix = SAMPLE if a.matrix == "sample" else full_matrix() if a.matrix == "full" else []
     if a.repeat > 1:
         matrix = [dict(m, name="%s.%d" % (m["name"], k)) for k in range(a.repeat) for m in matrix]
     failed = 0
@@ -774,8 +806,7 @@ def main():
             for x in fails:
                 print("  FAIL: " + x)
             failed += bool(fails)
-        streams = (STREAM_SAMPLE if a.matrix == "sample" else STREAM_PENDING if a.matrix == "pending" else
-                   stream_full())
+        streams = {"sample": STREAM_SAMPLE, "full": stream_full() + STREAM_PENDING, "pending": STREAM_PENDING}[a.matrix]
         if not a.stream_job or not os.path.exists(a.stream_job):
             print("stream_job not given or not built (%s): its setups are not run" % a.stream_job)
             streams = []

@@ -101,6 +101,9 @@ struct sj_options {
 	int keep_after_forward;                    /* deferred: reshard_after_forward=False */
 	int schedule[16], nschedule;               /* deferred: micro-batches of step s: schedule[s % n] */
 	int bucket_blocks;                         /* simplefsdp */
+	/* zero3: ZeRO++ (zero_quantized_weights, zero_hpz_partition_size,
+	 * zero_quantized_gradients; 0: off) */
+	int qwz, hpz, qgz;
 };
 
 
