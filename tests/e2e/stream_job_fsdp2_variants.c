@@ -125,7 +125,7 @@ static void fv_truth_policy(struct sj_truth *t, int reshard)
 struct fv_plain {
 	struct sj_fsdp2 f;
 	int root;
-	int *block_trains;  /* [layers] */
+	int *block_trains; /* [layers] */
 	int embeddings_train, head_trains;
 	struct fv_order order;
 };
@@ -330,8 +330,9 @@ void run_float8(struct sj_job *j, struct sj_truth *t)
 	t->microbatches_told = o->nvtx || j->last.step_marks > 0;
 	float8_truth_dtypes(&f, amax, t);
 	sj_note(t, "%d float8 weights (every Linear of the blocks; output filtered out); %s", float8_weights,
-		o->float8_dynamic ? "dynamic scaling: one amax AllReduce per float8 weight before each gather"
-				  : "scales precomputed after each optimizer step (one amax AllReduce), dynamic in step 0");
+		o->float8_dynamic
+		    ? "dynamic scaling: one amax AllReduce per float8 weight before each gather"
+		    : "scales precomputed after each optimizer step (one amax AllReduce), dynamic in step 0");
 	fsdp2_free(&f);
 }
 
@@ -410,10 +411,12 @@ void run_lora(struct sj_job *j, struct sj_truth *t)
 	}
 	fsdp2_truth(f, t, o->accum);
 	t->microbatches = o->accum;
-	t->microbatches_told = o->nvtx || j->last.step_marks > 0; /* the token count and loss all-reduces: once a step */
+	/* the token count and loss all-reduces: once a step */
+	t->microbatches_told = o->nvtx || j->last.step_marks > 0;
 	fv_truth_reductions(f, &p.order, trainable, t);
-	sj_note(t, "LoRA rank %d on q, v, o and the MLP: a block gathers %zu elements per rank and reduce-scatters "
-		   "%zu (the adapters); the root is frozen: gathered, never reduced",
+	sj_note(t,
+		"LoRA rank %d on q, v, o and the MLP: a block gathers %zu elements per rank and reduce-scatters "
+		"%zu (the adapters); the root is frozen: gathered, never reduced",
 		rank, f->units[f->block_first[0]].gather_count, adapter_shards);
 	fv_plain_free(&p);
 }
@@ -485,10 +488,11 @@ void run_frozen(struct sj_job *j, struct sj_truth *t)
 					     : "every unit reduced");
 	else
 		sj_note(t, "blocks 0..%d frozen%s; %s", K - 1, what,
-			o->frozen_embeddings ? "the frozen blocks run no backward; the first trainable block is reduced "
-					       "in the root's final callback, after the root"
-					     : "the frozen blocks are gathered in backward for the input gradients, never "
-					       "reduced");
+			o->frozen_embeddings
+			    ? "the frozen blocks run no backward; the first trainable block is reduced "
+			      "in the root's final callback, after the root"
+			    : "the frozen blocks are gathered in backward for the input gradients, never "
+			      "reduced");
 	fv_plain_free(&p);
 }
 
@@ -533,17 +537,19 @@ void run_deferred(struct sj_job *j, struct sj_truth *t)
 	fsdp2_truth(f, t, 1);
 	int countable = !o->keep_after_forward;
 	t->microbatches = countable ? last_k : 1;
-	t->microbatches_told = countable ? last_k > 1 || o->nvtx || j->last.step_marks > 0
-					 : o->nvtx || j->last.step_marks > 0;
+	t->microbatches_told =
+	    countable ? last_k > 1 || o->nvtx || j->last.step_marks > 0 : o->nvtx || j->last.step_marks > 0;
 	sj_truth_extra(t, "  \"microbatches_countable\": %s", countable ? "true" : "false");
 	sj_truth_extra(t, "  \"microbatches_per_step\": [%s]", schedule);
 	if (countable)
-		sj_note(t, "%d micro-batches in the last step; the units stay unsharded between them: only the first "
-			   "gathers in forward, each re-gathers the blocks for backward, the last reduce-scatters",
+		sj_note(t,
+			"%d micro-batches in the last step; the units stay unsharded between them: only the first "
+			"gathers in forward, each re-gathers the blocks for backward, the last reduce-scatters",
 			last_k);
 	else
-		sj_note(t, "%d micro-batches in the last step, invisible to the FSDP group: nothing is resharded until "
-			   "the last backward, so it gathers each unit once and reduce-scatters once per step",
+		sj_note(t,
+			"%d micro-batches in the last step, invisible to the FSDP group: nothing is resharded until "
+			"the last backward, so it gathers each unit once and reduce-scatters once per step",
 			last_k);
 	fv_plain_free(&p);
 }
@@ -596,7 +602,8 @@ void run_simplefsdp(struct sj_job *j, struct sj_truth *t)
 			struct sj_unit *u = &f.units[ui], *prev = &f.units[ui - 1];
 			if (!u->unsharded)
 				fsdp2_gather(&f, u, 1);
-			if (ui - 1 > tok && !prev->unsharded) /* the next bucket of the backward, before this reduction */
+			/* the next bucket of the backward, before this reduction */
+			if (ui - 1 > tok && !prev->unsharded)
 				fsdp2_gather(&f, prev, 1);
 			sj_compute(j, ui == head ? 2 : 14 * K);
 			fsdp2_post_backward(&f, ui);
@@ -615,8 +622,9 @@ void run_simplefsdp(struct sj_job *j, struct sj_truth *t)
 	t->microbatches = 1;
 	t->microbatches_told = o->nvtx || j->last.step_marks > 0;
 	sj_truth_extra(t, "  \"blocks_per_bucket\": %d", K);
-	sj_note(t, "compiler buckets: tok_embeddings, %d buckets of %d blocks, [norm, output]: %d gathers in forward "
-		   "for %d blocks, the user's choice, not a wrap error; the embedding is not gathered again for backward",
+	sj_note(t,
+		"compiler buckets: tok_embeddings, %d buckets of %d blocks, [norm, output]: %d gathers in forward "
+		"for %d blocks, the user's choice, not a wrap error; the embedding is not gathered again for backward",
 		nb, K, nb + 2, L);
 	fsdp2_free(&f);
 }
