@@ -178,6 +178,9 @@ STREAM_SAMPLE = [
     ("stream-ddp-fsdp", "--setup ddp-fsdp --nranks 2"),
     ("stream-tp-seq", "--setup tp --nranks 4 --seq-lens 256,192,256,128"),
     ("stream-cp-sdpa-alltoall-world", "--setup cp --nranks 2 --attention sdpa --rotate alltoall"),
+    ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
+    ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
+    ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),
 ]
 
 
@@ -202,6 +205,16 @@ def stream_full():
         "cp": ["", "--attention sdpa", "--attention sdpa --rotate alltoall", "--cp 4"],
         "ulysses": ["", "--sp 4"],
         "moe": ["", "--experts 4", "--experts 2", "--ep 4"],
+        # FSDP2 variants (tests/e2e/stream_job_fsdp2_variants.c)
+        "float8": ["", "--float8-dynamic", "--clip", "--reshard-last-block", "--wrap linear",
+                   "--wrap linear --nccl-fp8"],
+        "lora": ["", "--accum 2", "--clip", "--lora-rank 16"],
+        "frozen": ["--frozen 2", "--frozen 2 --frozen-embeddings", "--frozen-embeddings", "--frozen 1 --frozen-root",
+                   "--frozen-root --clip", "--frozen 4"],
+        "deferred": ["--accum 2", "--accum 3 --clip", "--accum-schedule 2,3", "--accum 3 --reshard-after-forward false",
+                     "--accum-schedule 2,3 --reshard-after-forward false",
+                     "--accum-schedule 2,3 --reshard-after-forward false --clip"],
+        "simplefsdp": ["", "--bucket-blocks 1", "--layers 6 --bucket-blocks 3", "--layers 6 --clip"],
     }
     out = []
     for setup, vs in variants.items():
@@ -235,6 +248,16 @@ STREAM_PENDING = [
     ("stream-cp-flex-world", "--setup cp --nranks 2"),
     ("stream-moe", "--setup moe --nranks 4"),
     ("stream-moe-ep-world", "--setup moe --nranks 2"),
+    # FSDP2 variants (stream_job_fsdp2_variants.c)
+    ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
+    ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
+    ("stream-lora-accum", "--setup lora --nranks 4 --accum 2"),
+    ("stream-frozen-blocks", "--setup frozen --nranks 2 --frozen 2"),
+    ("stream-frozen-embeddings-root-first", "--setup frozen --nranks 4 --frozen-embeddings"),
+    ("stream-frozen-prefix-no-backward", "--setup frozen --nranks 4 --frozen 2 --frozen-embeddings"),
+    ("stream-frozen-root", "--setup frozen --nranks 2 --frozen 1 --frozen-root"),
+    ("stream-deferred-regather-clip", "--setup deferred --nranks 2 --accum 3 --clip"),
+    ("stream-deferred-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3"),
 ]
 
 
@@ -278,6 +301,60 @@ def comms_against_truth(d, t, scale=1):
             fails.append("communicator %s (%s, %d ranks): per step %s, the report has %s" % (
                 c["name"], c["role"], c["nranks"], c["per_step"], [dict(g[2]) for g in mine] or "none of that role"))
     return fails
+
+
+def dtypes_against_truth(d, t):
+    """float8: the dtypes of the FSDP group's parameter gathers and gradient
+    reductions (truth fsdp_gather_dtypes, fsdp_reduce_dtypes: a ncclUint8
+    gather of bytes beside bf16 ones) against report --json's sizes."""
+    fails = []
+    for key, field in (("fsdp_gather_dtypes", "allgather_dtypes"), ("fsdp_reduce_dtypes", "reduce_scatter_dtypes")):
+        if key in t and (d.get("sizes") or {}).get(field) is not None:
+            if sorted(d["sizes"][field]) != sorted(t[key]):
+                fails.append("%s: %s, the job says %s" % (field, sorted(d["sizes"][field]), sorted(t[key])))
+    return fails
+
+
+def trainable_against_truth(d, t):
+    """Frozen parameters: the parameters that get gradients (truth
+    trainable_params) against the ledger's trainable_params, where the report
+    has that field."""
+    if "trainable_params" in t and "trainable_params" in (d.get("ledger") or {}):
+        if d["ledger"]["trainable_params"] != t["trainable_params"]:
+            return ["trainable parameters %r, the job says %r" % (d["ledger"]["trainable_params"],
+                                                                  t["trainable_params"])]
+    return []
+
+
+def reductions_against_truth(d, t):
+    """Frozen parameters: the units reduced per step and those gathered but
+    never reduced (truth reduced_units, unreduced_units) against the report's
+    units, where it has those fields."""
+    fails = []
+    for key in ("reduced_units", "unreduced_units"):
+        if key in t and key in (d.get("units") or {}) and d["units"][key] != t[key]:
+            fails.append("%s: %r, the job says %r" % (key, d["units"][key], t[key]))
+    return fails
+
+
+def countable_against_truth(d, t):
+    """Deferred reductions: whether the FSDP group's stream can show the
+    micro-batches (truth microbatches_countable) against the report's
+    microbatches.countable, where it has that field."""
+    mb = d.get("microbatches") or {}
+    if "microbatches_countable" in t and "countable" in mb and mb["countable"] != t["microbatches_countable"]:
+        return ["micro-batches countable %r, the job says %r" % (mb["countable"], t["microbatches_countable"])]
+    return []
+
+
+def buckets_against_truth(d, t):
+    """Compiler bucketing: blocks per bucketed gather (truth
+    blocks_per_bucket) against the report's units.blocks_per_unit, where it
+    has that field; the units themselves are the standard keys."""
+    u = d.get("units") or {}
+    if "blocks_per_bucket" in t and "blocks_per_unit" in u and u["blocks_per_unit"] != t["blocks_per_bucket"]:
+        return ["blocks per unit %r, the job says %r" % (u["blocks_per_unit"], t["blocks_per_bucket"])]
+    return []
 
 
 def forward_only_against_truth(d, t):
@@ -372,7 +449,9 @@ def tp_sizes_against_truth(d, t):
 def extra_keys_against_truth(d, t):
     """The keys a setup adds to the truth (stream_job.md, each setup's Counting)."""
     return (forward_only_against_truth(d, t) + step_allgathers_against_truth(d, t) + sync_against_truth(d, t) +
-            ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t))
+            ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t) +
+            dtypes_against_truth(d, t) + trainable_against_truth(d, t) + reductions_against_truth(d, t) +
+            countable_against_truth(d, t) + buckets_against_truth(d, t))
 
 
 def check_stream(name, fsdpscope, trace, truth_path, tally):

@@ -1,7 +1,8 @@
 /*
  * tests/e2e/stream_job.c - the NCCL streams of real training setups.
  *
- *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp|cp|ulysses|moe --nranks N --steps S
+ *   stream_job --setup fsdp2|tp|fsdp1-hsdp|zero3|pp|dpo|distill|rl|ddp-fsdp|cp|ulysses|moe|
+ *              float8|lora|frozen|deferred|simplefsdp --nranks N --steps S
  *              [--layers L] [--wrap block|linear] [options per setup]
  *              [--nvtx] [--log FILE] --truth FILE
  *
@@ -151,6 +152,14 @@ static void sj_usage(FILE *out)
 		"  ulysses     verl's FSDP2 actor x Ulysses all-to-alls: --sp S (2)\n"
 		"  moe         torchtitan MoE, experts fully sharded on efsdp, all-to-all on ep:\n"
 		"              --ep E (2), --experts X (8)\n"
+		"  float8      torchao float8 training, float8 all-gather: --nccl-fp8, --float8-dynamic,\n"
+		"              --wrap linear, --reshard-last-block, --clip\n"
+		"  lora        torchtune LoRA on FSDP2: --lora-rank R (8), --accum K, --clip\n"
+		"  frozen      FSDP2 with frozen parameters: --frozen K (first K blocks), --frozen-embeddings,\n"
+		"              --frozen-root, --clip\n"
+		"  deferred    gradient sync and reshard after backward off but in the last micro-batch:\n"
+		"              --accum K | --accum-schedule K1,K2,..., --reshard-after-forward true|false, --clip\n"
+		"  simplefsdp  SimpleFSDP under torch.compile, gathers bucketed: --bucket-blocks K (2), --clip\n"
 		"\n"
 		"common: --nranks N (2), --steps S (5), --layers L (4), --wrap block|linear (block),\n"
 		"  --nvtx (ProfilerStep#N ranges), --log FILE (rank 0's calls, one a line),\n"
@@ -223,6 +232,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
 		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
 		O_REF_WRAP, O_SYNC_EVERY, O_LOG_PROBS, O_BLOCK_RESHARD, O_SEQ_LENS, O_VIRTUAL_STAGES,
+		O_NCCL_FP8, O_FLOAT8_DYNAMIC, O_LORA_RANK, O_FROZEN, O_FROZEN_EMB, O_FROZEN_ROOT, O_RAF, O_SCHEDULE,
+		O_BUCKET_BLOCKS,
 		O_QWZ, O_HPZ, O_QGZ, O_CP, O_ATTENTION, O_ROTATE, O_SP, O_EP, O_EXPERTS
 	};
 	static const struct option longopts[] = {
@@ -255,6 +266,15 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"nccl-fp8", no_argument, NULL, O_NCCL_FP8},
+	    {"float8-dynamic", no_argument, NULL, O_FLOAT8_DYNAMIC},
+	    {"lora-rank", required_argument, NULL, O_LORA_RANK},
+	    {"frozen", required_argument, NULL, O_FROZEN},
+	    {"frozen-embeddings", no_argument, NULL, O_FROZEN_EMB},
+	    {"frozen-root", no_argument, NULL, O_FROZEN_ROOT},
+	    {"reshard-after-forward", required_argument, NULL, O_RAF},
+	    {"accum-schedule", required_argument, NULL, O_SCHEDULE},
+	    {"bucket-blocks", required_argument, NULL, O_BUCKET_BLOCKS},
 	    {"qwz", no_argument, NULL, O_QWZ},
 	    {"hpz", required_argument, NULL, O_HPZ},
 	    {"qgz", no_argument, NULL, O_QGZ},
@@ -291,6 +311,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	o->virtual_stages = 1;
 	o->cp = o->sp = o->ep = 2;
 	o->experts = 8;
+	o->frozen_blocks = -1; /* not given; lora_rank and bucket_blocks 0: not given */
 	int given_shard = 0, setup_given = 0;
 	/* which setup-specific options were given, to refuse those that do not apply */
 	int fsdp2_only = 0, accum_opts = 0, tp_opts = 0, fsdp1_opts = 0, zero3_opts = 0, pp_opts = 0, clip = 0;
@@ -327,9 +348,19 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 				o->setup = SETUP_ULYSSES;
 			else if (!strcmp(optarg, "moe"))
 				o->setup = SETUP_MOE;
+			else if (!strcmp(optarg, "float8"))
+				o->setup = SETUP_FLOAT8;
+			else if (!strcmp(optarg, "lora"))
+				o->setup = SETUP_LORA;
+			else if (!strcmp(optarg, "frozen"))
+				o->setup = SETUP_FROZEN;
+			else if (!strcmp(optarg, "deferred"))
+				o->setup = SETUP_DEFERRED;
+			else if (!strcmp(optarg, "simplefsdp"))
+				o->setup = SETUP_SIMPLEFSDP;
 			else
 				sj_die("--setup: unknown setup '%s' (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, "
-				       "ddp-fsdp, cp, ulysses, moe)",
+				       "ddp-fsdp, cp, ulysses, moe, float8, lora, frozen, deferred, simplefsdp)",
 				       optarg);
 			break;
 		case O_NRANKS:
@@ -516,6 +547,43 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 			o->experts = (int)sj_parse_long(optarg, "--experts", 1);
 			moe_opts = 1;
 			break;
+		case O_NCCL_FP8:
+			o->nccl_fp8 = 1;
+			break;
+		case O_FLOAT8_DYNAMIC:
+			o->float8_dynamic = 1;
+			break;
+		case O_LORA_RANK:
+			o->lora_rank = (int)sj_parse_long(optarg, "--lora-rank", 1);
+			break;
+		case O_FROZEN:
+			o->frozen_blocks = (int)sj_parse_long(optarg, "--frozen", 0);
+			break;
+		case O_FROZEN_EMB:
+			o->frozen_embeddings = 1;
+			break;
+		case O_FROZEN_ROOT:
+			o->frozen_root = o->frozen_embeddings = 1;
+			break;
+		case O_RAF:
+			if (!strcmp(optarg, "false"))
+				o->keep_after_forward = 1;
+			else if (strcmp(optarg, "true"))
+				sj_die("--reshard-after-forward: true or false, not '%s'", optarg);
+			break;
+		case O_SCHEDULE:
+			for (char *p = optarg, *end; *p; p = *end ? end + 1 : end) {
+				long k = strtol(p, &end, 10);
+				if (end == p || k < 1 || k > 64 || (*end && *end != ',') || o->nschedule == 16)
+					sj_die("--accum-schedule: up to 16 micro-batch counts 1..64, comma-separated, not "
+					       "'%s'",
+					       optarg);
+				o->schedule[o->nschedule++] = (int)k;
+			}
+			break;
+		case O_BUCKET_BLOCKS:
+			o->bucket_blocks = (int)sj_parse_long(optarg, "--bucket-blocks", 1);
+			break;
 		default:
 			sj_usage(stderr);
 			sj_die("unknown option or missing value: %s", argv[optind - 1]);
@@ -525,7 +593,7 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("unexpected argument '%s'", argv[optind]);
 	if (!setup_given)
 		sj_die("--setup is required (fsdp2, tp, fsdp1-hsdp, zero3, pp, dpo, distill, rl, ddp-fsdp, cp, ulysses, "
-		       "moe)");
+		       "moe, float8, lora, frozen, deferred, simplefsdp)");
 	if (!o->truth_path)
 		sj_die("--truth FILE is required");
 	if (o->nranks > 64)
@@ -537,12 +605,13 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	enum sj_setup s = o->setup;
 	if (fsdp2_only && s != SETUP_FSDP2)
 		sj_die("--torchtitan applies to fsdp2 (tp and pp always use torchtitan's units)");
-	if (accum_opts && s != SETUP_FSDP2 && s != SETUP_TP)
-		sj_die("--accum / --no-sync apply to fsdp2 and tp");
-	if (o->reshard_last_block && !(s == SETUP_TP || (s == SETUP_FSDP2 && o->torchtitan)))
-		sj_die("--reshard-last-block applies to tp and to fsdp2 --torchtitan");
-	if (clip && s != SETUP_FSDP2 && s != SETUP_PP)
-		sj_die("--clip applies to fsdp2 and pp (tp always clips)");
+	int variant = s >= SETUP_FLOAT8 && s <= SETUP_SIMPLEFSDP;
+	if (accum_opts && s != SETUP_FSDP2 && s != SETUP_TP && !variant)
+		sj_die("--accum / --no-sync apply to fsdp2, tp and the FSDP2 variants");
+	if (o->reshard_last_block && !(s == SETUP_TP || (s == SETUP_FSDP2 && o->torchtitan) || s == SETUP_FLOAT8))
+		sj_die("--reshard-last-block applies to tp, float8 and fsdp2 --torchtitan");
+	if (clip && s != SETUP_FSDP2 && s != SETUP_PP && !variant)
+		sj_die("--clip applies to fsdp2, pp and the FSDP2 variants (tp always clips)");
 	if (tp_opts && s != SETUP_TP)
 		sj_die("--tp / --no-loss-parallel apply to tp");
 	if (fsdp1_opts && s != SETUP_FSDP1_HSDP)
@@ -566,9 +635,9 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("--sp %d must divide --nranks %d and the model's sizes", o->sp, o->nranks);
 	if (s == SETUP_MOE && (o->nranks % o->ep || o->experts % o->ep || o->experts > 256 || o->ep > 64))
 		sj_die("--ep %d must divide --nranks %d and --experts %d (at most 256)", o->ep, o->nranks, o->experts);
-	if (o->wrap_linear && (s == SETUP_FSDP1_HSDP || s == SETUP_ZERO3 || s == SETUP_PP || s == SETUP_CP ||
-			       s == SETUP_ULYSSES || s == SETUP_MOE))
-		sj_die("--wrap linear applies to fsdp2 and tp");
+	if (o->wrap_linear && s != SETUP_FSDP2 && s != SETUP_TP && s != SETUP_FLOAT8)
+		sj_die("--wrap linear applies to fsdp2, tp and float8");
+	sj_variant_options_check(o);
 	if (o->no_sync && o->accum < 2)
 		sj_die("--no-sync needs --accum K with K >= 2");
 	if (s == SETUP_TP && (o->nranks % o->tp || SJ_FFN % o->tp || SJ_HIDDEN % o->tp || SJ_SEQ % o->tp))
@@ -651,6 +720,21 @@ int main(int argc, char **argv)
 		break;
 	case SETUP_MOE:
 		run_moe(&j, &t);
+		break;
+	case SETUP_FLOAT8:
+		run_float8(&j, &t);
+		break;
+	case SETUP_LORA:
+		run_lora(&j, &t);
+		break;
+	case SETUP_FROZEN:
+		run_frozen(&j, &t);
+		break;
+	case SETUP_DEFERRED:
+		run_deferred(&j, &t);
+		break;
+	case SETUP_SIMPLEFSDP:
+		run_simplefsdp(&j, &t);
 		break;
 	}
 	if (j.rank == 0)

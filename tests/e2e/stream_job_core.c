@@ -74,6 +74,10 @@ const char *sj_dtype_name(ncclDataType_t dt)
 		return "int64";
 	case ncclInt8:
 		return "int8";
+	case ncclUint8:
+		return "uint8";
+	case ncclFloat8e4m3:
+		return "fp8e4m3";
 	default:
 		return "?";
 	}
