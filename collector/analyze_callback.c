@@ -73,8 +73,8 @@ void analyze_callback_step(struct analyze_callback *cb, const struct tl_source *
 	si.exposure_source = s->exposure_source;
 	si.compute_wait_ns = s->fig[FIG_AG_WAIT];
 	si.other_compute_wait_ns = s->fig[FIG_OTHER_WAIT];
-	if (s->phases.status == PHASES_OK && s->phases.cycles > s->phases.forward_only)
-		si.microbatches = s->phases.cycles - s->phases.forward_only;
+	if (s->phases.status == PHASES_OK && s->phases.training_cycles)
+		si.microbatches = s->phases.training_cycles;
 	(void)step_events(cb, ev, s->info, n, &si); /* out of memory: the step without its events */
 	cb->fn(cb->ctx, &si);
 }

@@ -363,7 +363,7 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	const struct phases_result *ph = &st->phases;
 	struct analysis_microbatches *mb = &r->microbatches;
 	mb->phase_source = ANALYSIS_PHASES_STRUCTURE;
-	mb->per_step = ph->cycles - ph->forward_only;
+	mb->per_step = ph->training_cycles;
 	mb->sync = ph->sync_cycles;
 	mb->forward_only = ph->forward_only;
 	mb->forward_allgathers = ph->forward_allgathers;
@@ -371,9 +371,16 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	mb->recompute_allgathers = ph->recompute_allgathers;
 	/* cycles are told from steps when a step holds several, when NVTX
 	 * marks steps, or when something happens once a step besides the
-	 * FSDP group's own traffic (a loss or gradient-norm all-reduce) */
+	 * FSDP group's own traffic, after its last reduction (a gradient-norm
+	 * or loss all-reduce; an all-reduce inside the forward, such as
+	 * float8's per-weight amax, happens in every micro-batch) */
+	size_t last = 0;
+	for (size_t i = 0; i < st->nev; i++)
+		if (st->tinfo[i].fsdp && (st->tev[i].op == FSS_OP_REDUCESCATTER ||
+					  (ph->reductions == 0 && st->tev[i].op == FSS_OP_ALLGATHER)))
+			last = i;
 	int marker = 0;
-	for (size_t i = 0; i < st->nev && !marker; i++)
+	for (size_t i = last; i < st->nev && !marker; i++)
 		marker = st->tinfo[i].in_steps && !st->tinfo[i].step_gather &&
 			 !(st->tinfo[i].fsdp &&
 			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&

@@ -179,8 +179,8 @@ static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *
 	memset(g, 0, sizeof *g);
 	g->cycle = c0;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
-			continue;
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0 || ti[i].unit < 0)
+			continue; /* (unit -1: another model's forward pass) */
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD)
 			nf++;
 		else if (!ti[i].recompute)
@@ -195,8 +195,8 @@ static int cycle_gathers_new(const struct rank_steady *h, struct cycle_gathers *
 	if (!g->fidx || !g->keys || !g->fg || !g->bg || !g->bunit || !g->params)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0)
-			continue;
+		if (ev[i].op != FSS_OP_ALLGATHER || !ti[i].fsdp || ti[i].cycle != c0 || c0 < 0 || ti[i].unit < 0)
+			continue; /* (unit -1: another model's forward pass) */
 		struct reshard_gather x = {ev[i].elements, ev[i].wire_bytes, ev[i].nranks, 0};
 		if (ti[i].phase == ANALYSIS_PHASE_FORWARD) {
 			g->fidx[g->nf] = i;

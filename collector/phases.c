@@ -27,6 +27,9 @@ struct work {
 	uint32_t *used;      /* [nid] re-gathers of each key in the cycle */
 	uint32_t gen;
 	uint32_t *cstart;    /* [nag] first gather of each cycle */
+	uint32_t *fstart;    /* [nag] first gather of the forward each cycle's units are (its own; for a cycle
+	                        that gathers nothing in forward, the cycle's before it) */
+	uint32_t *bpos;      /* [nag] scratch: a cycle's backward gathers */
 	uint32_t *rs_in;     /* [nag] ReduceScatters of each cycle */
 	uint32_t *bwd_in;    /* [nag] backward gathers of each cycle */
 	uint32_t *rec_in;    /* [nag] recomputation gathers of each cycle */
@@ -38,6 +41,10 @@ struct work {
 	int32_t *rs_unit;    /* [nrs] the unit it was matched to, -1 */
 	uint32_t *ustamp;    /* [nag] per unit: taken (matching) / gathered later (violations) */
 	uint32_t ugen;
+	uint32_t s_dtypes;   /* dtypes S's units travel in (bit d: enum fss_dtype d) */
+	uint64_t s_min;      /* elements of S's smallest unit */
+	uint64_t s_max;      /* and of its largest */
+	int has_other;       /* the parse has gathers of another model's units */
 	struct phases_gather *g; /* [nag] the candidate parse */
 };
 
@@ -59,15 +66,15 @@ struct evidence {
  * where none match (adapters, frozen units), only the gathers tell: the
  * reading with fewer recomputations. */
 struct score {
-	uint32_t unexplained, violations, unmatched, recompute, unreduced, cycles, units;
+	uint32_t violations, irregular, unexplained, unmatched, recompute, unreduced, cycles, units;
 };
 
 static int score_better(const struct score *a, const struct score *b)
 {
-	const uint32_t x[7] = {a->unexplained, a->violations, a->unmatched, a->recompute,
-			       a->unreduced,   a->cycles,     a->units};
-	const uint32_t y[7] = {b->unexplained, b->violations, b->unmatched, b->recompute,
-			       b->unreduced,   b->cycles,     b->units};
+	const uint32_t x[7] = {a->violations, a->irregular, a->unexplained + a->unmatched, a->recompute,
+			       a->unreduced,  a->cycles,    a->units};
+	const uint32_t y[7] = {b->violations, b->irregular, b->unexplained + b->unmatched, b->recompute,
+			       b->unreduced,  b->cycles,    b->units};
 	for (int i = 0; i < 7; i++)
 		if (x[i] != y[i])
 			return x[i] < y[i];
@@ -174,63 +181,229 @@ static uint32_t regather_unit(uint32_t again, uint32_t total, uint32_t have, uin
 	return have - 1 - (pairs + (again - 2 * pairs));
 }
 
-/* Parse the gathers with S = the first u gathers (cnt[] holds S's keys):
- * the cycles, each gather's place, the reductions per cycle. Returns 1 when
- * it holds (w->g, w->cstart.. filled, *sc scored but for its violations),
- * 0 when not. */
-static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct score *sc)
+/* Is gather pos, of a key S does not hold, a parameter gather of another
+ * model (a frozen reference or teacher model's unit)? In a dtype S's units
+ * travel in and no smaller than S's smallest unit: a trainer's metric
+ * gathers are a few fp32 elements, a weight sync's fp32 per-parameter
+ * gathers are in another dtype than a bf16 model's units. */
+static int other_model_gather(const struct work *w, size_t pos)
 {
-	const uint32_t *id = w->id;
+	const struct phases_event *e = &w->ev[w->ag[pos]];
+	return e->dtype < 32 && (w->s_dtypes >> e->dtype & 1u) && e->elements >= w->s_min;
+}
+
+/* Pass 1: cycles (a copy of S with no reduction inside it begins one), and
+ * each gather forward, backward (a key of S) or not a unit. */
+static uint32_t classify(struct work *w, uint32_t u, uint32_t *unexplained)
+{
 	struct phases_gather *g = w->g;
-	uint32_t nc = 0, unexplained = 0, recompute = 0;
+	uint32_t nc = 0;
+	*unexplained = 0;
 	for (size_t pos = 0; pos < w->nag;) {
-		/* a forward: a copy of S with no reduction inside it */
 		if (w->z[pos] >= u && w->rs_before[pos + u - 1] == w->rs_before[pos]) {
-			w->cstart[nc] = (uint32_t)pos;
+			w->cstart[nc] = w->fstart[nc] = (uint32_t)pos;
 			w->rs_in[nc] = w->bwd_in[nc] = w->rec_in[nc] = 0;
 			nc++;
-			w->gen++;
 			for (uint32_t j = 0; j < u; j++)
 				g[pos + j] = (struct phases_gather){(int32_t)nc - 1, (int32_t)j, ANALYSIS_PHASE_FORWARD, 0, 0, 0};
 			pos += u;
 			continue;
 		}
-		uint32_t k = id[pos], c = nc - 1;
-		if (w->cnt[k] == 0) { /* not a unit: a per-step collective */
-			g[pos] = (struct phases_gather){(int32_t)c, -1, 0, 0, 1, 0};
-			unexplained++;
+		int32_t c = (int32_t)nc - 1;
+		if (w->cnt[w->id[pos]] != 0) {
+			g[pos] = (struct phases_gather){c, -1, ANALYSIS_PHASE_BACKWARD, 0, 0, 0};
 			pos++;
 			continue;
 		}
+		/* not a unit of S: a run of another model's unit gathers is its pass
+		 * when it holds two or more, or one larger than every unit of S (a
+		 * model wrapped whole); anything else a per-step collective */
+		size_t end = pos;
+		while (end < w->nag && w->cnt[w->id[end]] == 0 && other_model_gather(w, end) &&
+		       !(w->z[end] >= u && w->rs_before[end + u - 1] == w->rs_before[end]))
+			end++;
+		int other = end > pos + 1 || (end == pos + 1 && w->ev[w->ag[pos]].elements > w->s_max);
+		if (!other)
+			end = pos + 1;
+		for (size_t q = pos; q < end; q++)
+			g[q] = (struct phases_gather){c, -1, (uint8_t)(other ? ANALYSIS_PHASE_FORWARD : 0), 0,
+						      (uint8_t)!other, (uint8_t)other};
+		w->has_other |= other;
+		*unexplained += other ? 0 : (uint32_t)(end - pos);
+		pos = end;
+	}
+	return nc;
+}
+
+/* Number each cycle's re-gathers of every key (again) and count them
+ * (total). Returns 0 when a key is gathered a third time for every unit. */
+static int number_regathers(struct work *w)
+{
+	struct phases_gather *g = w->g;
+	int32_t cur = -1;
+	int ok = 1;
+	for (size_t pos = 0; pos < w->nag; pos++) {
+		if (g[pos].cycle != cur) {
+			cur = g[pos].cycle;
+			w->gen++;
+		}
+		if (g[pos].phase != ANALYSIS_PHASE_BACKWARD)
+			continue;
+		uint32_t k = w->id[pos];
 		uint32_t again = w->stamp[k] == w->gen ? w->used[k] : 0;
 		w->stamp[k] = w->gen;
 		w->used[k] = again + 1;
-		if (again >= 2 * w->cnt[k])
-			return 0; /* a third backward gather of every unit of its key */
+		ok &= again < 2 * w->cnt[k];
 		w->again[pos] = again;
-		g[pos] = (struct phases_gather){(int32_t)c, -1, ANALYSIS_PHASE_BACKWARD, 0, 0, 0};
-		w->bwd_in[c]++;
-		pos++;
 	}
-	/* how many re-gathers each key has in each cycle, from the end */
+	w->gen++;
 	for (size_t pos = w->nag; pos-- > 0;) {
 		if (g[pos].phase != ANALYSIS_PHASE_BACKWARD)
 			continue;
-		uint32_t k = id[pos], c = (uint32_t)g[pos].cycle + 1;
+		uint32_t k = w->id[pos], c = (uint32_t)g[pos].cycle + w->gen;
 		if (w->kstamp[k] != c) {
 			w->kstamp[k] = c;
 			w->kval[k] = w->again[pos] + 1;
 		}
 		w->total[pos] = w->kval[k];
 	}
-	memset(w->kstamp, 0, w->nid * sizeof *w->kstamp);
+	w->gen += w->nag + 1; /* past every stamp the reverse scan left */
+	return ok;
+}
+
+/* Another model's forward pass that shares units with S (a reference model
+ * wrapped alike, its own root first): the gathers of S's keys right after
+ * its own are its forward, as many as the cycle has re-gathers beyond one
+ * per unit (read otherwise as recomputations). */
+static void absorb_other_model(struct work *w)
+{
+	struct phases_gather *g = w->g;
+	for (size_t pos = 0; pos + 1 < w->nag; pos++) {
+		if (!g[pos].other_model || g[pos + 1].other_model)
+			continue;
+		w->gen++;
+		for (size_t q = pos + 1; q < w->nag; q++) {
+			uint32_t k = w->id[q];
+			if (g[q].phase != ANALYSIS_PHASE_BACKWARD || g[q].cycle != g[pos].cycle ||
+			    w->rs_before[q] != w->rs_before[pos])
+				break;
+			uint32_t taken = w->stamp[k] == w->gen ? w->used[k] : 0;
+			if (w->total[q] <= w->cnt[k] + taken)
+				break;
+			w->stamp[k] = w->gen;
+			w->used[k] = taken + 1;
+			g[q] = (struct phases_gather){g[q].cycle, -1, ANALYSIS_PHASE_FORWARD, 0, 0, 1};
+		}
+	}
+}
+
+/* Does cycle c's backward (the keys of its n re-gathers at w->bpos) repeat
+ * a round m times, each key at most once per unit in a round, with no
+ * reduction before the last round? Then it is m micro-batches whose units
+ * stayed unsharded between them (reductions deferred, resharded only after
+ * forward): the later ones gather nothing in forward, only their backward.
+ * Returns the rounds (1: none); *partial the units of the round's keys a
+ * round leaves out (0 when each round re-gathers every unit of its keys). */
+static size_t backward_rounds(struct work *w, uint32_t c, size_t n, uint32_t *partial)
+{
+	*partial = 0;
+	for (size_t m = 2; m <= n; m++) {
+		if (n % m)
+			continue;
+		size_t q = n / m, k = q;
+		while (k < n && w->id[w->bpos[k]] == w->id[w->bpos[k - q]])
+			k++;
+		if (k < n || w->rs_before[w->bpos[n - q]] != w->rs_before[w->cstart[c]])
+			continue;
+		w->gen++;
+		int fits = 1;
+		uint32_t units = 0;
+		for (size_t j = 0; j < q && fits; j++) {
+			uint32_t key = w->id[w->bpos[j]];
+			uint32_t seen = w->stamp[key] == w->gen ? w->used[key] : 0;
+			if (!seen)
+				units += w->cnt[key];
+			w->stamp[key] = w->gen;
+			w->used[key] = seen + 1;
+			fits = seen + 1 <= w->cnt[key];
+		}
+		if (fits) {
+			*partial = units - (uint32_t)q;
+			return m;
+		}
+	}
+	return 1;
+}
+
+/* Cycles whose re-gathers are more than one per unit and repeat in
+ * rounds (backward_rounds) become that many cycles, the later ones without
+ * a forward. Returns the cycles. */
+static uint32_t split_backward_rounds(struct work *w, uint32_t nc, uint32_t *irregular)
+{
+	struct phases_gather *g = w->g;
+	uint32_t *start = w->rs_in, *fwd = w->bwd_in; /* scratch: the new cycles, rebuilt below */
+	uint32_t out = 0;
+	for (uint32_t c = 0; c < nc; c++) {
+		uint32_t end = c + 1 < nc ? w->cstart[c + 1] : (uint32_t)w->nag;
+		size_t n = 0, over = 0;
+		for (uint32_t pos = w->cstart[c]; pos < end; pos++)
+			if (g[pos].phase == ANALYSIS_PHASE_BACKWARD) {
+				w->bpos[n++] = pos;
+				over |= w->again[pos] >= w->cnt[w->id[pos]];
+			}
+		uint32_t partial = 0;
+		size_t m = over ? backward_rounds(w, c, n, &partial) : 1;
+		*irregular += (uint32_t)(m - 1) * partial; /* rounds that leave units out: a forward misread */
+		for (size_t r = 0; r < m && out < w->nag; r++) {
+			start[out] = r ? w->bpos[r * (n / m)] : w->cstart[c];
+			fwd[out++] = w->fstart[c];
+		}
+	}
+	if (out != nc) {
+		for (uint32_t c = 0; c < out; c++) {
+			w->cstart[c] = start[c];
+			w->fstart[c] = fwd[c];
+		}
+		for (uint32_t c = 0, pos = 0; pos < w->nag; pos++) {
+			while (c + 1 < out && w->cstart[c + 1] <= pos)
+				c++;
+			g[pos].cycle = (int32_t)c;
+		}
+	}
+	for (uint32_t c = 0; c < out; c++)
+		w->rs_in[c] = w->bwd_in[c] = w->rec_in[c] = 0;
+	return out;
+}
+
+/* Parse the gathers with S = the first u gathers (cnt[] holds S's keys):
+ * the cycles, each gather's place, the reductions per cycle. Returns 1 when
+ * it holds (w->g, w->cstart.. filled, *sc scored but for the reductions'
+ * evidence), 0 when not. */
+static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct score *sc)
+{
+	struct phases_gather *g = w->g;
+	uint32_t unexplained = 0, recompute = 0, irregular = 0;
+	w->has_other = 0;
+	uint32_t nc = classify(w, u, &unexplained);
+	if (w->has_other) {
+		number_regathers(w);
+		absorb_other_model(w);
+	}
+	number_regathers(w);
+	nc = split_backward_rounds(w, nc, &irregular);
+	if (!number_regathers(w))
+		return 0; /* a third backward gather of every unit of its key */
 	for (size_t pos = 0; pos < w->nag; pos++) {
 		if (g[pos].phase != ANALYSIS_PHASE_BACKWARD)
 			continue;
-		uint32_t k = id[pos], have = w->cnt[k];
-		uint32_t j = regather_unit(w->again[pos], w->total[pos], have, &g[pos].recompute);
+		uint32_t k = w->id[pos];
+		uint32_t j = regather_unit(w->again[pos], w->total[pos], w->cnt[k], &g[pos].recompute);
 		g[pos].unit = (int32_t)w->plist[w->first[k] + j];
 		recompute += g[pos].recompute;
+		/* some units of the key recomputed, not all: the rest of a forward
+		 * read as recomputations, or a backward gather read as a unit */
+		irregular += g[pos].recompute && w->total[pos] - w->cnt[k] < w->cnt[k];
+		w->bwd_in[g[pos].cycle]++;
 		w->rec_in[g[pos].cycle] += g[pos].recompute;
 	}
 	/* each reduction belongs to the cycle whose forward began before it
@@ -247,7 +420,7 @@ static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct scor
 		if (w->rs_in[k])
 			unreduced += u - w->rs_in[k];
 	*ncycles = nc;
-	*sc = (struct score){unexplained, 0, 0, recompute, unreduced, nc, u};
+	*sc = (struct score){0, irregular, unexplained, 0, recompute, unreduced, nc, u};
 	return 1;
 }
 
@@ -277,7 +450,7 @@ static void evidence(struct work *w, uint32_t u, struct evidence *e)
 			last = (int64_t)u;
 		}
 		const struct phases_event *red = &w->ev[w->rs[r]];
-		const size_t *unit_ag = w->ag + w->cstart[c];
+		const size_t *unit_ag = w->ag + w->fstart[c];
 		int64_t hit = -1;
 		for (int64_t j = next; j >= 0 && hit < 0; j--)
 			if (w->ustamp[j] != w->ugen && phases_reduces(&w->ev[unit_ag[j]], red))
@@ -330,11 +503,20 @@ static void describe(const struct work *w, uint32_t u, uint32_t nc, const struct
 	int any_bwd = 0;
 	for (uint32_t k = 0; k < nc; k++)
 		any_bwd |= w->bwd_in[k] > 0;
+	(void)sc;
 	out->units = u;
 	out->cycles = nc;
 	out->forward_allgathers = u;
-	out->step_gathers = sc->unexplained;
 	out->reductions = (uint32_t)w->nrs;
+	/* gathers of no unit, and passes of another model's units inside a
+	 * cycle (each run of them one pass) */
+	for (size_t pos = 0; pos < w->nag; pos++) {
+		const struct phases_gather *p = &w->g[pos];
+		out->step_gathers += p->step_gather;
+		out->other_model_gathers += p->other_model;
+		if (p->other_model && (pos == 0 || !w->g[pos - 1].other_model || w->g[pos - 1].cycle != p->cycle))
+			out->forward_only++;
+	}
 	out->first_training = -1;
 	int first_sync = -1;
 	for (uint32_t k = 0; k < nc; k++) {
@@ -394,8 +576,11 @@ int phases_reductions_fit(const struct phases_event *ev, size_t n, const struct 
 				const struct phases_gather *p = &g[k++];
 				if (p->cycle >= 0)
 					cur = p->cycle;
-				if (p->cycle == c && p->phase == ANALYSIS_PHASE_FORWARD && nu < u)
-					cap[nu++] = phases_unit_capacity(&ev[i]);
+				if (p->cycle >= 0 && p->cycle <= c && p->phase == ANALYSIS_PHASE_FORWARD && p->unit >= 0 &&
+				    (uint32_t)p->unit < u) {
+					cap[p->unit] = phases_unit_capacity(&ev[i]);
+					nu = nu > (size_t)p->unit + 1 ? nu : (size_t)p->unit + 1;
+				}
 			} else if (ev[i].op == FSS_OP_REDUCESCATTER && cur == c) {
 				red[nr++] = ev[i].elements;
 			}
@@ -432,7 +617,9 @@ int phases_match_reductions(const struct phases_event *ev, size_t n, const struc
 			const struct phases_gather *p = &g[k++];
 			if (p->cycle >= 0)
 				cur = p->cycle;
-			if (p->cycle == cycle && p->phase == ANALYSIS_PHASE_FORWARD && p->unit >= 0 &&
+			/* the units as the latest forward at or before the cycle gathered
+			 * them (a cycle may gather nothing in forward) */
+			if (p->cycle >= 0 && p->cycle <= cycle && p->phase == ANALYSIS_PHASE_FORWARD && p->unit >= 0 &&
 			    (uint32_t)p->unit < units)
 				unit_ev[p->unit] = i;
 			continue;
@@ -477,6 +664,8 @@ static void work_free(struct work *w)
 	free(w->stamp);
 	free(w->used);
 	free(w->cstart);
+	free(w->fstart);
+	free(w->bpos);
 	free(w->rs_in);
 	free(w->bwd_in);
 	free(w->rec_in);
@@ -508,6 +697,8 @@ static int work_new(struct work *w, const struct phases_event *ev, size_t n, siz
 	w->stamp = calloc(m, sizeof *w->stamp);
 	w->used = calloc(m, sizeof *w->used);
 	w->cstart = malloc(m * sizeof *w->cstart);
+	w->fstart = malloc(m * sizeof *w->fstart);
+	w->bpos = malloc(m * sizeof *w->bpos);
 	w->rs_in = malloc(m * sizeof *w->rs_in);
 	w->bwd_in = malloc(m * sizeof *w->bwd_in);
 	w->rec_in = malloc(m * sizeof *w->rec_in);
@@ -520,7 +711,7 @@ static int work_new(struct work *w, const struct phases_event *ev, size_t n, siz
 	w->ustamp = calloc(m, sizeof *w->ustamp);
 	w->g = malloc(m * sizeof *w->g);
 	if (!w->ag || !w->rs || !w->id || !w->rs_before || !w->z || !w->first || !w->plist || !w->cnt || !w->stamp ||
-	    !w->used || !w->cstart || !w->rs_in || !w->bwd_in || !w->rec_in || !w->again || !w->total || !w->kstamp ||
+	    !w->used || !w->cstart || !w->fstart || !w->bpos || !w->rs_in || !w->bwd_in || !w->rec_in || !w->again || !w->total || !w->kstamp ||
 	    !w->kval || !w->rs_cycle || !w->rs_unit || !w->ustamp || !w->g)
 		return -ENOMEM;
 	size_t a = 0, r = 0;
@@ -542,11 +733,22 @@ static int work_new(struct work *w, const struct phases_event *ev, size_t n, siz
 	return 0;
 }
 
+/* A floating dtype a mixed-precision policy gathers parameters in (not a
+ * byte-packed buffer: uint8 / int8 / float8 travel beside any). */
+static int float_dtype(uint8_t d)
+{
+	return d == FSS_DTYPE_FLOAT16 || d == FSS_DTYPE_BFLOAT16 || d == FSS_DTYPE_FLOAT32 || d == FSS_DTYPE_FLOAT64;
+}
+
 /* Every prefix S that may be a forward, parsed; the best into g. Returns 1
  * when one holds. */
 static int choose(struct work *w, struct phases_gather *g, uint32_t *best_u, struct score *best)
 {
 	int found = 0, all_equal = 1;
+	uint8_t s_float = FSS_DTYPE_UNKNOWN;
+	w->s_dtypes = 0;
+	w->s_min = UINT64_MAX;
+	w->s_max = 0;
 	for (uint32_t u = 1; u <= w->nag; u++) {
 		uint32_t i = u - 1;
 		if (w->rs_before[i] != 0)
@@ -555,16 +757,30 @@ static int choose(struct work *w, struct phases_gather *g, uint32_t *best_u, str
 		all_equal &= w->id[i] == w->id[0];
 		if (w->cnt[w->id[0]] > 1 && !all_equal)
 			break; /* S would begin with a key it holds again: that is two passes */
+		const struct phases_event *e = &w->ev[w->ag[i]];
+		if (float_dtype(e->dtype)) {
+			if (s_float != FSS_DTYPE_UNKNOWN && e->dtype != s_float)
+				break; /* one model's units travel in one floating dtype */
+			s_float = e->dtype;
+		}
+		w->s_dtypes |= e->dtype < 32 ? 1u << e->dtype : 0;
+		if (e->elements < w->s_min)
+			w->s_min = e->elements;
+		if (e->elements > w->s_max)
+			w->s_max = e->elements;
 		uint32_t nc = 0;
 		struct score sc;
 		if (!parse_with(w, u, &nc, &sc))
 			continue;
-		if (found && sc.unexplained > best->unexplained)
-			continue; /* the costlier evidence only where it can decide */
-		struct evidence e;
-		evidence(w, u, &e);
-		sc.violations = e.violations;
-		sc.unmatched = e.unmatched;
+		/* the costlier evidence only where it can decide */
+		if (found && best->violations == 0 &&
+		    (sc.irregular > best->irregular ||
+		     (sc.irregular == best->irregular && sc.unexplained > best->unexplained + best->unmatched)))
+			continue;
+		struct evidence ev;
+		evidence(w, u, &ev);
+		sc.violations = ev.violations;
+		sc.unmatched = ev.unmatched;
 		if (found && !score_better(&sc, best))
 			continue;
 		found = 1;
@@ -604,8 +820,18 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 	}
 	/* the chosen parse again, for its figures */
 	memset(w.cnt, 0, nag * sizeof *w.cnt);
-	for (uint32_t i = 0; i < u; i++)
+	w.s_dtypes = 0;
+	w.s_min = UINT64_MAX;
+	w.s_max = 0;
+	for (uint32_t i = 0; i < u; i++) {
+		const struct phases_event *e = &ev[w.ag[i]];
 		w.cnt[w.id[i]]++;
+		w.s_dtypes |= e->dtype < 32 ? 1u << e->dtype : 0;
+		if (e->elements < w.s_min)
+			w.s_min = e->elements;
+		if (e->elements > w.s_max)
+			w.s_max = e->elements;
+	}
 	struct score sc;
 	struct evidence e;
 	parse_with(&w, u, &nc, &sc);

@@ -68,7 +68,7 @@ struct phases_gather {
 	uint8_t phase;     /* enum analysis_phase; 0 for a per-step collective */
 	uint8_t recompute; /* a second backward gather of its unit in the cycle */
 	uint8_t step_gather; /* 1: its key is not in S: a per-step collective, not a unit */
-	uint8_t reserved;
+	uint8_t other_model; /* 1: a gather of another model's forward pass (phase forward, unit -1) */
 };
 
 struct phases_result {
@@ -96,6 +96,10 @@ struct phases_result {
 	uint32_t reductions_fit;      /* 0: in the parse chosen a reduction is larger than every unit left for it
 	                                 (phases_reductions_fit: a reduce bucket across units, DeepSpeed ZeRO-3),
 	                                 so it is rejected: status PHASES_NO_PARSE; 1 otherwise */
+	uint32_t other_model_gathers; /* gathers of other models' forward passes inside the cycles (counted in
+	                                 forward_only, one a run): a frozen reference or teacher model whose units
+	                                 are not all S's */
+	uint32_t reserved;
 };
 
 /*

@@ -31,8 +31,9 @@ static void find_largest(const struct analysis_result *a, struct largest *l)
 	for (uint32_t i = 0; i < a->ngathers; i++) {
 		const struct analysis_gather *g = &a->gathers[i];
 
-		/* one micro-batch's forward: the units once each */
-		if (g->phase != ANALYSIS_PHASE_FORWARD || g->microbatch != a->gathers[0].microbatch)
+		/* one micro-batch's forward: the units once each (unit -1: another
+		 * model's pass, a frozen reference or teacher model) */
+		if (g->phase != ANALYSIS_PHASE_FORWARD || g->microbatch != a->gathers[0].microbatch || g->unit < 0)
 			continue;
 		if (first) {
 			l->root_elements = g->elements;

@@ -524,6 +524,44 @@ static void test_deferred_no_later_gathers(void **state)
 	free(g);
 }
 
+/* Reductions deferred with the units kept unsharded between micro-batches
+ * but resharded after forward (set_reshard_after_backward(False), the
+ * blocks' reshard_after_forward True): the first micro-batch gathers every
+ * unit, the later ones gather nothing in forward and the blocks again for
+ * backward; the last reduces. Three rounds of re-gathers, three cycles;
+ * with checkpoint-wrapper pairs the reductions interleave the first round. */
+static void test_deferred_regather_rounds(void **state)
+{
+	(void)state;
+	struct stream *s = calloc(1, sizeof *s);
+	struct phases_gather *g = calloc(MAXEV, sizeof *g);
+	ag(s, ROOT, 4);
+	for (int l = 0; l < 4; l++)
+		ag(s, BLOCK, 4);
+	for (int k = 0; k < 3; k++)
+		for (int l = 4; l-- > 0;) {
+			ag(s, BLOCK, 4);
+			if (k == 2)
+				rs(s, BLOCK);
+		}
+	rs(s, ROOT);
+	struct phases_result r = parse(s, g);
+	assert_int_equal(r.status, PHASES_OK);
+	assert_int_equal(r.units, 5);
+	assert_int_equal(r.cycles, 3);
+	assert_int_equal(r.training_cycles, 3);
+	assert_int_equal(r.sync_cycles, 1);
+	assert_int_equal(r.backward_allgathers, 4);
+	assert_int_equal(r.recompute_allgathers, 0);
+	assert_int_equal(r.matched_reductions, 5);
+	for (int i = 5; i < 17; i++) {
+		assert_int_equal(g[i].cycle, (i - 5) / 4);
+		assert_int_equal(g[i].unit, 4 - (i - 5) % 4);
+	}
+	free(s);
+	free(g);
+}
+
 /* TRL DPO: the frozen reference model (the same units, no_grad) runs its
  * forward, then the policy's; the trainer gathers its metrics (small fp32
  * AllGathers, one of a bf16 block's gathered bytes) on the same world
@@ -699,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_root_first),
 		cmocka_unit_test(test_interleaved_chunks),
 		cmocka_unit_test(test_deferred_no_later_gathers),
+		cmocka_unit_test(test_deferred_regather_rounds),
 		cmocka_unit_test(test_two_models_and_metrics),
 		cmocka_unit_test(test_weight_sync),
 		cmocka_unit_test(test_compiler_buckets),
