@@ -333,9 +333,10 @@ static int fill_verdict(rank_state_t *h, struct analysis_result *r)
 		const struct analysis_buckets *bk = &r->buckets;
 		/* reduce buckets: reduce-scatters that reduce no gather of their own
 		 * (by bytes per parameter) or one larger than every unit left for it
-		 * (FSDP reduces at most one unit's gradients per ReduceScatter) */
-		if (bk->reduce_buckets_per_step &&
-		    (bk->reduce_sizes_matching < bk->reduce_buckets_per_step || !ph->reductions_fit)) {
+		 * (FSDP reduces at most one unit's gradients per ReduceScatter); or
+		 * fetches that are mostly no unit's (quantized ZeRO++ fetches) */
+		if (bk->reduce_buckets_per_step && (bk->reduce_sizes_matching < bk->reduce_buckets_per_step ||
+						    !ph->reductions_fit || ph->step_gathers_dominate)) {
 			r->verdict = ANALYSIS_BUCKETED;
 		} else {
 			r->verdict = ANALYSIS_UNDECIDED;

@@ -649,6 +649,24 @@ int phases_match_reductions(const struct phases_event *ev, size_t n, const struc
 	return matched;
 }
 
+/* Do the parse's gathers of no unit move more than twice the bytes its
+ * units' gathers do? A trainer's metrics are a few elements, a weight sync
+ * once the parameters in fp32; when most of what the group gathers is no
+ * unit, S is not the forward (DeepSpeed ZeRO++'s quantized fetches read
+ * beside its persistent parameters). */
+static int step_gathers_dominate(const struct work *w)
+{
+	uint64_t units = 0, other = 0;
+	for (size_t pos = 0; pos < w->nag; pos++) {
+		uint64_t b = gathered_bytes(&w->ev[w->ag[pos]]);
+		if (w->g[pos].step_gather)
+			other += b;
+		else
+			units += b;
+	}
+	return other / 2 > units;
+}
+
 /* ---- the whole ------------------------------------------------------------ */
 
 static void work_free(struct work *w)
@@ -842,13 +860,19 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 	out->unreduced_units = nrs ? e.unreduced : 0;
 	out->mirrored = (uint32_t)e.mirrored;
 	rc = phases_reductions_fit(ev, n, g, out);
-	if (rc == 0) { /* a reduce bucket across units: no FSDP structure */
+	int dominated = step_gathers_dominate(&w);
+	if (rc == 0 || (rc > 0 && dominated)) {
+		/* a reduce bucket across units, or gathers of no unit that move more
+		 * than the units do: no FSDP structure */
 		memset(out, 0, sizeof *out);
 		out->status = PHASES_NO_PARSE;
 		out->reductions = (uint32_t)nrs;
 		out->first_training = -1;
+		out->reductions_fit = rc > 0;
+		out->step_gathers_dominate = (uint32_t)dominated;
 		for (size_t i = 0; i < nag; i++)
 			g[i] = (struct phases_gather){-1, -1, 0, 0, 0, 0};
+		rc = 0;
 	} else if (rc > 0) {
 		out->reductions_fit = 1;
 		rc = 0;

@@ -99,7 +99,8 @@ struct phases_result {
 	uint32_t other_model_gathers; /* gathers of other models' forward passes inside the cycles (counted in
 	                                 forward_only, one a run): a frozen reference or teacher model whose units
 	                                 are not all S's */
-	uint32_t reserved;
+	uint32_t step_gathers_dominate; /* 1: the parse chosen was rejected (status PHASES_NO_PARSE) because its
+	                                   gathers of no unit move more than twice the bytes its units' do */
 };
 
 /*
