@@ -142,7 +142,7 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 		e->compute_wait_ns = st->sample.fig[rep][FIG_AG_WAIT];
 	}
 	e->compute_ns = median_get(&st->fig[FIG_COMPUTE]);
-	struct ranks_rank_stats rk = ranks_rank(ranks, src->rank);
+	struct ranks_rank_stats rk = ranks_rank(ranks, src->id);
 	e->last_arrivals = (uint32_t)rk.last_arrivals;
 	e->matched_collectives = (uint32_t)rk.matched;
 	uint32_t steps = st->analyzed + st->warmup + st->irregular;
