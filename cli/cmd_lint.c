@@ -8,6 +8,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/report_sources.h"
+#include "cli/report_worlds.h"
 #include "cli/run_folder.h"
 
 #include "rules/flight_text.h"
@@ -204,6 +205,7 @@ int cmd_lint(int argc, char **argv)
 			diagnosis_print_summary(stdout, d.result);
 			printf("\n");
 		}
+		report_worlds_lint(stdout, &d, !a.brief, a.brief);
 		if (report_sources_troubled(d.result)) {
 			printf("\n");
 			report_sources_troubles(stdout, d.result, "");
@@ -333,6 +335,7 @@ void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagno
 		fputc('\n', out);
 		diagnosis_print_findings(out, d->findings, 0, 1);
 	}
+	report_worlds_lint(out, d, 0, 1);
 	if (d->damage[0])
 		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d->damage);
 	if (report_sources_troubled(d->result)) {

@@ -5,6 +5,7 @@
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
 #include "cli/report_sources.h"
+#include "cli/report_worlds.h"
 
 #include "common/record.h"
 #include "rules/finding_text.h"
@@ -412,6 +413,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 
 	print_overview(out, d);
 	report_nodes_text(out, d);
+	report_worlds_text(out, d);
 	fprintf(out, "sizes       AllGather per call %s .. %s (median %s per rank, %s), ReduceScatter median %s (%s)\n",
 		rule_format_bytes((double)s->allgather_bytes_min, b1, sizeof(b1)),
 		rule_format_bytes((double)s->allgather_bytes_max, b2, sizeof(b2)),

@@ -14,6 +14,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_worlds.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c

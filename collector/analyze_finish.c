@@ -89,6 +89,8 @@ static struct analysis_result *result_new(const struct analysis_options *opt)
 	r->spread.slowest_rank_fraction = ANALYSIS_UNKNOWN;
 	r->units.layers_match = -1;
 	r->headline_rank = -1;
+	r->headline_world = -1;
+	r->duplicate_rank = -1;
 	return r;
 }
 
@@ -480,7 +482,7 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 	return 0;
 }
 
-int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out)
+int analyze_finish_one(const struct analyze_input *in, struct analysis_result **out)
 {
 	*out = NULL;
 	struct analysis_result *r = result_new(in->opt);
