@@ -228,9 +228,12 @@ int cmd_lint(int argc, char **argv)
 	if (report_sources_troubled(d.result))
 		fprintf(stderr,
 			"fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
-			"the verdict is drawn from an incomplete trace\n",
+			"%s\n",
 			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
-			a.json ? "the report's \"sources\"" : "listed above");
+			a.json ? "the report's \"sources\"" : "listed above",
+			report_worlds_troubled_headline(d.result)
+			    ? "the verdict is drawn from an incomplete trace"
+			    : "all in the worlds before the restart; the headline world's verdict rests on complete records");
 	lint_print_left_out(stderr, d.trace_path, d.result);
 	if (d.result->trace.sources_attached)
 		lint_print_attach(stderr, d.trace_path, d.result);

@@ -413,13 +413,13 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 
 	print_overview(out, d);
 	report_nodes_text(out, d);
-	report_worlds_text(out, d);
 	fprintf(out, "sizes       AllGather per call %s .. %s (median %s per rank, %s), ReduceScatter median %s (%s)\n",
 		rule_format_bytes((double)s->allgather_bytes_min, b1, sizeof(b1)),
 		rule_format_bytes((double)s->allgather_bytes_max, b2, sizeof(b2)),
 		rule_format_bytes((double)s->allgather_bytes_median, b3, sizeof(b3)), dtype_list(s->allgather_dtypes, t1, sizeof(t1)),
 		rule_format_bytes((double)s->reduce_scatter_bytes_median, b4, sizeof(b4)),
 		dtype_list(s->reduce_scatter_dtypes, t2, sizeof(t2)));
+	report_worlds_text(out, d);
 	print_comms(out, a);
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);

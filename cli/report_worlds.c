@@ -4,6 +4,7 @@
  */
 #include "cli/report_worlds.h"
 
+#include "cli/report_sources.h"
 #include "common/json_writer.h"
 #include "rules/rules.h"
 
@@ -221,4 +222,26 @@ void report_worlds_lint(FILE *out, const struct diagnosis *d, int explain, int f
 			diagnosis_print_findings(out, list, explain, fsdp2_only);
 		}
 	}
+}
+
+/* Is source one of a world's but the headline one's? */
+static int in_other_world(const struct analysis_result *a, uint32_t source)
+{
+	for (uint32_t i = 0; i < a->nworlds; i++) {
+		if ((int32_t)i == a->headline_world)
+			continue;
+		for (uint32_t k = 0; k < a->worlds[i].nprocesses; k++)
+			if (a->worlds[i].processes[k].source == source)
+				return 1;
+	}
+	return 0;
+}
+
+uint32_t report_worlds_troubled_headline(const struct analysis_result *a)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->nsources; i++)
+		n += report_source_troubled(&a->sources[i]) && !in_other_world(a, a->sources[i].source);
+	return n;
 }

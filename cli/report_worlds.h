@@ -32,4 +32,12 @@ void report_worlds_text(FILE *out, const struct diagnosis *d);
  */
 void report_worlds_lint(FILE *out, const struct diagnosis *d, int explain, int fsdp2_only);
 
+/*
+ * report_worlds_troubled_headline - the processes of a that did not end
+ * cleanly or lost collectives (report_sources.h) outside the worlds before
+ * or after the headline one: what makes the headline verdict rest on an
+ * incomplete trace. report_sources_troubled with one world.
+ */
+uint32_t report_worlds_troubled_headline(const struct analysis_result *a);
+
 #endif

@@ -146,7 +146,7 @@ static int make_worlds(struct worlds *w, struct component *comps, size_t ncomps)
 		if (comps[i].last > x->last_realtime_ns)
 			x->last_realtime_ns = comps[i].last;
 	}
-	for (size_t i = 0; i < ncomps; i++)
+	for (size_t i = 0; nworlds && i < ncomps; i++)
 		if (comps[i].world < 0 && comps[i].first)
 			comps[i].world = world_at(w, comps[i].first);
 	return 0;

@@ -5,12 +5,16 @@
  *   restart_job --dir DIR --kill-rank R --kill-at-step K -- JOB ARGS... --then JOB ARGS...
  *
  * Generation 0 runs the first command (with --log DIR/gen0.log added: rank
- * 0's calls, one a line, "STEP PHASE ..."). Once that log shows step K, the
- * agent's monitor sees a worker die: R-th child of the job (its ranks, as
- * stream_job forks them, in creation order) is killed with SIGKILL, and the
- * job's own supervisor stops the others (stream_job kills them with
- * SIGKILL; torchelastic's _stop_workers sends SIGTERM, then SIGKILL after
- * its timeout). Then the restart: generation 1, the second command, new
+ * 0's calls, one a line, "STEP PHASE ..."). Once that log shows step K, a
+ * worker dies: the R-th child of the job (its ranks, as stream_job forks
+ * them, in creation order) is killed with SIGKILL. The others go on into a
+ * collective it never enters and fail there (the NCCL stand-in sees the
+ * dead peer, as NCCL reports a remote error or PyTorch's watchdog times
+ * out) until, RJ_MONITOR_MS later, the job's supervisor (held stopped
+ * meanwhile, as torchelastic's agent sleeps between monitor passes) stops
+ * whatever is left (stream_job kills them with SIGKILL; torchelastic's
+ * _stop_workers sends SIGTERM, then SIGKILL after its timeout). Then the
+ * restart: generation 1, the second command, new
  * processes with new communicators (a fresh ncclGetUniqueId), possibly
  * another world size. Every generation gets TORCHELASTIC_RESTART_COUNT and
  * WORLD_SIZE in its environment, as torchelastic's workers do.
@@ -31,6 +35,9 @@
 
 #define RJ_MAX_RANKS 64
 #define RJ_MAX_ARGS 64
+/* How long the agent takes to see the death (torchrun --monitor-interval:
+ * 0.1 s by default in recent releases, 5 s in older ones). */
+#define RJ_MONITOR_MS 300
 
 /* One generation: the command and what became of it. */
 struct generation {
@@ -140,8 +147,15 @@ static pid_t run(struct generation *g, const char *log, int kill_rank, int kill_
 			rj_die("waitpid: %s", strerror(errno));
 		see_ranks(g);
 		if (kill_rank >= 0 && !killed && g->nseen == g->nranks && log_step(log) >= kill_step) {
+			/* The job's supervisor would stop the others at once; torchelastic's
+			 * agent notices a dead worker only at its next monitor pass
+			 * (monitor_interval), meanwhile the others run into a collective
+			 * the dead rank never enters, and fail there or wait. */
 			killed = g->ranks[kill_rank];
+			kill(g->job, SIGSTOP);
 			kill(killed, SIGKILL);
+			sleep_ms(RJ_MONITOR_MS);
+			kill(g->job, SIGCONT);
 		}
 		if (waited > 120000) { /* two minutes: a job that never got there */
 			kill(g->job, SIGKILL);
