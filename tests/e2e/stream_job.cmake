@@ -5,7 +5,8 @@
 # RUNPATH to libnccl.so.2, so that LD_PRELOAD of the agent still interposes
 # and LD_LIBRARY_PATH can swap in a real NCCL.
 if(TARGET fss_nccl_cpu)
-  add_executable(stream_job e2e/stream_job.c)
+  add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
+    e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c)
   target_link_libraries(stream_job PRIVATE fss_nccl_cpu ${CMAKE_DL_LIBS})
   target_link_options(stream_job PRIVATE -Wl,--enable-new-dtags)
   set_target_properties(stream_job PROPERTIES BUILD_RPATH "$<TARGET_FILE_DIR:fss_nccl_cpu>")
@@ -26,6 +27,10 @@ if(TARGET fss_nccl_cpu)
       "fsdp1_hsdp_n4:--setup;fsdp1-hsdp;--nranks;4;--sync-module-states;--checkpoint-wrapper"
       "zero3_n4:--setup;zero3;--nranks;4"
       "zero3_coalesced_n2:--setup;zero3;--nranks;2;--gather;coalesced"
+      "zero3_qwz_n2:--setup;zero3;--nranks;2;--qwz"
+      "zero3_hpz_world_qgz_n2:--setup;zero3;--nranks;2;--hpz;2;--qgz"
+      "zero3_zeropp_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2"
+      "zero3_zeropp_qgz_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2;--qgz"
       "pp_n4:--setup;pp;--nranks;4")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)
