@@ -18,6 +18,7 @@
 
 #include "collector/analyze_finish.h"
 #include "collector/analyze_note.h"
+#include "collector/analyze_worlds.h"
 #include "collector/worlds.h"
 
 /* The key the gathers' per-index figures of a world are kept under: its
@@ -224,4 +225,17 @@ int analyze_finish_build(const struct analyze_input *in, struct analysis_result 
 	}
 	worlds_release(&w);
 	return rc;
+}
+
+int analyze_worlds_stopped(flight_t *f, const sources_t *layer)
+{
+	struct worlds w;
+	int rc = worlds_find(layer, &w);
+	if (rc < 0)
+		return rc;
+	for (size_t k = 0; k + 1 < w.n; k++)
+		for (size_t i = 0; i < w.w[k].nsources; i++)
+			flight_set_stopped(f, w.w[k].sources[i], w.w[k + 1].first_realtime_ns);
+	worlds_release(&w);
+	return 0;
 }

@@ -6,3 +6,6 @@ if(TARGET fss_rules)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/rules_worlds_test.c ${CMAKE_CURRENT_SOURCE_DIR}/unit/rules_fixture.c
     LIBS fss_rules fss_common TIMEOUT 60)
 endif()
+# A restarted job through the analyzer: two worlds apart, a wait the restart ended not a hang.
+fss_unit_test(NAME worlds_analysis_test SOURCES unit/worlds_analysis_test.c LIBS fss_analysis fss_collector fss_common
+  TIMEOUT 60)
