@@ -147,6 +147,7 @@ def scenario_restart(a, env, work):
     check("Worlds (2: a restart" in rep.stdout, "report: no Worlds block: %s" % rep.stdout[:3000])
     print("restart: ok (world 0 %d steps, %d ranks, rank %d died first; world 1 %d steps, %d ranks)" % (
         ws[0]["steps_analyzed"], ws[0]["ranks"], KILL_RANK, ws[1]["steps_analyzed"], ws[1]["ranks"]))
+    return ws, [t0, t1]
 
 
 def scenario_concurrent(a, env, work):
@@ -171,6 +172,25 @@ def scenario_concurrent(a, env, work):
     want("duplicate-rank finding", f.get("duplicate-rank"), "warning")
     check("restart" not in f, "a restart finding for two jobs at once")
     print("concurrent: ok (one world, ranks 0 and 1 claimed twice, 4 rows)")
+
+
+def accuracy(fsdpscope, agent, stream_job, restart_job, work, tally):
+    """The restart as entries of the accuracy matrix (tests/e2e/accuracy_test.py): each world one
+    run, right when every check above holds, a false error an error finding its truth does not
+    name. Returns the failures, as words."""
+    a = argparse.Namespace(fsdpscope=fsdpscope, stream_job=stream_job, restart_job=restart_job)
+    env = dict(os.environ, FSDPSCOPE_AGENT=os.path.abspath(agent))
+    tally["runs"] += 2
+    try:
+        ws, truths = scenario_restart(a, env, fresh(work))
+    except Fail as e:
+        print("%-44s FAIL" % "restart (2 worlds)")
+        return [str(e)]
+    for w, t in zip(ws, truths):
+        errors = {f["rule"] for f in w["findings"] if f["severity"] == "error"}
+        tally["false_errors"] += bool(errors - set(t["errors"]))
+    tally["right"] += 2
+    return []
 
 
 def main():
