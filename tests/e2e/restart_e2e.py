@@ -11,7 +11,7 @@ the rank that died first, and each world's own verdict, counts and units against
 truth of the same setup; the headline figures are the second world's; the first world's
 wrap-too-fine error is its own, not the headline's; lint says "restart: 2 worlds".
 
-concurrent: two 2-rank jobs started together under one run: one world (they overlap in time) whose
+concurrent: two 2-rank jobs started together under one run (restart_job --together): one world (they overlap in time) whose
 ranks 0 and 1 are claimed twice: reported (duplicate-rank), never merged (4 rows in per_rank).
 
 Every JSON document is parsed strictly and checked against docs/report-schema.json.
@@ -151,13 +151,11 @@ def scenario_restart(a, env, work):
 
 
 def scenario_concurrent(a, env, work):
-    jobs = []
-    for k in range(2):
-        jobs.append(" ".join([a.stream_job, "--setup", "fsdp2", "--nranks", "2", "--layers", "3", "--steps", "40",
-                              "--compute-us", "100", "--truth", os.path.join(work, "c%d.json" % k)]))
-    script = "%s & %s & wait" % (jobs[0], jobs[1])
-    r = run([a.fsdpscope, "run", "--out", work, "--name", "concurrent", "--", "sh", "-c", script], env=env,
-            timeout=240)
+    job = ["--setup", "fsdp2", "--nranks", "2", "--layers", "3", "--steps", "40", "--compute-us", "100"]
+    cmd = [a.fsdpscope, "run", "--out", work, "--name", "concurrent", "--", a.restart_job, "--dir", work,
+           "--together", "--", a.stream_job] + job + ["--truth", os.path.join(work, "c0.json"), "--then",
+                                                      a.stream_job] + job + ["--truth", os.path.join(work, "c1.json")]
+    r = run(cmd, env=env, timeout=240)
     check(r.returncode == 0, "fsdpscope run (concurrent): exit %d: %s" % (r.returncode, r.stderr[-2000:]))
     trace = os.path.join(work, "concurrent.fss")
     rep = run([a.fsdpscope, "report", "--json", trace])

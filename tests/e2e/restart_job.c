@@ -3,6 +3,7 @@
  * (docs/patterns.md "Restarts"), around any launcher of ranks (stream_job).
  *
  *   restart_job --dir DIR --kill-rank R --kill-at-step K -- JOB ARGS... --then JOB ARGS...
+ *   restart_job --dir DIR --together -- JOB ARGS... --then JOB ARGS...
  *
  * Generation 0 runs the first command (with --log DIR/gen0.log added: rank
  * 0's calls, one a line, "STEP PHASE ..."). Once that log shows step K, a
@@ -18,6 +19,10 @@
  * processes with new communicators (a fresh ncclGetUniqueId), possibly
  * another world size. Every generation gets TORCHELASTIC_RESTART_COUNT and
  * WORLD_SIZE in its environment, as torchelastic's workers do.
+ *
+ * --together starts both commands at once instead (no kill, no restart):
+ * two jobs recorded into one trace, as when two launchers send to one
+ * collector.
  *
  * DIR/restart_truth.json says what happened: per generation its ranks'
  * pids (by rank), the rank and pid killed, how the job ended. Exit status:
@@ -213,8 +218,12 @@ static int parse_generations(int argc, char **argv, int first, struct generation
 int main(int argc, char **argv)
 {
 	const char *dir = NULL;
-	int kill_rank = -1, kill_step = 3, i = 1;
+	int kill_rank = -1, kill_step = 3, together = 0, i = 1;
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--together") == 0) {
+			together = 1;
+			continue;
+		}
 		if (i + 1 >= argc)
 			rj_die("%s needs a value", argv[i]);
 		if (strcmp(argv[i], "--dir") == 0)
@@ -242,6 +251,16 @@ int main(int argc, char **argv)
 	g[0].argc += 2;
 	memcpy(&g[1].argv[g[1].argc], extra1, sizeof extra1);
 	g[1].argc += 2;
+	if (together) {
+		start(&g[0], 0);
+		start(&g[1], 0);
+		for (int k = 0; k < 2; k++)
+			while (waitpid(g[k].job, &g[k].status, 0) < 0)
+				if (errno != EINTR)
+					rj_die("waitpid: %s", strerror(errno));
+		write_truth(dir, g, ngen, -1, 0);
+		return g[0].status || g[1].status ? 1 : 0;
+	}
 	start(&g[0], 0);
 	pid_t killed = run(&g[0], log0, kill_rank, kill_step);
 	/* torchelastic: _restart_workers = _stop_workers (done: the job's
