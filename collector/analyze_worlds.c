@@ -39,8 +39,7 @@ static uint64_t index_key(const struct analyze_input *in, rank_state_t *const *r
 }
 
 /* World k's result: its processes' rank states alone. Returns 0 or -ENOMEM. */
-static int world_result(const struct analyze_input *in, const struct worlds *w, size_t k,
-			struct analysis_result **out)
+static int world_result(const struct analyze_input *in, const struct worlds *w, size_t k, struct analysis_result **out)
 {
 	*out = NULL;
 	rank_state_t **rs = calloc(in->nrs ? in->nrs : 1, sizeof *rs);
@@ -131,7 +130,8 @@ static int world_summary(const sources_t *layer, const struct world *x, uint32_t
 		    .end = (int32_t)source_end_of(src),
 		    .signal = source_signal(src),
 		    .exit_code = source_exit_code(src),
-		    .last_realtime_ns = src->has_hello && src->last_ns ? src->last_ns + (uint64_t)src->realtime_offset : 0,
+		    .last_realtime_ns =
+			src->has_hello && src->last_ns ? src->last_ns + (uint64_t)src->realtime_offset : 0,
 		    .collectives = src->collectives,
 		};
 	}
@@ -163,7 +163,10 @@ static void sizes_words(const struct analysis_world *w, uint32_t n, char *buf, s
 	size_t off = 0;
 	buf[0] = 0;
 	for (uint32_t i = 0; i < n && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%d", i == 0 ? "" : i + 1 == n ? ", then " : ", ",
+		off += (size_t)snprintf(buf + off, len - off, "%s%d",
+					i == 0	     ? ""
+					: i + 1 == n ? ", then "
+						     : ", ",
 					(int)w[i].size);
 }
 

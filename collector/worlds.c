@@ -15,10 +15,10 @@ struct comm_pair {
 
 /* One component of processes that share communicators. */
 struct component {
-	size_t root;         /* union-find root (a source index) */
+	size_t root;	      /* union-find root (a source index) */
 	uint64_t first, last; /* CLOCK_REALTIME of its first and last timed record */
 	int has_collectives;
-	int world;           /* the world it joined, -1 */
+	int world; /* the world it joined, -1 */
 };
 
 static int pair_cmp(const void *a, const void *b)
@@ -304,7 +304,8 @@ int worlds_find(const sources_t *layer, struct worlds *out)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		parent[i] = i;
-	if ((rc = join_by_comms(layer, parent)) < 0 || (rc = find_components(layer, parent, &comps, &ncomps, comp_of)) < 0)
+	if ((rc = join_by_comms(layer, parent)) < 0 ||
+	    (rc = find_components(layer, parent, &comps, &ncomps, comp_of)) < 0)
 		goto out;
 	/* make_worlds sorts the components: remember each source's by root */
 	for (size_t i = 0; i < n; i++)

@@ -35,19 +35,19 @@
 
 /* One world. */
 struct world {
-	uint64_t id;                 /* id_hash of its world communicator: the largest communicator of its
-	                                processes (the first made of that size); 0 none */
-	int32_t size;                /* ranks of that communicator, 0 none */
-	uint32_t components;         /* communicator components in it (> 1: processes that shared none ran
-	                                at the same time) */
-	uint64_t first_realtime_ns;  /* its processes' first and last timed record, CLOCK_REALTIME */
+	uint64_t id;		    /* id_hash of its world communicator: the largest communicator of its
+				       processes (the first made of that size); 0 none */
+	int32_t size;		    /* ranks of that communicator, 0 none */
+	uint32_t components;	    /* communicator components in it (> 1: processes that shared none ran
+				       at the same time) */
+	uint64_t first_realtime_ns; /* its processes' first and last timed record, CLOCK_REALTIME */
 	uint64_t last_realtime_ns;
-	size_t nsources;             /* processes in it */
-	uint32_t *sources;           /* [nsources] their trace source ids, in arrival order */
-	size_t nkeys;                /* distinct worlds_source_key of its processes with collectives */
-	uint64_t *keys;              /* [nkeys] */
-	uint32_t duplicate_ranks;    /* ranks claimed by more than one of its processes with collectives */
-	int32_t duplicate_rank;      /* the lowest of them, -1 */
+	size_t nsources;	       /* processes in it */
+	uint32_t *sources;	       /* [nsources] their trace source ids, in arrival order */
+	size_t nkeys;		       /* distinct worlds_source_key of its processes with collectives */
+	uint64_t *keys;		       /* [nkeys] */
+	uint32_t duplicate_ranks;      /* ranks claimed by more than one of its processes with collectives */
+	int32_t duplicate_rank;	       /* the lowest of them, -1 */
 	uint32_t duplicate_sources[2]; /* the first two sources that claim it */
 };
 

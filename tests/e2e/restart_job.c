@@ -184,8 +184,8 @@ static void write_truth(const char *dir, struct generation *g, int ngen, int kil
 			g[k].nseen == g[k].nranks ? "true" : "false");
 		for (int r = 0; r < g[k].nseen; r++)
 			fprintf(f, "%s%d", r ? ", " : "", (int)g[k].ranks[r]);
-		fprintf(f, "], \"killed_rank\": %d, \"killed_pid\": %d, \"exit\": %d}%s\n", k == 0 && killed ? kill_rank : -1,
-			k == 0 ? (int)killed : 0,
+		fprintf(f, "], \"killed_rank\": %d, \"killed_pid\": %d, \"exit\": %d}%s\n",
+			k == 0 && killed ? kill_rank : -1, k == 0 ? (int)killed : 0,
 			WIFEXITED(g[k].status) ? WEXITSTATUS(g[k].status) : 128 + WTERMSIG(g[k].status),
 			k + 1 < ngen ? "," : "");
 	}
@@ -236,7 +236,8 @@ int main(int argc, char **argv)
 			rj_die("unknown option %s", argv[i]);
 	}
 	if (!dir || i >= argc)
-		rj_die("usage: restart_job --dir DIR [--kill-rank R] [--kill-at-step K] -- JOB ARGS... --then JOB ARGS...");
+		rj_die("usage: restart_job --dir DIR [--kill-rank R] [--kill-at-step K] -- JOB ARGS... --then JOB "
+		       "ARGS...");
 	struct generation g[2];
 	int ngen = parse_generations(argc, argv, i + 1, g, 2);
 	if (ngen != 2)

@@ -160,10 +160,10 @@ static void test_duplicate_rank(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_restart_fires),
-		cmocka_unit_test(test_restart_silent_on_one_world),
-		cmocka_unit_test(test_each_world_its_own_findings),
-		cmocka_unit_test(test_duplicate_rank),
+	    cmocka_unit_test(test_restart_fires),
+	    cmocka_unit_test(test_restart_silent_on_one_world),
+	    cmocka_unit_test(test_each_world_its_own_findings),
+	    cmocka_unit_test(test_duplicate_rank),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

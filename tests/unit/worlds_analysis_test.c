@@ -26,9 +26,9 @@
 #define RT_OFFSET (1700000000ull * S)
 #define WORLD0_ID 0xa0a0a0a0a0a0a0a0ull
 #define WORLD1_ID 0xb1b1b1b1b1b1b1b1ull
-#define T0 (10 * S)          /* world 0 starts */
+#define T0 (10 * S)	      /* world 0 starts */
 #define T_WAIT (T0 + 60 * MS) /* ranks 0..2 enter the AllGather rank 3 never enters */
-#define T1 (T_WAIT + S)      /* world 1 starts */
+#define T1 (T_WAIT + S)	      /* world 1 starts */
 #define T1_END (T1 + 100 * S)
 
 /* World 0: 4 ranks, 3 AllGathers each, then the hung one (ranks 0..2). */
@@ -40,8 +40,8 @@ static void world0(struct out *o, struct rank *r)
 	}
 	for (int n = 0; n < 3; n++)
 		for (uint32_t k = 0; k < 4; k++)
-			collective(o, &r[k], &AG, T0 + (uint64_t)(n + 2) * 10 * MS, T0 + (uint64_t)(n + 2) * 10 * MS + MS,
-				   1);
+			collective(o, &r[k], &AG, T0 + (uint64_t)(n + 2) * 10 * MS,
+				   T0 + (uint64_t)(n + 2) * 10 * MS + MS, 1);
 	for (uint32_t k = 0; k < 3; k++)
 		enter(o, &r[k], &AG, T_WAIT);
 }
@@ -55,7 +55,8 @@ static void world1(struct out *o, struct rank *r)
 	}
 	for (int n = 0; n < 20; n++)
 		for (uint32_t k = 0; k < 2; k++)
-			collective(o, &r[k], &AG, T1 + (uint64_t)(n + 1) * 5 * S, T1 + (uint64_t)(n + 1) * 5 * S + MS, 1);
+			collective(o, &r[k], &AG, T1 + (uint64_t)(n + 1) * 5 * S, T1 + (uint64_t)(n + 1) * 5 * S + MS,
+				   1);
 	for (uint32_t k = 0; k < 2; k++)
 		process_end(o, &r[k], T1_END);
 }
@@ -141,8 +142,8 @@ static void test_wait_bounded_by_next_world(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_two_worlds_apart),
-		cmocka_unit_test(test_wait_bounded_by_next_world),
+	    cmocka_unit_test(test_two_worlds_apart),
+	    cmocka_unit_test(test_wait_bounded_by_next_world),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -213,7 +213,7 @@ static void test_launcher_and_idle_processes(void **state)
 
 	rank_of(t, 0, 100, 0xaaaa, 1, 0, 1000, 3000);
 	rank_of(t, 1, 200, 0xbbbb, 1, 0, 5000, 7000);
-	hello(t, 2, 50, 500);   /* the launcher: before both, so the first's */
+	hello(t, 2, 50, 500);	/* the launcher: before both, so the first's */
 	hello(t, 3, 199, 5500); /* a supervisor of the second */
 	hello(t, 4, 198, 6000);
 	comm(t, 4, 0x200, 0xdddd, 1, 0, 6100); /* made a communicator, issued nothing */
@@ -276,13 +276,13 @@ static void test_no_collective_no_world(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_one_world),
-		cmocka_unit_test(test_restart_is_two_worlds),
-		cmocka_unit_test(test_overlap_is_one_world_with_duplicates),
-		cmocka_unit_test(test_same_communicator_same_rank),
-		cmocka_unit_test(test_launcher_and_idle_processes),
-		cmocka_unit_test(test_split_groups_one_world),
-		cmocka_unit_test(test_no_collective_no_world),
+	    cmocka_unit_test(test_one_world),
+	    cmocka_unit_test(test_restart_is_two_worlds),
+	    cmocka_unit_test(test_overlap_is_one_world_with_duplicates),
+	    cmocka_unit_test(test_same_communicator_same_rank),
+	    cmocka_unit_test(test_launcher_and_idle_processes),
+	    cmocka_unit_test(test_split_groups_one_world),
+	    cmocka_unit_test(test_no_collective_no_world),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
