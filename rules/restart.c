@@ -104,7 +104,8 @@ const struct rule rule_restart = {
 		"started and starts new processes, which make new communicators, possibly with fewer ranks, and "
 		"reuse the rank numbers. Their traffic is two jobs, not one: fsdpscope diagnoses each world "
 		"apart, by the communicators its processes share, and never merges two processes of one rank "
-		"number across worlds. The report's figures are the last world's that has an analysed step.",
+		"number across worlds. The report's figures are the last world's that has an analysed step. Jobs "
+		"run one after another into one collector read the same way.",
 	.max_severity = RULE_INFO,
 	.check = check,
 };
