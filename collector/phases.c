@@ -41,6 +41,8 @@ struct work {
 	int32_t *rs_unit;    /* [nrs] the unit it was matched to, -1 */
 	uint32_t *ustamp;    /* [nag] per unit: taken (matching) / gathered later (violations) */
 	uint32_t ugen;
+	uint32_t lead;       /* gathers before S (a weight sync that opens the step): not units */
+	uint32_t *skip;      /* [nid] gathers of each key before lead */
 	uint32_t s_dtypes;   /* dtypes S's units travel in (bit d: enum fss_dtype d) */
 	uint64_t s_min;      /* elements of S's smallest unit */
 	uint64_t s_max;      /* and of its largest */
@@ -54,6 +56,7 @@ struct evidence {
 	uint32_t violations;  /* matched reductions their unit is gathered after, in its cycle */
 	uint32_t unreduced;   /* units without a matched reduction in the first cycle that reduces */
 	uint32_t unmatched;   /* units without a matched reduction, over the cycles where some matched */
+	uint32_t misplaced;   /* reductions no unit of S fits that a gather the parse calls no unit fits */
 	int mirrored;         /* every reducing cycle's matches in the mirrored order */
 };
 
@@ -66,16 +69,17 @@ struct evidence {
  * where none match (adapters, frozen units), only the gathers tell: the
  * reading with fewer recomputations. */
 struct score {
-	uint32_t violations, irregular, unexplained, unmatched, recompute, unreduced, cycles, units;
+	uint32_t violations, misplaced, irregular, unexplained, unmatched, implicit, recompute, unreduced, cycles,
+	    units;
 };
 
 static int score_better(const struct score *a, const struct score *b)
 {
-	const uint32_t x[7] = {a->violations, a->irregular, a->unexplained + a->unmatched, a->recompute,
-			       a->unreduced,  a->cycles,    a->units};
-	const uint32_t y[7] = {b->violations, b->irregular, b->unexplained + b->unmatched, b->recompute,
-			       b->unreduced,  b->cycles,    b->units};
-	for (int i = 0; i < 7; i++)
+	const uint32_t x[8] = {a->violations, a->misplaced, a->irregular, a->unexplained + a->unmatched + a->implicit,
+			       a->recompute,  a->unreduced, a->cycles,    a->units};
+	const uint32_t y[8] = {b->violations, b->misplaced, b->irregular, b->unexplained + b->unmatched + b->implicit,
+			       b->recompute,  b->unreduced, b->cycles,    b->units};
+	for (int i = 0; i < 8; i++)
 		if (x[i] != y[i])
 			return x[i] < y[i];
 	return 0;
@@ -144,9 +148,22 @@ static int make_keys(struct work *w)
 		w->first[w->id[i] + 1]++;
 	for (uint32_t k = 0; k < w->nid; k++)
 		w->first[k + 1] += w->first[k];
-	const uint32_t *id = w->id;
-	size_t n = w->nag;
-	uint32_t *z = w->z;
+	return 0;
+}
+
+/* S begins at gather `lead`: the runs from each gather on equal to the
+ * gathers from lead on (z, the Z-function of the key string from there),
+ * and how many gathers of each key come before it. */
+static void start_at(struct work *w, uint32_t lead)
+{
+	const uint32_t *id = w->id + lead;
+	size_t n = w->nag - lead;
+	uint32_t *z = w->z + lead;
+	w->lead = lead;
+	memset(w->z, 0, lead * sizeof *w->z);
+	memset(w->skip, 0, w->nid * sizeof *w->skip);
+	for (uint32_t i = 0; i < lead; i++)
+		w->skip[w->id[i]]++;
 	if (n)
 		z[0] = (uint32_t)n;
 	for (size_t i = 1, l = 0, r = 0; i < n; i++) {
@@ -159,7 +176,6 @@ static int make_keys(struct work *w)
 			r = i + k;
 		}
 	}
-	return 0;
 }
 
 /* ---- one parse ------------------------------------------------------------ */
@@ -198,8 +214,10 @@ static uint32_t classify(struct work *w, uint32_t u, uint32_t *unexplained)
 {
 	struct phases_gather *g = w->g;
 	uint32_t nc = 0;
-	*unexplained = 0;
-	for (size_t pos = 0; pos < w->nag;) {
+	*unexplained = w->lead;
+	for (uint32_t pos = 0; pos < w->lead; pos++)
+		g[pos] = (struct phases_gather){0, -1, 0, 0, 1, 0};
+	for (size_t pos = w->lead; pos < w->nag;) {
 		if (w->z[pos] >= u && w->rs_before[pos + u - 1] == w->rs_before[pos]) {
 			w->cstart[nc] = w->fstart[nc] = (uint32_t)pos;
 			w->rs_in[nc] = w->bwd_in[nc] = w->rec_in[nc] = 0;
@@ -299,7 +317,8 @@ static void absorb_other_model(struct work *w)
 
 /* Does cycle c's backward (the keys of its n re-gathers at w->bpos) repeat
  * a round m times, each key at most once per unit in a round, with no
- * reduction before the last round? Then it is m micro-batches whose units
+ * reduction before the last round and one inside it? Then it is m
+ * micro-batches whose units
  * stayed unsharded between them (reductions deferred, resharded only after
  * forward): the later ones gather nothing in forward, only their backward.
  * Returns the rounds (1: none); *partial the units of the round's keys a
@@ -313,7 +332,10 @@ static size_t backward_rounds(struct work *w, uint32_t c, size_t n, uint32_t *pa
 		size_t q = n / m, k = q;
 		while (k < n && w->id[w->bpos[k]] == w->id[w->bpos[k - q]])
 			k++;
-		if (k < n || w->rs_before[w->bpos[n - q]] != w->rs_before[w->cstart[c]])
+		/* no reduction before the last round, and one inside it: the last
+		 * micro-batch syncs as it goes */
+		if (k < n || w->rs_before[w->bpos[n - q]] != w->rs_before[w->cstart[c]] ||
+		    w->rs_before[w->bpos[n - 1]] == w->rs_before[w->bpos[n - q]])
 			continue;
 		w->gen++;
 		int fits = 1;
@@ -390,6 +412,7 @@ static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct scor
 		absorb_other_model(w);
 	}
 	number_regathers(w);
+	uint32_t explicit_cycles = nc;
 	nc = split_backward_rounds(w, nc, &irregular);
 	if (!number_regathers(w))
 		return 0; /* a third backward gather of every unit of its key */
@@ -398,7 +421,7 @@ static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct scor
 			continue;
 		uint32_t k = w->id[pos];
 		uint32_t j = regather_unit(w->again[pos], w->total[pos], w->cnt[k], &g[pos].recompute);
-		g[pos].unit = (int32_t)w->plist[w->first[k] + j];
+		g[pos].unit = (int32_t)(w->plist[w->first[k] + w->skip[k] + j] - w->lead);
 		recompute += g[pos].recompute;
 		/* some units of the key recomputed, not all: the rest of a forward
 		 * read as recomputations, or a backward gather read as a unit */
@@ -420,7 +443,7 @@ static int parse_with(struct work *w, uint32_t u, uint32_t *ncycles, struct scor
 		if (w->rs_in[k])
 			unreduced += u - w->rs_in[k];
 	*ncycles = nc;
-	*sc = (struct score){0, irregular, unexplained, 0, recompute, unreduced, nc, u};
+	*sc = (struct score){0, 0, irregular, unexplained, 0, nc - explicit_cycles, recompute, unreduced, nc, u};
 	return 1;
 }
 
@@ -473,6 +496,21 @@ static void evidence(struct work *w, uint32_t u, struct evidence *e)
 	if (in_cycle)
 		e->unmatched += u - in_cycle;
 	e->mirrored &= e->matched > 0;
+	/* the reductions say which gathers are units: one that fits a gather
+	 * read as no unit, and no unit, says S is not the forward */
+	size_t nstep = 0;
+	for (size_t pos = 0; pos < w->nag; pos++)
+		if (w->g[pos].step_gather)
+			w->bpos[nstep++] = (uint32_t)pos;
+	for (size_t r = 0; r < w->nrs && nstep; r++) {
+		if (w->rs_unit[r] >= 0)
+			continue;
+		for (size_t k = 0; k < nstep; k++)
+			if (phases_reduces(&w->ev[w->ag[w->bpos[k]]], &w->ev[w->rs[r]])) {
+				e->misplaced++;
+				break;
+			}
+	}
 	/* from the end: a unit gathered after its matched reduction */
 	size_t a = w->nag;
 	cur = UINT32_MAX;
@@ -694,6 +732,7 @@ static void work_free(struct work *w)
 	free(w->rs_cycle);
 	free(w->rs_unit);
 	free(w->ustamp);
+	free(w->skip);
 	free(w->g);
 }
 
@@ -727,10 +766,11 @@ static int work_new(struct work *w, const struct phases_event *ev, size_t n, siz
 	w->rs_cycle = malloc((nrs ? nrs : 1) * sizeof *w->rs_cycle);
 	w->rs_unit = malloc((nrs ? nrs : 1) * sizeof *w->rs_unit);
 	w->ustamp = calloc(m, sizeof *w->ustamp);
+	w->skip = calloc(m, sizeof *w->skip);
 	w->g = malloc(m * sizeof *w->g);
 	if (!w->ag || !w->rs || !w->id || !w->rs_before || !w->z || !w->first || !w->plist || !w->cnt || !w->stamp ||
 	    !w->used || !w->cstart || !w->fstart || !w->bpos || !w->rs_in || !w->bwd_in || !w->rec_in || !w->again || !w->total || !w->kstamp ||
-	    !w->kval || !w->rs_cycle || !w->rs_unit || !w->ustamp || !w->g)
+	    !w->kval || !w->rs_cycle || !w->rs_unit || !w->ustamp || !w->skip || !w->g)
 		return -ENOMEM;
 	size_t a = 0, r = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -758,53 +798,97 @@ static int float_dtype(uint8_t d)
 	return d == FSS_DTYPE_FLOAT16 || d == FSS_DTYPE_BFLOAT16 || d == FSS_DTYPE_FLOAT32 || d == FSS_DTYPE_FLOAT64;
 }
 
-/* Every prefix S that may be a forward, parsed; the best into g. Returns 1
- * when one holds. */
-static int choose(struct work *w, struct phases_gather *g, uint32_t *best_u, struct score *best)
+/* S = the gathers [lead, lead + u): its keys and sizes, one gather at a
+ * time (s_add) from none (s_reset). */
+static void s_reset(struct work *w)
 {
-	int found = 0, all_equal = 1;
-	uint8_t s_float = FSS_DTYPE_UNKNOWN;
+	memset(w->cnt, 0, w->nag * sizeof *w->cnt);
 	w->s_dtypes = 0;
 	w->s_min = UINT64_MAX;
 	w->s_max = 0;
-	for (uint32_t u = 1; u <= w->nag; u++) {
-		uint32_t i = u - 1;
-		if (w->rs_before[i] != 0)
-			break; /* S ends before the first reduction */
-		w->cnt[w->id[i]]++;
-		all_equal &= w->id[i] == w->id[0];
-		if (w->cnt[w->id[0]] > 1 && !all_equal)
-			break; /* S would begin with a key it holds again: that is two passes */
-		const struct phases_event *e = &w->ev[w->ag[i]];
-		if (float_dtype(e->dtype)) {
-			if (s_float != FSS_DTYPE_UNKNOWN && e->dtype != s_float)
-				break; /* one model's units travel in one floating dtype */
-			s_float = e->dtype;
+}
+
+static void s_add(struct work *w, uint32_t i)
+{
+	const struct phases_event *e = &w->ev[w->ag[i]];
+	w->cnt[w->id[i]]++;
+	w->s_dtypes |= e->dtype < 32 ? 1u << e->dtype : 0;
+	if (e->elements < w->s_min)
+		w->s_min = e->elements;
+	if (e->elements > w->s_max)
+		w->s_max = e->elements;
+}
+
+/* Where S may begin: at the step's first gather, or where the gathers that
+ * open the step change floating dtype (a weight sync of fp32 parameters
+ * before a bf16 forward: the step is cut after the last reduction). */
+static uint32_t leads(const struct work *w, uint32_t *out)
+{
+	uint32_t n = 0;
+	out[n++] = 0;
+	uint8_t first = FSS_DTYPE_UNKNOWN;
+	for (uint32_t i = 0; i < w->nag && w->rs_before[i] == 0; i++) {
+		uint8_t d = w->ev[w->ag[i]].dtype;
+		if (!float_dtype(d))
+			continue;
+		if (first == FSS_DTYPE_UNKNOWN) {
+			first = d;
+		} else if (d != first) {
+			out[n++] = i;
+			break;
 		}
-		w->s_dtypes |= e->dtype < 32 ? 1u << e->dtype : 0;
-		if (e->elements < w->s_min)
-			w->s_min = e->elements;
-		if (e->elements > w->s_max)
-			w->s_max = e->elements;
-		uint32_t nc = 0;
-		struct score sc;
-		if (!parse_with(w, u, &nc, &sc))
-			continue;
-		/* the costlier evidence only where it can decide */
-		if (found && best->violations == 0 &&
-		    (sc.irregular > best->irregular ||
-		     (sc.irregular == best->irregular && sc.unexplained > best->unexplained + best->unmatched)))
-			continue;
-		struct evidence ev;
-		evidence(w, u, &ev);
-		sc.violations = ev.violations;
-		sc.unmatched = ev.unmatched;
-		if (found && !score_better(&sc, best))
-			continue;
-		found = 1;
-		*best = sc;
-		*best_u = u;
-		memcpy(g, w->g, w->nag * sizeof *g);
+	}
+	return n;
+}
+
+/* Every prefix S that may be a forward, from every lead, parsed; the best
+ * into g. Returns 1 when one holds. */
+static int choose(struct work *w, struct phases_gather *g, uint32_t *best_lead, uint32_t *best_u, struct score *best)
+{
+	int found = 0;
+	uint32_t lead[2], nlead = leads(w, lead);
+	for (uint32_t l = 0; l < nlead; l++) {
+		int all_equal = 1;
+		uint8_t s_float = FSS_DTYPE_UNKNOWN;
+		start_at(w, lead[l]);
+		s_reset(w);
+		for (uint32_t u = 1; lead[l] + u <= w->nag; u++) {
+			uint32_t i = lead[l] + u - 1, first = w->id[lead[l]];
+			if (w->rs_before[i] != 0)
+				break; /* S ends before the first reduction */
+			all_equal &= w->id[i] == first;
+			uint8_t d = w->ev[w->ag[i]].dtype;
+			if (float_dtype(d)) {
+				if (s_float != FSS_DTYPE_UNKNOWN && d != s_float)
+					break; /* one model's units travel in one floating dtype */
+				s_float = d;
+			}
+			s_add(w, i);
+			if (w->cnt[first] > 1 && !all_equal)
+				break; /* S would begin with a key it holds again: that is two passes */
+			uint32_t nc = 0;
+			struct score sc;
+			if (!parse_with(w, u, &nc, &sc))
+				continue;
+			/* the costlier evidence only where it can decide */
+			if (found && best->violations == 0 && best->misplaced == 0 &&
+			    (sc.irregular > best->irregular ||
+			     (sc.irregular == best->irregular &&
+			      sc.unexplained + sc.implicit > best->unexplained + best->unmatched + best->implicit)))
+				continue;
+			struct evidence ev;
+			evidence(w, u, &ev);
+			sc.violations = ev.violations;
+			sc.misplaced = ev.misplaced;
+			sc.unmatched = ev.unmatched;
+			if (found && !score_better(&sc, best))
+				continue;
+			found = 1;
+			*best = sc;
+			*best_lead = lead[l];
+			*best_u = u;
+			memcpy(g, w->g, w->nag * sizeof *g);
+		}
 	}
 	return found;
 }
@@ -828,28 +912,19 @@ int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *
 	int rc = work_new(&w, ev, n, nag, nrs);
 	if (rc < 0)
 		goto done;
-	uint32_t u = 0, nc = 0;
+	uint32_t lead = 0, u = 0, nc = 0;
 	struct score best = {0};
-	if (!choose(&w, g, &u, &best)) {
+	if (!choose(&w, g, &lead, &u, &best)) {
 		out->status = PHASES_NO_PARSE;
 		out->reductions = (uint32_t)nrs;
 		out->reductions_fit = 1;
 		goto done;
 	}
 	/* the chosen parse again, for its figures */
-	memset(w.cnt, 0, nag * sizeof *w.cnt);
-	w.s_dtypes = 0;
-	w.s_min = UINT64_MAX;
-	w.s_max = 0;
-	for (uint32_t i = 0; i < u; i++) {
-		const struct phases_event *e = &ev[w.ag[i]];
-		w.cnt[w.id[i]]++;
-		w.s_dtypes |= e->dtype < 32 ? 1u << e->dtype : 0;
-		if (e->elements < w.s_min)
-			w.s_min = e->elements;
-		if (e->elements > w.s_max)
-			w.s_max = e->elements;
-	}
+	start_at(&w, lead);
+	s_reset(&w);
+	for (uint32_t i = lead; i < lead + u; i++)
+		s_add(&w, i);
 	struct score sc;
 	struct evidence e;
 	parse_with(&w, u, &nc, &sc);

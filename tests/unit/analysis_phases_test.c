@@ -633,6 +633,32 @@ static void test_weight_sync(void **state)
 	free(g);
 }
 
+/* The same weight sync where the step is cut to begin after the last
+ * reduction: the fp32 gathers open the step, before the bf16 forward. S
+ * begins where the floating dtype changes; the sync stays no unit. */
+static void test_weight_sync_opens_step(void **state)
+{
+	(void)state;
+	struct stream *s = calloc(1, sizeof *s);
+	struct phases_gather *g = calloc(MAXEV, sizeof *g);
+	for (int p = 0; p < 20; p++)
+		ag_dtype(s, p % 5 == 0 ? BLOCK : 64 + 4 * (uint64_t)p, 4, FSS_DTYPE_FLOAT32);
+	microbatch(s, 6, 1, 1, 0, 4);
+	struct phases_result r = parse(s, g);
+	assert_int_equal(r.status, PHASES_OK);
+	assert_int_equal(r.units, 7);
+	assert_int_equal(r.cycles, 1);
+	assert_int_equal(r.step_gathers, 20);
+	assert_int_equal(r.backward_allgathers, 6);
+	assert_int_equal(r.matched_reductions, 7);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(g[i].step_gather, 1);
+	assert_int_equal(g[20].unit, 0);
+	assert_int_equal(g[20].phase, ANALYSIS_PHASE_FORWARD);
+	free(s);
+	free(g);
+}
+
 /* Compiler bucketing (inductor's all-gather and reduce-scatter bucketing):
  * two blocks per gather and per reduction. The units are the buckets. */
 static void test_compiler_buckets(void **state)
@@ -740,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_deferred_regather_rounds),
 		cmocka_unit_test(test_two_models_and_metrics),
 		cmocka_unit_test(test_weight_sync),
+		cmocka_unit_test(test_weight_sync_opens_step),
 		cmocka_unit_test(test_compiler_buckets),
 		cmocka_unit_test(test_float8),
 		cmocka_unit_test(test_forward_passes_in_a_row),
