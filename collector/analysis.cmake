@@ -16,6 +16,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
+  ${CMAKE_CURRENT_LIST_DIR}/comm_roles_fsdp.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_calls.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_gpu.c

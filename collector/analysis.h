@@ -87,6 +87,11 @@ enum analysis_comm_role {
 	ANALYSIS_ROLE_ONE_OFF = 9,         /* only before the first step, or now and then: init broadcasts,
 	                                      checkpoint planning */
 	ANALYSIS_ROLE_IDLE = 10,           /* no collective (a parent that was only split, say) */
+	ANALYSIS_ROLE_CONTEXT_PARALLEL = 11, /* activation collectives on a sub-group of the FSDP group, inside its
+	                                      units: k / v gathers and their reduce-scatters, ring rotations of
+	                                      k / v and their gradients */
+	ANALYSIS_ROLE_ALL_TO_ALL = 12,     /* all-to-all (to every peer of the group in one call) that no router and
+	                                      no expert group explain: Ulysses-style sequence parallel, say */
 	ANALYSIS_ROLE_MAX
 };
 
@@ -714,7 +719,8 @@ const char *analysis_exposure_source_name(enum analysis_exposure_source s);
 const char *analysis_phase_name(int phase);
 const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
- * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
+ * "expert-parallel", "allreduce", "step", "one-off", "idle", "context-parallel", "all-to-all",
+ * "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
  * "no-reduce-scatter", "unknown-pattern", "incomplete", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);

@@ -46,7 +46,7 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_is_fsdp(ev[i].role)) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_event_primary(&ev[i])) {
 			if (with_index)
 				idx = gi;
 			gi++;

@@ -272,7 +272,7 @@ static int summary_phases(struct step_summary *s, const struct tl_event *ev, siz
 	size_t npe = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct ev_info *in = &s->info[i];
-		in->fsdp = (uint8_t)comm_roles_is_fsdp(ev[i].role);
+		in->fsdp = (uint8_t)comm_roles_event_primary(&ev[i]);
 		in->in_steps = (uint8_t)comm_roles_in_steps(ev[i].role);
 		in->cycle = in->unit = -1;
 		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
