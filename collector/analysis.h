@@ -649,6 +649,50 @@ struct analysis_flight {
 	struct analysis_mismatch mismatches[ANALYSIS_MISMATCHES_MAX]; /* earliest first */
 };
 
+/* One FSDP group of the job (docs/report-schema.md, "fsdp_groups"): a
+ * communicator whose gathers move parameters, with the re-gather group that
+ * serves it. A job may have several: an MoE's routed experts fully sharded
+ * on their own mesh beside the dense part (torchtitan's efsdp). The first
+ * is the primary, the one whose gathers move the most bytes: the top-level
+ * per_step, units, reshard, gathers table and exposure are its figures, and
+ * its entry repeats them. The ledger is the job's: the groups' shares
+ * (params ... transient_bytes_per_rank) add up to it. Counts are of the
+ * typical step; times of the representative step (exposure.step). */
+#define ANALYSIS_FSDP_GROUPS_MAX 4
+struct analysis_fsdp_group {
+	int32_t comm;                 /* index into comms of its shard communicator */
+	int32_t regather_comm;        /* index into comms of its re-gather communicator, -1 */
+	int32_t nranks;               /* ranks of its shard communicator */
+	uint32_t allgathers;          /* AllGather events per step, its re-gather group's included */
+	uint32_t allgather_calls;
+	uint32_t forward_allgathers;  /* of them, forward ones (phases: structure) */
+	uint32_t backward_allgathers;
+	uint32_t reduce_scatters;     /* ReduceScatter events per step */
+	int32_t phase_source;         /* enum analysis_phase_source: its gathers parsed into forward / backward */
+	uint32_t microbatches;        /* its training cycles per step (0: phases not told) */
+	uint32_t forward_units;       /* forward gathers of one training cycle: its units */
+	uint32_t repeating_units;     /* L: copies of the repeat among them */
+	uint32_t gathers_per_unit;    /* k: gathers per copy (1: wrapped per block) */
+	uint32_t reserved;
+	struct analysis_reshard_info reshard; /* read from its own backward gathers */
+	uint64_t gathered_bytes_per_step;     /* wire bytes its gathers move (what makes the primary) */
+	int32_t exposure_measured;    /* 1: the figures below were measured; 0: not (no compute timing, or
+	                                 its gathers' figures were kept for another rank) */
+	uint32_t exposed_gathers;     /* its gather events of the step with a cause other than hidden */
+	uint64_t allgather_ns_per_step;
+	uint64_t exposed_allgather_ns_per_step;
+	uint64_t compute_wait_ns_per_step;
+	/* its share of the ledger */
+	uint64_t params;              /* forward gathered elements of a training cycle x degree */
+	uint32_t degree;              /* the factor: the tensor-parallel degree for the primary; for another
+	                                 group beside an expert-parallel communicator, that one's ranks (each
+	                                 holds its share of the experts); else 1 */
+	uint32_t ledger_ranks;        /* ranks x degree: what its parameters are sharded over */
+	uint64_t largest_unit_params; /* its largest forward gather */
+	uint64_t persistent_bytes_per_rank;
+	uint64_t transient_bytes_per_rank;
+};
+
 struct analysis_result {
 	const char *schema;         /* ANALYSIS_SCHEMA */
 	uint32_t ranks;             /* ranks (sources with collectives) */
@@ -703,6 +747,9 @@ struct analysis_result {
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
 	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
+	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
+	uint32_t reserved6;
+	struct analysis_fsdp_group fsdp_groups[ANALYSIS_FSDP_GROUPS_MAX]; /* the primary first */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */

@@ -10,6 +10,7 @@
 #include "collector/analyze_comms.h"
 #include "collector/analyze_exposure.h"
 #include "collector/analyze_finish.h"
+#include "collector/analyze_groups.h"
 #include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
@@ -371,7 +372,7 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	int marker = 0;
 	for (size_t i = 0; i < st->nev && !marker; i++)
 		marker = st->tinfo[i].in_steps &&
-			 !(st->tinfo[i].fsdp &&
+			 !((st->tinfo[i].fsdp || st->tinfo[i].fsdp_group) &&
 			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&
 			 st->tev[i].role != ANALYSIS_ROLE_REPLICATE;
 	mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
@@ -475,6 +476,8 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 			    r->comms[i].nranks, r->headline_rank);
 			break;
 		}
+	if (analyze_groups_fill(in->opt, rank_state_source(h), rank_state_comms(h), st, r) < 0)
+		return -ENOMEM;
 	fill_exposure(in->opt, st, r);
 	headline_notes(st, tot, r);
 	return 0;
