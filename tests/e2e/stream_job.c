@@ -135,7 +135,9 @@ static void sj_usage(FILE *out)
 		"              --sync-module-states, --checkpoint-wrapper[=reentrant|no-reentrant]\n"
 		"  zero3       DeepSpeed ZeRO-3: --bucket E (200000), --gather flat|coalesced,\n"
 		"              --persistence E (1024), --max-reuse E (1000000), --max-live E (1000000),\n"
-		"              --reduce-bucket E (1700000), --init-broadcast\n"
+		"              --reduce-bucket E (1700000), --init-broadcast; ZeRO++: --qwz (quantized\n"
+		"              weights), --hpz G (secondary partition on nodes of G ranks), --qgz\n"
+		"              (quantized gradients, with --hpz: all-to-alls across the nodes)\n"
 		"  pp          pipeline stages x FSDP2 on dp: --pp P (2), --microbatches M (4), --clip\n"
 		"\n"
 		"common: --nranks N (2), --steps S (5), --layers L (4), --wrap block|linear (block),\n"
@@ -159,7 +161,8 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		O_SETUP = 256, O_NRANKS, O_STEPS, O_LAYERS, O_WRAP, O_NVTX, O_TRUTH, O_LOG, O_COMPUTE, O_ACCUM,
 		O_NO_SYNC, O_CLIP, O_TORCHTITAN, O_RESHARD_LAST, O_TP, O_NO_LOSS_PARALLEL, O_SHARD, O_SYNC_STATES,
 		O_CHECKPOINT, O_BUCKET, O_GATHER, O_PERSISTENCE, O_MAX_REUSE, O_MAX_LIVE, O_REDUCE_BUCKET,
-		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP
+		O_INIT_BCAST, O_PP, O_MICROBATCHES, O_HELP,
+		O_QWZ, O_HPZ, O_QGZ
 	};
 	static const struct option longopts[] = {
 	    {"setup", required_argument, NULL, O_SETUP},
@@ -191,6 +194,9 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 	    {"pp", required_argument, NULL, O_PP},
 	    {"microbatches", required_argument, NULL, O_MICROBATCHES},
 	    {"help", no_argument, NULL, O_HELP},
+	    {"qwz", no_argument, NULL, O_QWZ},
+	    {"hpz", required_argument, NULL, O_HPZ},
+	    {"qgz", no_argument, NULL, O_QGZ},
 	    {NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof *o);
@@ -342,6 +348,19 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 			o->microbatches = (int)sj_parse_long(optarg, "--microbatches", 1);
 			pp_opts = 1;
 			break;
+		case O_QWZ:
+			o->qwz = 1;
+			zero3_opts = 1;
+			break;
+		case O_HPZ:
+			o->hpz = (int)sj_parse_long(optarg, "--hpz", 1);
+			o->hpz = o->hpz == 1 ? 0 : o->hpz; /* zero_hpz_partition_size 1: off */
+			zero3_opts = 1;
+			break;
+		case O_QGZ:
+			o->qgz = 1;
+			zero3_opts = 1;
+			break;
 		case O_HELP:
 			sj_usage(stdout);
 			exit(0);
@@ -387,6 +406,14 @@ static void sj_parse(int argc, char **argv, struct sj_options *o)
 		sj_die("--tp %d must divide --nranks %d and the model's sizes", o->tp, o->nranks);
 	if (s == SETUP_PP && (o->nranks % o->pp || o->layers % o->pp))
 		sj_die("--pp %d must divide --nranks %d and --layers %d", o->pp, o->nranks, o->layers);
+	if (o->hpz > o->nranks) /* _create_zero_param_parallel_group: min(size, world) */
+		o->hpz = o->nranks;
+	if (o->hpz && o->nranks % o->hpz)
+		sj_die("--hpz %d must divide --nranks %d", o->hpz, o->nranks);
+	if (o->qgz && !o->hpz)
+		sj_die("--qgz needs --hpz G: its nodes are groups of G ranks (GPUs per node)");
+	if (o->qwz && o->gather_coalesced)
+		sj_die("--qwz gathers flat (int8 values, then scales): not with --gather coalesced");
 	if (s == SETUP_FSDP1_HSDP) {
 		if (!given_shard)
 			o->shard = o->nranks >= 4 ? o->nranks / 2 : o->nranks;

@@ -27,6 +27,10 @@ if(TARGET fss_nccl_cpu)
       "fsdp1_hsdp_n4:--setup;fsdp1-hsdp;--nranks;4;--sync-module-states;--checkpoint-wrapper"
       "zero3_n4:--setup;zero3;--nranks;4"
       "zero3_coalesced_n2:--setup;zero3;--nranks;2;--gather;coalesced"
+      "zero3_qwz_n2:--setup;zero3;--nranks;2;--qwz"
+      "zero3_hpz_world_qgz_n2:--setup;zero3;--nranks;2;--hpz;2;--qgz"
+      "zero3_zeropp_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2"
+      "zero3_zeropp_qgz_n4:--setup;zero3;--nranks;4;--qwz;--hpz;2;--qgz"
       "pp_n4:--setup;pp;--nranks;4")
     string(REPLACE ":" ";" parts "${spec}")
     list(GET parts 0 name)

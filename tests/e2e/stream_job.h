@@ -90,6 +90,9 @@ struct sj_options {
 	int gather_coalesced, init_broadcast;
 	/* pp */
 	int pp, microbatches;
+	/* zero3: ZeRO++ (zero_quantized_weights, zero_hpz_partition_size,
+	 * zero_quantized_gradients; 0: off) */
+	int qwz, hpz, qgz;
 };
 
 

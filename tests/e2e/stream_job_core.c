@@ -72,6 +72,8 @@ const char *sj_dtype_name(ncclDataType_t dt)
 		return "fp64";
 	case ncclInt64:
 		return "int64";
+	case ncclInt8:
+		return "int8";
 	default:
 		return "?";
 	}

@@ -17,10 +17,12 @@ enum z3_mode { Z3_INVALID, Z3_RECORD, Z3_COMPLETE };
 
 struct z3_param {
 	size_t numel; /* ds_numel */
+	size_t rows, cols; /* ds_shape: [out, in] of a Linear or an embedding; cols = 0 for a vector */
 	int persist;  /* ds_persist: numel <= stage3_param_persistence_threshold */
 	enum z3_status status;
 	int active;   /* in ds_active_sub_modules of a running module */
 	int64_t most_recent_fetched_for; /* __most_recent_step_id_param_fetched_for */
+	int secondary; /* hpZ: ds_secondary_tensor is set (partitioned since the last optimizer step) */
 };
 
 struct z3_module {
@@ -38,9 +40,22 @@ struct z3_trace_entry {
 	int64_t step_id;
 };
 
+/* ZeRO++ fetches of one step beyond what the job's tally counts (the job
+ * counts the world's parameter gathers, one per value AllGather). */
+struct z3_extra_tally {
+	int hpz_fetches;     /* fetch events on the hpZ group (a value + scale pair once) */
+	int hpz_backward;    /* of them, issued by backward hooks */
+	int quantized;       /* fetch events sent as int8 values + fp32 scales, both groups */
+	int calls;           /* their ncclAllGather calls the job does not count: scales, hpZ values */
+	int qgz_tensors;     /* gradient tensors reduced by qgZ's all-to-alls */
+};
+
 struct sj_zero3 {
 	struct sj_job *job;
 	struct sj_comm *comm;
+	struct sj_comm *hpz;   /* zero_hpz_partition_size > 1: the intra-node group of the secondary partition */
+	struct sj_comm *a2a_local, *a2a_global; /* qgZ across nodes: this node's ranks; one rank per node */
+	struct z3_extra_tally cur, last;
 	struct z3_param *params;
 	int nparams;
 	struct z3_module *modules;
@@ -61,11 +76,14 @@ struct sj_zero3 {
 	int *scratch;
 };
 
-static int z3_add_param(struct sj_zero3 *z, size_t numel)
+static int z3_add_param(struct sj_zero3 *z, size_t rows, size_t cols)
 {
 	struct z3_param *p = &z->params[z->nparams];
 	memset(p, 0, sizeof *p);
+	size_t numel = cols ? rows * cols : rows;
 	p->numel = numel;
+	p->rows = rows;
+	p->cols = cols;
 	p->persist = (long)numel <= z->job->opt->persistence;
 	return z->nparams++;
 }
@@ -109,24 +127,24 @@ static void z3_build(struct sj_zero3 *z)
 		sj_die("out of memory");
 	/* Parameters in creation order (ds_id). */
 	size_t H = SJ_HIDDEN, F = SJ_FFN, V = SJ_VOCAB;
-	int p_embed = z3_add_param(z, V * H);
+	int p_embed = z3_add_param(z, V, H);
 	int *lp = malloc((size_t)L * 9 * sizeof *lp);
 	if (!lp)
 		sj_die("out of memory");
 	for (int l = 0; l < L; l++) {
 		int *q = &lp[l * 9];
-		q[0] = z3_add_param(z, H * H); /* q_proj */
-		q[1] = z3_add_param(z, H * H); /* k_proj */
-		q[2] = z3_add_param(z, H * H); /* v_proj */
-		q[3] = z3_add_param(z, H * H); /* o_proj */
-		q[4] = z3_add_param(z, F * H); /* gate_proj */
-		q[5] = z3_add_param(z, F * H); /* up_proj */
-		q[6] = z3_add_param(z, H * F); /* down_proj */
-		q[7] = z3_add_param(z, H);     /* input_layernorm */
-		q[8] = z3_add_param(z, H);     /* post_attention_layernorm */
+		q[0] = z3_add_param(z, H, H); /* q_proj */
+		q[1] = z3_add_param(z, H, H); /* k_proj */
+		q[2] = z3_add_param(z, H, H); /* v_proj */
+		q[3] = z3_add_param(z, H, H); /* o_proj */
+		q[4] = z3_add_param(z, F, H); /* gate_proj */
+		q[5] = z3_add_param(z, F, H); /* up_proj */
+		q[6] = z3_add_param(z, H, F); /* down_proj */
+		q[7] = z3_add_param(z, H, 0); /* input_layernorm */
+		q[8] = z3_add_param(z, H, 0); /* post_attention_layernorm */
 	}
-	int p_norm = z3_add_param(z, H);
-	int p_head = z3_add_param(z, V * H);
+	int p_norm = z3_add_param(z, H, 0);
+	int p_head = z3_add_param(z, V, H);
 
 	int root = z3_add_module(z, -1), model = z3_add_module(z, -1);
 	int embed = z3_add_module(z, p_embed), rotary = z3_add_module(z, -1);
@@ -241,30 +259,108 @@ static void z3_free(struct sj_zero3 *z)
 	free(z->scratch);
 }
 
-/* all_gather_coalesced of a set of parameters, sorted by ds_id: flat, one
- * ncclAllGather of the concatenated partitions (one parameter: its own
- * padded partition); coalesced, one ncclAllGather per parameter inside one
- * group (PyTorch's coalescing manager). */
+/* CUDAQuantizer.quantize's group count for a tensor of numel elements
+ * (partition_parameters.py): one fp32 scale per group, groups of at most
+ * 16k elements, numel a multiple of 8 x groups (DeepSpeed asserts it). */
+static size_t z3_quant_groups(size_t numel)
+{
+	const size_t target = 8000;
+	size_t groups = sj_ceil_div(numel, target);
+	while (groups < numel && numel % (8 * groups))
+		groups++;
+	while (numel % (16 * groups) == 0 && numel / groups > target)
+		groups *= 2;
+	if (numel % (8 * groups) || numel / groups >= 16000 || numel <= groups)
+		sj_die("--qwz: a partition of %zu elements cannot be quantized (DeepSpeed asserts a multiple of 8 "
+		       "per group): choose --nranks and --hpz that divide the model's sizes",
+		       numel);
+	return groups;
+}
+
+/* Elements of p this rank sends: its primary partition ceil(numel / N)
+ * (ds_tensor), or, from the secondary partition, the world-aligned tensor
+ * split over the hpZ group (ds_secondary_tensor, _partition_param_sec). */
+static size_t z3_partition(const struct sj_zero3 *z, int p, int secondary)
+{
+	size_t N = (size_t)z->comm->nranks, part = sj_ceil_div(z->params[p].numel, N);
+	return secondary ? part * N / (size_t)z->hpz->nranks : part;
+}
+
+/* all_gather_coalesced of parameters of one partition (sorted by ds_id) on
+ * comm. Flat: one ncclAllGather of the concatenated partitions (one
+ * parameter: its own, _all_gather_sequential); quantized (qwZ), the int8
+ * values and then their fp32 scales, two ungrouped AllGathers; coalesced,
+ * one ncclAllGather per parameter inside one group (PyTorch's coalescing
+ * manager). Only the world's value gathers carry kind: the hpZ group's and
+ * the scales are counted here. */
+static void z3_gather_on(struct sj_zero3 *z, struct sj_comm *comm, const int *list, int n, enum sj_kind kind)
+{
+	int secondary = comm == z->hpz;
+	enum sj_kind k = secondary ? KIND_OTHER : kind;
+	size_t count = 0;
+	for (int i = 0; i < n; i++)
+		count += z3_partition(z, list[i], secondary);
+	if (z->job->opt->gather_coalesced) {
+		sj_group_start(z->job);
+		for (int i = 0; i < n; i++)
+			sj_allgather(z->job, comm, z3_partition(z, list[i], secondary), ncclBfloat16, k);
+		sj_group_end(z->job);
+		z->cur.calls += secondary ? n : 0;
+	} else if (z->job->opt->qwz) {
+		sj_allgather(z->job, comm, count, ncclInt8, k);
+		sj_allgather(z->job, comm, z3_quant_groups(count), ncclFloat32, KIND_OTHER);
+		z->cur.calls += secondary ? 2 : 1;
+		z->cur.quantized++;
+	} else {
+		sj_allgather(z->job, comm, count, ncclBfloat16, k);
+		z->cur.calls += secondary;
+	}
+	z->cur.hpz_fetches += secondary;
+	z->cur.hpz_backward += secondary && kind == KIND_PARAM_BACKWARD;
+}
+
+/* The coordinator's __all_gather_params_: with hpZ, the parameters that
+ * hold a secondary partition are gathered from it on the intra-node group,
+ * the others from their primary partition on the world, in that order. */
 static void z3_gather(struct sj_zero3 *z, const int *list, int n, enum sj_kind kind)
 {
 	if (n == 0)
 		return;
-	size_t N = (size_t)z->comm->nranks;
-	if (z->job->opt->gather_coalesced) {
-		sj_group_start(z->job);
-		for (int i = 0; i < n; i++)
-			sj_allgather(z->job, z->comm, sj_ceil_div(z->params[list[i]].numel, N), ncclBfloat16, kind);
-		sj_group_end(z->job);
+	if (z->hpz) {
+		int *from_secondary = malloc((size_t)n * sizeof *from_secondary), ns = 0;
+		int *from_primary = malloc((size_t)n * sizeof *from_primary), np = 0;
+		if (!from_secondary || !from_primary)
+			sj_die("out of memory");
+		for (int i = 0; i < n; i++) {
+			if (z->params[list[i]].secondary)
+				from_secondary[ns++] = list[i];
+			else
+				from_primary[np++] = list[i];
+		}
+		if (ns)
+			z3_gather_on(z, z->hpz, from_secondary, ns, kind);
+		if (np)
+			z3_gather_on(z, z->comm, from_primary, np, kind);
+		free(from_secondary);
+		free(from_primary);
 	} else {
-		size_t count = 0;
-		for (int i = 0; i < n; i++)
-			count += sj_ceil_div(z->params[list[i]].numel, N);
-		sj_allgather(z->job, z->comm, count, ncclBfloat16, kind);
+		z3_gather_on(z, z->comm, list, n, kind);
 	}
 	for (int i = 0; i < n; i++) {
 		z->params[list[i]].status = Z3_AVAILABLE;
 		z->n_available += (long)z->params[list[i]].numel;
 	}
+}
+
+/* Partitioning a gathered parameter: with hpZ, _partition_param_sec copies
+ * the gathered tensor's slice into the secondary partition, a local copy
+ * (no collective). */
+static void z3_partition_param(struct sj_zero3 *z, struct z3_param *q)
+{
+	q->status = Z3_NOT_AVAILABLE;
+	z->n_available -= (long)q->numel;
+	if (z->hpz)
+		q->secondary = 1;
 }
 
 /* PartitionedParameterCoordinator.fetch_sub_module */
@@ -348,18 +444,64 @@ static void z3_release(struct sj_zero3 *z, int module)
 			traversed += (long)z->params[r].numel;
 		}
 	}
-	if (release && q->status == Z3_AVAILABLE && !q->active) {
-		q->status = Z3_NOT_AVAILABLE;
-		z->n_available -= (long)q->numel;
+	if (release && q->status == Z3_AVAILABLE && !q->active)
+		z3_partition_param(z, q);
+}
+
+/* dist.all_to_all_single of total elements, equal splits: PyTorch's
+ * all2all_single_equal_split, one group of a Send and a Recv to every peer,
+ * itself included (ncclAllToAll where NCCL has it). */
+static void z3_all_to_all(struct sj_zero3 *z, struct sj_comm *c, size_t total, ncclDataType_t dt)
+{
+	size_t per_peer = total / (size_t)c->nranks;
+	if (total % (size_t)c->nranks)
+		sj_die("--qgz: %zu elements do not split over %d ranks", total, c->nranks);
+	sj_group_start(z->job);
+	for (int r = 0; r < c->nranks && per_peer; r++) {
+		sj_send(z->job, c, per_peer, dt, r);
+		sj_recv(z->job, c, per_peer, dt, r);
+	}
+	sj_group_end(z->job);
+}
+
+/* qgZ (coalesced_collectives.py all_to_all_quant_reduce), tensor by
+ * tensor of the bucket: a vector, or a tensor that 2 x world does not
+ * divide, is reduce-scattered alone on the world; any other is quantized
+ * to int4 (two values a byte) with one fp32 scale per group of
+ * max(rows, cols, world) groups, exchanged inside the node (values, then
+ * scales), reduced and requantized (groups / ranks per node), then
+ * exchanged across nodes. */
+static void z3_quant_reduce(struct sj_zero3 *z)
+{
+	size_t N = (size_t)z->comm->nranks, local = (size_t)z->a2a_local->nranks;
+	for (int i = 0; i < z->nbucket; i++) {
+		const struct z3_param *q = &z->params[z->bucket[i]];
+		if (!q->cols || q->numel % (2 * N)) {
+			sj_reduce_scatter(z->job, z->comm, sj_ceil_div(q->numel, N), ncclBfloat16, KIND_GRAD);
+			continue;
+		}
+		size_t groups = q->rows > q->cols ? q->rows : q->cols;
+		groups = groups > N ? groups : N;
+		z3_all_to_all(z, z->a2a_local, q->numel / 2, ncclInt8);
+		z3_all_to_all(z, z->a2a_local, groups, ncclFloat32);
+		z3_all_to_all(z, z->a2a_global, q->numel / 2 / local, ncclInt8);
+		z3_all_to_all(z, z->a2a_global, groups / local, ncclFloat32);
+		z->cur.qgz_tensors++;
 	}
 }
 
 /* reduce_scatter_coalesced of the IPG bucket: one ncclReduceScatter of the
- * interleaved padded partitions. */
+ * interleaved padded partitions (qgZ across nodes: z3_quant_reduce). */
 static void z3_flush_bucket(struct sj_zero3 *z)
 {
 	if (!z->nbucket)
 		return;
+	if (z->a2a_local) {
+		z3_quant_reduce(z);
+		z->nbucket = 0;
+		z->bucket_elements = 0;
+		return;
+	}
 	size_t N = (size_t)z->comm->nranks, count = 0;
 	for (int i = 0; i < z->nbucket; i++)
 		count += sj_ceil_div(z->params[z->bucket[i]].numel, N);
@@ -430,12 +572,46 @@ static void z3_run_events(struct sj_zero3 *z, const struct z3_event *ev, int n, 
 	}
 }
 
+/* ZeRO++'s keys of the truth (stream_job.md, zero3 with --qwz / --hpz). */
+static void z3_zeropp_truth(const struct sj_zero3 *z, struct sj_truth *t)
+{
+	const struct sj_tally *l = &z->job->last;
+	sj_truth_extra(t, "\"hpz_partition_size\": %d", z->hpz ? z->hpz->nranks : 1);
+	sj_truth_extra(t, "\"hpz_fetches\": %d", z->last.hpz_fetches);
+	sj_truth_extra(t, "\"quantized_fetches\": %d", z->last.quantized);
+	if (z->job->opt->qgz)
+		sj_truth_extra(t, "\"qgz_tensors\": %d", z->last.qgz_tensors);
+	sj_note(t,
+		"ZeRO++: %d fetch events on the world (%d forward, %d backward, the rest persistent) and %d on the "
+		"%d-rank hpZ group (%d backward)%s",
+		l->param_gathers, l->forward_gathers, l->backward_gathers, z->last.hpz_fetches,
+		z->hpz ? z->hpz->nranks : 0, z->last.hpz_backward,
+		z->job->opt->qwz ? "; a quantized fetch is two AllGathers, int8 values then fp32 scales, one fetch"
+				 : "");
+	if (z->a2a_local)
+		sj_note(t,
+			"qgZ: %d gradient tensors reduced by 4 all-to-alls each (values and scales inside the node of %d "
+			"ranks, then across the nodes), the %d others (vectors) by a ReduceScatter each on the world",
+			z->last.qgz_tensors, z->a2a_local->nranks, l->grad_reduce_scatters);
+}
+
 void run_zero3(struct sj_job *j, struct sj_truth *t)
 {
 	const struct sj_options *o = j->opt;
 	struct sj_comm *world = sj_comm_world(j, ROLE_FSDP, "world");
 	struct sj_zero3 z = {.job = j, .comm = world, .mode = Z3_INVALID};
+	if (o->hpz) /* groups._create_zero_param_parallel_group: consecutive ranks */
+		z.hpz = sj_comm_split(j, world, j->rank / o->hpz, ROLE_FSDP_REGATHER, "hpz");
+	if (o->qgz && o->hpz < o->nranks) {
+		/* groups._get_local_all_to_all_group, nodes of --hpz ranks: local_i
+		 * (a node), global_i (rank i of every node); one node: no groups,
+		 * the buckets are reduce-scattered as without qgZ. */
+		z.a2a_local = sj_comm_split(j, world, j->rank / o->hpz, ROLE_ALL_TO_ALL, "a2a-local");
+		z.a2a_global = sj_comm_split(j, world, j->rank % o->hpz, ROLE_ALL_TO_ALL, "a2a-global");
+	}
 	z3_build(&z);
+	for (int i = 0; i < z.nparams; i++) /* zero.Init partitions both copies of every parameter */
+		z.params[i].secondary = z.hpz != NULL;
 	for (int i = 0; i < z.nparams; i++)
 		t->params += z.params[i].numel;
 	j->phase = "init";
@@ -447,6 +623,7 @@ void run_zero3(struct sj_job *j, struct sj_truth *t)
 		persistent += z.params[i].persist;
 	for (int s = 0; s < o->steps; s++) {
 		sj_step_begin(j, s);
+		memset(&z.cur, 0, sizeof z.cur);
 		z3_reset_step(&z);
 		z3_run_events(&z, z.fwd, z.nfwd, 1);
 		j->phase = "backward";
@@ -457,10 +634,8 @@ void run_zero3(struct sj_job *j, struct sj_truth *t)
 		 * the overflow check; get_grad_norm_direct all-reduces the squared
 		 * norm (fp64, one element) on the dp group. */
 		for (int i = 0; i < z.nparams; i++)
-			if (z.params[i].status == Z3_AVAILABLE) {
-				z.params[i].status = Z3_NOT_AVAILABLE;
-				z.n_available -= (long)z.params[i].numel;
-			}
+			if (z.params[i].status == Z3_AVAILABLE)
+				z3_partition_param(&z, &z.params[i]);
 		sj_allreduce(j, world, 1, ncclFloat64, ncclSum, 1);
 		sj_compute(j, 1);
 		/* _post_step: persistent_parameters[0].all_gather(...): one
@@ -482,13 +657,19 @@ void run_zero3(struct sj_job *j, struct sj_truth *t)
 			for (int i = 0; i < n; i++)
 				z.params[list[i]].status = Z3_AVAILABLE;
 		}
+		/* _post_step: invalidate_secondary_tensor, after the persistent
+		 * gather (which reads the primary partition): the next forward
+		 * fetches from the world. */
+		for (int i = 0; i < z.nparams; i++)
+			z.params[i].secondary = 0;
 		sj_step_end(j);
+		z.last = z.cur;
 	}
 	const struct sj_tally *l = &j->last;
 	t->bucketed = 1;
 	t->fsdp_allgathers = l->param_gathers;
-	t->fetches = l->param_gathers;
-	t->calls = l->param_gather_calls;
+	t->fetches = l->param_gathers + z.last.hpz_fetches;
+	t->calls = l->param_gather_calls + z.last.calls;
 	t->reduce_scatters = l->grad_reduce_scatters;
 	t->microbatches = 1;
 	t->microbatches_told = o->nvtx || l->step_marks > 0;
@@ -498,6 +679,8 @@ void run_zero3(struct sj_job *j, struct sj_truth *t)
 		"trace and fetches on demand, step 1 starts with 3 trace Broadcasts",
 		l->forward_gathers, l->backward_gathers, persistent,
 		o->gather_coalesced ? "one group" : "one ungrouped AllGather each");
+	if (o->hpz || o->qwz || o->qgz)
+		z3_zeropp_truth(&z, t);
 	z3_free(&z);
 }
 
