@@ -252,6 +252,8 @@ static void write_buckets(struct jw *w, const struct analysis_result *a)
 	jw_u64(w, "reduce_sizes_matching", b->reduce_sizes_matching);
 	jw_u64(w, "reduce_elements_per_step", b->reduce_elements_per_step);
 	jw_u64(w, "reduce_elements_max", b->reduce_elements_max);
+	jw_u64(w, "regather_fetches_per_step", b->regather_fetches_per_step);
+	jw_u64(w, "quantized_fetches_per_step", b->quantized_fetches_per_step);
 	jw_close(w, '}');
 }
 

@@ -411,6 +411,11 @@ struct analysis_buckets {
 	uint32_t reduce_sizes_matching;   /* of them, matched one to one to gathers of their size (FSDP: all) */
 	uint64_t reduce_elements_per_step;/* reduced elements: every parameter's gradient once, P */
 	uint64_t reduce_elements_max;
+	uint32_t regather_fetches_per_step;  /* of the fetches, those on the re-gather communicator (ZeRO++ hpZ:
+	                                        backward fetches from the secondary partition) */
+	uint32_t quantized_fetches_per_step; /* of the fetches, those sent as 8-bit values and their scales (ZeRO++
+	                                        qwZ): two AllGathers, one fetch (the scales' elements and calls
+	                                        apart from the elements per fetch, in the calls) */
 };
 
 /* One rank's figures (medians over its analysed steps). */

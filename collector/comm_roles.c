@@ -260,7 +260,12 @@ static uint8_t role_point_to_point(const struct roles_work *w, size_t c, const u
 	const struct comm_stat *s = &w->st[c];
 	uint32_t a2a = s->a2a, p2p = s->p2p + s->ops[FSS_OP_ALLTOALL], ag = s->ops[FSS_OP_ALLGATHER];
 	if (a2a * 2 >= p2p) {
-		if (w->ngroups >= 2 || s->a2a_counts) {
+		/* a router exchanges counts once per dispatch, a few elements per
+		 * peer, before the tokens (torchtitan's _token_count_exchange);
+		 * ZeRO++'s qgZ follows each tensor's values by its scales: half
+		 * its all-to-alls small, after a large one */
+		int router = s->a2a_counts && s->a2a_counts * 3 <= a2a;
+		if (w->ngroups >= 2 || router) {
 			snprintf(why, ANALYSIS_NOTE_BYTES,
 				 "%u all-to-alls of %u events (every peer in one call)%s: token dispatch and combine",
 				 a2a, s->events,
@@ -344,17 +349,26 @@ static uint8_t role_by_ops(const struct roles_work *w, size_t c, const uint8_t *
 	return ANALYSIS_ROLE_UNKNOWN;
 }
 
+static uint64_t largest(const uint64_t *v, uint32_t n)
+{
+	uint64_t m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i] > m)
+			m = v[i];
+	return m;
+}
+
 /* Re-gathers of FSDP group g on communicator c (only AllGathers, on a
  * group dividing g's): of the sizes g gathers (reshard_after_forward = G),
  * or of g's dtypes and never in the middle of g's forward (ZeRO++'s hpZ
  * fetches from the secondary partition, in backward, of buckets other than
- * the forward's). Returns 1 with the evidence, 0. */
+ * the forward's; with one node its group has the world's ranks). Returns 1
+ * with the evidence, 0. */
 static int regathers_of(const struct roles_work *w, size_t c, uint32_t g, uint8_t *prev, uint8_t *next, char *why)
 {
 	const struct comm_stat *s = &w->st[c], *f = &w->st[w->groups[g]];
 	const struct tl_comm *m = &w->src->comms[c], *fm = &w->src->comms[w->groups[g]];
-	if (!s->nag || s->ops[FSS_OP_REDUCESCATTER] || m->nranks <= 0 || m->nranks >= fm->nranks ||
-	    fm->nranks % m->nranks != 0)
+	if (!s->nag || s->ops[FSS_OP_REDUCESCATTER] || (int)c == w->groups[g] || !roles_subgroup(m, fm))
 		return 0;
 	uint32_t match = 0, inside = 0;
 	for (uint32_t i = 0; i < s->nag; i++)
@@ -363,15 +377,16 @@ static int regathers_of(const struct roles_work *w, size_t c, uint32_t g, uint8_
 				match++;
 				break;
 			}
-	if (match == s->nag) {
+	if (match == s->nag && m->nranks < fm->nranks) {
 		snprintf(why, ANALYSIS_NOTE_BYTES,
 			 "%u AllGathers on %d of the FSDP group's %d ranks, of sizes it gathers: re-gathers of units "
 			 "resharded to groups",
 			 s->nag, m->nranks, fm->nranks);
 		return 1;
 	}
-	if (s->nag < 2 || (s->ag_dtypes & ~f->ag_dtypes) || s->p2p || s->ops[FSS_OP_ALLTOALL])
-		return 0;
+	if (s->nag < 2 || (s->ag_dtypes & ~f->ag_dtypes) || s->p2p || s->ops[FSS_OP_ALLTOALL] ||
+	    largest(s->ag_elements, s->nag) * 8 < largest(f->ag_elements, f->nag))
+		return 0; /* parameter fetches, not a few metrics gathered on a group of the same ranks */
 	roles_neighbour_ops(w, w->groups[g], prev, next);
 	for (size_t i = 0; i < w->n; i++)
 		inside += w->ev[i].comm_slot == c && w->ev[i].op == FSS_OP_ALLGATHER && prev[i] == FSS_OP_ALLGATHER &&
