@@ -57,8 +57,7 @@ static ncclResult_t api_check_op(const struct op *op)
 	size_t es = reduce_dtype_size((int)op->dtype);
 	if (es == 0)
 		return api_invalid(ncclInvalidArgument, fn,
-				   "datatype not supported (the fp8 types and values outside "
-				   "ncclDataType_t are not)");
+				   "datatype not supported (a value outside ncclDataType_t)");
 	if (op_reduces(op->kind) && !reduce_op_valid((int)op->redop))
 		return api_invalid(ncclInvalidArgument, fn,
 				   "op must be ncclSum, ncclProd, ncclMax, ncclMin or ncclAvg");

@@ -1,6 +1,7 @@
 /* fsdp_ref/nccl_cpu/reduce.c: datatypes and the deterministic reduction. */
 #include "fsdp_ref/nccl_cpu/reduce.h"
 
+#include <math.h>
 #include <string.h>
 
 size_t reduce_dtype_size(int dtype)
@@ -8,6 +9,8 @@ size_t reduce_dtype_size(int dtype)
 	switch (dtype) {
 	case ncclInt8:
 	case ncclUint8:
+	case ncclFloat8e4m3:
+	case ncclFloat8e5m2:
 		return 1;
 	case ncclFloat16:
 	case ncclBfloat16:
@@ -20,7 +23,7 @@ size_t reduce_dtype_size(int dtype)
 	case ncclUint64:
 	case ncclFloat64:
 		return 8;
-	default: /* fp8 and anything unknown */
+	default: /* anything outside ncclDataType_t */
 		return 0;
 	}
 }
@@ -98,6 +101,87 @@ uint16_t reduce_float_to_bf16(float f)
 		return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN, sign kept */
 	x += 0x7fffu + ((x >> 16) & 1u);	      /* round to nearest, ties to even */
 	return (uint16_t)(x >> 16);
+}
+
+/* The two fp8 formats of NCCL 2.24+ (CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2):
+ * e4m3 has bias 7, no infinities and one NaN per sign (S.1111.111), so its
+ * largest finite value is 448; e5m2 has bias 15 and IEEE infinities and
+ * NaNs (largest finite 57344). */
+struct fp8_format {
+	int mbits, bias;
+	uint8_t max_code; /* largest finite magnitude */
+};
+static const struct fp8_format fp8_e4m3 = {3, 7, 0x7e};
+static const struct fp8_format fp8_e5m2 = {2, 15, 0x7b};
+
+static float fp8_to_float(const struct fp8_format *fmt, uint8_t b)
+{
+	int mbits = fmt->mbits, ebits = 7 - mbits;
+	int e = (b >> mbits) & ((1 << ebits) - 1), m = b & ((1 << mbits) - 1);
+	float v;
+	if (fmt == &fp8_e4m3 && (b & 0x7f) == 0x7f)
+		v = NAN;
+	else if (fmt == &fp8_e5m2 && e == 31)
+		v = m ? NAN : INFINITY;
+	else if (e == 0)
+		v = ldexpf((float)m, 1 - fmt->bias - mbits);
+	else
+		v = ldexpf((float)((1 << mbits) + m), e - fmt->bias - mbits);
+	return (b & 0x80) ? -v : v;
+}
+
+/* Round to nearest even and saturate to the largest finite value (CUDA's
+ * __NV_SATFINITE, which the __nv_fp8 constructors use); NaN stays NaN. */
+static uint8_t float_to_fp8(const struct fp8_format *fmt, float f)
+{
+	uint8_t sign = signbit(f) ? 0x80 : 0;
+	if (isnan(f))
+		return (uint8_t)(sign | 0x7f);
+	float a = fabsf(f), max = fp8_to_float(fmt, fmt->max_code);
+	if (a == 0)
+		return sign;
+	if (a >= max)
+		return (uint8_t)(sign | fmt->max_code);
+	int mbits = fmt->mbits, e;
+	frexpf(a, &e); /* a = m 2^e, m in [0.5, 1) */
+	int exp = e - 1 < 1 - fmt->bias ? 1 - fmt->bias : e - 1;
+	/* a / ulp is below 2^(mbits + 1): exact in a float, and nearbyintf
+	 * rounds it to nearest even in the default rounding mode */
+	unsigned q = (unsigned)nearbyintf(ldexpf(a, mbits - exp));
+	unsigned code = (unsigned)(exp + fmt->bias - 1) * (1u << mbits) + q; /* q > 2^mbits - 1 carries into the exponent */
+	if (code > fmt->max_code)
+		code = fmt->max_code;
+	return (uint8_t)(sign | code);
+}
+
+float reduce_fp8_to_float(ncclDataType_t dtype, uint8_t b)
+{
+	return fp8_to_float(dtype == ncclFloat8e5m2 ? &fp8_e5m2 : &fp8_e4m3, b);
+}
+
+uint8_t reduce_float_to_fp8(ncclDataType_t dtype, float f)
+{
+	return float_to_fp8(dtype == ncclFloat8e5m2 ? &fp8_e5m2 : &fp8_e4m3, f);
+}
+
+static inline float e4m3_load(uint8_t b)
+{
+	return fp8_to_float(&fp8_e4m3, b);
+}
+
+static inline uint8_t e4m3_store(float f)
+{
+	return float_to_fp8(&fp8_e4m3, f);
+}
+
+static inline float e5m2_load(uint8_t b)
+{
+	return fp8_to_float(&fp8_e5m2, b);
+}
+
+static inline uint8_t e5m2_store(float f)
+{
+	return float_to_fp8(&fp8_e5m2, f);
 }
 
 /* Elements per block: the accumulator stays in L1 while every source
@@ -190,6 +274,8 @@ DEFINE_REDUCE(reduce_f32, float, float, IDENTITY, IDENTITY, F_ADD, F_MUL, F32_DI
 DEFINE_REDUCE(reduce_f64, double, double, IDENTITY, IDENTITY, F_ADD, F_MUL, F64_DIV)
 DEFINE_REDUCE(reduce_f16, uint16_t, float, reduce_half_to_float, reduce_float_to_half, F_ADD, F_MUL, F32_DIV)
 DEFINE_REDUCE(reduce_bf16, uint16_t, float, reduce_bf16_to_float, reduce_float_to_bf16, F_ADD, F_MUL, F32_DIV)
+DEFINE_REDUCE(reduce_e4m3, uint8_t, float, e4m3_load, e4m3_store, F_ADD, F_MUL, F32_DIV)
+DEFINE_REDUCE(reduce_e5m2, uint8_t, float, e5m2_load, e5m2_store, F_ADD, F_MUL, F32_DIV)
 
 void reduce_run(ncclDataType_t dtype, ncclRedOp_t op, int nsrc, const void *const *src, void *dst, size_t count,
 		int divisor)
@@ -224,6 +310,12 @@ void reduce_run(ncclDataType_t dtype, ncclRedOp_t op, int nsrc, const void *cons
 		break;
 	case ncclBfloat16:
 		reduce_bf16(op, nsrc, src, dst, count, divisor);
+		break;
+	case ncclFloat8e4m3:
+		reduce_e4m3(op, nsrc, src, dst, count, divisor);
+		break;
+	case ncclFloat8e5m2:
+		reduce_e5m2(op, nsrc, src, dst, count, divisor);
 		break;
 	default:
 		break; /* rejected by the caller's argument check */

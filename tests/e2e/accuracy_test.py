@@ -175,6 +175,12 @@ STREAM_SAMPLE = [
     ("stream-zero3-coalesced-nvtx", "--setup zero3 --nranks 2 --gather coalesced --nvtx"),
     ("stream-zero3-hpz", "--setup zero3 --nranks 4 --hpz 2"),
     ("stream-pp-clip", "--setup pp --nranks 4 --clip"),
+    ("stream-ddp-fsdp", "--setup ddp-fsdp --nranks 2"),
+    ("stream-tp-seq", "--setup tp --nranks 4 --seq-lens 256,192,256,128"),
+    ("stream-cp-sdpa-alltoall-world", "--setup cp --nranks 2 --attention sdpa --rotate alltoall"),
+    ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
+    ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
+    ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),
 ]
 
 
@@ -188,16 +194,37 @@ def stream_full():
                        "--checkpoint-wrapper=no-reentrant"],
         "zero3": ["", "--gather coalesced", "--init-broadcast", "--bucket 0", "--qwz", "--hpz 2", "--qwz --hpz 2",
                   "--qwz --hpz 2 --qgz", "--hpz 2 --gather coalesced"],
-        "pp": ["", "--clip", "--microbatches 2"],
+        "pp": ["", "--clip", "--microbatches 2", "--virtual-stages 2 --layers 8",
+               "--virtual-stages 2 --layers 8 --clip", "--virtual-stages 2 --layers 8 --microbatches 2"],
+        "tp-seq": ["--seq-lens 256,192,256,128", "--seq-lens 256,192,256,128 --no-loss-parallel",
+                   "--seq-lens 128,256 --accum 2 --no-sync"],
+        "dpo": ["", "--ref-wrap model"],
+        "distill": [""],
+        "rl": ["", "--sync-every 1", "--sync-every 3 --log-probs"],
+        "ddp-fsdp": ["", "--block-reshard"],
+        "cp": ["", "--attention sdpa", "--attention sdpa --rotate alltoall", "--cp 4"],
+        "ulysses": ["", "--sp 4"],
+        "moe": ["", "--experts 4", "--experts 2", "--ep 4"],
+        # FSDP2 variants (tests/e2e/stream_job_fsdp2_variants.c)
+        "float8": ["", "--float8-dynamic", "--clip", "--reshard-last-block", "--wrap linear",
+                   "--wrap linear --nccl-fp8"],
+        "lora": ["", "--accum 2", "--clip", "--lora-rank 16"],
+        "frozen": ["--frozen 2", "--frozen 2 --frozen-embeddings", "--frozen-embeddings", "--frozen 1 --frozen-root",
+                   "--frozen-root --clip", "--frozen 4"],
+        "deferred": ["--accum 2", "--accum 3 --clip", "--accum-schedule 2,3", "--accum 3 --reshard-after-forward false",
+                     "--accum-schedule 2,3 --reshard-after-forward false",
+                     "--accum-schedule 2,3 --reshard-after-forward false --clip"],
+        "simplefsdp": ["", "--bucket-blocks 1", "--layers 6 --bucket-blocks 3", "--layers 6 --clip"],
     }
     out = []
     for setup, vs in variants.items():
         for v, n, nvtx in itertools.product(vs, [2, 4], [False, True]):
-            if setup in ("tp", "pp") and n < 4:
+            if (setup in ("tp", "pp", "tp-seq") or any(w in v for w in ("--cp 4", "--sp 4", "--ep 4"))) and n < 4:
                 continue
-            name = "stream-%s-n%d%s%s" % (setup, n, ("-" + v.replace("--", "").replace(" ", "-")) if v else "",
-                                          "-nvtx" if nvtx else "")
-            out.append((name, "--setup %s --nranks %d %s%s" % (setup, n, v, " --nvtx" if nvtx else "")))
+            tag = v.replace("--", "").replace(" ", "-").replace(",", "-")
+            name = "stream-%s-n%d%s%s" % (setup, n, ("-" + tag) if v else "", "-nvtx" if nvtx else "")
+            out.append((name, "--setup %s --nranks %d %s%s" % ("tp" if setup == "tp-seq" else setup, n, v,
+                                                               " --nvtx" if nvtx else "")))
     return out
 
 
@@ -207,6 +234,30 @@ STREAM_PENDING = [
     ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
     ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
     ("stream-zero3-zeropp-qgz", "--setup zero3 --nranks 4 --qwz --hpz 2 --qgz"),
+    ("stream-dpo", "--setup dpo --nranks 2"),
+    ("stream-dpo-ref-model-nvtx", "--setup dpo --nranks 4 --ref-wrap model --nvtx"),
+    ("stream-distill", "--setup distill --nranks 2"),
+    ("stream-rl-sync2-logprobs", "--setup rl --nranks 2 --sync-every 2 --log-probs"),
+    ("stream-rl-sync1-nvtx", "--setup rl --nranks 4 --sync-every 1 --nvtx"),
+    ("stream-ddp-fsdp-reshard-nvtx", "--setup ddp-fsdp --nranks 4 --block-reshard --nvtx"),
+    ("stream-pp-interleaved-clip", "--setup pp --nranks 4 --virtual-stages 2 --layers 8 --clip"),
+    ("stream-cp-flex", "--setup cp --nranks 4"),
+    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
+    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
+    ("stream-ulysses", "--setup ulysses --nranks 4"),
+    ("stream-cp-flex-world", "--setup cp --nranks 2"),
+    ("stream-moe", "--setup moe --nranks 4"),
+    ("stream-moe-ep-world", "--setup moe --nranks 2"),
+    # FSDP2 variants (stream_job_fsdp2_variants.c)
+    ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
+    ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
+    ("stream-lora-accum", "--setup lora --nranks 4 --accum 2"),
+    ("stream-frozen-blocks", "--setup frozen --nranks 2 --frozen 2"),
+    ("stream-frozen-embeddings-root-first", "--setup frozen --nranks 4 --frozen-embeddings"),
+    ("stream-frozen-prefix-no-backward", "--setup frozen --nranks 4 --frozen 2 --frozen-embeddings"),
+    ("stream-frozen-root", "--setup frozen --nranks 2 --frozen 1 --frozen-root"),
+    ("stream-deferred-regather-clip", "--setup deferred --nranks 2 --accum 3 --clip"),
+    ("stream-deferred-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3"),
 ]
 
 
@@ -250,6 +301,157 @@ def comms_against_truth(d, t, scale=1):
             fails.append("communicator %s (%s, %d ranks): per step %s, the report has %s" % (
                 c["name"], c["role"], c["nranks"], c["per_step"], [dict(g[2]) for g in mine] or "none of that role"))
     return fails
+
+
+def dtypes_against_truth(d, t):
+    """float8: the dtypes of the FSDP group's parameter gathers and gradient
+    reductions (truth fsdp_gather_dtypes, fsdp_reduce_dtypes: a ncclUint8
+    gather of bytes beside bf16 ones) against report --json's sizes."""
+    fails = []
+    for key, field in (("fsdp_gather_dtypes", "allgather_dtypes"), ("fsdp_reduce_dtypes", "reduce_scatter_dtypes")):
+        if key in t and (d.get("sizes") or {}).get(field) is not None:
+            if sorted(d["sizes"][field]) != sorted(t[key]):
+                fails.append("%s: %s, the job says %s" % (field, sorted(d["sizes"][field]), sorted(t[key])))
+    return fails
+
+
+def trainable_against_truth(d, t):
+    """Frozen parameters: the parameters that get gradients (truth
+    trainable_params) against the ledger's trainable_params, where the report
+    has that field."""
+    if "trainable_params" in t and "trainable_params" in (d.get("ledger") or {}):
+        if d["ledger"]["trainable_params"] != t["trainable_params"]:
+            return ["trainable parameters %r, the job says %r" % (d["ledger"]["trainable_params"],
+                                                                  t["trainable_params"])]
+    return []
+
+
+def reductions_against_truth(d, t):
+    """Frozen parameters: the units reduced per step and those gathered but
+    never reduced (truth reduced_units, unreduced_units) against the report's
+    units, where it has those fields."""
+    fails = []
+    for key in ("reduced_units", "unreduced_units"):
+        if key in t and key in (d.get("units") or {}) and d["units"][key] != t[key]:
+            fails.append("%s: %r, the job says %r" % (key, d["units"][key], t[key]))
+    return fails
+
+
+def countable_against_truth(d, t):
+    """Deferred reductions: whether the FSDP group's stream can show the
+    micro-batches (truth microbatches_countable) against the report's
+    microbatches.countable, where it has that field."""
+    mb = d.get("microbatches") or {}
+    if "microbatches_countable" in t and "countable" in mb and mb["countable"] != t["microbatches_countable"]:
+        return ["micro-batches countable %r, the job says %r" % (mb["countable"], t["microbatches_countable"])]
+    return []
+
+
+def buckets_against_truth(d, t):
+    """Compiler bucketing: blocks per bucketed gather (truth
+    blocks_per_bucket) against the report's units.blocks_per_unit, where it
+    has that field; the units themselves are the standard keys."""
+    u = d.get("units") or {}
+    if "blocks_per_bucket" in t and "blocks_per_unit" in u and u["blocks_per_unit"] != t["blocks_per_bucket"]:
+        return ["blocks per unit %r, the job says %r" % (u["blocks_per_unit"], t["blocks_per_bucket"])]
+    return []
+
+
+def forward_only_against_truth(d, t):
+    """Forward-only passes inside a step (a reference model, a teacher, log-probs)
+    against microbatches.forward_only, and the models gathered per step where
+    the report counts them."""
+    fails = []
+    mb = d.get("microbatches") or {}
+    if "forward_only_passes" in t and mb.get("forward_only") != t["forward_only_passes"]:
+        fails.append("forward-only passes per step: %r, the job says %d" % (mb.get("forward_only"),
+                                                                         t["forward_only_passes"]))
+    if "models" in t and "models" in d and d["models"] != t["models"]:
+        fails.append("models: %r, the job says %d" % (d["models"], t["models"]))
+    return fails
+
+
+def fsdp_groups_against_truth(d, t):
+    """Truth "fsdp_groups" (one per FSDP group: ranks, parameter AllGathers
+    and ReduceScatters per step, units; the primary, most parameter bytes
+    gathered, first) against report --json's fsdp_groups[], where the report
+    has that array: the same groups, in the same order, with the same counts."""
+    if "fsdp_groups" not in t or "fsdp_groups" not in d:
+        return []
+    fails = []
+
+    def counts(g):
+        ps = g.get("per_step") or {}
+        units = g.get("units")
+        if isinstance(units, dict):
+            units = units.get("units", units.get("count"))
+        return (g.get("nranks"), g.get("allgathers", ps.get("allgathers")),
+                g.get("reduce_scatters", ps.get("reduce_scatters")), units)
+
+    want = [(g["nranks"], g["allgathers"], g["reduce_scatters"], g["units"]) for g in t["fsdp_groups"]]
+    got = [counts(g) for g in d["fsdp_groups"]]
+    if got != want:
+        fails.append("FSDP groups (ranks, AllGathers, ReduceScatters, units), primary first: %s, the job says %s" % (
+            got, want))
+    return fails
+
+
+def step_allgathers_against_truth(d, t):
+    """AllGathers per step on the FSDP communicator that gather no parameter
+    (metrics), where the report counts them apart."""
+    ps = d.get("per_step") or {}
+    if "step_allgathers" not in t or "step_allgathers" not in ps:
+        return []
+    if ps["step_allgathers"] != t["step_allgathers"]:
+        return ["AllGathers per step that gather no parameter: %r, the job says %d" % (ps["step_allgathers"],
+                                                                                    t["step_allgathers"])]
+    return []
+
+
+def sync_against_truth(d, t):
+    """Weight syncs outside the steps: every sync's gathers are events outside
+    the analysed steps of the FSDP communicator (the steps seen are the training
+    steps: check_stream's own check)."""
+    if "sync_allgathers" not in t:
+        return []
+    fsdp = [c for c in d["communicators"] if c["role"] == "fsdp"]
+    outside = fsdp[0]["outside_steps"] if fsdp else 0
+    need = t["sync_allgathers"] * t["syncs"]
+    if outside < need:
+        return ["weight sync: %d events outside the steps on the FSDP communicator, the job made %d syncs of %d "
+                "gathers outside them" % (outside, t["syncs"], t["sync_allgathers"])]
+    return []
+
+
+def ddp_buckets_against_truth(d, t):
+    """DDP's gradient-bucket AllReduces beside fully_shard: the per-step
+    all-reduces of the data-parallel side."""
+    if "ddp_buckets" not in t:
+        return []
+    got = (d.get("per_step") or {}).get("allreduces")
+    if got != t["ddp_buckets"]:
+        return ["DDP bucket AllReduces per step: %r, the job says %d" % (got, t["ddp_buckets"])]
+    return []
+
+
+def tp_sizes_against_truth(d, t):
+    """A sequence that changes every step: the tensor-parallel group's sizes
+    vary, where the report says whether they do."""
+    if "tp_sizes_vary" not in t:
+        return []
+    fails = []
+    for c in d["communicators"]:
+        if c["role"] == "tensor-parallel" and "sizes_vary" in c and c["sizes_vary"] != t["tp_sizes_vary"]:
+            fails.append("tensor-parallel sizes vary: %r, the job says %r" % (c["sizes_vary"], t["tp_sizes_vary"]))
+    return fails
+
+
+def extra_keys_against_truth(d, t):
+    """The keys a setup adds to the truth (stream_job.md, each setup's Counting)."""
+    return (forward_only_against_truth(d, t) + step_allgathers_against_truth(d, t) + sync_against_truth(d, t) +
+            ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t) +
+            dtypes_against_truth(d, t) + trainable_against_truth(d, t) + reductions_against_truth(d, t) +
+            countable_against_truth(d, t) + buckets_against_truth(d, t))
 
 
 def check_stream(name, fsdpscope, trace, truth_path, tally):
@@ -301,7 +503,9 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
             want("gathers per unit", d["units"]["gathers_per_unit"], t["gathers_per_unit"])
             want("reshard_after_forward", d["reshard_after_forward"], t["reshard"])
             want("tensor-parallel degree", d["tp_degree"], t["tp_degree"])
-            if "--setup tp" not in name and "--setup pp" not in name and t["setup"] not in ("tp", "pp"):
+            # P is the whole model's: a TP or pipeline rank, or an EP rank (its
+            # share of the experts), gathers only part of it
+            if "--setup tp" not in name and "--setup pp" not in name and t["setup"] not in ("tp", "pp", "moe"):
                 want("P", d["ledger"]["params"], t["params"])
         roles = {}
         for c in d["communicators"]:
@@ -309,6 +513,7 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
                 roles[c["role"]] = roles.get(c["role"], 0) + 1
         want("roles", roles, t["roles"])
         fails += comms_against_truth(d, t, scale)
+        fails += extra_keys_against_truth(d, t)
         for rule in t["errors"]:
             if f.get(rule) != "error":
                 fails.append("expected finding %s error, got %s" % (rule, f.get(rule)))

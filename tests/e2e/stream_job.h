@@ -66,7 +66,13 @@ static inline size_t sj_ceil_div(size_t a, size_t b)
 
 /* ---- options ---------------------------------------------------------------- */
 
-enum sj_setup { SETUP_FSDP2, SETUP_TP, SETUP_FSDP1_HSDP, SETUP_ZERO3, SETUP_PP };
+enum sj_setup {
+	SETUP_FSDP2, SETUP_TP, SETUP_FSDP1_HSDP, SETUP_ZERO3, SETUP_PP,
+	SETUP_DPO, SETUP_DISTILL, SETUP_RL, SETUP_DDP_FSDP, /* stream_job_models.c, stream_job_ddp.c */
+	SETUP_CP, SETUP_ULYSSES, SETUP_MOE,                 /* stream_job_cp.c, stream_job_moe.c */
+	/* FSDP2 variants (stream_job_fsdp2_variants.c) */
+	SETUP_FLOAT8, SETUP_LORA, SETUP_FROZEN, SETUP_DEFERRED, SETUP_SIMPLEFSDP,
+};
 
 enum sj_checkpoint { CKPT_NONE = 0, CKPT_REENTRANT = 1, CKPT_NO_REENTRANT = 2 };
 
@@ -90,9 +96,31 @@ struct sj_options {
 	int gather_coalesced, init_broadcast;
 	/* pp */
 	int pp, microbatches;
+	/* FSDP2 variants (stream_job_fsdp2_variants.c, stream_job.md) */
+	int nccl_fp8, float8_dynamic;              /* float8 */
+	int lora_rank;                             /* lora */
+	int frozen_blocks, frozen_embeddings, frozen_root; /* frozen */
+	int keep_after_forward;                    /* deferred: reshard_after_forward=False */
+	int schedule[16], nschedule;               /* deferred: micro-batches of step s: schedule[s % n] */
+	int bucket_blocks;                         /* simplefsdp */
 	/* zero3: ZeRO++ (zero_quantized_weights, zero_hpz_partition_size,
 	 * zero_quantized_gradients; 0: off) */
 	int qwz, hpz, qgz;
+	/* two models in a step, weight sync, DDP beside FSDP, TP with a changing
+	 * sequence, interleaved pipeline stages (stream_job_models.c,
+	 * stream_job_ddp.c, stream_job_tp_seq.c, stream_job_pp.c) */
+	int ref_wrap_model;      /* dpo: the reference model is one unit (TRL's prepare_fsdp under FSDP2) */
+	int sync_every;          /* rl: weight sync to the rollout engine before every N-th step */
+	int log_probs;           /* rl: a forward-only log-prob pass in each step */
+	int block_reshard;       /* ddp-fsdp: fully_shard(block, reshard_after_forward=True) */
+	int seq_lens[8], nseq;   /* tp: tokens per sequence, step by step (cycled) */
+	int virtual_stages;      /* pp: model chunks per rank (ScheduleInterleaved1F1B) */
+	/* cp (stream_job_cp.c): --cp C, --attention flex|sdpa, --rotate allgather|alltoall */
+	int cp, attention_sdpa, rotate_alltoall;
+	/* ulysses (stream_job_cp.c): --sp S */
+	int sp;
+	/* moe (stream_job_moe.c): --ep E, --experts X */
+	int ep, experts;
 };
 
 
@@ -227,6 +255,12 @@ void sj_truth_init(struct sj_truth *t);
 void sj_json_int(FILE *f, const char *key, int v, int last);
 void sj_json_string(FILE *f, const char *key, const char *v, int last);
 void sj_truth_write(const struct sj_job *j, const struct sj_truth *t);
+/* sj_alltoall - one all_to_all as PyTorch issues it over NCCL without
+ * ncclAlltoAll (torch/csrc/cuda/nccl.cpp all2all*, NCCL < 2.28): one
+ * ncclGroupStart/End holding, for every rank r of c in order (itself
+ * included), a Send of send[r] and a Recv of recv[r] elements, zero
+ * counts included. Not inside an open group. */
+void sj_alltoall(struct sj_job *j, struct sj_comm *c, const size_t *send, const size_t *recv, ncclDataType_t dt);
 
 /* ---- FSDP2 (stream_job_fsdp2.c), which tp and pp build on ---------------------- */
 
@@ -250,6 +284,14 @@ struct sj_unit {
 	int post_forward_index;
 	/* bookkeeping of the current step */
 	int forward_gathers, backward_gathers;
+	/* what the unit moves: the gather's dtype and send count (bytes as
+	 * ncclUint8 when its parameters' gather dtypes differ), and the
+	 * ReduceScatter's count: the padded shards of the parameters that get
+	 * a gradient (0: none, no ReduceScatter) */
+	ncclDataType_t gather_dtype;
+	size_t gather_send, reduce_count;
+	int float8_weights; /* float8 weights: one amax AllReduce each before a gather with dynamic scaling */
+	int reduce_scatters; /* of the current step */
 };
 
 struct sj_fsdp2 {
@@ -268,6 +310,9 @@ struct sj_fsdp2 {
 	int reshard_after_backward;/* set_reshard_after_backward */
 	size_t activation_count;   /* TP: sequence-parallel activation elements per rank, B x S/T x H */
 	uint64_t model_params;     /* P: every unit's parameters, all TP shards together */
+	int not_primary;           /* a second FSDP group (MoE experts): its calls are KIND_OTHER */
+	int float8_dynamic_amax;   /* torchao's dynamic scaling: amax AllReduces before each gather */
+	ncclDataType_t reduce_dtype; /* MixedPrecisionPolicy.reduce_dtype (fp32), or the parameters' dtype */
 };
 void fsdp2_init(struct sj_fsdp2 *f, struct sj_job *j, struct sj_comm *comm, struct sj_comm *tp, int max_units,
 		       int forwards_per_backward);
@@ -297,5 +342,21 @@ void run_tp(struct sj_job *j, struct sj_truth *t);
 void run_pp(struct sj_job *j, struct sj_truth *t);
 void run_fsdp1_hsdp(struct sj_job *j, struct sj_truth *t);
 void run_zero3(struct sj_job *j, struct sj_truth *t);
+void run_dpo(struct sj_job *j, struct sj_truth *t);
+void run_distill(struct sj_job *j, struct sj_truth *t);
+void run_rl(struct sj_job *j, struct sj_truth *t);
+void run_ddp_fsdp(struct sj_job *j, struct sj_truth *t);
+void run_tp_seq(struct sj_job *j, struct sj_truth *t);
+void run_cp(struct sj_job *j, struct sj_truth *t);
+void run_ulysses(struct sj_job *j, struct sj_truth *t);
+void run_moe(struct sj_job *j, struct sj_truth *t);
+void run_float8(struct sj_job *j, struct sj_truth *t);
+void run_lora(struct sj_job *j, struct sj_truth *t);
+void run_frozen(struct sj_job *j, struct sj_truth *t);
+void run_deferred(struct sj_job *j, struct sj_truth *t);
+void run_simplefsdp(struct sj_job *j, struct sj_truth *t);
+/* sj_variant_options_check - dies when an option of the FSDP2 variants
+ * does not apply to the setup (stream_job_fsdp2_variants.c). */
+void sj_variant_options_check(const struct sj_options *o);
 
 #endif

@@ -74,6 +74,10 @@ const char *sj_dtype_name(ncclDataType_t dt)
 		return "int64";
 	case ncclInt8:
 		return "int8";
+	case ncclUint8:
+		return "uint8";
+	case ncclFloat8e4m3:
+		return "fp8e4m3";
 	default:
 		return "?";
 	}
@@ -475,3 +479,13 @@ void sj_truth_write(const struct sj_job *j, const struct sj_truth *t)
 		sj_die("cannot rename %s to %s: %s", tmp, o->truth_path, strerror(errno));
 }
 
+
+void sj_alltoall(struct sj_job *j, struct sj_comm *c, const size_t *send, const size_t *recv, ncclDataType_t dt)
+{
+	sj_group_start(j);
+	for (int r = 0; r < c->nranks; r++) {
+		sj_send(j, c, send[r], dt, r);
+		sj_recv(j, c, recv[r], dt, r);
+	}
+	sj_group_end(j);
+}

@@ -26,6 +26,7 @@ void fsdp2_init(struct sj_fsdp2 *f, struct sj_job *j, struct sj_comm *comm, stru
 		f->block_first[b] = -1;
 	f->forward_prefetch = 1;
 	f->reduce_grads = 1;
+	f->reduce_dtype = ncclFloat32;
 	f->reshard_after_backward = 1;
 	f->activation_count = (size_t)SJ_BATCH * SJ_SEQ / (size_t)f->tp_degree * SJ_HIDDEN;
 }
@@ -49,6 +50,7 @@ int fsdp2_add_unit(struct sj_fsdp2 *f, const char *name, int block, const struct
 	u->block = block;
 	u->reshard = reshard;
 	u->has_params = nparams > 0;
+	u->gather_dtype = ncclBfloat16;
 	for (int i = 0; i < nparams; i++) {
 		const struct sj_param *p = params[i];
 		size_t rows = p->rows, cols = p->cols;
@@ -64,6 +66,7 @@ int fsdp2_add_unit(struct sj_fsdp2 *f, const char *name, int block, const struct
 			u->norm_params++;
 		f->model_params += p->rows * p->cols;
 	}
+	u->gather_send = u->reduce_count = u->gather_count;
 	if (block >= 0 && f->block_first[block] < 0)
 		f->block_first[block] = f->nunits;
 	return f->nunits++;
@@ -94,9 +97,14 @@ void fsdp2_add_block(struct sj_fsdp2 *f, int b, int reshard)
 	}
 }
 
+/* With torchao's dynamic float8 scaling each float8 weight's amax is
+ * all-reduced (max, fp32) in fsdp_pre_all_gather, before the gather. */
 void fsdp2_gather(struct sj_fsdp2 *f, struct sj_unit *u, int backward)
 {
-	sj_allgather(f->job, f->comm, u->gather_count, ncclBfloat16, backward ? KIND_PARAM_BACKWARD : KIND_PARAM_FORWARD);
+	for (int k = 0; f->float8_dynamic_amax && k < u->float8_weights; k++)
+		sj_allreduce(f->job, f->comm, 1, ncclFloat32, ncclMax, 0);
+	enum sj_kind kind = f->not_primary ? KIND_OTHER : backward ? KIND_PARAM_BACKWARD : KIND_PARAM_FORWARD;
+	sj_allgather(f->job, f->comm, u->gather_send, u->gather_dtype, kind);
 	u->unsharded = 1;
 	if (backward)
 		u->backward_gathers++;
@@ -167,10 +175,11 @@ void fsdp2_post_backward(struct sj_fsdp2 *f, int ui)
 	struct sj_unit *u = &f->units[ui];
 	if (!u->has_params)
 		return;
-	if (f->reduce_grads) {
+	if (f->reduce_grads && u->reduce_count) {
 		for (int k = 0; k < u->norm_params; k++)
 			sj_allreduce(f->job, f->tp, SJ_HIDDEN, ncclBfloat16, ncclSum, 0);
-		sj_reduce_scatter(f->job, f->comm, u->gather_count, ncclFloat32, KIND_GRAD);
+		sj_reduce_scatter(f->job, f->comm, u->reduce_count, f->reduce_dtype, f->not_primary ? KIND_OTHER : KIND_GRAD);
+		u->reduce_scatters++;
 	}
 	if (f->reshard_after_backward)
 		u->unsharded = 0;
@@ -272,7 +281,7 @@ void fsdp2_block_backward(struct sj_fsdp2 *f, int b)
 void fsdp2_step_reset(struct sj_fsdp2 *f)
 {
 	for (int i = 0; i < f->nunits; i++)
-		f->units[i].forward_gathers = f->units[i].backward_gathers = 0;
+		f->units[i].forward_gathers = f->units[i].backward_gathers = f->units[i].reduce_scatters = 0;
 }
 
 /* Truth common to the FSDP2 setups, from the units' own counts of the last

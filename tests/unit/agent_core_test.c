@@ -742,6 +742,56 @@ static void test_wrappers(void **state)
 	summary_free(&s);
 }
 
+/* The byte-sized datatypes of float8 training (torchao's float8 all-gather:
+ * a unit of float8 weights beside bf16 norms goes as ncclUint8 counted in
+ * bytes; NCCL 2.24+ names float8-only gathers ncclFloat8e4m3): the agent
+ * records NCCL's numbering and one byte per element. */
+static void test_byte_dtypes(void **state)
+{
+	(void)state;
+	char out[256], path[600];
+	ncclUniqueId id;
+	ncclComm_t comm;
+	uint8_t a[32], b[32];
+	memset(a, 0x38, sizeof(a)); /* 1.0 in e4m3 */
+
+	subdir(out, sizeof(out), "bytes");
+	fresh_source(NULL, out, NULL, NULL);
+	assert_int_equal(pncclGetUniqueId(&id), ncclSuccess);
+	assert_int_equal(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+	assert_int_equal(ncclAllGather(a, b, 32, ncclUint8, comm, NULL), ncclSuccess);
+	assert_int_equal(ncclAllGather(a, b, 16, ncclFloat8e4m3, comm, NULL), ncclSuccess);
+	assert_memory_equal(a, b, 16);
+	assert_int_equal(ncclAllReduce(a, b, 8, ncclFloat8e5m2, ncclMax, comm, NULL), ncclSuccess);
+	assert_int_equal(ncclReduceScatter(a, b, 4, ncclFloat8e4m3, ncclSum, comm, NULL), ncclSuccess);
+	assert_int_equal(ncclCommDestroy(comm), ncclSuccess);
+	sender_stop(5000);
+
+	trace_path(path, sizeof(path), out, (int)getpid());
+	struct trace_summary s;
+	assert_int_equal(summary_read_file(&s, path), 0);
+	static const struct {
+		uint8_t op, dtype;
+		uint64_t count;
+	} want[] = {
+	    {FSS_OP_ALLGATHER, FSS_DTYPE_UINT8, 32},
+	    {FSS_OP_ALLGATHER, FSS_DTYPE_FLOAT8E4M3, 16},
+	    {FSS_OP_ALLREDUCE, FSS_DTYPE_FLOAT8E5M2, 8},
+	    {FSS_OP_REDUCESCATTER, FSS_DTYPE_FLOAT8E4M3, 4},
+	};
+	assert_int_equal(s.ncolls, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_int_equal(s.colls[i].op, want[i].op);
+		assert_int_equal(s.colls[i].dtype, want[i].dtype);
+		assert_int_equal(s.colls[i].count, want[i].count);
+		assert_int_equal(s.colls[i].bytes, want[i].count);
+		assert_int_equal(s.colls[i].result, ncclSuccess);
+	}
+	assert_string_equal(record_dtype_name(FSS_DTYPE_FLOAT8E4M3), "float8e4m3");
+	assert_int_equal(record_dtype_bytes(FSS_DTYPE_FLOAT8E5M2), 1);
+	summary_free(&s);
+}
+
 /* State OFF (as after the exit flush, or after a failure): calls are
  * forwarded, with their results, and neither counted nor recorded. */
 static void test_off_forwards_only(void **state)
@@ -831,6 +881,7 @@ int main(void)
 	    cmocka_unit_test(test_sink_that_never_reads),
 	    cmocka_unit_test(test_dormant_connects_and_reconnects),
 	    cmocka_unit_test(test_wrappers),
+	    cmocka_unit_test(test_byte_dtypes),
 	    cmocka_unit_test(test_off_forwards_only),
 	    cmocka_unit_test(test_drops_record_counters),
 	};

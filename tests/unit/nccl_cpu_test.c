@@ -221,8 +221,9 @@ static ncclComm_t init_comm(struct rank_ctx *ctx)
 
 /* ---- reference arithmetic ---------------------------------------------- */
 
-static const ncclDataType_t all_dtypes[] = {ncclInt8,	ncclUint8,   ncclInt32,	  ncclUint32,  ncclInt64,
-					    ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+static const ncclDataType_t all_dtypes[] = {ncclInt8,	 ncclUint8,    ncclInt32,     ncclUint32,
+					    ncclInt64,	 ncclUint64,   ncclFloat16,   ncclFloat32,
+					    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 #define N_DTYPES (sizeof(all_dtypes) / sizeof(all_dtypes[0]))
 static const ncclRedOp_t all_ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 #define N_OPS (sizeof(all_ops) / sizeof(all_ops[0]))
@@ -232,6 +233,8 @@ static size_t dtype_size(ncclDataType_t t)
 	switch (t) {
 	case ncclInt8:
 	case ncclUint8:
+	case ncclFloat8e4m3:
+	case ncclFloat8e5m2:
 		return 1;
 	case ncclFloat16:
 	case ncclBfloat16:
@@ -311,6 +314,44 @@ static uint16_t round_to_small_float(float f, int mbits, int emin, int ebias, in
 	return (uint16_t)(sign | (uint16_t)((exp + ebias) << mbits) | mant);
 }
 
+/* fp8: e4m3 (bias 7, no infinities, S.1111.111 is NaN) and e5m2 (bias 15,
+ * IEEE-like), decoded with ldexp. */
+static double fp8_value(ncclDataType_t t, uint8_t b)
+{
+	int e4 = t == ncclFloat8e4m3, mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+	int e = (b & 0x7f) >> mbits, m = b & ((1 << mbits) - 1);
+	double v;
+	if (e4 && (b & 0x7f) == 0x7f)
+		v = NAN;
+	else if (!e4 && e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = e == 0 ? ldexp(m, 1 - bias - mbits) : ldexp((1 << mbits) + m, e - bias - mbits);
+	return (b & 0x80) ? -v : v;
+}
+
+/* The nearest finite fp8 value by search over every code, ties to the even
+ * code; beyond the largest finite value it saturates (__NV_SATFINITE). */
+static uint8_t to_fp8(ncclDataType_t t, float f)
+{
+	uint8_t sign = signbit(f) ? 0x80 : 0;
+	if (isnan(f))
+		return (uint8_t)(sign | 0x7f);
+	double a = fabs((double)f), best_d = INFINITY;
+	uint8_t best = 0;
+	for (unsigned c = 0; c < 0x80; c++) {
+		double v = fp8_value(t, (uint8_t)c);
+		if (isnan(v) || isinf(v))
+			continue;
+		double d = fabs(v - a);
+		if (d < best_d || (d == best_d && !(c & 1))) {
+			best_d = d;
+			best = (uint8_t)c;
+		}
+	}
+	return (uint8_t)(sign | best);
+}
+
 static uint16_t to_half(float f)
 {
 	return round_to_small_float(f, 10, -14, 15, 31);
@@ -340,6 +381,16 @@ static void gen_elem(ncclDataType_t t, ncclRedOp_t op, uint64_t seed, int rank, 
 		uint16_t exp = (uint16_t)(prod ? 126 + (h >> 1) % 2 : 124 + (h >> 1) % 6);
 		uint16_t v = (uint16_t)(sign | (exp << 7) | ((h >> 8) & 0x7f));
 		memcpy(out, &v, 2);
+		break;
+	}
+	case ncclFloat8e4m3:
+	case ncclFloat8e5m2: {
+		/* exponents near the bias (|x| in [1/8, 4), products near 1),
+		 * every mantissa; the sums of 8 stay below the saturation */
+		int bias = t == ncclFloat8e4m3 ? 7 : 15, mbits = t == ncclFloat8e4m3 ? 3 : 2;
+		unsigned exp = (unsigned)(prod ? bias - 1 + (int)((h >> 1) % 2) : bias - 3 + (int)((h >> 1) % 5));
+		uint8_t v = (uint8_t)(((h & 1) << 7) | (exp << mbits) | ((h >> 8) & ((1u << mbits) - 1)));
+		memcpy(out, &v, 1);
 		break;
 	}
 	case ncclFloat32: {
@@ -386,6 +437,8 @@ static uint64_t int_load(ncclDataType_t t, const void *p)
 
 static float small_float_load(ncclDataType_t t, const void *p)
 {
+	if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2)
+		return (float)fp8_value(t, *(const uint8_t *)p);
 	uint16_t b;
 	memcpy(&b, p, 2);
 	return (float)(t == ncclFloat16 ? half_value(b) : bf16_value(b));
@@ -475,6 +528,9 @@ static void naive_reduce_elem(ncclDataType_t t, ncclRedOp_t op, uint64_t seed, i
 		acc = acc / (float)n;
 	if (t == ncclFloat32) {
 		memcpy(out, &acc, 4);
+	} else if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2) {
+		uint8_t b = to_fp8(t, acc);
+		memcpy(out, &b, 1);
 	} else {
 		uint16_t b = t == ncclFloat16 ? to_half(acc) : to_bf16(acc);
 		memcpy(out, &b, 2);
@@ -778,7 +834,7 @@ static void group_rank(struct rank_ctx *ctx)
 	int32_t untouched[4] = {7, 7, 7, 7}, one[4] = {1, 1, 1, 1};
 	NCCL_OK(ncclGroupStart());
 	NCCL_OK(ncclAllReduce(one, untouched, 4, ncclInt32, ncclSum, comm, NULL));
-	NCCL_IS(ncclInvalidArgument, ncclAllReduce(one, untouched, 4, ncclFloat8e4m3, ncclSum, comm, NULL));
+	NCCL_IS(ncclInvalidArgument, ncclAllReduce(one, untouched, 4, (ncclDataType_t)ncclNumTypes, ncclSum, comm, NULL));
 	NCCL_IS(ncclInvalidArgument, ncclGroupEnd());
 	CHECK(untouched[0] == 7, "a dropped group ran");
 	/* the communicator is still fine */
@@ -1148,8 +1204,6 @@ static void invalid_rank(struct rank_ctx *ctx)
 	NCCL_IS(ncclInvalidArgument, ncclCommGetAsyncError(NULL, NULL));
 
 	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, NULL, NULL));
-	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, ncclFloat8e4m3, ncclSum, comm, NULL));
-	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, ncclFloat8e5m2, ncclSum, comm, NULL));
 	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, (ncclDataType_t)12, ncclSum, comm, NULL));
 	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, (ncclDataType_t)-1, ncclSum, comm, NULL));
 	NCCL_IS(ncclInvalidArgument, ncclAllReduce(x, y, 4, ncclFloat32, ncclNumOps, comm, NULL));
