@@ -308,7 +308,7 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int next_known = 0;
 		for (span = 0; span < ne; span++) {
 			const struct tl_event *e = tl_array_at(&src->events, span);
-			if (!comm_roles_in_steps(e->role))
+			if (!comm_roles_event_in_steps(e))
 				continue;
 			if (seen == c->count) {
 				next_known = 1;
@@ -350,7 +350,7 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 	uint64_t have = src->events_base + tl_array_len(&src->events);
 	for (uint64_t i = w->fed; i < have; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		if (!comm_roles_in_steps(e->role))
+		if (!comm_roles_event_in_steps(e))
 			continue;
 		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
 		if (rc < 0)

@@ -36,17 +36,20 @@ int comm_roles_in_steps(uint8_t role)
 	       role != ANALYSIS_ROLE_CONTEXT_PARALLEL && role != ANALYSIS_ROLE_ALL_TO_ALL;
 }
 
-/* An all-to-all: ncclAllToAll, or one group of Send / Recv to every peer of
- * the communicator (all_to_all_single over NCCL sends to and receives from
- * each rank, itself included; without itself, every other rank). */
+/* An all-to-all: ncclAllToAll, or one group of Send / Recv that moves data
+ * to and from every peer of the communicator (all_to_all_single over NCCL
+ * sends to and receives from each rank, itself included). From NCCL 2.14 on
+ * PyTorch issues the zero-count calls too (torch/csrc/cuda/nccl.cpp,
+ * _nccl_should_send_recv), so a permute_tensor (CP's ring rotation) is a
+ * group to every peer that moves data in two calls: a neighbour exchange. */
 static int is_all_to_all(const struct tl_event *e)
 {
 	if (e->op == FSS_OP_ALLTOALL)
 		return 1;
 	if ((e->op != FSS_OP_SEND && e->op != FSS_OP_RECV) || e->nranks < 2)
 		return 0;
-	uint32_t n = (uint32_t)e->nranks;
-	return e->calls >= 2 * n || (n >= 3 && e->calls >= 2 * (n - 1));
+	uint32_t n = (uint32_t)e->nranks, moving = e->moving_calls;
+	return moving > 2 && moving >= 2 * (n - 1);
 }
 
 /* last_small: [ncomms] scratch, zeroed. */

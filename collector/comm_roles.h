@@ -46,6 +46,7 @@
 
 #include "collector/analysis.h"
 #include "collector/timeline.h"
+#include "common/record.h"
 
 /* FSDP groups a rank can have (MoE: the dense part's and the experts'). */
 #define COMM_ROLES_GROUPS_MAX 4
@@ -101,6 +102,17 @@ static inline uint8_t comm_roles_of(const struct comm_roles *r, uint32_t slot)
  * nothing about where a step begins.
  */
 int comm_roles_in_steps(uint8_t role);
+
+/*
+ * comm_roles_event_in_steps - whether an event takes part in step
+ * detection: its role does, and it is no Send / Recv / AllToAll (an
+ * expert-parallel dispatch on the FSDP group's own communicator, E = N:
+ * its splits change with every step and block).
+ */
+static inline int comm_roles_event_in_steps(const struct tl_event *e)
+{
+	return comm_roles_in_steps(e->role) && e->op != FSS_OP_SEND && e->op != FSS_OP_RECV && e->op != FSS_OP_ALLTOALL;
+}
 
 /* comm_roles_is_fsdp - an FSDP shard group or a re-gather group. */
 static inline int comm_roles_is_fsdp(uint8_t role)
