@@ -75,12 +75,13 @@ enum analysis_phase {
  * only; the other roles are reported beside it. */
 enum analysis_comm_role {
 	ANALYSIS_ROLE_UNKNOWN = 0,
-	ANALYSIS_ROLE_FSDP = 1,            /* FSDP shard group: parameter gathers in runs, gradient reduce-scatters */
+	ANALYSIS_ROLE_FSDP = 1,            /* an FSDP shard group: parameter gathers per unit, gradient reduce-scatters
+	                                      (several: struct analysis_fsdp_group) */
 	ANALYSIS_ROLE_FSDP_REGATHER = 2,   /* the smaller group backward re-gathers run on (reshard_after_forward=G) */
 	ANALYSIS_ROLE_REPLICATE = 3,       /* HSDP replicate group: all-reduces of the reduce-scattered shards */
 	ANALYSIS_ROLE_TENSOR_PARALLEL = 4, /* activation gathers and reduce-scatters, alternating, several per block */
-	ANALYSIS_ROLE_PIPELINE = 5,        /* send / recv between stages */
-	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens */
+	ANALYSIS_ROLE_PIPELINE = 5,        /* neighbour send / recv between stages */
+	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens between a router and the experts */
 	ANALYSIS_ROLE_ALLREDUCE = 7,       /* other all-reduce traffic: data-parallel buckets, tensor parallel
 	                                      without sequence parallelism */
 	ANALYSIS_ROLE_STEP = 8,            /* a few small collectives per step: the loss, the gradient norm */
