@@ -8,6 +8,7 @@
  */
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
+#include "cli/report_worlds.h"
 #include "common/json.h"
 #include "common/json_writer.h"
 #include "rules/flight_text.h"
@@ -863,6 +864,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_sources(&w, a);
 	if (a->trace.sources_attached)
 		write_attach(&w, a);
+	report_worlds_json(&w, d);
 	report_nodes_json(&w, d);
 	write_flight(&w, a);
 	write_options(&w, &a->options, rules);

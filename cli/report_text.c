@@ -5,6 +5,7 @@
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
 #include "cli/report_sources.h"
+#include "cli/report_worlds.h"
 
 #include "common/record.h"
 #include "rules/finding_text.h"
@@ -436,6 +437,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 		rule_format_bytes((double)s->allgather_bytes_median, b3, sizeof(b3)), dtype_list(s->allgather_dtypes, t1, sizeof(t1)),
 		rule_format_bytes((double)s->reduce_scatter_bytes_median, b4, sizeof(b4)),
 		dtype_list(s->reduce_scatter_dtypes, t2, sizeof(t2)));
+	report_worlds_text(out, d);
 	print_comms(out, a);
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);

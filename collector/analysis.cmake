@@ -15,6 +15,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_worlds.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles_fsdp.c
@@ -33,6 +34,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/steps.c
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/units.c
+  ${CMAKE_CURRENT_LIST_DIR}/worlds.c
 )
 target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 target_link_libraries(fss_analysis PUBLIC fss_collector fss_common)

@@ -753,10 +753,60 @@ struct analysis_result {
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
 	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
-	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
+	/* Worlds (docs/patterns.md "Restarts", collector/worlds.h): a restarted job's trace holds several,
+	 * each diagnosed apart; the fields above describe the headline world, the last one that has an
+	 * analysed step (else the last one), and sources / flight / trace the whole trace. */
+	uint32_t nworlds;                 /* worlds when more than one (a restart), 0 otherwise */
+	int32_t headline_world;           /* index into worlds of the world the fields above describe, -1 */
+	struct analysis_world *worlds;    /* [nworlds], in the order they started */
+	uint32_t duplicate_ranks;         /* ranks that more than one process of the headline world claims
+	                                     (not a restart: they ran at the same time) */
+	int32_t duplicate_rank;           /* the lowest of them, -1 */
+	uint32_t duplicate_pids[2];       /* two of the processes that claim it */
 	uint32_t reserved6;
+	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
+	uint32_t reserved7;
 	struct analysis_fsdp_group fsdp_groups[ANALYSIS_FSDP_GROUPS_MAX]; /* the primary first */
 };
+
+/* A process of a world, as the restart section lists it. */
+struct analysis_world_process {
+	uint32_t source;           /* trace source id */
+	uint32_t pid;
+	int32_t rank;              /* its rank in the world */
+	int32_t end;               /* enum source_end: how it ended */
+	int32_t signal;            /* the signal that killed it, 0 */
+	int32_t exit_code;         /* -1 not known */
+	uint64_t last_realtime_ns; /* its last record, CLOCK_REALTIME; 0 not known */
+	uint64_t collectives;      /* collective records of it */
+};
+
+/* One world of a trace with several (a job restarted with new processes
+ * and new communicators). */
+struct analysis_world {
+	uint32_t index;             /* 0: the first to start */
+	int32_t size;               /* ranks of its world communicator (its processes' largest) */
+	uint64_t id;                /* id_hash of that communicator */
+	uint32_t ranks;             /* its processes with collectives */
+	uint32_t components;        /* communicator components that ran together in it (1 as a rule) */
+	uint64_t first_realtime_ns; /* its first and last record, CLOCK_REALTIME */
+	uint64_t last_realtime_ns;
+	uint32_t nprocesses;
+	uint32_t died;              /* of them, processes that did not end cleanly (killed, exited non-zero,
+	                               records cut off) */
+	struct analysis_world_process *processes; /* [nprocesses] those with collectives, by rank */
+	int32_t first_stop;         /* index into processes of the one that died whose records stop
+	                               first (the one the others most likely waited for), -1 none died */
+	uint32_t duplicate_ranks;   /* ranks more than one of its processes claims */
+	int32_t duplicate_rank;     /* the lowest of them, -1 */
+	uint32_t reserved;
+	struct analysis_result *result; /* its own diagnosis (nworlds 0 in it); NULL for the headline
+	                                   world, whose diagnosis is the enclosing result */
+};
+
+/* analysis_world_result - the diagnosis of world i of r: r itself for the
+ * headline world. */
+const struct analysis_result *analysis_world_result(const struct analysis_result *r, uint32_t i);
 
 /* analysis_options_init - fill opts with the defaults listed above. */
 void analysis_options_init(struct analysis_options *opts);

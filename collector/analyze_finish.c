@@ -90,6 +90,8 @@ static struct analysis_result *result_new(const struct analysis_options *opt)
 	r->spread.slowest_rank_fraction = ANALYSIS_UNKNOWN;
 	r->units.layers_match = -1;
 	r->headline_rank = -1;
+	r->headline_world = -1;
+	r->duplicate_rank = -1;
 	return r;
 }
 
@@ -143,7 +145,7 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 		e->compute_wait_ns = st->sample.fig[rep][FIG_AG_WAIT];
 	}
 	e->compute_ns = median_get(&st->fig[FIG_COMPUTE]);
-	struct ranks_rank_stats rk = ranks_rank(ranks, src->rank);
+	struct ranks_rank_stats rk = ranks_rank(ranks, src->id);
 	e->last_arrivals = (uint32_t)rk.last_arrivals;
 	e->matched_collectives = (uint32_t)rk.matched;
 	uint32_t steps = st->analyzed + st->warmup + st->irregular;
@@ -483,7 +485,7 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 	return 0;
 }
 
-int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out)
+int analyze_finish_one(const struct analyze_input *in, struct analysis_result **out)
 {
 	*out = NULL;
 	struct analysis_result *r = result_new(in->opt);

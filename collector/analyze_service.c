@@ -11,6 +11,7 @@
 #include "collector/analyze_summary.h"
 #include "collector/analyze_trust.h"
 #include "collector/comm_roles.h"
+#include "collector/worlds.h"
 #include "common/record.h"
 
 int analyze_service_init(struct rank_walk *w, uint32_t warmup_steps)
@@ -44,6 +45,8 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 	int32_t gi = 0;
 	if (rank_state_trust(rs)->unmatched_from_loss)
 		return 0;
+	/* its world's key: two worlds' rank 0s never share a total */
+	uint64_t key = src->view ? worlds_source_key(src->view) : 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
 		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_event_primary(&ev[i])) {
@@ -51,8 +54,17 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 				idx = gi;
 			gi++;
 		}
-		int rc = ranks_add(env->ranks, ev[i].comm_hash, ev[i].comm_index, ev[i].nranks, src->rank,
-				   ev[i].enter_ns + (uint64_t)src->realtime_offset, idx);
+		struct ranks_call call = {
+		    .key = key,
+		    .comm_hash = ev[i].comm_hash,
+		    .comm_index = ev[i].comm_index,
+		    .nranks = ev[i].nranks,
+		    .rank = src->rank,
+		    .source = src->id,
+		    .enter_ns = ev[i].enter_ns + (uint64_t)src->realtime_offset,
+		    .gather_index = idx,
+		};
+		int rc = ranks_add(env->ranks, &call);
 		if (rc < 0)
 			return rc;
 	}

@@ -935,6 +935,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--exposure-tolerance", type=float)
     ap.add_argument("--stream-job")
+    ap.add_argument("--restart-job", help="restart_job (tests/e2e/restart_job.c): a restart's two worlds are "
+                    "two entries (tests/e2e/restart_e2e.py)")
     a = ap.parse_args()
     tally = {"runs": 0, "right": 0, "false_errors": 0, "undecided": 0}
 
@@ -989,6 +991,13 @@ def main():
                 failed += 1
                 continue
             fails = check_stream(name, a.fsdpscope, trace, truth, tally)
+            for x in fails:
+                print("  FAIL: " + x)
+            failed += bool(fails)
+        if streams and a.restart_job and os.path.exists(a.restart_job) and (not a.only or "restart" in a.only):
+            import restart_e2e
+            fails = restart_e2e.accuracy(a.fsdpscope, a.agent, a.stream_job, a.restart_job,
+                                         os.path.join(out, "restart"), tally)
             for x in fails:
                 print("  FAIL: " + x)
             failed += bool(fails)
