@@ -34,9 +34,9 @@ int analyze_comms_assign(struct rank_comms *c, struct tl_source *src)
 	}
 	for (uint64_t i = c->roled; i < have; i++) {
 		struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		e->role = comm_roles_of(&c->roles, e->comm_slot);
+		e->role = comm_roles_event_role(&c->roles, e);
 		uint8_t g = comm_roles_group_of(&c->roles, e->comm_slot);
-		e->fsdp_group = g == COMM_ROLES_NO_GROUP ? 0 : g;
+		e->fsdp_group = g == COMM_ROLES_NO_GROUP || !comm_roles_is_fsdp(e->role) ? 0 : g;
 		if (e->comm_slot < c->nevents)
 			c->events[e->comm_slot]++;
 	}

@@ -288,5 +288,7 @@ int analyze_groups_fill(const struct analysis_options *o, const struct tl_source
 	}
 	if (roles->ambiguity[0])
 		analyze_note(r, "%s", roles->ambiguity);
+	if (roles->shared[0])
+		analyze_note(r, "%s", roles->shared);
 	return 0;
 }

@@ -51,6 +51,8 @@
 /* FSDP groups a rank can have (MoE: the dense part's and the experts'). */
 #define COMM_ROLES_GROUPS_MAX 4
 #define COMM_ROLES_NO_GROUP 0xffu
+/* Activation sizes told apart on the FSDP group's own communicator. */
+#define COMM_ROLES_SHARED_KEYS 4
 
 /* The decision for one rank. */
 struct comm_roles {
@@ -70,6 +72,13 @@ struct comm_roles {
 	/* When the traffic left two readings open (a gather group that could be
 	 * parameters or activations), what they were, for a note; "" none. */
 	char ambiguity[ANALYSIS_NOTE_BYTES];
+	/* Activations on the primary's own communicator (context parallelism
+	 * over the whole job: cp = N runs on the world beside FSDP): the
+	 * per-rank bytes of its gathers and reduce-scatters that are no
+	 * parameters; their events take the role context-parallel. */
+	uint32_t nshared_keys;
+	uint64_t shared_keys[COMM_ROLES_SHARED_KEYS];
+	char shared[ANALYSIS_NOTE_BYTES]; /* what was found, for a note; "" none */
 };
 
 /*
@@ -125,6 +134,19 @@ static inline int comm_roles_is_fsdp(uint8_t role)
 static inline uint8_t comm_roles_group_of(const struct comm_roles *r, uint32_t slot)
 {
 	return r->group && slot < r->ncomms ? r->group[slot] : (uint8_t)COMM_ROLES_NO_GROUP;
+}
+
+/* comm_roles_event_role - the role of one event: its communicator's, but
+ * context-parallel for the activations found on the primary's own
+ * communicator (shared_keys). */
+static inline uint8_t comm_roles_event_role(const struct comm_roles *r, const struct tl_event *e)
+{
+	uint8_t role = comm_roles_of(r, e->comm_slot);
+	if ((int)e->comm_slot == r->fsdp && (e->op == FSS_OP_ALLGATHER || e->op == FSS_OP_REDUCESCATTER))
+		for (uint32_t k = 0; k < r->nshared_keys; k++)
+			if (r->shared_keys[k] == e->bytes)
+				return ANALYSIS_ROLE_CONTEXT_PARALLEL;
+	return role;
 }
 
 /* comm_roles_event_primary - an event of the primary FSDP group (its shard

@@ -228,6 +228,96 @@ static int better_primary(const struct roles_work *w, size_t c, int best)
 	return s->events < b->events;
 }
 
+/* One run of equal sizes inside a forward run of gathers. */
+struct size_block {
+	uint64_t bytes;
+	uint32_t len;
+};
+
+/* Is v among s[0..n)? */
+static int has_key(const uint64_t *s, size_t n, uint64_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == v)
+			return 1;
+	return 0;
+}
+
+/* Activations on communicator c itself (CP over the whole job runs on the
+ * FSDP group's world): sizes that in its forwards (long runs of gathers)
+ * only come two or more in a row, between other sizes, that are never
+ * gathered in its backward while other sizes are re-gathered there, and
+ * that it also reduce-scatters (the k / v gathers, their dk / dv). Units
+ * all of one size, and a policy with no re-gathers, cannot show it.
+ * Returns 0 or -ENOMEM. */
+static int shared_activations(const struct roles_work *w, int c, struct comm_roles *out)
+{
+	const struct comm_stat *s = &w->st[c];
+	if (s->short_runs < 2 || s->max_run < 4)
+		return 0;
+	size_t n = w->n, nblk = 0, nback = 0, nrs = 0;
+	struct size_block *blk = calloc(n ? n : 1, sizeof *blk);
+	uint64_t *back = malloc((n ? n : 1) * sizeof *back), *rs = malloc((n ? n : 1) * sizeof *rs);
+	if (!blk || !back || !rs) {
+		free(blk);
+		free(back);
+		free(rs);
+		return -ENOMEM;
+	}
+	/* the window's gathers of c, run by run */
+	size_t run_start = 0;
+	uint32_t len = 0;
+	int after_rs = 0;
+	for (size_t i = 0; i <= n; i++) {
+		const struct tl_event *e = i < n ? &w->ev[i] : NULL;
+		if (e && (int)e->comm_slot != c)
+			continue;
+		if (e && e->op == FSS_OP_ALLGATHER) {
+			if (len++ == 0)
+				run_start = i;
+			continue;
+		}
+		if (e && e->op != FSS_OP_REDUCESCATTER)
+			continue;
+		if (e)
+			rs[nrs++] = e->bytes;
+		if (len && after_rs && e) {
+			int forward = len * 2 >= s->max_run;
+			for (size_t j = run_start; j < i; j++) {
+				const struct tl_event *g = &w->ev[j];
+				if ((int)g->comm_slot != c || g->op != FSS_OP_ALLGATHER)
+					continue;
+				if (!forward)
+					back[nback++] = g->bytes;
+				else if (nblk && blk[nblk - 1].bytes == g->bytes)
+					blk[nblk - 1].len++;
+				else
+					blk[nblk++] = (struct size_block){g->bytes, 1};
+			}
+		}
+		len = 0;
+		after_rs = 1;
+	}
+	for (size_t i = 0; i < nblk && out->nshared_keys < COMM_ROLES_SHARED_KEYS; i++) {
+		uint64_t key = blk[i].bytes;
+		int ok = !has_key(back, nback, key) && has_key(rs, nrs, key) &&
+			 !has_key(out->shared_keys, out->nshared_keys, key);
+		for (size_t j = 0; ok && j < nblk; j++)
+			ok = blk[j].bytes != key || (blk[j].len >= 2 && blk[j].len * 2 <= s->max_run);
+		if (ok)
+			out->shared_keys[out->nshared_keys++] = key;
+	}
+	if (out->nshared_keys)
+		snprintf(out->shared, sizeof out->shared,
+			 "FSDP communicator also carries activations (context parallel on its ranks): %u size%s in pairs "
+			 "in its units, never re-gathered, reduced",
+			 out->nshared_keys, out->nshared_keys == 1 ? "" : "s");
+	free(blk);
+	free(back);
+	free(rs);
+	return 0;
+}
+
 int roles_choose_groups(const timeline_t *t, struct roles_work *w, const char *override, struct comm_roles *out)
 {
 	size_t nc = w->src->ncomms;
@@ -256,6 +346,8 @@ int roles_choose_groups(const timeline_t *t, struct roles_work *w, const char *o
 		return 0;
 	w->activation[primary] = 0;
 	w->groups[w->ngroups++] = primary;
+	if (shared_activations(w, primary, out) < 0)
+		return -ENOMEM;
 	/* the other parameter groups, most bytes first */
 	for (;;) {
 		int next = -1;

@@ -366,6 +366,63 @@ static void test_context_parallel_flex(void **state)
 	}
 }
 
+/* Context parallelism over the whole job (cp = N: DeviceMesh gives the cp
+ * dimension the world, the FSDP group's own communicator): k and v come in
+ * pairs inside the units, never re-gathered while the blocks are, and are
+ * reduce-scattered; their sizes are told apart as activations. Pairs of
+ * equal units that are re-gathered (k and v wrapped per Linear under GQA),
+ * a policy that re-gathers nothing, and pairs nothing reduce-scatters (a
+ * trainer's metric gathers) are not. */
+static void test_context_parallel_on_the_fsdp_world(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 4; k++) {
+		struct job *j = job_new();
+		int world = comm(j, 2, 0x1111u);
+		for (int s = 0; s < 5; s++) {
+			if (k == 0 || k == 2)
+				step_cp(j, world, world, 4, k == 0, 4096);
+			if (k == 1) { /* per Linear: q, k, v (k and v of one size), o; resharded */
+				for (int l = 0; l < 4; l++)
+					for (int u = 0; u < 4; u++)
+						op(j, world, FSS_OP_ALLGATHER, u == 1 || u == 2 ? 256 : 1024);
+				for (int l = 4; l-- > 0;)
+					for (int u = 4; u-- > 0;) {
+						op(j, world, FSS_OP_ALLGATHER, u == 1 || u == 2 ? 256 : 1024);
+						op(j, world, FSS_OP_REDUCESCATTER, u == 1 || u == 2 ? 256 : 1024);
+					}
+			}
+			if (k == 3) { /* metric gathers between forward and backward */
+				for (int l = 0; l < 4; l++)
+					op(j, world, FSS_OP_ALLGATHER, 700);
+				op(j, world, FSS_OP_ALLGATHER, 4);
+				op(j, world, FSS_OP_ALLGATHER, 4);
+				for (int l = 4; l-- > 0;) {
+					op(j, world, FSS_OP_ALLGATHER, 700);
+					op(j, world, FSS_OP_REDUCESCATTER, 700);
+				}
+			}
+		}
+		struct comm_roles r;
+		decide(j, NULL, &r);
+		assert_int_equal(r.fsdp, world);
+		assert_int_equal(r.role[world], ANALYSIS_ROLE_FSDP);
+		assert_int_equal(r.nshared_keys, k == 0 ? 1 : 0);
+		if (k == 0) {
+			assert_true(r.shared_keys[0] == 2 * 4096);
+			struct tl_event kv = {.op = FSS_OP_ALLGATHER, .bytes = 2 * 4096, .comm_slot = (uint32_t)world};
+			struct tl_event unit = {.op = FSS_OP_ALLGATHER, .bytes = 2 * 700, .comm_slot = (uint32_t)world};
+			assert_int_equal(comm_roles_event_role(&r, &kv), ANALYSIS_ROLE_CONTEXT_PARALLEL);
+			assert_int_equal(comm_roles_event_role(&r, &unit), ANALYSIS_ROLE_FSDP);
+			assert_true(strstr(r.shared, "activations") != NULL);
+		} else {
+			assert_string_equal(r.shared, "");
+		}
+		comm_roles_release(&r);
+		job_free(j);
+	}
+}
+
 /* SDPA context parallelism (torch's _templated_ring_attention): one
  * all-gather of cat(k, v) per attention in forward and again in backward,
  * and the dK / dV ring rotation (permute_tensor: a Send to the next rank
@@ -616,6 +673,7 @@ int main(void)
 		cmocka_unit_test(test_override),
 		cmocka_unit_test(test_context_parallel_flex),
 		cmocka_unit_test(test_context_parallel_ring),
+		cmocka_unit_test(test_context_parallel_on_the_fsdp_world),
 		cmocka_unit_test(test_moe_expert_groups),
 		cmocka_unit_test(test_all_to_all_and_pipeline),
 		cmocka_unit_test(test_zero_hpz),
