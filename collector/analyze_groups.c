@@ -53,7 +53,8 @@ static int32_t training_cycle(const struct rank_steady *h, uint32_t g, const str
 				continue;
 			if (h->tev[i].op == FSS_OP_ALLGATHER)
 				cur = h->tinfo[i].cycle;
-			if (cur == c && (h->tev[i].op == FSS_OP_REDUCESCATTER || h->tinfo[i].phase == ANALYSIS_PHASE_BACKWARD))
+			if (cur == c &&
+			    (h->tev[i].op == FSS_OP_REDUCESCATTER || h->tinfo[i].phase == ANALYSIS_PHASE_BACKWARD))
 				seen++;
 		}
 		if (seen)
@@ -219,14 +220,17 @@ static void ledger_add(struct analysis_ledger *l, const struct analysis_fsdp_gro
 	l->transient_bytes_per_rank = u64_add_sat(l->transient_bytes_per_rank, x->transient_bytes_per_rank);
 	l->peak_state_bytes_per_rank = u64_add_sat(l->persistent_bytes_per_rank, l->transient_bytes_per_rank);
 	if (l->gpu_mem_bytes) /* both under 2^63: LEDGER_GPU_MEM_MAX, and the peak saturated below */
-		l->headroom_bytes = (int64_t)l->gpu_mem_bytes -
-				    (int64_t)(l->peak_state_bytes_per_rank > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX
-												: l->peak_state_bytes_per_rank);
-	l->model_wire_bytes_per_step = u64_add_sat(l->model_wire_bytes_per_step, (uint64_t)(3 * pb * (double)x->params));
+		l->headroom_bytes =
+		    (int64_t)l->gpu_mem_bytes - (int64_t)(l->peak_state_bytes_per_rank > (uint64_t)INT64_MAX
+							      ? (uint64_t)INT64_MAX
+							      : l->peak_state_bytes_per_rank);
+	l->model_wire_bytes_per_step =
+	    u64_add_sat(l->model_wire_bytes_per_step, (uint64_t)(3 * pb * (double)x->params));
 	l->ddp_wire_bytes_per_step = u64_add_sat(l->ddp_wire_bytes_per_step, (uint64_t)(2 * pb * (double)x->params));
 	l->ddp_persistent_bytes_per_rank =
 	    u64_add_sat(l->ddp_persistent_bytes_per_rank, (uint64_t)(per * (double)x->params));
-	l->whole_model_transient_bytes = u64_add_sat(l->whole_model_transient_bytes, (uint64_t)(pb * (double)x->params));
+	l->whole_model_transient_bytes =
+	    u64_add_sat(l->whole_model_transient_bytes, (uint64_t)(pb * (double)x->params));
 }
 
 /* The primary's entry: the top-level figures. */
@@ -266,7 +270,8 @@ int analyze_groups_fill(const struct analysis_options *o, const struct tl_source
 		x->regather_comm = -1;
 		x->nranks = src->comms[slot].nranks;
 		for (size_t c = 0; c < roles->ncomms && x->regather_comm < 0; c++)
-			if (roles->role[c] == ANALYSIS_ROLE_FSDP_REGATHER && comm_roles_group_of(roles, (uint32_t)c) == g)
+			if (roles->role[c] == ANALYSIS_ROLE_FSDP_REGATHER &&
+			    comm_roles_group_of(roles, (uint32_t)c) == g)
 				x->regather_comm = comm_index(r, src, (int)c);
 		if (g == 0) {
 			primary_entry(r, x);

@@ -32,8 +32,9 @@ static uint32_t set_of(uint64_t *v, uint32_t n)
 
 int comm_roles_in_steps(uint8_t role)
 {
-	return role != ANALYSIS_ROLE_TENSOR_PARALLEL && role != ANALYSIS_ROLE_PIPELINE && role != ANALYSIS_ROLE_EXPERT &&
-	       role != ANALYSIS_ROLE_CONTEXT_PARALLEL && role != ANALYSIS_ROLE_ALL_TO_ALL;
+	return role != ANALYSIS_ROLE_TENSOR_PARALLEL && role != ANALYSIS_ROLE_PIPELINE &&
+	       role != ANALYSIS_ROLE_EXPERT && role != ANALYSIS_ROLE_CONTEXT_PARALLEL &&
+	       role != ANALYSIS_ROLE_ALL_TO_ALL;
 }
 
 /* An all-to-all: ncclAllToAll, or one group of Send / Recv that moves data
@@ -53,8 +54,7 @@ static int is_all_to_all(const struct tl_event *e)
 }
 
 /* last_small: [ncomms] scratch, zeroed. */
-static void gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, struct comm_stat *st,
-			 uint8_t *last_small)
+static void gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, struct comm_stat *st, uint8_t *last_small)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct tl_event *e = &ev[i];
@@ -139,8 +139,8 @@ static int gather_runs(struct roles_work *w)
 					s->short_runs++;
 				} else {
 					s->long_runs++;
-					if (have_prev && !same_sizes(s->ag_bytes + prev_start, prev_len, s->ag_bytes + start,
-								     len, tmp))
+					if (have_prev && !same_sizes(s->ag_bytes + prev_start, prev_len,
+								     s->ag_bytes + start, len, tmp))
 						s->long_runs_differ++;
 					prev_start = start;
 					prev_len = len;
@@ -243,8 +243,8 @@ static void fsdp_evidence(const struct roles_work *w, size_t c, char *why)
 	if (w->ngroups > 1) {
 		snprintf(why, ANALYSIS_NOTE_BYTES,
 			 "FSDP group %u of %u (%s): %u AllGathers, %u ReduceScatters, up to %u gathers in a row",
-			 (unsigned)g + 1, w->ngroups, g == 0 ? "primary: gathers the most bytes" : "beside the primary", ag,
-			 rs, s->max_run);
+			 (unsigned)g + 1, w->ngroups, g == 0 ? "primary: gathers the most bytes" : "beside the primary",
+			 ag, rs, s->max_run);
 		return;
 	}
 	snprintf(why, ANALYSIS_NOTE_BYTES,
@@ -272,7 +272,8 @@ static uint8_t role_point_to_point(const struct roles_work *w, size_t c, const u
 			snprintf(why, ANALYSIS_NOTE_BYTES,
 				 "%u all-to-alls of %u events (every peer in one call)%s: token dispatch and combine",
 				 a2a, s->events,
-				 w->ngroups >= 2 ? ", beside an expert FSDP group" : ", each after a count exchange (a router)");
+				 w->ngroups >= 2 ? ", beside an expert FSDP group"
+						 : ", each after a count exchange (a router)");
 			return ANALYSIS_ROLE_EXPERT;
 		}
 		snprintf(why, ANALYSIS_NOTE_BYTES,

@@ -125,16 +125,16 @@ static int sizes_vary(const struct comm_stat *s)
 
 /* What says b carries activations inside a's units: the evidence, in words
  * (a phrase per piece, "" none); returns how many pieces there are. */
-static int activation_evidence(const struct roles_work *w, uint32_t b, uint32_t a, const struct nesting *x,
-			       char *why, size_t len)
+static int activation_evidence(const struct roles_work *w, uint32_t b, uint32_t a, const struct nesting *x, char *why,
+			       size_t len)
 {
 	const struct comm_stat *sb = &w->st[b], *sa = &w->st[a];
 	int pieces = 0;
 	size_t off = 0;
 	why[0] = 0;
 	if (x->per_unit >= 2 && x->equal_sizes) {
-		off += (size_t)snprintf(why + off, len - off, "; %u gathers of one size per unit (k and v)",
-					x->per_unit);
+		off +=
+		    (size_t)snprintf(why + off, len - off, "; %u gathers of one size per unit (k and v)", x->per_unit);
 		pieces++;
 	}
 	if (sa->short_runs >= 2 && sb->short_runs == 0 && off < len) {
@@ -190,10 +190,11 @@ static int find_activations(struct roles_work *w, int given, struct comm_roles *
 				   !(w->st[a].short_runs && w->st[b].short_runs)) {
 				w->ambiguous = (int)b;
 				w->ambiguous_in = (int)a;
-				snprintf(out->ambiguity, sizeof out->ambiguity,
-					 "%d-rank group: one gather per unit inside a %d-rank group's units, fixed sizes, "
-					 "no re-gathers: taken as nested FSDP (MoE experts), not activations",
-					 w->src->comms[b].nranks, w->src->comms[a].nranks);
+				snprintf(
+				    out->ambiguity, sizeof out->ambiguity,
+				    "%d-rank group: one gather per unit inside a %d-rank group's units, fixed sizes, "
+				    "no re-gathers: taken as nested FSDP (MoE experts), not activations",
+				    w->src->comms[b].nranks, w->src->comms[a].nranks);
 			}
 		}
 	}
@@ -201,11 +202,11 @@ static int find_activations(struct roles_work *w, int given, struct comm_roles *
 	for (size_t b = 0; b < nc; b++)
 		for (size_t a = b + 1; a < nc; a++)
 			if (w->activation[a] && w->activation[b]) {
-				size_t keep = strength[a] > strength[b] ||
-						      (strength[a] == strength[b] &&
-						       w->st[a].gathered_bytes > w->st[b].gathered_bytes)
-						  ? a
-						  : b;
+				size_t keep =
+				    strength[a] > strength[b] || (strength[a] == strength[b] &&
+								  w->st[a].gathered_bytes > w->st[b].gathered_bytes)
+					? a
+					: b;
 				w->activation[keep] = 0;
 				out->evidence[keep][0] = 0;
 			}
@@ -308,10 +309,11 @@ static int shared_activations(const struct roles_work *w, int c, struct comm_rol
 			out->shared_keys[out->nshared_keys++] = key;
 	}
 	if (out->nshared_keys)
-		snprintf(out->shared, sizeof out->shared,
-			 "FSDP communicator also carries activations (context parallel on its ranks): %u size%s in pairs "
-			 "in its units, never re-gathered, reduced",
-			 out->nshared_keys, out->nshared_keys == 1 ? "" : "s");
+		snprintf(
+		    out->shared, sizeof out->shared,
+		    "FSDP communicator also carries activations (context parallel on its ranks): %u size%s in pairs "
+		    "in its units, never re-gathered, reduced",
+		    out->nshared_keys, out->nshared_keys == 1 ? "" : "s");
 	free(blk);
 	free(back);
 	free(rs);

@@ -30,12 +30,12 @@ struct comm_stat {
 	uint64_t *rs_counts;	    /* per-rank count of each ReduceScatter (what it leaves on a rank) */
 	uint64_t *ar_counts;
 	uint32_t nag, nrs, nar;
-	uint64_t gathered_bytes;    /* wire bytes of its AllGathers: what its gathers move */
-	uint32_t ag_dtypes;	    /* bit d: an AllGather in fss_dtype d */
-	uint32_t p2p;		    /* Send / Recv events (a group counts once), all-to-alls among them */
-	uint32_t a2a;		    /* all-to-all events: AllToAll, or Send / Recv to every peer in one group */
-	uint32_t a2a_counts;	    /* all-to-alls of at most ROLES_COUNTS_ELEMENTS per peer right before a
-				       larger one: a router's counts, then the tokens */
+	uint64_t gathered_bytes; /* wire bytes of its AllGathers: what its gathers move */
+	uint32_t ag_dtypes;	 /* bit d: an AllGather in fss_dtype d */
+	uint32_t p2p;		 /* Send / Recv events (a group counts once), all-to-alls among them */
+	uint32_t a2a;		 /* all-to-all events: AllToAll, or Send / Recv to every peer in one group */
+	uint32_t a2a_counts;	 /* all-to-alls of at most ROLES_COUNTS_ELEMENTS per peer right before a
+				    larger one: a router's counts, then the tokens */
 	/* its runs of gathers between two of its ReduceScatters (gather_runs) */
 	uint32_t short_runs;	   /* shorter than half the longest: backward re-gathers */
 	uint32_t long_runs;	   /* at least half the longest: forwards */
@@ -59,7 +59,7 @@ struct roles_work {
 	uint32_t ngroups;
 	int ambiguous;	  /* a nested group taken as parameters that could be activations, -1 none */
 	int ambiguous_in; /* the group whose units it sits in */
-	uint64_t *rsset; /* the sorted per-rank reduced counts of every FSDP group */
+	uint64_t *rsset;  /* the sorted per-rank reduced counts of every FSDP group */
 	uint32_t nrsset;
 };
 
