@@ -181,6 +181,14 @@ STREAM_SAMPLE = [
     ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
     ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
     ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),
+    ("stream-cp-flex", "--setup cp --nranks 4"),
+    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
+    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
+    ("stream-cp-flex-world", "--setup cp --nranks 2"),
+    ("stream-moe", "--setup moe --nranks 4"),
+    ("stream-moe-ep-world", "--setup moe --nranks 2"),
+    ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
+    ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
 ]
 
 
@@ -231,8 +239,6 @@ def stream_full():
 # Setups the analysis does not read right yet (issue 21): run by --matrix full
 # and --matrix pending; each moves into STREAM_SAMPLE once it passes.
 STREAM_PENDING = [
-    ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
-    ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
     ("stream-zero3-zeropp-qgz", "--setup zero3 --nranks 4 --qwz --hpz 2 --qgz"),
     ("stream-dpo", "--setup dpo --nranks 2"),
     ("stream-dpo-ref-model-nvtx", "--setup dpo --nranks 4 --ref-wrap model --nvtx"),
@@ -241,13 +247,7 @@ STREAM_PENDING = [
     ("stream-rl-sync1-nvtx", "--setup rl --nranks 4 --sync-every 1 --nvtx"),
     ("stream-ddp-fsdp-reshard-nvtx", "--setup ddp-fsdp --nranks 4 --block-reshard --nvtx"),
     ("stream-pp-interleaved-clip", "--setup pp --nranks 4 --virtual-stages 2 --layers 8 --clip"),
-    ("stream-cp-flex", "--setup cp --nranks 4"),
-    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
-    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
     ("stream-ulysses", "--setup ulysses --nranks 4"),
-    ("stream-cp-flex-world", "--setup cp --nranks 2"),
-    ("stream-moe", "--setup moe --nranks 4"),
-    ("stream-moe-ep-world", "--setup moe --nranks 2"),
     # FSDP2 variants (stream_job_fsdp2_variants.c)
     ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
     ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
