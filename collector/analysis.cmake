@@ -8,6 +8,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_comms.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_exposure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_finish.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_groups.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_note.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_service.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_steady.c
@@ -17,6 +18,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_worlds.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
+  ${CMAKE_CURRENT_LIST_DIR}/comm_roles_fsdp.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_calls.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_gpu.c

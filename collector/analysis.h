@@ -75,18 +75,24 @@ enum analysis_phase {
  * only; the other roles are reported beside it. */
 enum analysis_comm_role {
 	ANALYSIS_ROLE_UNKNOWN = 0,
-	ANALYSIS_ROLE_FSDP = 1,            /* FSDP shard group: parameter gathers in runs, gradient reduce-scatters */
+	ANALYSIS_ROLE_FSDP = 1,            /* an FSDP shard group: parameter gathers per unit, gradient reduce-scatters
+	                                      (several: struct analysis_fsdp_group) */
 	ANALYSIS_ROLE_FSDP_REGATHER = 2,   /* the smaller group backward re-gathers run on (reshard_after_forward=G) */
 	ANALYSIS_ROLE_REPLICATE = 3,       /* HSDP replicate group: all-reduces of the reduce-scattered shards */
 	ANALYSIS_ROLE_TENSOR_PARALLEL = 4, /* activation gathers and reduce-scatters, alternating, several per block */
-	ANALYSIS_ROLE_PIPELINE = 5,        /* send / recv between stages */
-	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens */
+	ANALYSIS_ROLE_PIPELINE = 5,        /* neighbour send / recv between stages */
+	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens between a router and the experts */
 	ANALYSIS_ROLE_ALLREDUCE = 7,       /* other all-reduce traffic: data-parallel buckets, tensor parallel
 	                                      without sequence parallelism */
 	ANALYSIS_ROLE_STEP = 8,            /* a few small collectives per step: the loss, the gradient norm */
 	ANALYSIS_ROLE_ONE_OFF = 9,         /* only before the first step, or now and then: init broadcasts,
 	                                      checkpoint planning */
 	ANALYSIS_ROLE_IDLE = 10,           /* no collective (a parent that was only split, say) */
+	ANALYSIS_ROLE_CONTEXT_PARALLEL = 11, /* activation collectives on a sub-group of the FSDP group, inside its
+	                                      units: k / v gathers and their reduce-scatters, ring rotations of
+	                                      k / v and their gradients */
+	ANALYSIS_ROLE_ALL_TO_ALL = 12,     /* all-to-all (to every peer of the group in one call) that no router and
+	                                      no expert group explain: Ulysses-style sequence parallel, say */
 	ANALYSIS_ROLE_MAX
 };
 
@@ -413,6 +419,11 @@ struct analysis_buckets {
 	uint32_t reduce_sizes_matching;   /* of them, matched one to one to gathers of their size (FSDP: all) */
 	uint64_t reduce_elements_per_step;/* reduced elements: every parameter's gradient once, P */
 	uint64_t reduce_elements_max;
+	uint32_t regather_fetches_per_step;  /* of the fetches, those on the re-gather communicator (ZeRO++ hpZ:
+	                                        backward fetches from the secondary partition) */
+	uint32_t quantized_fetches_per_step; /* of the fetches, those sent as 8-bit values and their scales (ZeRO++
+	                                        qwZ): two AllGathers, one fetch (the scales' elements and calls
+	                                        apart from the elements per fetch, in the calls) */
 };
 
 /* One rank's figures (medians over its analysed steps). */
@@ -651,6 +662,50 @@ struct analysis_flight {
 	struct analysis_mismatch mismatches[ANALYSIS_MISMATCHES_MAX]; /* earliest first */
 };
 
+/* One FSDP group of the job (docs/report-schema.md, "fsdp_groups"): a
+ * communicator whose gathers move parameters, with the re-gather group that
+ * serves it. A job may have several: an MoE's routed experts fully sharded
+ * on their own mesh beside the dense part (torchtitan's efsdp). The first
+ * is the primary, the one whose gathers move the most bytes: the top-level
+ * per_step, units, reshard, gathers table and exposure are its figures, and
+ * its entry repeats them. The ledger is the job's: the groups' shares
+ * (params ... transient_bytes_per_rank) add up to it. Counts are of the
+ * typical step; times of the representative step (exposure.step). */
+#define ANALYSIS_FSDP_GROUPS_MAX 4
+struct analysis_fsdp_group {
+	int32_t comm;                 /* index into comms of its shard communicator */
+	int32_t regather_comm;        /* index into comms of its re-gather communicator, -1 */
+	int32_t nranks;               /* ranks of its shard communicator */
+	uint32_t allgathers;          /* AllGather events per step, its re-gather group's included */
+	uint32_t allgather_calls;
+	uint32_t forward_allgathers;  /* of them, forward ones (phases: structure) */
+	uint32_t backward_allgathers;
+	uint32_t reduce_scatters;     /* ReduceScatter events per step */
+	int32_t phase_source;         /* enum analysis_phase_source: its gathers parsed into forward / backward */
+	uint32_t microbatches;        /* its training cycles per step (0: phases not told) */
+	uint32_t forward_units;       /* forward gathers of one training cycle: its units */
+	uint32_t repeating_units;     /* L: copies of the repeat among them */
+	uint32_t gathers_per_unit;    /* k: gathers per copy (1: wrapped per block) */
+	uint32_t reserved;
+	struct analysis_reshard_info reshard; /* read from its own backward gathers */
+	uint64_t gathered_bytes_per_step;     /* wire bytes its gathers move (what makes the primary) */
+	int32_t exposure_measured;    /* 1: the figures below were measured; 0: not (no compute timing, or
+	                                 its gathers' figures were kept for another rank) */
+	uint32_t exposed_gathers;     /* its gather events of the step with a cause other than hidden */
+	uint64_t allgather_ns_per_step;
+	uint64_t exposed_allgather_ns_per_step;
+	uint64_t compute_wait_ns_per_step;
+	/* its share of the ledger */
+	uint64_t params;              /* forward gathered elements of a training cycle x degree */
+	uint32_t degree;              /* the factor: the tensor-parallel degree for the primary; for another
+	                                 group beside an expert-parallel communicator, that one's ranks (each
+	                                 holds its share of the experts); else 1 */
+	uint32_t ledger_ranks;        /* ranks x degree: what its parameters are sharded over */
+	uint64_t largest_unit_params; /* its largest forward gather */
+	uint64_t persistent_bytes_per_rank;
+	uint64_t transient_bytes_per_rank;
+};
+
 struct analysis_result {
 	const char *schema;         /* ANALYSIS_SCHEMA */
 	uint32_t ranks;             /* ranks (sources with collectives) */
@@ -718,6 +773,9 @@ struct analysis_result {
 	int32_t units_decided;            /* 1: the units were read from the forward gather sequence (also when the
 	                                     verdict is undecided because the phases could not be: no reduction) */
 	uint32_t reserved6;
+	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
+	uint32_t reserved7;
+	struct analysis_fsdp_group fsdp_groups[ANALYSIS_FSDP_GROUPS_MAX]; /* the primary first */
 };
 
 /* A process of a world, as the restart section lists it. */
@@ -773,7 +831,8 @@ const char *analysis_exposure_source_name(enum analysis_exposure_source s);
 const char *analysis_phase_name(int phase);
 const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
- * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
+ * "expert-parallel", "allreduce", "step", "one-off", "idle", "context-parallel", "all-to-all",
+ * "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
  * "no-reduce-scatter", "unknown-pattern", "incomplete", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);

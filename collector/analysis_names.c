@@ -85,6 +85,8 @@ const char *analysis_comm_role_name(int role)
 	    [ANALYSIS_ROLE_STEP] = "step",
 	    [ANALYSIS_ROLE_ONE_OFF] = "one-off",
 	    [ANALYSIS_ROLE_IDLE] = "idle",
+	    [ANALYSIS_ROLE_CONTEXT_PARALLEL] = "context-parallel",
+	    [ANALYSIS_ROLE_ALL_TO_ALL] = "all-to-all",
 	};
 	return role >= 0 && role < ANALYSIS_ROLE_MAX ? names[role] : "unknown";
 }

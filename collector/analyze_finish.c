@@ -10,6 +10,7 @@
 #include "collector/analyze_comms.h"
 #include "collector/analyze_exposure.h"
 #include "collector/analyze_finish.h"
+#include "collector/analyze_groups.h"
 #include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
@@ -385,7 +386,7 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	int marker = 0;
 	for (size_t i = last; i < st->nev && !marker; i++)
 		marker = st->tinfo[i].in_steps && !st->tinfo[i].step_gather &&
-			 !(st->tinfo[i].fsdp &&
+			 !((st->tinfo[i].fsdp || st->tinfo[i].fsdp_group) &&
 			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&
 			 st->tev[i].role != ANALYSIS_ROLE_REPLICATE;
 	mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
@@ -404,11 +405,12 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	if (mb->per_step == 1 && mb->backward_allgathers == 0 && ph->units > 1)
 		analyze_note(r, "every unit kept from forward to backward: micro-batches that reuse them unsharded "
 				"(reductions deferred) gather nothing and cannot be counted here");
-	if (ph->step_gathers)
+	uint32_t other = r->per_step.step_allgathers;
+	if (other)
 		analyze_note(r,
-			     "%u AllGather%s a step on the FSDP communicator gather%s no unit (no unit's size and dtype): "
-			     "per-step collectives (metrics, weight sync), counted apart",
-			     ph->step_gathers, ph->step_gathers == 1 ? "" : "s", ph->step_gathers == 1 ? "s" : "");
+			     "%u AllGather%s a step on the FSDP communicator gather%s no unit: per-step collectives "
+			     "(metrics, weight sync, activations), counted apart",
+			     other, other == 1 ? "" : "s", other == 1 ? "s" : "");
 }
 
 /* The exposure section and the breakdown of the same step, so that its
@@ -500,6 +502,8 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 			    r->comms[i].nranks, r->headline_rank);
 			break;
 		}
+	if (analyze_groups_fill(in->opt, rank_state_source(h), rank_state_comms(h), st, r) < 0)
+		return -ENOMEM;
 	fill_exposure(in->opt, st, r);
 	headline_notes(st, tot, r);
 	return 0;

@@ -49,7 +49,7 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 	uint64_t key = src->view ? worlds_source_key(src->view) : 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_is_fsdp(ev[i].role)) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_event_primary(&ev[i])) {
 			if (with_index)
 				idx = gi;
 			gi++;
@@ -320,7 +320,7 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int next_known = 0;
 		for (span = 0; span < ne; span++) {
 			const struct tl_event *e = tl_array_at(&src->events, span);
-			if (!comm_roles_in_steps(e->role))
+			if (!comm_roles_event_in_steps(e))
 				continue;
 			if (seen == c->count) {
 				next_known = 1;
@@ -362,7 +362,7 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 	uint64_t have = src->events_base + tl_array_len(&src->events);
 	for (uint64_t i = w->fed; i < have; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		if (!comm_roles_in_steps(e->role))
+		if (!comm_roles_event_in_steps(e))
 			continue;
 		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
 		if (rc < 0)

@@ -29,6 +29,9 @@ struct ev_info {
 			      that group that gathers no unit (step_gather) */
 	uint8_t recompute; /* FSDP gathers: a unit's second backward gather in its cycle */
 	uint8_t in_steps;  /* an event of the data-parallel side (comm_roles_in_steps) */
+	uint8_t fsdp_group; /* an event of an FSDP group other than the primary: its index (1..), whose
+			       gathers get their phase, unit and figures but stay out of fsdp's and the step
+			       figures; 0 otherwise */
 	uint8_t step_gather; /* an AllGather of the FSDP group whose size is no unit's: a per-step collective
 				(metrics, weight sync), counted apart (phases.h) */
 };
