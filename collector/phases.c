@@ -893,7 +893,7 @@ static int choose(struct work *w, struct phases_gather *g, uint32_t *best_lead, 
 	return found;
 }
 
-int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *g, struct phases_result *out)
+static int parse_events(const struct phases_event *ev, size_t n, struct phases_gather *g, struct phases_result *out)
 {
 	memset(out, 0, sizeof *out);
 	out->first_training = -1;
@@ -956,5 +956,57 @@ done:
 	work_free(&w);
 	if (rc < 0)
 		memset(out, 0, sizeof *out);
+	return rc;
+}
+
+/* A dtype no parameter is gathered in: a wide integer (position ids, token
+ * counts, routing indexes). Parameters travel as floats or byte-packed
+ * (uint8 / int8 / float8). */
+static int integer_dtype(uint8_t d)
+{
+	return d == FSS_DTYPE_INT32 || d == FSS_DTYPE_UINT32 || d == FSS_DTYPE_INT64 || d == FSS_DTYPE_UINT64;
+}
+
+int phases_parse(const struct phases_event *ev, size_t n, struct phases_gather *g, struct phases_result *out)
+{
+	size_t nint = 0, nag = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].op == FSS_OP_ALLGATHER) {
+			nag++;
+			nint += integer_dtype(ev[i].dtype);
+		}
+	if (nint == 0 || nint == nag)
+		return parse_events(ev, n, g, out);
+	/* gathers no unit can be: parsed without, then per-step collectives
+	 * in the cycle they fall in */
+	struct phases_event *kept = malloc(n * sizeof *kept);
+	struct phases_gather *kg = malloc((nag - nint) * sizeof *kg);
+	if (!kept || !kg) {
+		free(kept);
+		free(kg);
+		memset(out, 0, sizeof *out);
+		return -ENOMEM;
+	}
+	size_t nk = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(ev[i].op == FSS_OP_ALLGATHER && integer_dtype(ev[i].dtype)))
+			kept[nk++] = ev[i];
+	int rc = parse_events(kept, nk, kg, out);
+	int parsed = out->status == PHASES_OK || out->status == PHASES_NO_REDUCTION;
+	int32_t cycle = 0;
+	for (size_t i = 0, a = 0, k = 0; rc == 0 && i < n; i++) {
+		if (ev[i].op != FSS_OP_ALLGATHER)
+			continue;
+		if (!integer_dtype(ev[i].dtype)) {
+			g[a++] = kg[k];
+			cycle = kg[k++].cycle;
+		} else {
+			g[a++] = (struct phases_gather){parsed ? (cycle >= 0 ? cycle : 0) : -1, -1, 0, 0, (uint8_t)parsed, 0};
+		}
+	}
+	if (rc == 0 && parsed)
+		out->step_gathers += (uint32_t)nint;
+	free(kept);
+	free(kg);
 	return rc;
 }

@@ -659,6 +659,38 @@ static void test_weight_sync_opens_step(void **state)
 	free(g);
 }
 
+/* Ulysses with the sequence-parallel group the FSDP world: every layer's
+ * forward all-gathers its position ids (int64) on the world, between the
+ * blocks' gathers. No parameter is a wide integer: not a unit, and S runs
+ * past them. */
+static void test_integer_gathers(void **state)
+{
+	(void)state;
+	struct stream *s = calloc(1, sizeof *s);
+	struct phases_gather *g = calloc(MAXEV, sizeof *g);
+	ag(s, ROOT, 4);
+	for (int l = 0; l < 4; l++) {
+		ag(s, BLOCK, 4);
+		ag_dtype(s, 256, 4, FSS_DTYPE_INT64);
+	}
+	for (int l = 4; l-- > 0;) {
+		ag(s, BLOCK, 4);
+		rs(s, BLOCK);
+	}
+	rs(s, ROOT);
+	struct phases_result r = parse(s, g);
+	assert_int_equal(r.status, PHASES_OK);
+	assert_int_equal(r.units, 5);
+	assert_int_equal(r.step_gathers, 4);
+	assert_int_equal(r.backward_allgathers, 4);
+	for (int l = 0; l < 4; l++) {
+		assert_int_equal(g[2 + 2 * l].step_gather, 1);
+		assert_int_equal(g[1 + 2 * l].unit, 1 + l);
+	}
+	free(s);
+	free(g);
+}
+
 /* Compiler bucketing (inductor's all-gather and reduce-scatter bucketing):
  * two blocks per gather and per reduction. The units are the buckets. */
 static void test_compiler_buckets(void **state)
@@ -767,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_two_models_and_metrics),
 		cmocka_unit_test(test_weight_sync),
 		cmocka_unit_test(test_weight_sync_opens_step),
+		cmocka_unit_test(test_integer_gathers),
 		cmocka_unit_test(test_compiler_buckets),
 		cmocka_unit_test(test_float8),
 		cmocka_unit_test(test_forward_passes_in_a_row),
