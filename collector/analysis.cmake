@@ -28,6 +28,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/median.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c
   ${CMAKE_CURRENT_LIST_DIR}/phases.c
+  ${CMAKE_CURRENT_LIST_DIR}/phases_reductions.c
   ${CMAKE_CURRENT_LIST_DIR}/rank_state.c
   ${CMAKE_CURRENT_LIST_DIR}/ranks.c
   ${CMAKE_CURRENT_LIST_DIR}/reshard.c
