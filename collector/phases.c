@@ -47,6 +47,7 @@ struct work {
 	uint64_t s_min;      /* elements of S's smallest unit */
 	uint64_t s_max;      /* and of its largest */
 	int has_other;       /* the parse has gathers of another model's units */
+	uint32_t ncycles_scratch; /* the cycles split_backward_rounds is looking at */
 	struct phases_gather *g; /* [nag] the candidate parse */
 };
 
@@ -304,8 +305,8 @@ static void absorb_other_model(struct work *w)
 
 /* Does cycle c's backward (the keys of its n re-gathers at w->bpos) repeat
  * a round m times, each key at most once per unit in a round, with no
- * reduction before the last round and one inside it? Then it is m
- * micro-batches whose units
+ * reduction before the last round's second gather and one of a unit it
+ * re-gathers after its first? Then it is m micro-batches whose units
  * stayed unsharded between them (reductions deferred, resharded only after
  * forward): the later ones gather nothing in forward, only their backward.
  * Returns the rounds (1: none); *partial the units of the round's keys a
@@ -319,10 +320,20 @@ static size_t backward_rounds(struct work *w, uint32_t c, size_t n, uint32_t *pa
 		size_t q = n / m, k = q;
 		while (k < n && w->id[w->bpos[k]] == w->id[w->bpos[k - q]])
 			k++;
-		/* no reduction before the last round, and one inside it: the last
-		 * micro-batch syncs as it goes */
-		if (k < n || w->rs_before[w->bpos[n - q]] != w->rs_before[w->cstart[c]] ||
-		    w->rs_before[w->bpos[n - 1]] == w->rs_before[w->bpos[n - q]])
+		/* no reduction before the last round's second gather (the first
+		 * micro-batch's prefetch order: a checkpoint wrapper's pairs straddle
+		 * a reduction sooner), and one after its first: the last micro-batch
+		 * syncs as it goes */
+		uint32_t second = w->bpos[n - q + (q > 1)];
+		uint32_t end = c + 1 < w->ncycles_scratch ? w->cstart[c + 1] : (uint32_t)w->nag;
+		uint32_t after = end < w->nag ? w->rs_before[end] : (uint32_t)w->nrs;
+		if (k < n || w->rs_before[second] != w->rs_before[w->cstart[c]])
+			continue;
+		int syncs = 0; /* a reduction of a unit the round re-gathers */
+		for (uint32_t r = w->rs_before[w->bpos[n - q]]; r < after && !syncs; r++)
+			for (size_t j = n - q; j < n && !syncs; j++)
+				syncs = phases_reduces(&w->ev[w->ag[w->bpos[j]]], &w->ev[w->rs[r]]);
+		if (!syncs)
 			continue;
 		w->gen++;
 		int fits = 1;
@@ -352,6 +363,7 @@ static uint32_t split_backward_rounds(struct work *w, uint32_t nc, uint32_t *irr
 	struct phases_gather *g = w->g;
 	uint32_t *start = w->rs_in, *fwd = w->bwd_in; /* scratch: the new cycles, rebuilt below */
 	uint32_t out = 0;
+	w->ncycles_scratch = nc;
 	for (uint32_t c = 0; c < nc; c++) {
 		uint32_t end = c + 1 < nc ? w->cstart[c + 1] : (uint32_t)w->nag;
 		size_t n = 0, over = 0;
