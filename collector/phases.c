@@ -202,6 +202,7 @@ static uint32_t classify(struct work *w, uint32_t u, uint32_t *unexplained)
 {
 	struct phases_gather *g = w->g;
 	uint32_t nc = 0;
+	int32_t other_cycle = -1; /* the cycle that had another model's pass */
 	*unexplained = w->lead;
 	for (uint32_t pos = 0; pos < w->lead; pos++)
 		g[pos] = (struct phases_gather){0, -1, 0, 0, 1, 0};
@@ -228,14 +229,19 @@ static uint32_t classify(struct work *w, uint32_t u, uint32_t *unexplained)
 		while (end < w->nag && w->cnt[w->id[end]] == 0 && other_model_gather(w, end) &&
 		       !(w->z[end] >= u && w->rs_before[end + u - 1] == w->rs_before[end]))
 			end++;
-		int other = end > pos + 1 || (end == pos + 1 && w->ev[w->ag[pos]].elements > w->s_max);
+		/* one such pass a cycle (a reference or teacher model runs once per
+		 * micro-batch); it costs one unexplained gather, its gathers none */
+		int other = (end > pos + 1 || (end == pos + 1 && w->ev[w->ag[pos]].elements > w->s_max)) &&
+			    other_cycle != c;
 		if (!other)
 			end = pos + 1;
+		else
+			other_cycle = c;
 		for (size_t q = pos; q < end; q++)
 			g[q] = (struct phases_gather){c, -1, (uint8_t)(other ? ANALYSIS_PHASE_FORWARD : 0), 0,
 						      (uint8_t)!other, (uint8_t)other};
 		w->has_other |= other;
-		*unexplained += other ? 0 : (uint32_t)(end - pos);
+		*unexplained += other ? 1 : (uint32_t)(end - pos);
 		pos = end;
 	}
 	return nc;

@@ -269,8 +269,9 @@ static void post_backward(struct sim *s, int u)
 		pop(s);
 	if (op_ranges(s))
 		push(s, "fsdp.reduce_scatter");
-	s->rs_last = submit(s, FSS_OP_REDUCESCATTER, s->u[u].padded / (uint64_t)s->N, FSS_DTYPE_FLOAT32, COMM_WORLD,
-			    s->N);
+	if (!s->c->no_reduce)
+		s->rs_last = submit(s, FSS_OP_REDUCESCATTER, s->u[u].padded / (uint64_t)s->N, FSS_DTYPE_FLOAT32,
+				    COMM_WORLD, s->N);
 	s->full[u] = 0;
 	if (op_ranges(s))
 		pop(s);

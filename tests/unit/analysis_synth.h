@@ -41,6 +41,7 @@ struct synth_config {
 	double bytes_per_ns;   /* link bandwidth */
 	uint64_t skew_ns;      /* rank r runs r x skew_ns behind rank 0 */
 	uint32_t chunk_payload; /* trace chunk size, 0: the writer's default */
+	int no_reduce;          /* 1: no ReduceScatter (every parameter frozen) */
 };
 
 struct synth_truth {

@@ -566,6 +566,32 @@ static void test_patterns(void **state)
 	assert_false(timeline_pattern_match("", "a", "b"));
 }
 
+/* Every parameter frozen: no ReduceScatter in the steps. The units are
+ * still read from the forward gathers and given; the verdict is undecided
+ * for the phases alone, and says so with what was seen. */
+static void test_no_reduction_units(void **state)
+{
+	(void)state;
+	struct synth_config c;
+	synth_defaults(&c);
+	c.no_reduce = 1;
+	c.wrap = "linear";
+	struct synth_truth t;
+	struct analysis_options o;
+	analysis_options_init(&o);
+	o.fsdp_comm = "0000000000abcdef"; /* the world: a group that reduces nothing is no FSDP group by its traffic */
+	struct analysis_result *r = run(&c, &o, &t);
+	assert_int_equal(r->verdict, ANALYSIS_UNDECIDED);
+	assert_int_equal(r->undecided_reason, ANALYSIS_UNDECIDED_NO_REDUCTION);
+	assert_int_equal(r->units_decided, 1);
+	assert_int_equal(r->units.repeating_units, 4);
+	assert_int_equal(r->units.gathers_per_unit, t.gathers_per_block);
+	assert_int_equal(r->units.forward_units, t.units);
+	assert_int_equal(r->reshard.policy, ANALYSIS_RESHARD_UNKNOWN);
+	assert_non_null(strstr(r->undecided_why, "no ReduceScatter"));
+	analysis_result_free(r);
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -596,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_memory),
 		cmocka_unit_test(test_random_records),
 		cmocka_unit_test(test_patterns),
+		cmocka_unit_test(test_no_reduction_units),
 		cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
