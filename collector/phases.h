@@ -1,39 +1,44 @@
 /*
  * phases.h - units, forward and backward, micro-batches and forward-only
  * passes of a step, from the FSDP group's forward gather sequence; its
- * reduce-scatters are evidence, never a precondition.
+ * reduce-scatters are evidence, never a precondition (docs/patterns.md,
+ * section 3, says the same with the setups behind each rule).
  *
- * What holds in every sharded job (docs/patterns.md, section 3): the units
- * that hold parameters are gathered in the same order, with the same
- * sizes, once per forward pass. So the forward sequence S (one pass: a
- * prefix of the step's gathers, the step beginning at a forward) is the
- * invariant. Gathers are keyed by what they move (gathered bytes and dtype),
- * so that an fp32 per-parameter gather (weight sync) never matches a bf16
- * unit. The gathers parse against S:
+ * What holds in every sharded job: the units that hold parameters are
+ * gathered in the same order, with the same sizes, once per forward pass.
+ * So the forward sequence S (one pass: a prefix of the step's gathers, or of
+ * those after a run in another floating dtype that opens the step) is the
+ * invariant. Gathers are keyed by gathered bytes and dtype, so that an fp32
+ * per-parameter gather (a weight sync) never matches a bf16 unit; a gather
+ * in a wide integer dtype is never a unit. The gathers parse against S:
  *
  *  - a full copy of S with no ReduceScatter inside it begins a new cycle (a
- *    forward pass: a micro-batch, an eval forward, a second model of the
- *    same units);
+ *    forward pass: a micro-batch, an eval forward, a second model of the same
+ *    units);
  *  - a gather of a key S holds re-gathers, in the cycle, the last unit of
- *    that key not re-gathered yet (its backward gather), or, once each has
- *    been, a second time (an activation-checkpoint recomputation); a third
- *    time rejects S;
- *  - a gather of a key S does not hold is a per-step collective on the FSDP
- *    communicator (metric gathers, weight sync), counted apart, never a unit.
+ *    that key not re-gathered yet; more re-gathers than units are pairs (a
+ *    checkpoint wrapper's recomputation) or, when they repeat whole rounds
+ *    that reduce only in the last, micro-batches that gathered nothing in
+ *    forward; a third gather of every unit rejects S;
+ *  - a gather of a key S lacks is a per-step collective on the FSDP
+ *    communicator (metrics, weight sync), counted apart, never a unit; a run
+ *    of them shaped like parameter gathers is another model's forward pass
+ *    (one a cycle), with the gathers of S's keys right after it that the
+ *    cycle has beyond one per unit.
  *
  * Each ReduceScatter belongs to the cycle whose forward began before it; a
- * cycle reduces each unit at most once (more reductions than units rejects
- * S), in any order (FSDP2's final callback, pipeline chunks), some units
- * not at all (frozen parameters), some in part (a unit's reduction a small
- * fraction of its gather). Among the prefixes S that parse (S must end
- * before the first ReduceScatter and must not begin with a key it holds
- * again unless all its keys are equal: two forwards of the same units are
- * two passes), the parse chosen has, in this order: the fewest gathers left
- * unexplained, the fewest matched reductions contradicted by a later gather
- * of their unit (a unit is reduced after its last gather), the fewest
- * recomputation gathers, the fewest units left unreduced in the cycles that
- * reduce, the fewest cycles, the shortest S. A parse whose reductions do not
- * fit its units (phases_reductions_fit) is no FSDP structure: rejected.
+ * cycle reduces each unit at most once, in any order, some units not at all,
+ * some in part. Among the prefixes S that parse (ending before the first
+ * ReduceScatter, in one floating dtype, not beginning with a key they hold
+ * again unless all keys are equal), the parse chosen has, in this order: the
+ * fewest matched reductions a later gather of their unit contradicts; the
+ * fewest reductions no unit fits that a gather called no unit does; the
+ * fewest recomputations covering some units of a key and not all (and
+ * rounds leaving units out); the fewest unexplained gathers plus units no
+ * reduction matches plus cycles without a forward; the fewest
+ * recomputations; unreduced units; cycles; the shortest S. A parse whose
+ * reductions do not fit its units, or whose gathers of no unit move more
+ * than twice its units' bytes, is no FSDP structure.
  */
 #ifndef FSS_COLLECTOR_PHASES_H
 #define FSS_COLLECTOR_PHASES_H

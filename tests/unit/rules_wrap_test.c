@@ -111,6 +111,32 @@ static void test_fine_on_another_group(void **state)
 	fixture_free(a);
 }
 
+/* A step that reduces nothing: the verdict is undecided for its phases, but
+ * its units were read from the forward gathers (units_decided): the wrap is
+ * still judged; without units_decided it is not. */
+static void test_fine_when_only_the_units_are_decided(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a;
+	findings_t *list;
+
+	(void)state;
+	m.k = 8;
+	a = fixture_new(&m);
+	a->verdict = ANALYSIS_UNDECIDED;
+	a->undecided_reason = ANALYSIS_UNDECIDED_NO_REDUCTION;
+	a->units_decided = 1;
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	assert_int_equal(findings_get(list, 0)->severity, RULE_ERROR);
+	findings_free(list);
+	a->units_decided = 0;
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
 static void test_fine_needs_a_repeat_or_layers(void **state)
 {
 	struct fixture_model m = fixture_default();
@@ -397,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_fine_absent_when_per_block_on_every_group),
 		cmocka_unit_test(test_fine_on_another_group),
 		cmocka_unit_test(test_fine_needs_a_repeat_or_layers),
+		cmocka_unit_test(test_fine_when_only_the_units_are_decided),
 		cmocka_unit_test(test_fine_evidence_from_the_trace_when_layers_do_not_match),
 		cmocka_unit_test(test_coarse_whole_model_is_an_error),
 		cmocka_unit_test(test_coarse_absent_when_per_block),
