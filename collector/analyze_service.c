@@ -252,6 +252,13 @@ static int period_cut(struct analyze_env *env, rank_state_t *rs, const struct st
 	int rc;
 	switch (c->kind) {
 	case STEPS_REGULAR:
+		if (c->variant < STEPS_VARIANTS_MAX)
+			w->variant_steps[c->variant]++;
+		if (c->variant != 0) { /* a step of another variant: seen, not mixed in */
+			st->irregular++;
+			w->ordinal++;
+			return register_events(env, rs, ev, span, 0);
+		}
 		/* no event after it, no process_end: the trace stops in or right after it */
 		if (trust->why == STEP_CLEAN && !next_known && !has_end)
 			trust->why = STEP_CUT;
@@ -344,7 +351,11 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 
 /* ---- the service --------------------------------------------------------- */
 
-/* Feed the cutter the data-parallel events it has not seen. */
+/* Feed the cutter the data-parallel events it has not seen. The FSDP
+ * group's gathers and reductions are always read (the parameter traffic the
+ * step rests on); any other class is compared by its sizes, which may
+ * change from step to step (an all-to-all of routed tokens on the FSDP
+ * communicator itself, say): the op and the sizes decide, not the role. */
 static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 {
 	uint64_t have = src->events_base + tl_array_len(&src->events);
@@ -352,7 +363,14 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
 		if (!comm_roles_in_steps(e->role))
 			continue;
-		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
+		int param = comm_roles_is_fsdp(e->role) && (e->op == FSS_OP_ALLGATHER || e->op == FSS_OP_REDUCESCATTER);
+		struct steps_event se = {
+		    .sig = e->sig,
+		    .bytes = e->bytes,
+		    .cls = param ? 0 : steps_class(e->comm_slot, e->op, e->calls, e->dtype),
+		    .op = e->op,
+		};
+		int rc = steps_cutter_push_event(w->cutter, &se);
 		if (rc < 0)
 			return rc;
 	}

@@ -47,6 +47,8 @@ struct rank_walk {
 	uint32_t ordinal;	   /* steps seen so far */
 	int nvtx_event_wait;	   /* the oldest NVTX step waits for the event after it (its edge) */
 	uint64_t nvtx_events_seen; /* source events when it began to wait */
+	uint32_t variant_steps[STEPS_VARIANTS_MAX]; /* period steps: regular steps of each variant
+						       (steps_cutter_variants) */
 };
 
 /* analyze_service_init - a rank's walk before its first record, its first
