@@ -107,8 +107,9 @@ static int window_cmp(const void *a, const void *b)
 /*
  * Does a step of ops[0..p) hold every kind of collective that occurs at
  * least once per two steps in the later half of the window (count[op] of
- * its `half` events)? A stretch of the backward's interleaved gathers and
- * reduce-scatters, or the forward's blocks, is no step.
+ * its `half` events)? A stretch of the forward's repeating blocks (all
+ * AllGathers) is no step; what happens only at the start (init broadcasts)
+ * is not required.
  */
 static int holds_every_kind(const uint8_t *ops, size_t p, const size_t *count, size_t half)
 {
@@ -128,9 +129,7 @@ static int holds_every_kind(const uint8_t *ops, size_t p, const size_t *count, s
  * anchor): the stretch between two anchors that recurs most, explaining the
  * most events, is the step; the stretches that differ hold the
  * interruptions. A step reduces gradients: with ReduceScatters in the
- * sequence, only stretches that hold one count, and it holds every kind of
- * collective the job issues once per two steps (a stretch of the backward's
- * interleaved gathers and reductions is none). Returns 1 with the period,
+ * sequence, only stretches that hold one count. Returns 1 with the period,
  * the start of a rotated template that lies inside two adjacent matching
  * stretches, and the rotation.
  */
@@ -147,11 +146,8 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 		return 0;
 	}
 	int have_rs = 0;
-	size_t kinds[256] = {0};
-	for (size_t i = n / 2; i < n; i++) {
+	for (size_t i = n / 2; i < n; i++)
 		have_rs |= ops[i] == FSS_OP_REDUCESCATTER;
-		kinds[ops[i]]++;
-	}
 	memcpy(uniq, sig, n * sizeof *uniq);
 	qsort(uniq, n, sizeof *uniq, median_u64_cmp);
 	size_t nu = 0;
@@ -179,8 +175,6 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 			int rs = !have_rs;
 			for (size_t i = 0; i < len && !rs; i++)
 				rs = ops[w[a].at + i] == FSS_OP_REDUCESCATTER;
-			if (rs && count >= 3 && 2 * count >= nw && count * len > best_cover)
-				rs = holds_every_kind(ops + w[a].at, len, kinds, n - n / 2);
 			/* two adjacent stretches alike: a rotated template fits in them */
 			size_t adjacent = nw;
 			for (size_t i = a; i + 1 < b && adjacent == nw; i++)

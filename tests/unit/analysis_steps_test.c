@@ -423,6 +423,45 @@ static void test_recurring_interruption_is_no_step(void **state)
 	free(s);
 }
 
+/* fsdp_ref --eval-every 3 --checkpoint-every 4 over 6 steps: too short for
+ * the sequence to repeat, the step is found between anchors, though the
+ * checkpoint's two broadcasts are most of the broadcasts the window has. */
+static void test_short_trace_with_interruptions(void **state)
+{
+	(void)state;
+	struct seq *s = calloc(1, sizeof *s);
+	size_t p = 0;
+	for (int k = 1; k <= 6; k++) {
+		p = add_step(s, 6, 0);
+		if (k == 3) {
+			add(s, AG, 5000);
+			for (int l = 0; l < 6; l++)
+				add(s, AG, 700);
+			add(s, AR, 8);
+		}
+		if (k == 4) {
+			add(s, AG, 8);
+			add(s, AG, 45);
+			add(s, BC, 8);
+			add(s, BC, 90);
+			add(s, AR, 4);
+		}
+	}
+	struct steps_cut cuts[32];
+	size_t n = stream(s, cuts, 32);
+	uint32_t regular = 0, steps = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (cuts[i].kind == STEPS_REGULAR) {
+			assert_int_equal(cuts[i].count, p);
+			regular++;
+		}
+		steps += cuts[i].kind == STEPS_REGULAR ? 1 : cuts[i].steps;
+	}
+	assert_true(regular >= 4);
+	assert_int_equal(steps, 6);
+	free(s);
+}
+
 /* verl's FSDP2 actor (stream_job rl, L blocks): a log-prob forward, the
  * training forward (root, embedding, blocks), the backward with the blocks'
  * reductions, then the root's and the embedding's, and the clip-norm
@@ -800,6 +839,7 @@ int main(void)
 		cmocka_unit_test(test_init_broadcasts),
 		cmocka_unit_test(test_interruptions),
 		cmocka_unit_test(test_recurring_interruption_is_no_step),
+		cmocka_unit_test(test_short_trace_with_interruptions),
 		cmocka_unit_test(test_weight_sync_outside_steps),
 		cmocka_unit_test(test_weight_sync_every_step_is_in_the_step),
 		cmocka_unit_test(test_changing_microbatch_count),
