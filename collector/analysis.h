@@ -644,6 +644,17 @@ struct analysis_flight {
 	struct analysis_mismatch mismatches[ANALYSIS_MISMATCHES_MAX]; /* earliest first */
 };
 
+/* One variant of the step found from the period: a period may hold steps
+ * that differ (the micro-batch count changes from step to step), each a
+ * step. Counts are of the data-parallel side's events. */
+#define ANALYSIS_STEP_VARIANTS_MAX 8
+struct analysis_step_variant {
+	uint32_t steps;           /* steps of this variant seen */
+	uint32_t collectives;     /* events of one such step the step search read */
+	uint32_t allgathers;      /* of them, AllGathers */
+	uint32_t reduce_scatters; /* ReduceScatters */
+};
+
 struct analysis_result {
 	const char *schema;         /* ANALYSIS_SCHEMA */
 	uint32_t ranks;             /* ranks (sources with collectives) */
@@ -698,6 +709,15 @@ struct analysis_result {
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
 	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
+	uint32_t nstep_variants;          /* period steps: variants of the step one period holds (0 with NVTX
+	                                     steps or no period; 1 usually; more when the steps differ, as
+	                                     when the micro-batch count changes from step to step) */
+	uint32_t reserved6;
+	struct analysis_step_variant step_variants[ANALYSIS_STEP_VARIANTS_MAX]; /* the steady one (the one
+	                                     analysed: the most collectives) first; the others are counted
+	                                     as irregular steps */
+	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
+	                                     sizes change from step to step); each is in the step it falls in */
 };
 
 /* analysis_options_init - fill opts with the defaults listed above. */

@@ -3,9 +3,11 @@
  * analyze_service.h).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collector/analyze_comms.h"
+#include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
 #include "collector/analyze_summary.h"
@@ -445,4 +447,36 @@ size_t analyze_service_pending(rank_state_t *rs)
 	const struct rank_walk *w = rank_state_walk(rs);
 	return tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
 	       (w->cutter ? steps_cutter_pending(w->cutter) : 0) + analyze_steady_pending(rank_state_steady(rs));
+}
+
+_Static_assert(ANALYSIS_STEP_VARIANTS_MAX == STEPS_VARIANTS_MAX, "one variant table");
+
+void analyze_service_fill(rank_state_t *rs, struct analysis_result *r)
+{
+	const struct rank_walk *w = rank_state_walk(rs);
+	if (w->mode != MODE_PERIOD || !w->cutter)
+		return;
+	struct steps_variant v[STEPS_VARIANTS_MAX];
+	size_t nv = steps_cutter_variants(w->cutter, v, STEPS_VARIANTS_MAX);
+	r->nstep_variants = (uint32_t)nv;
+	for (size_t k = 0; k < nv; k++)
+		r->step_variants[k] = (struct analysis_step_variant){
+		    .steps = w->variant_steps[k],
+		    .collectives = v[k].events,
+		    .allgathers = v[k].allgathers,
+		    .reduce_scatters = v[k].reduce_scatters,
+		};
+	if (nv > 1) {
+		char list[96] = "";
+		size_t at = 0;
+		for (size_t k = 0; k < nv && at < sizeof list; k++)
+			at += (size_t)snprintf(list + at, sizeof list - at, "%s%u of %u AG + %u RS", k ? ", " : "",
+					       w->variant_steps[k], v[k].allgathers, v[k].reduce_scatters);
+		analyze_note(r, "the steps differ (a micro-batch count that changes?): %s; the first are analysed, the "
+				"others counted as irregular", list);
+	}
+	r->step_search_left_out = steps_cutter_left_out(w->cutter);
+	if (r->step_search_left_out)
+		analyze_note(r, "%llu collectives whose sizes change from step to step (routed all-to-alls, say) are left "
+				"out of the step search; each is in its step", (unsigned long long)r->step_search_left_out);
 }

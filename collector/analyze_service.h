@@ -76,4 +76,11 @@ int analyze_service_final(struct analyze_env *env, rank_state_t *rs);
  * events in the period window, buffered steps) rs has waiting now. */
 size_t analyze_service_pending(rank_state_t *rs);
 
+/*
+ * analyze_service_fill - what the period steps of rs say beside the steady
+ * step, into r: the variants of the step one period holds, the events left
+ * out of the step search, and a note for each. Nothing with NVTX steps.
+ */
+void analyze_service_fill(rank_state_t *rs, struct analysis_result *r);
+
 #endif
