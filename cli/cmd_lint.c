@@ -8,6 +8,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/report_sources.h"
+#include "cli/report_worlds.h"
 #include "cli/run_folder.h"
 
 #include "rules/flight_text.h"
@@ -51,6 +52,12 @@ static const char lint_help_head[] =
     "                           (host, pid, their last collective) and the waiting ones\n"
     "    collective-mismatch    ranks of one communicator issued different collectives as\n"
     "                           their N-th (op, count, dtype, root): error, both signatures\n"
+    "    restart                the trace holds several worlds (a job restarted with new\n"
+    "                           processes on new communicators): info, each world's size,\n"
+    "                           who died first; every world is linted apart, in a block of\n"
+    "                           its own after the headline world's findings\n"
+    "    duplicate-rank         processes that ran at the same time claim one rank (two\n"
+    "                           jobs in one trace): warning; listed apart, never merged\n"
     "    not-diagnosed          no verdict: no training step, no FSDP communicator, or a\n"
     "                           pattern the analysis does not cover: error, exit 3\n"
     "    wrap-too-fine          more than one AllGather per repeating unit (per-Linear\n"
@@ -97,6 +104,9 @@ static const char lint_help_tail[] =
     "       where a process's records stop, and the steps that lost collectives, are\n"
     "       left out of the verdict\n"
     "    0  diagnosed from a complete trace, no finding at --fail-on\n"
+    "    A restarted job is judged on its headline world (the last with an analysed\n"
+    "    step); the other worlds' findings are printed, not gated on; their processes\n"
+    "    that died still give 4.\n"
     "    A trace without GPU intervals or NVTX compute ranges cannot show exposure:\n"
     "    exposed-gather is then not checked, and lint says so on standard error\n"
     "    (the exit status is unchanged: the wrap verdict stands on the collectives).\n"
@@ -204,6 +214,7 @@ int cmd_lint(int argc, char **argv)
 			diagnosis_print_summary(stdout, d.result);
 			printf("\n");
 		}
+		report_worlds_lint(stdout, &d, !a.brief, a.brief);
 		if (report_sources_troubled(d.result)) {
 			printf("\n");
 			report_sources_troubles(stdout, d.result, "");
@@ -226,9 +237,12 @@ int cmd_lint(int argc, char **argv)
 	if (report_sources_troubled(d.result))
 		fprintf(stderr,
 			"fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
-			"the verdict is drawn from an incomplete trace\n",
+			"%s\n",
 			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
-			a.json ? "the report's \"sources\"" : "listed above");
+			a.json ? "the report's \"sources\"" : "listed above",
+			report_worlds_troubled_headline(d.result)
+			    ? "the verdict is drawn from an incomplete trace"
+			    : "all in the worlds before the restart; the headline world's verdict rests on complete records");
 	lint_print_left_out(stderr, d.trace_path, d.result);
 	if (d.result->trace.sources_attached)
 		lint_print_attach(stderr, d.trace_path, d.result);
@@ -333,6 +347,7 @@ void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagno
 		fputc('\n', out);
 		diagnosis_print_findings(out, d->findings, 0, 1);
 	}
+	report_worlds_lint(out, d, 0, 1);
 	if (d->damage[0])
 		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d->damage);
 	if (report_sources_troubled(d->result)) {

@@ -446,6 +446,30 @@ static void damage_of(const char *path, const char *fallback, char *buf, size_t 
 		snprintf(buf, len, "%s", fallback);
 }
 
+int diagnosis_run_worlds(struct diagnosis *d, const struct rule_config *rules)
+{
+	const struct analysis_result *a = d->result;
+
+	if (!a->nworlds)
+		return 0;
+	d->world_findings = calloc(a->nworlds, sizeof(*d->world_findings));
+	if (!d->world_findings)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < a->nworlds; i++) {
+		int rc;
+
+		if (!a->worlds[i].result)
+			continue;
+		d->world_findings[i] = findings_new();
+		if (!d->world_findings[i])
+			return -ENOMEM;
+		rc = diagnosis_from_result(a->worlds[i].result, rules, d->world_findings[i], NULL, 0, NULL);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagnosis_flags *f, struct diagnosis *d,
 			 char *err, size_t errlen)
 {
@@ -514,6 +538,8 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		return -ENOMEM;
 	}
 	rc = diagnosis_from_result(d->result, &f->rules, d->findings, NULL, 0, NULL);
+	if (!rc)
+		rc = diagnosis_run_worlds(d, &f->rules);
 	if (rc) {
 		diagnosis_free(d);
 		snprintf(err, errlen, "running the rules: %s", fss_strerror(rc));
@@ -524,6 +550,10 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 
 void diagnosis_free(struct diagnosis *d)
 {
+	for (uint32_t i = 0; d->world_findings && d->result && i < d->result->nworlds; i++)
+		findings_free(d->world_findings[i]);
+	free(d->world_findings);
+	d->world_findings = NULL;
 	analysis_result_free(d->result);
 	findings_free(d->findings);
 	merge_free(d->merge);

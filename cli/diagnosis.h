@@ -181,6 +181,8 @@ struct diagnosis {
 	char **paths;                   /* owned: the traces read, a folder's files in its place */
 	size_t npaths;
 	char *label;                    /* owned: trace_path when made here */
+	findings_t **world_findings;    /* owned: [result->nworlds] the rules over each world's result (a
+	                                   restart), NULL for the headline world (its findings are findings) */
 };
 
 /*
@@ -247,6 +249,14 @@ void diagnosis_trace_args_free(char **paths, size_t n);
  * shows no forward gather (no verdict: nothing to check against).
  */
 uint32_t diagnosis_layers_max(const struct analysis_result *a);
+
+/*
+ * diagnosis_run_worlds - the rules over each world of a restarted job but
+ * the headline one (whose findings are d->findings), into
+ * d->world_findings; nothing for one world. diagnosis_run does it; a
+ * session that builds its diagnosis itself calls it. Returns 0 or -ENOMEM.
+ */
+int diagnosis_run_worlds(struct diagnosis *d, const struct rule_config *rules);
 
 /* diagnosis_free - release what diagnosis_run made (idempotent). */
 void diagnosis_free(struct diagnosis *d);

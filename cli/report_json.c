@@ -8,6 +8,7 @@
  */
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
+#include "cli/report_worlds.h"
 #include "common/json.h"
 #include "common/json_writer.h"
 #include "rules/flight_text.h"
@@ -153,6 +154,67 @@ static void write_comms(struct jw *w, const struct analysis_result *a)
 	jw_u64(w, "tp_degree", a->tp_degree);
 }
 
+/* Each FSDP group of the job, the primary first (docs/report-schema.md,
+ * "fsdp_groups"). */
+static void write_fsdp_groups(struct jw *w, const struct analysis_result *a)
+{
+	char policy[32];
+	jw_open(w, "fsdp_groups", '[');
+	for (uint32_t i = 0; i < a->nfsdp_groups && i < ANALYSIS_FSDP_GROUPS_MAX; i++) {
+		const struct analysis_fsdp_group *g = &a->fsdp_groups[i];
+		int phases = g->phase_source != ANALYSIS_PHASES_NONE;
+		jw_open(w, NULL, '{');
+		jw_bool(w, "primary", i == 0);
+		jw_i64(w, "communicator", g->comm);
+		if (g->regather_comm >= 0)
+			jw_i64(w, "regather_communicator", g->regather_comm);
+		else
+			jw_null(w, "regather_communicator");
+		jw_i64(w, "nranks", g->nranks);
+		jw_open(w, "per_step", '{');
+		jw_u64(w, "allgathers", g->allgathers);
+		if (phases) {
+			jw_u64(w, "forward_allgathers", g->forward_allgathers);
+			jw_u64(w, "backward_allgathers", g->backward_allgathers);
+		} else {
+			jw_null(w, "forward_allgathers");
+			jw_null(w, "backward_allgathers");
+		}
+		jw_u64(w, "allgather_calls", g->allgather_calls);
+		jw_u64(w, "reduce_scatters", g->reduce_scatters);
+		jw_u64(w, "gathered_bytes", g->gathered_bytes_per_step);
+		jw_close(w, '}');
+		jw_str(w, "phases", analysis_phase_source_name(g->phase_source));
+		if (phases)
+			jw_u64(w, "microbatches", g->microbatches);
+		else
+			jw_null(w, "microbatches");
+		jw_open(w, "units", '{');
+		jw_u64(w, "forward_units", g->forward_units);
+		jw_u64(w, "repeating_units", g->repeating_units);
+		jw_u64(w, "gathers_per_unit", g->gathers_per_unit);
+		jw_close(w, '}');
+		jw_str(w, "reshard_after_forward", analysis_reshard_format(&g->reshard, policy, sizeof(policy)));
+		jw_open(w, "exposure", '{');
+		jw_bool(w, "measured", g->exposure_measured);
+		jw_u64(w, "allgather_ns_per_step", g->allgather_ns_per_step);
+		jw_u64(w, "exposed_allgather_ns_per_step", g->exposed_allgather_ns_per_step);
+		jw_u64(w, "compute_wait_ns_per_step", g->compute_wait_ns_per_step);
+		jw_u64(w, "exposed_gathers", g->exposed_gathers);
+		jw_close(w, '}');
+		jw_open(w, "ledger", '{');
+		jw_u64(w, "params", g->params);
+		jw_u64(w, "degree", g->degree);
+		jw_u64(w, "ranks", g->ledger_ranks);
+		jw_u64(w, "largest_unit_params", g->largest_unit_params);
+		jw_u64(w, "persistent_bytes_per_rank", g->persistent_bytes_per_rank);
+		jw_u64(w, "transient_bytes_per_rank", g->transient_bytes_per_rank);
+		jw_close(w, '}');
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
 static void write_microbatches(struct jw *w, const struct analysis_microbatches *m, int known)
 {
 	if (!known) {
@@ -191,6 +253,8 @@ static void write_buckets(struct jw *w, const struct analysis_result *a)
 	jw_u64(w, "reduce_sizes_matching", b->reduce_sizes_matching);
 	jw_u64(w, "reduce_elements_per_step", b->reduce_elements_per_step);
 	jw_u64(w, "reduce_elements_max", b->reduce_elements_max);
+	jw_u64(w, "regather_fetches_per_step", b->regather_fetches_per_step);
+	jw_u64(w, "quantized_fetches_per_step", b->quantized_fetches_per_step);
 	jw_close(w, '}');
 }
 
@@ -767,6 +831,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_reshard(&w, &a->reshard);
 	write_exposure(&w, a);
 	write_ledger(&w, &a->ledger);
+	write_fsdp_groups(&w, a);
 
 	jw_open(&w, "breakdown", '{');
 	jw_u64(&w, "step_ns", a->breakdown.step_ns);
@@ -822,6 +887,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_sources(&w, a);
 	if (a->trace.sources_attached)
 		write_attach(&w, a);
+	report_worlds_json(&w, d);
 	report_nodes_json(&w, d);
 	write_flight(&w, a);
 	write_options(&w, &a->options, rules);

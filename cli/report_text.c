@@ -5,6 +5,7 @@
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
 #include "cli/report_sources.h"
+#include "cli/report_worlds.h"
 
 #include "common/record.h"
 #include "rules/finding_text.h"
@@ -230,6 +231,24 @@ static void print_comms(FILE *out, const struct analysis_result *a)
 	if (a->tp_degree > 1)
 		fprintf(out, "  tensor parallel over %u ranks: the model holds %u x the parameters the FSDP group gathers\n",
 			a->tp_degree, a->tp_degree);
+	if (a->nfsdp_groups < 2)
+		return;
+	fprintf(out, "  %u FSDP groups, the primary first (its figures are the report's; the ledger adds up their "
+		     "shares, so its rows are sums, not P / N):\n",
+		a->nfsdp_groups);
+	for (uint32_t i = 0; i < a->nfsdp_groups && i < ANALYSIS_FSDP_GROUPS_MAX; i++) {
+		const struct analysis_fsdp_group *g = &a->fsdp_groups[i];
+		char policy[32], b1[32], b2[32], b3[32];
+		fprintf(out,
+			"    %u. communicator %d, %d ranks: %u AG, %u RS per step; %u forward units (%u x %u); reshard %s; "
+			"P %s (x %u); AllGather %s, exposed %s\n",
+			i + 1, g->comm, g->nranks, g->allgathers, g->reduce_scatters, g->forward_units, g->repeating_units,
+			g->gathers_per_unit, analysis_reshard_format(&g->reshard, policy, sizeof(policy)),
+			rule_format_count((double)g->params, b1, sizeof(b1)), g->degree,
+			g->exposure_measured ? rule_format_ns((double)g->allgather_ns_per_step, b2, sizeof(b2)) : "not measured",
+			g->exposure_measured ? rule_format_ns((double)g->exposed_allgather_ns_per_step, b3, sizeof(b3))
+					     : "not measured");
+	}
 }
 
 static void print_ledger(FILE *out, const struct analysis_ledger *l)
@@ -418,6 +437,7 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 		rule_format_bytes((double)s->allgather_bytes_median, b3, sizeof(b3)), dtype_list(s->allgather_dtypes, t1, sizeof(t1)),
 		rule_format_bytes((double)s->reduce_scatter_bytes_median, b4, sizeof(b4)),
 		dtype_list(s->reduce_scatter_dtypes, t2, sizeof(t2)));
+	report_worlds_text(out, d);
 	print_comms(out, a);
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);

@@ -560,7 +560,8 @@ static int diagnose(session_t *s)
 	s->d.findings = findings_new();
 	if (!s->d.findings)
 		return -ENOMEM;
-	return diagnosis_from_result(s->d.result, &s->flags->rules, s->d.findings, NULL, 0, NULL);
+	err = diagnosis_from_result(s->d.result, &s->flags->rules, s->d.findings, NULL, 0, NULL);
+	return err ? err : diagnosis_run_worlds(&s->d, &s->flags->rules);
 }
 
 static int write_json_summary(session_t *s)

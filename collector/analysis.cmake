@@ -8,14 +8,17 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_comms.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_exposure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_finish.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_groups.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_note.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_service.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_steady.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_summary.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_worlds.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
+  ${CMAKE_CURRENT_LIST_DIR}/comm_roles_fsdp.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_calls.c
   ${CMAKE_CURRENT_LIST_DIR}/flight_gpu.c
@@ -32,6 +35,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/steps_split.c
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/units.c
+  ${CMAKE_CURRENT_LIST_DIR}/worlds.c
 )
 target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 target_link_libraries(fss_analysis PUBLIC fss_collector fss_common)

@@ -75,18 +75,24 @@ enum analysis_phase {
  * only; the other roles are reported beside it. */
 enum analysis_comm_role {
 	ANALYSIS_ROLE_UNKNOWN = 0,
-	ANALYSIS_ROLE_FSDP = 1,            /* FSDP shard group: parameter gathers in runs, gradient reduce-scatters */
+	ANALYSIS_ROLE_FSDP = 1,            /* an FSDP shard group: parameter gathers per unit, gradient reduce-scatters
+	                                      (several: struct analysis_fsdp_group) */
 	ANALYSIS_ROLE_FSDP_REGATHER = 2,   /* the smaller group backward re-gathers run on (reshard_after_forward=G) */
 	ANALYSIS_ROLE_REPLICATE = 3,       /* HSDP replicate group: all-reduces of the reduce-scattered shards */
 	ANALYSIS_ROLE_TENSOR_PARALLEL = 4, /* activation gathers and reduce-scatters, alternating, several per block */
-	ANALYSIS_ROLE_PIPELINE = 5,        /* send / recv between stages */
-	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens */
+	ANALYSIS_ROLE_PIPELINE = 5,        /* neighbour send / recv between stages */
+	ANALYSIS_ROLE_EXPERT = 6,          /* all-to-all of tokens between a router and the experts */
 	ANALYSIS_ROLE_ALLREDUCE = 7,       /* other all-reduce traffic: data-parallel buckets, tensor parallel
 	                                      without sequence parallelism */
 	ANALYSIS_ROLE_STEP = 8,            /* a few small collectives per step: the loss, the gradient norm */
 	ANALYSIS_ROLE_ONE_OFF = 9,         /* only before the first step, or now and then: init broadcasts,
 	                                      checkpoint planning */
 	ANALYSIS_ROLE_IDLE = 10,           /* no collective (a parent that was only split, say) */
+	ANALYSIS_ROLE_CONTEXT_PARALLEL = 11, /* activation collectives on a sub-group of the FSDP group, inside its
+	                                      units: k / v gathers and their reduce-scatters, ring rotations of
+	                                      k / v and their gradients */
+	ANALYSIS_ROLE_ALL_TO_ALL = 12,     /* all-to-all (to every peer of the group in one call) that no router and
+	                                      no expert group explain: Ulysses-style sequence parallel, say */
 	ANALYSIS_ROLE_MAX
 };
 
@@ -406,6 +412,11 @@ struct analysis_buckets {
 	uint32_t reduce_sizes_matching;   /* of them, matched one to one to gathers of their size (FSDP: all) */
 	uint64_t reduce_elements_per_step;/* reduced elements: every parameter's gradient once, P */
 	uint64_t reduce_elements_max;
+	uint32_t regather_fetches_per_step;  /* of the fetches, those on the re-gather communicator (ZeRO++ hpZ:
+	                                        backward fetches from the secondary partition) */
+	uint32_t quantized_fetches_per_step; /* of the fetches, those sent as 8-bit values and their scales (ZeRO++
+	                                        qwZ): two AllGathers, one fetch (the scales' elements and calls
+	                                        apart from the elements per fetch, in the calls) */
 };
 
 /* One rank's figures (medians over its analysed steps). */
@@ -655,6 +666,50 @@ struct analysis_step_variant {
 	uint32_t reduce_scatters; /* ReduceScatters */
 };
 
+/* One FSDP group of the job (docs/report-schema.md, "fsdp_groups"): a
+ * communicator whose gathers move parameters, with the re-gather group that
+ * serves it. A job may have several: an MoE's routed experts fully sharded
+ * on their own mesh beside the dense part (torchtitan's efsdp). The first
+ * is the primary, the one whose gathers move the most bytes: the top-level
+ * per_step, units, reshard, gathers table and exposure are its figures, and
+ * its entry repeats them. The ledger is the job's: the groups' shares
+ * (params ... transient_bytes_per_rank) add up to it. Counts are of the
+ * typical step; times of the representative step (exposure.step). */
+#define ANALYSIS_FSDP_GROUPS_MAX 4
+struct analysis_fsdp_group {
+	int32_t comm;                 /* index into comms of its shard communicator */
+	int32_t regather_comm;        /* index into comms of its re-gather communicator, -1 */
+	int32_t nranks;               /* ranks of its shard communicator */
+	uint32_t allgathers;          /* AllGather events per step, its re-gather group's included */
+	uint32_t allgather_calls;
+	uint32_t forward_allgathers;  /* of them, forward ones (phases: structure) */
+	uint32_t backward_allgathers;
+	uint32_t reduce_scatters;     /* ReduceScatter events per step */
+	int32_t phase_source;         /* enum analysis_phase_source: its gathers parsed into forward / backward */
+	uint32_t microbatches;        /* its training cycles per step (0: phases not told) */
+	uint32_t forward_units;       /* forward gathers of one training cycle: its units */
+	uint32_t repeating_units;     /* L: copies of the repeat among them */
+	uint32_t gathers_per_unit;    /* k: gathers per copy (1: wrapped per block) */
+	uint32_t reserved;
+	struct analysis_reshard_info reshard; /* read from its own backward gathers */
+	uint64_t gathered_bytes_per_step;     /* wire bytes its gathers move (what makes the primary) */
+	int32_t exposure_measured;    /* 1: the figures below were measured; 0: not (no compute timing, or
+	                                 its gathers' figures were kept for another rank) */
+	uint32_t exposed_gathers;     /* its gather events of the step with a cause other than hidden */
+	uint64_t allgather_ns_per_step;
+	uint64_t exposed_allgather_ns_per_step;
+	uint64_t compute_wait_ns_per_step;
+	/* its share of the ledger */
+	uint64_t params;              /* forward gathered elements of a training cycle x degree */
+	uint32_t degree;              /* the factor: the tensor-parallel degree for the primary; for another
+	                                 group beside an expert-parallel communicator, that one's ranks (each
+	                                 holds its share of the experts); else 1 */
+	uint32_t ledger_ranks;        /* ranks x degree: what its parameters are sharded over */
+	uint64_t largest_unit_params; /* its largest forward gather */
+	uint64_t persistent_bytes_per_rank;
+	uint64_t transient_bytes_per_rank;
+};
+
 struct analysis_result {
 	const char *schema;         /* ANALYSIS_SCHEMA */
 	uint32_t ranks;             /* ranks (sources with collectives) */
@@ -709,16 +764,69 @@ struct analysis_result {
 	struct analysis_trust trust;      /* steps left out, and why */
 	struct analysis_flight flight;    /* calls in flight: hangs and mismatches */
 	struct analysis_attach attach;    /* what attach inferred; empty without attached sources */
+	/* Worlds (docs/patterns.md "Restarts", collector/worlds.h): a restarted job's trace holds several,
+	 * each diagnosed apart; the fields above describe the headline world, the last one that has an
+	 * analysed step (else the last one), and sources / flight / trace the whole trace. */
+	uint32_t nworlds;                 /* worlds when more than one (a restart), 0 otherwise */
+	int32_t headline_world;           /* index into worlds of the world the fields above describe, -1 */
+	struct analysis_world *worlds;    /* [nworlds], in the order they started */
+	uint32_t duplicate_ranks;         /* ranks that more than one process of the headline world claims
+	                                     (not a restart: they ran at the same time) */
+	int32_t duplicate_rank;           /* the lowest of them, -1 */
+	uint32_t duplicate_pids[2];       /* two of the processes that claim it */
+	uint32_t reserved6;
+	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
+	uint32_t reserved7;
+	struct analysis_fsdp_group fsdp_groups[ANALYSIS_FSDP_GROUPS_MAX]; /* the primary first */
 	uint32_t nstep_variants;          /* period steps: variants of the step one period holds (0 with NVTX
 	                                     steps or no period; 1 usually; more when the steps differ, as
 	                                     when the micro-batch count changes from step to step) */
-	uint32_t reserved6;
+	uint32_t reserved8;
 	struct analysis_step_variant step_variants[ANALYSIS_STEP_VARIANTS_MAX]; /* the steady one (the one
 	                                     analysed: the most collectives) first; the others are counted
 	                                     as irregular steps */
 	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
 	                                     sizes change from step to step); each is in the step it falls in */
 };
+
+/* A process of a world, as the restart section lists it. */
+struct analysis_world_process {
+	uint32_t source;           /* trace source id */
+	uint32_t pid;
+	int32_t rank;              /* its rank in the world */
+	int32_t end;               /* enum source_end: how it ended */
+	int32_t signal;            /* the signal that killed it, 0 */
+	int32_t exit_code;         /* -1 not known */
+	uint64_t last_realtime_ns; /* its last record, CLOCK_REALTIME; 0 not known */
+	uint64_t collectives;      /* collective records of it */
+};
+
+/* One world of a trace with several (a job restarted with new processes
+ * and new communicators). */
+struct analysis_world {
+	uint32_t index;             /* 0: the first to start */
+	int32_t size;               /* ranks of its world communicator (its processes' largest) */
+	uint64_t id;                /* id_hash of that communicator */
+	uint32_t ranks;             /* its processes with collectives */
+	uint32_t components;        /* communicator components that ran together in it (1 as a rule) */
+	uint64_t first_realtime_ns; /* its first and last record, CLOCK_REALTIME */
+	uint64_t last_realtime_ns;
+	uint32_t nprocesses;
+	uint32_t died;              /* of them, processes that did not end cleanly (killed, exited non-zero,
+	                               records cut off) */
+	struct analysis_world_process *processes; /* [nprocesses] those with collectives, by rank */
+	int32_t first_stop;         /* index into processes of the one that died whose records stop
+	                               first (the one the others most likely waited for), -1 none died */
+	uint32_t duplicate_ranks;   /* ranks more than one of its processes claims */
+	int32_t duplicate_rank;     /* the lowest of them, -1 */
+	uint32_t reserved;
+	struct analysis_result *result; /* its own diagnosis (nworlds 0 in it); NULL for the headline
+	                                   world, whose diagnosis is the enclosing result */
+};
+
+/* analysis_world_result - the diagnosis of world i of r: r itself for the
+ * headline world. */
+const struct analysis_result *analysis_world_result(const struct analysis_result *r, uint32_t i);
 
 /* analysis_options_init - fill opts with the defaults listed above. */
 void analysis_options_init(struct analysis_options *opts);
@@ -734,7 +842,8 @@ const char *analysis_exposure_source_name(enum analysis_exposure_source s);
 const char *analysis_phase_name(int phase);
 const char *analysis_cause_name(int cause);
 /* "fsdp", "fsdp-regather", "replicate", "tensor-parallel", "pipeline",
- * "expert-parallel", "allreduce", "step", "one-off", "idle", "unknown"; "diagnosed",
+ * "expert-parallel", "allreduce", "step", "one-off", "idle", "context-parallel", "all-to-all",
+ * "unknown"; "diagnosed",
  * "bucketed", "undecided"; "no-collectives", "no-fsdp-group", "no-step",
  * "no-reduce-scatter", "unknown-pattern", "incomplete", "none"; "structure" / "none". */
 const char *analysis_comm_role_name(int role);

@@ -34,7 +34,17 @@ void analysis_result_free(struct analysis_result *r)
 	free(r->per_rank);
 	free(r->sources);
 	free(r->attach.comms);
+	for (uint32_t i = 0; i < r->nworlds; i++) {
+		free(r->worlds[i].processes);
+		analysis_result_free(r->worlds[i].result);
+	}
+	free(r->worlds);
 	free(r);
+}
+
+const struct analysis_result *analysis_world_result(const struct analysis_result *r, uint32_t i)
+{
+	return i < r->nworlds && r->worlds[i].result ? r->worlds[i].result : r;
 }
 
 const char *analysis_step_detection_name(enum analysis_step_detection d)
@@ -75,6 +85,8 @@ const char *analysis_comm_role_name(int role)
 	    [ANALYSIS_ROLE_STEP] = "step",
 	    [ANALYSIS_ROLE_ONE_OFF] = "one-off",
 	    [ANALYSIS_ROLE_IDLE] = "idle",
+	    [ANALYSIS_ROLE_CONTEXT_PARALLEL] = "context-parallel",
+	    [ANALYSIS_ROLE_ALL_TO_ALL] = "all-to-all",
 	};
 	return role >= 0 && role < ANALYSIS_ROLE_MAX ? names[role] : "unknown";
 }

@@ -37,6 +37,7 @@
 #include "collector/analyze_finish.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_trust.h"
+#include "collector/analyze_worlds.h"
 #include "collector/flight.h"
 #include "collector/rank_state.h"
 #include "collector/ranks.h"
@@ -237,6 +238,10 @@ size_t analyzer_pending_max(const analyzer_t *a)
 
 static int result_build(analyzer_t *a, struct analysis_result **out)
 {
+	/* a restart's earlier worlds had stopped when the next one started */
+	int rc = analyze_worlds_stopped(a->flight, timeline_layer(a->tl));
+	if (rc < 0)
+		return rc;
 	struct analyze_input in = {
 	    .opt = &a->opt,
 	    .tl = a->tl,

@@ -34,7 +34,9 @@ int analyze_comms_assign(struct rank_comms *c, struct tl_source *src)
 	}
 	for (uint64_t i = c->roled; i < have; i++) {
 		struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		e->role = comm_roles_of(&c->roles, e->comm_slot);
+		e->role = comm_roles_event_role(&c->roles, e);
+		uint8_t g = comm_roles_group_of(&c->roles, e->comm_slot);
+		e->fsdp_group = g == COMM_ROLES_NO_GROUP || !comm_roles_is_fsdp(e->role) ? 0 : g;
 		if (e->comm_slot < c->nevents)
 			c->events[e->comm_slot]++;
 	}
@@ -54,14 +56,15 @@ void analyze_comms_release(struct rank_comms *c)
 static int role_rank(uint8_t role)
 {
 	static const int order[ANALYSIS_ROLE_MAX] = {
-	    [ANALYSIS_ROLE_FSDP] = 0,	   [ANALYSIS_ROLE_FSDP_REGATHER] = 1,
-	    [ANALYSIS_ROLE_REPLICATE] = 2, [ANALYSIS_ROLE_TENSOR_PARALLEL] = 3,
-	    [ANALYSIS_ROLE_PIPELINE] = 4,  [ANALYSIS_ROLE_EXPERT] = 5,
-	    [ANALYSIS_ROLE_ALLREDUCE] = 6, [ANALYSIS_ROLE_STEP] = 7,
-	    [ANALYSIS_ROLE_ONE_OFF] = 8,   [ANALYSIS_ROLE_UNKNOWN] = 9,
-	    [ANALYSIS_ROLE_IDLE] = 10,
+	    [ANALYSIS_ROLE_FSDP] = 0,		   [ANALYSIS_ROLE_FSDP_REGATHER] = 1,
+	    [ANALYSIS_ROLE_REPLICATE] = 2,	   [ANALYSIS_ROLE_TENSOR_PARALLEL] = 3,
+	    [ANALYSIS_ROLE_CONTEXT_PARALLEL] = 4, [ANALYSIS_ROLE_PIPELINE] = 5,
+	    [ANALYSIS_ROLE_EXPERT] = 6,	   [ANALYSIS_ROLE_ALL_TO_ALL] = 7,
+	    [ANALYSIS_ROLE_ALLREDUCE] = 8,	   [ANALYSIS_ROLE_STEP] = 9,
+	    [ANALYSIS_ROLE_ONE_OFF] = 10,	   [ANALYSIS_ROLE_UNKNOWN] = 11,
+	    [ANALYSIS_ROLE_IDLE] = 12,
 	};
-	return role < ANALYSIS_ROLE_MAX ? order[role] : 10;
+	return role < ANALYSIS_ROLE_MAX ? order[role] : 12;
 }
 
 /* One event of a communicator in the steady step, counted by its op. */

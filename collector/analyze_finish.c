@@ -10,6 +10,7 @@
 #include "collector/analyze_comms.h"
 #include "collector/analyze_exposure.h"
 #include "collector/analyze_finish.h"
+#include "collector/analyze_groups.h"
 #include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
@@ -89,6 +90,8 @@ static struct analysis_result *result_new(const struct analysis_options *opt)
 	r->spread.slowest_rank_fraction = ANALYSIS_UNKNOWN;
 	r->units.layers_match = -1;
 	r->headline_rank = -1;
+	r->headline_world = -1;
+	r->duplicate_rank = -1;
 	return r;
 }
 
@@ -142,7 +145,7 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 		e->compute_wait_ns = st->sample.fig[rep][FIG_AG_WAIT];
 	}
 	e->compute_ns = median_get(&st->fig[FIG_COMPUTE]);
-	struct ranks_rank_stats rk = ranks_rank(ranks, src->rank);
+	struct ranks_rank_stats rk = ranks_rank(ranks, src->id);
 	e->last_arrivals = (uint32_t)rk.last_arrivals;
 	e->matched_collectives = (uint32_t)rk.matched;
 	uint32_t steps = st->analyzed + st->warmup + st->irregular;
@@ -372,7 +375,7 @@ static void fill_microbatches(const struct rank_steady *st, struct analysis_resu
 	int marker = 0;
 	for (size_t i = 0; i < st->nev && !marker; i++)
 		marker = st->tinfo[i].in_steps &&
-			 !(st->tinfo[i].fsdp &&
+			 !((st->tinfo[i].fsdp || st->tinfo[i].fsdp_group) &&
 			   (st->tev[i].op == FSS_OP_ALLGATHER || st->tev[i].op == FSS_OP_REDUCESCATTER)) &&
 			 st->tev[i].role != ANALYSIS_ROLE_REPLICATE;
 	mb->told = mb->per_step > 1 || r->step_detection == ANALYSIS_STEPS_NVTX || marker;
@@ -476,12 +479,14 @@ static int fill_diagnosis(const struct analyze_input *in, rank_state_t *h, const
 			    r->comms[i].nranks, r->headline_rank);
 			break;
 		}
+	if (analyze_groups_fill(in->opt, rank_state_source(h), rank_state_comms(h), st, r) < 0)
+		return -ENOMEM;
 	fill_exposure(in->opt, st, r);
 	headline_notes(st, tot, r);
 	return 0;
 }
 
-int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out)
+int analyze_finish_one(const struct analyze_input *in, struct analysis_result **out)
 {
 	*out = NULL;
 	struct analysis_result *r = result_new(in->opt);

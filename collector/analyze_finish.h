@@ -33,9 +33,19 @@ struct analyze_input {
  * analyze_finish_build - the result of what the rank states hold now; reads
  * them, changes nothing the analysis goes on with. Its cost follows the
  * state (ranks, the steady-state step's events, communicators, sources),
- * not the trace. *out is the caller's (analysis_result_free). Returns 0 or
- * -ENOMEM.
+ * not the trace. A trace of several worlds (a restart, collector/worlds.h)
+ * gets one result per world, the headline world's as *out
+ * (analyze_worlds.c). *out is the caller's (analysis_result_free). Returns
+ * 0 or -ENOMEM.
  */
 int analyze_finish_build(const struct analyze_input *in, struct analysis_result **out);
+
+/*
+ * analyze_finish_one - the result of the rank states of in as one world
+ * (every one of them; in->ranks answers for them), the trace-wide sections
+ * (sources, calls in flight) of the whole trace. As analyze_finish_build
+ * otherwise.
+ */
+int analyze_finish_one(const struct analyze_input *in, struct analysis_result **out);
 
 #endif

@@ -13,6 +13,7 @@
 #include "collector/analyze_summary.h"
 #include "collector/analyze_trust.h"
 #include "collector/comm_roles.h"
+#include "collector/worlds.h"
 #include "common/record.h"
 
 int analyze_service_init(struct rank_walk *w, uint32_t warmup_steps)
@@ -46,15 +47,26 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 	int32_t gi = 0;
 	if (rank_state_trust(rs)->unmatched_from_loss)
 		return 0;
+	/* its world's key: two worlds' rank 0s never share a total */
+	uint64_t key = src->view ? worlds_source_key(src->view) : 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t idx = -1;
-		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_is_fsdp(ev[i].role)) {
+		if (ev[i].op == FSS_OP_ALLGATHER && comm_roles_event_primary(&ev[i])) {
 			if (with_index)
 				idx = gi;
 			gi++;
 		}
-		int rc = ranks_add(env->ranks, ev[i].comm_hash, ev[i].comm_index, ev[i].nranks, src->rank,
-				   ev[i].enter_ns + (uint64_t)src->realtime_offset, idx);
+		struct ranks_call call = {
+		    .key = key,
+		    .comm_hash = ev[i].comm_hash,
+		    .comm_index = ev[i].comm_index,
+		    .nranks = ev[i].nranks,
+		    .rank = src->rank,
+		    .source = src->id,
+		    .enter_ns = ev[i].enter_ns + (uint64_t)src->realtime_offset,
+		    .gather_index = idx,
+		};
+		int rc = ranks_add(env->ranks, &call);
 		if (rc < 0)
 			return rc;
 	}
@@ -317,7 +329,7 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int next_known = 0;
 		for (span = 0; span < ne; span++) {
 			const struct tl_event *e = tl_array_at(&src->events, span);
-			if (!comm_roles_in_steps(e->role))
+			if (!comm_roles_event_in_steps(e))
 				continue;
 			if (seen == c->count) {
 				next_known = 1;
@@ -363,7 +375,7 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 	uint64_t have = src->events_base + tl_array_len(&src->events);
 	for (uint64_t i = w->fed; i < have; i++) {
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
-		if (!comm_roles_in_steps(e->role))
+		if (!comm_roles_event_in_steps(e))
 			continue;
 		int param = comm_roles_is_fsdp(e->role) && (e->op == FSS_OP_ALLGATHER || e->op == FSS_OP_REDUCESCATTER);
 		struct steps_event se = {

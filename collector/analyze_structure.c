@@ -50,6 +50,23 @@ void analyze_structure_counts(const struct tl_event *ev, const struct ev_info *i
 	}
 }
 
+/* Is gather event i the scales' half of a quantized fetch (ZeRO++ qwZ:
+ * the 8-bit values, then right after them on the same communicator their
+ * fp32 or fp16 scales, one per group of at least 8 values)? */
+static int scales_of_fetch(const struct tl_event *ev, const struct ev_info *ti, size_t i)
+{
+	const struct tl_event *e = &ev[i];
+	if (e->op != FSS_OP_ALLGATHER || (e->dtype != FSS_DTYPE_FLOAT32 && e->dtype != FSS_DTYPE_FLOAT16))
+		return 0;
+	for (size_t j = i; j-- > 0;) {
+		if (!ti[j].fsdp || ev[j].comm_slot != e->comm_slot)
+			continue;
+		return ev[j].op == FSS_OP_ALLGATHER && (ev[j].dtype == FSS_DTYPE_INT8 || ev[j].dtype == FSS_DTYPE_UINT8) &&
+		       e->count * 8 <= ev[j].count;
+	}
+	return 0;
+}
+
 /* min, median, max of the elements of the FSDP group's gather events. */
 static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info *ti, size_t n, uint64_t *mn,
 				uint64_t *med, uint64_t *mx)
@@ -60,7 +77,7 @@ static int fsdp_gather_elements(const struct tl_event *ev, const struct ev_info 
 		return -ENOMEM;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp)
+		if (ev[i].op == FSS_OP_ALLGATHER && ti[i].fsdp && !scales_of_fetch(ev, ti, i))
 			v[k++] = ev[i].elements;
 	if (k) {
 		qsort(v, k, sizeof *v, median_u64_cmp);
@@ -93,8 +110,12 @@ int analyze_structure_buckets(const struct tl_event *ev, const struct ev_info *t
 	for (size_t i = 0; i < n; i++) {
 		if (!ti[i].fsdp)
 			continue;
-		if (ev[i].op == FSS_OP_ALLGATHER) {
+		if (ev[i].op == FSS_OP_ALLGATHER && scales_of_fetch(ev, ti, i)) {
+			b->calls_per_step += ev[i].calls; /* one fetch with its values */
+			b->quantized_fetches_per_step++;
+		} else if (ev[i].op == FSS_OP_ALLGATHER) {
 			b->fetches_per_step++;
+			b->regather_fetches_per_step += ev[i].role == ANALYSIS_ROLE_FSDP_REGATHER;
 			b->calls_per_step += ev[i].calls;
 			b->grouped_fetches += ev[i].calls > 1;
 			if (ev[i].calls > b->max_calls_per_fetch)

@@ -48,11 +48,12 @@ static uint64_t hash_events(const struct tl_event *ev, size_t n)
  * loss and norm all-reduces, point-to-point), which it waits for at once. */
 static enum overlap_kind collective_kind(const struct tl_event *e, const struct ev_info *in)
 {
+	int param = in->fsdp || in->fsdp_group;
 	if (!in->timed)
 		return OVERLAP_BACKGROUND;
-	if (in->fsdp && e->op == FSS_OP_ALLGATHER)
+	if (param && e->op == FSS_OP_ALLGATHER)
 		return OVERLAP_GATHER;
-	if ((in->fsdp && e->op == FSS_OP_REDUCESCATTER) || e->role == ANALYSIS_ROLE_REPLICATE)
+	if ((param && e->op == FSS_OP_REDUCESCATTER) || e->role == ANALYSIS_ROLE_REPLICATE)
 		return OVERLAP_BACKGROUND;
 	return OVERLAP_AWAITED;
 }
@@ -261,7 +262,8 @@ static struct step_summary *summary_alloc(const struct tl_event *ev, size_t n, u
 }
 
 /* The FSDP group's events, and the phases of its gathers from their
- * structure (phases.h). */
+ * structure (phases.h); each further FSDP group's parsed on its own, its
+ * result left out of the step's (the primary's). */
 static int summary_phases(struct step_summary *s, const struct tl_event *ev, size_t n)
 {
 	int rc = -ENOMEM;
@@ -269,25 +271,35 @@ static int summary_phases(struct step_summary *s, const struct tl_event *ev, siz
 	struct phases_gather *pg = calloc(n ? n : 1, sizeof *pg);
 	if (!pe || !pg)
 		goto out;
-	size_t npe = 0;
+	uint8_t groups = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct ev_info *in = &s->info[i];
-		in->fsdp = (uint8_t)comm_roles_is_fsdp(ev[i].role);
+		in->fsdp = (uint8_t)comm_roles_event_primary(&ev[i]);
+		in->fsdp_group = comm_roles_is_fsdp(ev[i].role) ? ev[i].fsdp_group : 0;
 		in->in_steps = (uint8_t)comm_roles_in_steps(ev[i].role);
 		in->cycle = in->unit = -1;
-		if (in->fsdp && (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
-			pe[npe++] = (struct phases_event){ev[i].elements, ev[i].bytes, ev[i].nranks, ev[i].op, ev[i].dtype, {0}};
+		if (in->fsdp_group > groups)
+			groups = in->fsdp_group;
 	}
-	if (phases_parse(pe, npe, pg, &s->phases) < 0)
-		goto out;
-	for (size_t i = 0, k = 0; i < n; i++) {
-		if (!s->info[i].fsdp || ev[i].op != FSS_OP_ALLGATHER)
-			continue;
-		s->info[i].phase = pg[k].phase;
-		s->info[i].cycle = pg[k].cycle;
-		s->info[i].unit = pg[k].unit;
-		s->info[i].recompute = pg[k].recompute;
-		k++;
+	for (uint8_t g = 0; g <= groups; g++) {
+		size_t npe = 0;
+		for (size_t i = 0; i < n; i++)
+			if ((g ? s->info[i].fsdp_group == g : s->info[i].fsdp) &&
+			    (ev[i].op == FSS_OP_ALLGATHER || ev[i].op == FSS_OP_REDUCESCATTER))
+				pe[npe++] = (struct phases_event){ev[i].elements, ev[i].bytes, ev[i].nranks,
+								  ev[i].op,	  ev[i].dtype, {0}};
+		struct phases_result other;
+		if (phases_parse(pe, npe, pg, g ? &other : &s->phases) < 0)
+			goto out;
+		for (size_t i = 0, k = 0; i < n; i++) {
+			if (!(g ? s->info[i].fsdp_group == g : s->info[i].fsdp) || ev[i].op != FSS_OP_ALLGATHER)
+				continue;
+			s->info[i].phase = pg[k].phase;
+			s->info[i].cycle = pg[k].cycle;
+			s->info[i].unit = pg[k].unit;
+			s->info[i].recompute = pg[k].recompute;
+			k++;
+		}
 	}
 	rc = 0;
 out:
@@ -436,12 +448,12 @@ static void step_collectives(const struct step_work *w, struct overlap_collectiv
 	const struct interval *iv = w->iv;
 	for (size_t i = 0; i < w->n; i++) {
 		uint64_t queue_start = iv[i].start;
-		if (ev[i].op == FSS_OP_ALLGATHER && info[i].fsdp && info[i].timed) {
+		if (ev[i].op == FSS_OP_ALLGATHER && (info[i].fsdp || info[i].fsdp_group) && info[i].timed) {
 			for (size_t j = i; j-- > 0;) {
 				int same = w->use_gpu ? ev[j].stream == ev[i].stream : ev[j].thread == ev[i].thread;
 				if (!same || !info[j].timed)
 					continue;
-				if ((ev[j].op == FSS_OP_ALLGATHER && info[j].fsdp) ||
+				if ((ev[j].op == FSS_OP_ALLGATHER && (info[j].fsdp || info[j].fsdp_group)) ||
 				    iv[j].end + OVERLAP_QUEUE_SLACK_NS < queue_start || iv[j].start >= queue_start)
 					break;
 				queue_start = iv[j].start;
@@ -455,21 +467,27 @@ static void step_collectives(const struct step_work *w, struct overlap_collectiv
 		    .kind = (uint8_t)collective_kind(&ev[i], &info[i]),
 		};
 	}
-	int first_fwd = 1, first_bwd = 1;
-	int32_t cycle = -1;
+	/* per FSDP group: its own cycles and phases */
+	int first_fwd[COMM_ROLES_GROUPS_MAX], first_bwd[COMM_ROLES_GROUPS_MAX];
+	int32_t cycle[COMM_ROLES_GROUPS_MAX];
+	for (int g = 0; g < COMM_ROLES_GROUPS_MAX; g++) {
+		cycle[g] = -1;
+		first_fwd[g] = first_bwd[g] = 1;
+	}
 	for (size_t i = 0; i < w->n; i++) {
-		if (coll[i].kind != OVERLAP_GATHER)
+		int g = info[i].fsdp_group;
+		if (coll[i].kind != OVERLAP_GATHER || g >= COMM_ROLES_GROUPS_MAX)
 			continue;
-		if (info[i].cycle != cycle) {
-			cycle = info[i].cycle;
-			first_fwd = first_bwd = 1;
+		if (info[i].cycle != cycle[g]) {
+			cycle[g] = info[i].cycle;
+			first_fwd[g] = first_bwd[g] = 1;
 		}
 		int fwd = info[i].phase != ANALYSIS_PHASE_BACKWARD;
-		coll[i].first_of_phase = (uint8_t)(fwd ? first_fwd : first_bwd);
+		coll[i].first_of_phase = (uint8_t)(fwd ? first_fwd[g] : first_bwd[g]);
 		if (fwd)
-			first_fwd = 0;
+			first_fwd[g] = 0;
 		else
-			first_bwd = 0;
+			first_bwd[g] = 0;
 	}
 }
 
@@ -491,6 +509,8 @@ static void gather_figures(struct step_work *w, const struct overlap_collective 
 		in->queued = w->iv[i].start - coll[i].queue_start_ns;
 		in->call = w->ev[i].exit_ns > w->ev[i].enter_ns ? w->ev[i].exit_ns - w->ev[i].enter_ns : 0;
 		in->cause = (uint8_t)x->cause;
+		if (in->fsdp_group)
+			continue; /* another FSDP group's: its own figures (analyze_groups.c), not the step's */
 		s->fig[FIG_AG] += x->duration_ns;
 		s->fig[FIG_AG_EXPOSED] += x->exposed_ns;
 		s->fig[FIG_AG_WAIT] += x->compute_wait_ns;

@@ -27,7 +27,9 @@ struct ev_info {
 	uint8_t fsdp;	   /* an event of the FSDP group (shard or re-gather communicator) */
 	uint8_t recompute; /* FSDP gathers: a unit's second backward gather in its cycle */
 	uint8_t in_steps;  /* an event of the data-parallel side (comm_roles_in_steps) */
-	uint8_t reserved2;
+	uint8_t fsdp_group; /* an event of an FSDP group other than the primary: its index (1..), whose
+			       gathers get their phase, unit and figures but stay out of fsdp's and the step
+			       figures; 0 otherwise */
 };
 
 /* Per-step figures that get medians. */

@@ -1,32 +1,15 @@
 /*
- * comm_roles.c - communicator roles from their traffic (see comm_roles.h).
+ * comm_roles.c - communicator roles from their traffic (see comm_roles.h):
+ * the window's figures per communicator, and the roles of the
+ * communicators that are no FSDP group (comm_roles_fsdp.c chooses those).
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include "collector/comm_roles.h"
+#include "collector/comm_roles_work.h"
 #include "collector/median.h"
-#include "common/record.h"
-
-/* AllReduces of at most this many elements are scalars (loss, norm). */
-#define ROLES_SCALAR_ELEMENTS 16u
-
-/* What one communicator carried in the window. */
-struct comm_stat {
-	uint32_t ops[FSS_OP_MAX];
-	uint32_t events;
-	uint32_t run, max_run;	    /* AllGathers since this communicator's last ReduceScatter */
-	uint32_t scalar_allreduces; /* AllReduces of at most ROLES_SCALAR_ELEMENTS */
-	size_t first, last;	    /* window positions of its first and last event */
-	uint64_t *ag_elements;	    /* gathered elements of each AllGather event */
-	uint64_t *rs_counts;	    /* per-rank count of each ReduceScatter (what it leaves on a rank) */
-	uint64_t *ar_counts;
-	uint32_t nag, nrs, nar;
-};
 
 /* Is v in the sorted set s[0..n)? */
 static int in_set(const uint64_t *s, uint32_t n, uint64_t v)
@@ -49,27 +32,29 @@ static uint32_t set_of(uint64_t *v, uint32_t n)
 
 int comm_roles_in_steps(uint8_t role)
 {
-	return role != ANALYSIS_ROLE_TENSOR_PARALLEL && role != ANALYSIS_ROLE_PIPELINE && role != ANALYSIS_ROLE_EXPERT;
+	return role != ANALYSIS_ROLE_TENSOR_PARALLEL && role != ANALYSIS_ROLE_PIPELINE &&
+	       role != ANALYSIS_ROLE_EXPERT && role != ANALYSIS_ROLE_CONTEXT_PARALLEL &&
+	       role != ANALYSIS_ROLE_ALL_TO_ALL;
 }
 
-/* Does --fsdp-comm name this communicator? A name exactly, or the start of
- * its id or dimension in hex (at least 4 digits, an optional 0x). */
-static int override_matches(const char *o, const struct tl_comm *c, const char *name)
+/* An all-to-all: ncclAllToAll, or one group of Send / Recv that moves data
+ * to and from every peer of the communicator (all_to_all_single over NCCL
+ * sends to and receives from each rank, itself included). From NCCL 2.14 on
+ * PyTorch issues the zero-count calls too (torch/csrc/cuda/nccl.cpp,
+ * _nccl_should_send_recv), so a permute_tensor (CP's ring rotation) is a
+ * group to every peer that moves data in two calls: a neighbour exchange. */
+static int is_all_to_all(const struct tl_event *e)
 {
-	if (name[0] && strcmp(o, name) == 0)
+	if (e->op == FSS_OP_ALLTOALL)
 		return 1;
-	if (strncasecmp(o, "0x", 2) == 0)
-		o += 2;
-	size_t len = strlen(o);
-	if (len < 4 || len > 16 || strspn(o, "0123456789abcdefABCDEF") != len)
+	if ((e->op != FSS_OP_SEND && e->op != FSS_OP_RECV) || e->nranks < 2)
 		return 0;
-	char id[17], dim[17];
-	snprintf(id, sizeof id, "%016" PRIx64, c->id_hash);
-	snprintf(dim, sizeof dim, "%016" PRIx64, c->dimension);
-	return strncasecmp(o, id, len) == 0 || strncasecmp(o, dim, len) == 0;
+	uint32_t n = (uint32_t)e->nranks, moving = e->moving_calls;
+	return moving > 2 && moving >= 2 * (n - 1);
 }
 
-static int gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, struct comm_stat *st)
+/* last_small: [ncomms] scratch, zeroed. */
+static void gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, struct comm_stat *st, uint8_t *last_small)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct tl_event *e = &ev[i];
@@ -84,7 +69,11 @@ static int gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, stru
 		if (e->op == FSS_OP_ALLGATHER) {
 			if (++s->run > s->max_run)
 				s->max_run = s->run;
+			s->ag_bytes[s->nag] = e->bytes;
 			s->ag_elements[s->nag++] = e->elements;
+			s->gathered_bytes += e->wire_bytes;
+			if (e->dtype < 32)
+				s->ag_dtypes |= 1u << e->dtype;
 		} else if (e->op == FSS_OP_REDUCESCATTER) {
 			s->run = 0;
 			s->rs_counts[s->nrs++] = e->count;
@@ -93,29 +82,100 @@ static int gather_stats(const struct tl_event *ev, size_t n, size_t ncomms, stru
 			if (e->count <= ROLES_SCALAR_ELEMENTS)
 				s->scalar_allreduces++;
 		}
+		if (e->op == FSS_OP_SEND || e->op == FSS_OP_RECV)
+			s->p2p++;
+		if (is_all_to_all(e)) {
+			s->a2a++;
+			int small = e->count <= ROLES_COUNTS_ELEMENTS;
+			if (!small && last_small[e->comm_slot])
+				s->a2a_counts++;
+			last_small[e->comm_slot] = (uint8_t)small;
+		} else {
+			last_small[e->comm_slot] = 0;
+		}
 	}
+}
+
+/* Does the sorted set of a[0..na) equal that of b[0..nb)? tmp holds
+ * na + nb. */
+static int same_sizes(const uint64_t *a, uint32_t na, const uint64_t *b, uint32_t nb, uint64_t *tmp)
+{
+	memcpy(tmp, a, na * sizeof *tmp);
+	memcpy(tmp + na, b, nb * sizeof *tmp);
+	uint32_t ka = set_of(tmp, na), kb = set_of(tmp + na, nb);
+	return ka == kb && memcmp(tmp, tmp + na, ka * sizeof *tmp) == 0;
+}
+
+/* Each communicator's runs of gathers between two of its reduce-scatters
+ * (the first run of the window may have begun before it: left out): the
+ * short ones (backward re-gathers), the long ones (forwards) and whether
+ * those change their sizes. Returns 0 or -ENOMEM. */
+static int gather_runs(struct roles_work *w)
+{
+	size_t nc = w->src->ncomms;
+	uint64_t *tmp = malloc(2 * (w->n ? w->n : 1) * sizeof *tmp);
+	if (!tmp)
+		return -ENOMEM;
+	for (size_t c = 0; c < nc; c++) {
+		struct comm_stat *s = &w->st[c];
+		if (!s->nag || !s->nrs)
+			continue;
+		uint32_t ag = 0, start = 0, len = 0, prev_start = 0, prev_len = 0;
+		int after_rs = 0, have_prev = 0;
+		for (size_t i = 0; i < w->n; i++) {
+			const struct tl_event *e = &w->ev[i];
+			if (e->comm_slot != c)
+				continue;
+			if (e->op == FSS_OP_ALLGATHER) {
+				if (len++ == 0)
+					start = ag;
+				ag++;
+				continue;
+			}
+			if (e->op != FSS_OP_REDUCESCATTER)
+				continue;
+			if (len && after_rs) {
+				if (len * 2 < s->max_run) {
+					s->short_runs++;
+				} else {
+					s->long_runs++;
+					if (have_prev && !same_sizes(s->ag_bytes + prev_start, prev_len,
+								     s->ag_bytes + start, len, tmp))
+						s->long_runs_differ++;
+					prev_start = start;
+					prev_len = len;
+					have_prev = 1;
+				}
+			}
+			len = 0;
+			after_rs = 1;
+		}
+	}
+	free(tmp);
 	return 0;
 }
 
-/* What the decision works from: the window's figures per communicator and
- * the FSDP group's sizes. */
-struct roles_work {
-	const struct tl_source *src;
-	const struct tl_event *ev; /* [n] the window */
-	size_t n;
-	struct comm_stat *st;	 /* [src->ncomms] */
-	uint64_t *pool;		 /* the size lists of every st[] */
-	int fsdp;		 /* the FSDP shard group's slot, -1 none */
-	int given;		 /* it was named by --fsdp-comm */
-	uint64_t *agset, *rsset; /* sets of its gathered sizes and per-rank reduced counts */
-	uint32_t nagset, nrsset;
-};
+void roles_neighbour_ops(const struct roles_work *w, int slot, uint8_t *prev, uint8_t *next)
+{
+	uint8_t op = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		prev[i] = op;
+		if (w->ev[i].comm_slot == (uint32_t)slot)
+			op = w->ev[i].op;
+	}
+	op = 0;
+	for (size_t i = w->n; i-- > 0;) {
+		next[i] = op;
+		if (w->ev[i].comm_slot == (uint32_t)slot)
+			op = w->ev[i].op;
+	}
+}
 
 static void roles_work_free(struct roles_work *w)
 {
 	free(w->st);
 	free(w->pool);
-	free(w->agset);
+	free(w->activation);
 	free(w->rsset);
 }
 
@@ -125,10 +185,13 @@ static int window_stats(struct roles_work *w)
 {
 	size_t nc = w->src->ncomms, n = w->n;
 	w->st = calloc(nc ? nc : 1, sizeof *w->st);
-	w->pool = calloc(3 * (n ? n : 1), sizeof *w->pool);
+	w->pool = calloc(4 * (n ? n : 1), sizeof *w->pool);
+	w->activation = calloc(nc ? nc : 1, 1);
 	uint32_t *per = calloc(nc ? nc : 1, sizeof *per);
-	if (!w->st || !w->pool || !per) {
+	uint8_t *scratch = calloc(nc ? nc : 1, 1);
+	if (!w->st || !w->pool || !w->activation || !per || !scratch) {
 		free(per);
+		free(scratch);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -139,105 +202,141 @@ static int window_stats(struct roles_work *w)
 		w->st[c].ag_elements = w->pool + off;
 		w->st[c].rs_counts = w->pool + n + off;
 		w->st[c].ar_counts = w->pool + 2 * n + off;
+		w->st[c].ag_bytes = w->pool + 3 * n + off;
 		off += per[c];
 	}
 	free(per);
-	gather_stats(w->ev, n, nc, w->st);
-	return 0;
+	gather_stats(w->ev, n, nc, w->st, scratch);
+	free(scratch);
+	return gather_runs(w);
 }
 
-/* The FSDP group: the user's, or among the communicators with gathers and
- * reduce-scatters the one with the longest runs of gathers; equal runs (one
- * unit), the one with fewer events (a TP group has several per block). */
-static void choose_fsdp(const timeline_t *t, struct roles_work *w, const char *override, struct comm_roles *out)
-{
-	const struct tl_source *src = w->src;
-	size_t nc = src->ncomms;
-	int fsdp = -1;
-	if (override) {
-		/* exactly one communicator must answer to it */
-		int matches = 0;
-		for (size_t c = 0; c < nc; c++)
-			if (override_matches(override, &src->comms[c],
-					     timeline_string(t, src->id, src->comms[c].name))) {
-				if (matches++ == 0)
-					fsdp = (int)c;
-			}
-		if (matches != 1)
-			fsdp = -1;
-		out->given = fsdp >= 0;
-		out->override_unmatched = matches == 0;
-		out->override_ambiguous = matches > 1;
-	}
-	for (size_t c = 0; c < nc && !out->given; c++) {
-		const struct comm_stat *s = &w->st[c];
-		if (!s->ops[FSS_OP_ALLGATHER] || !s->ops[FSS_OP_REDUCESCATTER])
-			continue;
-		if (fsdp < 0 || s->max_run > w->st[fsdp].max_run ||
-		    (s->max_run == w->st[fsdp].max_run && s->events < w->st[fsdp].events))
-			fsdp = (int)c;
-	}
-	out->fsdp = w->fsdp = fsdp;
-	w->given = out->given;
-}
-
-/* Sets of the FSDP group's gathered sizes and per-rank reduced counts.
+/* The per-rank reduced counts of every FSDP group, as one sorted set.
  * Returns 0 or -ENOMEM. */
-static int fsdp_sets(struct roles_work *w)
+static int groups_rsset(struct roles_work *w)
 {
-	if (w->fsdp < 0)
-		return 0;
-	const struct comm_stat *f = &w->st[w->fsdp];
-	w->agset = malloc((f->nag ? f->nag : 1) * sizeof *w->agset);
-	w->rsset = malloc((f->nrs ? f->nrs : 1) * sizeof *w->rsset);
-	if (!w->agset || !w->rsset)
+	uint32_t total = 0;
+	for (uint32_t g = 0; g < w->ngroups; g++)
+		total += w->st[w->groups[g]].nrs;
+	w->rsset = malloc((total ? total : 1) * sizeof *w->rsset);
+	if (!w->rsset)
 		return -ENOMEM;
-	memcpy(w->agset, f->ag_elements, f->nag * sizeof *w->agset);
-	memcpy(w->rsset, f->rs_counts, f->nrs * sizeof *w->rsset);
-	w->nagset = set_of(w->agset, f->nag);
-	w->nrsset = set_of(w->rsset, f->nrs);
+	for (uint32_t g = 0; g < w->ngroups; g++) {
+		const struct comm_stat *f = &w->st[w->groups[g]];
+		memcpy(w->rsset + w->nrsset, f->rs_counts, f->nrs * sizeof *w->rsset);
+		w->nrsset += f->nrs;
+	}
+	w->nrsset = set_of(w->rsset, w->nrsset);
 	return 0;
 }
 
-/* The roles the mix of ops tells: the FSDP group, idle, tensor parallel,
- * pipeline, expert, set-up before the FSDP group; else unknown. */
-static uint8_t role_by_ops(const struct roles_work *w, size_t c, char *why)
+/* The evidence of an FSDP group. */
+static void fsdp_evidence(const struct roles_work *w, size_t c, char *why)
+{
+	const struct comm_stat *s = &w->st[c];
+	uint32_t ag = s->ops[FSS_OP_ALLGATHER], rs = s->ops[FSS_OP_REDUCESCATTER];
+	uint8_t g = w->group[c];
+	if (w->given && (int)c == w->fsdp) {
+		snprintf(why, ANALYSIS_NOTE_BYTES, "named by --fsdp-comm; %u AllGathers, %u ReduceScatters", ag, rs);
+		return;
+	}
+	if (w->ngroups > 1) {
+		snprintf(why, ANALYSIS_NOTE_BYTES,
+			 "FSDP group %u of %u (%s): %u AllGathers, %u ReduceScatters, up to %u gathers in a row",
+			 (unsigned)g + 1, w->ngroups, g == 0 ? "primary: gathers the most bytes" : "beside the primary",
+			 ag, rs, s->max_run);
+		return;
+	}
+	snprintf(why, ANALYSIS_NOTE_BYTES,
+		 "%u AllGathers and %u ReduceScatters; up to %u gathers in a row before a reduce-scatter (a "
+		 "forward over the units)",
+		 ag, rs, s->max_run);
+}
+
+/* Send / Recv and all-to-all traffic: all-to-all groups (expert parallel
+ * beside an expert FSDP group or after a router's count exchange,
+ * all-to-all otherwise), ring rotations (context parallel: on a group that
+ * also gathers, or inside the primary's forward), the rest a pipeline. */
+static uint8_t role_point_to_point(const struct roles_work *w, size_t c, const uint8_t *prev, const uint8_t *next,
+				   char *why)
+{
+	const struct comm_stat *s = &w->st[c];
+	uint32_t a2a = s->a2a, p2p = s->p2p + s->ops[FSS_OP_ALLTOALL], ag = s->ops[FSS_OP_ALLGATHER];
+	if (a2a * 2 >= p2p) {
+		/* a router exchanges counts once per dispatch, a few elements per
+		 * peer, before the tokens (torchtitan's _token_count_exchange);
+		 * ZeRO++'s qgZ follows each tensor's values by its scales: half
+		 * its all-to-alls small, after a large one */
+		int router = s->a2a_counts && s->a2a_counts * 3 <= a2a;
+		if (w->ngroups >= 2 || router) {
+			snprintf(why, ANALYSIS_NOTE_BYTES,
+				 "%u all-to-alls of %u events (every peer in one call)%s: token dispatch and combine",
+				 a2a, s->events,
+				 w->ngroups >= 2 ? ", beside an expert FSDP group"
+						 : ", each after a count exchange (a router)");
+			return ANALYSIS_ROLE_EXPERT;
+		}
+		snprintf(why, ANALYSIS_NOTE_BYTES,
+			 "%u all-to-alls of %u events (every peer in one call), with no expert group and no router's "
+			 "count exchange beside them",
+			 a2a, s->events);
+		return ANALYSIS_ROLE_ALL_TO_ALL;
+	}
+	/* between two of the FSDP group's gathers: per unit (a ring rotation
+	 * in every attention: several per forward, a good part of the gaps) or
+	 * per pass (a pipeline stage's forward handing over to its backward:
+	 * one per micro-batch); count the gaps between gathers that hold one */
+	uint32_t gaps = 0, gap = 0, counted = UINT32_MAX;
+	for (size_t i = 0; prev && i < w->n; i++) {
+		const struct tl_event *e = &w->ev[i];
+		if ((int)e->comm_slot == w->fsdp && e->op == FSS_OP_ALLGATHER)
+			gap++;
+		if (e->comm_slot == c && (e->op == FSS_OP_SEND || e->op == FSS_OP_RECV) &&
+		    prev[i] == FSS_OP_ALLGATHER && next[i] == FSS_OP_ALLGATHER && counted != gap) {
+			counted = gap;
+			gaps++;
+		}
+	}
+	int per_unit = w->fsdp >= 0 && gaps * 4 >= w->st[w->fsdp].nag && gaps >= 2 * (w->st[w->fsdp].long_runs + 1);
+	if (ag || per_unit) {
+		snprintf(why, ANALYSIS_NOTE_BYTES,
+			 "%u neighbour Send / Recv of %u events%s%s: a ring rotation of k / v and their gradients",
+			 s->p2p, s->events, ag ? ", on a group that also gathers" : "",
+			 per_unit ? ", between the FSDP group's unit gathers" : "");
+		return ANALYSIS_ROLE_CONTEXT_PARALLEL;
+	}
+	snprintf(why, ANALYSIS_NOTE_BYTES, "%u Send / Recv of %u events, between units: stages exchanging activations",
+		 s->p2p, s->events);
+	return ANALYSIS_ROLE_PIPELINE;
+}
+
+/* The roles the mix of ops tells: an FSDP group, idle, tensor or context
+ * parallel, point to point, set-up before the FSDP group; else unknown. */
+static uint8_t role_by_ops(const struct roles_work *w, size_t c, const uint8_t *prev, const uint8_t *next, char *why)
 {
 	const struct comm_stat *s = &w->st[c];
 	int fsdp = w->fsdp;
 	uint32_t ag = s->ops[FSS_OP_ALLGATHER], rs = s->ops[FSS_OP_REDUCESCATTER], ar = s->ops[FSS_OP_ALLREDUCE],
-		 bc = s->ops[FSS_OP_BROADCAST], p2p = s->ops[FSS_OP_SEND] + s->ops[FSS_OP_RECV],
-		 a2a = s->ops[FSS_OP_ALLTOALL];
-	if ((int)c == fsdp) {
-		if (w->given)
-			snprintf(why, ANALYSIS_NOTE_BYTES, "named by --fsdp-comm; %u AllGathers, %u ReduceScatters", ag,
-				 rs);
-		else
-			snprintf(why, ANALYSIS_NOTE_BYTES,
-				 "%u AllGathers and %u ReduceScatters; up to %u gathers in a row before a "
-				 "reduce-scatter (a forward over the units)",
-				 ag, rs, s->max_run);
+		 bc = s->ops[FSS_OP_BROADCAST], p2p = s->p2p + s->ops[FSS_OP_ALLTOALL];
+	if (w->group[c] != COMM_ROLES_NO_GROUP) {
+		fsdp_evidence(w, c, why);
 		return ANALYSIS_ROLE_FSDP;
 	}
 	if (s->events == 0) {
 		snprintf(why, ANALYSIS_NOTE_BYTES, "no collective in the first %zu events of the rank", w->n);
 		return ANALYSIS_ROLE_IDLE;
 	}
-	if (ag && rs && rs * 2 >= ag && ag * 2 >= rs && s->max_run <= 2) {
+	if (roles_alternating(s)) {
 		snprintf(why, ANALYSIS_NOTE_BYTES,
 			 "%u AllGathers and %u ReduceScatters that alternate (at most %u gathers in a row): "
 			 "activation collectives",
 			 ag, rs, s->max_run);
 		return ANALYSIS_ROLE_TENSOR_PARALLEL;
 	}
-	if (p2p * 2 >= s->events) {
-		snprintf(why, ANALYSIS_NOTE_BYTES, "%u Send / Recv of %u events", p2p, s->events);
-		return ANALYSIS_ROLE_PIPELINE;
-	}
-	if (a2a * 2 >= s->events) {
-		snprintf(why, ANALYSIS_NOTE_BYTES, "%u AllToAll of %u events", a2a, s->events);
-		return ANALYSIS_ROLE_EXPERT;
-	}
+	if (w->activation[c])
+		return ANALYSIS_ROLE_CONTEXT_PARALLEL; /* its evidence is find_activations' */
+	if (p2p * 2 >= s->events || (p2p && ag && !rs && (p2p + ag) * 2 >= s->events))
+		return role_point_to_point(w, c, prev, next, why);
 	if (fsdp >= 0 && s->first < w->st[fsdp].first) {
 		/* before FSDP's first gather: set-up (and whatever else this
 		 * communicator does later, now and then) */
@@ -254,35 +353,76 @@ static uint8_t role_by_ops(const struct roles_work *w, size_t c, char *why)
 	return ANALYSIS_ROLE_UNKNOWN;
 }
 
+static uint64_t largest(const uint64_t *v, uint32_t n)
+{
+	uint64_t m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i] > m)
+			m = v[i];
+	return m;
+}
+
+/* Re-gathers of FSDP group g on communicator c (only AllGathers, on a
+ * group dividing g's): of the sizes g gathers (reshard_after_forward = G),
+ * or of g's dtypes and never in the middle of g's forward (ZeRO++'s hpZ
+ * fetches from the secondary partition, in backward, of buckets other than
+ * the forward's; with one node its group has the world's ranks). Returns 1
+ * with the evidence, 0. */
+static int regathers_of(const struct roles_work *w, size_t c, uint32_t g, uint8_t *prev, uint8_t *next, char *why)
+{
+	const struct comm_stat *s = &w->st[c], *f = &w->st[w->groups[g]];
+	const struct tl_comm *m = &w->src->comms[c], *fm = &w->src->comms[w->groups[g]];
+	if (!s->nag || s->ops[FSS_OP_REDUCESCATTER] || (int)c == w->groups[g] || !roles_subgroup(m, fm))
+		return 0;
+	uint32_t match = 0, inside = 0;
+	for (uint32_t i = 0; i < s->nag; i++)
+		for (uint32_t k = 0; k < f->nag; k++)
+			if (f->ag_elements[k] == s->ag_elements[i]) {
+				match++;
+				break;
+			}
+	if (match == s->nag && m->nranks < fm->nranks) {
+		snprintf(why, ANALYSIS_NOTE_BYTES,
+			 "%u AllGathers on %d of the FSDP group's %d ranks, of sizes it gathers: re-gathers of units "
+			 "resharded to groups",
+			 s->nag, m->nranks, fm->nranks);
+		return 1;
+	}
+	if (s->nag < 2 || (s->ag_dtypes & ~f->ag_dtypes) || s->p2p || s->ops[FSS_OP_ALLTOALL] ||
+	    largest(s->ag_elements, s->nag) * 8 < largest(f->ag_elements, f->nag))
+		return 0; /* parameter fetches, not a few metrics gathered on a group of the same ranks */
+	roles_neighbour_ops(w, w->groups[g], prev, next);
+	for (size_t i = 0; i < w->n; i++)
+		inside += w->ev[i].comm_slot == c && w->ev[i].op == FSS_OP_ALLGATHER && prev[i] == FSS_OP_ALLGATHER &&
+			  next[i] == FSS_OP_ALLGATHER;
+	if (inside)
+		return 0;
+	snprintf(why, ANALYSIS_NOTE_BYTES,
+		 "%u AllGathers on %d of the FSDP group's %d ranks, in its dtypes, never amid its forward gathers: "
+		 "backward fetches from a secondary partition (ZeRO++ hpZ)",
+		 s->nag, m->nranks, fm->nranks);
+	return 1;
+}
+
 /* The roles the sizes tell, for a communicator the ops left unknown:
- * re-gathers of the FSDP group's sizes, replicas reducing what its
- * reduce-scatters leave, scalar all-reduces, other all-reduces, broadcasts. */
-static uint8_t role_by_sizes(const struct roles_work *w, size_t c, char *why)
+ * re-gathers of an FSDP group, replicas reducing what its reduce-scatters
+ * leave, scalar all-reduces, other all-reduces, broadcasts. */
+static uint8_t role_by_sizes(struct roles_work *w, size_t c, uint8_t *prev, uint8_t *next, char *why)
 {
 	const struct comm_stat *s = &w->st[c];
-	const struct tl_comm *m = &w->src->comms[c];
-	int fsdp = w->fsdp;
 	uint32_t ag = s->ops[FSS_OP_ALLGATHER], rs = s->ops[FSS_OP_REDUCESCATTER], ar = s->ops[FSS_OP_ALLREDUCE],
 		 bc = s->ops[FSS_OP_BROADCAST];
-	if (fsdp >= 0 && ag && !rs && m->nranks > 0 && m->nranks < w->src->comms[fsdp].nranks &&
-	    w->src->comms[fsdp].nranks % m->nranks == 0) {
-		uint32_t match = 0;
-		for (uint32_t i = 0; i < s->nag; i++)
-			match += in_set(w->agset, w->nagset, s->ag_elements[i]);
-		if (match == s->nag) {
-			snprintf(why, ANALYSIS_NOTE_BYTES,
-				 "%u AllGathers on %d of the FSDP group's %d ranks, of sizes it gathers: re-gathers "
-				 "of units resharded to groups",
-				 ag, m->nranks, w->src->comms[fsdp].nranks);
+	for (uint32_t g = 0; g < w->ngroups; g++)
+		if (regathers_of(w, c, g, prev, next, why)) {
+			w->group[c] = (uint8_t)g;
 			return ANALYSIS_ROLE_FSDP_REGATHER;
 		}
-	}
 	if (ar) {
 		uint32_t match = 0;
 		for (uint32_t i = 0; i < s->nar; i++)
 			match +=
 			    in_set(w->rsset, w->nrsset, s->ar_counts[i]) && s->ar_counts[i] > ROLES_SCALAR_ELEMENTS;
-		if (fsdp >= 0 && match * 2 >= s->nar && match > 0) {
+		if (w->fsdp >= 0 && match * 2 >= s->nar && match > 0) {
 			snprintf(why, ANALYSIS_NOTE_BYTES,
 				 "%u of its %u AllReduces have the sizes the FSDP group's ReduceScatters leave on "
 				 "a rank: HSDP replicas",
@@ -307,27 +447,55 @@ static uint8_t role_by_sizes(const struct roles_work *w, size_t c, char *why)
 	return ANALYSIS_ROLE_UNKNOWN;
 }
 
+/* Every communicator's role, once the FSDP groups are known. Returns 0 or
+ * -ENOMEM. */
+static int decide_each(struct roles_work *w, struct comm_roles *out)
+{
+	size_t nc = w->src->ncomms;
+	uint8_t *prev = malloc(w->n ? w->n : 1), *next = malloc(w->n ? w->n : 1);
+	uint8_t *tmp_prev = malloc(w->n ? w->n : 1), *tmp_next = malloc(w->n ? w->n : 1);
+	if (!prev || !next || !tmp_prev || !tmp_next) {
+		free(prev);
+		free(next);
+		free(tmp_prev);
+		free(tmp_next);
+		return -ENOMEM;
+	}
+	if (w->fsdp >= 0)
+		roles_neighbour_ops(w, w->fsdp, prev, next);
+	for (size_t c = 0; c < nc; c++) {
+		uint8_t role = role_by_ops(w, c, w->fsdp >= 0 ? prev : NULL, next, out->evidence[c]);
+		if (role == ANALYSIS_ROLE_UNKNOWN && w->st[c].events)
+			role = role_by_sizes(w, c, tmp_prev, tmp_next, out->evidence[c]);
+		out->role[c] = role;
+	}
+	free(prev);
+	free(next);
+	free(tmp_prev);
+	free(tmp_next);
+	return 0;
+}
+
 int comm_roles_decide(const timeline_t *t, const struct tl_source *src, const struct tl_event *ev, size_t n,
 		      const char *override, struct comm_roles *out)
 {
-	struct roles_work w = {.src = src, .ev = ev, .n = n, .fsdp = -1};
+	struct roles_work w = {.src = src, .ev = ev, .n = n, .fsdp = -1, .ambiguous = -1};
 	size_t nc = src->ncomms;
 	memset(out, 0, sizeof *out);
 	out->fsdp = -1;
 	out->ncomms = nc;
 	out->role = calloc(nc ? nc : 1, 1);
+	out->group = malloc(nc ? nc : 1);
 	out->evidence = calloc(nc ? nc : 1, sizeof *out->evidence);
-	if (!out->role || !out->evidence || window_stats(&w) < 0)
+	if (!out->role || !out->group || !out->evidence)
 		goto fail;
-	choose_fsdp(t, &w, override, out);
-	if (fsdp_sets(&w) < 0)
+	memset(out->group, COMM_ROLES_NO_GROUP, nc ? nc : 1);
+	w.group = out->group;
+	if (window_stats(&w) < 0 || roles_choose_groups(t, &w, override, out) < 0 || groups_rsset(&w) < 0 ||
+	    decide_each(&w, out) < 0)
 		goto fail;
-	for (size_t c = 0; c < nc; c++) {
-		uint8_t role = role_by_ops(&w, c, out->evidence[c]);
-		if (role == ANALYSIS_ROLE_UNKNOWN && w.st[c].events)
-			role = role_by_sizes(&w, c, out->evidence[c]);
-		out->role[c] = role;
-	}
+	out->ngroups = w.ngroups;
+	memcpy(out->groups, w.groups, sizeof out->groups);
 	roles_work_free(&w);
 	return 0;
 fail:
@@ -339,8 +507,10 @@ fail:
 void comm_roles_release(struct comm_roles *r)
 {
 	free(r->role);
+	free(r->group);
 	free(r->evidence);
 	r->role = NULL;
+	r->group = NULL;
 	r->evidence = NULL;
 	r->ncomms = 0;
 }

@@ -43,6 +43,13 @@ void flight_free(flight_t *f)
 	free(f);
 }
 
+void flight_set_stopped(flight_t *f, uint32_t source, uint64_t realtime_ns)
+{
+	for (size_t i = 0; realtime_ns && i < f->nsrcs; i++)
+		if (f->srcs[i]->id == source && (!f->srcs[i]->stopped_rt || realtime_ns < f->srcs[i]->stopped_rt))
+			f->srcs[i]->stopped_rt = realtime_ns;
+}
+
 size_t flight_footprint(const flight_t *f)
 {
 	size_t n = sizeof(*f) + f->capsrcs * sizeof(*f->srcs) + f->ndirect * sizeof(*f->direct) +

@@ -57,6 +57,16 @@ int flight_feed(flight_t *f, const struct source *src, const struct fss_record_h
 int flight_fill(const flight_t *f, uint64_t timeout_ns, uint64_t now_realtime_ns, struct analysis_flight *out);
 
 /*
+ * flight_set_stopped - trace source `source` had stopped by realtime_ns
+ * (CLOCK_REALTIME) though no record says so: a later world of a restarted
+ * job started (collector/worlds.h), and its launcher stops every worker
+ * before it starts new ones. Its waits are measured to there at most, as
+ * those of a process that ended. The earliest instant given stays; a source
+ * not met yet is ignored.
+ */
+void flight_set_stopped(flight_t *f, uint32_t source, uint64_t realtime_ns);
+
+/*
  * flight_footprint - bytes the state holds now (its tables and windows): it
  * follows ranks x communicators, not the number of records fed.
  */

@@ -42,6 +42,9 @@ static uint64_t waited_since(const struct fl_source *fs, uint64_t start_mono, ui
 	uint64_t start = fl_to_rt(fs, start_mono);
 	uint64_t until = fs->ended && fs->end_ns ? fl_to_rt(fs, fs->end_ns) : now;
 
+	if (!fs->ended && fs->stopped_rt && fs->stopped_rt < until)
+		until = fs->stopped_rt;
+
 	return start && until > start ? until - start : 0;
 }
 
@@ -53,7 +56,7 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 	memset(w, 0, sizeof(*w));
 	w->fs = fs;
 	w->rc = rc;
-	w->ended = (uint8_t)fs->ended;
+	w->ended = (uint8_t)(fs->ended || fs->stopped_rt);
 	/* host: entered, not returned */
 	if (rc->entered > rc->left && (c = call_from(rc, rc->left + 1))) {
 		w->n = rc->left + 1;

@@ -122,6 +122,8 @@ struct fl_source {
 	uint32_t untied_at, corr_at;
 	struct fl_untied untied[FL_UNTIED_MAX]; /* kernels with no seq yet */
 	struct fl_untied corrs[FL_UNTIED_MAX];	/* correlation records no kernel used yet */
+	uint64_t stopped_rt; /* CLOCK_REALTIME by which it had stopped without saying so (a later world
+				started, flight_set_stopped), 0 not known */
 };
 
 /* One rank's place in the signature of a comm_seq. */

@@ -369,6 +369,7 @@ static int on_collective(struct tl_source *s, const struct fss_rec_collective *c
 	e.count = c->count;
 	e.stream = c->stream;
 	e.calls = 1;
+	e.moving_calls = c->count > 0;
 	e.nranks = nranks;
 	e.comm_index = m ? m->calls++ : 0;
 	e.thread = c->thread;
@@ -397,6 +398,7 @@ static int on_collective(struct tl_source *s, const struct fss_rec_collective *c
 	o->elements += e.elements;
 	o->wire_bytes += e.wire_bytes;
 	o->calls++;
+	o->moving_calls += e.moving_calls;
 	return 0;
 }
 

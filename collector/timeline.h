@@ -68,9 +68,11 @@ struct tl_event {
 	uint32_t group_id;
 	uint8_t op, dtype;
 	uint8_t role;                 /* enum analysis_comm_role of its communicator, once decided */
-	uint8_t reserved;
+	uint8_t fsdp_group;           /* FSDP roles: which FSDP group (0: the primary, the one the unit analysis
+	                                 reads; g: comm_roles' fsdp_groups[g]); 0 otherwise */
 	uint32_t comm_slot;           /* index of its communicator in the source's comms, UINT32_MAX unknown */
-	uint32_t reserved2;
+	uint32_t moving_calls;        /* calls with a non-zero count: a ring rotation issued as an all-to-all
+	                                 (zero to every peer but one) moves data in two */
 	uint64_t count;               /* count argument of its (first) call */
 };
 

@@ -15,7 +15,9 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* One significant digit, rounded up: 3.7e6 -> 4e6. */
 static double round_up_1sig(double x)
@@ -24,6 +26,80 @@ static double round_up_1sig(double x)
 		return 0;
 	double p = pow(10.0, floor(log10(x)));
 	return ceil(x / p) * p;
+}
+
+/* Ranks per host when the job's sources name several hosts (every host the
+ * same count), 0 otherwise: the node size hpZ's group would have. */
+static uint32_t ranks_per_node(const struct analysis_result *a)
+{
+	uint32_t hosts = 0, first = 0;
+	for (uint32_t i = 0; i < a->nsources; i++) {
+		uint32_t same = 0, seen_before = 0;
+		if (!a->sources[i].host[0])
+			return 0;
+		for (uint32_t j = 0; j < a->nsources; j++) {
+			same += strcmp(a->sources[j].host, a->sources[i].host) == 0;
+			seen_before |= j < i && strcmp(a->sources[j].host, a->sources[i].host) == 0;
+		}
+		if (seen_before)
+			continue;
+		if (hosts++ == 0)
+			first = same;
+		else if (same != first)
+			return 0;
+	}
+	return hosts > 1 ? first : 0;
+}
+
+/* ZeRO++'s settings as they apply to what was seen (DeepSpeed
+ * partition_parameters.py: all_gather_coalesced, _all_gather_coalesced):
+ * qwZ fetches 8-bit values and their scales, two gathers a fetch, half the
+ * bytes: worth it where fetches are bandwidth-bound, not where they are
+ * latency-bound; hpZ fetches the backward's parameters from a secondary
+ * partition inside the node. Writes the lines of the DeepSpeed block and
+ * the evidence's line. */
+static void zeropp_advice(const struct analysis_result *a, int latency_bound, char *fix, size_t fixlen, char *seen,
+			  size_t seenlen)
+{
+	const struct analysis_buckets *b = &a->buckets;
+	int32_t hpz = 0;
+	for (uint32_t i = 0; i < a->ncomms; i++)
+		if (a->comms[i].role == ANALYSIS_ROLE_FSDP_REGATHER)
+			hpz = a->comms[i].nranks;
+	uint32_t node = ranks_per_node(a);
+	char hpz_line[200] = "", qwz_line[200] = "";
+	if (hpz)
+		snprintf(hpz_line, sizeof hpz_line,
+			 "\n  \"zero_hpz_partition_size\": %d  // on: %u backward fetches from the secondary partition "
+			 "on the %d-rank group",
+			 hpz, b->regather_fetches_per_step, hpz);
+	else if (node)
+		snprintf(hpz_line, sizeof hpz_line,
+			 "\n  \"zero_hpz_partition_size\": %u  // hpZ: the %u ranks of a node keep a secondary "
+			 "partition: backward fetches stay inside it",
+			 node, node);
+	const char *comma = hpz_line[0] ? "," : "";
+	if (b->quantized_fetches_per_step)
+		snprintf(qwz_line, sizeof qwz_line,
+			 "\n  \"zero_quantized_weights\": %s%s  // on: %u fetches are int8 values + fp32 scales, two "
+			 "gathers each%s",
+			 latency_bound ? "false" : "true", comma, b->quantized_fetches_per_step,
+			 latency_bound ? ": small fetches pay for the second (off, or larger buckets)" : "");
+	else if (!latency_bound)
+		snprintf(qwz_line, sizeof qwz_line,
+			 "\n  \"zero_quantized_weights\": true%s  // qwZ: int8 fetches, half the bytes of bf16, two "
+			 "gathers each",
+			 comma);
+	snprintf(fix, fixlen, "%s%s", qwz_line, hpz_line);
+	seen[0] = 0;
+	if (b->quantized_fetches_per_step || b->regather_fetches_per_step) {
+		char on_hpz[64] = "";
+		if (b->regather_fetches_per_step)
+			snprintf(on_hpz, sizeof on_hpz, ", %u on the %d-rank hpZ group", b->regather_fetches_per_step,
+				 hpz);
+		snprintf(seen, seenlen, "\nZeRO++: %u fetches quantized (int8 values + fp32 scales: one fetch)%s",
+			 b->quantized_fetches_per_step, on_hpz);
+	}
 }
 
 static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c,
@@ -42,6 +118,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	double layer = L > 0 && P > 0 ? P / L : 0;
 	double bucket = round_up_1sig(layer > 2.0 * (double)b->fetch_elements_max ? layer : 2.0 * (double)b->fetch_elements_max);
 	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], b8[32], form[160], per_layer[96] = "", reuse[200];
+	char zeropp[400], zeropp_seen[160];
+	zeropp_advice(a, sev == RULE_WARNING, zeropp, sizeof zeropp, zeropp_seen, sizeof zeropp_seen);
 
 	if (b->grouped_fetches)
 		snprintf(form, sizeof form,
@@ -73,14 +151,15 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		"elements per fetch: min %s, median %s, max %s (median %s gathered in the parameter dtype)\n"
 		"gathered per step: %s elements, %s\n"
 		"reduce buckets per step: %u ReduceScatters, %s elements in all (every gradient once: %s "
-		"parameters), largest %s; %u of them of a size some gather has%s",
+		"parameters), largest %s; %u of them of a size some gather has%s%s",
 		b->fetches_per_step, form, rule_format_count((double)b->fetch_elements_min, b1, sizeof b1),
 		rule_format_count((double)b->fetch_elements_median, b2, sizeof b2),
 		rule_format_count((double)b->fetch_elements_max, b3, sizeof b3),
 		rule_format_bytes(median_bytes, b4, sizeof b4),
 		rule_format_count((double)b->gathered_elements_per_step, b5, sizeof b5), reuse,
 		b->reduce_buckets_per_step, rule_format_count(P, b6, sizeof b6), rule_format_count(P, b7, sizeof b7),
-		rule_format_count((double)b->reduce_elements_max, b8, sizeof b8), b->reduce_sizes_matching, per_layer);
+		rule_format_count((double)b->reduce_elements_max, b8, sizeof b8), b->reduce_sizes_matching, per_layer,
+		zeropp_seen);
 	char *deepspeed = finding_printf(
 		"// the fetches seen hold at most %.3g elements: larger buckets make fewer, larger gathers\n"
 		"\"zero_optimization\": {\n"
@@ -88,12 +167,12 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 		"  \"stage3_prefetch_bucket_size\": %.3g,   // elements per fetch%s\n"
 		"  \"stage3_max_live_parameters\": %.3g,    // at least two buckets gathered at once\n"
 		"  \"stage3_param_persistence_threshold\": %.3g,  // tensors under this are fetched once and stay\n"
-		"  \"stage3_max_reuse_distance\": %.3g      // parameters reused within this stay gathered\n"
+		"  \"stage3_max_reuse_distance\": %.3g%s      // parameters reused within this stay gathered%s\n"
 		"}",
 		(double)b->fetch_elements_max, bucket, layer > 0 ? ": at least one layer" : "",
 		bucket * 2 > 1e9 ? bucket * 2 : 1e9,
 		(double)b->fetch_elements_min < 1e5 ? 1e5 : round_up_1sig((double)b->fetch_elements_min),
-		bucket * 2 > 1e9 ? bucket * 2 : 1e9);
+		bucket * 2 > 1e9 ? bucket * 2 : 1e9, zeropp[0] ? "," : "", zeropp);
 	char *fsdp2 = finding_printf("# This job fetches by buckets (DeepSpeed ZeRO-3). In FSDP2 the unit plays the "
 				     "bucket's part:\n"
 				     "for block in model.layers:\n"

@@ -1,6 +1,7 @@
 /*
  * registry.c - the list of rules, in the order they run and are reported:
  * a job that hangs or desyncs first (nothing else matters until it runs),
+ * which world the figures are (a restart) and a rank claimed twice,
  * then the wrap (the thing to fix before looking anywhere else), then
  * overlap, policy, sizes, dtypes and ranks.
  */
@@ -11,6 +12,8 @@
 static const struct rule *const registry[] = {
 	&rule_collective_hang,
 	&rule_collective_mismatch,
+	&rule_restart,
+	&rule_duplicate_rank,
 	&rule_not_diagnosed,
 	&rule_wrap_too_fine,
 	&rule_wrap_too_coarse,

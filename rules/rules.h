@@ -117,6 +117,8 @@ struct rule {
 /* The rules, one per file. */
 extern const struct rule rule_collective_hang;
 extern const struct rule rule_collective_mismatch;
+extern const struct rule rule_restart;
+extern const struct rule rule_duplicate_rank;
 extern const struct rule rule_not_diagnosed;
 extern const struct rule rule_bucketed_fetch;
 extern const struct rule rule_wrap_too_fine;

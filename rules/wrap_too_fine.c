@@ -33,6 +33,41 @@ static double motif_gathered_bytes(const struct analysis_result *a, double *larg
 	return sum;
 }
 
+/* The job's other FSDP groups (an MoE's experts on their own mesh), read
+ * per block as the primary is: one gather per block on every group is
+ * per-block wrapping, whatever the gathers of a block add up to. A group
+ * whose own repeat holds several gathers per unit is wrapped finer. */
+static int other_groups(const struct rule *self, const struct analysis_result *a, const struct rule_config *c,
+			findings_t *out)
+{
+	for (uint32_t g = 1; g < a->nfsdp_groups && g < ANALYSIS_FSDP_GROUPS_MAX; g++) {
+		const struct analysis_fsdp_group *x = &a->fsdp_groups[g];
+		if ((double)x->gathers_per_unit < rule_threshold(c, RULE_T_FINE_GATHERS_PER_UNIT) ||
+		    (double)x->repeating_units < rule_threshold(c, RULE_T_MIN_UNITS))
+			continue;
+		char *message = finding_printf(
+		    "the wrap is finer than the model's repeating unit on FSDP group %u (%d ranks): %u AllGathers "
+		    "per unit where 1 would do",
+		    g + 1, x->nranks, x->gathers_per_unit);
+		char *evidence = finding_printf(
+		    "FSDP group %u of %u: %u gathers per repeating unit x %u units in %u forward gathers; %u "
+		    "AllGathers, %u ReduceScatters per step\nthe primary group gathers %u per unit",
+		    g + 1, a->nfsdp_groups, x->gathers_per_unit, x->repeating_units, x->forward_units, x->allgathers,
+		    x->reduce_scatters, a->units.gathers_per_unit);
+		char *fsdp2 = finding_printf("# One fully_shard per block for this group's modules too (an MoE's "
+					     "experts: fully_shard(block.moe.experts, mesh=...) once per block),\n"
+					     "# none on the modules inside them");
+		struct finding *f = findings_take(out, self, RULE_ERROR, message, evidence, fsdp2, NULL, NULL);
+		if (!f)
+			return -ENOMEM;
+		finding_metric(f, "gathers_per_unit", x->gathers_per_unit);
+		finding_metric(f, "repeating_units", x->repeating_units);
+		finding_metric(f, "fsdp_group", g + 1);
+		return 0;
+	}
+	return 0;
+}
+
 static int check(const struct rule *self, const struct analysis_result *a, const struct rule_config *c,
 		 findings_t *out)
 {
@@ -52,7 +87,7 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	if (!rule_diagnosed(a) || k == 0 || L == 0)
 		return 0;
 	if ((double)k < rule_threshold(c, RULE_T_FINE_GATHERS_PER_UNIT))
-		return 0;
+		return other_groups(self, a, c, out);
 	/* Without the user's layer count, a motif seen once is no evidence of a
 	 * repeat at all. */
 	if (!u->layers_given && (double)L < rule_threshold(c, RULE_T_MIN_UNITS))
@@ -83,6 +118,11 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 			others = finding_printf("\nnot counted: the tensor-parallel group's %u AllGathers and %u "
 						"ReduceScatters per step (activations, not parameters)",
 						a->comms[i].allgathers, a->comms[i].reduce_scatters);
+	for (uint32_t g = 1; g < a->nfsdp_groups && g < ANALYSIS_FSDP_GROUPS_MAX && !others; g++)
+		others = finding_printf("\nnot counted: FSDP group %u's %u AllGathers per step (%d ranks, %u per unit: "
+					"its own wrap)",
+					g + 1, a->fsdp_groups[g].allgathers, a->fsdp_groups[g].nranks,
+					a->fsdp_groups[g].gathers_per_unit);
 	if (!others)
 		others = finding_printf("%s", "");
 	if (!others) {

@@ -181,6 +181,14 @@ STREAM_SAMPLE = [
     ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
     ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
     ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),
+    ("stream-cp-flex", "--setup cp --nranks 4"),
+    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
+    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
+    ("stream-cp-flex-world", "--setup cp --nranks 2"),
+    ("stream-moe", "--setup moe --nranks 4"),
+    ("stream-moe-ep-world", "--setup moe --nranks 2"),
+    ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
+    ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
 ]
 
 
@@ -231,8 +239,6 @@ def stream_full():
 # Setups the analysis does not read right yet (issue 21): run by --matrix full
 # and --matrix pending; each moves into STREAM_SAMPLE once it passes.
 STREAM_PENDING = [
-    ("stream-zero3-qwz", "--setup zero3 --nranks 2 --qwz"),
-    ("stream-zero3-zeropp", "--setup zero3 --nranks 4 --qwz --hpz 2"),
     ("stream-zero3-zeropp-qgz", "--setup zero3 --nranks 4 --qwz --hpz 2 --qgz"),
     ("stream-dpo", "--setup dpo --nranks 2"),
     ("stream-dpo-ref-model-nvtx", "--setup dpo --nranks 4 --ref-wrap model --nvtx"),
@@ -241,13 +247,7 @@ STREAM_PENDING = [
     ("stream-rl-sync1-nvtx", "--setup rl --nranks 4 --sync-every 1 --nvtx"),
     ("stream-ddp-fsdp-reshard-nvtx", "--setup ddp-fsdp --nranks 4 --block-reshard --nvtx"),
     ("stream-pp-interleaved-clip", "--setup pp --nranks 4 --virtual-stages 2 --layers 8 --clip"),
-    ("stream-cp-flex", "--setup cp --nranks 4"),
-    ("stream-cp-sdpa", "--setup cp --nranks 4 --attention sdpa"),
-    ("stream-cp-sdpa-alltoall", "--setup cp --nranks 4 --attention sdpa --rotate alltoall"),
     ("stream-ulysses", "--setup ulysses --nranks 4"),
-    ("stream-cp-flex-world", "--setup cp --nranks 2"),
-    ("stream-moe", "--setup moe --nranks 4"),
-    ("stream-moe-ep-world", "--setup moe --nranks 2"),
     # FSDP2 variants (stream_job_fsdp2_variants.c)
     ("stream-float8-precompute-clip", "--setup float8 --nranks 4 --clip"),
     ("stream-float8-dynamic", "--setup float8 --nranks 2 --float8-dynamic"),
@@ -384,7 +384,7 @@ def fsdp_groups_against_truth(d, t):
         ps = g.get("per_step") or {}
         units = g.get("units")
         if isinstance(units, dict):
-            units = units.get("units", units.get("count"))
+            units = units.get("forward_units", units.get("units", units.get("count")))
         return (g.get("nranks"), g.get("allgathers", ps.get("allgathers")),
                 g.get("reduce_scatters", ps.get("reduce_scatters")), units)
 
@@ -467,7 +467,7 @@ def check_stream(name, fsdpscope, trace, truth_path, tally):
     lint = run([fsdpscope, "lint", "--json", trace])
     f = findings_of(lint.stdout, "lint --json", fails)
     tally["runs"] += 1
-    fails += exposure_invariants(d)
+    fails += exposure_invariants(d) + fsdp_groups_invariants(d)
 
     def want(what, got, exp):
         if got != exp:
@@ -628,6 +628,53 @@ def log_truth(log_path, report=None):
     }
 
 
+def fsdp_groups_invariants(d):
+    """report --json's fsdp_groups[] against the figures beside it: the primary
+    first, repeating per_step, units and exposure; each group's gathers those
+    of its communicators; the ledger the sum of the groups' shares. Returns
+    failure strings."""
+    fails = []
+    groups = d.get("fsdp_groups")
+    if groups is None:
+        return fails
+    comms = d["communicators"]
+
+    def want(what, got, exp):
+        if got != exp:
+            fails.append("fsdp_groups: %s: %r != %r" % (what, got, exp))
+
+    want("primary flags", [g["primary"] for g in groups], [i == 0 for i in range(len(groups))])
+    if d["fsdp_communicator"] is None:
+        want("groups without an FSDP group", len(groups), 0)
+    if not groups:  # no FSDP group, or no analysed step to read one from
+        return fails
+    p = groups[0]
+    want("primary's communicator", p["communicator"], d["fsdp_communicator"])
+    for k in ("allgathers", "forward_allgathers", "backward_allgathers", "allgather_calls", "reduce_scatters"):
+        want("primary's per_step." + k, p["per_step"][k], d["per_step"][k])
+    for k in ("forward_units", "repeating_units", "gathers_per_unit"):
+        want("primary's units." + k, p["units"][k], d["units"][k])
+    want("primary's reshard", p["reshard_after_forward"], d["reshard_after_forward"])
+    if p["exposure"]["measured"]:
+        for k in ("allgather_ns_per_step", "exposed_allgather_ns_per_step", "compute_wait_ns_per_step"):
+            want("primary's exposure." + k, p["exposure"][k], d["exposure"][k])
+    # activations told apart on the primary's own communicator (cp = N) are its events too
+    shared = any("also carries activations" in n for n in d["notes"])
+    for i, g in enumerate(groups):
+        c = [comms[g["communicator"]]] + ([comms[g["regather_communicator"]]]
+                                          if g["regather_communicator"] is not None else [])
+        want("group %d's role" % i, [x["role"] for x in c], ["fsdp", "fsdp-regather"][:len(c)])
+        ag, rs = sum(x["per_step"]["allgathers"] for x in c), c[0]["per_step"]["reduce_scatters"]
+        if i == 0 and shared:
+            ag, rs = min(ag, g["per_step"]["allgathers"]), min(rs, g["per_step"]["reduce_scatters"])
+        want("group %d's AllGathers against its communicators" % i, g["per_step"]["allgathers"], ag)
+        want("group %d's ReduceScatters against its communicator" % i, g["per_step"]["reduce_scatters"], rs)
+    if d["verdict"] != "bucketed":
+        for k in ("params", "persistent_bytes_per_rank", "transient_bytes_per_rank", "largest_unit_params"):
+            want("ledger.%s against the groups' shares" % k, d["ledger"][k], sum(g["ledger"][k] for g in groups))
+    return fails
+
+
 def exposure_invariants(d):
     """The exposure figures of a report, against each other: they are all of one
     representative step, so these hold exactly. Returns failure strings."""
@@ -707,7 +754,7 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
     fl = findings_of(lint_layers.stdout, "lint --json --layers", fails)
     tally["runs"] += 1
     if flag(s["flags"], "--style") == "zero3":
-        return fails + exposure_invariants(d) + check_bucketed(s, d, f, log, tally)
+        return fails + exposure_invariants(d) + fsdp_groups_invariants(d) + check_bucketed(s, d, f, log, tally)
     if d["verdict"] != "diagnosed" or lint.returncode == 3:
         tally["undecided"] += 1
         return fails + ["not diagnosed (%s): %s" % (d["verdict"], (d.get("undecided") or {}).get("why"))]
@@ -768,7 +815,7 @@ def check(s, fsdpscope, trace, log, tally, tolerance=None, err_out=None):
     if e["mismatch"] is None and s["wrap"] != "model" and "gather-count-mismatch" in fl:
         fails.append("--layers %d: false gather-count-mismatch" % layers)
         tally["false_errors"] += fl["gather-count-mismatch"] == "error"
-    fails += exposure_invariants(d)
+    fails += exposure_invariants(d) + fsdp_groups_invariants(d)
     # compute's wait on the gathers against fsdp_ref's own, the same step
     xp = d["exposure"]
     measured = xp["source"] != "none"  # without NVTX compute ranges nothing is measured
@@ -891,6 +938,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--exposure-tolerance", type=float)
     ap.add_argument("--stream-job")
+    ap.add_argument("--restart-job", help="restart_job (tests/e2e/restart_job.c): a restart's two worlds are "
+                    "two entries (tests/e2e/restart_e2e.py)")
     a = ap.parse_args()
     tally = {"runs": 0, "right": 0, "false_errors": 0, "undecided": 0}
 
@@ -945,6 +994,13 @@ def main():
                 failed += 1
                 continue
             fails = check_stream(name, a.fsdpscope, trace, truth, tally)
+            for x in fails:
+                print("  FAIL: " + x)
+            failed += bool(fails)
+        if streams and a.restart_job and os.path.exists(a.restart_job) and (not a.only or "restart" in a.only):
+            import restart_e2e
+            fails = restart_e2e.accuracy(a.fsdpscope, a.agent, a.stream_job, a.restart_job,
+                                         os.path.join(out, "restart"), tally)
             for x in fails:
                 print("  FAIL: " + x)
             failed += bool(fails)

@@ -45,6 +45,6 @@ else()
   add_test(NAME accuracy_test
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/accuracy_test.py matrix
       --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref> --agent $<TARGET_FILE:fsdpscope_agent>
-      --stream-job $<TARGET_FILE:stream_job>)
+      --stream-job $<TARGET_FILE:stream_job> --restart-job $<TARGET_FILE:restart_job>)
 endif()
 set_tests_properties(accuracy_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "e2e;accuracy")

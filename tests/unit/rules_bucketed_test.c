@@ -89,6 +89,63 @@ static void test_refetch_in_backward_is_told(void **state)
 	fixture_free(a);
 }
 
+/* ZeRO++ on (zero_quantized_weights, zero_hpz_partition_size 2): said with
+ * its numbers; on small, latency-bound fetches qwZ's second gather is named
+ * as the cost. */
+static void test_zeropp_on_is_told(void **state)
+{
+	struct analysis_result *a = zero3(4096);
+	findings_t *list;
+
+	(void)state;
+	a->buckets.quantized_fetches_per_step = 38;
+	a->buckets.regather_fetches_per_step = 18;
+	a->ncomms = 2;
+	a->comms[0] = (struct analysis_comm){.nranks = 4, .role = ANALYSIS_ROLE_FSDP};
+	a->comms[1] = (struct analysis_comm){.nranks = 2, .role = ANALYSIS_ROLE_FSDP_REGATHER};
+	list = fixture_run(&rule_bucketed_fetch, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	const struct finding *f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_non_null(strstr(f->evidence, "ZeRO++: 38 fetches quantized (int8 values + fp32 scales: one fetch), 18 on "
+					    "the 2-rank hpZ group"));
+	assert_non_null(strstr(f->fix_deepspeed, "\"zero_quantized_weights\": false,  // on: 38 fetches"));
+	assert_non_null(strstr(f->fix_deepspeed, "small fetches pay for the second"));
+	assert_non_null(strstr(f->fix_deepspeed, "\"zero_hpz_partition_size\": 2  // on: 18 backward fetches"));
+	findings_free(list);
+	fixture_free(a);
+}
+
+/* ZeRO++ off: qwZ is advised where the fetches are bandwidth-bound, hpZ
+ * where the ranks span nodes (a node's ranks: its size); neither on small
+ * fetches of one host. */
+static void test_zeropp_advised_where_it_applies(void **state)
+{
+	struct analysis_result *a = zero3(4096);
+	struct source_summary src[8];
+	findings_t *list;
+
+	(void)state;
+	list = fixture_run(&rule_bucketed_fetch, a, NULL);
+	assert_null(strstr(findings_get(list, 0)->fix_deepspeed, "zero_quantized_weights"));
+	assert_null(strstr(findings_get(list, 0)->fix_deepspeed, "zero_hpz_partition_size"));
+	findings_free(list);
+	memset(src, 0, sizeof src);
+	for (int i = 0; i < 8; i++)
+		strcpy(src[i].host, i < 4 ? "node-a" : "node-b");
+	a->sources = src;
+	a->nsources = 8;
+	a->buckets.fetch_elements_median = 2000000;
+	list = fixture_run(&rule_bucketed_fetch, a, NULL);
+	const struct finding *f = findings_get(list, 0);
+	assert_non_null(strstr(f->fix_deepspeed, "\"zero_quantized_weights\": true,  // qwZ: int8 fetches"));
+	assert_non_null(strstr(f->fix_deepspeed, "\"zero_hpz_partition_size\": 4  // hpZ: the 4 ranks of a node"));
+	findings_free(list);
+	a->sources = NULL;
+	a->nsources = 0;
+	fixture_free(a);
+}
+
 static void test_absent_unless_bucketed(void **state)
 {
 	struct fixture_model m = fixture_default();
@@ -108,6 +165,8 @@ int main(void)
 		cmocka_unit_test(test_large_fetches_are_info),
 		cmocka_unit_test(test_refetch_in_backward_is_told),
 		cmocka_unit_test(test_absent_unless_bucketed),
+		cmocka_unit_test(test_zeropp_on_is_told),
+		cmocka_unit_test(test_zeropp_advised_where_it_applies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

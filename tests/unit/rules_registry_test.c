@@ -17,7 +17,7 @@
 static void test_registry_is_complete(void **state)
 {
 	static const char *const ids[] = {
-		"collective-hang", "collective-mismatch",
+		"collective-hang", "collective-mismatch", "restart", "duplicate-rank",
 		"not-diagnosed",  "wrap-too-fine",	   "wrap-too-coarse", "gather-count-mismatch",
 		"bucketed-fetch", "exposed-gather",	   "reshard-policy",  "small-collectives",
 		"fp32-gather",	  "rank-skew",

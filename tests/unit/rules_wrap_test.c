@@ -57,6 +57,60 @@ static void test_fine_absent_when_per_block(void **state)
 	fixture_free(a);
 }
 
+/* An MoE block gathered once on the dense group and once on the experts'
+ * group: two gathers per block, one per group, is per-block wrapping. */
+static void add_expert_group(struct analysis_result *a, uint32_t k)
+{
+	a->nfsdp_groups = 2;
+	a->fsdp_groups[0] = (struct analysis_fsdp_group){.comm = 0, .regather_comm = -1, .nranks = 8,
+							  .gathers_per_unit = a->units.gathers_per_unit,
+							  .repeating_units = a->units.repeating_units};
+	a->fsdp_groups[1] = (struct analysis_fsdp_group){.comm = 1, .regather_comm = -1, .nranks = 4,
+							  .allgathers = 2 * 8 * k, .reduce_scatters = 8 * k,
+							  .forward_units = 8 * k, .repeating_units = 8, .gathers_per_unit = k};
+}
+
+static void test_fine_absent_when_per_block_on_every_group(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	add_expert_group(a, 1);
+	findings_t *list = fixture_run(&rule_wrap_too_fine, a, NULL);
+
+	(void)state;
+	assert_int_equal(findings_count(list), 0);
+	findings_free(list);
+	fixture_free(a);
+}
+
+static void test_fine_on_another_group(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	add_expert_group(a, 3);
+	findings_t *list = fixture_run(&rule_wrap_too_fine, a, NULL);
+
+	(void)state;
+	assert_int_equal(findings_count(list), 1);
+	const struct finding *f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	assert_non_null(strstr(f->message, "FSDP group 2 (4 ranks): 3 AllGathers per unit"));
+	assert_true(fixture_metric(f, "fsdp_group") == 2);
+	findings_free(list);
+	/* the primary per Linear: its finding, the other group named beside it */
+	m.k = 8;
+	fixture_free(a);
+	a = fixture_new(&m);
+	add_expert_group(a, 1);
+	list = fixture_run(&rule_wrap_too_fine, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_true(fixture_metric(f, "gathers_per_unit") == 8);
+	assert_non_null(strstr(f->evidence, "not counted: FSDP group 2's 16 AllGathers per step"));
+	findings_free(list);
+	fixture_free(a);
+}
+
 static void test_fine_needs_a_repeat_or_layers(void **state)
 {
 	struct fixture_model m = fixture_default();
@@ -340,6 +394,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fine_per_linear_is_an_error),
 		cmocka_unit_test(test_fine_absent_when_per_block),
+		cmocka_unit_test(test_fine_absent_when_per_block_on_every_group),
+		cmocka_unit_test(test_fine_on_another_group),
 		cmocka_unit_test(test_fine_needs_a_repeat_or_layers),
 		cmocka_unit_test(test_fine_evidence_from_the_trace_when_layers_do_not_match),
 		cmocka_unit_test(test_coarse_whole_model_is_an_error),
