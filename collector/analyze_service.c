@@ -484,11 +484,15 @@ void analyze_service_fill(rank_state_t *rs, struct analysis_result *r)
 		for (size_t k = 0; k < nv && at < sizeof list; k++)
 			at += (size_t)snprintf(list + at, sizeof list - at, "%s%u of %u AG + %u RS", k ? ", " : "",
 					       w->variant_steps[k], v[k].allgathers, v[k].reduce_scatters);
-		analyze_note(r, "the steps differ (a micro-batch count that changes?): %s; the first are analysed, the "
-				"others counted as irregular", list);
+		analyze_note(r,
+			     "the steps differ (a micro-batch count that changes?): %s; the first are analysed, the "
+			     "others counted as irregular",
+			     list);
 	}
 	r->step_search_left_out = steps_cutter_left_out(w->cutter);
 	if (r->step_search_left_out)
-		analyze_note(r, "%llu collectives whose sizes change from step to step (routed all-to-alls, say) are left "
-				"out of the step search; each is in its step", (unsigned long long)r->step_search_left_out);
+		analyze_note(r,
+			     "%llu collectives whose sizes change from step to step (routed all-to-alls, say) are left "
+			     "out of the step search; each is in its step",
+			     (unsigned long long)r->step_search_left_out);
 }

@@ -251,7 +251,8 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 	size_t period = 0;
 	if (best >= STEPS_MIN_MATCH) {
 		for (size_t p = 1; p <= pmax && !period; p++)
-			if (ratio[p - 1] >= best - STEPS_TIE_MATCH && holds_every_kind(ops + (n - p), p, count, n - n / 2))
+			if (ratio[p - 1] >= best - STEPS_TIE_MATCH &&
+			    holds_every_kind(ops + (n - p), p, count, n - n / 2))
 				period = p;
 	}
 	free(ratio);
@@ -328,8 +329,8 @@ struct steps_cutter {
 	 * and given out in event numbers (at[]). */
 	uint64_t *sig;
 	uint8_t *ops;
-	uint64_t *at;	 /* event number of each */
-	uint64_t *cls;	 /* until the period is found: class, bytes of each */
+	uint64_t *at;  /* event number of each */
+	uint64_t *cls; /* until the period is found: class, bytes of each */
 	uint64_t *bytes;
 	size_t n, cap;
 	uint64_t base;
@@ -346,7 +347,7 @@ struct steps_cutter {
 	size_t period;
 	struct cutter_sub sub[STEPS_VARIANTS_MAX]; /* the period's steps, in order */
 	size_t nsub, next_sub, nkinds;
-	size_t longest; /* events of the longest step */
+	size_t longest;	    /* events of the longest step */
 	uint64_t rare_sig;  /* the template's rarest ReduceScatter (else rarest) signature: counting it */
 	uint32_t rare_mult; /* in a stretch counts the training steps the stretch holds */
 	int warmup_due;	    /* a warm-up cut [warm_first, cur) is due */
@@ -616,7 +617,8 @@ static int cutter_take_period(steps_cutter_t *c, const struct steps_split *sp)
 		more = 0;
 		for (size_t s = 0; s < c->nsub && !more; s++) {
 			size_t len = c->sub[s].len;
-			if (len <= first && memcmp(c->sig + first - len, c->tmpl + c->sub[s].off, len * sizeof *c->sig) == 0) {
+			if (len <= first &&
+			    memcmp(c->sig + first - len, c->tmpl + c->sub[s].off, len * sizeof *c->sig) == 0) {
 				first -= len;
 				c->next_sub = s;
 				more = 1;

@@ -50,11 +50,11 @@ enum steps_kind {
 struct steps_cut {
 	uint64_t first;
 	uint64_t count;
-	int kind;	/* enum steps_kind */
-	uint32_t steps; /* training steps the cut stands for: 1 for a regular cut; for warm-up and
-			   irregular stretches, how often the step's rarest ReduceScatter (else its
-			   rarest collective) occurs in them, per step: set-up, eval passes and
-			   checkpoints stand for 0, a first step that differs for 1 */
+	int kind;	  /* enum steps_kind */
+	uint32_t steps;	  /* training steps the cut stands for: 1 for a regular cut; for warm-up and
+			     irregular stretches, how often the step's rarest ReduceScatter (else its
+			     rarest collective) occurs in them, per step: set-up, eval passes and
+			     checkpoints stand for 0, a first step that differs for 1 */
 	uint32_t variant; /* regular cuts: which variant of the step (steps_cutter_variants); 0,
 			     the steady one, unless the period holds steps that differ */
 };
@@ -64,10 +64,10 @@ struct steps_cut {
 
 /* One variant of the regular step (its events: the data-parallel side's). */
 struct steps_variant {
-	uint32_t events;          /* events of the step that the period search reads */
-	uint32_t allgathers;      /* of them, AllGathers */
+	uint32_t events;	  /* events of the step that the period search reads */
+	uint32_t allgathers;	  /* of them, AllGathers */
 	uint32_t reduce_scatters; /* ReduceScatters */
-	uint32_t per_period;      /* steps of this variant in one period */
+	uint32_t per_period;	  /* steps of this variant in one period */
 };
 
 /* One event as the cutter reads it. */

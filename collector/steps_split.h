@@ -43,13 +43,13 @@ size_t steps_varying_classes(const uint64_t *cls, const uint64_t *sig, size_t n,
 
 /* How one period of the window splits into optimizer steps. */
 struct steps_split {
-	size_t period;                       /* events of the template (one step when nsub is 1) */
-	size_t first;                        /* where the template starts in the window */
-	size_t nsub;                         /* steps in the template, in order */
-	size_t off[STEPS_VARIANTS_MAX + 1];     /* where each starts in the template; off[nsub] = period */
-	uint32_t kind[STEPS_VARIANTS_MAX];      /* which kind each is: distinct steps, the most events first */
+	size_t period;			    /* events of the template (one step when nsub is 1) */
+	size_t first;			    /* where the template starts in the window */
+	size_t nsub;			    /* steps in the template, in order */
+	size_t off[STEPS_VARIANTS_MAX + 1]; /* where each starts in the template; off[nsub] = period */
+	uint32_t kind[STEPS_VARIANTS_MAX];  /* which kind each is: distinct steps, the most events first */
 	size_t nkinds;
-	int outside;                         /* the period was one step and a burst outside the steps */
+	int outside; /* the period was one step and a burst outside the steps */
 };
 
 /*
