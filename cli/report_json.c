@@ -445,6 +445,28 @@ static void write_excluded(struct jw *w, const struct analysis_trust *t)
 	jw_close(w, '}');
 }
 
+/* What the step search saw beside the steady step, where it saw anything:
+ * the step's variants when a period holds steps that differ, the events it
+ * left out (sizes that change from step to step). Absent otherwise. */
+static void write_step_search(struct jw *w, const struct analysis_result *a)
+{
+	if (a->nstep_variants > 1) {
+		jw_open(w, "step_variants", '[');
+		for (uint32_t k = 0; k < a->nstep_variants && k < ANALYSIS_STEP_VARIANTS_MAX; k++) {
+			const struct analysis_step_variant *v = &a->step_variants[k];
+			jw_open(w, NULL, '{');
+			jw_u64(w, "steps", v->steps);
+			jw_u64(w, "collectives", v->collectives);
+			jw_u64(w, "allgathers", v->allgathers);
+			jw_u64(w, "reduce_scatters", v->reduce_scatters);
+			jw_close(w, '}');
+		}
+		jw_close(w, ']');
+	}
+	if (a->step_search_left_out)
+		jw_u64(w, "step_search_left_out", a->step_search_left_out);
+}
+
 /* Every process of the trace: its rank, how it ended, what it lost. */
 /* A source's rank and where it came from (null while not known). */
 static void source_rank_json(struct jw *w, const struct source_summary *s)
@@ -799,6 +821,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "warmup_steps", a->warmup_steps);
 	jw_u64(&w, "irregular_steps", a->irregular_steps);
 	write_excluded(&w, &a->trust);
+	write_step_search(&w, a);
 	jw_u64(&w, "step_period", a->step_period);
 	jw_str(&w, "step_detection", analysis_step_detection_name(a->step_detection));
 	jw_name(&w, "step_range_name", a->step_range_name);

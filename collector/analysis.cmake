@@ -33,6 +33,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ranks.c
   ${CMAKE_CURRENT_LIST_DIR}/reshard.c
   ${CMAKE_CURRENT_LIST_DIR}/steps.c
+  ${CMAKE_CURRENT_LIST_DIR}/steps_split.c
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/units.c
   ${CMAKE_CURRENT_LIST_DIR}/worlds.c

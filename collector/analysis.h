@@ -662,6 +662,17 @@ struct analysis_flight {
 	struct analysis_mismatch mismatches[ANALYSIS_MISMATCHES_MAX]; /* earliest first */
 };
 
+/* One variant of the step found from the period: a period may hold steps
+ * that differ (the micro-batch count changes from step to step), each a
+ * step. Counts are of the data-parallel side's events. */
+#define ANALYSIS_STEP_VARIANTS_MAX 8
+struct analysis_step_variant {
+	uint32_t steps;           /* steps of this variant seen */
+	uint32_t collectives;     /* events of one such step the step search read */
+	uint32_t allgathers;      /* of them, AllGathers */
+	uint32_t reduce_scatters; /* ReduceScatters */
+};
+
 /* One FSDP group of the job (docs/report-schema.md, "fsdp_groups"): a
  * communicator whose gathers move parameters, with the re-gather group that
  * serves it. A job may have several: an MoE's routed experts fully sharded
@@ -776,6 +787,15 @@ struct analysis_result {
 	uint32_t nfsdp_groups;            /* fsdp_groups[] used: 0 without an FSDP group */
 	uint32_t reserved7;
 	struct analysis_fsdp_group fsdp_groups[ANALYSIS_FSDP_GROUPS_MAX]; /* the primary first */
+	uint32_t nstep_variants;          /* period steps: variants of the step one period holds (0 with NVTX
+	                                     steps or no period; 1 usually; more when the steps differ, as
+	                                     when the micro-batch count changes from step to step) */
+	uint32_t reserved8;
+	struct analysis_step_variant step_variants[ANALYSIS_STEP_VARIANTS_MAX]; /* the steady one (the one
+	                                     analysed: the most collectives) first; the others are counted
+	                                     as irregular steps */
+	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
+	                                     sizes change from step to step); each is in the step it falls in */
 };
 
 /* A process of a world, as the restart section lists it. */

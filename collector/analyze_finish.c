@@ -315,6 +315,7 @@ static void fill_headline(rank_state_t *h, const struct ranks_totals *tot, struc
 	analyze_structure_counts(st->tev, st->tinfo, st->nev, &r->per_step);
 	uint32_t steps = r->steps_seen ? r->steps_seen : 1;
 	r->spread.skew_ns_per_step = tot->skew_ns / steps;
+	analyze_service_fill(h, r);
 }
 
 /* The verdict: phases from the structure, bucketed fetching, or why not.

@@ -3,9 +3,11 @@
  * analyze_service.h).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collector/analyze_comms.h"
+#include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
 #include "collector/analyze_summary.h"
@@ -264,6 +266,13 @@ static int period_cut(struct analyze_env *env, rank_state_t *rs, const struct st
 	int rc;
 	switch (c->kind) {
 	case STEPS_REGULAR:
+		if (c->variant < STEPS_VARIANTS_MAX)
+			w->variant_steps[c->variant]++;
+		if (c->variant != 0) { /* a step of another variant: seen, not mixed in */
+			st->irregular++;
+			w->ordinal++;
+			return register_events(env, rs, ev, span, 0);
+		}
 		/* no event after it, no process_end: the trace stops in or right after it */
 		if (trust->why == STEP_CLEAN && !next_known && !has_end)
 			trust->why = STEP_CUT;
@@ -356,7 +365,11 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 
 /* ---- the service --------------------------------------------------------- */
 
-/* Feed the cutter the data-parallel events it has not seen. */
+/* Feed the cutter the data-parallel events it has not seen. The FSDP
+ * group's gathers and reductions are always read (the parameter traffic the
+ * step rests on); any other class is compared by its sizes, which may
+ * change from step to step (an all-to-all of routed tokens on the FSDP
+ * communicator itself, say): the op and the sizes decide, not the role. */
 static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 {
 	uint64_t have = src->events_base + tl_array_len(&src->events);
@@ -364,7 +377,14 @@ static int feed_cutter(struct rank_walk *w, const struct tl_source *src)
 		const struct tl_event *e = tl_array_at(&src->events, (size_t)(i - src->events_base));
 		if (!comm_roles_event_in_steps(e))
 			continue;
-		int rc = steps_cutter_push(w->cutter, e->sig, e->op);
+		int param = comm_roles_is_fsdp(e->role) && (e->op == FSS_OP_ALLGATHER || e->op == FSS_OP_REDUCESCATTER);
+		struct steps_event se = {
+		    .sig = e->sig,
+		    .bytes = e->bytes,
+		    .cls = param ? 0 : steps_class(e->comm_slot, e->op, e->calls, e->dtype),
+		    .op = e->op,
+		};
+		int rc = steps_cutter_push_event(w->cutter, &se);
 		if (rc < 0)
 			return rc;
 	}
@@ -439,4 +459,40 @@ size_t analyze_service_pending(rank_state_t *rs)
 	const struct rank_walk *w = rank_state_walk(rs);
 	return tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
 	       (w->cutter ? steps_cutter_pending(w->cutter) : 0) + analyze_steady_pending(rank_state_steady(rs));
+}
+
+_Static_assert(ANALYSIS_STEP_VARIANTS_MAX == STEPS_VARIANTS_MAX, "one variant table");
+
+void analyze_service_fill(rank_state_t *rs, struct analysis_result *r)
+{
+	const struct rank_walk *w = rank_state_walk(rs);
+	if (w->mode != MODE_PERIOD || !w->cutter)
+		return;
+	struct steps_variant v[STEPS_VARIANTS_MAX];
+	size_t nv = steps_cutter_variants(w->cutter, v, STEPS_VARIANTS_MAX);
+	r->nstep_variants = (uint32_t)nv;
+	for (size_t k = 0; k < nv; k++)
+		r->step_variants[k] = (struct analysis_step_variant){
+		    .steps = w->variant_steps[k],
+		    .collectives = v[k].events,
+		    .allgathers = v[k].allgathers,
+		    .reduce_scatters = v[k].reduce_scatters,
+		};
+	if (nv > 1) {
+		char list[96] = "";
+		size_t at = 0;
+		for (size_t k = 0; k < nv && at < sizeof list; k++)
+			at += (size_t)snprintf(list + at, sizeof list - at, "%s%u of %u AG + %u RS", k ? ", " : "",
+					       w->variant_steps[k], v[k].allgathers, v[k].reduce_scatters);
+		analyze_note(r,
+			     "the steps differ (a micro-batch count that changes?): %s; the first are analysed, the "
+			     "others counted as irregular",
+			     list);
+	}
+	r->step_search_left_out = steps_cutter_left_out(w->cutter);
+	if (r->step_search_left_out)
+		analyze_note(r,
+			     "%llu collectives whose sizes change from step to step (routed all-to-alls, say) are left "
+			     "out of the step search; each is in its step",
+			     (unsigned long long)r->step_search_left_out);
 }

@@ -47,6 +47,8 @@ struct rank_walk {
 	uint32_t ordinal;	   /* steps seen so far */
 	int nvtx_event_wait;	   /* the oldest NVTX step waits for the event after it (its edge) */
 	uint64_t nvtx_events_seen; /* source events when it began to wait */
+	uint32_t variant_steps[STEPS_VARIANTS_MAX]; /* period steps: regular steps of each variant
+						       (steps_cutter_variants) */
 };
 
 /* analyze_service_init - a rank's walk before its first record, its first
@@ -73,5 +75,12 @@ int analyze_service_final(struct analyze_env *env, rank_state_t *rs);
 /* analyze_service_pending - the items (events, ranges, GPU intervals,
  * events in the period window, buffered steps) rs has waiting now. */
 size_t analyze_service_pending(rank_state_t *rs);
+
+/*
+ * analyze_service_fill - what the period steps of rs say beside the steady
+ * step, into r: the variants of the step one period holds, the events left
+ * out of the step search, and a note for each. Nothing with NVTX steps.
+ */
+void analyze_service_fill(rank_state_t *rs, struct analysis_result *r);
 
 #endif

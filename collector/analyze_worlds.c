@@ -136,7 +136,8 @@ static int world_summary(const sources_t *layer, const struct world *x, uint32_t
 		};
 	}
 	out->ranks = out->nprocesses;
-	qsort(out->processes, out->nprocesses, sizeof *out->processes, process_cmp);
+	if (out->nprocesses)
+		qsort(out->processes, out->nprocesses, sizeof *out->processes, process_cmp);
 	for (uint32_t i = 0; i < out->nprocesses; i++) {
 		const struct analysis_world_process *p = &out->processes[i];
 		if (p->end == SOURCE_END_CLEAN || p->end == SOURCE_END_DETACHED)

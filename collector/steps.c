@@ -7,6 +7,7 @@
 
 #include "collector/median.h"
 #include "collector/steps.h"
+#include "collector/steps_split.h"
 #include "common/record.h"
 
 #define STEPS_DEFAULT_WINDOW 65536u
@@ -101,6 +102,24 @@ static int window_cmp(const void *a, const void *b)
 	if (x->len != y->len)
 		return x->len < y->len ? -1 : 1;
 	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * Does a step of ops[0..p) hold every kind of collective that occurs at
+ * least once per two steps in the later half of the window (count[op] of
+ * its `half` events)? A stretch of the forward's repeating blocks (all
+ * AllGathers) is no step; what happens only at the start (init broadcasts)
+ * is not required.
+ */
+static int holds_every_kind(const uint8_t *ops, size_t p, const size_t *count, size_t half)
+{
+	uint8_t in_step[256] = {0};
+	for (size_t i = 0; i < p; i++)
+		in_step[ops[i]] = 1;
+	for (int op = 0; op < 256; op++)
+		if (!in_step[op] && count[op] * 2 * p >= half)
+			return 0;
+	return 1;
 }
 
 /*
@@ -231,19 +250,10 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 		count[ops[i]]++;
 	size_t period = 0;
 	if (best >= STEPS_MIN_MATCH) {
-		for (size_t p = 1; p <= pmax && !period; p++) {
-			if (ratio[p - 1] < best - STEPS_TIE_MATCH)
-				continue;
-			uint8_t in_step[256] = {0};
-			for (size_t i = n - p; i < n; i++)
-				in_step[ops[i]] = 1;
-			int complete = 1;
-			for (int op = 0; op < 256; op++)
-				if (!in_step[op] && count[op] * 2 * p >= n - n / 2)
-					complete = 0;
-			if (complete)
+		for (size_t p = 1; p <= pmax && !period; p++)
+			if (ratio[p - 1] >= best - STEPS_TIE_MATCH &&
+			    holds_every_kind(ops + (n - p), p, count, n - n / 2))
 				period = p;
-		}
 	}
 	free(ratio);
 	size_t p = period, rot = 0, t0 = 0, ap = 0, at0 = 0, arot = 0;
@@ -256,17 +266,20 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 	}
 	/* An interruption that recurs exactly (an eval pass every third step)
 	 * makes the whole sequence periodic over several steps: when the period
-	 * holds the step found between anchors twice or more, that is the step. */
-	int several = 0;
-	for (size_t j = 0; p && anchored && ap < p && j + ap <= p && t0 + j + ap <= n;) {
-		if (memcmp(sig + t0 + j, sig + at0, ap * sizeof *sig) == 0) {
+	 * holds the step found between anchors twice or more, and what else it
+	 * holds reduces no gradient (an interruption is no training step), that
+	 * is the step. */
+	int several = 0, reduces_beside = 0;
+	for (size_t j = 0; p && anchored && ap < p && j < p && t0 + j < n;) {
+		if (j + ap <= p && t0 + j + ap <= n && memcmp(sig + t0 + j, sig + at0, ap * sizeof *sig) == 0) {
 			several++;
 			j += ap;
 		} else {
+			reduces_beside |= ops[t0 + j] == FSS_OP_REDUCESCATTER;
 			j++;
 		}
 	}
-	if (p && several < 2) {
+	if (p && (several < 2 || reduces_beside)) {
 		/* the period stands */
 	} else if (anchored) {
 		p = ap;
@@ -292,19 +305,49 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 	return 1;
 }
 
+uint64_t steps_class(uint32_t comm_slot, uint8_t op, uint32_t calls, uint8_t dtype)
+{
+	uint64_t h = steps_signature(op, ((uint64_t)comm_slot << 8) | dtype, calls, -1);
+	return h ? h : 1;
+}
+
 enum cutter_state { CUTTER_DETECT, CUTTER_CUT, CUTTER_GIVEUP };
+
+/* One step of the period: where it lies in the template, and its kind. */
+struct cutter_sub {
+	size_t off, len;
+	uint32_t kind;
+};
 
 struct steps_cutter {
 	enum cutter_state state;
 	size_t max_window;
 	size_t next_try;
-	uint64_t *sig; /* pending events; sig[0] is event number `base` */
+	/* The window: the events not cut yet. Until the period is found every
+	 * event; after, the events the period search reads (the others are
+	 * only counted). Cuts are made in window numbers (sig[0] is `base`)
+	 * and given out in event numbers (at[]). */
+	uint64_t *sig;
 	uint8_t *ops;
+	uint64_t *at;  /* event number of each */
+	uint64_t *cls; /* until the period is found: class, bytes of each */
+	uint64_t *bytes;
 	size_t n, cap;
 	uint64_t base;
-	uint64_t cur;	/* next event to place */
-	uint64_t *tmpl; /* [period] the steady-state step */
+	uint64_t cur;	 /* next window event to place */
+	uint64_t pushed; /* events pushed */
+	uint64_t given;	 /* events covered by the cuts given out */
+	uint64_t left_out;
+	uint64_t varying[STEPS_VARYING_MAX]; /* classes left out of the search */
+	size_t nvarying;
+	struct steps_cut held; /* a cut (window numbers) waiting for the event after it */
+	int have_held;
+	uint64_t *tmpl; /* [period] the steady-state period */
+	uint8_t *tmpl_ops;
 	size_t period;
+	struct cutter_sub sub[STEPS_VARIANTS_MAX]; /* the period's steps, in order */
+	size_t nsub, next_sub, nkinds;
+	size_t longest;	    /* events of the longest step */
 	uint64_t rare_sig;  /* the template's rarest ReduceScatter (else rarest) signature: counting it */
 	uint32_t rare_mult; /* in a stretch counts the training steps the stretch holds */
 	int warmup_due;	    /* a warm-up cut [warm_first, cur) is due */
@@ -328,7 +371,11 @@ void steps_cutter_free(steps_cutter_t *c)
 		return;
 	free(c->sig);
 	free(c->ops);
+	free(c->at);
+	free(c->cls);
+	free(c->bytes);
 	free(c->tmpl);
+	free(c->tmpl_ops);
 	free(c);
 }
 
@@ -347,24 +394,99 @@ size_t steps_cutter_period(const steps_cutter_t *c)
 	return c->period;
 }
 
-int steps_cutter_push(steps_cutter_t *c, uint64_t sig, uint8_t op)
+uint64_t steps_cutter_left_out(const steps_cutter_t *c)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 256;
-		uint64_t *s = realloc(c->sig, cap * sizeof *s);
-		if (!s)
-			return -ENOMEM;
-		c->sig = s;
-		uint8_t *o = realloc(c->ops, cap);
-		if (!o)
-			return -ENOMEM;
-		c->ops = o;
-		c->cap = cap;
+	return c->left_out;
+}
+
+size_t steps_cutter_variants(const steps_cutter_t *c, struct steps_variant *out, size_t max)
+{
+	if (c->state != CUTTER_CUT)
+		return 0;
+	for (size_t k = 0; k < c->nkinds && k < max; k++) {
+		out[k] = (struct steps_variant){0};
+		for (size_t s = 0; s < c->nsub; s++) {
+			if (c->sub[s].kind != k)
+				continue;
+			if (out[k].per_period++ > 0)
+				continue;
+			out[k].events = (uint32_t)c->sub[s].len;
+			for (size_t i = c->sub[s].off; i < c->sub[s].off + c->sub[s].len; i++) {
+				out[k].allgathers += c->tmpl_ops[i] == FSS_OP_ALLGATHER;
+				out[k].reduce_scatters += c->tmpl_ops[i] == FSS_OP_REDUCESCATTER;
+			}
+		}
 	}
-	c->sig[c->n] = sig;
-	c->ops[c->n] = op;
+	return c->nkinds;
+}
+
+/* Room for one more window event (with its class and bytes until the
+ * period is found). */
+static int cutter_grow(steps_cutter_t *c)
+{
+	if (c->n < c->cap)
+		return 0;
+	size_t cap = c->cap ? 2 * c->cap : 256;
+	uint64_t *s = realloc(c->sig, cap * sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	c->sig = s;
+	uint8_t *o = realloc(c->ops, cap);
+	if (!o)
+		return -ENOMEM;
+	c->ops = o;
+	uint64_t *a = realloc(c->at, cap * sizeof *a);
+	if (!a)
+		return -ENOMEM;
+	c->at = a;
+	if (c->state == CUTTER_DETECT) {
+		uint64_t *k = realloc(c->cls, cap * sizeof *k);
+		if (!k)
+			return -ENOMEM;
+		c->cls = k;
+		uint64_t *b = realloc(c->bytes, cap * sizeof *b);
+		if (!b)
+			return -ENOMEM;
+		c->bytes = b;
+	}
+	c->cap = cap;
+	return 0;
+}
+
+static int is_varying(const steps_cutter_t *c, uint64_t cls)
+{
+	for (size_t i = 0; cls && i < c->nvarying; i++)
+		if (c->varying[i] == cls)
+			return 1;
+	return 0;
+}
+
+int steps_cutter_push_event(steps_cutter_t *c, const struct steps_event *e)
+{
+	uint64_t number = c->pushed++;
+	if (c->state != CUTTER_DETECT && is_varying(c, e->cls)) {
+		c->left_out++;
+		return 0;
+	}
+	if (cutter_grow(c) < 0) {
+		c->pushed--;
+		return -ENOMEM;
+	}
+	c->sig[c->n] = e->sig;
+	c->ops[c->n] = e->op;
+	c->at[c->n] = number;
+	if (c->state == CUTTER_DETECT) {
+		c->cls[c->n] = e->cls;
+		c->bytes[c->n] = e->bytes;
+	}
 	c->n++;
 	return 0;
+}
+
+int steps_cutter_push(steps_cutter_t *c, uint64_t sig, uint8_t op)
+{
+	struct steps_event e = {.sig = sig, .op = op};
+	return steps_cutter_push_event(c, &e);
 }
 
 /* Forget the events before c->cur. */
@@ -375,14 +497,16 @@ static void cutter_drop(steps_cutter_t *c)
 		return;
 	memmove(c->sig, c->sig + drop, (c->n - drop) * sizeof *c->sig);
 	memmove(c->ops, c->ops + drop, c->n - drop);
+	memmove(c->at, c->at + drop, (c->n - drop) * sizeof *c->at);
 	c->n -= drop;
 	c->base = c->cur;
 }
 
 /* The signature that marks one step: the template's rarest ReduceScatter
  * (a gradient reduction happens in training steps only, not in an eval
- * pass, a checkpoint or set-up), else its rarest signature. */
-static void cutter_pick_rare(steps_cutter_t *c, const uint8_t *ops)
+ * pass, a checkpoint or set-up), else its rarest signature; counted per
+ * step of the period. */
+static void cutter_pick_rare(steps_cutter_t *c)
 {
 	size_t p = c->period;
 	uint32_t best = UINT32_MAX;
@@ -391,7 +515,7 @@ static void cutter_pick_rare(steps_cutter_t *c, const uint8_t *ops)
 		uint32_t k = 0;
 		for (size_t j = 0; j < p; j++)
 			k += c->tmpl[j] == c->tmpl[i];
-		int rs = ops[i] == FSS_OP_REDUCESCATTER;
+		int rs = c->tmpl_ops[i] == FSS_OP_REDUCESCATTER;
 		if ((rs && !best_rs) || (rs == best_rs && k <= best)) {
 			best = k;
 			best_rs = rs;
@@ -399,6 +523,8 @@ static void cutter_pick_rare(steps_cutter_t *c, const uint8_t *ops)
 		}
 	}
 	c->rare_mult = best == UINT32_MAX ? 1 : best;
+	if (c->nsub > 1 && c->rare_mult >= c->nsub)
+		c->rare_mult /= (uint32_t)c->nsub;
 }
 
 /* Training steps in events [at, at + len) of the window: occurrences of the
@@ -422,28 +548,123 @@ static int period_reduces(const uint8_t *ops, size_t p)
 	return 0;
 }
 
+/* The window's events of classes not left out, in place (the period was
+ * found on them). */
+static void cutter_keep(steps_cutter_t *c)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		if (is_varying(c, c->cls[i])) {
+			c->left_out++;
+			continue;
+		}
+		c->sig[o] = c->sig[i];
+		c->ops[o] = c->ops[i];
+		c->at[o] = c->at[i];
+		c->bytes[o] = c->bytes[i];
+		o++;
+	}
+	c->n = o;
+}
+
+/* The window without the left-out classes, for a search: the events kept
+ * (sig, ops, bytes into fresh arrays the caller frees, *n their count). */
+static int cutter_search_view(const steps_cutter_t *c, uint64_t **sig, uint8_t **ops, uint64_t **bytes, size_t *n)
+{
+	size_t m = c->n ? c->n : 1;
+	*sig = malloc(m * sizeof **sig);
+	*ops = malloc(m);
+	*bytes = malloc(m * sizeof **bytes);
+	if (!*sig || !*ops || !*bytes)
+		return -ENOMEM;
+	size_t o = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		if (is_varying(c, c->cls[i]))
+			continue;
+		(*sig)[o] = c->sig[i];
+		(*ops)[o] = c->ops[i];
+		(*bytes)[o] = c->bytes[i];
+		o++;
+	}
+	*n = o;
+	return 0;
+}
+
+/* Take the period found: its template, its steps and their kinds; the
+ * first whole step (of any kind) where the window has one. */
+static int cutter_take_period(steps_cutter_t *c, const struct steps_split *sp)
+{
+	size_t p = sp->period;
+	c->period = p;
+	c->tmpl = malloc(p * sizeof *c->tmpl);
+	c->tmpl_ops = malloc(p);
+	if (!c->tmpl || !c->tmpl_ops)
+		return -ENOMEM;
+	memcpy(c->tmpl, c->sig + sp->first, p * sizeof *c->tmpl);
+	memcpy(c->tmpl_ops, c->ops + sp->first, p);
+	c->nsub = sp->nsub;
+	c->nkinds = sp->nkinds;
+	c->longest = 0;
+	for (size_t s = 0; s < sp->nsub; s++) {
+		c->sub[s] = (struct cutter_sub){sp->off[s], sp->off[s + 1] - sp->off[s], sp->kind[s]};
+		if (c->sub[s].len > c->longest)
+			c->longest = c->sub[s].len;
+	}
+	cutter_pick_rare(c);
+	/* steps of the period's kinds right before it are steps too */
+	size_t first = sp->first;
+	for (int more = c->nsub > 1; more;) {
+		more = 0;
+		for (size_t s = 0; s < c->nsub && !more; s++) {
+			size_t len = c->sub[s].len;
+			if (len <= first &&
+			    memcmp(c->sig + first - len, c->tmpl + c->sub[s].off, len * sizeof *c->sig) == 0) {
+				first -= len;
+				c->next_sub = s;
+				more = 1;
+			}
+		}
+	}
+	c->state = CUTTER_CUT;
+	c->warm_first = c->base;
+	c->cur = c->base + first;
+	c->warmup_due = first > 0;
+	return 0;
+}
+
 static int cutter_detect(steps_cutter_t *c, int final)
 {
 	int window_full = c->n >= c->max_window;
 	if (!final && !window_full && c->n < c->next_try)
 		return 0;
-	struct steps_period sp;
-	int found = steps_find_period(c->sig, c->ops, c->n, (final && !c->open_end) || window_full, &sp);
-	if (found && final && c->open_end && !period_reduces(c->ops + sp.first, sp.period))
-		found = 0;
-	if (found) {
-		c->period = sp.period;
-		c->tmpl = malloc(sp.period * sizeof *c->tmpl);
-		if (!c->tmpl)
-			return -ENOMEM;
-		memcpy(c->tmpl, c->sig + sp.first, sp.period * sizeof *c->tmpl);
-		cutter_pick_rare(c, c->ops + sp.first);
-		c->state = CUTTER_CUT;
-		c->warm_first = c->base;
-		c->cur = c->base + sp.first;
-		c->warmup_due = sp.first > 0;
-		return 0;
+	c->nvarying = steps_varying_classes(c->cls, c->sig, c->n, c->varying, STEPS_VARYING_MAX);
+	uint64_t *sig, *bytes;
+	uint8_t *ops;
+	size_t n;
+	if (cutter_search_view(c, &sig, &ops, &bytes, &n) < 0) {
+		free(sig);
+		free(ops);
+		free(bytes);
+		return -ENOMEM;
 	}
+	struct steps_period sp;
+	int found = steps_find_period(sig, ops, n, (final && !c->open_end) || window_full, &sp);
+	if (found && final && c->open_end && !period_reduces(ops + sp.first, sp.period))
+		found = 0;
+	struct steps_split split;
+	if (found)
+		steps_split_period(sig, ops, bytes, n, sp.period, sp.first, &split);
+	free(sig);
+	free(ops);
+	free(bytes);
+	if (found) {
+		cutter_keep(c);
+		free(c->cls);
+		free(c->bytes);
+		c->cls = c->bytes = NULL;
+		return cutter_take_period(c, &split);
+	}
+	c->nvarying = 0;
 	if (final || window_full)
 		c->state = CUTTER_GIVEUP;
 	else
@@ -451,12 +672,26 @@ static int cutter_detect(steps_cutter_t *c, int final)
 	return 0;
 }
 
-static int matches_template(const steps_cutter_t *c, size_t at)
+/* The step of the period that matches at window position `at`: the one
+ * due next, else the longest that does; -1 when none does. */
+static int match_step(const steps_cutter_t *c, size_t at)
 {
-	return memcmp(c->sig + at, c->tmpl, c->period * sizeof *c->tmpl) == 0;
+	size_t avail = c->n - at;
+	const struct cutter_sub *due = &c->sub[c->next_sub];
+	if (avail >= due->len && memcmp(c->sig + at, c->tmpl + due->off, due->len * sizeof *c->sig) == 0)
+		return (int)c->next_sub;
+	int best = -1;
+	for (size_t s = 0; s < c->nsub; s++) {
+		const struct cutter_sub *x = &c->sub[s];
+		if (avail >= x->len && (best < 0 || x->len > c->sub[best].len) &&
+		    memcmp(c->sig + at, c->tmpl + x->off, x->len * sizeof *c->sig) == 0)
+			best = (int)s;
+	}
+	return best;
 }
 
-int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
+/* The next cut in window numbers (steps_cutter_next's contract). */
+static int cutter_next_window(steps_cutter_t *c, int final, struct steps_cut *cut)
 {
 	memset(cut, 0, sizeof *cut);
 	if (c->state == CUTTER_DETECT) {
@@ -470,7 +705,7 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	if (c->state == CUTTER_GIVEUP) {
 		if (c->cur >= end)
 			return 0;
-		*cut = (struct steps_cut){c->cur, end - c->cur, STEPS_IRREGULAR, 0};
+		*cut = (struct steps_cut){c->cur, end - c->cur, STEPS_IRREGULAR, 0, 0};
 		c->cur = end;
 		cutter_drop(c);
 		return 1;
@@ -478,24 +713,28 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	if (c->warmup_due) {
 		uint64_t len = c->cur - c->warm_first;
 		*cut = (struct steps_cut){c->warm_first, len, STEPS_WARMUP,
-					  cutter_steps_in(c, (size_t)(c->warm_first - c->base), len)};
+					  cutter_steps_in(c, (size_t)(c->warm_first - c->base), len), 0};
 		c->warmup_due = 0;
 		cutter_drop(c);
 		return 1;
 	}
-	size_t p = c->period;
+	size_t p = c->longest;
 	size_t at = (size_t)(c->cur - c->base);
 	size_t avail = c->n - at;
-	if (avail >= p && matches_template(c, at)) {
-		*cut = (struct steps_cut){c->cur, p, STEPS_REGULAR, 1};
-		c->cur += p;
+	int s = match_step(c, at);
+	/* the step due next, or the longest that matches once no longer one
+	 * can come */
+	if (s >= 0 && ((size_t)s == c->next_sub || final || avail >= p)) {
+		*cut = (struct steps_cut){c->cur, c->sub[s].len, STEPS_REGULAR, 1, c->sub[s].kind};
+		c->cur += c->sub[s].len;
+		c->next_sub = ((size_t)s + 1) % c->nsub;
 		cutter_drop(c);
 		return 1;
 	}
 	if (avail < p) {
 		if (!final || avail == 0)
 			return 0;
-		*cut = (struct steps_cut){c->cur, avail, STEPS_TRAILING, 0};
+		*cut = (struct steps_cut){c->cur, avail, STEPS_TRAILING, 0, 0};
 		c->cur = end;
 		cutter_drop(c);
 		return 1;
@@ -503,22 +742,22 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	/* A stretch that is not a regular step: find where the next one starts:
 	 * the first place a whole step matches, else (near the end of what has
 	 * come) where the template's first keys follow its last one. */
-	size_t m = p < STEPS_RESYNC_KEYS ? p : STEPS_RESYNC_KEYS;
+	size_t m = c->period < STEPS_RESYNC_KEYS ? c->period : STEPS_RESYNC_KEYS;
 	if (!final && avail < 3 * p + m)
 		return 0;
 	size_t found = 0;
-	for (size_t q = at + 1; q + p <= c->n && !found; q++)
-		if (matches_template(c, q))
+	for (size_t q = at + 1; q < c->n && !found; q++)
+		if (match_step(c, q) >= 0)
 			found = q;
 	for (size_t q = c->n > p ? c->n - p + 1 : at + 1; !found && q + m <= c->n; q++) {
-		if (q <= at || (p > 1 && c->sig[q - 1] != c->tmpl[p - 1]))
+		if (q <= at || (c->period > 1 && c->sig[q - 1] != c->tmpl[c->period - 1]))
 			continue;
 		if (memcmp(c->sig + q, c->tmpl, m * sizeof *c->tmpl) == 0)
 			found = q;
 	}
 	if (found) {
 		size_t len = found - at;
-		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
+		*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len), 0};
 		c->cur = c->base + found;
 		cutter_drop(c);
 		return 1;
@@ -527,8 +766,42 @@ int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
 	if (upto <= c->cur)
 		return 0;
 	uint64_t len = upto - c->cur;
-	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len)};
+	*cut = (struct steps_cut){c->cur, len, STEPS_IRREGULAR, cutter_steps_in(c, at, len), 0};
 	c->cur = upto;
 	cutter_drop(c);
+	return 1;
+}
+
+int steps_cutter_next(steps_cutter_t *c, int final, struct steps_cut *cut)
+{
+	memset(cut, 0, sizeof *cut);
+	if (!c->have_held) {
+		int got = cutter_next_window(c, final, &c->held);
+		if (got < 0)
+			return got;
+		c->have_held = got;
+	}
+	if (!c->have_held) {
+		/* events left out after the last cut, with nothing read after them */
+		if (!final || c->given >= c->pushed || c->n > (size_t)(c->cur - c->base))
+			return 0;
+		*cut = (struct steps_cut){c->given, c->pushed - c->given, STEPS_IRREGULAR, 0, 0};
+		c->given = c->pushed;
+		return 1;
+	}
+	/* a cut ends where the next event read begins: the events left out in
+	 * between fall in it */
+	uint64_t end_w = c->held.first + c->held.count, end;
+	if (end_w < c->base + c->n)
+		end = c->at[end_w - c->base];
+	else if (final)
+		end = c->pushed;
+	else
+		return 0;
+	*cut = c->held;
+	cut->first = c->given;
+	cut->count = end - c->given;
+	c->given = end;
+	c->have_held = 0;
 	return 1;
 }

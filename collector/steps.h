@@ -21,6 +21,14 @@
  * they break the sequence's periodicity, the step is found between
  * consecutive occurrences of one signature (an anchor) as the stretch that
  * recurs most and explains the most events (docs/patterns.md, "Steps").
+ *
+ * The period rests on what repeats exactly: events whose sizes change from
+ * step to step (routed all-to-alls, sequence-dependent collectives) are left
+ * out of the search, though every event is cut into the step it falls in.
+ * A period may hold several optimizer steps: a burst of gathers without a
+ * reduction between two of them (a weight sync) is outside the steps, and
+ * steps that differ (a micro-batch count that changes) are each a step, of
+ * its variant.
  */
 #ifndef FSS_COLLECTOR_STEPS_H
 #define FSS_COLLECTOR_STEPS_H
@@ -42,12 +50,38 @@ enum steps_kind {
 struct steps_cut {
 	uint64_t first;
 	uint64_t count;
-	int kind;	/* enum steps_kind */
-	uint32_t steps; /* training steps the cut stands for: 1 for a regular cut; for warm-up and
-			   irregular stretches, how often the step's rarest ReduceScatter (else its
-			   rarest collective) occurs in them, per step: set-up, eval passes and
-			   checkpoints stand for 0, a first step that differs for 1 */
+	int kind;	  /* enum steps_kind */
+	uint32_t steps;	  /* training steps the cut stands for: 1 for a regular cut; for warm-up and
+			     irregular stretches, how often the step's rarest ReduceScatter (else its
+			     rarest collective) occurs in them, per step: set-up, eval passes and
+			     checkpoints stand for 0, a first step that differs for 1 */
+	uint32_t variant; /* regular cuts: which variant of the step (steps_cutter_variants); 0,
+			     the steady one, unless the period holds steps that differ */
 };
+
+/* The most steps one period may hold (steps_cutter_variants). */
+#define STEPS_VARIANTS_MAX 8
+
+/* One variant of the regular step (its events: the data-parallel side's). */
+struct steps_variant {
+	uint32_t events;	  /* events of the step that the period search reads */
+	uint32_t allgathers;	  /* of them, AllGathers */
+	uint32_t reduce_scatters; /* ReduceScatters */
+	uint32_t per_period;	  /* steps of this variant in one period */
+};
+
+/* One event as the cutter reads it. */
+struct steps_event {
+	uint64_t sig;	/* steps_signature */
+	uint64_t bytes; /* count x dtype size, summed over its calls */
+	uint64_t cls;	/* the events its size is compared with (same communicator, op, calls,
+			   dtype: steps_class); 0: always read (the FSDP group's gathers and
+			   reductions) */
+	uint8_t op;	/* enum fss_coll_op */
+};
+
+/* steps_class - the class key of steps_event.cls (never 0). */
+uint64_t steps_class(uint32_t comm_slot, uint8_t op, uint32_t calls, uint8_t dtype);
 
 typedef struct steps_cutter steps_cutter_t;
 
@@ -58,8 +92,19 @@ typedef struct steps_cutter steps_cutter_t;
 steps_cutter_t *steps_cutter_new(size_t max_window);
 void steps_cutter_free(steps_cutter_t *c);
 
-/* steps_cutter_push - the next event. 0 or -ENOMEM. */
+/* steps_cutter_push - the next event, always read (cls 0, bytes 0). 0 or
+ * -ENOMEM. */
 int steps_cutter_push(steps_cutter_t *c, uint64_t sig, uint8_t op);
+
+/*
+ * steps_cutter_push_event - the next event. The period search leaves out
+ * the events of a class (e->cls) whose sizes change from step to step in the
+ * window it is found on: at least 8 of them in the later
+ * half of the window, and no shift that repeats 90% of their sizes (they
+ * are decided once, with the period; their events are still cut, each into
+ * the cut of the event read before it). 0 or -ENOMEM.
+ */
+int steps_cutter_push_event(steps_cutter_t *c, const struct steps_event *e);
 
 /*
  * steps_cutter_next - the next cut, if one is decided: returns 1 with *cut
@@ -85,7 +130,21 @@ size_t steps_cutter_pending(const steps_cutter_t *c);
  */
 void steps_cutter_set_open_end(steps_cutter_t *c);
 
-/* steps_cutter_period - the period once found (0 before). */
+/* steps_cutter_period - the period once found (0 before), in events read. */
 size_t steps_cutter_period(const steps_cutter_t *c);
+
+/*
+ * steps_cutter_variants - the variants of the regular step the period
+ * holds, once found: 1 usually; more when the period holds steps that
+ * differ (the micro-batch count changes from step to step), variant 0 the
+ * one with the most events (the steady one: the most micro-batches). Fills
+ * up to max of out and returns how many there are (0 before the period is
+ * found).
+ */
+size_t steps_cutter_variants(const steps_cutter_t *c, struct steps_variant *out, size_t max);
+
+/* steps_cutter_left_out - events the period search left out (their sizes
+ * change from step to step), of those pushed. */
+uint64_t steps_cutter_left_out(const steps_cutter_t *c);
 
 #endif

@@ -82,7 +82,8 @@ static int join_by_comms(const sources_t *layer, size_t *parent)
 			if (src->comms[c].id_hash)
 				pairs[k++] = (struct comm_pair){src->comms[c].id_hash, i};
 	}
-	qsort(pairs, k, sizeof *pairs, pair_cmp);
+	if (k)
+		qsort(pairs, k, sizeof *pairs, pair_cmp);
 	for (size_t i = 1; i < k; i++)
 		if (pairs[i].id_hash == pairs[i - 1].id_hash)
 			uf_union(parent, pairs[i - 1].source, pairs[i].source);
@@ -117,7 +118,8 @@ static int world_at(const struct worlds *w, uint64_t t)
  * -ENOMEM. */
 static int make_worlds(struct worlds *w, struct component *comps, size_t ncomps)
 {
-	qsort(comps, ncomps, sizeof *comps, component_cmp);
+	if (ncomps)
+		qsort(comps, ncomps, sizeof *comps, component_cmp);
 	size_t nworlds = 0;
 	uint64_t end = 0;
 	for (size_t i = 0; i < ncomps; i++) {

@@ -58,3 +58,19 @@ fss_suite_cost(
 if(TEST attach_e2e_all)
   set_tests_properties(attach_e2e_all PROPERTIES RUN_SERIAL TRUE)
 endif()
+
+# stream_job's runs to the end check the test program's own streams (no
+# deadlock, a truth written); the fsdpscope code they reach is the accuracy
+# matrix's, which the regular build runs. The sanitizer build keeps one run of
+# each family of setups that issues something the others do not (all-to-alls,
+# ZeRO++ quantized fetches, an interleaved pipeline, the float8 dtypes); the
+# strict parse of every truth needs them all (a fixture): the regular build runs it.
+if(FSS_SANITIZE)
+  get_property(fss_all_tests DIRECTORY PROPERTY TESTS)
+  foreach(t IN LISTS fss_all_tests)
+    if(t MATCHES "^stream_job_" AND NOT t MATCHES
+       "^stream_job_(moe_n4|cp_sdpa_alltoall_n4|zero3_zeropp_qgz_n4|pp_interleaved_n4|float8_linear_fp8_dynamic_n4|dpo_n2|rl_n4)$")
+      fss_suite_regular_only(${t})
+    endif()
+  endforeach()
+endif()

@@ -347,6 +347,22 @@ def countable_against_truth(d, t):
     return []
 
 
+def variants_against_truth(d, t):
+    """A micro-batch count that changes from step to step (deferred
+    --accum-schedule, the FSDP group able to show it: truth
+    microbatches_countable): with steps from the period, the report lists one
+    step variant per count (step_variants), the most micro-batches first, each
+    with the steps of that count the job ran (truth microbatches_per_step)."""
+    per_step = t.get("microbatches_per_step") or []
+    if len(set(per_step)) < 2 or not t.get("microbatches_countable") or d.get("step_detection") != "period":
+        return []
+    want = [per_step.count(k) for k in sorted(set(per_step), reverse=True)]
+    got = [v["steps"] for v in d.get("step_variants") or []]
+    if got != want:
+        return ["step variants: steps of each %r, the job ran %r (micro-batches %r)" % (got, want, per_step)]
+    return []
+
+
 def buckets_against_truth(d, t):
     """Compiler bucketing: blocks per bucketed gather (truth
     blocks_per_bucket) against the report's units.blocks_per_unit, where it
@@ -451,7 +467,7 @@ def extra_keys_against_truth(d, t):
     return (forward_only_against_truth(d, t) + step_allgathers_against_truth(d, t) + sync_against_truth(d, t) +
             ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t) +
             dtypes_against_truth(d, t) + trainable_against_truth(d, t) + reductions_against_truth(d, t) +
-            countable_against_truth(d, t) + buckets_against_truth(d, t))
+            countable_against_truth(d, t) + buckets_against_truth(d, t) + variants_against_truth(d, t))
 
 
 def check_stream(name, fsdpscope, trace, truth_path, tally):
