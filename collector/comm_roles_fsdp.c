@@ -320,6 +320,64 @@ static int shared_activations(const struct roles_work *w, int c, struct comm_rol
 	return 0;
 }
 
+/* Activations of a ring on communicator c itself (SDPA context parallel
+ * over the whole job, torch's _RingRotater / _AllToAllRotater): a size
+ * that c never reduce-scatters and whose gathers in the backward are each
+ * followed at once, on c, by a point-to-point group (the rotation of dK /
+ * dV), at least half of its gathers so (the forward's are not). A unit's
+ * parameter gather is followed by the next unit's gather or a reduction,
+ * never by a ring's rotation. Returns 0 or -ENOMEM. */
+static int ring_activations(const struct roles_work *w, int c, struct comm_roles *out)
+{
+	size_t n = w->n, nk = 0;
+	struct ring_key {
+		uint64_t bytes, elements;
+		uint32_t gathers, rotated;
+	} *k = calloc(n ? n : 1, sizeof *k);
+	uint64_t *rs = malloc((n ? n : 1) * sizeof *rs);
+	if (!k || !rs) {
+		free(k);
+		free(rs);
+		return -ENOMEM;
+	}
+	size_t nrs = 0;
+	int64_t last = -1; /* the key of c's previous event when it was a gather */
+	for (size_t i = 0; i < n; i++) {
+		const struct tl_event *e = &w->ev[i];
+		if ((int)e->comm_slot != c)
+			continue;
+		if ((e->op == FSS_OP_SEND || e->op == FSS_OP_RECV) && last >= 0)
+			k[last].rotated++;
+		last = -1;
+		if (e->op == FSS_OP_REDUCESCATTER) {
+			rs[nrs++] = e->elements; /* a reduction has its gather's elements, in another dtype */
+		} else if (e->op == FSS_OP_ALLGATHER) {
+			size_t j = 0;
+			while (j < nk && k[j].bytes != e->bytes)
+				j++;
+			if (j == nk)
+				k[nk++] = (struct ring_key){e->bytes, e->elements, 0, 0};
+			k[j].gathers++;
+			last = (int64_t)j;
+		}
+	}
+	uint32_t found = 0;
+	for (size_t j = 0; j < nk && out->nshared_keys < COMM_ROLES_SHARED_KEYS; j++)
+		if (k[j].rotated >= 2 && k[j].rotated * 2 >= k[j].gathers && !has_key(rs, nrs, k[j].elements) &&
+		    !has_key(out->shared_keys, out->nshared_keys, k[j].bytes)) {
+			out->shared_keys[out->nshared_keys++] = k[j].bytes;
+			found++;
+		}
+	if (found && !out->shared[0])
+		snprintf(out->shared, sizeof out->shared,
+			 "FSDP communicator also carries activations (context parallel on its ranks): %u size%s "
+			 "gathered before each ring rotation in the backward, never reduced",
+			 found, found == 1 ? "" : "s");
+	free(k);
+	free(rs);
+	return 0;
+}
+
 int roles_choose_groups(const timeline_t *t, struct roles_work *w, const char *override, struct comm_roles *out)
 {
 	size_t nc = w->src->ncomms;
@@ -348,7 +406,7 @@ int roles_choose_groups(const timeline_t *t, struct roles_work *w, const char *o
 		return 0;
 	w->activation[primary] = 0;
 	w->groups[w->ngroups++] = primary;
-	if (shared_activations(w, primary, out) < 0)
+	if (shared_activations(w, primary, out) < 0 || ring_activations(w, primary, out) < 0)
 		return -ENOMEM;
 	/* the other parameter groups, most bytes first */
 	for (;;) {

@@ -178,6 +178,7 @@ STREAM_SAMPLE = [
     ("stream-ddp-fsdp", "--setup ddp-fsdp --nranks 2"),
     ("stream-tp-seq", "--setup tp --nranks 4 --seq-lens 256,192,256,128"),
     ("stream-cp-sdpa-alltoall-world", "--setup cp --nranks 2 --attention sdpa --rotate alltoall"),
+    ("stream-cp-sdpa-world", "--setup cp --nranks 2 --attention sdpa"),
     ("stream-float8-linear-fp8-nvtx", "--setup float8 --nranks 2 --wrap linear --nccl-fp8 --nvtx"),
     ("stream-deferred-keep-schedule", "--setup deferred --nranks 4 --accum-schedule 2,3 --reshard-after-forward false"),
     ("stream-simplefsdp-clip", "--setup simplefsdp --nranks 4 --clip"),

@@ -423,6 +423,52 @@ static void test_context_parallel_on_the_fsdp_world(void **state)
 	}
 }
 
+/* SDPA context parallelism over the whole world (cp = N): FSDP's gathers
+ * and reductions, and on the same communicator each attention's cat(k, v)
+ * gather, in forward and again in backward, where each is followed at once
+ * by the dK / dV ring rotation. The k / v size is no unit: context
+ * parallel. A frozen unit of the same shape, never reduced but followed by
+ * no rotation (k == 1), stays a unit. */
+static void test_context_parallel_ring_on_the_fsdp_world(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct job *j = job_new();
+		int world = comm(j, 2, 0x2222u);
+		for (int s = 0; s < 5; s++) {
+			op(j, world, FSS_OP_ALLGATHER, 5000); /* the root */
+			for (int l = 0; l < 4; l++) {
+				op(j, world, FSS_OP_ALLGATHER, 700);
+				op(j, world, FSS_OP_ALLGATHER, 300);
+			}
+			for (int l = 4; l-- > 0;) {
+				op(j, world, FSS_OP_ALLGATHER, 700);
+				op(j, world, FSS_OP_ALLGATHER, 300);
+				if (k == 0) {
+					ring_op(j, world, 300);
+					ring_op(j, world, 300);
+				}
+				op(j, world, FSS_OP_REDUCESCATTER, 700);
+			}
+			op(j, world, FSS_OP_REDUCESCATTER, 5000);
+		}
+		struct comm_roles r;
+		decide(j, NULL, &r);
+		assert_int_equal(r.fsdp, world);
+		assert_int_equal(r.role[world], ANALYSIS_ROLE_FSDP);
+		assert_int_equal(r.nshared_keys, k == 0 ? 1 : 0);
+		struct tl_event kv = {.op = FSS_OP_ALLGATHER, .bytes = 2 * 300, .comm_slot = (uint32_t)world};
+		struct tl_event unit = {.op = FSS_OP_ALLGATHER, .bytes = 2 * 700, .comm_slot = (uint32_t)world};
+		assert_int_equal(comm_roles_event_role(&r, &kv),
+				 k == 0 ? ANALYSIS_ROLE_CONTEXT_PARALLEL : ANALYSIS_ROLE_FSDP);
+		assert_int_equal(comm_roles_event_role(&r, &unit), ANALYSIS_ROLE_FSDP);
+		if (k == 0)
+			assert_true(strstr(r.shared, "ring rotation") != NULL);
+		comm_roles_release(&r);
+		job_free(j);
+	}
+}
+
 /* SDPA context parallelism (torch's _templated_ring_attention): one
  * all-gather of cat(k, v) per attention in forward and again in backward,
  * and the dK / dV ring rotation (permute_tensor: a Send to the next rank
@@ -674,6 +720,7 @@ int main(void)
 		cmocka_unit_test(test_context_parallel_flex),
 		cmocka_unit_test(test_context_parallel_ring),
 		cmocka_unit_test(test_context_parallel_on_the_fsdp_world),
+		cmocka_unit_test(test_context_parallel_ring_on_the_fsdp_world),
 		cmocka_unit_test(test_moe_expert_groups),
 		cmocka_unit_test(test_all_to_all_and_pipeline),
 		cmocka_unit_test(test_zero_hpz),
