@@ -382,7 +382,13 @@ void run_rl(struct sj_job *j, struct sj_truth *t)
 	model_init(&actor, j, world, LAYOUT_EMBED_SPLIT, &student_shape, 1, 1);
 	actor.f.units[actor.root].root = 0;
 	int sync_gathers = 0, syncs = 0, passes = 0;
+	/* a sync before every step, with no NVTX step range to leave it out:
+	 * nothing in the stream tells it from the step, so a right diagnosis
+	 * counts its gathers as the step's gathers of no unit */
+	int in_step = o->sync_every == 1 && !o->nvtx;
 	for (int s = 0; s < o->steps; s++) {
+		if (in_step)
+			sj_step_begin(j, s);
 		if (s % o->sync_every == 0) {
 			/* outside the training step: rollout_mode, then generation,
 			 * which issues nothing on the training communicators */
@@ -390,7 +396,8 @@ void run_rl(struct sj_job *j, struct sj_truth *t)
 			sync_gathers = rl_weight_sync(j, world);
 			syncs++;
 		}
-		sj_step_begin(j, s);
+		if (!in_step)
+			sj_step_begin(j, s);
 		fsdp2_step_reset(&actor.f);
 		passes = 0;
 		if (o->log_probs) {
@@ -412,14 +419,17 @@ void run_rl(struct sj_job *j, struct sj_truth *t)
 	models_truth(j, &actor, 1 + passes, t);
 	sj_truth_extra(t, "\"models\": %d", 1);
 	sj_truth_extra(t, "\"forward_only_passes\": %d", passes);
-	sj_truth_extra(t, "\"step_allgathers\": %d", 0);
+	sj_truth_extra(t, "\"step_allgathers\": %d", in_step ? sync_gathers : 0);
 	sj_truth_extra(t, "\"sync_every\": %d", o->sync_every);
 	sj_truth_extra(t, "\"syncs\": %d", syncs);
-	sj_truth_extra(t, "\"sync_allgathers\": %d", sync_gathers);
+	if (!in_step)
+		sj_truth_extra(t, "\"sync_allgathers\": %d", sync_gathers);
 	sj_note(t,
 		"before each step s with s %% %d = 0, outside the step, a weight sync to the rollout engine: %d fp32 "
 		"AllGathers, one per parameter (full_tensor of each DTensor), %d syncs in all%s",
 		o->sync_every, sync_gathers, syncs,
-		o->log_probs ? "; a forward-only log-prob pass before each training forward" : "");
+		in_step ? "; with a sync before every step and no NVTX the sync is counted in the step" : "");
+	if (o->log_probs)
+		sj_note(t, "a forward-only log-prob pass before each training forward");
 	fsdp2_free(&actor.f);
 }
