@@ -54,18 +54,25 @@ static void jw_dtypes(struct jw *w, const char *key, uint32_t bits)
 	jw_close(w, ']');
 }
 
+/* Forward and backward gathers: numbers when the phases are known, else
+ * null (not told). */
+static void write_phase_gathers(struct jw *w, uint64_t forward, uint64_t backward, int phases_known)
+{
+	if (phases_known) {
+		jw_u64(w, "forward_allgathers", forward);
+		jw_u64(w, "backward_allgathers", backward);
+	} else {
+		jw_null(w, "forward_allgathers");
+		jw_null(w, "backward_allgathers");
+	}
+}
+
 /* phases_known: forward / backward are numbers, else null (not told). */
 static void write_counts(struct jw *w, const char *key, const struct analysis_step_counts *s, int phases_known)
 {
 	jw_open(w, key, '{');
 	jw_u64(w, "allgathers", s->allgathers);
-	if (phases_known) {
-		jw_u64(w, "forward_allgathers", s->forward_allgathers);
-		jw_u64(w, "backward_allgathers", s->backward_allgathers);
-	} else {
-		jw_null(w, "forward_allgathers");
-		jw_null(w, "backward_allgathers");
-	}
+	write_phase_gathers(w, s->forward_allgathers, s->backward_allgathers, phases_known);
 	jw_u64(w, "allgather_calls", s->allgather_calls);
 	jw_u64(w, "reduce_scatters", s->reduce_scatters);
 	jw_u64(w, "reduce_scatter_calls", s->reduce_scatter_calls);
@@ -175,13 +182,7 @@ static void write_fsdp_groups(struct jw *w, const struct analysis_result *a)
 		jw_i64(w, "nranks", g->nranks);
 		jw_open(w, "per_step", '{');
 		jw_u64(w, "allgathers", g->allgathers);
-		if (phases) {
-			jw_u64(w, "forward_allgathers", g->forward_allgathers);
-			jw_u64(w, "backward_allgathers", g->backward_allgathers);
-		} else {
-			jw_null(w, "forward_allgathers");
-			jw_null(w, "backward_allgathers");
-		}
+		write_phase_gathers(w, g->forward_allgathers, g->backward_allgathers, phases);
 		jw_u64(w, "allgather_calls", g->allgather_calls);
 		jw_u64(w, "reduce_scatters", g->reduce_scatters);
 		jw_u64(w, "gathered_bytes", g->gathered_bytes_per_step);
