@@ -441,9 +441,19 @@ static void fill_ledger(const struct analysis_options *o, const struct rank_stea
 		params = r->buckets.reduce_elements_per_step;
 		largest = r->buckets.fetch_elements_max;
 		ledger_units = 0;
-		for (size_t i = 0; i < n; i++)
+		uint32_t alltoalls = 0;
+		for (size_t i = 0; i < n; i++) {
 			if (ti[i].fsdp && (uint32_t)ev[i].nranks > shard_ranks)
 				shard_ranks = (uint32_t)ev[i].nranks;
+			alltoalls += ev[i].role == ANALYSIS_ROLE_ALL_TO_ALL;
+		}
+		/* ZeRO++ qgZ reduces the gradients by all-to-all: the
+		 * ReduceScatters left are a fraction of them */
+		if (alltoalls)
+			analyze_note(r,
+				     "P counts what the ReduceScatters reduce; %u all-to-alls a step may carry more "
+				     "gradients (ZeRO++ qgZ): P can be short",
+				     alltoalls);
 	}
 	struct ledger_input li;
 	ledger_input_defaults(&li);

@@ -463,12 +463,23 @@ def tp_sizes_against_truth(d, t):
     return fails
 
 
+def qgz_against_truth(d, t):
+    """ZeRO++ qgZ reduces most gradients by all-to-all (truth qgz_tensors): a
+    P from the ReduceScatters alone is short, and the report must say so."""
+    if not t.get("qgz_tensors"):
+        return []
+    if not any("qgZ" in n and "P can be short" in n for n in d.get("notes", [])):
+        return ["qgZ: %d gradient tensors reduced by all-to-all, and no note that P can be short" % t["qgz_tensors"]]
+    return []
+
+
 def extra_keys_against_truth(d, t):
     """The keys a setup adds to the truth (stream_job.md, each setup's Counting)."""
     return (forward_only_against_truth(d, t) + step_allgathers_against_truth(d, t) + sync_against_truth(d, t) +
             ddp_buckets_against_truth(d, t) + tp_sizes_against_truth(d, t) + fsdp_groups_against_truth(d, t) +
             dtypes_against_truth(d, t) + trainable_against_truth(d, t) + reductions_against_truth(d, t) +
-            countable_against_truth(d, t) + buckets_against_truth(d, t) + variants_against_truth(d, t))
+            countable_against_truth(d, t) + buckets_against_truth(d, t) + variants_against_truth(d, t) +
+            qgz_against_truth(d, t))
 
 
 def check_stream(name, fsdpscope, trace, truth_path, tally):
