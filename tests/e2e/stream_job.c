@@ -686,10 +686,7 @@ int main(int argc, char **argv)
 		run_fsdp2(&j, &t);
 		break;
 	case SETUP_TP:
-		if (o.nseq)
-			run_tp_seq(&j, &t);
-		else
-			run_tp(&j, &t);
+		run_tp(&j, &t);
 		break;
 	case SETUP_FSDP1_HSDP:
 		run_fsdp1_hsdp(&j, &t);

@@ -7,7 +7,7 @@
 if(TARGET fss_nccl_cpu)
   add_executable(stream_job e2e/stream_job.c e2e/stream_job_core.c e2e/stream_job_fsdp2.c
     e2e/stream_job_pp.c e2e/stream_job_fsdp1.c e2e/stream_job_zero3.c
-    e2e/stream_job_models.c e2e/stream_job_ddp.c e2e/stream_job_tp_seq.c
+    e2e/stream_job_models.c e2e/stream_job_ddp.c
     e2e/stream_job_fsdp2_variants.c)
   # context and sequence parallelism; MoE with expert parallelism
   target_sources(stream_job PRIVATE e2e/stream_job_cp.c e2e/stream_job_moe.c)

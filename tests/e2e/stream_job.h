@@ -108,7 +108,7 @@ struct sj_options {
 	int qwz, hpz, qgz;
 	/* two models in a step, weight sync, DDP beside FSDP, TP with a changing
 	 * sequence, interleaved pipeline stages (stream_job_models.c,
-	 * stream_job_ddp.c, stream_job_tp_seq.c, stream_job_pp.c) */
+	 * stream_job_ddp.c, stream_job_fsdp2.c, stream_job_pp.c) */
 	int ref_wrap_model;      /* dpo: the reference model is one unit (TRL's prepare_fsdp under FSDP2) */
 	int sync_every;          /* rl: weight sync to the rollout engine before every N-th step */
 	int log_probs;           /* rl: a forward-only log-prob pass in each step */
@@ -346,7 +346,6 @@ void run_dpo(struct sj_job *j, struct sj_truth *t);
 void run_distill(struct sj_job *j, struct sj_truth *t);
 void run_rl(struct sj_job *j, struct sj_truth *t);
 void run_ddp_fsdp(struct sj_job *j, struct sj_truth *t);
-void run_tp_seq(struct sj_job *j, struct sj_truth *t);
 void run_cp(struct sj_job *j, struct sj_truth *t);
 void run_ulysses(struct sj_job *j, struct sj_truth *t);
 void run_moe(struct sj_job *j, struct sj_truth *t);

@@ -427,6 +427,22 @@ void run_fsdp2(struct sj_job *j, struct sj_truth *t)
 
 /* ---- setup tp: torchtitan 2-D (FSDP2 on dp, sequence parallel on tp) -------- */
 
+/* --seq-lens: the sequence lengths, and whether the tp collectives' sizes
+ * changed with them (tp_min, tp_max: their sequence-parallel elements). */
+static void tp_seq_truth(const struct sj_options *o, struct sj_truth *t, size_t tp_min, size_t tp_max)
+{
+	char lens[96] = "";
+	for (int i = 0; i < o->nseq; i++) {
+		size_t len = strlen(lens);
+		snprintf(lens + len, sizeof lens - len, "%s%d", i ? ", " : "", o->seq_lens[i]);
+	}
+	sj_truth_extra(t, "\"sequence_lengths\": [%s]", lens);
+	sj_truth_extra(t, "\"tp_sizes_vary\": %s", tp_min != tp_max ? "true" : "false");
+	sj_note(t, "the sequence changes step by step (%s tokens): the tp collectives move %zu to %zu elements per rank, "
+		   "the dp gathers do not change",
+		lens, tp_min, tp_max);
+}
+
 void run_tp(struct sj_job *j, struct sj_truth *t)
 {
 	const struct sj_options *o = j->opt;
@@ -444,8 +460,16 @@ void run_tp(struct sj_job *j, struct sj_truth *t)
 		fsdp2_add_block(&f, b, b < o->layers - 1 || o->reshard_last_block);
 	const struct sj_param *normout[] = {&sj_final_norm, &sj_output};
 	int head = fsdp2_add_unit(&f, "norm,output", -1, normout, 2, 0);
-	size_t tokens = (size_t)SJ_BATCH * SJ_SEQ;
+	size_t tp_min = (size_t)-1, tp_max = 0;
 	for (int s = 0; s < o->steps; s++) {
+		/* --seq-lens: the step's sequence (a dataloader that pads each batch
+		 * to its longest sample): the tp collectives follow it, B x S/T x H
+		 * for sequence parallel, B x S for loss parallel, B x S x V/T for
+		 * the logits; the dp gathers move parameters and do not change */
+		size_t tokens = (size_t)SJ_BATCH * (o->nseq ? (size_t)o->seq_lens[s % o->nseq] : SJ_SEQ);
+		f.activation_count = tokens / (size_t)T * SJ_HIDDEN;
+		tp_min = f.activation_count < tp_min ? f.activation_count : tp_min;
+		tp_max = f.activation_count > tp_max ? f.activation_count : tp_max;
 		sj_step_begin(j, s);
 		fsdp2_step_reset(&f);
 		for (int mb = 0; mb < o->accum; mb++) {
@@ -495,6 +519,8 @@ void run_tp(struct sj_job *j, struct sj_truth *t)
 	t->microbatches = o->accum;
 	t->microbatches_told = o->nvtx || j->last.step_marks > 0 || (o->no_sync && o->accum > 1);
 	sj_note(t, "dp %d x tp %d; FSDP units hold 1/%d of each Linear plus the replicated norms", dp->nranks, T, T);
+	if (o->nseq)
+		tp_seq_truth(o, t, tp_min, tp_max);
 	fsdp2_free(&f);
 }
 
