@@ -203,6 +203,27 @@ static int find_by_anchor(const uint64_t *sig, const uint8_t *ops, size_t n, siz
 }
 
 /*
+ * A period of the sequence read where the sequence is steady: the start of
+ * the last stretch of 2p events that repeats itself after p, so the p events
+ * there are a rotation of the step. The last p events are not: an attach
+ * that lets go removes its probes one at a time, and a trace cut there ends
+ * in steps that miss a kind of collective (ReduceScatters without their
+ * AllGathers). n - p when no stretch repeats whole (a short trace).
+ */
+static size_t steady_period_at(const uint64_t *sig, size_t n, size_t p)
+{
+	if (n < 2 * p)
+		return n - p;
+	size_t run = 0;
+	for (size_t i = n - p; i-- > 0;) {
+		run = sig[i] == sig[i + p] ? run + 1 : 0;
+		if (run >= p)
+			return i;
+	}
+	return n - p;
+}
+
+/*
  * steps_find_period - the period of sig[0..n) (ops[i] the fss_coll_op of
  * event i). Looks at periods up to n / 6 (n / 2 when `final`: the whole
  * trace is in the window) that make at least 90% of the later half of the
@@ -252,7 +273,7 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 	if (best >= STEPS_MIN_MATCH) {
 		for (size_t p = 1; p <= pmax && !period; p++)
 			if (ratio[p - 1] >= best - STEPS_TIE_MATCH &&
-			    holds_every_kind(ops + (n - p), p, count, n - n / 2))
+			    holds_every_kind(ops + steady_period_at(sig, n, p), p, count, n - n / 2))
 				period = p;
 	}
 	free(ratio);
@@ -260,9 +281,9 @@ static int steps_find_period(const uint64_t *sig, const uint8_t *ops, size_t n, 
 	double amatch = 0;
 	int anchored = find_by_anchor(sig, ops, n, &ap, &at0, &arot, &amatch);
 	if (p) {
-		rot = steps_rotation(ops + (n - p), p);
-		size_t phase = (n - p + rot) % p;
-		t0 = phase + p * ((n - p - phase) / p); /* last whole rotated period */
+		size_t at = steady_period_at(sig, n, p);
+		rot = steps_rotation(ops + at, p);
+		t0 = at + rot; /* a whole rotated period, inside the steady stretch */
 	}
 	/* An interruption that recurs exactly (an eval pass every third step)
 	 * makes the whole sequence periodic over several steps: when the period

@@ -246,6 +246,69 @@ static void test_starts_mid_step(void **state)
 	free(s);
 }
 
+/* One step of the attached fsdp_ref job (4 blocks, backward prefetch): the
+ * root's gather and the blocks', two backward gathers prefetched ahead of
+ * the reductions, the rest interleaved, the root's reduction, the loss. */
+static size_t add_prefetch_step(struct seq *s, int with_gathers)
+{
+	size_t n0 = s->n;
+	if (with_gathers) {
+		add(s, AG, 2816);
+		for (int l = 0; l < 6; l++)
+			add(s, AG, 6272);
+	}
+	for (int l = 0; l < 4; l++) {
+		add(s, RS, 12544);
+		if (with_gathers && l < 2)
+			add(s, AG, 6272);
+	}
+	add(s, RS, 5632);
+	add(s, AR, 8);
+	return s->n - n0;
+}
+
+static void test_attached_then_detached(void **state)
+{
+	(void)state;
+	/* attach starts the trace inside a step's backward; letting go removes
+	 * the AllGather probe before the others, so the trace ends in steps
+	 * without gathers: one and two reductions (rank 0), or two (rank 2). The
+	 * step is read where the sequence is steady, not from its last events:
+	 * each regular step begins with the root's gather. */
+	for (int tail = 0; tail < 2; tail++) {
+		struct seq *full = calloc(1, sizeof *full), *s = calloc(1, sizeof *s);
+		size_t p = 0;
+		for (int k = 0; k < 62; k++)
+			p = add_prefetch_step(full, 1);
+		add_prefetch_step(full, 0);
+		if (tail) {
+			add_prefetch_step(full, 0);
+		} else {
+			add(full, RS, 12544);
+			add(full, RS, 12544);
+		}
+		size_t skip = p - 8; /* 8 events of the first step: its backward's end */
+		memcpy(s->sig, full->sig + skip, (full->n - skip) * sizeof s->sig[0]);
+		memcpy(s->op, full->op + skip, full->n - skip);
+		s->n = full->n - skip;
+		struct steps_cut cuts[128];
+		size_t n = stream(s, cuts, 128);
+		assert_int_equal(cuts[0].kind, STEPS_WARMUP);
+		assert_int_equal(cuts[0].count, 8);
+		size_t regular = 0;
+		for (size_t i = 1; i < n; i++) {
+			if (cuts[i].kind != STEPS_REGULAR)
+				continue;
+			regular++;
+			assert_int_equal(cuts[i].count, p);
+			assert_int_equal(s->sig[cuts[i].first], steps_signature(AG, 2816, 1, 4));
+		}
+		assert_int_equal(regular, 61);
+		free(full);
+		free(s);
+	}
+}
+
 static void test_no_period(void **state)
 {
 	(void)state;
@@ -832,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_warmup),
 		cmocka_unit_test(test_noise),
 		cmocka_unit_test(test_starts_mid_step),
+		cmocka_unit_test(test_attached_then_detached),
 		cmocka_unit_test(test_no_period),
 		cmocka_unit_test(test_forward_blocks_are_no_step),
 		cmocka_unit_test(test_grouped_signature),
