@@ -25,6 +25,7 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_STEP_SUMMARY: return sizeof(struct fss_rec_step_summary);
 	case FSS_REC_ENTER: return sizeof(struct fss_rec_enter);
 	case FSS_REC_SYNC_EXIT: return sizeof(struct fss_rec_sync_exit);
+	case FSS_REC_SOURCE_FIGURES: return sizeof(struct fss_rec_source_figures);
 	default: return 0;
 	}
 }
@@ -59,6 +60,7 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_STEP_SUMMARY] = "step_summary",
 		[FSS_REC_ENTER] = "enter",
 		[FSS_REC_SYNC_EXIT] = "sync_exit",
+		[FSS_REC_SOURCE_FIGURES] = "source_figures",
 	};
 	return NAME_OF(names, type);
 }

@@ -47,6 +47,7 @@ enum fss_record_type {
 	FSS_REC_STEP_SUMMARY = 15, /* one completed step of one rank, its raw records left out (--keep summary) */
 	FSS_REC_ENTER = 16,        /* a call that may block was entered: a collective, or a synchronize (1.3) */
 	FSS_REC_SYNC_EXIT = 17,    /* a synchronize whose enter record went out returned (1.3) */
+	FSS_REC_SOURCE_FIGURES = 18, /* a foreign trace's figures over its whole file (in memory only) */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -453,6 +454,38 @@ struct fss_rec_sync_exit {
 	int32_t result;     /* cudaError_t returned */
 };
 
+/* fss_rec_source_figures.unknown: what the source's format cannot tell. */
+enum fss_figures_unknown {
+	FSS_FIGURES_NO_ENTER = 1u << 0,	    /* no enter records: calls in flight cannot be known */
+	FSS_FIGURES_NO_DROPS = 1u << 1,	    /* no drop counters: what was lost cannot be known */
+	FSS_FIGURES_NO_END = 1u << 2,	    /* nothing says how the process ended */
+	FSS_FIGURES_NO_PID = 1u << 3,	    /* the file names no host process */
+	FSS_FIGURES_NO_HOST_VIEW = 1u << 4, /* some collectives had no CPU-side op (host_view_missing) */
+	FSS_FIGURES_NO_COMM_IDS = 1u << 5,  /* no process group names or ranks: communicators inferred */
+};
+
+/* What a reader of another format (a PyTorch profiler trace) measured over
+ * the whole file, that the records it translated the file into cannot
+ * carry: HTA's communication / computation overlap (computed with HTA's
+ * rules on the file's own events and times), the file's NCCL kernels by
+ * type, its ProfilerStep# spans, and what the format cannot tell. One per
+ * source, after its other records. Made in memory by the reader
+ * (collector/kineto_*.c): no trace file holds one, and the agents write
+ * none. */
+struct fss_rec_source_figures {
+	struct fss_record_head head;
+	uint64_t comm_ns;	      /* union of the communication kernels in HTA's window */
+	uint64_t overlap_ns;	      /* of which the union of the computation kernels covered */
+	uint64_t allgather_kernels;      /* NCCL AllGather kernels of the whole file */
+	uint64_t reduce_scatter_kernels; /* NCCL ReduceScatter kernels of the whole file */
+	uint64_t allreduce_kernels;      /* NCCL AllReduce kernels of the whole file */
+	uint64_t other_kernels;          /* the file's other NCCL kernels (SendRecv, Broadcast, ...) */
+	uint32_t profiler_steps;      /* complete user_annotation X events named ProfilerStep#N */
+	uint32_t unknown;	      /* enum fss_figures_unknown bits */
+	uint32_t host_view_missing;   /* collectives with no CPU-side op: host times from the launch or kernel */
+	uint32_t reserved;	      /* 0 */
+};
+
 /* fss_rec_step_summary.flags */
 #define FSS_STEP_SUMMARY_OVERFLOW (1u << 0) /* its records outgrew the session's buffer: summarised
                                                whatever it held */
@@ -500,6 +533,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_step_summary) && sizeof(struct f
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_enter) && sizeof(struct fss_rec_enter) == 72, "fss_rec_enter is 72 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sync_exit) && sizeof(struct fss_rec_sync_exit) == 48, "fss_rec_sync_exit is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_source_figures) && sizeof(struct fss_rec_source_figures) == 72, "fss_rec_source_figures is 72 bytes, no padding");
 
 /*
  * record_known_size - sizeof the struct this version has for a record type,

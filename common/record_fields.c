@@ -175,6 +175,15 @@ static const struct record_field sync_exit_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_source_figures
+static const struct record_field source_figures_fields[] = {
+	TM(T, comm_ns, FIELD_CLOCK_DURATION), TM(T, overlap_ns, FIELD_CLOCK_DURATION), F(T, allgather_kernels, FIELD_U64),
+	F(T, reduce_scatter_kernels, FIELD_U64), F(T, allreduce_kernels, FIELD_U64), F(T, other_kernels, FIELD_U64),
+	F(T, profiler_steps, FIELD_U32), F(T, unknown, FIELD_U32), F(T, host_view_missing, FIELD_U32),
+	F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -197,6 +206,7 @@ static const struct {
 	[FSS_REC_STEP_SUMMARY] = TABLE(step_summary_fields),
 	[FSS_REC_ENTER] = TABLE(enter_fields),
 	[FSS_REC_SYNC_EXIT] = TABLE(sync_exit_fields),
+	[FSS_REC_SOURCE_FIGURES] = TABLE(source_figures_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)
