@@ -15,13 +15,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cli/diagnosis.h"
 #include "collector/analyze.h"
+#include "collector/overlap.h"
 #include "common/record.h"
+#include "common/trace_parser.h"
 #include "rules/diagnosis.h"
+#include "tests/unit/analysis_synth.h"
 
 /* ---- records ------------------------------------------------------------- */
 
@@ -392,6 +396,227 @@ static void test_foreign_figures(void **state)
 	analysis_result_free(r);
 }
 
+/* ---- streamed as the analysis does it, against the whole trace at once ---- */
+
+/* One source's records, kept whole: what the test reads the figure from
+ * by the definition, with nothing dropped on the way. */
+struct batch_source {
+	int64_t cupti_offset;
+	struct interval *host, *device, *compute_kernels;
+	uint64_t *launch, *kernel_launch;
+	size_t nev, nkern;
+	struct overlap_range *ranges;
+	uint64_t *range_launch;
+	size_t nranges;
+	uint64_t steps[SYNTH_MAX_STEPS + 1];
+	size_t nsteps;
+	uint64_t open_group;	     /* group id of the event being assembled, 0 */
+	uint64_t comm_seq[1 << 14];  /* per event: its first call's seq */
+	char step_name[4096][16];    /* the strings of ids below 4096, their start: is it a step range's name */
+};
+
+struct batch {
+	struct batch_source src[8];
+};
+
+static void *grow(void *v, size_t n, size_t size)
+{
+	void *p = realloc(v, (n + 1) * size);
+	assert_non_null(p);
+	return p;
+}
+
+static int batch_record(void *ctx, const struct fss_record_head *rec)
+{
+	struct batch *b = ctx;
+	if (rec->source >= 8)
+		return 0;
+	struct batch_source *s = &b->src[rec->source];
+	switch (rec->type) {
+	case FSS_REC_STRING: {
+		const struct fss_rec_string *x = (const void *)rec;
+		if (x->id < 4096 && x->offset == 0)
+			snprintf(s->step_name[x->id], sizeof s->step_name[x->id], "%.*s", (int)x->total_len, x->text);
+		break;
+	}
+	case FSS_REC_CLOCK_ANCHOR: {
+		const struct fss_rec_clock_anchor *a = (const void *)rec;
+		if (a->domain == FSS_CLOCK_CUPTI)
+			s->cupti_offset = (int64_t)(a->mono_ns - a->other_ns);
+		break;
+	}
+	case FSS_REC_COLLECTIVE: {
+		const struct fss_rec_collective *c = (const void *)rec;
+		if (c->group_id && c->group_id == s->open_group) { /* a later call of the group */
+			if (c->exit_ns > s->host[s->nev - 1].end)
+				s->host[s->nev - 1].end = c->exit_ns;
+			break;
+		}
+		s->host = grow(s->host, s->nev, sizeof *s->host);
+		s->device = grow(s->device, s->nev, sizeof *s->device);
+		s->launch = grow(s->launch, s->nev, sizeof *s->launch);
+		s->device[s->nev] = (struct interval){0, 0}; /* until its kernel comes */
+		assert_true(s->nev < sizeof s->comm_seq / sizeof s->comm_seq[0]);
+		s->host[s->nev] = (struct interval){c->enter_ns, c->exit_ns};
+		s->launch[s->nev] = c->enter_ns;
+		s->comm_seq[s->nev] = c->seq;
+		s->nev++;
+		s->open_group = c->group_id;
+		break;
+	}
+	case FSS_REC_GROUP: {
+		const struct fss_rec_group *g = (const void *)rec;
+		if (g->group_id == s->open_group && g->end_exit_ns > s->host[s->nev - 1].end)
+			s->host[s->nev - 1].end = g->end_exit_ns;
+		s->open_group = 0;
+		break;
+	}
+	case FSS_REC_GPU_INTERVAL: {
+		const struct fss_rec_gpu_interval *g = (const void *)rec;
+		struct interval iv = {g->start_ns + (uint64_t)s->cupti_offset, g->end_ns + (uint64_t)s->cupti_offset};
+		if (g->kind == FSS_GPU_COMPUTE) {
+			s->compute_kernels = grow(s->compute_kernels, s->nkern, sizeof *s->compute_kernels);
+			s->kernel_launch = grow(s->kernel_launch, s->nkern, sizeof *s->kernel_launch);
+			s->compute_kernels[s->nkern] = iv;
+			s->kernel_launch[s->nkern++] = iv.start;
+		} else if (g->kind == FSS_GPU_COMM) {
+			/* the synthetic trace ties one kernel to each event's first call */
+			for (size_t i = s->nev; i-- > 0;)
+				if (s->comm_seq[i] == g->collective_seq) {
+					s->device[i] = iv;
+					break;
+				}
+		}
+		break;
+	}
+	case FSS_REC_NVTX_RANGE: {
+		const struct fss_rec_nvtx_range *r = (const void *)rec;
+		if (r->name < 4096 && strncmp(s->step_name[r->name], "step ", 5) == 0) {
+			assert_true(s->nsteps < SYNTH_MAX_STEPS + 1);
+			s->steps[s->nsteps++] = r->start_ns;
+			break;
+		}
+		s->ranges = grow(s->ranges, s->nranges, sizeof *s->ranges);
+		s->ranges[s->nranges++] = (struct overlap_range){r->start_ns, r->end_ns, r->thread, 0};
+		break;
+	}
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* The figure by its definition over the whole of one source's records:
+ * device (kernels) or host (host intervals, leaves of the ranges). */
+static void batch_figure(struct batch_source *s, int device, uint64_t *comm_ns, uint64_t *overlap_ns)
+{
+	uint64_t last = 0;
+	for (size_t i = 0; i < s->nsteps; i++)
+		if (s->steps[i] > last)
+			last = s->steps[i];
+	uint32_t steps = (uint32_t)s->nsteps;
+	struct interval *c = calloc(s->nev + 1, sizeof *c), *p = NULL;
+	size_t nc = 0, np = 0;
+	assert_non_null(c);
+	for (size_t i = 0; i < s->nev; i++)
+		if (overlap_hta_window(s->launch[i], steps, last))
+			c[nc++] = device && s->device[i].end > s->device[i].start ? s->device[i] : s->host[i];
+	if (device) {
+		p = calloc(s->nkern + 1, sizeof *p);
+		assert_non_null(p);
+		for (size_t i = 0; i < s->nkern; i++)
+			if (overlap_hta_window(s->kernel_launch[i], steps, last))
+				p[np++] = s->compute_kernels[i];
+		np = interval_merge(p, np);
+	} else {
+		size_t m = 0;
+		for (size_t i = 0; i < s->nranges; i++) /* a range is launched at its start */
+			if (overlap_hta_window(s->ranges[i].start, steps, last))
+				s->ranges[m++] = s->ranges[i];
+		assert_int_equal(overlap_host_compute(s->ranges, m, &p, &np), 0);
+	}
+	nc = interval_merge(c, nc);
+	*comm_ns = interval_total(c, nc);
+	*overlap_ns = interval_intersect_total(c, nc, p, np);
+	free(c);
+	free(p);
+}
+
+static void batch_free(struct batch *b)
+{
+	for (size_t k = 0; k < 8; k++) {
+		struct batch_source *s = &b->src[k];
+		free(s->host);
+		free(s->device);
+		free(s->compute_kernels);
+		free(s->launch);
+		free(s->kernel_launch);
+		free(s->ranges);
+	}
+	free(b);
+}
+
+static int analyzer_record(void *ctx, const struct fss_record_head *rec)
+{
+	return analyzer_feed(ctx, rec);
+}
+
+/* Long synthetic jobs whose GPU intervals come milliseconds late (CUPTI's
+ * buffers), with groups: the figure the analysis streams, settling as the
+ * steps go and dropping what it settled, is the one read from the whole
+ * trace at once, to the nanosecond, on every rank. */
+static void test_streamed_equals_whole(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/fsdpscope-figures.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	for (int cupti = 0; cupti <= 1; cupti++) {
+		for (int grouped = 0; grouped <= 1; grouped++) {
+			struct synth_config c;
+			synth_defaults(&c);
+			c.ranks = 2;
+			c.steps = 40;
+			c.cupti = cupti;
+			c.grouped = grouped;
+			char path[128];
+			snprintf(path, sizeof path, "%s/long.fss", dir);
+			struct synth_truth *t = malloc(sizeof *t);
+			assert_non_null(t);
+			assert_int_equal(synth_write(path, &c, t), 0);
+			analyzer_t *a;
+			assert_int_equal(analyzer_new(&a, NULL), 0);
+			struct trace_parser_ops ops = {.on_record = analyzer_record};
+			assert_int_equal(trace_read_file(path, &ops, a, NULL, 0), 0);
+			struct analysis_result *r = finish(a);
+			struct batch *b = calloc(1, sizeof *b);
+			assert_non_null(b);
+			ops.on_record = batch_record;
+			assert_int_equal(trace_read_file(path, &ops, b, NULL, 0), 0);
+			assert_int_equal(r->nper_rank, 2);
+			for (uint32_t i = 0; i < r->nper_rank; i++) {
+				const struct analysis_rank *e = &r->per_rank[i];
+				uint64_t comm, overlap;
+				batch_figure(&b->src[e->source], cupti, &comm, &overlap);
+				assert_int_equal(b->src[e->source].nsteps, 40);
+				assert_int_equal(e->profiler_steps, 40);
+				assert_true(comm > 0 && overlap > 0 && overlap < comm);
+				assert_int_equal(e->comm_ns, comm);
+				assert_int_equal(e->comm_overlap_ns, overlap);
+				if (cupti) { /* the kernels' figure, not the host calls' */
+					uint64_t host_comm, host_overlap;
+					batch_figure(&b->src[e->source], 0, &host_comm, &host_overlap);
+					assert_true(host_comm != comm && host_overlap != overlap);
+				}
+			}
+			batch_free(b);
+			analysis_result_free(r);
+			free(t);
+			unlink(path);
+		}
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +626,7 @@ int main(void)
 	    cmocka_unit_test(test_device_kernels),
 	    cmocka_unit_test(test_kernel_counts),
 	    cmocka_unit_test(test_foreign_figures),
+	    cmocka_unit_test(test_streamed_equals_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
