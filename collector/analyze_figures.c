@@ -118,7 +118,8 @@ int analyze_figures_events(struct rank_figures *f, const struct tl_source *src, 
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		uint64_t launch = overlap_hta_launch(ev[i].enter_ns, ev[i].enter_ns);
-		struct interval host = {ev[i].enter_ns, ev[i].exit_ns}, device = host;
+		/* a group runs at ncclGroupEnd (launch_ns): that is its host interval */
+		struct interval host = {ev[i].launch_ns, ev[i].exit_ns}, device = host;
 		(void)kernel_span(spans, ns, ev[i].seq_first, ev[i].seq_last, &device);
 		rc = add(f, FIGURES_HOST, 0, host.start, host.end, launch);
 		if (rc == 0)

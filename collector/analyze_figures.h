@@ -13,8 +13,9 @@
  *
  *   device timing (the rank has NCCL kernel intervals): communication is
  *     each collective event's device span (its calls' NCCL kernels, tied by
- *     collective seq), or its host interval [enter, exit] where no kernel
- *     was tied to it; computation is every compute kernel of the rank (any
+ *     collective seq), or its host interval where no kernel was tied to it
+ *     (a call's [enter, exit], a group's ncclGroupEnd [enter, exit], where
+ *     it runs: the interval the exposure's host timing uses); computation is every compute kernel of the rank (any
  *     device: HTA counts every kernel of the file; copies and memsets are
  *     not compute);
  *   host timing: communication is each event's host interval; computation

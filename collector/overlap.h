@@ -88,7 +88,8 @@ int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struc
  * export and fsdpscope's on the trace agree.
  *
  * overlap_hta_launch - when an interval was launched: a collective's host
- * enter (its event's first call: pass it as launch_ns), a kernel's
+ * enter (its event's first call, a group's too: pass it as launch_ns),
+ * a kernel's
  * correlated launch where the trace has one (launch_ns; 0 when it has
  * none, as fsdpscope's traces have none for compute kernels) else its own
  * start on the host clock (start_ns), a compute NVTX range's start.

@@ -14,10 +14,11 @@ Reads `fsdpscope dump T.fss` (every record as JSON lines) and
   ranges), and --steps when given;
 * comm_comp_overlap: in [0, 1] and equal (1e-9) to HTA's definition
   computed here on the records: communication = each collective event's
-  host interval [first call's enter, exit] (a group of calls is one event,
-  up to its ncclGroupEnd's return), computation = the leaves of the
-  rank's compute NVTX ranges per thread (sorted by start, parents first: a
-  range inside which the next range of its thread starts is no leaf), with
+  host interval [enter, exit] (a group of calls is one event, running
+  from its ncclGroupEnd's enter to its return; launched at its first
+  call), computation = the leaves of the rank's compute NVTX ranges per
+  thread (sorted by start, parents first: a range inside which the next
+  range of its thread starts is no leaf), with
   two or more steps only what was launched (entered, started) before the
   last step's start; null exactly when there is no communication time.
 
@@ -130,6 +131,7 @@ def source_events(recs):
             else:
                 open_ev["exit"] = max(open_ev["exit"], r["exit_ns"])
         elif r["type"] == "group" and open_ev and open_ev["gid"] == r["group_id"]:
+            open_ev["start"] = r["end_enter_ns"]  # it runs at ncclGroupEnd
             open_ev["exit"] = max(open_ev["exit"], r["end_exit_ns"])
             events.append(open_ev)
             open_ev = None
@@ -155,7 +157,7 @@ def overlap_of(recs):
     def counts(launch):
         return window is None or launch < window
 
-    comm = [(e["enter"], e["exit"]) for e in source_events(recs) if counts(e["enter"])]
+    comm = [(e.get("start", e["enter"]), e["exit"]) for e in source_events(recs) if counts(e["enter"])]
     ranges = [r for r in recs if r["type"] == "nvtx_range" and
               matches(COMPUTE_RANGES, r["domain"] or "", r["name"] or "") and
               not matches(STEP_RANGES, r["domain"] or "", r["name"] or "")]

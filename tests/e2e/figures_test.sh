@@ -34,5 +34,6 @@ one linear_tp 3 --nranks 4 --tp 2 --wrap linear
 one accum 3 --nranks 2 --grad-accum 2
 one hsdp 3 --nranks 4 --shard-group 2
 one zero3 3 --nranks 2 --style zero3
+one zero3_coalesced 3 --nranks 2 --style zero3 --zero3-gather coalesced
 one no_nvtx 6 --nranks 2 --no-nvtx
 exit $failed
