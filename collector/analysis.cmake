@@ -37,7 +37,8 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/steps_split.c
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/units.c
+  ${CMAKE_CURRENT_LIST_DIR}/whatif.c
   ${CMAKE_CURRENT_LIST_DIR}/worlds.c
 )
 target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
-target_link_libraries(fss_analysis PUBLIC fss_collector fss_common)
+target_link_libraries(fss_analysis PUBLIC fss_collector fss_common m)

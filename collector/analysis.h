@@ -365,6 +365,11 @@ struct analysis_gather {
 	                             that closes before this one's opens); fsdp_ref's gather_waits_ns
 	                             measures the same */
 	uint64_t call_ns;      /* host time of its call(s): first enter to last return (ncclGroupEnd's) */
+	/* Where it sat in the representative step (the what-if model's input, collector/whatif.h): */
+	uint64_t start_offset_ns;  /* its interval's start, from the step's start */
+	uint64_t issue_offset_ns;  /* its host call's enter, from the step's start (0: before it) */
+	uint64_t compute_after_ns; /* compute from its end to the next gather's end (the step's end for the
+	                              last): the work its unit's arrival let run */
 };
 
 /* Per-communicator view, one entry per communicator of the headline rank

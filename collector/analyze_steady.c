@@ -69,6 +69,9 @@ static void sample_put(struct rank_steady *st, int slot, const struct step_summa
 		    .queued = in->queued,
 		    .call = in->call,
 		    .cause = in->cause,
+		    .start_off = in->start_off,
+		    .issue_off = in->issue_off,
+		    .compute_after = in->compute_after,
 		    .timed = (uint8_t)(in->timed && s->exposure_source),
 		};
 	}

@@ -24,6 +24,7 @@ struct gather_fig {
 	uint64_t duration, exposed, compute_wait, queued, call;
 	uint8_t cause, timed;
 	uint8_t reserved[6];
+	uint64_t start_off, issue_off, compute_after; /* as struct ev_info's */
 };
 
 /* A bounded uniform sample of a rank's analysed steps (median.h's

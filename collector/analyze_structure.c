@@ -415,6 +415,9 @@ static int fill_gathers(const ranks_t *ranks, const struct tl_source *src, const
 			g->queued_ns = gf->queued;
 			g->call_ns = gf->call;
 			g->cause = gf->cause;
+			g->start_offset_ns = gf->start_off;
+			g->issue_offset_ns = gf->issue_off;
+			g->compute_after_ns = gf->compute_after;
 		}
 		struct ranks_index_stats ri = ranks_index(ranks, (int32_t)gi);
 		g->slowest_rank = ri.slowest_rank;

@@ -4,6 +4,7 @@
  * exposure per gather and the step figures (see analyze_summary.h).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -541,6 +542,36 @@ static void step_collectives(const struct step_work *w, struct overlap_collectiv
 	}
 }
 
+/* How much compute of w runs in [a, b). */
+static uint64_t compute_in(const struct step_work *w, uint64_t a, uint64_t b)
+{
+	if (b <= a)
+		return 0;
+	struct interval span = {a, b};
+	return interval_intersect_total(w->compute, w->ncompute, &span, 1);
+}
+
+/* Where each primary FSDP gather sat in the step: start and issue offsets,
+ * and the compute its arrival let run (to the next such gather's end). */
+static void gather_places(struct step_work *w, const struct overlap_collective *coll)
+{
+	struct ev_info *info = w->s->info;
+	size_t prev = SIZE_MAX;
+	for (size_t i = 0; i <= w->n; i++) {
+		int last = i == w->n;
+		if (!last && (coll[i].kind != OVERLAP_GATHER || info[i].fsdp_group))
+			continue;
+		uint64_t end = last ? w->t1 : coll[i].end_ns;
+		if (prev != SIZE_MAX)
+			info[prev].compute_after = compute_in(w, coll[prev].end_ns, end);
+		if (last)
+			break;
+		info[i].start_off = coll[i].start_ns > w->t0 ? coll[i].start_ns - w->t0 : 0;
+		info[i].issue_off = coll[i].issue_ns > w->t0 ? coll[i].issue_ns - w->t0 : 0;
+		prev = i;
+	}
+}
+
 /* Each gather's figures into its info and the step figures. */
 static void gather_figures(struct step_work *w, const struct overlap_collective *coll,
 			   const struct overlap_figures *figs)
@@ -622,6 +653,7 @@ static int summary_exposure(struct step_work *w)
 		goto out;
 	w->s->fig[FIG_OTHER_WAIT] = other_wait;
 	gather_figures(w, coll, figs);
+	gather_places(w, coll);
 	rc = class_figures(w);
 out:
 	free(coll);

@@ -34,6 +34,10 @@ struct ev_info {
 			       figures; 0 otherwise */
 	uint8_t step_gather; /* an AllGather of the FSDP group whose size is no unit's: a per-step collective
 				(metrics, weight sync), counted apart (phases.h) */
+	uint64_t start_off, issue_off; /* FSDP gathers: its interval's start and its host call's enter, from the
+					  step's start (the what-if replay's queue order) */
+	uint64_t compute_after;	       /* primary FSDP gathers: compute from its end to the next such gather's end
+					  (the step's end for the last): the work it makes ready */
 };
 
 /* Per-step figures that get medians. */
