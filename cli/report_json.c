@@ -9,6 +9,7 @@
 #include "cli/diagnosis.h"
 #include "cli/report_nodes.h"
 #include "cli/report_worlds.h"
+#include "collector/whatif_print.h"
 #include "common/json.h"
 #include "common/json_writer.h"
 #include "rules/flight_text.h"
@@ -856,6 +857,10 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_exposure(&w, a);
 	write_ledger(&w, &a->ledger);
 	write_fsdp_groups(&w, a);
+	if (whatif_json(&w, a) < 0) {
+		jw_open(&w, "whatif", '[');
+		jw_close(&w, ']');
+	}
 
 	jw_open(&w, "breakdown", '{');
 	jw_u64(&w, "step_ns", a->breakdown.step_ns);

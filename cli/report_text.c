@@ -6,6 +6,7 @@
 #include "cli/report_nodes.h"
 #include "cli/report_sources.h"
 #include "cli/report_worlds.h"
+#include "collector/whatif_print.h"
 
 #include "common/record.h"
 #include "rules/finding_text.h"
@@ -453,6 +454,8 @@ void diagnosis_print_report(FILE *out, const struct diagnosis *d)
 	print_comms(out, a);
 	print_ledger(out, &a->ledger);
 	print_gathers(out, a);
+	if (whatif_text(out, a) < 0)
+		fprintf(out, "\nWhat-if: out of memory\n");
 	print_ranks(out, a);
 	print_flight(out, a);
 	report_sources_table(out, a);

@@ -38,6 +38,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/units.c
   ${CMAKE_CURRENT_LIST_DIR}/whatif.c
+  ${CMAKE_CURRENT_LIST_DIR}/whatif_print.c
   ${CMAKE_CURRENT_LIST_DIR}/worlds.c
 )
 target_include_directories(fss_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)

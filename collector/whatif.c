@@ -68,26 +68,32 @@ static struct whatif_fit *fit_slot(struct whatif_model *m, int32_t nranks)
 	return f;
 }
 
-static uint32_t distinct_sizes(const struct analysis_result *r, int32_t nranks)
+static int cmp_u64(const void *a, const void *b)
 {
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Distinct send sizes of the communicator's timed gathers; scratch holds
+ * r->ngathers entries. */
+static uint32_t distinct_sizes(const struct analysis_result *r, int32_t nranks, uint64_t *scratch)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < r->ngathers; i++)
+		if (r->gathers[i].nranks == nranks && r->gathers[i].duration_ns)
+			scratch[n++] = r->gathers[i].bytes;
+	qsort(scratch, n, sizeof *scratch, cmp_u64);
 	uint32_t sizes = 0;
-	for (uint32_t i = 0; i < r->ngathers; i++) {
-		const struct analysis_gather *g = &r->gathers[i];
-		if (g->nranks != nranks || !g->duration_ns)
-			continue;
-		uint32_t j = 0;
-		while (j < i && !(r->gathers[j].nranks == nranks && r->gathers[j].duration_ns &&
-				  r->gathers[j].bytes == g->bytes))
-			j++;
-		sizes += j == i;
-	}
+	for (size_t i = 0; i < n; i++)
+		sizes += i == 0 || scratch[i] != scratch[i - 1];
 	return sizes;
 }
 
 /* Least squares of duration against bytes over the timed gathers of one
  * communicator; an intercept below zero is taken as zero (a line through
  * the origin) rather than a negative latency. */
-static void fit_one(const struct analysis_result *r, struct whatif_fit *f)
+static void fit_one(const struct analysis_result *r, struct whatif_fit *f, uint64_t *scratch)
 {
 	double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
 	for (uint32_t i = 0; i < r->ngathers; i++) {
@@ -98,7 +104,7 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f)
 		n++, sx += x, sy += y, sxx += x * x, sxy += x * y;
 	}
 	f->points = (uint32_t)n;
-	f->sizes = distinct_sizes(r, f->nranks);
+	f->sizes = distinct_sizes(r, f->nranks, scratch);
 	if (f->sizes < 2) {
 		snprintf(f->why, sizeof f->why, "%u gathers of one size: latency and bandwidth cannot be told apart",
 			 f->points);
@@ -129,13 +135,18 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f)
 	f->residual_ns = sqrt(ss / n);
 }
 
-static void fit_all(const struct analysis_result *r, struct whatif_model *m)
+static int fit_all(const struct analysis_result *r, struct whatif_model *m)
 {
+	uint64_t *scratch = malloc((r->ngathers ? r->ngathers : 1) * sizeof *scratch);
+	if (!scratch)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < r->ngathers; i++)
 		if (r->gathers[i].duration_ns)
 			fit_slot(m, r->gathers[i].nranks);
 	for (uint32_t i = 0; i < m->nfits; i++)
-		fit_one(r, &m->fits[i]);
+		fit_one(r, &m->fits[i], scratch);
+	free(scratch);
+	return 0;
 }
 
 static const struct whatif_fit *fit_of(const struct whatif_model *m, int32_t nranks)
@@ -559,7 +570,8 @@ static int build(whatif_model_t *m, const struct analysis_result *r)
 		snprintf(m->note, sizeof m->note, "%s", no);
 		return 0;
 	}
-	fit_all(r, m);
+	if (fit_all(r, m) < 0)
+		return -ENOMEM;
 	struct items rec = {0};
 	uint64_t *ready = calloc(2 * (size_t)r->ngathers + 1, sizeof *ready);
 	int rc = ready ? items_recorded(r, &rec) : -ENOMEM;
@@ -639,18 +651,24 @@ int whatif_prefetch_seen(const whatif_model_t *m)
 	return m->prefetch_seen;
 }
 
-enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather)
+enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather)
 {
 	if (gather >= r->ngathers)
 		return WHATIF_BOUND_UNKNOWN;
-	whatif_model_t m;
-	memset(&m, 0, sizeof m);
-	fit_all(r, &m);
 	const struct analysis_gather *g = &r->gathers[gather];
-	const struct whatif_fit *f = fit_of(&m, g->nranks);
+	const struct whatif_fit *f = fit_of(m, g->nranks);
 	if (!f)
 		return WHATIF_BOUND_UNKNOWN;
 	return (double)g->bytes / f->bytes_per_ns < f->latency_ns ? WHATIF_BOUND_LATENCY : WHATIF_BOUND_BANDWIDTH;
+}
+
+enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather)
+{
+	whatif_model_t m;
+	memset(&m, 0, sizeof m);
+	if (gather >= r->ngathers || fit_all(r, &m) < 0)
+		return WHATIF_BOUND_UNKNOWN;
+	return whatif_model_bound(&m, r, gather);
 }
 
 int whatif_gain(const struct analysis_result *r, enum whatif_change c, int64_t *gain_ns)

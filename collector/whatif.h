@@ -119,6 +119,9 @@ const char *whatif_change_name(int change);
  */
 enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather);
 
+/* whatif_model_bound - as whatif_gather_bound, with m's fits (m made on r). */
+enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather);
+
 /*
  * whatif_gain - the step time change c is predicted to save on r
  * (measured step - predicted step; negative when slower) into *gain_ns.
