@@ -307,10 +307,10 @@ static void test_generated_trace(void **state)
 	assert_int_equal(whatif_fit_count(m), 1);
 	const struct whatif_fit *f = whatif_fit_get(m, 0);
 	assert_true(f->fitted);
-	/* the comm thread's 200 ns wake-up is in every call: latency 50.2 us */
-	fprintf(stderr, "fit %f %f %f %u\n", f->latency_ns, f->bytes_per_ns, f->residual_ns, f->sizes);
-	assert_true(f->latency_ns > 50000 && f->latency_ns < 50500);
-	assert_true(f->bytes_per_ns > 1.99 && f->bytes_per_ns < 2.01);
+	/* the call's interval starts after the comm thread's wake-up: latency 50 us exactly */
+	assert_true(f->latency_ns > 49999 && f->latency_ns < 50001);
+	assert_true(f->bytes_per_ns > 1.9999 && f->bytes_per_ns < 2.0001);
+	assert_true(f->residual_ns < 1.0);
 	assert_int_equal(whatif_prefetch_seen(m), 0);
 	const struct whatif_prediction *p = find(m, WHATIF_PREFETCH_1);
 	assert_non_null(p);
