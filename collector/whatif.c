@@ -27,6 +27,8 @@ struct whatif_model {
 /* One gather of the replay and the compute its arrival lets run. */
 struct item {
 	uint64_t dur, compute, bytes;
+	uint64_t queue; /* background collectives (the gradient reduce-scatter of the unit computed just
+			   before) issued on the gathers' stream at the end of the compute before it */
 	int32_t nranks, unit, repeat, microbatch;
 	uint8_t phase, recompute;
 };
@@ -188,9 +190,18 @@ static struct replay replay(const struct items *it, int depth, uint64_t *ready)
 			issue = compute_end;
 		else
 			issue = ready[k >= run + (size_t)depth ? k - (size_t)depth : run];
-		uint64_t start = issue > comm_free ? issue : comm_free;
-		uint64_t end = start + g->dur;
-		comm_free = end;
+		uint64_t start, end;
+		if (g->queue && issue < compute_end) { /* issued ahead: the reduction queues behind it */
+			start = issue > comm_free ? issue : comm_free;
+			end = start + g->dur;
+			comm_free = (end > compute_end ? end : compute_end) + g->queue;
+		} else {
+			if (g->queue)
+				comm_free = (comm_free > compute_end ? comm_free : compute_end) + g->queue;
+			start = issue > comm_free ? issue : comm_free;
+			end = start + g->dur;
+			comm_free = end;
+		}
 		ready[k] = end > compute_end ? end : compute_end;
 		out.wait += ready[k] - compute_end;
 		compute_end = ready[k] + g->compute;
@@ -201,15 +212,25 @@ static struct replay replay(const struct items *it, int depth, uint64_t *ready)
 
 /* ---- the items of each change ---- */
 
+/* One gradient reduce-scatter's time: each backward gather follows the
+ * reduction of the unit computed before it on the stream (FSDP issues it
+ * first, unless the gather was prefetched ahead of it). */
+static uint64_t reduce_scatter_each(const struct analysis_result *r)
+{
+	uint32_t n = r->per_step.reduce_scatters;
+	return n ? r->exposure.reduce_scatter_ns_per_step / n : 0;
+}
+
 static int items_recorded(const struct analysis_result *r, struct items *it)
 {
 	it->v = calloc(r->ngathers ? 2 * (size_t)r->ngathers : 1, sizeof *it->v);
 	if (!it->v)
 		return -ENOMEM;
-	uint64_t after = 0;
+	uint64_t after = 0, rs = reduce_scatter_each(r);
 	for (uint32_t i = 0; i < r->ngathers; i++) {
 		const struct analysis_gather *g = &r->gathers[i];
-		it->v[i] = (struct item){g->duration_ns, g->compute_after_ns, g->bytes, g->nranks, g->unit,
+		it->v[i] = (struct item){g->duration_ns, g->compute_after_ns, g->bytes,
+					 g->phase == ANALYSIS_PHASE_BACKWARD ? rs : 0, g->nranks, g->unit,
 					 g->repeat, g->microbatch, g->phase, g->recompute};
 		after += g->compute_after_ns;
 	}
@@ -256,7 +277,7 @@ static uint32_t items_drop_regathers(struct items *it)
  * gather's duration; the backward compute of a unit taken as twice its
  * forward (less where the recorded tail is shorter), the rest after the
  * last. Returns the gathers added. */
-static uint32_t items_add_regathers(struct items *it, struct item *add)
+static uint32_t items_add_regathers(struct items *it, struct item *add, uint64_t rs)
 {
 	size_t last = 0, nf = 0;
 	uint64_t fwd = 0;
@@ -284,6 +305,7 @@ static uint32_t items_add_regathers(struct items *it, struct item *add)
 			continue;
 		add[na] = *f;
 		add[na].phase = ANALYSIS_PHASE_BACKWARD;
+		add[na].queue = rs;
 		add[na].compute = (uint64_t)(mult * (double)(k == last ? own : f->compute));
 		used += add[na].compute;
 		na++;
@@ -311,12 +333,15 @@ static int items_merge_blocks(const struct whatif_model *m, struct items *it, ui
 		size_t j = k + 1;
 		while (g.repeat >= 0 && j < it->n && it->v[j].repeat == g.repeat && !run_starts(it->v, j) &&
 		       it->v[j].nranks == g.nranks)
-			g.bytes += it->v[j].bytes, g.compute += it->v[j].compute, j++;
+			g.bytes += it->v[j].bytes, g.compute += it->v[j].compute, g.queue += it->v[j].queue, j++;
 		if (j - k > 1) {
 			const struct whatif_fit *f = fit_of(m, g.nranks);
 			if (!f)
 				return -1;
 			g.dur = fit_duration(f, g.bytes);
+			/* the merged unit's reductions are one: one latency instead of j - k */
+			uint64_t saved = (uint64_t)(f->latency_ns * (double)(j - k - 1));
+			g.queue = g.queue > saved ? g.queue - saved : 0;
 			*block_bytes = g.bytes;
 			merged++;
 		}
@@ -506,7 +531,7 @@ static int change_reshard(struct whatif_model *m, const struct analysis_result *
 			free(it.v);
 			return -ENOMEM;
 		}
-		uint32_t added = p == ANALYSIS_RESHARD_FALSE ? items_add_regathers(&it, add) : 0;
+		uint32_t added = p == ANALYSIS_RESHARD_FALSE ? items_add_regathers(&it, add, reduce_scatter_each(r)) : 0;
 		free(add);
 		if (added == 0) {
 			leave_out(m, WHATIF_RESHARD_TRUE, p == ANALYSIS_RESHARD_MIXED

@@ -184,9 +184,8 @@ static void test_setting_of_job_not_offered(void **state)
  * backward one: step 1900, wait 500. reshard_after_forward=false drops the
  * two re-gathers (their compute stays): step 1700, wait 300, and the peak
  * rises by what the ledger holds from forward to backward. */
-static void test_reshard_false(void **state)
+static void reshard_false(int with_reductions)
 {
-	(void)state;
 	struct g v[] = {{F, 0, -1, 100, 100, 200, 0}, {F, 1, -1, 200, 100, 200, 0}, {F, 2, -1, 300, 100, 200, 0},
 			{B, 2, -1, 300, 100, 400, 0}, {B, 1, -1, 200, 100, 400, 0}};
 	struct analysis_result *r = result(v, 5);
@@ -194,6 +193,15 @@ static void test_reshard_false(void **state)
 	r->exposure.exposed_allgather_ns_per_step = 500;
 	r->exposure.compute_wait_ns_per_step = 500;
 	r->reshard.policy = ANALYSIS_RESHARD_TRUE;
+	if (with_reductions) {
+		/* two reduce-scatters of 50 ns, each issued before the next backward gather on its
+		 * stream: each re-gather starts 50 ns later, step 2000, wait 600 */
+		r->per_step.reduce_scatters = 2;
+		r->exposure.reduce_scatter_ns_per_step = 100;
+		r->step_ns = 2000;
+		r->exposure.exposed_allgather_ns_per_step = 600;
+		r->exposure.compute_wait_ns_per_step = 600;
+	}
 	r->reshard.retain_extra_bytes = 1000;
 	struct ledger_input in;
 	ledger_input_defaults(&in);
@@ -211,7 +219,7 @@ static void test_reshard_false(void **state)
 	assert_int_equal(whatif_prefetch_seen(m), 0);
 	const struct whatif_prediction *p = find(m, WHATIF_RESHARD_FALSE);
 	assert_non_null(p);
-	assert_int_equal(p->step_ns, 1700);
+	assert_int_equal(p->step_ns, 1700); /* the reductions delay no gather any more */
 	assert_int_equal(p->exposed_allgather_ns, 300);
 	assert_true(p->peak_known);
 	assert_int_equal(p->peak_bytes, base.peak_state_bytes_per_rank + 1000);
@@ -224,6 +232,18 @@ static void test_reshard_false(void **state)
 		assert_true(whatif_get(m, i - 1)->change < whatif_get(m, i)->change);
 	whatif_free(m);
 	result_free(r);
+}
+
+static void test_reshard_false(void **state)
+{
+	(void)state;
+	reshard_false(0);
+}
+
+static void test_reshard_false_reductions(void **state)
+{
+	(void)state;
+	reshard_false(1);
 }
 
 /* Per-Linear-like wrap: a root of 3000 bytes and two blocks of two gathers
@@ -341,6 +361,7 @@ int main(void)
 	    cmocka_unit_test(test_prefetch_from_zero),
 	    cmocka_unit_test(test_setting_of_job_not_offered),
 	    cmocka_unit_test(test_reshard_false),
+	    cmocka_unit_test(test_reshard_false_reductions),
 	    cmocka_unit_test(test_wrap_block),
 	    cmocka_unit_test(test_nothing_to_replay),
 	    cmocka_unit_test(test_generated_trace),
