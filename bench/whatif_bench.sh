@@ -112,6 +112,17 @@ if m["note"]:
 for l in m["left_out"]:
     print("  %-28s left out: %s" % (l["change"], l["why"]))
 PY
+	# the same flags once more: how far two identical runs differ on this machine
+	local again
+	again=$(run "$name-again" "$lat" "$gbps" "$@")
+	python3 - "$b" "$again" <<'PY'
+import json, statistics, sys
+def med(d):
+    log = [json.loads(l) for l in open(d + "/log.jsonl") if l.strip()]
+    return statistics.median(s["step_ns"] for s in log if s.get("rank") == 0 and "step_ns" in s and s["step"] >= 2)
+a, b = med(sys.argv[1]), med(sys.argv[2])
+print("  the same job again: step %.2f ms (%+.1f%%): the machine's own noise" % (b / 1e6, (b - a) / a * 100))
+PY
 	local change
 	for change in $(python3 -c 'import json,sys; print(" ".join(w["change"] for w in json.load(open(sys.argv[1]))["whatif"]))' "$b/report.json"); do
 		local v

@@ -33,9 +33,10 @@ struct item {
 	uint8_t phase, recompute;
 };
 
-/* What a replay gives: the step's length and compute's wait on gathers. */
+/* What a replay gives: the step's length, compute's wait on gathers (their
+ * queue included) and the gathers' own time with compute idle (HTA's exposed). */
 struct replay {
-	uint64_t len, wait;
+	uint64_t len, wait, exposed;
 };
 
 /* The items of a change, owned by the caller. */
@@ -120,8 +121,11 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f, uint6
 		b = sxx > 0 ? sxy / sxx : 0;
 	}
 	if (!(b > 0)) {
-		snprintf(f->why, sizeof f->why, "durations do not grow with size over %u sizes", f->sizes);
-		return;
+		/* latency-bound: the sizes' transfer time is below the noise, so the
+		 * line is flat at the mean and the bandwidth is not measured */
+		a = sy / n;
+		b = 0;
+		snprintf(f->why, sizeof f->why, "durations do not grow with size over %u sizes: latency only", f->sizes);
 	}
 	double ss = 0;
 	for (uint32_t i = 0; i < r->ngathers; i++) {
@@ -133,7 +137,7 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f, uint6
 	}
 	f->fitted = 1;
 	f->latency_ns = a;
-	f->bytes_per_ns = 1.0 / b;
+	f->bytes_per_ns = b > 0 ? 1.0 / b : 0;
 	f->residual_ns = sqrt(ss / n);
 }
 
@@ -161,7 +165,7 @@ static const struct whatif_fit *fit_of(const struct whatif_model *m, int32_t nra
 
 static uint64_t fit_duration(const struct whatif_fit *f, uint64_t bytes)
 {
-	double d = f->latency_ns + (double)bytes / f->bytes_per_ns;
+	double d = f->latency_ns + (f->bytes_per_ns > 0 ? (double)bytes / f->bytes_per_ns : 0);
 	return d > 0 ? (uint64_t)(d + 0.5) : 0;
 }
 
@@ -176,7 +180,7 @@ static int run_starts(const struct item *v, size_t k)
  * gathers in order; ready[] is scratch of n entries. */
 static struct replay replay(const struct items *it, int depth, uint64_t *ready)
 {
-	struct replay out = {0, 0};
+	struct replay out = {0, 0, 0};
 	uint64_t comm_free = 0, compute_end = it->pre;
 	size_t run = 0;
 	for (size_t k = 0; k < it->n; k++) {
@@ -204,6 +208,8 @@ static struct replay replay(const struct items *it, int depth, uint64_t *ready)
 		}
 		ready[k] = end > compute_end ? end : compute_end;
 		out.wait += ready[k] - compute_end;
+		uint64_t from = start > compute_end ? start : compute_end;
+		out.exposed += end > from ? end - from : 0;
 		compute_end = ready[k] + g->compute;
 	}
 	out.len = compute_end;
@@ -392,7 +398,10 @@ static int fits_words(const struct whatif_model *m, char *buf, size_t len)
 	int at = 0;
 	for (uint32_t i = 0; i < m->nfits && (size_t)at < len; i++) {
 		const struct whatif_fit *f = &m->fits[i];
-		if (f->fitted)
+		if (f->fitted && f->bytes_per_ns <= 0)
+			at += snprintf(buf + at, len - (size_t)at, "%s%d-rank gathers latency-bound at %.1f us (residual %.1f us, %u points, %u sizes)",
+				       at ? "; " : "", f->nranks, f->latency_ns / 1e3, f->residual_ns / 1e3, f->points, f->sizes);
+		else if (f->fitted)
 			at += snprintf(buf + at, len - (size_t)at, "%s%d-rank gathers fitted at %.1f us + bytes / %.2f GB/s (residual %.1f us, %u points, %u sizes)",
 				       at ? "; " : "", f->nranks, f->latency_ns / 1e3, f->bytes_per_ns, f->residual_ns / 1e3,
 				       f->points, f->sizes);
@@ -409,7 +418,8 @@ static void predict(struct whatif_model *m, const struct analysis_result *r, enu
 	struct whatif_prediction *p = &m->preds[m->npreds++];
 	p->change = c;
 	int64_t step = (int64_t)r->step_ns + (int64_t)alt.len - (int64_t)base.len;
-	int64_t exposed = (int64_t)r->exposure.exposed_allgather_ns_per_step + (int64_t)alt.wait - (int64_t)base.wait;
+	int64_t exposed =
+	    (int64_t)r->exposure.exposed_allgather_ns_per_step + (int64_t)alt.exposed - (int64_t)base.exposed;
 	p->step_ns = step > 0 ? (uint64_t)step : 0;
 	p->exposed_allgather_ns = exposed > 0 ? (uint64_t)exposed : 0;
 	if (p->exposed_allgather_ns > p->step_ns)
@@ -684,6 +694,8 @@ enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analy
 	const struct whatif_fit *f = fit_of(m, g->nranks);
 	if (!f)
 		return WHATIF_BOUND_UNKNOWN;
+	if (f->bytes_per_ns <= 0)
+		return WHATIF_BOUND_LATENCY; /* the transfer time is below the fit's noise */
 	return (double)g->bytes / f->bytes_per_ns < f->latency_ns ? WHATIF_BOUND_LATENCY : WHATIF_BOUND_BANDWIDTH;
 }
 

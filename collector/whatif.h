@@ -55,9 +55,10 @@ struct whatif_fit {
 	uint32_t sizes;      /* distinct send sizes among them */
 	int fitted;          /* 1: latency and bandwidth below hold */
 	double latency_ns;   /* intercept, >= 0 */
-	double bytes_per_ns; /* send bytes per ns, > 0 */
+	double bytes_per_ns; /* send bytes per ns; 0 (fitted): durations do not grow with size, the
+				latency alone is fitted (their mean) and every gather is latency-bound */
 	double residual_ns;  /* root-mean-square of the points about the line */
-	char why[96];        /* fitted 0: why not ("one size: 12 gathers of 4096 bytes") */
+	char why[96];        /* fitted 0: why not; fitted with bytes_per_ns 0: that it is latency only */
 };
 
 /* One predicted change. */

@@ -35,9 +35,15 @@ static void json_fits(struct jw *w, const whatif_model_t *m)
 		jw_bool(w, "fitted", f->fitted);
 		if (f->fitted) {
 			json_num(w, "latency_ns", f->latency_ns);
-			json_num(w, "bytes_per_ns", f->bytes_per_ns);
+			if (f->bytes_per_ns > 0)
+				json_num(w, "bytes_per_ns", f->bytes_per_ns);
+			else
+				jw_null(w, "bytes_per_ns");
 			json_num(w, "residual_ns", f->residual_ns);
-			jw_null(w, "why");
+			if (f->why[0])
+				jw_str(w, "why", f->why);
+			else
+				jw_null(w, "why");
 		} else {
 			jw_null(w, "latency_ns");
 			jw_null(w, "bytes_per_ns");

@@ -195,11 +195,11 @@ static void reshard_false(int with_reductions)
 	r->reshard.policy = ANALYSIS_RESHARD_TRUE;
 	if (with_reductions) {
 		/* two reduce-scatters of 50 ns, each issued before the next backward gather on its
-		 * stream: each re-gather starts 50 ns later, step 2000, wait 600 */
+		 * stream: each re-gather starts 50 ns later, step 2000, compute wait 600; the gathers'
+		 * own exposed time stays 500 (the queue is not theirs) */
 		r->per_step.reduce_scatters = 2;
 		r->exposure.reduce_scatter_ns_per_step = 100;
 		r->step_ns = 2000;
-		r->exposure.exposed_allgather_ns_per_step = 600;
 		r->exposure.compute_wait_ns_per_step = 600;
 	}
 	r->reshard.retain_extra_bytes = 1000;
