@@ -101,12 +101,16 @@ log = [json.loads(l) for l in open(d + "/log.jsonl") if l.strip()]
 log = [s for s in log if s.get("rank") == 0 and "step_ns" in s and s["step"] >= 2]
 step = statistics.median(s["step_ns"] for s in log) if log else 0
 m = rep["whatif_model"]
+def fit_words(f):
+    if not f["fitted"]:
+        return "not fitted: " + f["why"]
+    if f["bytes_per_ns"] is None:
+        return "%.1f us, latency only (residual %.1f us)" % (f["latency_ns"] / 1e3, f["residual_ns"] / 1e3)
+    return "%.1f us + bytes / %.3f GB/s (residual %.1f us)" % (f["latency_ns"] / 1e3, f["bytes_per_ns"], f["residual_ns"] / 1e3)
 print("%s: link %s us, %s GB/s; %s" % (name, lat, gbps, flags))
 print("  recorded: step %.2f ms (log median), exposed AllGather %.2f ms, prefetch seen %s, fits %s"
       % (step / 1e6, rep["exposure"]["exposed_allgather_ns_per_step"] / 1e6, m["prefetch_seen"],
-         ", ".join("%d ranks %s" % (f["nranks"], "%.1f us + bytes / %.3f GB/s (residual %.1f us)"
-                   % (f["latency_ns"] / 1e3, f["bytes_per_ns"], f["residual_ns"] / 1e3) if f["fitted"] else "not fitted: " + f["why"])
-                   for f in m["fits"])))
+         ", ".join("%d ranks %s" % (f["nranks"], fit_words(f)) for f in m["fits"])))
 if m["note"]:
     print("  nothing predicted: " + m["note"])
 for l in m["left_out"]:

@@ -857,10 +857,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_exposure(&w, a);
 	write_ledger(&w, &a->ledger);
 	write_fsdp_groups(&w, a);
-	if (whatif_json(&w, a) < 0) {
-		jw_open(&w, "whatif", '[');
-		jw_close(&w, ']');
-	}
+	whatif_json(&w, a);
 
 	jw_open(&w, "breakdown", '{');
 	jw_u64(&w, "step_ns", a->breakdown.step_ns);

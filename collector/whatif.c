@@ -212,7 +212,9 @@ static struct replay replay(const struct items *it, int depth, uint64_t *ready)
 		out.exposed += end > from ? end - from : 0;
 		compute_end = ready[k] + g->compute;
 	}
-	out.len = compute_end;
+	/* the step ends when compute and the stream have drained (the last
+	 * reductions finish before the optimizer can use them) */
+	out.len = compute_end > comm_free ? compute_end : comm_free;
 	return out;
 }
 
@@ -392,6 +394,22 @@ static uint64_t ledger_peak(const struct analysis_result *r, double unit_params,
 	return out.peak_state_bytes_per_rank;
 }
 
+/* Bytes a job that keeps its units (reshard_after_forward=false) holds from
+ * forward to backward beyond the ledger's transient row: every non-root
+ * unit gathered, as its forward gathers of the first cycle move them. */
+static uint64_t kept_bytes(const struct analysis_result *r)
+{
+	if (r->reshard.policy != ANALYSIS_RESHARD_FALSE)
+		return 0;
+	uint64_t held = 0;
+	for (uint32_t i = 0; i < r->ngathers; i++) {
+		const struct analysis_gather *g = &r->gathers[i];
+		if (g->phase != ANALYSIS_PHASE_BACKWARD && g->unit > 0 && g->microbatch <= 0)
+			held += g->bytes * (uint64_t)(g->nranks > 0 ? g->nranks : 1);
+	}
+	return held;
+}
+
 /* The fits in words, for a basis. */
 static int fits_words(const struct whatif_model *m, char *buf, size_t len)
 {
@@ -424,6 +442,8 @@ static void predict(struct whatif_model *m, const struct analysis_result *r, enu
 	p->exposed_allgather_ns = exposed > 0 ? (uint64_t)exposed : 0;
 	if (p->exposed_allgather_ns > p->step_ns)
 		p->exposed_allgather_ns = p->step_ns;
+	if (peak && c != WHATIF_RESHARD_TRUE)
+		peak += kept_bytes(r); /* the change keeps them kept */
 	p->peak_known = peak != 0;
 	p->peak_bytes = peak;
 	char fits[200];

@@ -55,12 +55,24 @@ static void json_fits(struct jw *w, const whatif_model_t *m)
 	jw_close(w, ']');
 }
 
-int whatif_json(struct jw *w, const struct analysis_result *r)
+void whatif_json(struct jw *w, const struct analysis_result *r)
 {
 	whatif_model_t *m;
-	if (whatif_new(r, &m) < 0)
-		return -ENOMEM;
 	jw_open(w, "whatif", '[');
+	if (whatif_new(r, &m) < 0) {
+		jw_close(w, ']');
+		jw_open(w, "whatif_model", '{');
+		jw_str(w, "note", "out of memory: no model");
+		jw_null(w, "prefetch_seen");
+		jw_open(w, "fits", '[');
+		jw_close(w, ']');
+		jw_open(w, "left_out", '[');
+		jw_close(w, ']');
+		jw_open(w, "gather_bounds", '[');
+		jw_close(w, ']');
+		jw_close(w, '}');
+		return;
+	}
 	for (uint32_t i = 0; i < whatif_count(m); i++) {
 		const struct whatif_prediction *p = whatif_get(m, i);
 		jw_open(w, NULL, '{');
@@ -101,7 +113,6 @@ int whatif_json(struct jw *w, const struct analysis_result *r)
 	jw_close(w, ']');
 	jw_close(w, '}');
 	whatif_free(m);
-	return 0;
 }
 
 int whatif_text(FILE *out, const struct analysis_result *r)

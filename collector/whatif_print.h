@@ -16,9 +16,9 @@ struct jw;
  * whatif_json - "whatif" (the predicted changes, each at most once, only
  * where they differ from the job) and "whatif_model" (the fits, the depth
  * seen, the changes left out and why) through the report's writer at its
- * depth. Returns 0 or -ENOMEM (nothing written then).
+ * depth; out of memory, an empty list and a model whose note says so.
  */
-int whatif_json(struct jw *w, const struct analysis_result *r);
+void whatif_json(struct jw *w, const struct analysis_result *r);
 
 /*
  * whatif_text - the text report's "What-if" table: one line per change with
