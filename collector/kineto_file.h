@@ -128,7 +128,8 @@ struct kineto_counts {
 	uint64_t metadata;	/* ph M */
 	uint64_t other;		/* any other ph */
 	uint64_t cpu_ops;	/* cpu_op X events, kept or not */
-	uint64_t skipped;	/* elements left out as not understood (no ph, no ts where one is needed) */
+	uint64_t skipped;	/* elements left out as not understood (not an object, no ph, a value of the wrong type,
+				   a kept kind without ts or dur); counted in no other field but events */
 };
 
 /* Why a read stopped. */
@@ -149,6 +150,9 @@ struct kineto_read_info {
 	uint64_t compressed;	  /* bytes of the file read (gzip: compressed) */
 	int gzip;		  /* the file was gzip */
 	char message[192];	  /* what was wrong, for a status other than OK ("expected ':' after an object key") */
+	/* the first element counted in counts.skipped (a stated partial reading, status OK or not) */
+	uint64_t skip_offset;	  /* where it was: the offset of the bad value */
+	char skip_message[128];	  /* why ("ts is a string"), "" when nothing was skipped */
 };
 
 /*
