@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 struct kineto_input {
 	struct kineto_input_file *files;
@@ -45,6 +46,25 @@ const char *kineto_read_status_words(enum kineto_read_status status)
 
 enum file_kind { KIND_OTHER = 0, KIND_FSS, KIND_KINETO, KIND_UNREADABLE };
 
+/* Whether the file's text (gunzipped) starts as a JSON object would:
+ * '{' after blanks (and a UTF-8 byte order mark). */
+static int starts_as_json(const char *path)
+{
+	unsigned char buf[64];
+	gzFile g = gzopen(path, "rb");
+	int got, i = 0;
+
+	if (!g)
+		return 0;
+	got = gzread(g, buf, sizeof(buf));
+	gzclose(g);
+	if (got >= 3 && buf[0] == 0xef && buf[1] == 0xbb && buf[2] == 0xbf)
+		i = 3;
+	while (i < got && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+		i++;
+	return i < got && buf[i] == '{';
+}
+
 static int file_kind(const char *path)
 {
 	char magic[8];
@@ -55,9 +75,9 @@ static int file_kind(const char *path)
 		return KIND_UNREADABLE;
 	got = read(fd, magic, sizeof(magic));
 	close(fd);
-	if (got == (ssize_t)sizeof(magic) && memcmp(magic, FSS_MAGIC, sizeof(magic)) == 0)
+	if (got == (ssize_t)sizeof(magic) && memcmp(magic, FSS_FILE_MAGIC, sizeof(magic)) == 0)
 		return KIND_FSS;
-	return kineto_sniff(path) == 1 ? KIND_KINETO : KIND_OTHER;
+	return starts_as_json(path) ? KIND_KINETO : KIND_OTHER;
 }
 
 int kineto_input_classify(const char *const *paths, size_t n, char *err, size_t errlen)
@@ -147,7 +167,7 @@ static void input_free(void *impl)
 static void input_header(const struct kineto_input *in, struct fss_file_header *h)
 {
 	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, FSS_MAGIC, sizeof(h->magic));
+	memcpy(h->magic, FSS_FILE_MAGIC, sizeof(h->magic));
 	h->byte_order = FSS_BYTE_ORDER_MARK;
 	h->version_major = FSS_FORMAT_MAJOR;
 	h->version_minor = FSS_FORMAT_MINOR;

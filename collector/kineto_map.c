@@ -7,6 +7,7 @@
 #include "collector/kineto_map_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,11 +193,22 @@ static void coll_describe(const kineto_file_t *f, const struct host_ops *h, uint
 				break;
 			}
 		}
+	/* the args say it exactly; a kernel's name names its collective, but
+	 * SendRecv serves all-to-all and point-to-point alike: then the host
+	 * ops' names (c10d::alltoall_base_) tell */
 	c->op = a && a->collective_name ? kineto_op_of_name(kineto_file_string(f, a->collective_name)) : 0;
+	if (!c->op && kineto_op_of_kernel(kname) != FSS_OP_SEND)
+		c->op = kineto_op_of_kernel(kname);
 	for (uint32_t p = k; !c->op && p != KMAP_NONE; p = h->parent[p])
 		c->op = kineto_op_of_name(kineto_file_string(f, ev[h->ev[p]].name));
 	if (!c->op)
 		c->op = kineto_op_of_kernel(kname);
+	/* NCCL runs a collective in its own kernel: SendRecv kernels are
+	 * point-to-point work, whatever the c10d op around them was called
+	 * (TorchRec's uneven reduce-scatters run as all-to-all) */
+	if (kineto_op_of_kernel(kname) == FSS_OP_SEND && c->op != FSS_OP_SEND && c->op != FSS_OP_RECV &&
+	    c->op != FSS_OP_ALLTOALL && c->op != FSS_OP_GATHER && c->op != FSS_OP_SCATTER)
+		c->op = FSS_OP_ALLTOALL;
 	c->dtype = a && a->dtype ? kineto_dtype_of_arg(kineto_file_string(f, a->dtype)) : FSS_DTYPE_UNKNOWN;
 	if (c->dtype == FSS_DTYPE_UNKNOWN)
 		c->dtype = kineto_dtype_of_kernel(kname);
@@ -396,7 +408,7 @@ static int map_collectives(kineto_map_t *m)
 	m->colls = calloc(n ? n : 1, sizeof(*m->colls));
 	args = calloc(n ? n : 1, sizeof(*args));
 	m->coll_of_event = calloc(nev ? nev : 1, sizeof(*m->coll_of_event));
-	if (!m->colls || !args || !m->coll_of_event || idx_init(&launches, n) ||
+	if (!m->colls || !args || !m->coll_of_event || idx_init(&launches, nev) ||
 	    host_ops_build(&h, ev, nev, KINETO_CAT_CPU_OP))
 		goto out;
 	for (size_t i = 0; i < nev; i++)
