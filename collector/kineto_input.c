@@ -8,6 +8,7 @@
 #include "collector/session_internal.h"
 #include "common/error.h"
 #include "common/trace_format.h"
+#include "common/trace_parser.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,8 @@ struct kineto_input {
 	struct kineto_input_file *files;
 	kineto_map_t **maps;
 	size_t n;
-	int partial; /* some file was read only in part */
+	int partial;		      /* some file was read only in part */
+	struct trace_read_info rinfo; /* the files' reads as a trace read says it (dump, one file) */
 };
 
 const char *kineto_read_status_words(enum kineto_read_status status)
@@ -186,6 +188,7 @@ static int input_feed(struct kineto_input *in, fss_session_t *s, int (*header)(f
 	int rc;
 
 	input_header(in, &h);
+	in->rinfo.records = 0;
 	if ((rc = header(s, &h)))
 		return rc;
 	for (;;) {
@@ -204,9 +207,11 @@ static int input_feed(struct kineto_input *in, fss_session_t *s, int (*header)(f
 		if (best == SIZE_MAX)
 			break;
 		/* a file's records of one time go out together */
-		while (kineto_map_peek_realtime(in->maps[best]) == at && kineto_map_next(in->maps[best], &rec) == 1)
+		while (kineto_map_peek_realtime(in->maps[best]) == at && kineto_map_next(in->maps[best], &rec) == 1) {
+			in->rinfo.records++;
 			if ((rc = take(s, rec)))
 				return rc;
+		}
 	}
 	return in->partial ? FSS_E_TRUNCATED : 0;
 }
@@ -275,6 +280,14 @@ int kineto_input_open(fss_session_t *s, const char *const *paths, size_t n, char
 	}
 	if (!rc)
 		rc = one_job(in, err, errlen);
+	in->rinfo.input = TRACE_INPUT_TRACE;
+	in->rinfo.end = in->partial ? TRACE_END_CUT : TRACE_END_CLEAN;
+	for (size_t i = 0; !rc && i < in->n; i++)
+		if (in->files[i].read.status != KINETO_READ_OK && !in->rinfo.message[0])
+			snprintf(in->rinfo.message, sizeof(in->rinfo.message), "%s: a partial reading: %s at byte %llu%s%s",
+				 in->files[i].path, kineto_read_status_words(in->files[i].read.status),
+				 (unsigned long long)in->files[i].read.offset, in->files[i].read.message[0] ? ": " : "",
+				 in->files[i].read.message);
 	if (rc) {
 		if (rc == -ENOMEM && errlen)
 			snprintf(err, errlen, "out of memory");
@@ -290,6 +303,13 @@ const struct kineto_input_file *kineto_input_files(const fss_session_t *s, size_
 
 	*n = in ? in->n : 0;
 	return in ? in->files : NULL;
+}
+
+const struct trace_read_info *kineto_input_read_info(const fss_session_t *s)
+{
+	const struct kineto_input *in = s->input_ops == &kineto_ops ? s->input : NULL;
+
+	return in ? &in->rinfo : NULL;
 }
 
 int kineto_input_reread(fss_session_t *s)

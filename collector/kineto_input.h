@@ -56,6 +56,12 @@ int kineto_input_open(fss_session_t *s, const char *const *paths, size_t n, char
 /* kineto_input_files - the input's files (NULL for another input). */
 const struct kineto_input_file *kineto_input_files(const fss_session_t *s, size_t *n);
 
+/* kineto_input_read_info - the input's reads as one trace read's info
+ * (fss_session_read_info): a trace, cut when a file was read in part,
+ * the first partial reading's words; NULL for another input. */
+struct trace_read_info;
+const struct trace_read_info *kineto_input_read_info(const fss_session_t *s);
+
 /* kineto_input_reread - the records again, to the tool alone (fss_session_reread). */
 int kineto_input_reread(fss_session_t *s);
 

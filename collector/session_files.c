@@ -127,7 +127,9 @@ const struct trace_read_info *fss_session_read_info(const fss_session_t *s)
 {
 	const struct files_input *in = files_of(s);
 
-	return in && in->read ? &in->info : NULL;
+	if (!in)
+		return kineto_input_read_info(s);
+	return in->read ? &in->info : NULL;
 }
 
 merge_t *fss_session_merge(fss_session_t *s)
