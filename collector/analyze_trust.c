@@ -340,7 +340,7 @@ static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result
 	uint32_t detached = 0, detached_steps = 0;
 	for (size_t i = 0; i < nrs; i++) {
 		const struct tl_source *src = rank_state_source(rs[i]);
-		if (src->collectives && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
+		if (src->collectives && rank_attached(src) && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
 			detached++;
 			detached_steps += rank_state_trust(rs[i])->steps_cut;
 		}

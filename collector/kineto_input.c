@@ -82,6 +82,11 @@ static int file_kind(const char *path)
 	return starts_as_json(path) ? KIND_KINETO : KIND_OTHER;
 }
 
+int kineto_input_sniff(const char *path)
+{
+	return file_kind(path) == KIND_KINETO;
+}
+
 int kineto_input_classify(const char *const *paths, size_t n, char *err, size_t errlen)
 {
 	const char *fss = NULL, *kineto = NULL, *other = NULL;

@@ -36,6 +36,10 @@ enum kineto_input_kind {
 	KINETO_INPUT_ALL,      /* every file is a Kineto trace */
 };
 
+/* kineto_input_sniff - 1 when the file at path reads as a Kineto trace
+ * (Chrome-trace JSON, or gzip of it), else 0. */
+int kineto_input_sniff(const char *path);
+
 /*
  * kineto_input_classify - whether paths[0..n) are Kineto traces (by their
  * first bytes). A list mixing fsdpscope traces and Kineto files, or a
