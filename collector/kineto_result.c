@@ -68,6 +68,40 @@ static void add_notes(struct analysis_result *r, const struct kineto_input_file 
 			     no_pid == 1 ? "s" : "");
 }
 
+/* A job without an FSDP group said for what it is: what its NCCL kernels
+ * were, in place of the analysis' general words (and its note). */
+static void say_not_sharded(struct analysis_result *r, const struct kineto_input_file *files, size_t n)
+{
+	uint64_t ag = 0, rs = 0, ar = 0, other = 0;
+	char why[320], note[ANALYSIS_NOTE_BYTES + 16];
+	const char *kind;
+
+	if (r->verdict != ANALYSIS_UNDECIDED || r->undecided_reason != ANALYSIS_UNDECIDED_NO_FSDP)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		ag += files[i].figures->allgather_kernels;
+		rs += files[i].figures->reduce_scatter_kernels;
+		ar += files[i].figures->allreduce_kernels;
+		other += files[i].figures->other_kernels;
+	}
+	if (ar && ar >= other && !ag && !rs)
+		kind = "data-parallel (DDP), gradients all-reduced";
+	else if (other > ar && !ag && !rs)
+		kind = "all-to-all or point-to-point (TorchRec, MoE)";
+	else
+		kind = "no communicator with both AllGathers and ReduceScatters";
+	snprintf(why, sizeof(why),
+		 "not sharded training: %s (NCCL kernels: %llu all-reduce, %llu AllGather, %llu ReduceScatter, "
+		 "%llu other)",
+		 kind, (unsigned long long)ar, (unsigned long long)ag, (unsigned long long)rs,
+		 (unsigned long long)other);
+	snprintf(note, sizeof(note), "not diagnosed: %s", r->undecided_why);
+	for (uint32_t i = 0; i < r->nnotes; i++)
+		if (strcmp(r->notes[i], note) == 0)
+			snprintf(r->notes[i], sizeof(r->notes[i]), "not diagnosed: %.140s", why);
+	snprintf(r->undecided_why, sizeof(r->undecided_why), "%.150s", why);
+}
+
 int kineto_result_finish(fss_session_t *s, int rc, struct analysis_result **out, char *err, size_t errlen)
 {
 	size_t n;
@@ -88,6 +122,7 @@ int kineto_result_finish(fss_session_t *s, int rc, struct analysis_result **out,
 			partial = 1;
 		}
 	(*out)->trace.end = partial ? "cut" : "clean";
+	say_not_sharded(*out, files, n);
 	add_notes(*out, files, n);
 	return rc;
 }
