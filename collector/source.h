@@ -136,6 +136,11 @@ struct source {
 	int has_exit;            /* a process_exit arrived */
 	int32_t wait_status;     /* its waitpid() status */
 	uint64_t exit_at_ns;     /* the session's time of the reaping */
+
+	/* what a reader of another format measured over the whole file (a
+	 * PyTorch profiler trace: collector/kineto_map.h), its latest record */
+	int have_figures;
+	struct fss_rec_source_figures figures;
 };
 
 /* What sources_feed() tells its consumer. Every callback may be NULL; a
