@@ -52,10 +52,14 @@ struct text_ref {
 	int have;
 };
 
-/* The keys of one object so far, copied, for duplicates. */
+/* The keys of one object so far, copied, for duplicates: a table of
+ * slots that a new object empties by moving to the next generation. */
 struct keyset {
-	uint32_t *hash;
-	size_t *off;
+	uint32_t *slot_gen, *slot_entry; /* the slot's generation, its entry */
+	size_t mask;			 /* slots - 1 */
+	uint32_t gen;
+	uint64_t *hash;			 /* per entry */
+	size_t *off;			 /* per entry, and one past the last */
 	size_t n, cap;
 	char *text;
 	size_t tlen, tcap;
@@ -120,25 +124,67 @@ static int scratch_add(struct kparse *p, const char *text, size_t len, struct te
 
 static void keyset_free(struct keyset *k)
 {
+	free(k->slot_gen);
+	free(k->slot_entry);
 	free(k->hash);
 	free(k->off);
 	free(k->text);
 }
 
+static int keyset_slots(struct keyset *k, size_t slots)
+{
+	uint32_t *gen = calloc(slots, sizeof(*gen)), *entry = malloc(slots * sizeof(*entry));
+	if (!gen || !entry) {
+		free(gen);
+		free(entry);
+		return -1;
+	}
+	free(k->slot_gen);
+	free(k->slot_entry);
+	k->slot_gen = gen;
+	k->slot_entry = entry;
+	k->mask = slots - 1;
+	k->gen = 1;
+	for (size_t e = 0; e < k->n; e++) {
+		size_t i = k->hash[e] & k->mask;
+		while (gen[i] == k->gen)
+			i = (i + 1) & k->mask;
+		gen[i] = k->gen;
+		entry[i] = (uint32_t)e;
+	}
+	return 0;
+}
+
+static void keyset_reset(struct keyset *k)
+{
+	k->n = 0;
+	k->tlen = 0;
+	if (++k->gen == 0) { /* the generations wrapped: empty every slot */
+		if (k->slot_gen)
+			memset(k->slot_gen, 0, (k->mask + 1) * sizeof(*k->slot_gen));
+		k->gen = 1;
+	}
+}
+
 /* Add a key; 1 when the object had it already, 0, -1 out of memory. *copy: the kept text. */
 static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct kscan_slice *copy)
 {
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < key->len; i++)
-		h = (h ^ (unsigned char)key->text[i]) * 16777619u;
-	for (size_t i = 0; i < k->n; i++) {
-		size_t len = k->off[i + 1] - k->off[i];
-		if (k->hash[i] == h && len == key->len && memcmp(k->text + k->off[i], key->text, len) == 0)
+	if (!k->slot_gen || (k->n + 1) * 2 > k->mask + 1) {
+		if (keyset_slots(k, k->slot_gen ? (k->mask + 1) * 2 : 64) < 0)
+			return -1;
+	}
+	uint64_t h = kscan_hash(key->text, key->len);
+	size_t i = h & k->mask;
+	while (k->slot_gen[i] == k->gen) {
+		size_t e = k->slot_entry[i];
+		size_t len = k->off[e + 1] - k->off[e];
+		if (k->hash[e] == h && len == key->len && memcmp(k->text + k->off[e], key->text, len) == 0)
 			return 1;
+		i = (i + 1) & k->mask;
 	}
 	if (k->n + 2 > k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 32;
-		uint32_t *hash = realloc(k->hash, cap * sizeof(*hash));
+		uint64_t *hash = realloc(k->hash, cap * sizeof(*hash));
 		if (!hash)
 			return -1;
 		k->hash = hash;
@@ -161,6 +207,8 @@ static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct ks
 	if (k->n == 0)
 		k->off[0] = 0;
 	memcpy(k->text + k->tlen, key->text, key->len);
+	k->slot_gen[i] = k->gen;
+	k->slot_entry[i] = (uint32_t)k->n;
 	k->hash[k->n] = h;
 	k->tlen += key->len;
 	k->off[++k->n] = k->tlen;
@@ -225,8 +273,7 @@ static int object_next(struct kparse *p, struct keyset *ks, struct kscan_slice *
 
 static int object_begin(struct kparse *p, struct keyset *ks)
 {
-	ks->n = 0;
-	ks->tlen = 0;
+	keyset_reset(ks);
 	return enter(p);
 }
 
@@ -979,6 +1026,31 @@ int kineto_file_read(const char *path, kineto_file_t **out, struct kineto_read_i
 	if (fd < 0)
 		return -errno;
 	int rc = kineto_file_read_fd_chunk(fd, 0, out, info);
+	close(fd);
+	return rc;
+}
+
+int kineto_sniff(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct kscan s;
+	/* a small read: the first bytes of the text are enough */
+	if (kscan_open(&s, fd, 4096) < 0) {
+		close(fd);
+		return -ENOMEM;
+	}
+	int c = kscan_ws(&s);
+	if (c == 0xef) {
+		for (const char *bom = "\xef\xbb\xbf"; *bom && c >= 0; bom++) {
+			c = kscan_peek(&s) == (unsigned char)*bom ? *bom : -1;
+			s.pos++;
+		}
+		c = c < 0 ? -1 : kscan_ws(&s);
+	}
+	int rc = s.failed && s.status == KINETO_READ_IO ? -s.error : c == '{';
+	kscan_close(&s);
 	close(fd);
 	return rc;
 }
