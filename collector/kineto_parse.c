@@ -63,7 +63,7 @@ int kparse_nomem(struct kparse *p)
 
 int kparse_scratch_add(struct kparse *p, const char *text, size_t len, struct text_ref *ref)
 {
-	if (p->slen + len > p->scap) {
+	if (p->slen + len > p->scap || !p->scratch) {
 		size_t cap = p->scap ? p->scap : 1024;
 		while (cap < p->slen + len)
 			cap *= 2;
@@ -153,7 +153,7 @@ static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct ks
 		k->off = off;
 		k->cap = cap;
 	}
-	if (k->tlen + key->len > k->tcap) {
+	if (k->tlen + key->len > k->tcap || !k->text) {
 		size_t cap = k->tcap ? k->tcap : 512;
 		while (cap < k->tlen + key->len)
 			cap *= 2;
@@ -686,10 +686,11 @@ int kparse_trace_events(struct kparse *p)
 	while ((r = kparse_array_next(p, &count)) > 0) {
 		struct kineto_counts *c = kineto_file_counts_mut(p->f);
 		uint64_t at = kscan_offset(&p->s);
-		c->events++;
+		/* an element is counted once it is read whole: a cut one is in no count */
 		if (kparse_peek(p) != '{') {
 			if (kscan_skip(&p->s) < 0)
 				return -1;
+			c->events++;
 			skip_note(p, at, "an element of traceEvents that is not an object");
 			continue;
 		}
@@ -703,6 +704,7 @@ int kparse_trace_events(struct kparse *p)
 				return -1;
 		if (r < 0)
 			return -1;
+		c->events++;
 		if (event_finish(p, &ev, at) < 0)
 			return -1;
 	}

@@ -495,6 +495,15 @@ static void test_damaged(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_damage(&cases[i]);
+
+	/* the element the file is cut inside is in no count: the counts still add up */
+	struct kineto_read_info info;
+	kineto_file_t *f = read_text(cut, 0, &info);
+	const struct kineto_counts *c = kineto_file_counts(f);
+	assert_int_equal(c->events, 2);
+	assert_int_equal(c->complete, 2);
+	assert_int_equal(c->skipped, 0);
+	kineto_file_free(f);
 }
 
 /* Values of the wrong type: the event left out and counted, the first offset kept; the read goes on. */
