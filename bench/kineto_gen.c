@@ -156,7 +156,8 @@ static int64_t collective(struct gen *g, int gather, int64_t nelems)
 	snprintf(args, sizeof(args), "\"External id\": %" PRId64 ",  \"cbid\": 211, \"correlation\": %" PRId64, ext, corr);
 	host_op(g, "cuda_runtime", "cudaLaunchKernel", launch, launch_dur, args);
 	flow(g, 's', launch, PID, TID, corr);
-	int64_t start = max64(g->gpu_comm, launch + 4000), dur = pick(g, 150000, 700000);
+	/* reduce-scatters run longer (fp32 reductions): the next gather waits behind them, exposed */
+	int64_t start = max64(g->gpu_comm, launch + 4000), dur = gather ? pick(g, 150000, 700000) : pick(g, 400000, 1600000);
 	g->gpu_comm = start + dur;
 	begin(g);
 	fprintf(g->out, "    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": %d,\n    ",
