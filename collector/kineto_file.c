@@ -8,6 +8,7 @@
  * builder and the readers may interleave in tests).
  */
 #include "collector/kineto_file.h"
+#include "collector/kineto_scan.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -105,14 +106,6 @@ void kineto_file_free(kineto_file_t *f)
 	free(f);
 }
 
-static uint32_t hash_text(const char *text, size_t len)
-{
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)text[i]) * 16777619u;
-	return h;
-}
-
 /* Twice the slots when the table is half full, so that probes stay short. */
 static int table_grow(kineto_file_t *f)
 {
@@ -172,7 +165,7 @@ int kineto_file_intern(kineto_file_t *f, const char *text, size_t len, uint32_t 
 {
 	if (len > UINT32_MAX - 1)
 		return -ENOMEM;
-	uint32_t h = hash_text(text, len);
+	uint32_t h = (uint32_t)kscan_hash(text, len);
 	size_t i = h & f->table_mask;
 	while (f->table[i]) {
 		uint32_t cand = f->table[i];

@@ -120,7 +120,7 @@ struct kineto_meta {
 
 /* Everything the file held, kept or not. */
 struct kineto_counts {
-	uint64_t events;	/* elements of traceEvents */
+	uint64_t events;	/* elements of traceEvents read whole (a cut file: not the one cut) */
 	uint64_t kept;		/* of which kept */
 	uint64_t complete;	/* ph X */
 	uint64_t flows;		/* ph s, f, t */

@@ -1,13 +1,8 @@
 /*
- * kineto_parse.c - a Kineto trace's JSON read into a kineto_file
- * (kineto_file.h), one event object at a time over the tokenizer of
- * kineto_scan.c.
- *
- * The top-level object: traceEvents, distributedInfo (rank, world_size,
- * backend, nccl_version, pg_config), baseTimeNanoseconds,
- * deviceProperties[0] (name, numSms, totalGlobalMem), schemaVersion and
- * traceName, in any order; every other key's value is skipped (checked,
- * not built).
+ * kineto_parse.c - the traceEvents of a Kineto trace read into a
+ * kineto_file (kineto_file.h), one event object at a time over the
+ * tokenizer of kineto_scan.c, and the helpers that walk objects and arrays
+ * (kineto_parse.h; the top level is kineto_read.c's).
  *
  * Each element of traceEvents is read once into a struct event_state:
  * ph, cat, name, pid, tid, ts, dur and, in args, only these keys:
@@ -24,42 +19,25 @@
  *
  * Strictness: duplicate keys in the objects read here (the top level, an
  * event, its args, distributedInfo and its pg_config entries,
- * deviceProperties[0]) are an error at the key's offset; inside skipped
+ * deviceProperties[0]: every object kparse_object_next walks) are an error at the key's offset; inside skipped
  * values only the JSON grammar is checked. A value of the wrong type in an
  * event (ts a string, stream an object) leaves that event out, counted in
  * counts.skipped with the first offset and reason in the read info. pid
  * and tid may be strings (Kineto writes "Spans"): they are then
  * KINETO_NONE.
  */
-#include "collector/kineto_scan.h"
+#include "collector/kineto_parse.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* The string fields of an event's NCCL arguments, in struct comm_text. */
+/* The string fields of an event's NCCL arguments, in event_state.text[]. */
 enum { TEXT_COLLECTIVE, TEXT_DTYPE, TEXT_PG_NAME, TEXT_PG_DESC, TEXT_PG_RANKS, TEXT_COUNT };
 
 /* A cat the reader tells apart (enum kineto_cat, plus these two). */
 #define CAT_NONE 0
 #define CAT_UNKNOWN 100
-
-struct text_ref {
-	size_t off, len;
-	int have;
-};
-
-/* The keys of one object so far, copied, for duplicates. */
-struct keyset {
-	uint32_t *hash;
-	size_t *off;
-	size_t n, cap;
-	char *text;
-	size_t tlen, tcap;
-};
 
 struct event_state {
 	int ph;			/* the ph character, '?' for a longer ph, 0 none */
@@ -77,36 +55,21 @@ struct event_state {
 	uint64_t bad_at;
 };
 
-struct kparse {
-	struct kscan s;
-	kineto_file_t *f;
-	struct kineto_read_info *info;
-	int nomem;
-	int saw_events;
-	int not_trace;
-	char not_trace_why[96];
-	char *scratch;		/* the current event's strings */
-	size_t slen, scap;
-	struct keyset keys[5];	/* one per level of objects read: top, event or info, args or entry */
-};
-
-#define KEY_IS(k, lit) ((k).len == sizeof(lit) - 1 && memcmp((k).text, lit, sizeof(lit) - 1) == 0)
-
-static int nomem(struct kparse *p)
+int kparse_nomem(struct kparse *p)
 {
 	p->nomem = 1;
 	return kscan_fail(&p->s, KINETO_READ_IO, kscan_offset(&p->s), "out of memory");
 }
 
-static int scratch_add(struct kparse *p, const char *text, size_t len, struct text_ref *ref)
+int kparse_scratch_add(struct kparse *p, const char *text, size_t len, struct text_ref *ref)
 {
-	if (p->slen + len > p->scap) {
+	if (p->slen + len > p->scap || !p->scratch) {
 		size_t cap = p->scap ? p->scap : 1024;
 		while (cap < p->slen + len)
 			cap *= 2;
 		char *q = realloc(p->scratch, cap);
 		if (!q)
-			return nomem(p);
+			return kparse_nomem(p);
 		p->scratch = q;
 		p->scap = cap;
 	}
@@ -118,27 +81,69 @@ static int scratch_add(struct kparse *p, const char *text, size_t len, struct te
 	return 0;
 }
 
-static void keyset_free(struct keyset *k)
+void kparse_keyset_free(struct keyset *k)
 {
+	free(k->slot_gen);
+	free(k->slot_entry);
 	free(k->hash);
 	free(k->off);
 	free(k->text);
 }
 
+static int keyset_slots(struct keyset *k, size_t slots)
+{
+	uint32_t *gen = calloc(slots, sizeof(*gen)), *entry = malloc(slots * sizeof(*entry));
+	if (!gen || !entry) {
+		free(gen);
+		free(entry);
+		return -1;
+	}
+	free(k->slot_gen);
+	free(k->slot_entry);
+	k->slot_gen = gen;
+	k->slot_entry = entry;
+	k->mask = slots - 1;
+	k->gen = 1;
+	for (size_t e = 0; e < k->n; e++) {
+		size_t i = k->hash[e] & k->mask;
+		while (gen[i] == k->gen)
+			i = (i + 1) & k->mask;
+		gen[i] = k->gen;
+		entry[i] = (uint32_t)e;
+	}
+	return 0;
+}
+
+static void keyset_reset(struct keyset *k)
+{
+	k->n = 0;
+	k->tlen = 0;
+	if (++k->gen == 0) { /* the generations wrapped: empty every slot */
+		if (k->slot_gen)
+			memset(k->slot_gen, 0, (k->mask + 1) * sizeof(*k->slot_gen));
+		k->gen = 1;
+	}
+}
+
 /* Add a key; 1 when the object had it already, 0, -1 out of memory. *copy: the kept text. */
 static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct kscan_slice *copy)
 {
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < key->len; i++)
-		h = (h ^ (unsigned char)key->text[i]) * 16777619u;
-	for (size_t i = 0; i < k->n; i++) {
-		size_t len = k->off[i + 1] - k->off[i];
-		if (k->hash[i] == h && len == key->len && memcmp(k->text + k->off[i], key->text, len) == 0)
+	if (!k->slot_gen || (k->n + 1) * 2 > k->mask + 1) {
+		if (keyset_slots(k, k->slot_gen ? (k->mask + 1) * 2 : 64) < 0)
+			return -1;
+	}
+	uint64_t h = kscan_hash(key->text, key->len);
+	size_t i = h & k->mask;
+	while (k->slot_gen[i] == k->gen) {
+		size_t e = k->slot_entry[i];
+		size_t len = k->off[e + 1] - k->off[e];
+		if (k->hash[e] == h && len == key->len && memcmp(k->text + k->off[e], key->text, len) == 0)
 			return 1;
+		i = (i + 1) & k->mask;
 	}
 	if (k->n + 2 > k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 32;
-		uint32_t *hash = realloc(k->hash, cap * sizeof(*hash));
+		uint64_t *hash = realloc(k->hash, cap * sizeof(*hash));
 		if (!hash)
 			return -1;
 		k->hash = hash;
@@ -148,7 +153,7 @@ static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct ks
 		k->off = off;
 		k->cap = cap;
 	}
-	if (k->tlen + key->len > k->tcap) {
+	if (k->tlen + key->len > k->tcap || !k->text) {
 		size_t cap = k->tcap ? k->tcap : 512;
 		while (cap < k->tlen + key->len)
 			cap *= 2;
@@ -161,6 +166,8 @@ static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct ks
 	if (k->n == 0)
 		k->off[0] = 0;
 	memcpy(k->text + k->tlen, key->text, key->len);
+	k->slot_gen[i] = k->gen;
+	k->slot_entry[i] = (uint32_t)k->n;
 	k->hash[k->n] = h;
 	k->tlen += key->len;
 	k->off[++k->n] = k->tlen;
@@ -170,7 +177,7 @@ static int keyset_add(struct keyset *k, const struct kscan_slice *key, struct ks
 }
 
 /* Enter an object or array at its opening byte (peeked). 0 or -1. */
-static int enter(struct kparse *p)
+int kparse_enter(struct kparse *p)
 {
 	if (p->s.depth >= KSCAN_MAX_DEPTH)
 		return kscan_fail(&p->s, KINETO_READ_BAD_JSON, kscan_offset(&p->s), "nested deeper than %d", KSCAN_MAX_DEPTH);
@@ -180,11 +187,11 @@ static int enter(struct kparse *p)
 }
 
 /*
- * The next key of an object entered with enter(): 1 with the key in *key
+ * The next key of an object entered with kparse_enter(): 1 with the key in *key
  * (valid until the next key of the same keyset) and the value's first byte
  * peeked; 0 at its end ('}' taken); -1.
  */
-static int object_next(struct kparse *p, struct keyset *ks, struct kscan_slice *key)
+int kparse_object_next(struct kparse *p, struct keyset *ks, struct kscan_slice *key)
 {
 	struct kscan *s = &p->s;
 	int c = kscan_ws(s);
@@ -209,7 +216,7 @@ static int object_next(struct kparse *p, struct keyset *ks, struct kscan_slice *
 		return -1;
 	int dup = keyset_add(ks, &raw, key);
 	if (dup < 0)
-		return nomem(p);
+		return kparse_nomem(p);
 	if (dup)
 		return kscan_fail(s, KINETO_READ_BAD_JSON, at, "a duplicate key \"%.*s\" in an object",
 				  (int)(raw.len > 48 ? 48 : raw.len), raw.text);
@@ -223,15 +230,14 @@ static int object_next(struct kparse *p, struct keyset *ks, struct kscan_slice *
 	return 1;
 }
 
-static int object_begin(struct kparse *p, struct keyset *ks)
+int kparse_object_begin(struct kparse *p, struct keyset *ks)
 {
-	ks->n = 0;
-	ks->tlen = 0;
-	return enter(p);
+	keyset_reset(ks);
+	return kparse_enter(p);
 }
 
-/* The next element of an array entered with enter(): 1 (its first byte peeked), 0 at ']', -1. */
-static int array_next(struct kparse *p, int *count)
+/* The next element of an array entered with kparse_enter(): 1 (its first byte peeked), 0 at ']', -1. */
+int kparse_array_next(struct kparse *p, int *count)
 {
 	struct kscan *s = &p->s;
 	int c = kscan_ws(s);
@@ -255,10 +261,6 @@ static int array_next(struct kparse *p, int *count)
 
 /* ---- values of the fields read ---- */
 
-static int peek(struct kparse *p) { return kscan_peek(&p->s); }
-
-static int is_number_start(int c) { return c == '-' || (c >= '0' && c <= '9'); }
-
 static int mark_bad(struct kparse *p, struct event_state *ev, uint64_t at, const char *why)
 {
 	if (!ev->bad) {
@@ -272,7 +274,7 @@ static int mark_bad(struct kparse *p, struct event_state *ev, uint64_t at, const
 static int event_int(struct kparse *p, struct event_state *ev, const char *field, int64_t *out, int *have)
 {
 	uint64_t at = kscan_offset(&p->s);
-	if (!is_number_start(peek(p))) {
+	if (!kparse_number_start(kparse_peek(p))) {
 		mark_bad(p, ev, at, field);
 		return kscan_skip(&p->s);
 	}
@@ -289,7 +291,7 @@ static int event_int(struct kparse *p, struct event_state *ev, const char *field
 static int event_time(struct kparse *p, struct event_state *ev, const char *field, int64_t *out, int *have)
 {
 	uint64_t at = kscan_offset(&p->s);
-	if (!is_number_start(peek(p))) {
+	if (!kparse_number_start(kparse_peek(p))) {
 		mark_bad(p, ev, at, field);
 		return kscan_skip(&p->s);
 	}
@@ -308,7 +310,7 @@ static int event_time(struct kparse *p, struct event_state *ev, const char *fiel
 /* pid or tid: an int32, or a string (KINETO_NONE). */
 static int event_id32(struct kparse *p, struct event_state *ev, const char *field, int32_t *out)
 {
-	if (peek(p) == '"')
+	if (kparse_peek(p) == '"')
 		return kscan_string(&p->s, NULL, 0);
 	int64_t v;
 	int have = 0;
@@ -325,14 +327,14 @@ static int event_id32(struct kparse *p, struct event_state *ev, const char *fiel
 static int event_text(struct kparse *p, struct event_state *ev, const char *field, struct text_ref *ref)
 {
 	uint64_t at = kscan_offset(&p->s);
-	if (peek(p) != '"') {
+	if (kparse_peek(p) != '"') {
 		mark_bad(p, ev, at, field);
 		return kscan_skip(&p->s);
 	}
 	struct kscan_slice v;
 	if (kscan_string(&p->s, &v, 1) < 0)
 		return -1;
-	return scratch_add(p, v.text, v.len, ref);
+	return kparse_scratch_add(p, v.text, v.len, ref);
 }
 
 /* Ranks as an array of integers, written into the scratch as "[0, 1]": 0, 1 not all integers, -1. */
@@ -341,13 +343,13 @@ static int ranks_array(struct kparse *p, struct text_ref *ref)
 	int count = 0, r, bad = 0;
 	size_t start = p->slen;
 	struct text_ref piece;
-	if (enter(p) < 0 || scratch_add(p, "[", 1, &piece) < 0)
+	if (kparse_enter(p) < 0 || kparse_scratch_add(p, "[", 1, &piece) < 0)
 		return -1;
-	while ((r = array_next(p, &count)) > 0) {
+	while ((r = kparse_array_next(p, &count)) > 0) {
 		struct kscan_number n;
 		int64_t v;
 		const char *why;
-		if (!is_number_start(peek(p))) {
+		if (!kparse_number_start(kparse_peek(p))) {
 			bad = 1;
 			if (kscan_skip(&p->s) < 0)
 				return -1;
@@ -361,10 +363,10 @@ static int ranks_array(struct kparse *p, struct text_ref *ref)
 		}
 		char digits[32];
 		int len = snprintf(digits, sizeof(digits), "%s%lld", count > 1 ? ", " : "", (long long)v);
-		if (scratch_add(p, digits, (size_t)len, &piece) < 0)
+		if (kparse_scratch_add(p, digits, (size_t)len, &piece) < 0)
 			return -1;
 	}
-	if (r < 0 || scratch_add(p, "]", 1, &piece) < 0)
+	if (r < 0 || kparse_scratch_add(p, "]", 1, &piece) < 0)
 		return -1;
 	ref->off = start;
 	ref->len = p->slen - start;
@@ -372,25 +374,34 @@ static int ranks_array(struct kparse *p, struct text_ref *ref)
 	return bad;
 }
 
-/* "Process Group Ranks" or pg_config's ranks: a string, or an array of integers. */
-static int ranks_value(struct kparse *p, struct event_state *ev, struct text_ref *ref)
+/* "Process Group Ranks" or pg_config's ranks: a string, or an array of
+ * integers; *bad says why when it is neither (the value skipped). */
+int kparse_ranks(struct kparse *p, struct text_ref *ref, const char **bad)
 {
-	uint64_t at = kscan_offset(&p->s);
-	if (peek(p) == '[') {
+	*bad = NULL;
+	if (kparse_peek(p) == '[') {
 		int r = ranks_array(p, ref);
-		if (r > 0 && ev)
-			mark_bad(p, ev, at, "Process Group Ranks holds a value that is not an integer");
+		if (r > 0)
+			*bad = "Process Group Ranks holds a value that is not an integer";
 		return r < 0 ? -1 : 0;
 	}
-	if (peek(p) != '"') {
-		if (ev)
-			mark_bad(p, ev, at, "Process Group Ranks is neither a string nor an array");
+	if (kparse_peek(p) != '"') {
+		*bad = "Process Group Ranks is neither a string nor an array";
 		return kscan_skip(&p->s);
 	}
 	struct kscan_slice v;
 	if (kscan_string(&p->s, &v, 1) < 0)
 		return -1;
-	return scratch_add(p, v.text, v.len, ref);
+	return kparse_scratch_add(p, v.text, v.len, ref);
+}
+
+static int event_ranks(struct kparse *p, struct event_state *ev, struct text_ref *ref)
+{
+	const char *bad;
+	uint64_t at = kscan_offset(&p->s);
+	if (kparse_ranks(p, ref, &bad) < 0)
+		return -1;
+	return bad ? mark_bad(p, ev, at, bad) : 0;
 }
 
 static int args_value(struct kparse *p, struct event_state *ev, struct kscan_slice key)
@@ -413,7 +424,7 @@ static int args_value(struct kparse *p, struct event_state *ev, struct kscan_sli
 		return ev->have_comm = 1,
 		       event_text(p, ev, "Process Group Description is not a string", &ev->text[TEXT_PG_DESC]);
 	if (KEY_IS(key, "Process Group Ranks"))
-		return ev->have_comm = 1, ranks_value(p, ev, &ev->text[TEXT_PG_RANKS]);
+		return ev->have_comm = 1, event_ranks(p, ev, &ev->text[TEXT_PG_RANKS]);
 	int64_t *field = NULL;
 	const char *why = NULL;
 	if (KEY_IS(key, "In msg nelems"))
@@ -444,16 +455,16 @@ static int args_value(struct kparse *p, struct event_state *ev, struct kscan_sli
 
 static int event_args(struct kparse *p, struct event_state *ev)
 {
-	if (peek(p) != '{') {
+	if (kparse_peek(p) != '{') {
 		mark_bad(p, ev, kscan_offset(&p->s), "args is not an object");
 		return kscan_skip(&p->s);
 	}
 	struct keyset *ks = &p->keys[2];
 	struct kscan_slice key;
 	int r;
-	if (object_begin(p, ks) < 0)
+	if (kparse_object_begin(p, ks) < 0)
 		return -1;
-	while ((r = object_next(p, ks, &key)) > 0)
+	while ((r = kparse_object_next(p, ks, &key)) > 0)
 		if (args_value(p, ev, key) < 0)
 			return -1;
 	return r;
@@ -486,7 +497,7 @@ static int event_value(struct kparse *p, struct event_state *ev, struct kscan_sl
 	switch (key.len) {
 	case 2:
 		if (KEY_IS(key, "ph")) {
-			if (peek(p) != '"') {
+			if (kparse_peek(p) != '"') {
 				mark_bad(p, ev, at, "ph is not a string");
 				return kscan_skip(&p->s);
 			}
@@ -500,7 +511,7 @@ static int event_value(struct kparse *p, struct event_state *ev, struct kscan_sl
 		break;
 	case 3:
 		if (KEY_IS(key, "cat")) {
-			if (peek(p) != '"') {
+			if (kparse_peek(p) != '"') {
 				mark_bad(p, ev, at, "cat is not a string");
 				return kscan_skip(&p->s);
 			}
@@ -577,13 +588,13 @@ static int kept_cat(struct kparse *p, const struct event_state *ev)
 	return 0;
 }
 
-static int intern_ref(struct kparse *p, const struct text_ref *t, uint32_t *id)
+int kparse_intern(struct kparse *p, const struct text_ref *t, uint32_t *id)
 {
 	*id = 0;
 	if (!t->have)
 		return 0;
 	if (kineto_file_intern(p->f, p->scratch + t->off, t->len, id) < 0)
-		return nomem(p);
+		return kparse_nomem(p);
 	return 0;
 }
 
@@ -602,20 +613,20 @@ static int event_keep(struct kparse *p, struct event_state *ev, int cat)
 	out.flags = (uint16_t)((ev->fractional ? KINETO_EV_FRACTIONAL : 0) | (ev->have_stream ? KINETO_EV_HAS_STREAM : 0) |
 			       (ev->have_correlation ? KINETO_EV_HAS_CORRELATION : 0) |
 			       (ev->have_external_id ? KINETO_EV_HAS_EXTERNAL_ID : 0));
-	if (intern_ref(p, &ev->name, &out.name) < 0)
+	if (kparse_intern(p, &ev->name, &out.name) < 0)
 		return -1;
 	if (ev->have_comm) {
 		struct kineto_comm_args a = ev->comm;
-		if (intern_ref(p, &ev->text[TEXT_COLLECTIVE], &a.collective_name) < 0 ||
-		    intern_ref(p, &ev->text[TEXT_DTYPE], &a.dtype) < 0 || intern_ref(p, &ev->text[TEXT_PG_NAME], &a.pg_name) < 0 ||
-		    intern_ref(p, &ev->text[TEXT_PG_DESC], &a.pg_desc) < 0 ||
-		    intern_ref(p, &ev->text[TEXT_PG_RANKS], &a.pg_ranks) < 0)
+		if (kparse_intern(p, &ev->text[TEXT_COLLECTIVE], &a.collective_name) < 0 ||
+		    kparse_intern(p, &ev->text[TEXT_DTYPE], &a.dtype) < 0 || kparse_intern(p, &ev->text[TEXT_PG_NAME], &a.pg_name) < 0 ||
+		    kparse_intern(p, &ev->text[TEXT_PG_DESC], &a.pg_desc) < 0 ||
+		    kparse_intern(p, &ev->text[TEXT_PG_RANKS], &a.pg_ranks) < 0)
 			return -1;
 		if (kineto_file_add_comm_args(p->f, &a, &out.comm_args) < 0)
-			return nomem(p);
+			return kparse_nomem(p);
 	}
 	if (kineto_file_add(p->f, &out) < 0)
-		return nomem(p);
+		return kparse_nomem(p);
 	kineto_file_counts_mut(p->f)->kept++;
 	return 0;
 }
@@ -665,320 +676,37 @@ static int event_finish(struct kparse *p, struct event_state *ev, uint64_t at)
 	return cat ? event_keep(p, ev, cat) : 0;
 }
 
-static int trace_events(struct kparse *p)
+int kparse_trace_events(struct kparse *p)
 {
 	struct event_state ev;
 	int count = 0, r;
 	p->saw_events = 1;
-	if (enter(p) < 0)
+	if (kparse_enter(p) < 0)
 		return -1;
-	while ((r = array_next(p, &count)) > 0) {
+	while ((r = kparse_array_next(p, &count)) > 0) {
 		struct kineto_counts *c = kineto_file_counts_mut(p->f);
 		uint64_t at = kscan_offset(&p->s);
-		c->events++;
-		if (peek(p) != '{') {
+		/* an element is counted once it is read whole: a cut one is in no count */
+		if (kparse_peek(p) != '{') {
 			if (kscan_skip(&p->s) < 0)
 				return -1;
+			c->events++;
 			skip_note(p, at, "an element of traceEvents that is not an object");
 			continue;
 		}
 		event_reset(p, &ev);
 		struct keyset *ks = &p->keys[1];
 		struct kscan_slice key;
-		if (object_begin(p, ks) < 0)
+		if (kparse_object_begin(p, ks) < 0)
 			return -1;
-		while ((r = object_next(p, ks, &key)) > 0)
+		while ((r = kparse_object_next(p, ks, &key)) > 0)
 			if (event_value(p, &ev, key) < 0)
 				return -1;
 		if (r < 0)
 			return -1;
+		c->events++;
 		if (event_finish(p, &ev, at) < 0)
 			return -1;
 	}
 	return r;
-}
-
-/* ---- the job's metadata ---- */
-
-/* An integer where one is expected, else the value skipped: 1 read, 0 not, -1. */
-static int meta_int(struct kparse *p, int64_t *out)
-{
-	if (!is_number_start(peek(p)))
-		return kscan_skip(&p->s);
-	struct kscan_number n;
-	const char *why;
-	if (kscan_number(&p->s, &n) < 0)
-		return -1;
-	return kscan_number_int(&n, out, &why) == 0;
-}
-
-static int meta_string(struct kparse *p, uint32_t *id)
-{
-	if (peek(p) != '"')
-		return kscan_skip(&p->s);
-	struct kscan_slice v;
-	if (kscan_string(&p->s, &v, 1) < 0)
-		return -1;
-	if (kineto_file_intern(p->f, v.text, v.len, id) < 0)
-		return nomem(p);
-	return 0;
-}
-
-static int meta_int32(struct kparse *p, int32_t *out)
-{
-	int64_t v;
-	int r = meta_int(p, &v);
-	if (r > 0 && v >= INT32_MIN && v <= INT32_MAX)
-		*out = (int32_t)v;
-	return r < 0 ? -1 : 0;
-}
-
-static int pg_entry(struct kparse *p)
-{
-	struct kineto_pg pg = {.size = KINETO_NONE};
-	struct keyset *ks = &p->keys[3];
-	struct kscan_slice key;
-	int r;
-	if (peek(p) != '{')
-		return kscan_skip(&p->s);
-	if (object_begin(p, ks) < 0)
-		return -1;
-	while ((r = object_next(p, ks, &key)) > 0) {
-		if (KEY_IS(key, "pg_name"))
-			r = meta_string(p, &pg.name);
-		else if (KEY_IS(key, "pg_desc"))
-			r = meta_string(p, &pg.desc);
-		else if (KEY_IS(key, "pg_size"))
-			r = meta_int32(p, &pg.size);
-		else if (KEY_IS(key, "ranks")) {
-			struct text_ref t = {0};
-			p->slen = 0;
-			r = ranks_value(p, NULL, &t);
-			if (r == 0 && intern_ref(p, &t, &pg.ranks) < 0)
-				return -1;
-		} else
-			r = kscan_skip(&p->s);
-		if (r < 0)
-			return -1;
-	}
-	if (r < 0)
-		return -1;
-	if (kineto_file_add_pg(p->f, &pg) < 0)
-		return nomem(p);
-	return 0;
-}
-
-static int distributed_info(struct kparse *p)
-{
-	struct kineto_meta *m = kineto_file_meta_mut(p->f);
-	struct keyset *ks = &p->keys[1];
-	struct kscan_slice key;
-	int r, count = 0;
-	if (peek(p) != '{')
-		return kscan_skip(&p->s);
-	m->have_distributed = 1;
-	if (object_begin(p, ks) < 0)
-		return -1;
-	while ((r = object_next(p, ks, &key)) > 0) {
-		if (KEY_IS(key, "rank"))
-			r = meta_int32(p, &m->rank);
-		else if (KEY_IS(key, "world_size"))
-			r = meta_int32(p, &m->world_size);
-		else if (KEY_IS(key, "backend"))
-			r = meta_string(p, &m->backend);
-		else if (KEY_IS(key, "nccl_version"))
-			r = meta_string(p, &m->nccl_version);
-		else if (KEY_IS(key, "pg_config") && peek(p) == '[') {
-			if (enter(p) < 0)
-				return -1;
-			count = 0;
-			while ((r = array_next(p, &count)) > 0)
-				if (pg_entry(p) < 0)
-					return -1;
-		} else
-			r = kscan_skip(&p->s);
-		if (r < 0)
-			return -1;
-	}
-	return r;
-}
-
-static int device_properties(struct kparse *p)
-{
-	struct kineto_meta *m = kineto_file_meta_mut(p->f);
-	int count = 0, r;
-	if (peek(p) != '[')
-		return kscan_skip(&p->s);
-	if (enter(p) < 0)
-		return -1;
-	while ((r = array_next(p, &count)) > 0) {
-		if (count > 1 || peek(p) != '{') {
-			if (kscan_skip(&p->s) < 0)
-				return -1;
-			continue;
-		}
-		struct keyset *ks = &p->keys[1];
-		struct kscan_slice key;
-		if (object_begin(p, ks) < 0)
-			return -1;
-		while ((r = object_next(p, ks, &key)) > 0) {
-			if (KEY_IS(key, "name"))
-				r = meta_string(p, &m->device_name);
-			else if (KEY_IS(key, "numSms"))
-				r = meta_int32(p, &m->device_sms);
-			else if (KEY_IS(key, "totalGlobalMem")) {
-				int64_t v;
-				r = meta_int(p, &v);
-				if (r > 0)
-					m->device_memory = v;
-			} else
-				r = kscan_skip(&p->s);
-			if (r < 0)
-				return -1;
-		}
-		if (r < 0)
-			return -1;
-	}
-	return r;
-}
-
-static int top_value(struct kparse *p, struct kscan_slice key)
-{
-	struct kineto_meta *m = kineto_file_meta_mut(p->f);
-	int64_t v;
-	int r;
-	if (KEY_IS(key, "traceEvents")) {
-		if (peek(p) == '[')
-			return trace_events(p);
-		p->not_trace = 1;
-		snprintf(p->not_trace_why, sizeof(p->not_trace_why), "traceEvents is not an array");
-		return kscan_skip(&p->s);
-	}
-	if (KEY_IS(key, "distributedInfo"))
-		return distributed_info(p);
-	if (KEY_IS(key, "deviceProperties"))
-		return device_properties(p);
-	if (KEY_IS(key, "traceName"))
-		return meta_string(p, &m->trace_name);
-	if (KEY_IS(key, "baseTimeNanoseconds")) {
-		if ((r = meta_int(p, &v)) > 0)
-			m->have_base_time = 1, m->base_time_ns = v;
-		return r < 0 ? -1 : 0;
-	}
-	if (KEY_IS(key, "schemaVersion")) {
-		if ((r = meta_int(p, &v)) > 0)
-			m->schema_version = v;
-		return r < 0 ? -1 : 0;
-	}
-	return kscan_skip(&p->s);
-}
-
-static int document(struct kparse *p)
-{
-	struct kscan *s = &p->s;
-	int c = kscan_ws(s);
-	if (c == 0xef) { /* a UTF-8 byte order mark */
-		for (const char *bom = "\xef\xbb\xbf"; *bom; bom++) {
-			if (kscan_peek(s) != (unsigned char)*bom)
-				return kscan_fail(s, KINETO_READ_BAD_JSON, kscan_offset(s), "not JSON: a bad byte order mark");
-			s->pos++;
-		}
-		c = kscan_ws(s);
-	}
-	if (c < 0) {
-		if (s->failed)
-			return -1;
-		p->not_trace = 1;
-		snprintf(p->not_trace_why, sizeof(p->not_trace_why), "the file is empty");
-		return 0;
-	}
-	if (c != '{') {
-		if (c == '[' || c == '"' || is_number_start(c)) {
-			p->not_trace = 1;
-			snprintf(p->not_trace_why, sizeof(p->not_trace_why), "JSON, but not an object with traceEvents");
-			return 0;
-		}
-		return kscan_fail(s, KINETO_READ_BAD_JSON, kscan_offset(s), "not JSON: expected '{', found byte 0x%02x", c);
-	}
-	struct keyset *ks = &p->keys[0];
-	struct kscan_slice key;
-	int r;
-	if (object_begin(p, ks) < 0)
-		return -1;
-	while ((r = object_next(p, ks, &key)) > 0)
-		if (top_value(p, key) < 0)
-			return -1;
-	if (r < 0)
-		return -1;
-	c = kscan_ws(s);
-	if (c >= 0)
-		return kscan_fail(s, KINETO_READ_BAD_JSON, kscan_offset(s), "bytes after the end of the trace's object");
-	if (s->failed)
-		return -1;
-	if (!p->saw_events && !p->not_trace) {
-		p->not_trace = 1;
-		snprintf(p->not_trace_why, sizeof(p->not_trace_why), "no traceEvents array");
-	}
-	if (s->gzip_cut)
-		return kscan_fail(s, KINETO_READ_TRUNCATED, kscan_offset(s), "the gzip stream is cut after the trace's end");
-	return 0;
-}
-
-int kineto_file_read_fd_chunk(int fd, size_t chunk, kineto_file_t **out, struct kineto_read_info *info)
-{
-	struct kparse p = {0};
-	*out = NULL;
-	memset(info, 0, sizeof(*info));
-	p.info = info;
-	p.f = kineto_file_new();
-	if (!p.f)
-		return -ENOMEM;
-	if (kscan_open(&p.s, fd, chunk) < 0) {
-		kineto_file_free(p.f);
-		return -ENOMEM;
-	}
-	document(&p);
-	int rc = 0;
-	if (p.nomem) {
-		rc = -ENOMEM;
-	} else if (p.s.failed) {
-		info->status = p.s.status;
-		info->error = p.s.error;
-		info->offset = p.s.error_offset;
-		snprintf(info->message, sizeof(info->message), "%s", p.s.message);
-	} else {
-		info->offset = kscan_offset(&p.s);
-		if (p.not_trace) {
-			info->status = KINETO_READ_NOT_TRACE;
-			snprintf(info->message, sizeof(info->message), "not a Chrome trace: %s", p.not_trace_why);
-		}
-	}
-	info->compressed = p.s.compressed;
-	info->gzip = p.s.gz != NULL;
-	kscan_close(&p.s);
-	for (size_t i = 0; i < sizeof(p.keys) / sizeof(p.keys[0]); i++)
-		keyset_free(&p.keys[i]);
-	free(p.scratch);
-	if (rc < 0) {
-		kineto_file_free(p.f);
-		return rc;
-	}
-	*out = p.f;
-	return 0;
-}
-
-int kineto_file_read_fd(int fd, const char *name, kineto_file_t **out, struct kineto_read_info *info)
-{
-	(void)name;
-	return kineto_file_read_fd_chunk(fd, 0, out, info);
-}
-
-int kineto_file_read(const char *path, kineto_file_t **out, struct kineto_read_info *info)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = kineto_file_read_fd_chunk(fd, 0, out, info);
-	close(fd);
-	return rc;
 }

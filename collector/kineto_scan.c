@@ -12,6 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 struct kscan_gzip {
 	z_stream z;
@@ -220,6 +223,18 @@ static inline int special(unsigned char c) { return c == '"' || c == '\\' || c <
 /* The first special byte of [p, e), or e. */
 static inline const unsigned char *scan_plain(const unsigned char *p, const unsigned char *e)
 {
+#ifdef __SSE2__
+	const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1f);
+	while (e - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+					   _mm_cmpeq_epi8(_mm_max_epu8(v, control), control));
+		int mask = _mm_movemask_epi8(hit);
+		if (mask)
+			return p + __builtin_ctz((unsigned)mask);
+		p += 16;
+	}
+#endif
 	while (e - p >= 8) {
 		uint64_t w;
 		memcpy(&w, p, 8);
@@ -401,8 +416,55 @@ int kscan_string(struct kscan *s, struct kscan_slice *out, int keep)
 
 static inline int is_digit(int c) { return c >= '0' && c <= '9'; }
 
+/*
+ * The common numbers (-?digits, an optional fraction, no exponent, at most
+ * 18 integer digits) read straight from the chunk when they end well inside
+ * it: 0, or 1 to leave the number to the byte-at-a-time reader.
+ */
+static int number_fast(struct kscan *s, struct kscan_number *n)
+{
+	const unsigned char *p = s->buf + s->pos, *limit = s->buf + s->end - 1;
+	n->negative = *p == '-';
+	p += n->negative;
+	if (!is_digit(*p) || (*p == '0' && is_digit(p[1])))
+		return 1;
+	const unsigned char *digits = p;
+	uint64_t v = 0;
+	while (is_digit(*p) && p < limit)
+		v = v * 10 + (unsigned)(*p++ - '0');
+	if (p - digits > 18 || p >= limit)
+		return 1;
+	n->integer = v;
+	if (*p == '.') {
+		p++;
+		if (!is_digit(*p))
+			return 1;
+		unsigned k = 0, milli = 0;
+		for (; is_digit(*p) && p < limit; p++, k++) {
+			if (k < 3)
+				milli = milli * 10 + (unsigned)(*p - '0');
+			else if (k == 3)
+				n->round_up = *p >= '5';
+		}
+		if (p >= limit)
+			return 1;
+		for (; k < 3; k++)
+			milli *= 10;
+		n->milli = milli;
+		n->fraction = 1;
+	}
+	if (*p == 'e' || *p == 'E')
+		return 1;
+	s->pos = (size_t)(p - s->buf);
+	return 0;
+}
+
 int kscan_number(struct kscan *s, struct kscan_number *n)
 {
+	memset(n, 0, sizeof(*n));
+	n->offset = kscan_offset(s);
+	if (s->end - s->pos >= 48 && number_fast(s, n) == 0)
+		return 0;
 	memset(n, 0, sizeof(*n));
 	n->offset = kscan_offset(s);
 	int c = kscan_peek(s);

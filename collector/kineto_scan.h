@@ -84,6 +84,24 @@ struct kscan {
 int kscan_open(struct kscan *s, int fd, size_t chunk);
 void kscan_close(struct kscan *s);
 
+/* kscan_hash - a hash of text[0..len), a word at a time (keys, interned strings). */
+static inline uint64_t kscan_hash(const char *text, size_t len)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		__builtin_memcpy(&w, text + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	uint64_t tail = 0;
+	for (size_t j = 0; i < len; i++, j += 8)
+		tail |= (uint64_t)(unsigned char)text[i] << j;
+	h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 29);
+}
+
 /* kscan_fail - keep the first error at `offset`; returns -1. */
 int kscan_fail(struct kscan *s, enum kineto_read_status status, uint64_t offset, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
