@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 struct kineto_input {
 	struct kineto_input_file *files;
@@ -48,25 +47,6 @@ const char *kineto_read_status_words(enum kineto_read_status status)
 
 enum file_kind { KIND_OTHER = 0, KIND_FSS, KIND_KINETO, KIND_UNREADABLE };
 
-/* Whether the file's text (gunzipped) starts as a JSON object would:
- * '{' after blanks (and a UTF-8 byte order mark). */
-static int starts_as_json(const char *path)
-{
-	unsigned char buf[64];
-	gzFile g = gzopen(path, "rb");
-	int got, i = 0;
-
-	if (!g)
-		return 0;
-	got = gzread(g, buf, sizeof(buf));
-	gzclose(g);
-	if (got >= 3 && buf[0] == 0xef && buf[1] == 0xbb && buf[2] == 0xbf)
-		i = 3;
-	while (i < got && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
-		i++;
-	return i < got && buf[i] == '{';
-}
-
 static int file_kind(const char *path)
 {
 	char magic[8];
@@ -79,7 +59,7 @@ static int file_kind(const char *path)
 	close(fd);
 	if (got == (ssize_t)sizeof(magic) && memcmp(magic, FSS_FILE_MAGIC, sizeof(magic)) == 0)
 		return KIND_FSS;
-	return starts_as_json(path) ? KIND_KINETO : KIND_OTHER;
+	return kineto_sniff(path) == 1 ? KIND_KINETO : KIND_OTHER;
 }
 
 int kineto_input_sniff(const char *path)
