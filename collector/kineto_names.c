@@ -129,19 +129,19 @@ uint8_t kineto_dtype_of_kernel(const char *name)
 	    {"f8e5m2", FSS_DTYPE_FLOAT8E5M2},
 	};
 	const char *w = kernel_word(name);
-	const char *end, *start;
+	const char *end;
 
 	if (!w)
 		return FSS_DTYPE_UNKNOWN;
 	end = strchr(w, '(');
 	if (!end)
 		end = w + strlen(w);
-	for (start = end; start > w && start[-1] != '_'; start--)
-		;
+	/* the name ends in "_<type>" (int8_t has a '_' of its own) */
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		size_t len = strlen(types[i].word);
 
-		if ((size_t)(end - start) == len && strncmp(start, types[i].word, len) == 0)
+		if ((size_t)(end - w) > len && end[-(ptrdiff_t)len - 1] == '_' &&
+		    strncmp(end - len, types[i].word, len) == 0)
 			return types[i].dtype;
 	}
 	return FSS_DTYPE_UNKNOWN;
