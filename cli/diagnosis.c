@@ -512,7 +512,14 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		const char *fallback = errlen && err[0] ? err : "the trace ends inside a chunk";
 		char why[200] = "";
 
-		if (n == 1) {
+		if (kineto_input_sniff(paths[0])) {
+			/* PyTorch profiler traces: their reader's words, with the byte offsets */
+			size_t off = 0;
+
+			for (uint32_t k = 0; k < d->result->trace.ngaps && off < sizeof(d->damage); k++)
+				off += (size_t)snprintf(d->damage + off, sizeof(d->damage) - off, "%s%s", off ? "; " : "",
+							d->result->trace.gaps[k].why);
+		} else if (n == 1) {
 			damage_of(paths[0], fallback, why, sizeof(why));
 			snprintf(d->damage, sizeof(d->damage), "%s", why);
 		} else {

@@ -27,8 +27,8 @@ static void add_partial(struct analysis_result *r, const struct kineto_input_fil
 	memset(g, 0, sizeof(*g));
 	g->offset = k->read.offset;
 	g->to_end = 1;
-	snprintf(g->why, sizeof(g->why), "%s: %s%s%s", k->path, kineto_read_status_words(k->read.status),
-		 k->read.message[0] ? ": " : "", k->read.message);
+	snprintf(g->why, sizeof(g->why), "%s: %s at byte %llu%s%s", k->path, kineto_read_status_words(k->read.status),
+		 (unsigned long long)k->read.offset, k->read.message[0] ? ": " : "", k->read.message);
 }
 
 /* The notes of the input's files. */
