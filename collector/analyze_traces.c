@@ -111,7 +111,10 @@ static int finish_one(fss_session_t *s, int rc, struct analysis_result **out, ch
 	if (rc == 0)
 		result_set_read(*out, info);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", info->message[0] ? info->message : fss_strerror(rc));
+		snprintf(err, errlen, "%s%s", info->message[0] ? info->message : fss_strerror(rc),
+			 rc == FSS_E_NOT_TRACE && info->input == TRACE_INPUT_NOT_TRACE
+				 ? "; nor a PyTorch profiler trace (Chrome-trace JSON, or gzip of one)"
+				 : "");
 	return rc;
 }
 
