@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kineto_input {
@@ -50,9 +51,15 @@ enum file_kind { KIND_OTHER = 0, KIND_FSS, KIND_KINETO, KIND_UNREADABLE };
 static int file_kind(const char *path)
 {
 	char magic[8];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
 	ssize_t got;
+	int fd;
 
+	/* a pipe can be read once: it is left to the trace reader (a profiler
+	 * trace is read from a file) */
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return KIND_OTHER;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return KIND_UNREADABLE;
 	got = read(fd, magic, sizeof(magic));
