@@ -194,8 +194,8 @@ static void make_coll(kineto_map_t *m, uint32_t i)
 	c->op = x->op;
 	c->dtype = x->dtype;
 	c->redop = x->op == FSS_OP_ALLREDUCE || x->op == FSS_OP_REDUCESCATTER || x->op == FSS_OP_REDUCE
-			   ? FSS_REDOP_SUM
-			   : FSS_REDOP_NONE;
+		       ? FSS_REDOP_SUM
+		       : FSS_REDOP_NONE;
 	c->path = FSS_PATH_KINETO;
 }
 

@@ -36,9 +36,16 @@ static const char *const not_compute[] = {
     "Memcpy", "Memset", "dma", "Sync", /* anywhere in the name */
 };
 static const char *const not_compute_prefix[] = {
-    "nccl",	       "Stream Wait Event", "hip",	"job_exe",
-    "packet",	       "pe_exe",	    "cpum_exe_subgraph", "hccl",
-    "collective_subgraph_execution", "runFunction",
+    "nccl",
+    "Stream Wait Event",
+    "hip",
+    "job_exe",
+    "packet",
+    "pe_exe",
+    "cpum_exe_subgraph",
+    "hccl",
+    "collective_subgraph_execution",
+    "runFunction",
 };
 
 static int starts(const char *s, const char *p)
@@ -234,7 +241,8 @@ int kineto_figures_overlap(const kineto_file_t *f, uint64_t *comm_ns, uint64_t *
 		if (!is_gpu_event(&ev[i]))
 			continue;
 		/* HTA keeps a GPU event of the window when a CPU-side event has its correlation */
-		if (active && (ev[i].correlation < 0 || !bsearch(&ev[i].correlation, corr, ncorr, sizeof(*corr), cmp_i64)))
+		if (active &&
+		    (ev[i].correlation < 0 || !bsearch(&ev[i].correlation, corr, ncorr, sizeof(*corr), cmp_i64)))
 			continue;
 		c = kineto_kernel_class_of(kineto_file_string(f, ev[i].name));
 		hta_times(&ev[i], round, &s.start, &s.end);

@@ -173,8 +173,8 @@ static void input_header(const struct kineto_input *in, struct fss_file_header *
 typedef int (*take_fn)(fss_session_t *s, const struct fss_record_head *rec);
 
 /* Every file's records, merged by their realtime, to take(). */
-static int input_feed(struct kineto_input *in, fss_session_t *s, int (*header)(fss_session_t *, const struct fss_file_header *),
-		      take_fn take)
+static int input_feed(struct kineto_input *in, fss_session_t *s,
+		      int (*header)(fss_session_t *, const struct fss_file_header *), take_fn take)
 {
 	struct fss_file_header h;
 	int rc;
@@ -276,8 +276,9 @@ int kineto_input_open(fss_session_t *s, const char *const *paths, size_t n, char
 	in->rinfo.end = in->partial ? TRACE_END_CUT : TRACE_END_CLEAN;
 	for (size_t i = 0; !rc && i < in->n; i++)
 		if (in->files[i].read.status != KINETO_READ_OK && !in->rinfo.message[0])
-			snprintf(in->rinfo.message, sizeof(in->rinfo.message), "%s: a partial reading: %s at byte %llu%s%s",
-				 in->files[i].path, kineto_read_status_words(in->files[i].read.status),
+			snprintf(in->rinfo.message, sizeof(in->rinfo.message),
+				 "%s: a partial reading: %s at byte %llu%s%s", in->files[i].path,
+				 kineto_read_status_words(in->files[i].read.status),
 				 (unsigned long long)in->files[i].read.offset, in->files[i].read.message[0] ? ": " : "",
 				 in->files[i].read.message);
 	if (rc) {

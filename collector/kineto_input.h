@@ -23,11 +23,11 @@ typedef struct fss_session fss_session_t;
 
 /* What one file of the input was. */
 struct kineto_input_file {
-	const char *path;		       /* borrowed from the caller */
-	struct kineto_read_info read;	       /* how its read ended: a status other than OK is a partial reading */
-	const struct kineto_map_info *info;    /* what it says of its job */
+	const char *path;		    /* borrowed from the caller */
+	struct kineto_read_info read;	    /* how its read ended: a status other than OK is a partial reading */
+	const struct kineto_map_info *info; /* what it says of its job */
 	const struct fss_rec_source_figures *figures;
-	uint32_t source;		       /* its source id */
+	uint32_t source; /* its source id */
 };
 
 /* What a list of paths holds, for fss_session_open_files. */

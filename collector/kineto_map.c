@@ -82,11 +82,10 @@ struct host_ops {
 	struct idx_table by_external;
 };
 
-static const struct kineto_event *sort_events; /* qsort has no context argument */
-
-static int cmp_ops(const void *a, const void *b)
+static int cmp_ops(const void *a, const void *b, void *events)
 {
-	const struct kineto_event *x = &sort_events[*(const uint32_t *)a], *y = &sort_events[*(const uint32_t *)b];
+	const struct kineto_event *ev = events;
+	const struct kineto_event *x = &ev[*(const uint32_t *)a], *y = &ev[*(const uint32_t *)b];
 
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
@@ -115,8 +114,7 @@ static int host_ops_build(struct host_ops *h, const struct kineto_event *ev, siz
 	for (size_t i = 0; i < nev; i++)
 		if (ev[i].cat == cat)
 			h->ev[h->n++] = (uint32_t)i;
-	sort_events = ev;
-	qsort(h->ev, h->n, sizeof(*h->ev), cmp_ops);
+	qsort_r(h->ev, h->n, sizeof(*h->ev), cmp_ops, (void *)ev);
 	h->parent = malloc((h->n ? h->n : 1) * sizeof(*h->parent));
 	stack = malloc((h->n ? h->n : 1) * sizeof(*stack));
 	if (!h->parent || !stack || idx_init(&h->by_external, h->n)) {
@@ -126,7 +124,8 @@ static int host_ops_build(struct host_ops *h, const struct kineto_event *ev, siz
 	for (size_t k = 0; k < h->n; k++) {
 		const struct kineto_event *e = &ev[h->ev[k]];
 
-		while (depth && (ev[h->ev[stack[depth - 1]]].tid != e->tid || !contains(&ev[h->ev[stack[depth - 1]]], e)))
+		while (depth &&
+		       (ev[h->ev[stack[depth - 1]]].tid != e->tid || !contains(&ev[h->ev[stack[depth - 1]]], e)))
 			depth--;
 		h->parent[k] = depth ? stack[depth - 1] : KMAP_NONE;
 		stack[depth++] = (uint32_t)k;
@@ -263,14 +262,15 @@ static uint32_t coll_host(const kineto_file_t *f, const struct host_ops *h, cons
 	return k;
 }
 
-static int cmp_colls(const void *a, const void *b)
+static int cmp_colls(const void *a, const void *b, void *events)
 {
+	const struct kineto_event *ev = events;
 	const struct kmap_coll *x = a, *y = b;
 
 	if (x->enter_ns != y->enter_ns)
 		return x->enter_ns < y->enter_ns ? -1 : 1;
-	if (sort_events[x->kernel].ts_ns != sort_events[y->kernel].ts_ns)
-		return sort_events[x->kernel].ts_ns < sort_events[y->kernel].ts_ns ? -1 : 1;
+	if (ev[x->kernel].ts_ns != ev[y->kernel].ts_ns)
+		return ev[x->kernel].ts_ns < ev[y->kernel].ts_ns ? -1 : 1;
 	return (x->kernel > y->kernel) - (x->kernel < y->kernel);
 }
 
@@ -427,8 +427,7 @@ static int map_collectives(kineto_map_t *m)
 	/* issue order: by host enter (the args go with their collective) */
 	for (size_t i = 0; i < m->ncolls; i++)
 		m->colls[i].comm = (uint32_t)i;
-	sort_events = ev;
-	qsort(m->colls, m->ncolls, sizeof(*m->colls), cmp_colls);
+	qsort_r(m->colls, m->ncolls, sizeof(*m->colls), cmp_colls, (void *)ev);
 	for (size_t i = 0; i < m->ncolls; i++) {
 		struct kmap_coll *c = &m->colls[i];
 		const struct kineto_comm_args *a = args[c->comm];

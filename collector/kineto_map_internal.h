@@ -19,10 +19,10 @@ enum kmap_host_from {
 
 /* One communicator: a process group, or an NCCL stream (inferred). */
 struct kmap_comm {
-	uint64_t id_hash;  /* the same in every rank's file */
-	uint32_t pg_name;  /* string ids of the group's name and ranks as the args wrote them, 0 */
+	uint64_t id_hash; /* the same in every rank's file */
+	uint32_t pg_name; /* string ids of the group's name and ranks as the args wrote them, 0 */
 	uint32_t pg_ranks;
-	uint32_t name;	   /* commName: the group's description, else its name; 0 */
+	uint32_t name; /* commName: the group's description, else its name; 0 */
 	int32_t nranks;
 	int32_t rank;	   /* this file's rank in it */
 	int32_t stream;	   /* inferred: its NCCL stream, else -1 */
@@ -37,7 +37,7 @@ struct kmap_coll {
 	uint32_t host_op; /* event index of the outermost op, KMAP_NONE */
 	uint32_t comm;	  /* index into comms */
 	int64_t enter_ns, exit_ns;
-	int64_t key;	  /* when its record goes out: its exit, never before the previous collective's */
+	int64_t key; /* when its record goes out: its exit, never before the previous collective's */
 	uint64_t count, bytes;
 	uint32_t thread;
 	uint8_t op, dtype, host_from, reserved;

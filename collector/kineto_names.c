@@ -100,12 +100,18 @@ uint8_t kineto_dtype_of_arg(const char *name)
 		const char *word;
 		uint8_t dtype;
 	} types[] = {
-	    {"Float", FSS_DTYPE_FLOAT32},	 {"BFloat16", FSS_DTYPE_BFLOAT16},
-	    {"Half", FSS_DTYPE_FLOAT16},	 {"Double", FSS_DTYPE_FLOAT64},
-	    {"Int", FSS_DTYPE_INT32},		 {"Long", FSS_DTYPE_INT64},
-	    {"Char", FSS_DTYPE_INT8},		 {"Byte", FSS_DTYPE_UINT8},
-	    {"Bool", FSS_DTYPE_UINT8},		 {"UInt32", FSS_DTYPE_UINT32},
-	    {"UInt64", FSS_DTYPE_UINT64},	 {"Float8_e4m3fn", FSS_DTYPE_FLOAT8E4M3},
+	    {"Float", FSS_DTYPE_FLOAT32},
+	    {"BFloat16", FSS_DTYPE_BFLOAT16},
+	    {"Half", FSS_DTYPE_FLOAT16},
+	    {"Double", FSS_DTYPE_FLOAT64},
+	    {"Int", FSS_DTYPE_INT32},
+	    {"Long", FSS_DTYPE_INT64},
+	    {"Char", FSS_DTYPE_INT8},
+	    {"Byte", FSS_DTYPE_UINT8},
+	    {"Bool", FSS_DTYPE_UINT8},
+	    {"UInt32", FSS_DTYPE_UINT32},
+	    {"UInt64", FSS_DTYPE_UINT64},
+	    {"Float8_e4m3fn", FSS_DTYPE_FLOAT8E4M3},
 	    {"Float8_e5m2", FSS_DTYPE_FLOAT8E5M2},
 	};
 
@@ -122,10 +128,10 @@ uint8_t kineto_dtype_of_kernel(const char *name)
 		const char *word;
 		uint8_t dtype;
 	} types[] = {
-	    {"float", FSS_DTYPE_FLOAT32},   {"half", FSS_DTYPE_FLOAT16},	 {"bf16", FSS_DTYPE_BFLOAT16},
-	    {"bfloat16", FSS_DTYPE_BFLOAT16}, {"double", FSS_DTYPE_FLOAT64},	 {"int8_t", FSS_DTYPE_INT8},
-	    {"uint8_t", FSS_DTYPE_UINT8},   {"int32_t", FSS_DTYPE_INT32},	 {"uint32_t", FSS_DTYPE_UINT32},
-	    {"int64_t", FSS_DTYPE_INT64},   {"uint64_t", FSS_DTYPE_UINT64}, {"f8e4m3", FSS_DTYPE_FLOAT8E4M3},
+	    {"float", FSS_DTYPE_FLOAT32},     {"half", FSS_DTYPE_FLOAT16},    {"bf16", FSS_DTYPE_BFLOAT16},
+	    {"bfloat16", FSS_DTYPE_BFLOAT16}, {"double", FSS_DTYPE_FLOAT64},  {"int8_t", FSS_DTYPE_INT8},
+	    {"uint8_t", FSS_DTYPE_UINT8},     {"int32_t", FSS_DTYPE_INT32},   {"uint32_t", FSS_DTYPE_UINT32},
+	    {"int64_t", FSS_DTYPE_INT64},     {"uint64_t", FSS_DTYPE_UINT64}, {"f8e4m3", FSS_DTYPE_FLOAT8E4M3},
 	    {"f8e5m2", FSS_DTYPE_FLOAT8E5M2},
 	};
 	const char *w = kernel_word(name);

@@ -41,8 +41,9 @@ static void add_notes(struct analysis_result *r, const struct kineto_input_file 
 		const struct kineto_input_file *k = &files[i];
 
 		if (k->read.status != KINETO_READ_OK)
-			analyze_note(r, "%s: a partial reading: %s at byte %llu of its JSON text; the events before it are read",
-				     k->path, kineto_read_status_words(k->read.status), (unsigned long long)k->read.offset);
+			analyze_note(
+			    r, "%s: a partial reading: %s at byte %llu of its JSON text; the events before it are read",
+			    k->path, kineto_read_status_words(k->read.status), (unsigned long long)k->read.offset);
 		from_launch += k->info->host_from_launch;
 		from_kernel += k->info->host_from_kernel;
 		inferred += k->info->comms_inferred > 0;
@@ -60,9 +61,9 @@ static void add_notes(struct analysis_result *r, const struct kineto_input_file 
 			     "stream",
 			     inferred, inferred == 1 ? "" : "s", inferred == 1 ? "s" : "");
 	if (from_launch || from_kernel)
-		analyze_note(r,
-			     "%u collective%s had no CPU-side op: host times from the launch (%u) or the kernel's start (%u)",
-			     from_launch + from_kernel, from_launch + from_kernel == 1 ? "" : "s", from_launch, from_kernel);
+		analyze_note(
+		    r, "%u collective%s had no CPU-side op: host times from the launch (%u) or the kernel's start (%u)",
+		    from_launch + from_kernel, from_launch + from_kernel == 1 ? "" : "s", from_launch, from_kernel);
 	if (no_pid)
 		analyze_note(r, "%u file%s name%s no host process (pid)", no_pid, no_pid == 1 ? "" : "s",
 			     no_pid == 1 ? "s" : "");

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdlib.h>
@@ -32,8 +33,8 @@ static uint32_t str(kineto_file_t *f, const char *s)
 }
 
 /* An event of cat with times in ns; stream, correlation, external id and args as given (-1 / 0: none). */
-static void add(kineto_file_t *f, uint16_t cat, const char *name, int32_t tid, int64_t ts, int64_t dur,
-		int32_t stream, int64_t corr, int64_t ext, uint32_t args)
+static void add(kineto_file_t *f, uint16_t cat, const char *name, int32_t tid, int64_t ts, int64_t dur, int32_t stream,
+		int64_t corr, int64_t ext, uint32_t args)
 {
 	struct kineto_event e = {
 	    .ts_ns = ts,
@@ -59,8 +60,8 @@ static void add(kineto_file_t *f, uint16_t cat, const char *name, int32_t tid, i
 	assert_int_equal(kineto_file_add(f, &e), 0);
 }
 
-static uint32_t args(kineto_file_t *f, const char *coll, const char *dtype, int64_t in, int64_t out,
-		     const char *pg, const char *ranks, int32_t size)
+static uint32_t args(kineto_file_t *f, const char *coll, const char *dtype, int64_t in, int64_t out, const char *pg,
+		     const char *ranks, int32_t size)
 {
 	struct kineto_comm_args a = {
 	    .collective_name = coll ? str(f, coll) : 0,
@@ -133,7 +134,8 @@ static void collect(kineto_map_t *m, struct recs *r)
 			assert_true(s->id < 64 && s->total_len < 128);
 			size_t left = (size_t)s->total_len - s->offset;
 
-			memcpy(r->strings[s->id] + s->offset, s->text, left < FSS_STRING_PART_BYTES ? left : FSS_STRING_PART_BYTES);
+			memcpy(r->strings[s->id] + s->offset, s->text,
+			       left < FSS_STRING_PART_BYTES ? left : FSS_STRING_PART_BYTES);
 			break;
 		}
 		case FSS_REC_COMM:
@@ -243,12 +245,12 @@ static void test_kernel_names_and_inferred(void **state)
 	kineto_map_t *m;
 
 	(void)state;
-	add(f, KINETO_CAT_KERNEL, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 14, 1000000, 1000, 14,
-	    1, -1, 0);
+	add(f, KINETO_CAT_KERNEL, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 14, 1000000, 1000, 14, 1, -1,
+	    0);
 	add(f, KINETO_CAT_KERNEL, "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 14,
 	    2000000, 1000, 14, 2, -1, 0);
-	add(f, KINETO_CAT_KERNEL, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 21, 3000000, 1000, 21,
-	    3, -1, 0);
+	add(f, KINETO_CAT_KERNEL, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 21, 3000000, 1000, 21, 3,
+	    -1, 0);
 	add(f, KINETO_CAT_KERNEL, "void gemm<float>(float*)", 7, 1000000, 3000, 7, 4, -1, 0);
 	m = map_of(f);
 	collect(m, &r);
@@ -408,8 +410,7 @@ static void test_kernel_classes(void **state)
 	assert_int_equal(kineto_kernel_class_of("Memset (Device)"), KINETO_KERNEL_MEMORY);
 	assert_int_equal(kineto_kernel_class_of("Memcpy DtoD (Device -> Device)"), KINETO_KERNEL_MEMORY);
 	assert_int_equal(kineto_kernel_class_of("Context Sync"), KINETO_KERNEL_OTHER);
-	assert_int_equal(kineto_kernel_class_of("void at::native::elementwise_kernel<128>"),
-			 KINETO_KERNEL_COMPUTATION);
+	assert_int_equal(kineto_kernel_class_of("void at::native::elementwise_kernel<128>"), KINETO_KERNEL_COMPUTATION);
 	assert_true(kineto_is_profiler_step("ProfilerStep#12"));
 	assert_false(kineto_is_profiler_step("ProfilerStep#"));
 	assert_false(kineto_is_profiler_step("ProfilerStep"));
@@ -419,7 +420,8 @@ static void test_kernel_classes(void **state)
 	assert_int_equal(kineto_op_of_name("nccl:all_to_all"), FSS_OP_ALLTOALL);
 	assert_int_equal(kineto_op_of_name("recv"), FSS_OP_RECV);
 	assert_int_equal(kineto_op_of_name("record_param_comms"), 0);
-	assert_int_equal(kineto_dtype_of_kernel("ncclKernel_ReduceScatter_RING_SIMPLE_Sum_bf16(x)"), FSS_DTYPE_BFLOAT16);
+	assert_int_equal(kineto_dtype_of_kernel("ncclKernel_ReduceScatter_RING_SIMPLE_Sum_bf16(x)"),
+			 FSS_DTYPE_BFLOAT16);
 	assert_int_equal(kineto_dtype_of_arg("Float8_e4m3fn"), FSS_DTYPE_FLOAT8E4M3);
 }
 
