@@ -26,6 +26,8 @@ import sys
 from decimal import Decimal
 
 FAILS = []
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA = os.path.join(HERE, "..", "..", "docs", "report-schema.json")
 
 
 def check(cond, what):
@@ -37,6 +39,15 @@ def check(cond, what):
 def run(*args):
     p = subprocess.run(list(args), capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
+
+
+def schema_ok(text, what, work="/tmp"):
+    """The document is strict JSON and valid against docs/report-schema.json (lint_schema_check.py)."""
+    path = os.path.join(work, "kineto_read_doc.json")
+    with open(path, "w") as f:
+        f.write(text)
+    rc, out, err = run(sys.executable, os.path.join(HERE, "lint_schema_check.py"), SCHEMA, path)
+    check(rc == 0, f"{what}: valid against the schema: {(out + err)[-400:]}")
 
 
 # ---- HTA's overlap, written from its definition (hta/analyzers/communication_analysis.py,
@@ -177,9 +188,11 @@ def shared(fsdpscope, folder, hta_path):
             lint = json.loads(out) if out.strip().startswith("{") else {}
             verdict = json.dumps(lint)
             check(rc == 3 and '"undecided"' in verdict, f"{path}: lint --json verdict undecided")
+            schema_ok(out, f"{path}: lint --json")
             rc, out, err = run(fsdpscope, "report", "--json", path)
             check(rc == 0, f"{path}: report --json exits 0, not {rc}")
             report = json.loads(out) if rc == 0 else {}
+            schema_ok(out, f"{path}: report --json")
             notes = " ".join(report.get("notes", []))
             check("cannot be known" in notes, f"{path}: the report says what a profiler trace cannot tell")
             rc, out, err = run(fsdpscope, "top", "--once", path)
@@ -292,6 +305,7 @@ def generated(fsdpscope, fss_trace, work):
         rc, out, err = run(fsdpscope, "report", "--json", *args)
         check(rc == 0, f"two ranks {args}: report exits 0, not {rc}: {err[-300:]}")
         rep = json.loads(out) if rc == 0 else {}
+        schema_ok(out, f"two ranks {args}: report --json", work)
         check(rep.get("ranks") == 2 and len(rep.get("per_rank", [])) == 2, f"two ranks {args}: 2 ranks read")
         check("partial" not in " ".join(rep.get("notes", [])), f"two ranks {args}: not said partial")
     rc, out, err = run(fsdpscope, "lint", r0, r1)
@@ -351,6 +365,7 @@ def generated(fsdpscope, fss_trace, work):
     for path, words in ((cut, "ends inside the document"), (badgz, "gzip stream is damaged")):
         rc, out, err = run(fsdpscope, "report", "--json", path)
         rep = json.loads(out) if out.strip().startswith("{") else {}
+        schema_ok(out, f"{path}: report --json", work)
         notes = " ".join(rep.get("notes", []))
         # as for a cut .fss: the report of what was read, and exit 2 with the damage said
         check(rc == 2 and rep.get("trace", {}).get("truncated") is True and re.search(r"at byte \d+", err),
