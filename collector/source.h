@@ -137,10 +137,8 @@ struct source {
 	int32_t wait_status;     /* its waitpid() status */
 	uint64_t exit_at_ns;     /* the session's time of the reaping */
 
-	/* what a reader of another format measured over the whole file (a
-	 * PyTorch profiler trace: collector/kineto_map.h), its latest record */
-	int have_figures;
-	struct fss_rec_source_figures figures;
+	int have_figures;        /* a source_figures record arrived (a reader of another format made it) */
+	struct fss_rec_source_figures figures; /* the latest one: what that format measured and cannot tell */
 };
 
 /* What sources_feed() tells its consumer. Every callback may be NULL; a
