@@ -308,6 +308,12 @@ def generated(fsdpscope, fss_trace, work):
         schema_ok(out, f"two ranks {args}: report --json", work)
         check(rep.get("ranks") == 2 and len(rep.get("per_rank", [])) == 2, f"two ranks {args}: 2 ranks read")
         check("partial" not in " ".join(rep.get("notes", [])), f"two ranks {args}: not said partial")
+        for row, path in zip(sorted(rep.get("per_rank", []), key=lambda x: x["rank"]), (r0, r1)):
+            comm, overlap = hta_figures(load(path))
+            check(row.get("comm_comp_overlap") is not None and abs(row["comm_comp_overlap"] - overlap / comm) < 1e-6,
+                  f"two ranks {args}: rank {row['rank']} overlap {row.get('comm_comp_overlap')}, HTA's {overlap / comm}")
+            check(row.get("nccl_kernels") == nccl_kernels(load(path)), f"two ranks: rank {row['rank']} kernels")
+            check(row.get("profiler_steps") == 3, f"two ranks: rank {row['rank']} profiler_steps")
     rc, out, err = run(fsdpscope, "lint", r0, r1)
     check(rc in (0, 1, 3, 4), f"two ranks: lint reads them (exit {rc}): {err[-300:]}")
     rc, out, err = run(fsdpscope, "dump", r0)
@@ -347,6 +353,8 @@ def generated(fsdpscope, fss_trace, work):
     lone = write(os.path.join(work, "lone.json"), job_trace(0, 1, nccl=False))
     rc, out, err = run(fsdpscope, "report", "--json", lone)
     check(rc == 0, f"no NCCL kernel: report exits 0, not {rc}")
+    rows = json.loads(out).get("per_rank", []) if rc == 0 else []
+    check(all(r.get("comm_comp_overlap") is None for r in rows), f"no NCCL kernel: no overlap figure {rows}")
     rc, out, err = run(fsdpscope, "lint", lone)
     check(rc == 3, f"no NCCL kernel: lint exits 3, not {rc}")
     rc, out, err = run(fsdpscope, "dump", lone)
