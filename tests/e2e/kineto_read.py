@@ -349,6 +349,14 @@ def generated(fsdpscope, fss_trace, work):
     check(rc == 2 and "mixes fsdpscope traces" in err and "give one kind" in err,
           f"mixed list: refused (exit {rc}): {err[-300:]}")
 
+    mixed = os.path.join(work, "mixed")
+    os.makedirs(mixed, exist_ok=True)
+    with open(fss_trace, "rb") as src, open(os.path.join(mixed, "a.fss"), "wb") as dst:
+        dst.write(src.read())
+    write(os.path.join(mixed, "b.json"), job_trace(0, 2))
+    rc, out, err = run(fsdpscope, "lint", mixed)
+    check(rc == 2 and "mixes fsdpscope traces" in err, f"mixed folder: refused (exit {rc})")
+
     # one rank, no NCCL kernel
     lone = write(os.path.join(work, "lone.json"), job_trace(0, 1, nccl=False))
     rc, out, err = run(fsdpscope, "report", "--json", lone)
