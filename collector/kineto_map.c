@@ -101,9 +101,26 @@ static int contains(const struct kineto_event *outer, const struct kineto_event 
 	return outer->ts_ns <= inner->ts_ns && inner->ts_ns + inner->dur_ns <= outer->ts_ns + outer->dur_ns;
 }
 
-/* The ops sorted, each with its parent: a stack per thread. */
-static int host_ops_build(struct host_ops *h, const struct kineto_event *ev, size_t nev, uint32_t cat)
+/* A communication op on the host: the kept cpu_ops, and the nccl: / c10d::
+ * annotations older PyTorch wrote as user_annotation (nccl:all_to_all). */
+static int is_host_comm(const kineto_file_t *f, const struct kineto_event *e)
 {
+	const char *name;
+
+	if (e->cat == KINETO_CAT_CPU_OP)
+		return 1;
+	if (e->cat != KINETO_CAT_USER_ANNOTATION)
+		return 0;
+	name = kineto_file_string(f, e->name);
+	return strncmp(name, "nccl:", 5) == 0 || strncmp(name, "c10d::", 6) == 0;
+}
+
+/* The ops of cat (KINETO_CAT_CPU_OP: the communication ops of is_host_comm)
+ * sorted, each with its parent: a stack per thread. */
+static int host_ops_build(struct host_ops *h, const kineto_file_t *f, uint32_t cat)
+{
+	const struct kineto_event *ev = kineto_file_events(f);
+	size_t nev = kineto_file_nevents(f);
 	size_t depth = 0;
 	uint32_t *stack;
 
@@ -112,7 +129,7 @@ static int host_ops_build(struct host_ops *h, const struct kineto_event *ev, siz
 	if (!h->ev)
 		return -ENOMEM;
 	for (size_t i = 0; i < nev; i++)
-		if (ev[i].cat == cat)
+		if (cat == KINETO_CAT_CPU_OP ? is_host_comm(f, &ev[i]) : ev[i].cat == cat)
 			h->ev[h->n++] = (uint32_t)i;
 	qsort_r(h->ev, h->n, sizeof(*h->ev), cmp_ops, (void *)ev);
 	h->parent = malloc((h->n ? h->n : 1) * sizeof(*h->parent));
@@ -409,7 +426,7 @@ static int map_collectives(kineto_map_t *m)
 	args = calloc(n ? n : 1, sizeof(*args));
 	m->coll_of_event = calloc(nev ? nev : 1, sizeof(*m->coll_of_event));
 	if (!m->colls || !args || !m->coll_of_event || idx_init(&launches, nev) ||
-	    host_ops_build(&h, ev, nev, KINETO_CAT_CPU_OP))
+	    host_ops_build(&h, m->f, KINETO_CAT_CPU_OP))
 		goto out;
 	for (size_t i = 0; i < nev; i++)
 		if ((ev[i].cat == KINETO_CAT_CUDA_RUNTIME || ev[i].cat == KINETO_CAT_CUDA_DRIVER) &&
@@ -488,7 +505,6 @@ static int map_pid(kineto_map_t *m)
  * gpu_user_annotation apart). */
 static int map_depths(kineto_map_t *m)
 {
-	const struct kineto_event *ev = kineto_file_events(m->f);
 	size_t nev = kineto_file_nevents(m->f);
 	static const uint32_t cats[] = {KINETO_CAT_USER_ANNOTATION, KINETO_CAT_GPU_USER_ANNOTATION};
 
@@ -497,7 +513,7 @@ static int map_depths(kineto_map_t *m)
 		return -ENOMEM;
 	for (size_t c = 0; c < 2; c++) {
 		struct host_ops h = {0};
-		int rc = host_ops_build(&h, ev, nev, cats[c]);
+		int rc = host_ops_build(&h, m->f, cats[c]);
 
 		for (size_t k = 0; !rc && k < h.n; k++) {
 			uint16_t d = 0;

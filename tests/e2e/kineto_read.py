@@ -9,6 +9,9 @@
       own computation of HTA's overlap from the JSON, and to HTA's numbers
       (HTA_FIGURES) to 0.1 point. Exit 77 without SHARED_DIR.
 
+  kineto_read.py seeds DIR
+      the seeds of tests/fuzz/kineto_map_fuzz (its corpus).
+
   kineto_read.py generated FSDPSCOPE FSS_TRACE WORKDIR
       on traces this script writes (never copies of the shared ones): two
       ranks of one job (files and folder), 2 files of a 128-rank world with no
@@ -399,7 +402,27 @@ def generated(fsdpscope, fss_trace, work):
     return 1 if FAILS else 0
 
 
+def seeds(folder):
+    """The seeds of tests/fuzz/kineto_map_fuzz: a control byte (0), then a small trace."""
+    os.makedirs(folder, exist_ok=True)
+    docs = {
+        "job": job_trace(0, 2, steps=2, layers=1),
+        "no_groups": job_trace(1, 4, groups=False, steps=2, layers=1),
+        "no_nccl": job_trace(0, 1, nccl=False, steps=1, layers=1),
+    }
+    frac = job_trace(0, 2, steps=2, layers=1)
+    for e in frac["traceEvents"]:
+        e["ts"] = Decimal(str(e["ts"])) + Decimal("0.375")
+    docs["fractional"] = frac
+    for name, doc in docs.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(b"\0" + json.dumps(doc, default=float).encode())
+    return 0
+
+
 def main(argv):
+    if argv[1] == "seeds":
+        return seeds(argv[2])
     if argv[1] == "shared":
         return shared(argv[2], argv[3], argv[4])
     return generated(argv[2], argv[3], argv[4])

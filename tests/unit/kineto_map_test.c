@@ -332,6 +332,30 @@ static void test_host_view(void **state)
 	kineto_map_free(m);
 }
 
+/* Older PyTorch wrote its nccl: ops as user_annotation: one around a
+ * SendRecv kernel's launch says all-to-all, and gives the host times. */
+static void test_annotation_host_op(void **state)
+{
+	kineto_file_t *f = new_file(3, 8);
+	struct recs r;
+	kineto_map_t *m;
+
+	(void)state;
+	add(f, KINETO_CAT_USER_ANNOTATION, "nccl:all_to_all", 10, 100000, 50000, -1, -1, -1, 0);
+	add(f, KINETO_CAT_CUDA_RUNTIME, "cudaLaunchKernel", 10, 120000, 5000, -1, 5, -1, 0);
+	add(f, KINETO_CAT_KERNEL, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 21, 130000, 9000, 21, 5,
+	    -1, 0);
+	m = map_of(f);
+	collect(m, &r);
+	assert_int_equal(r.ncolls, 1);
+	assert_int_equal(r.colls[0].op, FSS_OP_ALLTOALL);
+	assert_int_equal(r.colls[0].enter_ns, 100000);
+	assert_int_equal(r.colls[0].exit_ns, 150000);
+	assert_int_equal(r.figures.host_view_missing, 0);
+	assert_int_equal(r.nranges, 1); /* and still a range */
+	kineto_map_free(m);
+}
+
 /* Ranges: user_annotation nested on a thread (depths 0, 1), the
  * ProfilerStep#N counted; gpu_user_annotation in a domain of its own. */
 static void test_ranges(void **state)
@@ -429,8 +453,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_args_and_groups), cmocka_unit_test(test_kernel_names_and_inferred),
-	    cmocka_unit_test(test_host_view),	    cmocka_unit_test(test_ranges),
-	    cmocka_unit_test(test_hta_overlap),	    cmocka_unit_test(test_kernel_classes),
+	    cmocka_unit_test(test_host_view),	    cmocka_unit_test(test_annotation_host_op),
+	    cmocka_unit_test(test_ranges),	    cmocka_unit_test(test_hta_overlap),
+	    cmocka_unit_test(test_kernel_classes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
