@@ -6,8 +6,9 @@
  *
  * Each element of traceEvents is read once into a struct event_state:
  * ph, cat, name, pid, tid, ts, dur and, in args, only these keys:
- *   from Kineto's output_json.cpp (GPU activities): "stream", "correlation",
- *     "External id";
+ *   from Kineto (libkineto/src/output_json.cpp writes "External id", and
+ *     the CUPTI activity's metadata "stream" and "correlation"; it copies
+ *     record_param_comms' NCCL args onto the NCCL kernels it launched);
  *   from PyTorch's torch/csrc/profiler/util.h (saveNcclMeta, the
  *     record_param_comms op and, in PyTorch 2.x, the NCCL kernels):
  *     "Collective name", "In msg nelems", "Out msg nelems", "dtype",
