@@ -26,6 +26,11 @@
  * event says whether its ts or dur had a fraction (KINETO_EV_FRACTIONAL),
  * because HTA rounds such events inward to whole µs.
  *
+ * The args read are the ones struct kineto_comm_args and struct kineto_event
+ * name; kineto_parse.c's header lists them with where their spelling was
+ * confirmed (Kineto's output_json.cpp, PyTorch's profiler/util.h: "Seq",
+ * "Rank", "Process Group Ranks" as a string).
+ *
  * The builder (kineto_file_new, kineto_file_intern, kineto_file_add*) is
  * what the parser fills the file with, and what unit tests use to make a
  * file without JSON.

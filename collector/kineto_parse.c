@@ -6,8 +6,9 @@
  *
  * Each element of traceEvents is read once into a struct event_state:
  * ph, cat, name, pid, tid, ts, dur and, in args, only these keys:
- *   from Kineto's output_json.cpp (GPU activities): "stream", "correlation",
- *     "External id";
+ *   from Kineto (libkineto/src/output_json.cpp writes "External id", and
+ *     the CUPTI activity's metadata "stream" and "correlation"; it copies
+ *     record_param_comms' NCCL args onto the NCCL kernels it launched);
  *   from PyTorch's torch/csrc/profiler/util.h (saveNcclMeta, the
  *     record_param_comms op and, in PyTorch 2.x, the NCCL kernels):
  *     "Collective name", "In msg nelems", "Out msg nelems", "dtype",
@@ -51,8 +52,9 @@ struct event_state {
 	struct text_ref text[TEXT_COUNT];
 	struct kineto_comm_args comm; /* numbers only; the strings in text[] */
 	int have_comm;
-	const char *bad;	/* the first value of the wrong type */
-	uint64_t bad_at;
+	const char *bad_key;	/* the first value of the wrong type: its key, */
+	const char *bad;	/* what is wrong with it, */
+	uint64_t bad_at;	/* and where it starts */
 };
 
 int kparse_nomem(struct kparse *p)
@@ -261,9 +263,11 @@ int kparse_array_next(struct kparse *p, int *count)
 
 /* ---- values of the fields read ---- */
 
-static int mark_bad(struct kparse *p, struct event_state *ev, uint64_t at, const char *why)
+static int mark_bad(struct kparse *p, struct event_state *ev, uint64_t at, const char *key, const char *why)
 {
+	(void)p;
 	if (!ev->bad) {
+		ev->bad_key = key;
 		ev->bad = why;
 		ev->bad_at = at;
 	}
@@ -271,11 +275,11 @@ static int mark_bad(struct kparse *p, struct event_state *ev, uint64_t at, const
 }
 
 /* An integer field of an event: the value, or the event marked bad. */
-static int event_int(struct kparse *p, struct event_state *ev, const char *field, int64_t *out, int *have)
+static int event_int(struct kparse *p, struct event_state *ev, const char *key, int64_t *out, int *have)
 {
 	uint64_t at = kscan_offset(&p->s);
 	if (!kparse_number_start(kparse_peek(p))) {
-		mark_bad(p, ev, at, field);
+		mark_bad(p, ev, at, key, "not an integer");
 		return kscan_skip(&p->s);
 	}
 	struct kscan_number n;
@@ -283,16 +287,16 @@ static int event_int(struct kparse *p, struct event_state *ev, const char *field
 		return -1;
 	const char *why;
 	if (kscan_number_int(&n, out, &why) < 0)
-		return mark_bad(p, ev, at, why);
+		return mark_bad(p, ev, at, key, why);
 	*have = 1;
 	return 0;
 }
 
-static int event_time(struct kparse *p, struct event_state *ev, const char *field, int64_t *out, int *have)
+static int event_time(struct kparse *p, struct event_state *ev, const char *key, int64_t *out, int *have)
 {
 	uint64_t at = kscan_offset(&p->s);
 	if (!kparse_number_start(kparse_peek(p))) {
-		mark_bad(p, ev, at, field);
+		mark_bad(p, ev, at, key, "not a number");
 		return kscan_skip(&p->s);
 	}
 	struct kscan_number n;
@@ -300,7 +304,7 @@ static int event_time(struct kparse *p, struct event_state *ev, const char *fiel
 		return -1;
 	const char *why;
 	if (kscan_number_us_to_ns(&n, out, &why) < 0)
-		return mark_bad(p, ev, at, why);
+		return mark_bad(p, ev, at, key, why);
 	if (n.fraction)
 		ev->fractional = 1;
 	*have = 1;
@@ -308,27 +312,31 @@ static int event_time(struct kparse *p, struct event_state *ev, const char *fiel
 }
 
 /* pid or tid: an int32, or a string (KINETO_NONE). */
-static int event_id32(struct kparse *p, struct event_state *ev, const char *field, int32_t *out)
+static int event_id32(struct kparse *p, struct event_state *ev, const char *key, int32_t *out)
 {
 	if (kparse_peek(p) == '"')
 		return kscan_string(&p->s, NULL, 0);
 	int64_t v;
 	int have = 0;
 	uint64_t at = kscan_offset(&p->s);
-	if (event_int(p, ev, field, &v, &have) < 0)
+	if (!kparse_number_start(kparse_peek(p))) {
+		mark_bad(p, ev, at, key, "neither an integer nor a string");
+		return kscan_skip(&p->s);
+	}
+	if (event_int(p, ev, key, &v, &have) < 0)
 		return -1;
 	if (have && (v < INT32_MIN || v > INT32_MAX))
-		return mark_bad(p, ev, at, "a pid or tid out of 32-bit range");
+		return mark_bad(p, ev, at, key, "out of 32-bit range");
 	if (have)
 		*out = (int32_t)v;
 	return 0;
 }
 
-static int event_text(struct kparse *p, struct event_state *ev, const char *field, struct text_ref *ref)
+static int event_text(struct kparse *p, struct event_state *ev, const char *key, struct text_ref *ref)
 {
 	uint64_t at = kscan_offset(&p->s);
 	if (kparse_peek(p) != '"') {
-		mark_bad(p, ev, at, field);
+		mark_bad(p, ev, at, key, "not a string");
 		return kscan_skip(&p->s);
 	}
 	struct kscan_slice v;
@@ -382,11 +390,11 @@ int kparse_ranks(struct kparse *p, struct text_ref *ref, const char **bad)
 	if (kparse_peek(p) == '[') {
 		int r = ranks_array(p, ref);
 		if (r > 0)
-			*bad = "Process Group Ranks holds a value that is not an integer";
+			*bad = "holds a value that is not an integer";
 		return r < 0 ? -1 : 0;
 	}
 	if (kparse_peek(p) != '"') {
-		*bad = "Process Group Ranks is neither a string nor an array";
+		*bad = "neither a string nor an array";
 		return kscan_skip(&p->s);
 	}
 	struct kscan_slice v;
@@ -401,7 +409,7 @@ static int event_ranks(struct kparse *p, struct event_state *ev, struct text_ref
 	uint64_t at = kscan_offset(&p->s);
 	if (kparse_ranks(p, ref, &bad) < 0)
 		return -1;
-	return bad ? mark_bad(p, ev, at, bad) : 0;
+	return bad ? mark_bad(p, ev, at, "Process Group Ranks", bad) : 0;
 }
 
 static int args_value(struct kparse *p, struct event_state *ev, struct kscan_slice key)
@@ -409,32 +417,32 @@ static int args_value(struct kparse *p, struct event_state *ev, struct kscan_sli
 	int have = 0;
 	int64_t v;
 	if (KEY_IS(key, "stream"))
-		return event_int(p, ev, "stream is not an integer", &ev->stream, &ev->have_stream);
+		return event_int(p, ev, "stream", &ev->stream, &ev->have_stream);
 	if (KEY_IS(key, "correlation"))
-		return event_int(p, ev, "correlation is not an integer", &ev->correlation, &ev->have_correlation);
+		return event_int(p, ev, "correlation", &ev->correlation, &ev->have_correlation);
 	if (KEY_IS(key, "External id"))
-		return event_int(p, ev, "External id is not an integer", &ev->external_id, &ev->have_external_id);
+		return event_int(p, ev, "External id", &ev->external_id, &ev->have_external_id);
 	if (KEY_IS(key, "Collective name"))
-		return ev->have_comm = 1, event_text(p, ev, "Collective name is not a string", &ev->text[TEXT_COLLECTIVE]);
+		return ev->have_comm = 1, event_text(p, ev, "Collective name", &ev->text[TEXT_COLLECTIVE]);
 	if (KEY_IS(key, "dtype"))
-		return ev->have_comm = 1, event_text(p, ev, "dtype is not a string", &ev->text[TEXT_DTYPE]);
+		return ev->have_comm = 1, event_text(p, ev, "dtype", &ev->text[TEXT_DTYPE]);
 	if (KEY_IS(key, "Process Group Name"))
-		return ev->have_comm = 1, event_text(p, ev, "Process Group Name is not a string", &ev->text[TEXT_PG_NAME]);
+		return ev->have_comm = 1, event_text(p, ev, "Process Group Name", &ev->text[TEXT_PG_NAME]);
 	if (KEY_IS(key, "Process Group Description"))
 		return ev->have_comm = 1,
-		       event_text(p, ev, "Process Group Description is not a string", &ev->text[TEXT_PG_DESC]);
+		       event_text(p, ev, "Process Group Description", &ev->text[TEXT_PG_DESC]);
 	if (KEY_IS(key, "Process Group Ranks"))
 		return ev->have_comm = 1, event_ranks(p, ev, &ev->text[TEXT_PG_RANKS]);
 	int64_t *field = NULL;
 	const char *why = NULL;
 	if (KEY_IS(key, "In msg nelems"))
-		field = &ev->comm.in_nelems, why = "In msg nelems is not an integer";
+		field = &ev->comm.in_nelems, why = "In msg nelems";
 	else if (KEY_IS(key, "Out msg nelems"))
-		field = &ev->comm.out_nelems, why = "Out msg nelems is not an integer";
+		field = &ev->comm.out_nelems, why = "Out msg nelems";
 	else if (KEY_IS(key, "Seq"))
-		field = &ev->comm.seq, why = "Seq is not an integer";
+		field = &ev->comm.seq, why = "Seq";
 	else if (KEY_IS(key, "Rank"))
-		field = &ev->comm.rank, why = "Rank is not an integer";
+		field = &ev->comm.rank, why = "Rank";
 	if (field) {
 		ev->have_comm = 1;
 		return event_int(p, ev, why, field, &have);
@@ -442,10 +450,10 @@ static int args_value(struct kparse *p, struct event_state *ev, struct kscan_sli
 	if (KEY_IS(key, "Group size")) {
 		uint64_t at = kscan_offset(&p->s);
 		ev->have_comm = 1;
-		if (event_int(p, ev, "Group size is not an integer", &v, &have) < 0)
+		if (event_int(p, ev, "Group size", &v, &have) < 0)
 			return -1;
 		if (have && (v < 0 || v > INT32_MAX))
-			return mark_bad(p, ev, at, "Group size out of range");
+			return mark_bad(p, ev, at, "Group size", "out of range");
 		if (have)
 			ev->comm.group_size = (int32_t)v;
 		return 0;
@@ -456,7 +464,7 @@ static int args_value(struct kparse *p, struct event_state *ev, struct kscan_sli
 static int event_args(struct kparse *p, struct event_state *ev)
 {
 	if (kparse_peek(p) != '{') {
-		mark_bad(p, ev, kscan_offset(&p->s), "args is not an object");
+		mark_bad(p, ev, kscan_offset(&p->s), "args", "not an object");
 		return kscan_skip(&p->s);
 	}
 	struct keyset *ks = &p->keys[2];
@@ -498,7 +506,7 @@ static int event_value(struct kparse *p, struct event_state *ev, struct kscan_sl
 	case 2:
 		if (KEY_IS(key, "ph")) {
 			if (kparse_peek(p) != '"') {
-				mark_bad(p, ev, at, "ph is not a string");
+				mark_bad(p, ev, at, "ph", "not a string");
 				return kscan_skip(&p->s);
 			}
 			if (kscan_string(&p->s, &v, 1) < 0)
@@ -507,12 +515,12 @@ static int event_value(struct kparse *p, struct event_state *ev, struct kscan_sl
 			return 0;
 		}
 		if (KEY_IS(key, "ts"))
-			return event_time(p, ev, "ts is not a number", &ev->ts, &ev->have_ts);
+			return event_time(p, ev, "ts", &ev->ts, &ev->have_ts);
 		break;
 	case 3:
 		if (KEY_IS(key, "cat")) {
 			if (kparse_peek(p) != '"') {
-				mark_bad(p, ev, at, "cat is not a string");
+				mark_bad(p, ev, at, "cat", "not a string");
 				return kscan_skip(&p->s);
 			}
 			if (kscan_string(&p->s, &v, 1) < 0)
@@ -521,15 +529,15 @@ static int event_value(struct kparse *p, struct event_state *ev, struct kscan_sl
 			return 0;
 		}
 		if (KEY_IS(key, "pid"))
-			return event_id32(p, ev, "pid is neither a number nor a string", &ev->pid);
+			return event_id32(p, ev, "pid", &ev->pid);
 		if (KEY_IS(key, "tid"))
-			return event_id32(p, ev, "tid is neither a number nor a string", &ev->tid);
+			return event_id32(p, ev, "tid", &ev->tid);
 		if (KEY_IS(key, "dur"))
-			return event_time(p, ev, "dur is not a number", &ev->dur, &ev->have_dur);
+			return event_time(p, ev, "dur", &ev->dur, &ev->have_dur);
 		break;
 	case 4:
 		if (KEY_IS(key, "name"))
-			return event_text(p, ev, "name is not a string", &ev->name);
+			return event_text(p, ev, "name", &ev->name);
 		if (KEY_IS(key, "args"))
 			return event_args(p, ev);
 		break;
@@ -547,12 +555,13 @@ static void event_reset(struct kparse *p, struct event_state *ev)
 	p->slen = 0;
 }
 
-static void skip_note(struct kparse *p, uint64_t at, const char *why)
+/* Count an element left out; the first one's key (NULL: none), reason and offset are kept. */
+static void skip_note(struct kparse *p, uint64_t at, const char *key, const char *why)
 {
 	struct kineto_counts *c = kineto_file_counts_mut(p->f);
 	if (c->skipped++ == 0) {
 		p->info->skip_offset = at;
-		snprintf(p->info->skip_message, sizeof(p->info->skip_message), "%s", why);
+		snprintf(p->info->skip_message, sizeof(p->info->skip_message), "%s%s%s", key ? key : "", key ? ": " : "", why);
 	}
 }
 
@@ -636,20 +645,20 @@ static int event_finish(struct kparse *p, struct event_state *ev, uint64_t at)
 {
 	struct kineto_counts *c = kineto_file_counts_mut(p->f);
 	if (ev->bad) {
-		skip_note(p, ev->bad_at, ev->bad);
+		skip_note(p, ev->bad_at, ev->bad_key, ev->bad);
 		return 0;
 	}
 	if (!ev->ph) {
-		skip_note(p, at, "an event without ph");
+		skip_note(p, at, NULL, "an event without ph");
 		return 0;
 	}
 	int cat = ev->ph == 'X' ? kept_cat(p, ev) : 0;
 	if (cat && (!ev->have_ts || !ev->have_dur)) {
-		skip_note(p, at, ev->have_ts ? "a complete event without dur" : "a complete event without ts");
+		skip_note(p, at, NULL, ev->have_ts ? "a complete event without dur" : "a complete event without ts");
 		return 0;
 	}
 	if (ev->have_dur && ev->dur < 0 && cat) {
-		skip_note(p, at, "a complete event with a negative dur");
+		skip_note(p, at, NULL, "a complete event with a negative dur");
 		return 0;
 	}
 	switch (ev->ph) {
@@ -691,7 +700,7 @@ int kparse_trace_events(struct kparse *p)
 			if (kscan_skip(&p->s) < 0)
 				return -1;
 			c->events++;
-			skip_note(p, at, "an element of traceEvents that is not an object");
+			skip_note(p, at, NULL, "an element of traceEvents that is not an object");
 			continue;
 		}
 		event_reset(p, &ev);

@@ -12,9 +12,10 @@
 
 #include "collector/kineto_scan.h"
 
+/* A string of the current event, in kparse.scratch. */
 struct text_ref {
 	size_t off, len;
-	int have;
+	int have; /* the key was there (with a value of the right type) */
 };
 
 /* The keys of one object so far, copied, for duplicates: a table of
@@ -30,17 +31,18 @@ struct keyset {
 	size_t tlen, tcap;
 };
 
+/* One read of one file. */
 struct kparse {
 	struct kscan s;
-	kineto_file_t *f;
-	struct kineto_read_info *info;
-	int nomem;
-	int saw_events;
-	int not_trace;
+	kineto_file_t *f;		/* what is read, filled as it goes */
+	struct kineto_read_info *info;	/* the caller's: skip_offset, skip_message as it goes */
+	int nomem;			/* an allocation failed: the read returns -ENOMEM */
+	int saw_events;			/* a traceEvents array was read */
+	int not_trace;			/* JSON, but not a Chrome trace: not_trace_why */
 	char not_trace_why[96];
-	char *scratch;		/* the current event's strings */
+	char *scratch;			/* the current event's strings (or a metadata value's) */
 	size_t slen, scap;
-	struct keyset keys[5];	/* one per level of objects read: top, event or info, args or entry */
+	struct keyset keys[5];		/* one per level of objects read: top, event or info, args or entry */
 };
 
 #define KEY_IS(k, lit) ((k).len == sizeof(lit) - 1 && memcmp((k).text, lit, sizeof(lit) - 1) == 0)

@@ -4,6 +4,11 @@
  * pg_config, deviceProperties[0], baseTimeNanoseconds, schemaVersion,
  * traceName), the entry points and the sniffer. traceEvents is
  * kineto_parse.c's.
+ *
+ * A metadata value of the wrong type (a rank that is a string, a
+ * pg_config that is an object) is skipped and left absent (KINETO_NONE,
+ * string id 0): the events can still be read, and the caller says what is
+ * missing. Only the JSON grammar makes such a file unreadable.
  */
 #include "collector/kineto_parse.h"
 

@@ -6,6 +6,7 @@
 #include "collector/kineto_scan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,8 @@ int kscan_open(struct kscan *s, int fd, size_t chunk)
 	memset(s, 0, sizeof(*s));
 	s->fd = fd;
 	s->chunk = chunk ? chunk : KSCAN_CHUNK;
+	/* read once, front to back: the kernel may read further ahead */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	s->chunk_buf = malloc(s->chunk < 2 ? 2 : s->chunk);
 	if (!s->chunk_buf)
 		return -ENOMEM;

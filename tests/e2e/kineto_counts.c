@@ -2,11 +2,18 @@
  * kineto_counts.c - what the Kineto reader (collector/kineto_file.h) read
  * from each file given, as "key value" lines, for kineto_counts.py to
  * compare with its own count of the same files (tests/e2e/kineto.cmake).
+ *
+ * usage: kineto_counts [-c CHUNK] FILE...   (-c: reads of CHUNK bytes, to
+ * cross every token boundary of a real trace)
  */
 #include "collector/kineto_file.h"
+#include "collector/kineto_scan.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *cat_names[] = {
 	[KINETO_CAT_KERNEL] = "kernel",
@@ -73,13 +80,28 @@ static void print_file(const char *path, const kineto_file_t *f, const struct ki
 	       m->device_sms, (long long)m->device_memory, (long long)m->schema_version, kineto_file_string(f, m->trace_name));
 }
 
+static int read_chunked(const char *path, size_t chunk, kineto_file_t **f, struct kineto_read_info *info)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int r = kineto_file_read_fd_chunk(fd, chunk, f, info);
+	close(fd);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
-	int rc = 0;
-	for (int i = 1; i < argc; i++) {
+	int rc = 0, first = 1;
+	size_t chunk = 0;
+	if (argc > 2 && strcmp(argv[1], "-c") == 0) {
+		chunk = strtoul(argv[2], NULL, 10);
+		first = 3;
+	}
+	for (int i = first; i < argc; i++) {
 		kineto_file_t *f;
 		struct kineto_read_info info;
-		int r = kineto_file_read(argv[i], &f, &info);
+		int r = chunk ? read_chunked(argv[i], chunk, &f, &info) : kineto_file_read(argv[i], &f, &info);
 		if (r < 0) {
 			fprintf(stderr, "kineto_counts: %s: %s\n", argv[i], strerror(-r));
 			rc = 1;

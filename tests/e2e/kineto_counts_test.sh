@@ -20,3 +20,10 @@ for f in "$dir"/*/*.json.gz "$dir"/*/*.json; do
   n=$((n + 1))
 done
 [ "$n" -gt 0 ] || { echo "kineto_counts: no trace in $dir"; exit 1; }
+# the smallest of them again in reads of 7 bytes (compressed, and inflated 7
+# bytes at a time): every token boundary of a real trace crossed, the same lines
+small=$(ls -S "$dir"/*/*.json.gz | tail -1)
+"$driver" "$small" >"$tmp/default"
+"$driver" -c 7 "$small" >"$tmp/seven"
+diff -u "$tmp/default" "$tmp/seven" || { echo "kineto_counts: $small read 7 bytes at a time differs (above)"; exit 1; }
+echo "kineto_counts: $small in 7-byte reads: the same"
