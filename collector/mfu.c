@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collector/analyze_note.h"
 #include "collector/device_peak.h"
 #include "collector/source.h"
 #include "common/record.h"
@@ -99,6 +100,11 @@ void mfu_fill(const struct analysis_options *opt, struct analysis_result *r)
 	if (!m->missing)
 		m->mfu = m->achieved_flops / (m->peak_flops * m->ranks);
 	r->breakdown.mfu = m->mfu;
+	/* kept as computed: which input is wrong is the user's to say */
+	if (m->mfu > 1)
+		analyze_note(r, "MFU %.0f%% is above 100%%: the FLOPs per step (%s) or the peak (%.4g FLOP/s, from %s) do not fit "
+				"this job", 100 * m->mfu, analysis_flops_from_name((int)m->flops_from), m->peak_flops,
+			     analysis_peak_from_name((int)m->peak_from));
 }
 
 const char *analysis_mfu_missing_name(int bit)
