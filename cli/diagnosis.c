@@ -494,7 +494,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 			strcat(strcat(d->label, i ? " " : ""), paths[i]);
 		d->trace_path = d->label;
 	}
-	rc = analyze_traces(paths, n, &f->analysis, &d->result, &d->merge, err, errlen);
+	rc = analyze_traces_tool(paths, n, &f->analysis, f->tool, &d->result, &d->merge, err, errlen);
 	if (rc) {
 		if (errlen && !err[0])
 			snprintf(err, errlen, "%s", fss_strerror(rc));
