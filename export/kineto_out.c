@@ -30,6 +30,8 @@ struct ko_comm {
 	int32_t rank;		      /* the source's rank in it */
 	char name[SOURCE_TEXT_MAX];   /* the job's (commName), "" */
 	char pg_name[SOURCE_TEXT_MAX]; /* the name on the events: commName, else the id */
+	char *ranks;		      /* its members' global ranks "[0, 1]" once all are known, NULL */
+	uint64_t ranks_tried;	      /* the export's comm_version when they were last looked for */
 };
 
 struct ko_source {
@@ -55,6 +57,7 @@ struct kineto_export {
 	struct ko_source *src; /* by source id */
 	size_t nsrc;
 	size_t files;
+	uint64_t comm_version; /* communicators taken in so far: members may have become known */
 	int finished;
 	int error;
 };
@@ -208,6 +211,11 @@ static int ko_on_comm(void *ctx, const struct source *src, const struct source_c
 			return fail(k, -ENOMEM);
 		m = &s->comms[s->ncomms++];
 	}
+	k->comm_version++;
+	if (m->id_hash != c->id_hash || m->nranks != c->nranks) {
+		free(m->ranks);
+		m->ranks = NULL;
+	}
 	m->id_hash = c->id_hash;
 	m->nranks = c->nranks;
 	m->rank = c->rank;
@@ -224,7 +232,7 @@ static int ko_on_comm(void *ctx, const struct source *src, const struct source_c
  * order, when every member's records have shown it (else "" ). Sources'
  * ranks as the view knew them last.
  */
-static void comm_ranks(const kineto_export_t *k, uint64_t id_hash, int32_t nranks, char *buf, size_t len)
+static void comm_ranks_text(const kineto_export_t *k, uint64_t id_hash, int32_t nranks, char *buf, size_t len)
 {
 	size_t off = 0;
 
@@ -254,12 +262,35 @@ static void comm_ranks(const kineto_export_t *k, uint64_t id_hash, int32_t nrank
 	snprintf(buf + off, len - off, "]");
 }
 
+/* m's members as comm_ranks_text says them, looked for again only when a
+ * communicator came in since; NULL while some are not known. */
+static const char *comm_ranks(kineto_export_t *k, struct ko_comm *m)
+{
+	size_t len;
+	char *buf;
+
+	if (m->ranks || m->ranks_tried == k->comm_version || m->nranks <= 0)
+		return m->ranks;
+	m->ranks_tried = k->comm_version;
+	len = (size_t)m->nranks * 12 + 4;
+	buf = malloc(len);
+	if (!buf)
+		return NULL;
+	comm_ranks_text(k, m->id_hash, m->nranks, buf, len);
+	if (!buf[0]) {
+		free(buf);
+		return NULL;
+	}
+	m->ranks = buf;
+	return buf;
+}
+
 /* c10d's args of call c (inside an open args object). */
-static void c10d_args(const kineto_export_t *k, struct jw *w, const struct export_call *c)
+static void c10d_args(kineto_export_t *k, struct jw *w, const struct export_call *c)
 {
 	uint64_t in, out;
-	const struct ko_comm *m = c->rec.head.source < k->nsrc ? comm_of(&k->src[c->rec.head.source], c->comm_id) : NULL;
-	char ranks[1024];
+	struct ko_comm *m = c->rec.head.source < k->nsrc ? comm_of(&k->src[c->rec.head.source], c->comm_id) : NULL;
+	const char *ranks;
 
 	export_in_out_nelems(c->rec.op, c->rec.count, c->comm_nranks, &in, &out);
 	jw_str(w, "Collective name", export_pytorch_collective(c->rec.op));
@@ -270,8 +301,8 @@ static void c10d_args(const kineto_export_t *k, struct jw *w, const struct expor
 	if (m) {
 		jw_str(w, "Process Group Name", m->pg_name);
 		jw_str(w, "Process Group Description", m->name[0] ? m->name : "undescribed");
-		comm_ranks(k, c->comm_id, c->comm_nranks, ranks, sizeof(ranks));
-		if (ranks[0])
+		ranks = comm_ranks(k, m);
+		if (ranks)
 			jw_str(w, "Process Group Ranks", ranks);
 	}
 	if (c->rec.seq)
@@ -429,7 +460,7 @@ static const struct source_summary *summary_of(const struct analysis_result *r, 
 static void distributed_info(kineto_export_t *k, struct ko_source *s, int32_t rank, struct jw *w)
 {
 	int32_t world = 0;
-	char ranks[4096];
+	const char *ranks;
 
 	for (size_t i = 0; i < s->ncomms; i++)
 		if (s->comms[i].nranks > world)
@@ -441,15 +472,16 @@ static void distributed_info(kineto_export_t *k, struct ko_source *s, int32_t ra
 	jw_u64(w, "pg_count", s->ncomms);
 	jw_open(w, "pg_config", '[');
 	for (size_t i = 0; i < s->ncomms; i++) {
-		const struct ko_comm *m = &s->comms[i];
+		struct ko_comm *m = &s->comms[i];
 
 		jw_open(w, NULL, '{');
 		jw_str(w, "pg_name", m->pg_name);
 		jw_str(w, "pg_desc", m->name[0] ? m->name : "undescribed");
 		jw_str(w, "backend_config", "cuda:nccl");
 		jw_i64(w, "pg_size", m->nranks);
-		comm_ranks(k, m->id_hash, m->nranks, ranks, sizeof(ranks));
-		if (ranks[0]) {
+		m->ranks_tried = 0; /* every member's records are in now */
+		ranks = comm_ranks(k, m);
+		if (ranks) {
 			jw_sep(w, "ranks");
 			jw_raw(w, ranks, strlen(ranks));
 		}
@@ -542,6 +574,8 @@ void kineto_export_free(kineto_export_t *k)
 			unlinkat(k->dirfd, s->tmp, 0);
 		}
 		trace_events_free(s->te);
+		for (size_t c = 0; c < s->ncomms; c++)
+			free(s->comms[c].ranks);
 		free(s->comms);
 		free(s->streams);
 	}
