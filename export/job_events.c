@@ -29,6 +29,11 @@ struct je_pending {
 	int done;
 };
 
+/* Device intervals a source may hold before their call or their correlation
+ * record: beyond, the oldest is let go (CUPTI's records come soon after the
+ * calls, or not at all). */
+#define JE_EARLY_MAX 4096u
+
 /* A device interval of a call not seen yet, or waiting for its correlation. */
 struct je_early {
 	struct export_kernel k;
@@ -159,6 +164,13 @@ static int emit_device(job_events_t *j, uint32_t source, const struct export_cal
 	return emit(j, source, &k);
 }
 
+/* The call of p, its name pointing into p (valid until the queue changes). */
+static const struct export_call *pending_call(struct je_pending *p)
+{
+	p->call.comm_name = p->comm_name;
+	return &p->call;
+}
+
 /* Drop the calls done at the front of the queue. */
 static void pending_trim(struct je_source *s)
 {
@@ -171,8 +183,6 @@ static void pending_trim(struct je_source *s)
 		s->n -= s->head;
 		s->head = 0;
 	}
-	for (size_t i = s->head; i < s->n; i++)
-		s->pending[i].call.comm_name = s->pending[i].comm_name; /* moved */
 }
 
 static struct je_pending *pending_find(struct je_source *s, uint64_t seq)
@@ -198,7 +208,7 @@ static int pending_flush(job_events_t *j, uint32_t id, struct je_source *s)
 	for (size_t i = s->head; i < s->n && !rc; i++)
 		if (!s->pending[i].done) {
 			s->pending[i].done = 1;
-			rc = emit_host_call(j, id, &s->pending[i].call);
+			rc = emit_host_call(j, id, pending_call(&s->pending[i]));
 		}
 	s->head = s->n = 0;
 	s->nearly = 0; /* device intervals of no call seen: not a collective's kernel */
@@ -213,19 +223,17 @@ static int pending_push(job_events_t *j, uint32_t id, struct je_source *s, const
 	if (s->n - s->head >= JOB_EVENTS_PENDING_MAX) {
 		/* no interval came for the oldest: draw it at its host interval */
 		s->pending[s->head].done = 1;
-		rc = emit_host_call(j, id, &s->pending[s->head].call);
+		rc = emit_host_call(j, id, pending_call(&s->pending[s->head]));
 		pending_trim(s);
 		if (rc)
 			return rc;
 	}
 	if (grow((void **)&s->pending, &s->cap, s->n + 1, sizeof(*s->pending)))
 		return -ENOMEM;
-	for (size_t i = s->head; i < s->n; i++)
-		s->pending[i].call.comm_name = s->pending[i].comm_name; /* moved by realloc */
 	p = &s->pending[s->n++];
 	p->call = *c;
 	snprintf(p->comm_name, sizeof(p->comm_name), "%s", c->comm_name);
-	p->call.comm_name = p->comm_name;
+	p->call.comm_name = NULL; /* the array moves: pending_call points it at comm_name */
 	p->done = 0;
 	return 0;
 }
@@ -278,6 +286,18 @@ static int on_collective(void *ctx, const struct source *src, const struct fss_r
 	return fail(j, pending_push(j, id, s, &c));
 }
 
+static int early_push(struct je_source *s, const struct export_kernel *k, uint64_t seq)
+{
+	if (s->nearly >= JE_EARLY_MAX) {
+		memmove(s->early, s->early + 1, (s->nearly - 1) * sizeof(*s->early));
+		s->nearly--;
+	}
+	if (grow((void **)&s->early, &s->early_cap, s->nearly + 1, sizeof(*s->early)))
+		return -ENOMEM;
+	s->early[s->nearly++] = (struct je_early){.k = *k, .seq = seq};
+	return 0;
+}
+
 /* A device interval of call seq: its kernel, or kept until the call comes. */
 static int device_of_call(job_events_t *j, uint32_t id, struct je_source *s, uint64_t seq,
 			  const struct export_kernel *k)
@@ -287,16 +307,13 @@ static int device_of_call(job_events_t *j, uint32_t id, struct je_source *s, uin
 
 	if (p) {
 		p->done = 1;
-		rc = emit_device(j, id, &p->call, k);
+		rc = emit_device(j, id, pending_call(p), k);
 		pending_trim(s);
 		return rc;
 	}
 	if (seq <= s->last_seq)
 		return 0; /* a second kernel of one call (or of one drawn already): the call has its one */
-	if (grow((void **)&s->early, &s->early_cap, s->nearly + 1, sizeof(*s->early)))
-		return -ENOMEM;
-	s->early[s->nearly++] = (struct je_early){.k = *k, .seq = seq};
-	return 0;
+	return early_push(s, k, seq);
 }
 
 static int on_kernel(void *ctx, const struct source *src, const struct fss_rec_gpu_interval *g)
@@ -322,12 +339,8 @@ static int on_kernel(void *ctx, const struct source *src, const struct fss_rec_g
 		k.end_ns = k.start_ns;
 	switch (g->kind) {
 	case FSS_GPU_COMM:
-		if (!g->collective_seq) { /* its correlation record is still to come */
-			if (grow((void **)&s->early, &s->early_cap, s->nearly + 1, sizeof(*s->early)))
-				return fail(j, -ENOMEM);
-			s->early[s->nearly++] = (struct je_early){.k = k, .seq = 0};
-			return 0;
-		}
+		if (!g->collective_seq) /* its correlation record is still to come */
+			return fail(j, early_push(s, &k, 0));
 		return fail(j, device_of_call(j, id, s, g->collective_seq, &k));
 	case FSS_GPU_MEMCPY:
 		k.kind = EXPORT_KERNEL_MEMCPY;
