@@ -286,6 +286,31 @@ static int on_collective(void *ctx, const struct source *src, const struct fss_r
 	return fail(j, pending_push(j, id, s, &c));
 }
 
+/*
+ * A group's calls run in the one kernel ncclGroupEnd launches, which CUPTI
+ * ties to the first of them: the others waiting next to p in the queue (the
+ * same group id) get its interval too.
+ */
+static int group_mates(job_events_t *j, uint32_t id, struct je_source *s, struct je_pending *p,
+		       const struct export_kernel *k)
+{
+	size_t at = (size_t)(p - s->pending);
+	uint32_t group = p->call.rec.group_id;
+	int rc = 0;
+
+	for (size_t i = at + 1; i < s->n && s->pending[i].call.rec.group_id == group && !rc; i++)
+		if (!s->pending[i].done) {
+			s->pending[i].done = 1;
+			rc = emit_device(j, id, pending_call(&s->pending[i]), k);
+		}
+	for (size_t i = at; i > s->head && s->pending[i - 1].call.rec.group_id == group && !rc; i--)
+		if (!s->pending[i - 1].done) {
+			s->pending[i - 1].done = 1;
+			rc = emit_device(j, id, pending_call(&s->pending[i - 1]), k);
+		}
+	return rc;
+}
+
 static int early_push(struct je_source *s, const struct export_kernel *k, uint64_t seq)
 {
 	if (s->nearly >= JE_EARLY_MAX) {
@@ -308,6 +333,8 @@ static int device_of_call(job_events_t *j, uint32_t id, struct je_source *s, uin
 	if (p) {
 		p->done = 1;
 		rc = emit_device(j, id, pending_call(p), k);
+		if (!rc && p->call.rec.group_id)
+			rc = group_mates(j, id, s, p, k);
 		pending_trim(s);
 		return rc;
 	}

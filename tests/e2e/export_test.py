@@ -2,8 +2,9 @@
 """export_test.py - `fsdpscope export` end to end (tests/e2e/export.cmake).
 
 fsdp_ref runs under `fsdpscope run` (per-block, per-Linear, tensor parallel,
-gradient accumulation) and a generated trace with hostile names
-(export_gen_trace.c), each exported with --perfetto and with --kineto, and
+gradient accumulation), a generated trace with hostile names
+(export_gen_trace.c) and synthetic traces with CUPTI intervals, plain and
+grouped (export_synth_trace.c), each exported with --perfetto and with --kineto, and
 the outputs checked against `fsdpscope dump` of the same trace:
 
   * every file parses as strict JSON (no duplicate key, no NaN or Infinity,
@@ -12,6 +13,7 @@ the outputs checked against `fsdpscope dump` of the same trace:
   * every collective is exactly one slice with cat "kernel" named as NCCL
     names its kernels, per rank and op as many as dump's collectives, and one
     host-call slice in another cat; each call's flow (s) has its kernel's (f);
+    with CUPTI intervals, every kernel spans its device interval;
   * one process per rank named "rank R";
   * --kineto: DIR holds only rank-R.json files, each with one pid of its own,
     distributedInfo's rank and world_size, a record_param_comms op per
@@ -92,7 +94,7 @@ def timed_events_ok(events, where):
     check(not bad, f"{where}: {len(bad)} timestamped events without ts, pid or tid: {bad[:2]}")
 
 
-def check_perfetto(path, want, names):
+def check_perfetto(path, want, names, device=False):
     doc = strict_load(path)
     ev = doc["traceEvents"]
     timed_events_ok(ev, path)
@@ -111,6 +113,9 @@ def check_perfetto(path, want, names):
             check(m is not None, f"{path}: kernel name {e['name']!r} is not NCCL's")
             if m:
                 got[rank_of.get(e["pid"])][m.group(1)] += 1
+            if device:
+                check(e["args"].get("interval") == "device", f"{path}: {e['name']} seq {e['args'].get('seq')} "
+                      f"drawn from {e['args'].get('interval')!r}, not its GPU interval")
         elif e["ph"] == "X" and e.get("cat") == "nccl_call":
             calls[rank_of.get(e["pid"])][e["name"]] += 1
         elif e["ph"] in ("s", "f"):
@@ -176,14 +181,14 @@ def check_kineto(folder, want, names):
     check(len(set(pids.values())) == len(pids), f"{folder}: files share a pid: {pids}")
 
 
-def export_and_check(a, trace, work, names=()):
+def export_and_check(a, trace, work, names=(), device=False):
     base = os.path.join(work, os.path.basename(trace)[:-4])
     want = dump_counts(a.fsdpscope, trace)
     print(f"{os.path.basename(trace)}: dump's collectives per rank: " +
           ", ".join(f"{r}: {dict(c)}" for r, c in sorted(want.items())))
     r = run([a.fsdpscope, "export", trace, "--perfetto", base + ".json"])
     if check(r.returncode == 0, f"export --perfetto {trace}: exit {r.returncode}: {r.stderr}"):
-        check_perfetto(base + ".json", want, names)
+        check_perfetto(base + ".json", want, names, device)
     r = run([a.fsdpscope, "export", trace, "--kineto", base + "-kineto"])
     if check(r.returncode == 0, f"export --kineto {trace}: exit {r.returncode}: {r.stderr}"):
         check_kineto(base + "-kineto", want, [n for n in names[:1]])
@@ -195,6 +200,7 @@ def main():
     ap.add_argument("--fsdpscope", required=True)
     ap.add_argument("--fsdp-ref", required=True)
     ap.add_argument("--gen", required=True)
+    ap.add_argument("--synth", required=True)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="fss-export-")
     try:
@@ -222,6 +228,12 @@ def main():
         if check(r.returncode == 0, f"export_gen_trace: {r.stderr}"):
             names = r.stdout.splitlines()
             export_and_check(a, hostile, work, names)
+        # CUPTI's intervals, delivered late; grouped calls share their group's one kernel
+        for kind in ("plain", "grouped"):
+            synth = os.path.join(work, f"cupti-{kind}.fss")
+            r = run([a.synth, synth, kind])
+            if check(r.returncode == 0, f"export_synth_trace {kind}: {r.stderr}"):
+                export_and_check(a, synth, work, device=True)
         # a folder that holds something is refused and left as it was
         busy = os.path.join(work, "busy")
         os.mkdir(busy)
