@@ -14,10 +14,19 @@ if(TARGET fss_export)
   if(NOT Python3_Interpreter_FOUND OR NOT TARGET fsdp_ref OR NOT TARGET fsdpscope_agent)
     add_test(NAME export_test COMMAND sh -c "echo 'SKIP: export_test needs python3, fsdp_ref and the agent'; exit 77")
   else()
+    # the round trip needs the Kineto reader, the overlap check the report's per_rank figures
+    set(FSS_EXPORT_CHECKS "")
+    if(EXISTS ${PROJECT_SOURCE_DIR}/collector/kineto_input.c)
+      list(APPEND FSS_EXPORT_CHECKS --round-trip)
+      file(READ ${PROJECT_SOURCE_DIR}/docs/report-schema.json FSS_REPORT_SCHEMA)
+      if(FSS_REPORT_SCHEMA MATCHES "comm_comp_overlap")
+        list(APPEND FSS_EXPORT_CHECKS --figures)
+      endif()
+    endif()
     add_test(NAME export_test
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/export_test.py
         --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref> --gen $<TARGET_FILE:export_gen_trace>
-        --synth $<TARGET_FILE:export_synth_trace>)
+        --synth $<TARGET_FILE:export_synth_trace> ${FSS_EXPORT_CHECKS})
   endif()
   set_tests_properties(export_test PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "e2e")
 endif()
