@@ -290,6 +290,12 @@ def main():
             r = run([a.fsdpscope, "export", traces[0], "--kineto", busy])
             check(r.returncode == 2 and "not empty" in r.stderr, f"export into a busy folder: exit {r.returncode}")
             check(os.listdir(busy) == ["keep.txt"], f"busy folder changed: {os.listdir(busy)}")
+            # nor through a symbolic link, even to an empty folder
+            empty = os.path.join(work, "empty")
+            os.mkdir(empty)
+            os.symlink(empty, os.path.join(work, "link"))
+            r = run([a.fsdpscope, "export", traces[0], "--kineto", os.path.join(work, "link")])
+            check(r.returncode == 2 and os.listdir(empty) == [], f"export through a symbolic link: exit {r.returncode}")
             # a trace that cannot be read leaves nothing behind
             r = run([a.fsdpscope, "export", os.path.join(work, "missing.fss"), "--kineto", os.path.join(work, "new")])
             check(r.returncode == 2 and not os.path.exists(os.path.join(work, "new")),
