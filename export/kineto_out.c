@@ -157,6 +157,18 @@ static int fail(kineto_export_t *k, int rc)
 	return rc;
 }
 
+/* A file's pid when its process's is unknown or another file's already (two
+ * hosts' processes in a merged trace): above any Linux pid (2^22). */
+#define KO_PID_OTHER (1u << 30)
+
+static int pid_taken(const kineto_export_t *k, uint32_t pid)
+{
+	for (size_t i = 0; i < k->nsrc; i++)
+		if (k->src[i].open && k->src[i].pid == pid)
+			return 1;
+	return 0;
+}
+
 /* A source's file, made at its hello under a temporary name. */
 static int ko_on_source(void *ctx, const struct source *src)
 {
@@ -182,7 +194,7 @@ static int ko_on_source(void *ctx, const struct source *src)
 	if (!s->te)
 		return fail(k, -ENOMEM);
 	s->open = 1;
-	s->pid = src->pid ? src->pid : src->id + 1;
+	s->pid = src->pid && !pid_taken(k, src->pid) ? src->pid : KO_PID_OTHER + src->id;
 	s->rank = src->rank;
 	s->realtime_offset = src->realtime_offset;
 	return 0;

@@ -224,7 +224,9 @@ static int pf_on_call(void *ctx, const struct source *src, const struct export_c
 	call_args(w, c);
 	jw_close(w, '}');
 	trace_events_end_event(p->te);
-	w = trace_events_begin_event(p->te, "s", "launch", "nccl_flow", c->rec.enter_ns, pid_of(source), tid);
+	/* flows bind to the slice enclosing their ts: the middle of it, never an edge */
+	w = trace_events_begin_event(p->te, "s", "launch", "nccl_flow", c->rec.enter_ns + (end - c->rec.enter_ns) / 2,
+				     pid_of(source), tid);
 	jw_u64(w, "id", flow_id(source, c->number));
 	trace_events_end_event(p->te);
 	return 0;
@@ -271,7 +273,8 @@ static int pf_on_kernel(void *ctx, uint32_t source, const struct export_kernel *
 	jw_close(w, '}');
 	trace_events_end_event(p->te);
 	if (k->call) {
-		w = trace_events_begin_event(p->te, "f", "launch", "nccl_flow", k->start_ns, pid_of(source), tid);
+		w = trace_events_begin_event(p->te, "f", "launch", "nccl_flow", k->start_ns + (k->end_ns - k->start_ns) / 2,
+					     pid_of(source), tid);
 		jw_str(w, "bp", "e");
 		jw_u64(w, "id", flow_id(source, k->call->number));
 		trace_events_end_event(p->te);

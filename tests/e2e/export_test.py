@@ -127,6 +127,16 @@ def check_perfetto(path, want, names, device=False):
           f"{path}: host-call slices {dict(calls)} != dump's collectives")
     check(flows["s"] == flows["f"] and len(flows["s"]) == sum(sum(c.values()) for c in want.values()),
           f"{path}: flows: {len(flows['s'])} starts, {len(flows['f'])} ends")
+    # each flow inside the slice it binds to (a call's, a kernel's) on its own track
+    spans = collections.defaultdict(list)
+    for e in ev:
+        if e["ph"] == "X" and e.get("cat") in ("nccl_call", "kernel"):
+            spans[(e["pid"], e["tid"], e["cat"])].append((e["ts"], e["ts"] + e["dur"]))
+    for e in ev:
+        if e["ph"] in ("s", "f"):
+            cat = "nccl_call" if e["ph"] == "s" else "kernel"
+            check(any(a <= e["ts"] <= b for a, b in spans[(e["pid"], e["tid"], cat)]),
+                  f"{path}: flow {e['ph']} {e['id']} at {e['ts']} outside every {cat} slice of its track")
     check(sorted(rank_of.values()) == sorted(want), f"{path}: processes {sorted(rank_of.values())} != ranks {sorted(want)}")
     cats = collections.Counter(e.get("cat") for e in ev if e["ph"] == "X")
     check(cats.get("nvtx", 0) > 0, f"{path}: no NVTX slice")
