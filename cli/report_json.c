@@ -395,16 +395,31 @@ static void write_findings(struct jw *w, const findings_t *list)
 	jw_close(w, ']');
 }
 
+/* A rank's HTA figures (docs/report-schema.md "comm_comp_overlap"). */
+static void write_rank_figures(struct jw *w, const struct analysis_rank *r)
+{
+	jw_ratio(w, "comm_comp_overlap", r->comm_ns ? (double)r->comm_overlap_ns / (double)r->comm_ns : -1);
+	jw_open(w, "nccl_kernels", '{');
+	jw_u64(w, "allgather", r->allgather_kernels);
+	jw_u64(w, "reduce_scatter", r->reduce_scatter_kernels);
+	jw_u64(w, "allreduce", r->allreduce_kernels);
+	jw_u64(w, "other", r->other_kernels);
+	jw_close(w, '}');
+	jw_u64(w, "profiler_steps", r->profiler_steps);
+}
+
 static void write_per_rank(struct jw *w, const struct analysis_result *a)
 {
 	jw_open(w, "per_rank", '[');
 	for (uint32_t i = 0; i < a->nper_rank; i++) {
 		const struct analysis_rank *r = &a->per_rank[i];
+		/* what the source's format cannot tell is null, not 0 */
+		int end_known = !(r->unknown & FSS_FIGURES_NO_END);
 
 		jw_open(w, NULL, '{');
 		jw_i64(w, "rank", r->rank);
 		jw_u64(w, "source", r->source);
-		jw_u64(w, "pid", r->pid);
+		jw_u64_or_null(w, "pid", r->pid, !(r->unknown & FSS_FIGURES_NO_PID));
 		jw_u64(w, "steps_analyzed", r->steps_analyzed);
 		write_counts(w, "per_step", &r->per_step, a->microbatches.phase_source != ANALYSIS_PHASES_NONE);
 		jw_u64(w, "step_ns", r->step_ns);
@@ -415,11 +430,15 @@ static void write_per_rank(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "last_arrivals", r->last_arrivals);
 		jw_u64(w, "matched_collectives", r->matched_collectives);
 		jw_u64(w, "late_ns_per_step", r->late_ns_per_step);
-		jw_u64(w, "dropped_records", r->dropped_records);
+		jw_u64_or_null(w, "dropped_records", r->dropped_records, !(r->unknown & FSS_FIGURES_NO_DROPS));
 		jw_u64(w, "steps_lost", r->steps_lost);
-		jw_u64(w, "steps_cut", r->steps_cut);
+		jw_u64_or_null(w, "steps_cut", r->steps_cut, end_known);
 		jw_u64(w, "collectives_lost", r->collectives_lost);
-		jw_bool(w, "cut", r->cut);
+		if (end_known)
+			jw_bool(w, "cut", r->cut);
+		else
+			jw_null(w, "cut");
+		write_rank_figures(w, r);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');

@@ -10,6 +10,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_finish.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_groups.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_note.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_figures.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_service.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_steady.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_structure.c

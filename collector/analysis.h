@@ -452,6 +452,17 @@ struct analysis_rank {
 	uint64_t collectives_lost;     /* gaps in its collective seq numbers */
 	int32_t cut;                   /* 1: its records stop without its process_end (attached: its process died) */
 	uint32_t reserved2;
+	/* HTA's figures over the rank's whole trace (docs/report-schema.md "comm_comp_overlap"): a
+	 * foreign trace's from its source_figures record, else measured (collector/analyze_figures.h) */
+	uint64_t comm_ns;                /* union of its communication in HTA's window; 0: none (overlap null) */
+	uint64_t comm_overlap_ns;        /* of which the union of its computation covered */
+	uint64_t allgather_kernels;      /* NCCL kernels of the whole trace by type: its collective calls */
+	uint64_t reduce_scatter_kernels;
+	uint64_t allreduce_kernels;
+	uint64_t other_kernels;          /* every other op */
+	uint32_t profiler_steps;         /* ProfilerStep# spans of a foreign trace, else steps_seen */
+	uint32_t unknown;                /* enum fss_figures_unknown: what its format cannot tell (those
+	                                    fields are null in the report) */
 };
 
 /* Spread across ranks. */

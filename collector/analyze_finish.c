@@ -9,6 +9,7 @@
 
 #include "collector/analyze_comms.h"
 #include "collector/analyze_exposure.h"
+#include "collector/analyze_figures.h"
 #include "collector/analyze_finish.h"
 #include "collector/analyze_groups.h"
 #include "collector/analyze_note.h"
@@ -159,6 +160,40 @@ static uint64_t rank_entry(const ranks_t *ranks, rank_state_t *rs, struct analys
 	return rk.last_arrivals;
 }
 
+/* One rank's HTA figures: a foreign trace's from its source_figures record
+ * (what its own events said, over its whole file), else measured on its
+ * records. Returns 0 or -ENOMEM. */
+static int rank_figures(rank_state_t *rs, struct analysis_rank *e)
+{
+	const struct tl_source *src = rank_state_source(rs);
+	if (src->view && src->view->have_figures) {
+		const struct fss_rec_source_figures *f = &src->view->figures;
+		e->comm_ns = f->comm_ns;
+		e->comm_overlap_ns = f->overlap_ns < f->comm_ns ? f->overlap_ns : f->comm_ns;
+		e->allgather_kernels = f->allgather_kernels;
+		e->reduce_scatter_kernels = f->reduce_scatter_kernels;
+		e->allreduce_kernels = f->allreduce_kernels;
+		e->other_kernels = f->other_kernels;
+		e->profiler_steps = f->profiler_steps;
+		e->unknown = f->unknown;
+		return 0;
+	}
+	struct figures_result fr;
+	int rc = analyze_figures_read(rank_state_figures(rs), src, &fr);
+	if (rc < 0)
+		return rc;
+	e->comm_ns = fr.comm_ns;
+	e->comm_overlap_ns = fr.overlap_ns;
+	e->allgather_kernels = src->op_calls[FSS_OP_ALLGATHER];
+	e->reduce_scatter_kernels = src->op_calls[FSS_OP_REDUCESCATTER];
+	e->allreduce_kernels = src->op_calls[FSS_OP_ALLREDUCE];
+	for (int op = 0; op < FSS_OP_MAX; op++)
+		if (op != FSS_OP_ALLGATHER && op != FSS_OP_REDUCESCATTER && op != FSS_OP_ALLREDUCE)
+			e->other_kernels += src->op_calls[op];
+	e->profiler_steps = e->steps_seen;
+	return 0;
+}
+
 /* The per-rank table of the ranks with collectives, and the spread over
  * them. Returns 0 or -ENOMEM. */
 static int fill_ranks(const struct analyze_input *in, const struct ranks_totals *tot, struct analysis_result *r)
@@ -183,6 +218,8 @@ static int fill_ranks(const struct analyze_input *in, const struct ranks_totals 
 			continue;
 		struct analysis_rank *e = &r->per_rank[k++];
 		uint64_t last = rank_entry(in->ranks, in->rs[i], e);
+		if (rank_figures(in->rs[i], e) < 0)
+			return -ENOMEM;
 		if (e->steps_analyzed) {
 			r->spread.ranks++;
 			if (e->step_ns < step_min)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "collector/analyze_comms.h"
+#include "collector/analyze_figures.h"
 #include "collector/analyze_note.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
@@ -73,27 +74,37 @@ static int register_events(struct analyze_env *env, rank_state_t *rs, const stru
 	return 0;
 }
 
-/* Drop the first k events of the source (they have been used). */
-static void take_events(rank_state_t *rs, size_t k)
+/* Drop the first k events of the source (they have been used), after the
+ * rank's figures took them. Returns 0 or -ENOMEM. */
+static int take_events(rank_state_t *rs, size_t k)
 {
 	struct tl_source *src = rank_state_source(rs);
 	struct rank_trust *t = rank_state_trust(rs);
+	int rc = analyze_figures_events(rank_state_figures(rs), src, k ? tl_array_at(&src->events, 0) : NULL, k);
 	for (size_t i = 0; i < k; i++)
 		analyze_trust_take(t, tl_array_at(&src->events, i));
 	tl_array_take(&src->events, k);
 	src->events_base += k;
+	return rc;
 }
 
 /* Release ranges and GPU intervals that ended by t (keep step ranges not
- * yet analysed when keep_steps). */
-static void release_before(struct tl_source *src, uint64_t t, int keep_steps)
+ * yet analysed when keep_steps), handing each to the rank's figures.
+ * Returns 0 or -ENOMEM. */
+static int release_before(rank_state_t *rs, uint64_t t, int keep_steps)
 {
+	struct tl_source *src = rank_state_source(rs);
+	struct rank_figures *fig = rank_state_figures(rs);
 	struct tl_array *a = &src->ranges;
 	size_t o = 0, n = tl_array_len(a);
+	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct tl_range *r = tl_array_at(a, i);
-		if (r->end <= t && !(keep_steps && r->is_step && r->start >= t))
+		if (r->end <= t && !(keep_steps && r->is_step && r->start >= t)) {
+			if (rc == 0)
+				rc = analyze_figures_range(fig, r);
 			continue;
+		}
 		*(struct tl_range *)tl_array_at(a, o++) = *r;
 	}
 	a->n = a->head + o;
@@ -102,20 +113,25 @@ static void release_before(struct tl_source *src, uint64_t t, int keep_steps)
 	o = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct tl_gpu *x = tl_array_at(g, i);
-		if (x->end <= t)
+		if (x->end <= t) {
+			if (rc == 0)
+				rc = analyze_figures_gpu(fig, x);
 			continue;
+		}
 		*(struct tl_gpu *)tl_array_at(g, o++) = *x;
 	}
 	g->n = g->head + o;
+	return rc;
 }
 
 /* Count a step left out (after the warm-up it would have been skipped as)
- * and tell the callback. */
-static void exclude_step(struct analyze_env *env, rank_state_t *rs, uint32_t ordinal, const struct step_trust *t,
+ * and tell the callback and the rank's figures. Returns 0 or -ENOMEM. */
+static int exclude_step(struct analyze_env *env, rank_state_t *rs, uint32_t ordinal, const struct step_trust *t,
 			 const struct tl_event *ev, size_t n, uint64_t t0, uint64_t t1)
 {
 	analyze_trust_exclude(rank_state_trust(rs), ordinal, t);
 	analyze_callback_excluded(&env->callback, rank_state_source(rs), ordinal, (int)t->why, ev, n, t0, t1);
+	return analyze_figures_step(rank_state_figures(rs), t0);
 }
 
 /* A candidate steady-state step of a rank: summarise, then aggregate or
@@ -132,16 +148,18 @@ static int candidate_step(struct analyze_env *env, rank_state_t *rs, const struc
 		st->warmup++;
 		return 0;
 	}
-	if (trust->why != STEP_CLEAN) {
-		exclude_step(env, rs, ordinal, trust, ev, n, t0, t1);
-		return 0;
-	}
+	if (trust->why != STEP_CLEAN)
+		return exclude_step(env, rs, ordinal, trust, ev, n, t0, t1);
 	struct step_summary *s;
 	int rc = analyze_summary_new(env->opt, src, analyze_steady_names_known(st), ev, n, t0, t1, &s);
 	if (rc < 0)
 		return rc;
 	s->ordinal = ordinal;
 	analyze_callback_step(&env->callback, src, ordinal, s, ev, n, t0);
+	if ((rc = analyze_figures_step(rank_state_figures(rs), t0)) < 0) {
+		analyze_summary_free(s);
+		return rc;
+	}
 	return analyze_steady_add(st, s, w->mode != MODE_PERIOD, wants_detail(env, src));
 }
 
@@ -213,7 +231,9 @@ static int nvtx_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		int rc = analyze_trust_check(rank_state_trust(rs), src, before, w->ordinal, NULL);
 		if (before && rc == 0) {
 			rc = register_events(env, rs, tl_array_at(&src->events, 0), before, 0);
-			take_events(rs, before);
+			int taken = take_events(rs, before);
+			if (rc == 0)
+				rc = taken;
 		}
 		const struct tl_event *ev = in ? tl_array_at(&src->events, 0) : NULL;
 		int is_headline = wants_detail(env, src);
@@ -224,11 +244,11 @@ static int nvtx_steps(struct analyze_env *env, rank_state_t *rs, int final)
 			rc = register_events(env, rs, ev, in, is_headline);
 		if (rc == 0)
 			rc = candidate_step(env, rs, ev, in, step.start, step.end, &trust);
-		if (rc < 0)
+		if (rc < 0 || (rc = take_events(rs, in)) < 0)
 			return rc;
-		take_events(rs, in);
 		w->last_t1 = step.end;
-		release_before(src, step.end, 1);
+		if ((rc = release_before(rs, step.end, 1)) < 0)
+			return rc;
 	}
 }
 
@@ -240,14 +260,18 @@ static int nvtx_final(struct analyze_env *env, rank_state_t *rs)
 	struct tl_source *src = rank_state_source(rs);
 	size_t left = tl_array_len(&src->events);
 	const struct tl_event *ev = left ? tl_array_at(&src->events, 0) : NULL;
+	int rc = 0;
 	if (left && !rank_state_trust(rs)->has_end) {
 		struct step_trust cut = {.why = STEP_CUT};
-		exclude_step(env, rs, w->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
+		rc = exclude_step(env, rs, w->ordinal++, &cut, ev, left, ev[0].enter_ns, ev[left - 1].exit_ns);
 	}
-	int rc = analyze_trust_check(rank_state_trust(rs), src, left, w->ordinal, NULL);
+	if (rc == 0)
+		rc = analyze_trust_check(rank_state_trust(rs), src, left, w->ordinal, NULL);
 	if (rc == 0)
 		rc = register_events(env, rs, left ? tl_array_at(&src->events, 0) : NULL, left, 0);
-	take_events(rs, left);
+	int taken = take_events(rs, left);
+	if (rc == 0)
+		rc = taken;
 	if (rc == 0 && !rank_state_steady(rs)->decided)
 		rc = analyze_steady_decide(rank_state_steady(rs), wants_detail(env, src));
 	return rc;
@@ -290,7 +314,8 @@ static int period_cut(struct analyze_env *env, rank_state_t *rs, const struct st
 		 * the steps it stands for that lost them */
 		if (trust->why == STEP_LOST) {
 			for (uint32_t k = 0; k < (c->steps ? c->steps : 1); k++)
-				exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1);
+				if ((rc = exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1)) < 0)
+					return rc;
 		} else {
 			st->irregular += c->steps;
 			w->ordinal += c->steps;
@@ -299,7 +324,8 @@ static int period_cut(struct analyze_env *env, rank_state_t *rs, const struct st
 	default:
 		if (span && !has_end) { /* the step its records stop in */
 			trust->why = STEP_CUT;
-			exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1);
+			if ((rc = exclude_step(env, rs, w->ordinal++, trust, ev, span, t0, t1)) < 0)
+				return rc;
 		}
 		return register_events(env, rs, ev, span, 0);
 	}
@@ -357,8 +383,8 @@ static int period_steps(struct analyze_env *env, rank_state_t *rs, int final)
 		if (rc < 0)
 			return rc;
 		w->filtered_taken += c->count;
-		take_events(rs, span);
-		release_before(src, t1, 0);
+		if ((rc = take_events(rs, span)) < 0 || (rc = release_before(rs, t1, 0)) < 0)
+			return rc;
 		w->have_held = 0;
 	}
 }
@@ -458,7 +484,8 @@ size_t analyze_service_pending(rank_state_t *rs)
 	const struct tl_source *src = rank_state_source(rs);
 	const struct rank_walk *w = rank_state_walk(rs);
 	return tl_array_len(&src->events) + tl_array_len(&src->ranges) + tl_array_len(&src->gpu) +
-	       (w->cutter ? steps_cutter_pending(w->cutter) : 0) + analyze_steady_pending(rank_state_steady(rs));
+	       (w->cutter ? steps_cutter_pending(w->cutter) : 0) + analyze_steady_pending(rank_state_steady(rs)) +
+	       analyze_figures_pending(rank_state_figures(rs));
 }
 
 _Static_assert(ANALYSIS_STEP_VARIANTS_MAX == STEPS_VARIANTS_MAX, "one variant table");

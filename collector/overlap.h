@@ -80,6 +80,39 @@ int overlap_host_compute(struct overlap_range *ranges, size_t nranges, struct in
  */
 int overlap_host_units(const struct overlap_range *ranges, size_t nranges, struct interval **out, size_t *nout);
 
+/*
+ * HTA's window and launch times: one rule for the analysis' per-rank
+ * comm_comp_overlap (collector/analyze_figures.h) and for the Kineto
+ * exporter, which writes the same steps as ProfilerStep#N spans and the
+ * same launches as the events HTA windows by, so that HTA's figure on the
+ * export and fsdpscope's on the trace agree.
+ *
+ * overlap_hta_launch - when an interval was launched: a collective's host
+ * enter (its event's first call, a group's too: pass it as launch_ns),
+ * a kernel's
+ * correlated launch where the trace has one (launch_ns; 0 when it has
+ * none, as fsdpscope's traces have none for compute kernels) else its own
+ * start on the host clock (start_ns), a compute NVTX range's start.
+ */
+static inline uint64_t overlap_hta_launch(uint64_t launch_ns, uint64_t start_ns)
+{
+	return launch_ns ? launch_ns : start_ns;
+}
+
+/*
+ * overlap_hta_window - does an interval launched at launch_ns count? HTA
+ * (hta/common/trace.py, _filter_irrelevant_gpu_kernels): with two or more
+ * ProfilerStep# spans, only the GPU events whose CPU-side launch starts
+ * before the start of the last one; with fewer, every one. The steps are
+ * those the analysis tells its step callback (struct analysis_step_info,
+ * analysed or left out; not the warm-up or irregular steps it only
+ * counts), last_step_start_ns the start_ns of the last of them.
+ */
+static inline int overlap_hta_window(uint64_t launch_ns, uint32_t steps, uint64_t last_step_start_ns)
+{
+	return steps < 2 || launch_ns < last_step_start_ns;
+}
+
 /* A collective that starts within this long of the end of the one before it
  * on the same stream (or communication thread) was queued behind it. */
 #define OVERLAP_QUEUE_SLACK_NS 20000ull

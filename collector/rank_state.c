@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "collector/analyze_comms.h"
+#include "collector/analyze_figures.h"
 #include "collector/analyze_service.h"
 #include "collector/analyze_steady.h"
 #include "collector/analyze_trust.h"
@@ -16,6 +17,7 @@ struct rank_state {
 	struct rank_comms comms;
 	struct rank_trust trust;
 	struct rank_steady steady;
+	struct rank_figures figures;
 };
 
 int rank_state_new(rank_state_t **out, struct tl_source *src, uint32_t warmup_steps)
@@ -40,6 +42,7 @@ void rank_state_free(rank_state_t *rs)
 	analyze_comms_release(&rs->comms);
 	analyze_service_release(&rs->walk);
 	analyze_steady_release(&rs->steady);
+	analyze_figures_release(&rs->figures);
 	free(rs);
 }
 
@@ -66,4 +69,9 @@ struct rank_trust *rank_state_trust(rank_state_t *rs)
 struct rank_steady *rank_state_steady(rank_state_t *rs)
 {
 	return &rs->steady;
+}
+
+struct rank_figures *rank_state_figures(rank_state_t *rs)
+{
+	return &rs->figures;
 }

@@ -7,6 +7,7 @@
  *   comms   the roles of its communicators and their traffic (analyze_comms.h)
  *   trust   what its records vouch for (analyze_trust.h)
  *   steady  its steady-state step and figures (analyze_steady.h)
+ *   figures HTA's comm/compute overlap over its whole trace (analyze_figures.h)
  */
 #ifndef FSS_COLLECTOR_RANK_STATE_H
 #define FSS_COLLECTOR_RANK_STATE_H
@@ -20,6 +21,7 @@ struct rank_walk;
 struct rank_comms;
 struct rank_trust;
 struct rank_steady;
+struct rank_figures;
 
 /*
  * rank_state_new - the state of a rank whose records come from src
@@ -40,5 +42,6 @@ struct rank_walk *rank_state_walk(rank_state_t *rs);
 struct rank_comms *rank_state_comms(rank_state_t *rs);
 struct rank_trust *rank_state_trust(rank_state_t *rs);
 struct rank_steady *rank_state_steady(rank_state_t *rs);
+struct rank_figures *rank_state_figures(rank_state_t *rs);
 
 #endif

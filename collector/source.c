@@ -472,6 +472,11 @@ int sources_feed(sources_t *s, const struct fss_record_head *rec)
 		src->exit_at_ns = x->at_ns;
 		break;
 	}
+	case FSS_REC_SOURCE_FIGURES:
+		/* the whole file's figures, sent once at the source's end */
+		src->have_figures = 1;
+		src->figures = *(const struct fss_rec_source_figures *)rec;
+		break;
 	default:
 		break;
 	}

@@ -134,6 +134,9 @@ struct source {
 	int has_exit;            /* a process_exit arrived */
 	int32_t wait_status;     /* its waitpid() status */
 	uint64_t exit_at_ns;     /* the session's time of the reaping */
+
+	int have_figures;        /* a source_figures record arrived (a reader of another format made it) */
+	struct fss_rec_source_figures figures; /* the latest one: what that format measured and cannot tell */
 };
 
 /* What sources_feed() tells its consumer. Every callback may be NULL; a

@@ -349,6 +349,7 @@ static int event_close(struct tl_source *s, struct tl_event *e)
 static int on_collective(struct tl_source *s, const struct fss_rec_collective *c)
 {
 	s->collectives++;
+	s->op_calls[c->op < FSS_OP_MAX ? c->op : 0]++;
 	struct tl_comm *m = comm_find(s, c->comm);
 	int32_t nranks = m ? m->nranks : 1;
 	size_t dsize = record_dtype_bytes(c->dtype);

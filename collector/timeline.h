@@ -146,6 +146,9 @@ struct tl_source {
 	char **names;
 	size_t nnames, names_cap;
 	void *name_index; /* hash of names */
+
+	uint64_t op_calls[FSS_OP_MAX]; /* collective records by enum fss_coll_op (0: an op this version does
+					  not know): each call is one NCCL kernel */
 };
 
 typedef struct timeline timeline_t;

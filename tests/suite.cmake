@@ -46,6 +46,10 @@ fss_suite_regular_only(
   attach_e2e_twice attach_e2e_detach
   fsdp_ref_e2e_bitwise)
 
+# The per_rank HTA figures of fsdp_ref jobs: the analysis' paths are
+# analysis_figures_test's, the jobs the accuracy matrix's.
+fss_suite_regular_only(figures_e2e)
+
 fss_suite_cost(
   top_feed_test 195 live_test 166 attach_e2e_detach 149 nccl_cpu_test 111
   attach_e2e_twice 111 attach_e2e_fsdp_4_linear 89 attach_e2e_fsdp_4_block 64

@@ -5,7 +5,7 @@ against docs/report-schema.json.
 Uses the jsonschema package when it is installed (Debian: python3-jsonschema)
 and always also runs the small validator below, which implements the subset
 of JSON Schema 2020-12 the fsdpscope schema uses ($ref to #/$defs, type,
-enum, const, pattern, minimum, required, properties, additionalProperties,
+enum, const, pattern, minimum, maximum, required, properties, additionalProperties,
 items, oneOf), plus one keyword of its own: "x-count": {"key": K, "max": M}
 on an array property says its length is min(K's value in the same object,
 M), the list holding the first M of a count given beside it (jsonschema
@@ -90,6 +90,8 @@ def check(root, schema, value, path, errors):
         errors.append("%s: %r does not match %s" % (path, value, schema["pattern"]))
     if "minimum" in schema and TYPES["number"](value) and value < schema["minimum"]:
         errors.append("%s: %r is below %r" % (path, value, schema["minimum"]))
+    if "maximum" in schema and TYPES["number"](value) and value > schema["maximum"]:
+        errors.append("%s: %r is above %r" % (path, value, schema["maximum"]))
     if isinstance(value, dict):
         for key in schema.get("required", []):
             if key not in value:
