@@ -97,8 +97,7 @@ static int export_apply(void *ctx, int id, const char *arg, const char *prog)
 static const struct options_entry export_entries[] = {
     {"perfetto", 0, "OUT.json", "write the job's timeline to OUT.json (Chrome-trace JSON; replaced if it exists)",
      OPT_PERFETTO},
-    {"kineto", 0, "DIR", "write one PyTorch profiler trace per rank into DIR/rank-R.json (DIR is created)",
-     OPT_KINETO},
+    {"kineto", 0, "DIR", "write one PyTorch profiler trace per rank into DIR/rank-R.json (DIR is created)", OPT_KINETO},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -165,8 +164,9 @@ static int exporter_finish(const struct export_args *a, struct exporter *e, cons
 		return -1;
 	}
 	if (rc == -EEXIST)
-		fprintf(stderr, "fsdpscope export: %s: two processes claim one rank: the second's file is named "
-				"rank-R-pidP.json\n",
+		fprintf(stderr,
+			"fsdpscope export: %s: two processes claim one rank: the second's file is named "
+			"rank-R-pidP.json\n",
 			a->kineto);
 	fprintf(stderr, "fsdpscope export: %s: %zu rank files\n", a->kineto, kineto_export_files(e->kineto));
 	return 0;
@@ -193,8 +193,9 @@ int cmd_export(int argc, char **argv)
 	if (first < 0) /* or the help, which options_parse printed */
 		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
 	if (!a.perfetto == !a.kineto) {
-		fprintf(stderr, "fsdpscope export: give one of --perfetto OUT.json or --kineto DIR (see 'fsdpscope help "
-				"export')\n");
+		fprintf(stderr,
+			"fsdpscope export: give one of --perfetto OUT.json or --kineto DIR (see 'fsdpscope help "
+			"export')\n");
 		return EXIT_USAGE;
 	}
 	if (first >= argc) {

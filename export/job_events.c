@@ -6,6 +6,7 @@
 #include "export/job_events.h"
 
 #include "collector/analysis.h"
+#include "collector/overlap.h"
 #include "collector/timeline.h"
 
 #include <errno.h>
@@ -143,6 +144,7 @@ static int emit_host_call(job_events_t *j, uint32_t source, const struct export_
 	    .from = EXPORT_FROM_HOST_CALL,
 	    .start_ns = c->rec.enter_ns,
 	    .end_ns = c->rec.exit_ns > c->rec.enter_ns ? c->rec.exit_ns : c->rec.enter_ns,
+	    .launch_ns = overlap_hta_launch(c->rec.enter_ns, c->rec.enter_ns),
 	    .stream = c->rec.stream,
 	    .thread = c->rec.thread,
 	    .call = c,
@@ -151,11 +153,36 @@ static int emit_host_call(job_events_t *j, uint32_t source, const struct export_
 	return emit(j, source, &k);
 }
 
-/* The kernel of call c at the device interval d. */
-static int emit_device(job_events_t *j, uint32_t source, const struct export_call *c, const struct export_kernel *d)
+/* The kernel of call c, one of a group: the group's interval (ncclGroupEnd
+ * entered to returned, or the call's own end if later), launched at the
+ * group's first call. */
+static int emit_group_call(job_events_t *j, uint32_t source, const struct export_call *c, const struct fss_rec_group *g,
+			   uint64_t first_enter)
+{
+	struct export_kernel k = {
+	    .kind = EXPORT_KERNEL_NCCL,
+	    .from = EXPORT_FROM_HOST_CALL,
+	    .start_ns = g->end_enter_ns,
+	    .end_ns = g->end_exit_ns > c->rec.exit_ns ? g->end_exit_ns : c->rec.exit_ns,
+	    .launch_ns = overlap_hta_launch(first_enter, first_enter),
+	    .stream = c->rec.stream,
+	    .thread = c->rec.thread,
+	    .call = c,
+	};
+
+	if (k.end_ns < k.start_ns)
+		k.end_ns = k.start_ns;
+	return emit(j, source, &k);
+}
+
+/* The kernel of call c at the device interval d, launched at first_enter
+ * (the call's enter, or its group's first call's). */
+static int emit_device(job_events_t *j, uint32_t source, const struct export_call *c, const struct export_kernel *d,
+		       uint64_t first_enter)
 {
 	struct export_kernel k = *d;
 
+	k.launch_ns = overlap_hta_launch(first_enter, d->start_ns);
 	k.kind = EXPORT_KERNEL_NCCL;
 	k.from = EXPORT_FROM_DEVICE;
 	k.thread = c->rec.thread;
@@ -274,14 +301,16 @@ static int on_collective(void *ctx, const struct source *src, const struct fss_r
 		rc = j->sink.on_call(j->sink.ctx, src, &c);
 	if (rc)
 		return fail(j, rc);
-	if (!s->device_data)
+	if (!s->device_data && !rec->group_id)
 		return fail(j, emit_host_call(j, id, &c));
+	if (!s->device_data) /* its group's record says when it ran */
+		return fail(j, pending_push(j, id, s, &c));
 	for (size_t i = 0; i < s->nearly; i++)
 		if (s->early[i].seq == rec->seq) {
 			struct export_kernel k = s->early[i].k;
 
 			s->early[i] = s->early[--s->nearly];
-			return fail(j, emit_device(j, id, &c, &k));
+			return fail(j, emit_device(j, id, &c, &k, c.rec.enter_ns));
 		}
 	return fail(j, pending_push(j, id, s, &c));
 }
@@ -301,12 +330,12 @@ static int group_mates(job_events_t *j, uint32_t id, struct je_source *s, struct
 	for (size_t i = at + 1; i < s->n && s->pending[i].call.rec.group_id == group && !rc; i++)
 		if (!s->pending[i].done) {
 			s->pending[i].done = 1;
-			rc = emit_device(j, id, pending_call(&s->pending[i]), k);
+			rc = emit_device(j, id, pending_call(&s->pending[i]), k, p->call.rec.enter_ns);
 		}
 	for (size_t i = at; i > s->head && s->pending[i - 1].call.rec.group_id == group && !rc; i--)
 		if (!s->pending[i - 1].done) {
 			s->pending[i - 1].done = 1;
-			rc = emit_device(j, id, pending_call(&s->pending[i - 1]), k);
+			rc = emit_device(j, id, pending_call(&s->pending[i - 1]), k, p->call.rec.enter_ns);
 		}
 	return rc;
 }
@@ -332,7 +361,7 @@ static int device_of_call(job_events_t *j, uint32_t id, struct je_source *s, uin
 
 	if (p) {
 		p->done = 1;
-		rc = emit_device(j, id, pending_call(p), k);
+		rc = emit_device(j, id, pending_call(p), k, p->call.rec.enter_ns);
 		if (!rc && p->call.rec.group_id)
 			rc = group_mates(j, id, s, p, k);
 		pending_trim(s);
@@ -354,6 +383,7 @@ static int on_kernel(void *ctx, const struct source *src, const struct fss_rec_g
 	    .from = EXPORT_FROM_DEVICE,
 	    .start_ns = g->start_ns + shift, /* two's complement: a negative offset moves back */
 	    .end_ns = g->end_ns + shift,
+	    .launch_ns = overlap_hta_launch(0, g->start_ns + shift),
 	    .stream = g->stream,
 	    .device = g->device,
 	    .correlation = g->correlation_id,
@@ -400,6 +430,30 @@ static int on_correlation(job_events_t *j, uint32_t id, const struct fss_rec_cor
 	return 0;
 }
 
+/* A group's record on a source without GPU intervals: its calls' kernels. */
+static int on_group(job_events_t *j, uint32_t id, const struct fss_rec_group *g)
+{
+	struct je_source *s = je_source(j, id);
+	uint64_t first = UINT64_MAX;
+	int rc = 0;
+
+	if (!s)
+		return -ENOMEM;
+	if (s->device_data)
+		return 0;
+	for (size_t i = s->head; i < s->n; i++)
+		if (!s->pending[i].done && s->pending[i].call.rec.group_id == g->group_id &&
+		    s->pending[i].call.rec.enter_ns < first)
+			first = s->pending[i].call.rec.enter_ns;
+	for (size_t i = s->head; i < s->n && !rc; i++)
+		if (!s->pending[i].done && s->pending[i].call.rec.group_id == g->group_id) {
+			s->pending[i].done = 1;
+			rc = emit_group_call(j, id, pending_call(&s->pending[i]), g, first);
+		}
+	pending_trim(s);
+	return rc;
+}
+
 static int on_record(void *ctx, const struct source *src, const struct fss_record_head *rec)
 {
 	job_events_t *j = ctx;
@@ -408,6 +462,8 @@ static int on_record(void *ctx, const struct source *src, const struct fss_recor
 		return 0;
 	if (rec->type == FSS_REC_CORRELATION)
 		return fail(j, on_correlation(j, rec->source, (const struct fss_rec_correlation *)rec));
+	if (rec->type == FSS_REC_GROUP)
+		return fail(j, on_group(j, rec->source, (const struct fss_rec_group *)rec));
 	if (rec->type == FSS_REC_COMM && j->sink.on_comm) {
 		const struct fss_rec_comm *c = (const struct fss_rec_comm *)rec;
 		const struct source_comm *sc;
@@ -450,8 +506,8 @@ static int leaf_of(struct je_source *s, const struct fss_rec_nvtx_range *r, int 
 	return 0;
 }
 
-static int on_nvtx_range(void *ctx, const struct source *src, const struct fss_rec_nvtx_range *r,
-			 const char *domain, const char *name)
+static int on_nvtx_range(void *ctx, const struct source *src, const struct fss_rec_nvtx_range *r, const char *domain,
+			 const char *name)
 {
 	job_events_t *j = ctx;
 	struct je_source *s = je_source(j, r->head.source);
@@ -472,6 +528,7 @@ static int on_nvtx_range(void *ctx, const struct source *src, const struct fss_r
 	    .from = EXPORT_FROM_NVTX_LEAF,
 	    .start_ns = r->start_ns,
 	    .end_ns = r->end_ns,
+	    .launch_ns = overlap_hta_launch(0, r->start_ns),
 	    .stream = EXPORT_STREAM_COMPUTE,
 	    .thread = r->thread,
 	    .name = name,

@@ -9,7 +9,10 @@
  * gpu_interval record tied to the call by its collective_seq, or by a
  * correlation record), else, for a source without GPU intervals (the CPU
  * stand-in, attach) or a call whose interval never came, the host call's
- * interval. Exactly one per collective record.
+ * interval; a call inside a group (ncclGroupStart / End) runs when the
+ * group's ncclGroupEnd runs, so without GPU intervals its kernel is the
+ * group's interval (as the analysis times it). Exactly one per collective
+ * record.
  *
  * Compute kernels: CUPTI's compute intervals, or, on a source without GPU
  * intervals, the leaves of its compute NVTX ranges (the analysis'
@@ -18,8 +21,8 @@
  * overlap_host_compute rule), so that a tool that measures overlap on the
  * export has both sides.
  *
- * Streaming: a source without GPU intervals holds nothing per call; one
- * with them holds its calls until their interval arrives (CUPTI delivers
+ * Streaming: a source without GPU intervals holds only the calls of a group
+ * until its group record; one with them holds its calls until their interval arrives (CUPTI delivers
  * in batches), at most JOB_EVENTS_PENDING_MAX, the oldest then drawn at
  * its host interval.
  *
@@ -42,11 +45,11 @@
 /* One collective, with what its communicator says. */
 struct export_call {
 	struct fss_rec_collective rec;
-	uint64_t comm_id;     /* the communicator's id_hash (the same on every rank), 0 unknown */
-	int32_t comm_nranks;  /* 0 unknown */
-	int32_t comm_rank;    /* -1 unknown */
+	uint64_t comm_id;      /* the communicator's id_hash (the same on every rank), 0 unknown */
+	int32_t comm_nranks;   /* 0 unknown */
+	int32_t comm_rank;     /* -1 unknown */
 	const char *comm_name; /* the job's name for it (commName), "" */
-	uint64_t number;      /* calls of the source before it + 1 (a per-source id for flows) */
+	uint64_t number;       /* calls of the source before it + 1 (a per-source id for flows) */
 };
 
 enum export_kernel_kind {
@@ -59,23 +62,26 @@ enum export_kernel_kind {
 /* Where a kernel's interval came from. */
 enum export_kernel_from {
 	EXPORT_FROM_DEVICE = 1, /* CUPTI's interval */
-	EXPORT_FROM_HOST_CALL,  /* a collective without a device interval: its host call */
-	EXPORT_FROM_NVTX_LEAF,  /* a compute range's leaf (no GPU data) */
+	EXPORT_FROM_HOST_CALL,	/* a collective without a device interval: its host call */
+	EXPORT_FROM_NVTX_LEAF,	/* a compute range's leaf (no GPU data) */
 };
 
 /* A stream of export_kernel.stream for the NVTX leaves (no GPU data). */
 #define EXPORT_STREAM_COMPUTE UINT64_MAX
 
 struct export_kernel {
-	int kind;                       /* enum export_kernel_kind */
-	int from;                       /* enum export_kernel_from */
-	uint64_t start_ns, end_ns;      /* host CLOCK_MONOTONIC */
-	uint64_t stream;                /* CUPTI's stream id; a call without one: its cudaStream_t; leaves:
-	                                   EXPORT_STREAM_COMPUTE */
-	uint32_t device;                /* CUDA device, 0 unknown */
-	uint32_t correlation;           /* CUPTI's correlation id, 0 */
-	uint32_t thread;                /* leaves: the range's thread; NCCL: the call's; 0 */
-	const char *name;               /* compute: the kernel's (CUPTI) or the range's name; NULL otherwise */
+	int kind;			/* enum export_kernel_kind */
+	int from;			/* enum export_kernel_from */
+	uint64_t start_ns, end_ns;	/* host CLOCK_MONOTONIC */
+	uint64_t launch_ns;		/* when it was launched, by collector/overlap.h's rule
+					   (overlap_hta_launch): a collective's, its event's first call's
+					   enter (a group's first call); a compute kernel's, its start */
+	uint64_t stream;		/* CUPTI's stream id; a call without one: its cudaStream_t; leaves:
+					   EXPORT_STREAM_COMPUTE */
+	uint32_t device;		/* CUDA device, 0 unknown */
+	uint32_t correlation;		/* CUPTI's correlation id, 0 */
+	uint32_t thread;		/* leaves: the range's thread; NCCL: the call's; 0 */
+	const char *name;		/* compute: the kernel's (CUPTI) or the range's name; NULL otherwise */
 	const struct export_call *call; /* NCCL: its collective; NULL otherwise */
 };
 

@@ -22,16 +22,16 @@
 #define KO_STREAM_CALLS 20
 
 /* Correlation ids: a call's is twice its number, a compute kernel's odd. */
-#define KO_CALL_CORRELATION(number) ((int64_t)(number) * 2)
+#define KO_CALL_CORRELATION(number) ((int64_t)(number)*2)
 
 struct ko_comm {
 	uint64_t id_hash;
 	int32_t nranks;
-	int32_t rank;		      /* the source's rank in it */
-	char name[SOURCE_TEXT_MAX];   /* the job's (commName), "" */
+	int32_t rank;		       /* the source's rank in it */
+	char name[SOURCE_TEXT_MAX];    /* the job's (commName), "" */
 	char pg_name[SOURCE_TEXT_MAX]; /* the name on the events: commName, else the id */
-	char *ranks;		      /* its members' global ranks "[0, 1]" once all are known, NULL */
-	uint64_t ranks_tried;	      /* the export's comm_version when they were last looked for */
+	char *ranks;		       /* its members' global ranks "[0, 1]" once all are known, NULL */
+	uint64_t ranks_tried;	       /* the export's comm_version when they were last looked for */
 };
 
 struct ko_source {
@@ -345,17 +345,7 @@ static int ko_on_call(void *ctx, const struct source *src, const struct export_c
 	c10d_args(k, w, c);
 	jw_close(w, '}');
 	trace_events_end_event(s->te);
-	/* the launch inside it, at the call's enter (a collective's launch time) */
-	w = trace_events_begin_event(s->te, "X", "cudaLaunchKernel", "cuda_runtime", c->rec.enter_ns, s->pid,
-				     c->rec.thread);
-	trace_events_time(w, "dur", end - c->rec.enter_ns < 1000 ? end - c->rec.enter_ns : 1000);
-	jw_open(w, "args", '{');
-	jw_i64(w, "External id", corr);
-	jw_i64(w, "cbid", 211);
-	jw_i64(w, "correlation", corr);
-	jw_close(w, '}');
-	trace_events_end_event(s->te);
-	s->events += 2;
+	s->events++;
 	return 0;
 }
 
@@ -375,12 +365,14 @@ static int64_t stream_of(struct ko_source *s, const struct export_kernel *e)
 	return KO_STREAM_CALLS + (int64_t)s->nstreams++;
 }
 
-/* A compute kernel's launch, at the kernel's own start (its launch time is
- * not recorded). */
-static void compute_launch(struct ko_source *s, const struct export_kernel *e, int64_t corr)
+/* A kernel's launch on the host (cudaLaunchKernel, or cudaMemcpyAsync for a
+ * copy) at its launch time (job_events.h: overlap_hta_launch's rule, which
+ * HTA's window reads), on the calling thread. */
+static void kernel_launch(struct ko_source *s, const struct export_kernel *e, int64_t corr)
 {
-	const char *name = e->kind == EXPORT_KERNEL_COMPUTE ? "cudaLaunchKernel" : "cudaMemcpyAsync";
-	struct jw *w = trace_events_begin_event(s->te, "X", name, "cuda_runtime", e->start_ns, s->pid,
+	const char *name =
+	    e->kind == EXPORT_KERNEL_MEMCPY || e->kind == EXPORT_KERNEL_MEMSET ? "cudaMemcpyAsync" : "cudaLaunchKernel";
+	struct jw *w = trace_events_begin_event(s->te, "X", name, "cuda_runtime", e->launch_ns, s->pid,
 						e->thread ? e->thread : s->pid);
 
 	trace_events_time(w, "dur", 0);
@@ -413,8 +405,8 @@ static int ko_on_kernel(void *ctx, uint32_t source, const struct export_kernel *
 		export_nccl_kernel_name(e->call->rec.op, e->call->rec.dtype, e->call->rec.redop, name, sizeof(name));
 	} else {
 		corr = (int64_t)++s->compute * 2 + 1;
-		compute_launch(s, e, corr);
 	}
+	kernel_launch(s, e, corr);
 	w = trace_events_begin_event(s->te, "X", e->call ? name : e->name, cat, e->start_ns, s->pid, stream);
 	trace_events_time(w, "dur", e->end_ns - e->start_ns);
 	jw_open(w, "args", '{');
@@ -426,7 +418,7 @@ static int ko_on_kernel(void *ctx, uint32_t source, const struct export_kernel *
 		c10d_args(k, w, e->call);
 	jw_close(w, '}');
 	trace_events_end_event(s->te);
-	s->events += e->call ? 1 : 2;
+	s->events += 2;
 	return 0;
 }
 

@@ -9,8 +9,8 @@
  * CLOCK_REALTIME: ts are the rank's host CLOCK_MONOTONIC), "traceName"}.
  * Events, all with the process's pid: per collective a cpu_op
  * record_param_comms (c10d's args: Collective name, In / Out msg nelems,
- * dtype, Group size, Process Group Name / Description / Ranks), inside it
- * a cuda_runtime cudaLaunchKernel, and its kernel (cat "kernel", NCCL's
+ * dtype, Group size, Process Group Name / Description / Ranks), its
+ * cuda_runtime cudaLaunchKernel (at its launch time: job_events.h), and its kernel (cat "kernel", NCCL's
  * name, args stream, device, correlation and the same c10d args); each
  * compute kernel (job_events.h) with its launch; ProfilerStep#N
  * user_annotation spans, one per step of the analysis.

@@ -11,10 +11,10 @@
 static const char *nccl_type(int dtype)
 {
 	static const char *const names[] = {
-	    [FSS_DTYPE_INT8] = "i8",	     [FSS_DTYPE_UINT8] = "u8",	    [FSS_DTYPE_INT32] = "i32",
-	    [FSS_DTYPE_UINT32] = "u32",	     [FSS_DTYPE_INT64] = "i64",	    [FSS_DTYPE_UINT64] = "u64",
-	    [FSS_DTYPE_FLOAT16] = "f16",     [FSS_DTYPE_FLOAT32] = "f32",   [FSS_DTYPE_FLOAT64] = "f64",
-	    [FSS_DTYPE_BFLOAT16] = "bf16",   [FSS_DTYPE_FLOAT8E4M3] = "f8e4m3", [FSS_DTYPE_FLOAT8E5M2] = "f8e5m2",
+	    [FSS_DTYPE_INT8] = "i8",	   [FSS_DTYPE_UINT8] = "u8",	      [FSS_DTYPE_INT32] = "i32",
+	    [FSS_DTYPE_UINT32] = "u32",	   [FSS_DTYPE_INT64] = "i64",	      [FSS_DTYPE_UINT64] = "u64",
+	    [FSS_DTYPE_FLOAT16] = "f16",   [FSS_DTYPE_FLOAT32] = "f32",	      [FSS_DTYPE_FLOAT64] = "f64",
+	    [FSS_DTYPE_BFLOAT16] = "bf16", [FSS_DTYPE_FLOAT8E4M3] = "f8e4m3", [FSS_DTYPE_FLOAT8E5M2] = "f8e5m2",
 	};
 
 	return dtype >= 0 && dtype < FSS_DTYPE_MAX ? names[dtype] : "f32";
@@ -51,7 +51,8 @@ const char *export_nccl_kernel_name(int op, int dtype, int redop, char *buf, siz
 			 args);
 		break;
 	case FSS_OP_ALLREDUCE:
-		snprintf(buf, len, "ncclDevKernel_AllReduce_%s_%s_RING_LL%s", nccl_redop(redop), nccl_type(dtype), args);
+		snprintf(buf, len, "ncclDevKernel_AllReduce_%s_%s_RING_LL%s", nccl_redop(redop), nccl_type(dtype),
+			 args);
 		break;
 	case FSS_OP_REDUCE:
 		snprintf(buf, len, "ncclDevKernel_Reduce_%s_%s_RING_LL%s", nccl_redop(redop), nccl_type(dtype), args);
@@ -65,10 +66,17 @@ const char *export_nccl_kernel_name(int op, int dtype, int redop, char *buf, siz
 const char *export_pytorch_dtype(int dtype)
 {
 	static const char *const names[] = {
-	    [FSS_DTYPE_INT8] = "Char",	      [FSS_DTYPE_UINT8] = "Byte",	[FSS_DTYPE_INT32] = "Int",
-	    [FSS_DTYPE_UINT32] = "UInt32",    [FSS_DTYPE_INT64] = "Long",	[FSS_DTYPE_UINT64] = "UInt64",
-	    [FSS_DTYPE_FLOAT16] = "Half",     [FSS_DTYPE_FLOAT32] = "Float",	[FSS_DTYPE_FLOAT64] = "Double",
-	    [FSS_DTYPE_BFLOAT16] = "BFloat16", [FSS_DTYPE_FLOAT8E4M3] = "Float8_e4m3fn",
+	    [FSS_DTYPE_INT8] = "Char",
+	    [FSS_DTYPE_UINT8] = "Byte",
+	    [FSS_DTYPE_INT32] = "Int",
+	    [FSS_DTYPE_UINT32] = "UInt32",
+	    [FSS_DTYPE_INT64] = "Long",
+	    [FSS_DTYPE_UINT64] = "UInt64",
+	    [FSS_DTYPE_FLOAT16] = "Half",
+	    [FSS_DTYPE_FLOAT32] = "Float",
+	    [FSS_DTYPE_FLOAT64] = "Double",
+	    [FSS_DTYPE_BFLOAT16] = "BFloat16",
+	    [FSS_DTYPE_FLOAT8E4M3] = "Float8_e4m3fn",
 	    [FSS_DTYPE_FLOAT8E5M2] = "Float8_e5m2",
 	};
 

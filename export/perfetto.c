@@ -169,9 +169,9 @@ static const char *op_call_name(int op)
 	static const char *const names[] = {
 	    [FSS_OP_ALLGATHER] = "ncclAllGather", [FSS_OP_REDUCESCATTER] = "ncclReduceScatter",
 	    [FSS_OP_ALLREDUCE] = "ncclAllReduce", [FSS_OP_BROADCAST] = "ncclBroadcast",
-	    [FSS_OP_REDUCE] = "ncclReduce",	      [FSS_OP_SEND] = "ncclSend",
-	    [FSS_OP_RECV] = "ncclRecv",	      [FSS_OP_ALLTOALL] = "ncclAllToAll",
-	    [FSS_OP_GATHER] = "ncclGather",	      [FSS_OP_SCATTER] = "ncclScatter",
+	    [FSS_OP_REDUCE] = "ncclReduce",	  [FSS_OP_SEND] = "ncclSend",
+	    [FSS_OP_RECV] = "ncclRecv",		  [FSS_OP_ALLTOALL] = "ncclAllToAll",
+	    [FSS_OP_GATHER] = "ncclGather",	  [FSS_OP_SCATTER] = "ncclScatter",
 	};
 
 	return op > 0 && op < FSS_OP_MAX ? names[op] : "ncclCall";
@@ -218,8 +218,8 @@ static int pf_on_call(void *ctx, const struct source *src, const struct export_c
 	(void)src;
 	if (host_tid(p, source, c->rec.thread, &tid))
 		return -ENOMEM;
-	w = trace_events_begin_event(p->te, "X", op_call_name(c->rec.op), "nccl_call", c->rec.enter_ns,
-				     pid_of(source), tid);
+	w = trace_events_begin_event(p->te, "X", op_call_name(c->rec.op), "nccl_call", c->rec.enter_ns, pid_of(source),
+				     tid);
 	trace_events_time(w, "dur", end - c->rec.enter_ns);
 	call_args(w, c);
 	jw_close(w, '}');
@@ -273,8 +273,8 @@ static int pf_on_kernel(void *ctx, uint32_t source, const struct export_kernel *
 	jw_close(w, '}');
 	trace_events_end_event(p->te);
 	if (k->call) {
-		w = trace_events_begin_event(p->te, "f", "launch", "nccl_flow", k->start_ns + (k->end_ns - k->start_ns) / 2,
-					     pid_of(source), tid);
+		w = trace_events_begin_event(p->te, "f", "launch", "nccl_flow",
+					     k->start_ns + (k->end_ns - k->start_ns) / 2, pid_of(source), tid);
 		jw_str(w, "bp", "e");
 		jw_u64(w, "id", flow_id(source, k->call->number));
 		trace_events_end_event(p->te);
@@ -322,7 +322,8 @@ static void pf_on_step(void *ctx, const struct analysis_step_info *s)
 	if (!s->excluded)
 		counter(p, s, "exposed AllGather time", "ms", (double)s->exposed_allgather_ns / 1e6);
 	if (!grow((void **)&p->steps, &p->steps_cap, p->nsteps + 1, sizeof(*p->steps)))
-		p->steps[p->nsteps++] = (struct pf_step){.source = s->source, .ordinal = s->ordinal, .start_ns = s->start_ns};
+		p->steps[p->nsteps++] =
+		    (struct pf_step){.source = s->source, .ordinal = s->ordinal, .start_ns = s->start_ns};
 }
 
 void perfetto_export_sink(perfetto_export_t *p, struct job_events_sink *out)
@@ -357,14 +358,13 @@ static void name_processes(perfetto_export_t *p, const struct analysis_result *r
 		trace_events_end_event(p->te);
 		trace_events_metadata(p->te, "process_sort_index", pid_of(s->source), 0, "sort_index", NULL,
 				      s->rank >= 0 ? s->rank : (int64_t)1000000 + i);
-		trace_events_metadata(p->te, "thread_name", pid_of(s->source), PF_STEPS_TID, "name", "steps and findings",
-				      0);
+		trace_events_metadata(p->te, "thread_name", pid_of(s->source), PF_STEPS_TID, "name",
+				      "steps and findings", 0);
 	}
 }
 
 /* Where the findings go: the headline rank's representative step. */
-static int finding_place(const perfetto_export_t *p, const struct analysis_result *r, uint32_t *source,
-			 uint64_t *ts)
+static int finding_place(const perfetto_export_t *p, const struct analysis_result *r, uint32_t *source, uint64_t *ts)
 {
 	for (uint32_t i = 0; i < r->nsources; i++) {
 		if (r->sources[i].rank != r->headline_rank)
@@ -401,9 +401,10 @@ static void write_findings(perfetto_export_t *p, const struct analysis_result *r
 		jw_str(w, "evidence", f->evidence);
 		if (at_step)
 			jw_u64(w, "step", r->exposure.step);
-		jw_str(w, "at", at_step ? "the start of the representative step of the headline rank, whose figures "
-					  "the findings give"
-					: "the headline rank's first record (no representative step)");
+		jw_str(w, "at",
+		       at_step ? "the start of the representative step of the headline rank, whose figures "
+				 "the findings give"
+			       : "the headline rank's first record (no representative step)");
 		jw_close(w, '}');
 		trace_events_end_event(p->te);
 	}

@@ -122,7 +122,8 @@ static int step(trace_writer_t *w, uint32_t r, uint64_t *seq, uint64_t t, uint64
 	for (int u = 2; u >= 0 && !rc; u--) {
 		rc = range(w, r, t, t + 300000, STR_RANGE, 1);
 		if (!rc)
-			rc = coll(w, r, seq, FSS_OP_REDUCESCATTER, 1000 * (uint64_t)(u ? 4 : 1), t + 300000, t + 330000);
+			rc =
+			    coll(w, r, seq, FSS_OP_REDUCESCATTER, 1000 * (uint64_t)(u ? 4 : 1), t + 300000, t + 330000);
 		t += 330000;
 	}
 	if (!rc)

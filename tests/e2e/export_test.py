@@ -150,7 +150,46 @@ def check_perfetto(path, want, names, device=False):
     return ev
 
 
-def check_kineto(folder, want, names):
+def union(iv):
+    out = []
+    for a, b in sorted(i for i in iv if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def intersection(x, y):
+    i = j = t = 0
+    while i < len(x) and j < len(y):
+        s, e = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        t += max(0, e - s)
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return t
+
+
+def kineto_overlap(events):
+    """HTA's comm/comp overlap of one exported file, computed here from its events with HTA's
+    rules but at the file's own precision (no inward rounding to whole us): NCCL kernels
+    against the other kernels, those launched before the last ProfilerStep# only. None
+    without communication time."""
+    steps = sorted(e["ts"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    last = steps[-1] if len(steps) >= 2 else float("inf")
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "cuda_runtime"}
+    comm, comp = [], []
+    for e in events:
+        if e.get("cat") == "kernel" and launch[e["args"]["correlation"]] < last:
+            (comm if e["name"].startswith("nccl") else comp).append((e["ts"], e["ts"] + e["dur"]))
+    c, p = union(comm), union(comp)
+    total = sum(b - a for a, b in c)
+    return intersection(c, p) / total if total else None
+
+
+def check_kineto(folder, want, names, figures=None):
     files = sorted(os.listdir(folder))
     check(files and all(re.fullmatch(r"rank-\d+\.json", f) for f in files), f"{folder}: holds {files}")
     pids = {}
@@ -185,6 +224,12 @@ def check_kineto(folder, want, names):
         check(ops == sum(want.get(rank, {}).values()), f"{path}: {ops} record_param_comms")
         steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
         check(len(steps) >= 2, f"{path}: {len(steps)} ProfilerStep# spans")
+        if figures is not None:
+            got_overlap, fss = kineto_overlap(ev), figures.get(rank)
+            print(f"  {f}: overlap of the export {got_overlap}, comm_comp_overlap of the .fss {fss}")
+            check((got_overlap is None) == (fss is None) and
+                  (fss is None or abs(got_overlap - fss) < 1e-6),
+                  f"{path}: the export's overlap {got_overlap} != comm_comp_overlap {fss} of the .fss")
         for n in names:
             check(any(e.get("args", {}).get("Process Group Description", "").startswith(n) for e in ev) or
                   any(e.get("name", "").startswith(n) for e in ev), f"{path}: the job's name {n!r} does not come back")
@@ -240,9 +285,14 @@ def export_and_check(a, trace, work, names=(), device=False):
     r = run([a.fsdpscope, "export", trace, "--perfetto", base + ".json"])
     if check(r.returncode == 0, f"export --perfetto {trace}: exit {r.returncode}: {r.stderr}"):
         check_perfetto(base + ".json", want, names, device)
+    figures = None
+    if a.figures:
+        # the exported intervals and launches give fsdpscope's own figure on the .fss
+        r = run([a.fsdpscope, "report", "--json", trace])
+        figures = {row["rank"]: row["comm_comp_overlap"] for row in json.loads(r.stdout)["per_rank"]}
     r = run([a.fsdpscope, "export", trace, "--kineto", base + "-kineto"])
     if check(r.returncode == 0, f"export --kineto {trace}: exit {r.returncode}: {r.stderr}"):
-        check_kineto(base + "-kineto", want, [n for n in names[:1]])
+        check_kineto(base + "-kineto", want, [n for n in names[:1]], figures)
         return base + "-kineto"
     return None
 
@@ -271,6 +321,9 @@ def main():
             "linear": ["--wrap", "linear"],
             "tp": ["--nranks", "4", "--tp", "2", "--wrap", "block"],
             "accum": ["--grad-accum", "2"],
+            # ZeRO-3's coalesced fetches: calls in ncclGroupStart / End, each its own kernel
+            "zero3": ["--style", "zero3", "--zero3-gather", "coalesced", "--bucket", "3000",
+                      "--persistence-threshold", "64"],
         }
         traces = []
         for name, extra in ({} if a.quick else runs).items():

@@ -8,7 +8,8 @@
  *     correlation record; a second interval of one call is not a second
  *     kernel; a call whose interval never comes gets its host interval at
  *     the end;
- *   - a source without: the kernel is the host call, at once; compute
+ *   - a source without: the kernel is the host call, at once, or for a call
+ *     in a group the group's interval once its record comes; compute
  *     kernels are the leaves of the compute NVTX ranges (a parent, a step
  *     range and a range outside the patterns are not);
  *   - the writer: ts and dur in microseconds with the nanoseconds as three
@@ -34,7 +35,7 @@ struct seen {
 	size_t n;
 	struct {
 		int kind, from;
-		uint64_t seq, start, end;
+		uint64_t seq, start, end, launch;
 		char name[64];
 	} k[MAX_SEEN];
 	size_t calls;
@@ -61,6 +62,7 @@ static int on_kernel(void *ctx, uint32_t source, const struct export_kernel *k)
 	s->k[s->n].seq = k->call ? k->call->rec.seq : 0;
 	s->k[s->n].start = k->start_ns;
 	s->k[s->n].end = k->end_ns;
+	s->k[s->n].launch = k->launch_ns;
 	snprintf(s->k[s->n].name, sizeof(s->k[s->n].name), "%s", k->name ? k->name : "");
 	s->n++;
 	return 0;
@@ -87,8 +89,7 @@ static void call(struct fss_session_tool *t, const struct source *src, uint64_t 
 	assert_int_equal(t->on_collective(t->ctx, src, &c), 0);
 }
 
-static void interval(struct fss_session_tool *t, const struct source *src, uint64_t seq, uint32_t corr,
-		     uint64_t start)
+static void interval(struct fss_session_tool *t, const struct source *src, uint64_t seq, uint32_t corr, uint64_t start)
 {
 	struct fss_rec_gpu_interval g;
 
@@ -133,7 +134,7 @@ static void test_device_intervals(void **state)
 	call(&t, &src, 3, 300);
 	assert_int_equal(s.n, 0); /* waiting for their intervals */
 	interval(&t, &src, 2, 0, 5000);
-	interval(&t, &src, 2, 0, 6000); /* a second interval of call 2 */
+	interval(&t, &src, 2, 0, 6000);	 /* a second interval of call 2 */
 	interval(&t, &src, 0, 77, 4000); /* call 1's, its seq to come */
 	assert_int_equal(s.n, 1);
 	record_init(&c, FSS_REC_CORRELATION, sizeof(c), 0);
@@ -211,6 +212,65 @@ static void test_host_timing(void **state)
 	job_events_free(j);
 }
 
+static void group_call(struct fss_session_tool *t, const struct source *src, uint64_t seq, uint32_t group,
+		       uint64_t enter)
+{
+	struct fss_rec_collective c;
+
+	record_init(&c, FSS_REC_COLLECTIVE, sizeof(c), 0);
+	c.seq = seq;
+	c.op = FSS_OP_ALLGATHER;
+	c.enter_ns = enter;
+	c.exit_ns = enter + 5;
+	c.group_id = group;
+	c.group_depth = 1;
+	assert_int_equal(t->on_collective(t->ctx, src, &c), 0);
+}
+
+/* Without GPU intervals a group's calls run at its ncclGroupEnd: their
+ * kernels are the group's interval, launched at its first call. */
+static void test_groups_host_timing(void **state)
+{
+	struct seen s = {0};
+	struct job_events_sink sink = {.ctx = &s, .on_call = on_call, .on_kernel = on_kernel};
+	job_events_t *j = job_events_new(&sink, NULL);
+	struct fss_session_tool t;
+	struct source src = {.id = 0, .rank = 0};
+	struct fss_rec_group g;
+
+	(void)state;
+	assert_non_null(j);
+	job_events_tool(j, &t);
+	hello(&t, FSS_FEATURE_NCCL);
+	group_call(&t, &src, 1, 1, 100);
+	group_call(&t, &src, 2, 1, 120);
+	assert_int_equal(s.n, 0); /* their group has not run yet */
+	record_init(&g, FSS_REC_GROUP, sizeof(g), 0);
+	g.group_id = 1;
+	g.calls = 2;
+	g.start_ns = 90;
+	g.end_enter_ns = 200;
+	g.end_exit_ns = 260;
+	assert_int_equal(t.on_record(t.ctx, &src, &g.head), 0);
+	assert_int_equal(s.n, 2);
+	call(&t, &src, 3, 300);
+	group_call(&t, &src, 4, 2, 400); /* its group's record never comes: its own interval */
+	assert_int_equal(job_events_finish(j), 0);
+	assert_int_equal(s.n, 4);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(s.k[i].seq, (uint64_t)i + 1);
+		assert_int_equal(s.k[i].start, 200);
+		assert_int_equal(s.k[i].end, 260);
+		assert_int_equal(s.k[i].launch, 100);
+	}
+	assert_int_equal(s.k[2].seq, 3);
+	assert_int_equal(s.k[2].launch, 300);
+	assert_int_equal(s.k[3].seq, 4);
+	assert_int_equal(s.k[3].start, 400);
+	assert_int_equal(s.k[3].end, 405);
+	job_events_free(j);
+}
+
 static void test_writer(void **state)
 {
 	char *buf = NULL;
@@ -244,6 +304,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_device_intervals),
 	    cmocka_unit_test(test_host_timing),
+	    cmocka_unit_test(test_groups_host_timing),
 	    cmocka_unit_test(test_writer),
 	};
 
