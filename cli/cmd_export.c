@@ -62,7 +62,7 @@ static const char export_help_head[] =
 static const char export_help_tail[] =
     "\n"
     "EXIT STATUS\n"
-    "    0  written\n"
+    "    0  written (a TRACE damaged or cut short is exported up to there, and said so)\n"
     "    2  bad usage; TRACE is not a trace or cannot be read; OUT.json or DIR cannot be\n"
     "       made (DIR exists and is not empty, or is not a folder); a write failed.\n"
     "       Nothing is left behind: a file or folder export made is removed.\n\n"
@@ -221,6 +221,9 @@ int cmd_export(int argc, char **argv)
 	}
 	if (!exporter_finish(&a, &e, &d))
 		rc = EXIT_OK;
+	if (rc == EXIT_OK && d.damage[0])
+		fprintf(stderr, "fsdpscope export: %s: damaged or cut short, exported what could be read: %s\n",
+			d.trace_path, d.damage);
 	diagnosis_free(&d);
 out:
 	job_events_free(j);

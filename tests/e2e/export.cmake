@@ -36,7 +36,8 @@ if(TARGET fss_export)
     add_test(NAME export_test
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/export_test.py
         --fsdpscope $<TARGET_FILE:fsdpscope> --fsdp-ref $<TARGET_FILE:fsdp_ref> --gen $<TARGET_FILE:export_gen_trace>
-        --synth $<TARGET_FILE:export_synth_trace> ${FSS_EXPORT_CHECKS})
+        --synth $<TARGET_FILE:export_synth_trace> --fixtures ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/golden
+        ${FSS_EXPORT_CHECKS})
   endif()
   set_tests_properties(export_test PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "e2e")
 endif()

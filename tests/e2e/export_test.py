@@ -302,6 +302,7 @@ def main():
     ap.add_argument("--fsdp-ref", required=True)
     ap.add_argument("--gen", required=True)
     ap.add_argument("--synth", required=True)
+    ap.add_argument("--fixtures", required=True, help="tests/fixtures/golden (cut.fss)")
     ap.add_argument("--round-trip", action="store_true", help="the build reads Kineto files: lint them back")
     ap.add_argument("--figures", action="store_true", help="the report has per_rank comm_comp_overlap")
     ap.add_argument("--quick", action="store_true",
@@ -362,6 +363,11 @@ def main():
             os.symlink(empty, os.path.join(work, "link"))
             r = run([a.fsdpscope, "export", first, "--kineto", os.path.join(work, "link")])
             check(r.returncode == 2 and os.listdir(empty) == [], f"export through a symbolic link: exit {r.returncode}")
+            # a trace cut short: exported up to there, and said so
+            cut = os.path.join(a.fixtures, "cut.fss")
+            r = run([a.fsdpscope, "export", cut, "--perfetto", os.path.join(work, "cut.json")])
+            check(r.returncode == 0 and "cut short, exported what could be read" in r.stderr,
+                  f"export of a cut trace: exit {r.returncode}: {r.stderr}")
             # a trace that cannot be read leaves nothing behind
             r = run([a.fsdpscope, "export", os.path.join(work, "missing.fss"), "--kineto", os.path.join(work, "new")])
             check(r.returncode == 2 and not os.path.exists(os.path.join(work, "new")),
