@@ -8,7 +8,7 @@ grouped (export_synth_trace.c), each exported with --perfetto and with --kineto,
 the outputs checked against `fsdpscope dump` of the same trace:
 
   * every file parses as strict JSON (no duplicate key, no NaN or Infinity,
-    UTF-8 only);
+    UTF-8 only) and is as docs/report-schema.json describes it;
   * every event with a timestamp carries ts, pid and tid;
   * every collective is exactly one slice with cat "kernel" named as NCCL
     names its kernels, per rank and op as many as dump's collectives, and one
@@ -33,6 +33,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lint_schema_check  # noqa: E402  (the schema validator of the report's tests)
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "report-schema.json")
+with open(SCHEMA_PATH) as _f:
+    SCHEMA = json.load(_f)
 FAILURES = []
 
 
@@ -59,7 +65,11 @@ def strict_load(path):
 
     with open(path, "rb") as f:
         data = f.read()
-    return json.loads(data.decode("utf-8", errors="strict"), object_pairs_hook=pairs, parse_constant=constant)
+    doc = json.loads(data.decode("utf-8", errors="strict"), object_pairs_hook=pairs, parse_constant=constant)
+    # and described in docs/report-schema.json (perfetto_document, kineto_document)
+    errors = lint_schema_check.problems(SCHEMA, doc)
+    check(not errors, f"{path}: not as docs/report-schema.json describes it: {errors[:3]}")
+    return doc
 
 
 def run(cmd, **kw):
