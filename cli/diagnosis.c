@@ -636,8 +636,9 @@ void diagnosis_print_partial_job(FILE *out, const char *cmd, const char *trace_p
 {
 	if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
 		fprintf(out,
-			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; the other "
-			"ranks' traces (one per node) are read with it as one job: fsdpscope %s TRACE... or DIR...\n",
+			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; read the "
+			"other ranks' traces with it as one job (a trace per node, or a PyTorch profiler trace per rank): "
+			"fsdpscope %s TRACE... or DIR...\n",
 			cmd, trace_path, a->ranks, a->world_size, cmd);
 }
 
