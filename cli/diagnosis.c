@@ -497,7 +497,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 			strcat(strcat(d->label, i ? " " : ""), paths[i]);
 		d->trace_path = d->label;
 	}
-	rc = analyze_traces(paths, n, &f->analysis, &d->result, &d->merge, err, errlen);
+	rc = analyze_traces_tool(paths, n, &f->analysis, f->tool, &d->result, &d->merge, err, errlen);
 	if (rc) {
 		if (errlen && !err[0])
 			snprintf(err, errlen, "%s", fss_strerror(rc));
@@ -638,8 +638,9 @@ void diagnosis_print_partial_job(FILE *out, const char *cmd, const char *trace_p
 {
 	if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
 		fprintf(out,
-			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; the other "
-			"ranks' traces (one per node) are read with it as one job: fsdpscope %s TRACE... or DIR...\n",
+			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; read the "
+			"other ranks' traces with it as one job (a trace per node, or a PyTorch profiler trace per rank): "
+			"fsdpscope %s TRACE... or DIR...\n",
 			cmd, trace_path, a->ranks, a->world_size, cmd);
 }
 

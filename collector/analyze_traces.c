@@ -156,7 +156,14 @@ int analyze_trace(const char *path, const struct analysis_options *opts, struct 
 int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
 		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen)
 {
-	struct fss_session_options o = {.analysis = opts};
+	return analyze_traces_tool(paths, n, opts, NULL, out, merge, err, errlen);
+}
+
+int analyze_traces_tool(const char *const *paths, size_t n, const struct analysis_options *opts,
+			const struct fss_session_tool *tool, struct analysis_result **out, merge_t **merge, char *err,
+			size_t errlen)
+{
+	struct fss_session_options o = {.analysis = opts, .tool = tool};
 	fss_session_t *s;
 	int rc;
 
