@@ -26,6 +26,11 @@
  * event says whether its ts or dur had a fraction (KINETO_EV_FRACTIONAL),
  * because HTA rounds such events inward to whole µs.
  *
+ * The args read are the ones struct kineto_comm_args and struct kineto_event
+ * name; kineto_parse.c's header lists them with where their spelling was
+ * confirmed (Kineto's output_json.cpp, PyTorch's profiler/util.h: "Seq",
+ * "Rank", "Process Group Ranks" as a string).
+ *
  * The builder (kineto_file_new, kineto_file_intern, kineto_file_add*) is
  * what the parser fills the file with, and what unit tests use to make a
  * file without JSON.
@@ -120,7 +125,7 @@ struct kineto_meta {
 
 /* Everything the file held, kept or not. */
 struct kineto_counts {
-	uint64_t events;	/* elements of traceEvents */
+	uint64_t events;	/* elements of traceEvents read whole (a cut file: not the one cut) */
 	uint64_t kept;		/* of which kept */
 	uint64_t complete;	/* ph X */
 	uint64_t flows;		/* ph s, f, t */
@@ -128,7 +133,8 @@ struct kineto_counts {
 	uint64_t metadata;	/* ph M */
 	uint64_t other;		/* any other ph */
 	uint64_t cpu_ops;	/* cpu_op X events, kept or not */
-	uint64_t skipped;	/* elements left out as not understood (no ph, no ts where one is needed) */
+	uint64_t skipped;	/* elements left out as not understood (not an object, no ph, a value of the wrong type,
+				   a kept kind without ts or dur); counted in no other field but events */
 };
 
 /* Why a read stopped. */
@@ -149,6 +155,9 @@ struct kineto_read_info {
 	uint64_t compressed;	  /* bytes of the file read (gzip: compressed) */
 	int gzip;		  /* the file was gzip */
 	char message[192];	  /* what was wrong, for a status other than OK ("expected ':' after an object key") */
+	/* the first element counted in counts.skipped (a stated partial reading, status OK or not) */
+	uint64_t skip_offset;	  /* where it was: the offset of the bad value */
+	char skip_message[128];	  /* why ("ts is a string"), "" when nothing was skipped */
 };
 
 /*

@@ -41,6 +41,10 @@
  * arrived; one more is counted in nvtx_unnamed instead. */
 #define SOURCE_NVTX_PENDING_MAX 4096u
 
+/* GPUs one source keeps device records of (a rank uses one; a process that
+ * drives several is rare): more are left out. */
+#define SOURCE_DEVICES_MAX 8u
+
 /* Where a source's rank came from. */
 enum source_rank_from {
 	SOURCE_RANK_UNKNOWN = 0,
@@ -63,6 +67,8 @@ enum source_end {
 	SOURCE_END_SIGNALED,    /* killed by a signal (process_exit) */
 	SOURCE_END_DETACHED,    /* an attached source (path uprobe) without process_exit: still running when
 	                           `fsdpscope attach` let it go; its records are whole up to there */
+	SOURCE_END_NOT_KNOWN,   /* read from a format that does not say how a process ended (a PyTorch
+	                           profiler trace, path kineto): its records are whole up to the file's end */
 };
 
 /* A communicator of one source, as its init / split record said. */
@@ -137,6 +143,11 @@ struct source {
 
 	int have_figures;        /* a source_figures record arrived (a reader of another format made it) */
 	struct fss_rec_source_figures figures; /* the latest one: what that format measured and cannot tell */
+
+	struct fss_rec_device devices[SOURCE_DEVICES_MAX]; /* the GPUs it uses (device records, format 1.5), in the
+	                                                     order they came; a later record of the same ordinal
+	                                                     replaces the earlier; name: a string id of the source */
+	size_t ndevices;          /* 0: the trace does not say (1.4 and older, CUPTI held by another tool) */
 };
 
 /* What sources_feed() tells its consumer. Every callback may be NULL; a
@@ -187,6 +198,12 @@ struct source *sources_find(const sources_t *s, uint32_t id);
  * complete (yet). Valid until the next sources_feed(). */
 const char *sources_string(const sources_t *s, uint32_t source, uint32_t id);
 
+/*
+ * source_device_first - the source's first device record (the GPU it uses),
+ * NULL when the trace has none.
+ */
+const struct fss_rec_device *source_device_first(const struct source *src);
+
 /* source_comm_find - the latest communicator of src with this handle, or NULL. */
 const struct source_comm *source_comm_find(const struct source *src, uint64_t handle);
 
@@ -236,6 +253,14 @@ struct source_summary {
 	uint32_t rank_inferred;     /* fss_comm_inferred bits of the communicator its rank came from, 0 */
 	uint32_t comms;             /* communicators it made or was seen using */
 	uint32_t comms_observed;    /* of them, first seen in use (attach: fields inferred) */
+	/* its first GPU (device records, format 1.5; source_device_first) */
+	char device_name[SOURCE_TEXT_MAX]; /* as CUDA (or the Kineto file) names it; "" unknown */
+	uint64_t device_memory_bytes; /* 0 unknown */
+	uint32_t device_sm_count;     /* 0 unknown */
+	int32_t device;               /* CUDA ordinal, -1 unknown */
+	uint16_t device_origin;       /* enum fss_device_origin, 0 without a device record */
+	uint16_t device_compute_major, device_compute_minor; /* compute capability, 0 unknown */
+	uint16_t reserved_device;
 };
 
 /*
@@ -258,5 +283,11 @@ int source_rank_is_guess(enum source_rank_from from);
 /* How a detached source (SOURCE_END_DETACHED) ended, in words: the one
  * place they live (report, dump, lint). */
 #define SOURCE_END_DETACHED_WORDS "detached (still running)"
+/* How a source of SOURCE_END_NOT_KNOWN ended, in words. */
+#define SOURCE_END_NOT_KNOWN_WORDS "not known (a PyTorch profiler trace does not say)"
+
+/* source_end_whole - 1 for an end after which no record is missing that the
+ * source made (clean, detached, not known). */
+int source_end_whole(enum source_end end);
 
 #endif

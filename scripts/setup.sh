@@ -19,6 +19,7 @@ PACKAGES=(
   libjansson-dev                               # top --connect: the viewer socket's JSON read back strictly
   prometheus curl                              # tests: promtool check metrics, a real HTTP client
   time                                         # bench/collect_bench.sh: /usr/bin/time for the collector's CPU and memory
+  zlib1g-dev                                   # the Kineto reader: gzip-compressed PyTorch profiler traces (.json.gz)
 )
 
 missing=()

@@ -46,6 +46,11 @@ fss_suite_regular_only(
   attach_e2e_twice attach_e2e_detach
   fsdp_ref_e2e_bitwise)
 
+# The Kineto reader on the shared real traces (14 s there, most of it the
+# Python count): its code paths are kineto_parse_test's and kineto_fuzz's,
+# which run in the sanitizer build.
+fss_suite_regular_only(kineto_counts_shared)
+
 # The per_rank HTA figures of fsdp_ref jobs: the analysis' paths are
 # analysis_figures_test's, the jobs the accuracy matrix's.
 fss_suite_regular_only(figures_e2e)

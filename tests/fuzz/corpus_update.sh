@@ -35,6 +35,21 @@ trace_seeds() {
 
 ingest_seeds() { "$build/tests/fss_ingest_fuzz_seed" "$1"; }
 
+# Seeds of kineto_fuzz: small Kineto documents behind the target's control byte
+# (bit 0: gzip the rest; bits 1-7: the read size), one of them gzip'd here, and a
+# one-step trace of bench/kineto_gen (2 layers); never the shared traces.
+kineto_seeds() {
+	local dir=$1
+	"$build/bench/kineto_gen" -n 4 -l 1 "$tmp/gen.json" 2>/dev/null
+	{ printf '\000'; cat "$tmp/gen.json"; } >"$dir/gen"
+	{ printf '\016'; head -c 6000 "$tmp/gen.json"; } >"$dir/gen_cut_7"
+	printf '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL", "pid": 0, "tid": 20, "ts": 1.5, "dur": 2.0005, "args": {"stream": 20, "correlation": 3, "External id": 2, "Collective name": "_allgather_base", "In msg nelems": 4, "Out msg nelems": 8, "Group size": 2, "dtype": "BFloat16", "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": [0, 1], "Seq": 1, "Rank": 0}}, {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 3}}, {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 9}], "distributedInfo": {"rank": 0, "world_size": 2, "pg_config": [{"pg_name": "0", "pg_size": 2, "ranks": "[0, 1]"}]}, "baseTimeNanoseconds": 1, "deviceProperties": [{"name": "x", "numSms": 1, "totalGlobalMem": 2}]}' >"$tmp/small.json"
+	{ printf '\000'; cat "$tmp/small.json"; } >"$dir/small"
+	{ printf '\003'; cat "$tmp/small.json"; } >"$dir/small_gz_1"
+	{ printf '\000'; gzip -c -n "$tmp/small.json"; } >"$dir/small_raw_gz"
+	printf '\000\357\273\277 {"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 10, "dur": 1, "args": {"Collective name": "allreduce", "grid": [1, [2, {"a": null}]], "x": "\\u00e9\\ud83d\\ude00\\n"}}, {"ph": "i", "s": "g", "pid": "", "tid": "", "ts": 3}, 7, {"ph": "X", "ts": "bad"}], "traceName": "t"}' >"$dir/escapes"
+}
+
 # sources_fuzz reads records straight from its bytes: it starts from nothing.
 sources_seeds() { :; }
 
@@ -66,4 +81,5 @@ update() {
 # its corpus, of short record runs.
 update trace_fuzz 65536 0
 update ingest_fuzz 65536 0
+update kineto_fuzz 65536 0
 update sources_fuzz 256 "$seconds"
