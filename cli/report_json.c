@@ -776,6 +776,14 @@ static void write_options(struct jw *w, const struct analysis_options *o, const 
 	jw_close(w, '}');
 }
 
+/* The FSDP groups, then what changing their policy is predicted to do
+ * (collector/whatif_print.h). */
+static void write_groups_whatif(struct jw *w, const struct analysis_result *a)
+{
+	write_fsdp_groups(w, a);
+	whatif_json(w, a);
+}
+
 void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rule_config *rules)
 {
 	const struct analysis_result *a = d->result;
@@ -858,8 +866,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_reshard(&w, &a->reshard);
 	write_exposure(&w, a);
 	write_ledger(&w, &a->ledger);
-	write_fsdp_groups(&w, a);
-	whatif_json(&w, a);
+	write_groups_whatif(&w, a);
 
 	jw_open(&w, "breakdown", '{');
 	jw_u64(&w, "step_ns", a->breakdown.step_ns);
