@@ -15,6 +15,7 @@ the outputs checked against `fsdpscope dump` of the same trace:
     host-call slice in another cat; each call's flow (s) has its kernel's (f);
     with CUPTI intervals, every kernel spans its device interval;
   * one process per rank named "rank R";
+  * --perfetto: the findings of lint as instant events, one per finding, at a step;
   * --kineto: DIR holds only rank-R.json files, each with one pid of its own,
     distributedInfo's rank and world_size, a record_param_comms op per
     collective and a cuda_runtime launch for every kernel's correlation, a
@@ -107,7 +108,7 @@ def timed_events_ok(events, where):
     check(not bad, f"{where}: {len(bad)} timestamped events without ts, pid or tid: {bad[:2]}")
 
 
-def check_perfetto(path, want, names, device=False):
+def check_perfetto(path, want, names, device=False, rules=None):
     doc = strict_load(path)
     ev = doc["traceEvents"]
     timed_events_ok(ev, path)
@@ -156,6 +157,14 @@ def check_perfetto(path, want, names, device=False):
     check(any(e["ph"] == "C" and e["name"] == "step time" for e in ev), f"{path}: no step time counter")
     check(any(e["ph"] == "C" and e["name"] == "AllGathers per step" for e in ev), f"{path}: no AllGathers counter")
     check(any(e["ph"] == "C" and e["name"] == "exposed AllGather time" for e in ev), f"{path}: no exposure counter")
+    if rules is not None:
+        # the findings as instant events, one per finding, at a step (inside the steps' counters)
+        inst = [e for e in ev if e["ph"] == "i" and e.get("cat") == "finding"]
+        check(sorted(e["name"] for e in inst) == sorted(rules),
+              f"{path}: finding instants {sorted(e['name'] for e in inst)} != lint's {sorted(rules)}")
+        steps = [e["ts"] for e in ev if e["ph"] == "C" and e["name"] == "step time"]
+        check(not inst or (steps and all(min(steps) <= e["ts"] <= max(steps) for e in inst)),
+              f"{path}: finding instants outside the steps")
     for n in names:
         check(any(e.get("name", "").startswith(n) for e in ev) or
               any(e.get("args", {}).get("comm_name", "").startswith(n) for e in ev),
@@ -328,9 +337,11 @@ def export_and_check(a, trace, work, names=(), device=False):
     want = dump_counts(a.fsdpscope, trace)
     print(f"{os.path.basename(trace)}: dump's collectives per rank: " +
           ", ".join(f"{r}: {dict(c)}" for r, c in sorted(want.items())))
+    r = run([a.fsdpscope, "lint", "--json", trace])
+    rules = [f["rule"] for f in json.loads(r.stdout)["findings"]] if r.stdout.strip() else None
     r = run([a.fsdpscope, "export", trace, "--perfetto", base + ".json"])
     if check(r.returncode == 0, f"export --perfetto {trace}: exit {r.returncode}: {r.stderr}"):
-        check_perfetto(base + ".json", want, names, device)
+        check_perfetto(base + ".json", want, names, device, rules)
     figures = None
     if a.figures:
         # the exported intervals and launches give fsdpscope's own figure on the .fss
