@@ -230,10 +230,11 @@ def shared(fsdpscope, folder, hta_path):
 
 # ---- generated traces ----
 
-def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=1700000000000000000):
+def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=1700000000000000000, tp=False):
     """A small FSDP-like rank: per step, an AllGather per layer forward and backward, a
     ReduceScatter per layer backward, each issued by a c10d op around its launch; compute
-    kernels between; ProfilerStep#N spans."""
+    kernels between; ProfilerStep#N spans. tp: tensor-parallel inference instead, two
+    all-reduces per layer in a forward pass, no gather, no backward."""
     pid, tid = 1000 + rank, 2000 + rank
     ev = []
     t = 1000.0
@@ -273,10 +274,15 @@ def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=17000
 
     for s in range(steps):
         start = t
-        for _ in range(layers):
+        for _ in range(layers if tp else 0):
+            compute(50)
+            coll("allreduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 1000, 1000)
+            compute(50)
+            coll("allreduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 1000, 1000)
+        for _ in range(0 if tp else layers):
             coll("_allgather_base", "ncclDevKernel_AllGather_RING_LL(x)", 1000, 1000 * world)
             compute(50)
-        for _ in range(layers):
+        for _ in range(0 if tp else layers):
             coll("_allgather_base", "ncclDevKernel_AllGather_RING_LL(x)", 1000, 1000 * world)
             compute(80)
             coll("_reduce_scatter_base", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", 1000 * world, 1000)
@@ -359,6 +365,24 @@ def generated(fsdpscope, fss_trace, work):
     write(os.path.join(mixed, "b.json"), job_trace(0, 2))
     rc, out, err = run(fsdpscope, "lint", mixed)
     check(rc == 2 and "mixes fsdpscope traces" in err, f"mixed folder: refused (exit {rc})")
+
+    # tensor-parallel inference (all-reduces only): described, not diagnosed
+    tp = os.path.join(work, "tp")
+    os.makedirs(tp, exist_ok=True)
+    for r in range(2):
+        write(os.path.join(tp, f"rank{r}.json"), job_trace(r, 2, tp=True))
+    rc, out, err = run(fsdpscope, "report", "--json", tp)
+    rows = json.loads(out).get("per_rank", []) if rc == 0 else []
+    check(rc == 0 and len(rows) == 2 and all(r["nccl_kernels"]["allreduce"] == 12 and
+                                            r["nccl_kernels"]["allgather"] == 0 for r in rows),
+          f"tensor-parallel inference: report exits 0 ({rc}) with both ranks' figures: {rows}")
+    rc, out, err = run(fsdpscope, "lint", "--json", tp)
+    lint = json.loads(out) if out.strip().startswith("{") else {}
+    check(rc == 3 and lint.get("verdict") == "undecided", f"tensor-parallel inference: lint exits 3 ({rc}), "
+          f"verdict {lint.get('verdict')}")
+    rc, out, err = run(fsdpscope, "lint", tp)
+    check(rc == 3 and "not sharded training" in out + err,
+          f"tensor-parallel inference: lint says why: {(out + err)[-300:]}")
 
     # one rank, no NCCL kernel
     lone = write(os.path.join(work, "lone.json"), job_trace(0, 1, nccl=False))
