@@ -152,6 +152,14 @@ def check_perfetto(path, want, names, device=False, rules=None):
             check(any(a <= e["ts"] <= b for a, b in spans[(e["pid"], e["tid"], cat)]),
                   f"{path}: flow {e['ph']} {e['id']} at {e['ts']} outside every {cat} slice of its track")
     check(sorted(rank_of.values()) == sorted(want), f"{path}: processes {sorted(rank_of.values())} != ranks {sorted(want)}")
+    # a named thread for every track a slice is on (host calls' threads, GPU streams)
+    named = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    tracks = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "X"}
+    check(tracks <= named, f"{path}: tracks without a thread_name: {sorted(tracks - named)[:4]}")
+    # µs with the ns kept: at most 3 decimals; CUPTI's ns intervals between whole µs
+    ts = [e["ts"] for e in ev if "ts" in e]
+    check(all(abs(t * 1000 - round(t * 1000)) < 1e-3 for t in ts), f"{path}: timestamps finer than ns")
+    check(not device or any(t != int(t) for t in ts), f"{path}: the ns of the device intervals lost")
     cats = collections.Counter(e.get("cat") for e in ev if e["ph"] == "X")
     check(cats.get("nvtx", 0) > 0, f"{path}: no NVTX slice")
     check(any(e["ph"] == "C" and e["name"] == "step time" for e in ev), f"{path}: no step time counter")
