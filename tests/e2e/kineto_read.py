@@ -325,6 +325,10 @@ def generated(fsdpscope, fss_trace, work):
             check(row.get("profiler_steps") == 3, f"two ranks: rank {row['rank']} profiler_steps")
     rc, out, err = run(fsdpscope, "lint", r0, r1)
     check(rc in (0, 1, 3, 4), f"two ranks: lint reads them (exit {rc}): {err[-300:]}")
+    # top reads the folder as lint does: a row per rank
+    rc, out, err = run(fsdpscope, "top", "--once", job)
+    rows = [m.group(1) for m in (re.match(r"^\S?\s*(\d+)\s+-\s+\d+\s", line) for line in out.splitlines()) if m]
+    check(rc == 0 and rows == ["0", "1"], f"two ranks: top --once of their folder (exit {rc}): {out[:400]}{err[-300:]}")
     rc, out, err = run(fsdpscope, "dump", r0)
     kinds = [json.loads(line)["type"] for line in out.splitlines()]
     check(rc == 0 and kinds.count("collective") == 3 * 6 and kinds[-1] == "source_figures",
