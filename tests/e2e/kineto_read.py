@@ -370,6 +370,25 @@ def generated(fsdpscope, fss_trace, work):
     rc, out, err = run(fsdpscope, "lint", mixed)
     check(rc == 2 and "mixes fsdpscope traces" in err, f"mixed folder: refused (exit {rc})")
 
+    # the format is told by the content, never by the name
+    odd = os.path.join(work, "named-odd")
+    os.makedirs(odd, exist_ok=True)
+    as_fss = os.path.join(odd, "rank0.fss")
+    as_json = os.path.join(odd, "trace.json")
+    with open(r0, "rb") as src, open(as_fss, "wb") as dst:
+        dst.write(src.read())
+    with open(fss_trace, "rb") as src, open(as_json, "wb") as dst:
+        dst.write(src.read())
+    rc, out, err = run(fsdpscope, "report", "--json", as_fss)
+    rep = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and [r["profiler_steps"] for r in rep.get("per_rank", [])] == [3] and
+          "PyTorch profiler" in " ".join(rep.get("notes", [])),
+          f"a Kineto file named .fss: read as one (exit {rc}): {err[-300:]}")
+    want = run(fsdpscope, "lint", "--json", fss_trace)
+    rc, out, err = run(fsdpscope, "lint", "--json", as_json)
+    check(rc == want[0] and rc in (0, 1) and json.loads(out).get("verdict") == json.loads(want[1]).get("verdict"),
+          f"a .fss named .json: read as a trace (exit {rc}, not {want[0]}): {err[-300:]}")
+
     # tensor-parallel inference (all-reduces only): described, not diagnosed
     tp = os.path.join(work, "tp")
     os.makedirs(tp, exist_ok=True)
