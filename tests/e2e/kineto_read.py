@@ -389,6 +389,25 @@ def generated(fsdpscope, fss_trace, work):
     check(rc == want[0] and rc in (0, 1) and json.loads(out).get("verdict") == json.loads(want[1]).get("verdict"),
           f"a .fss named .json: read as a trace (exit {rc}, not {want[0]}): {err[-300:]}")
 
+    # names that are not UTF-8 (a range's, the trace's): read, and written back as strict UTF-8 JSON
+    doc = job_trace(0, 1)
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "@RANGE@", "pid": 1000, "tid": 2000,
+                               "ts": 1001, "dur": 5})
+    doc["traceName"] = "@TRACE@"
+    raw = json.dumps(doc).encode().replace(b"@RANGE@", b"caf\xff\xfe").replace(b"@TRACE@", b"r\xc3(")
+    bad8 = os.path.join(work, "not-utf8.json")
+    open(bad8, "wb").write(raw)
+    for cmd in (["report", "--json"], ["lint", "--json"], ["dump"]):
+        p = subprocess.run([fsdpscope] + cmd + [bad8], capture_output=True, timeout=300)
+        try:
+            text = p.stdout.decode("utf-8")
+            docs = [json.loads(line) for line in text.splitlines()] if cmd == ["dump"] else [json.loads(text)]
+            ok = p.returncode in (0, 3) and docs
+        except ValueError as e:
+            ok = False
+            print(f"  {cmd}: {e}")
+        check(ok, f"non-UTF-8 names: {' '.join(cmd)} exits {p.returncode} with strict UTF-8 JSON")
+
     # tensor-parallel inference (all-reduces only): described, not diagnosed
     tp = os.path.join(work, "tp")
     os.makedirs(tp, exist_ok=True)
