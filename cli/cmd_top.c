@@ -104,7 +104,8 @@ static const char top_help_tail[] =
     "    fsdpscope top --connect unix:fsdpscope-out/.fsdpscope-run.Ab12Cd/viewer.sock\n"
     "    fsdpscope top --speed 0 fsdpscope-out/trace.fss\n"
     "    fsdpscope top --once --step 5 --cols 120 --rows 40 fsdpscope-out/trace.fss\n"
-    "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n";
+    "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n"
+    "    fsdpscope top --once profiler/          # a folder of PyTorch profiler traces, one per rank\n";
 
 enum {
 	TOP_OPT_NO_COLOR = 0x200,
