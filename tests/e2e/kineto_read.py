@@ -484,6 +484,11 @@ def seeds(folder):
     for e in frac["traceEvents"]:
         e["ts"] = Decimal(str(e["ts"])) + Decimal("0.375")
     docs["fractional"] = frac
+    # two NCCL kernels per launch, as an export writes a group's calls: one group each
+    shared = job_trace(0, 2, steps=2, layers=1)
+    shared["traceEvents"] += [dict(e, ts=e["ts"] + 1) for e in shared["traceEvents"]
+                              if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    docs["shared_launch"] = shared
     for name, doc in docs.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(b"\0" + json.dumps(doc, default=float).encode())
