@@ -323,6 +323,9 @@ def generated(fsdpscope, fss_trace, work):
                   f"two ranks {args}: rank {row['rank']} overlap {row.get('comm_comp_overlap')}, HTA's {overlap / comm}")
             check(row.get("nccl_kernels") == nccl_kernels(load(path)), f"two ranks: rank {row['rank']} kernels")
             check(row.get("profiler_steps") == 3, f"two ranks: rank {row['rank']} profiler_steps")
+            # what a profiler trace cannot know is null, not 0; the pid it names is there
+            check(all(k in row and row[k] is None for k in ("dropped_records", "steps_cut", "cut")) and
+                  row.get("pid") == 1000 + row["rank"], f"two ranks: rank {row['rank']} nullable fields {row}")
     rc, out, err = run(fsdpscope, "lint", r0, r1)
     check(rc in (0, 1, 3, 4), f"two ranks: lint reads them (exit {rc}): {err[-300:]}")
     # top reads the folder as lint does: a row per rank
@@ -407,6 +410,15 @@ def generated(fsdpscope, fss_trace, work):
             ok = False
             print(f"  {cmd}: {e}")
         check(ok, f"non-UTF-8 names: {' '.join(cmd)} exits {p.returncode} with strict UTF-8 JSON")
+
+    # no host event (GPU events only): the row's pid is null
+    gpu_only = job_trace(0, 1)
+    gpu_only["traceEvents"] = [e for e in gpu_only["traceEvents"] if e.get("cat") == "kernel"]
+    path = write(os.path.join(work, "gpu-only.json"), gpu_only)
+    rc, out, err = run(fsdpscope, "report", "--json", path)
+    rows = json.loads(out).get("per_rank", []) if rc == 0 else []
+    check(rc == 0 and len(rows) == 1 and "pid" in rows[0] and rows[0]["pid"] is None,
+          f"no host event: report exits 0 ({rc}) with a null pid: {rows}")
 
     # tensor-parallel inference (all-reduces only): described, not diagnosed
     tp = os.path.join(work, "tp")
