@@ -476,6 +476,29 @@ def generated(fsdpscope, fss_trace, work):
         rc, out, err = run(fsdpscope, "lint", path)
         check(os.path.basename(path) in err and words in err and re.search(r"at byte \d+", err),
               f"{path}: lint states the partial reading: {err[-300:]}")
+    # duplicate keys, NaN, nesting past the tokenizer's depth: partial readings at the exact byte
+    text = json.dumps(job_trace(0, 2))
+    i = text.index('"ph": "X"', len(text) // 2)
+    for name, insert, at, words in (("dup", '"ph": "X", ', i + 11, 'duplicate key "ph"'),
+                                    ("nan", '"x": NaN, ', i + 5, "NaN is not JSON"),
+                                    ("deep", '"x": ' + "[" * 80 + "]" * 80 + ", ", i + 5 + 64 - 3,
+                                     "nested deeper than 64")):
+        path = os.path.join(work, name + ".json")
+        open(path, "w").write(text[:i] + insert + text[i:])
+        rc, out, err = run(fsdpscope, "report", "--json", path)
+        check(rc == 2 and f"at byte {at}:" in err and words in err,
+              f"{name}: a partial reading at byte {at}, {words!r} (exit {rc}): {err[-300:]}")
+    # a number too large for a time: the event left out, said with its byte
+    doc = job_trace(0, 1)
+    doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "void gemm(x)", "pid": 0, "tid": 7,
+                               "ts": 12345678901234567890123, "dur": 1, "args": {"stream": 7}})
+    text = json.dumps(doc)
+    path = write(os.path.join(work, "huge.json"), doc)
+    rc, out, err = run(fsdpscope, "report", "--json", path)
+    notes = " ".join(json.loads(out).get("notes", [])) if rc == 0 else ""
+    check(rc == 0 and f"1 event left out as not understood, the first at byte {text.index('1234567890123')}: "
+          "ts: a time too large" in notes, f"a huge time: the event left out and said (exit {rc}): {notes[:400]}")
+
     # not a trace at all
     junk = os.path.join(work, "junk.json")
     open(junk, "w").write('{"hello": 1}')
