@@ -6,6 +6,7 @@
 #include "cli/lint.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/report_html.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ static const char report_help_head[] =
     "    fsdpscope report - the whole diagnosis of a trace: counts, units, reshard policy,\n"
     "    exposure, memory ledger, breakdown, ranks and findings\n\n"
     "SYNOPSIS\n"
-    "    fsdpscope report [--text | --json] [--layers L] [OPTIONS] TRACE...\n\n"
+    "    fsdpscope report [--text | --json] [--html OUT.html] [--layers L] [OPTIONS] TRACE...\n\n"
     "DESCRIPTION\n"
     "    Reads TRACE and prints what the FSDP parameter lifecycle did, per step (medians\n"
     "    over the analysed steps of the headline rank, warm-up steps left out):\n"
@@ -49,6 +50,17 @@ static const char report_help_head[] =
     "    process_end (a trace cut short, even on a chunk boundary; a process that died)\n"
     "    are left out, counted on the 'left out' lines and in the ranks table, and\n"
     "    noted (docs/report-schema.md, \"excluded\").\n\n"
+    "    --html OUT.html writes the same diagnosis as one self-contained page as well\n"
+    "    (docs/report-html.md; the text report is then not printed unless --text or\n"
+    "    --json is given): the verdict and the top finding, the step-time\n"
+    "    waterfall with MFU, AllGathers per step against what the units need, each\n"
+    "    gather's exposure, one step of every rank, the memory ledger, the findings with\n"
+    "    their fixes and the what-if table, how the trace ended. CSS and SVG are inline,\n"
+    "    no script runs and nothing points outside the file; every name from the job\n"
+    "    is escaped. It is written to a temporary file beside OUT.html and renamed\n"
+    "    into place: one file, never through a link. MFU needs the model's FLOPs\n"
+    "    (--model-flops, or --tokens-per-step) and the GPU's peak (--peak-flops);\n"
+    "    without them the page says MFU is unknown.\n\n"
     "OPTIONS\n";
 
 static const char report_help_tail[] =
@@ -64,14 +76,17 @@ static const char report_help_tail[] =
     "    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
     "    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
     "    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
+    "    fsdpscope report --html run.html --peak-flops 989e12 --model-flops 3.2e15 run.fss\n"
     "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n";
 
 struct report_args {
 	int json;
+	int format_given; /* --text or --json: printed on stdout also with --html */
+	const char *html; /* --html OUT.html, NULL */
 	struct diagnosis_flags flags;
 };
 
-enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD };
+enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD, OPT_HTML, OPT_MODEL_FLOPS };
 
 static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -79,13 +94,23 @@ static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 
 	if (id == OPT_THRESHOLD) /* -t */
 		return options_diagnosis_apply(&a->flags, DIAG_OPT_THRESHOLD, arg, prog);
+	if (id == OPT_MODEL_FLOPS) /* the name for --flops-per-step */
+		return options_diagnosis_apply(&a->flags, DIAG_OPT_FLOPS_PER_STEP, arg, prog);
+	if (id == OPT_HTML) {
+		a->html = arg;
+		return 0;
+	}
 	a->json = id == OPT_JSON;
+	a->format_given = 1;
 	return 0;
 }
 
 static const struct options_entry report_entries[] = {
     {"text", 0, NULL, "text (default)", OPT_TEXT},
     {"json", 0, NULL, "one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)", OPT_JSON},
+    {"html", 0, "OUT.html", "also write the report as one self-contained HTML page (see above)", OPT_HTML},
+    {"model-flops", 0, "F", "model FLOPs of one step, all ranks: --flops-per-step by the name\n"
+     "the MFU figures use; with --peak-flops, MFU in the page's waterfall", OPT_MODEL_FLOPS},
     {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
     {NULL, 0, NULL, NULL, 0},
 };
@@ -111,10 +136,20 @@ int cmd_report(int argc, char **argv)
 		return EXIT_USAGE;
 	if (a.json)
 		diagnosis_print_json(stdout, &d, &a.flags.rules);
-	else
+	else if (!a.html || a.format_given)
 		diagnosis_print_report(stdout, &d);
 	output_flush();
 	rc = EXIT_OK;
+	if (a.html) {
+		char err[512];
+
+		if (report_html_write(a.html, &d, err, sizeof err) < 0) {
+			fprintf(stderr, "fsdpscope report: --html: %s\n", err);
+			rc = EXIT_USAGE;
+		} else {
+			fprintf(stderr, "fsdpscope report: wrote %s\n", a.html);
+		}
+	}
 	if (d.damage[0]) {
 		fprintf(stderr,
 			"fsdpscope report: %s: incomplete trace (damaged, cut short or not closed by its writer), "
