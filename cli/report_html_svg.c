@@ -25,11 +25,19 @@ static double scaled(uint64_t v, uint64_t full, double width)
 	return full ? width * (double)v / (double)full : 0;
 }
 
-/* One row of the waterfall: a bar from `from` to `from + len` (ns). */
+/* One row of the waterfall: a bar from `from` to `from + len` (ns);
+ * fill NULL: a figure not known, said so in place of the bar. */
 static void waterfall_row(FILE *out, int row, const char *label, uint64_t from, uint64_t len, uint64_t full,
 			  const char *fill)
 {
 	char b[32];
+
+	if (!fill) {
+		fprintf(out, "<g class=\"wf\"><text x=\"225\" y=\"%d\" text-anchor=\"end\">%s</text><text x=\"234\" "
+			     "y=\"%d\">unknown</text></g>\n",
+			row * 22 + 15, label, row * 22 + 15);
+		return;
+	}
 	double x = 230 + scaled(from, full, 430), w = scaled(len, full, 430);
 
 	fprintf(out, "<g class=\"wf\"><text x=\"225\" y=\"%d\" text-anchor=\"end\">", row * 22 + 15);
@@ -72,8 +80,7 @@ void html_waterfall(FILE *out, const struct analysis_result *a)
 	rows = 6 + ANALYSIS_CAUSE_MAX;
 	fprintf(out, "<svg class=\"chart\" id=\"waterfall-svg\" viewBox=\"0 0 %d %d\" role=\"img\">\n", HTML_CHART_W,
 		rows * 22 + 6);
-	waterfall_row(out, row++, b->mfu >= 0 ? "ideal compute (at peak)" : "ideal compute: unknown", 0, ideal, full,
-		      "#2e6b2e");
+	waterfall_row(out, row++, "ideal compute (at peak)", 0, ideal, full, b->mfu >= 0 ? "#2e6b2e" : NULL);
 	waterfall_row(out, row++, "compute", 0, b->compute_ns, full, "#5aa05a");
 	at = b->compute_ns;
 	for (int c = 1; c < ANALYSIS_CAUSE_MAX; c++) {
@@ -253,6 +260,12 @@ static void memory_row(FILE *out, int row, const char *label, uint64_t bytes, ui
 	char b[32];
 	double w = scaled(bytes, full, 430);
 
+	if (!fill) {
+		fprintf(out, "<text x=\"225\" y=\"%d\" text-anchor=\"end\">%s</text><text x=\"234\" y=\"%d\">unknown "
+			     "(--gpu-mem)</text>\n",
+			row * 22 + 15, label, row * 22 + 15);
+		return;
+	}
 	fprintf(out, "<text x=\"225\" y=\"%d\" text-anchor=\"end\">%s</text><rect x=\"230\" y=\"%d\" width=\"%.1f\" "
 		     "height=\"16\" fill=\"%s\"/><text x=\"%.1f\" y=\"%d\">%s</text>\n",
 		row * 22 + 15, label, row * 22 + 3, w, fill, 234 + w, row * 22 + 15, rule_format_bytes((double)bytes, b, sizeof b));
@@ -273,7 +286,7 @@ void html_memory(FILE *out, const struct analysis_result *a)
 	memory_row(out, 0, "persistent (16 P / N)", l->persistent_bytes_per_rank, full, "#4f7fc0");
 	memory_row(out, 1, "transient (gathered units)", l->transient_bytes_per_rank, full, "#e08a2c");
 	memory_row(out, 2, "peak state", l->peak_state_bytes_per_rank, full, "#333");
-	memory_row(out, 3, "GPU memory", l->gpu_mem_bytes, full, "#c8c8c8");
+	memory_row(out, 3, "GPU memory", l->gpu_mem_bytes, full, l->gpu_mem_bytes ? "#c8c8c8" : NULL);
 	fputs("</svg>\n<p>", out);
 	if (l->gpu_mem_bytes)
 		html_printf(out, "Headroom %s of the GPU's %s (activations not included).",
