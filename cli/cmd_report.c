@@ -7,6 +7,8 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/report_html.h"
+#include "cli/report_html_timeline.h"
+#include "collector/session.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -126,6 +128,8 @@ const struct options_help cmd_report_help = OPTIONS_HELP(report_help_head, repor
 int cmd_report(int argc, char **argv)
 {
 	struct report_args a = {0};
+	struct fss_session_tool steps;
+	html_timeline_t *timeline = NULL;
 	struct diagnosis d;
 	int first, rc;
 
@@ -133,8 +137,19 @@ int cmd_report(int argc, char **argv)
 	first = options_parse(&cmd_report_help, "report", argc, argv, OPTIONS_ANYWHERE, &a);
 	if (first < 0) /* or the help, which options_parse printed */
 		return first == OPTIONS_HELP_SHOWN ? EXIT_OK : EXIT_USAGE;
-	if (lint_read_traces(argc, argv, first, "report", &a.flags, &d))
+	if (a.html) { /* the timeline's step windows, seen as the diagnosis reads */
+		timeline = html_timeline_new();
+		if (!timeline) {
+			fprintf(stderr, "fsdpscope report: out of memory\n");
+			return EXIT_USAGE;
+		}
+		html_timeline_steps_tool(timeline, &steps);
+		a.flags.tool = &steps;
+	}
+	if (lint_read_traces(argc, argv, first, "report", &a.flags, &d)) {
+		html_timeline_free(timeline);
 		return EXIT_USAGE;
+	}
 	if (a.json)
 		diagnosis_print_json(stdout, &d, &a.flags.rules);
 	else if (!a.html || a.format_given)
@@ -142,9 +157,18 @@ int cmd_report(int argc, char **argv)
 	output_flush();
 	rc = EXIT_OK;
 	if (a.html) {
-		char err[512];
+		char err[512] = "";
+		const html_timeline_t *kernels = timeline;
 
-		if (report_html_write(a.html, &d, err, sizeof err) < 0) {
+		if (html_timeline_read(timeline, &d, &a.flags, err, sizeof err) < 0) {
+			/* the page still has the rest, and lanes drawn from the per-rank figures */
+			fprintf(stderr, "fsdpscope report: --html: the timeline's kernels could not be read (%s): its lanes "
+					"show the per-rank figures\n",
+				err);
+			kernels = NULL;
+		}
+		err[0] = 0;
+		if (report_html_write(a.html, &d, kernels, err, sizeof err) < 0) {
 			fprintf(stderr, "fsdpscope report: --html: %s\n", err);
 			rc = EXIT_USAGE;
 		} else {
@@ -159,5 +183,6 @@ int cmd_report(int argc, char **argv)
 		rc = EXIT_USAGE;
 	}
 	diagnosis_free(&d);
+	html_timeline_free(timeline);
 	return rc;
 }

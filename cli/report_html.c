@@ -8,6 +8,7 @@
 #include "cli/diagnosis.h"
 #include "cli/report_html_escape.h"
 #include "cli/report_html_internal.h"
+#include "cli/report_html_timeline.h"
 #include "collector/source.h"
 #include "rules/rules.h"
 
@@ -177,14 +178,14 @@ static void html_end(FILE *out, const struct diagnosis *d)
 	fputs("</ul>\n</section>\n", out);
 }
 
-void report_html_page(FILE *out, const struct diagnosis *d)
+void report_html_page(FILE *out, const struct diagnosis *d, const struct html_timeline *t)
 {
 	html_head(out, d);
 	html_verdict(out, d);
 	html_waterfall(out, d->result);
 	html_units(out, d->result);
 	html_gather_bars(out, d->result);
-	html_rank_lanes(out, d->result);
+	html_timeline_draw(out, d->result, t);
 	html_memory(out, d->result);
 	html_findings(out, d->findings);
 	html_end(out, d);
@@ -192,7 +193,8 @@ void report_html_page(FILE *out, const struct diagnosis *d)
 	      out);
 }
 
-int report_html_write(const char *path, const struct diagnosis *d, char *err, size_t errlen)
+int report_html_write(const char *path, const struct diagnosis *d, const struct html_timeline *t, char *err,
+		      size_t errlen)
 {
 	size_t n = strlen(path);
 	char *tmp = malloc(n + 16);
@@ -216,7 +218,7 @@ int report_html_write(const char *path, const struct diagnosis *d, char *err, si
 		goto out;
 	}
 	fd = -1; /* the stream's now */
-	report_html_page(out, d);
+	report_html_page(out, d, t);
 	if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) < 0) {
 		rc = errno ? -errno : -EIO;
 		snprintf(err, errlen, "%s: writing: %s", tmp, strerror(-rc));

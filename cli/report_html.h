@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 struct diagnosis;
+struct html_timeline;
 
 /*
  * report_html_write - render d as a page into path: written to a temporary
@@ -21,10 +22,12 @@ struct diagnosis;
  * replaced, never followed. Exactly one file is left: path. Returns 0, or a
  * negative errno with what failed (the step and the file) in err.
  */
-int report_html_write(const char *path, const struct diagnosis *d, char *err, size_t errlen);
+int report_html_write(const char *path, const struct diagnosis *d, const struct html_timeline *t, char *err,
+		      size_t errlen);
 
 /* report_html_page - the page itself, onto out (report_html_write's body;
- * tests render into a memory stream). */
-void report_html_page(FILE *out, const struct diagnosis *d);
+ * tests render into a memory stream). t: the kernels of the timeline
+ * (cli/report_html_timeline.h), NULL: its lanes from the per-rank figures. */
+void report_html_page(FILE *out, const struct diagnosis *d, const struct html_timeline *t);
 
 #endif

@@ -26,6 +26,8 @@ void html_waterfall(FILE *out, const struct analysis_result *a);
 void html_units(FILE *out, const struct analysis_result *a);
 void html_gather_bars(FILE *out, const struct analysis_result *a);
 void html_memory(FILE *out, const struct analysis_result *a);
+/* The lanes from the per-rank figures (no kernels at hand), or the heat
+ * strip past HTML_LANES_MAX ranks. */
 void html_rank_lanes(FILE *out, const struct analysis_result *a);
 
 #endif

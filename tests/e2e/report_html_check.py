@@ -19,7 +19,7 @@ It asserts, and says what failed:
     once the analysis makes them, else "what-if: not computed");
   * the gathers chart has a bar per gather of REPORT's representative step,
     the ranks chart a lane (or, past 64 ranks, a heat cell) per rank of
-    REPORT's per_rank;
+    REPORT's per_rank, each lane with its step and kernels drawn in it;
   * the screenshot is not one colour (its pixel bytes, inflated with zlib,
     take more than a handful of values).
 """
@@ -44,10 +44,17 @@ class Page(html.parser.HTMLParser):
         self.text = []
         self.style = []
         self.in_style = False
+        self.lane_rects = []  # rects inside each <g class="lane">, in order
+        self.in_lane = False
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs), sum(len(t) for t in self.text)))
         self.in_style = tag == "style"
+        if tag == "g" and "lane" in (dict(attrs).get("class") or "").split():
+            self.in_lane = True
+            self.lane_rects.append(0)
+        elif tag == "rect" and self.in_lane:
+            self.lane_rects[-1] += 1
 
     def handle_startendtag(self, tag, attrs):
         self.handle_starttag(tag, attrs)
@@ -56,6 +63,8 @@ class Page(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if tag == "style":
             self.in_style = False
+        if tag == "g":
+            self.in_lane = False
 
     def handle_data(self, data):
         (self.style if self.in_style else self.text).append(data)
@@ -138,6 +147,10 @@ def check_charts(dom, report, fail):
         for r in report.get("per_rank") or []:
             if f"rank {r['rank']}" not in dom.all_text:
                 fail(f"no lane named 'rank {r['rank']}'")
+        # a lane of kernels: its step, and compute and communication drawn in it
+        thin = [n for n in dom.lane_rects if n < 3]
+        if thin:
+            fail(f"{len(thin)} lanes with fewer than 3 rects (no kernels drawn): {dom.lane_rects}")
     print(f"  bars {bars} (gathers {len(gathers)}), lanes {lanes}, heat cells {heat} (ranks {ranks})")
 
 

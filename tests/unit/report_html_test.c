@@ -170,7 +170,7 @@ static char *page_of(struct analysis_result *a)
 	d.trace_path = "run<1>.fss";
 	findings_add(d.findings, &rule_wrap_too_fine, RULE_WARNING, "8 gathers <per> unit", "evidence <script>x</script>",
 		     "fully_shard(block)  # <one per block>", NULL, NULL);
-	report_html_page(m, &d);
+	report_html_page(m, &d, NULL);
 	fclose(m);
 	findings_free(d.findings);
 	assert_true(html_utf8_valid(buf, n));
@@ -249,7 +249,7 @@ static void test_write_replaces_link(void **state)
 	assert_int_equal(symlink(target, path), 0);
 	d.result = a;
 	d.trace_path = "t.fss";
-	assert_int_equal(report_html_write(path, &d, err, sizeof err), 0);
+	assert_int_equal(report_html_write(path, &d, NULL, err, sizeof err), 0);
 	/* the link is replaced by the page; what it pointed to is untouched */
 	assert_int_equal(lstat(path, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
@@ -259,7 +259,7 @@ static void test_write_replaces_link(void **state)
 	unlink(target);
 	/* a folder that cannot hold it: an error that names the file, and no file left */
 	snprintf(path, sizeof path, "%s/missing/out.html", dir);
-	assert_true(report_html_write(path, &d, err, sizeof err) < 0);
+	assert_true(report_html_write(path, &d, NULL, err, sizeof err) < 0);
 	assert_non_null(strstr(err, "missing/out.html"));
 	assert_int_equal(rmdir(dir), 0); /* empty: no temporary file left */
 	result_free(a);
