@@ -101,7 +101,60 @@ static void html_fix(FILE *out, const char *framework, const char *code)
 	fputs("</code></pre>\n", out);
 }
 
-static void html_findings(FILE *out, const findings_t *list)
+static const char whatif_head[] = "<h3 id=\"whatif\">What-if</h3>\n<table class=\"whatif\"><tr><th>change</th>"
+				  "<th>predicted step</th><th>predicted exposed AllGather</th><th>predicted peak memory</th>"
+				  "<th>basis</th></tr>\n";
+
+#if __has_include("collector/whatif.h")
+#include "collector/whatif.h"
+
+/* The what-if table: the model's rows as report --json's whatif lists them,
+ * then the changes it left out and why. */
+static void html_whatif(FILE *out, const struct analysis_result *a)
+{
+	whatif_model_t *m = NULL;
+	char b1[32], b2[32], b3[32];
+
+	fputs(whatif_head, out);
+	if (whatif_new(a, &m) < 0 || !m) {
+		fputs("</table>\n<p>what-if: not computed (out of memory).</p>\n", out);
+		return;
+	}
+	for (uint32_t i = 0; i < whatif_count(m); i++) {
+		const struct whatif_prediction *p = whatif_get(m, i);
+
+		fprintf(out, "<tr class=\"whatif-row\"><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td><td>",
+			whatif_change_name(p->change), rule_format_ns((double)p->step_ns, b1, sizeof b1),
+			rule_format_ns((double)p->exposed_allgather_ns, b2, sizeof b2),
+			p->peak_known ? rule_format_bytes((double)p->peak_bytes, b3, sizeof b3) : "not known");
+		html_escape_n(out, p->basis, strnlen(p->basis, sizeof p->basis));
+		fputs("</td></tr>\n", out);
+	}
+	fputs("</table>\n", out);
+	if (whatif_count(m) == 0)
+		html_printf(out, "what-if: not computed (%s)", whatif_note(m)[0] ? whatif_note(m) : "no change to predict");
+	fputs("<ul class=\"whatif-left-out\">\n", out);
+	for (uint32_t i = 0; i < whatif_left_out_count(m); i++) {
+		const struct whatif_left_out *l = whatif_left_out_get(m, i);
+
+		fprintf(out, "<li><code>%s</code> not predicted: ", whatif_change_name(l->change));
+		html_escape_n(out, l->why, strnlen(l->why, sizeof l->why));
+		fputs("</li>\n", out);
+	}
+	fputs("</ul>\n", out);
+	whatif_free(m);
+}
+#else
+/* Without the what-if model in the analysis, the table's place and why it is empty: no row is made up. */
+static void html_whatif(FILE *out, const struct analysis_result *a)
+{
+	(void)a;
+	fputs(whatif_head, out);
+	fputs("</table>\n<p>what-if: not computed (this build's analysis has no what-if model).</p>\n", out);
+}
+#endif
+
+static void html_findings(FILE *out, const findings_t *list, const struct analysis_result *a)
 {
 	fputs("<section id=\"findings\"><h2>7. Findings and their fixes</h2>\n", out);
 	if (!list || findings_count(list) == 0)
@@ -122,10 +175,8 @@ static void html_findings(FILE *out, const findings_t *list)
 		html_fix(out, "DeepSpeed", f->fix_deepspeed);
 		fputs("</div>\n", out);
 	}
-	fputs("<h3 id=\"whatif\">What-if</h3>\n<table class=\"whatif\"><tr><th>change</th><th>predicted step</th>"
-	      "<th>predicted exposed AllGather</th><th>predicted peak memory</th><th>basis</th></tr></table>\n"
-	      "<p>what-if: not computed (no prediction in this analysis result).</p>\n</section>\n",
-	      out);
+	html_whatif(out, a);
+	fputs("</section>\n", out);
 }
 
 static void html_sources(FILE *out, const struct analysis_result *a)
@@ -187,7 +238,7 @@ void report_html_page(FILE *out, const struct diagnosis *d, const struct html_ti
 	html_gather_bars(out, d->result);
 	html_timeline_draw(out, d->result, t);
 	html_memory(out, d->result);
-	html_findings(out, d->findings);
+	html_findings(out, d->findings, d->result);
 	html_end(out, d);
 	fputs("<p class=\"muted\">Written by fsdpscope report --html: one file, nothing fetched.</p>\n</body></html>\n",
 	      out);
