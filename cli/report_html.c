@@ -36,17 +36,23 @@ static const char html_style[] =
     ".finding{border-left:4px solid #999;padding-left:.8em;margin:1em 0}q.job{word-break:break-all}"
     ".muted{color:#666}";
 
-/* The finding the verdict names: the most severe, then (once the what-if
- * model predicts gains) the one whose fix gains most; the registry's order
- * decides ties, so that the pick is stable. NULL without findings. */
-static const struct finding *top_finding(const findings_t *list)
+/* The finding the verdict names: the most severe, then the one whose fix
+ * the what-if model predicts to gain most; the registry's order decides
+ * ties, so that the pick is stable. NULL without findings. */
+static const struct finding *top_finding(const findings_t *list, const struct analysis_result *a,
+					 const html_whatif_t *w)
 {
 	const struct finding *top = NULL;
+	double top_gain = -1;
 
 	for (size_t i = 0; list && i < findings_count(list); i++) {
 		const struct finding *f = findings_get(list, i);
-		if (!top || f->severity > top->severity)
+		double gain = html_whatif_gain(w, a, f->rule->id, NULL, NULL);
+
+		if (!top || f->severity > top->severity || (f->severity == top->severity && gain > top_gain)) {
 			top = f;
+			top_gain = gain;
+		}
 	}
 	return top;
 }
@@ -63,10 +69,14 @@ static void html_head(FILE *out, const struct diagnosis *d)
 	fputs("</p>\n", out);
 }
 
-static void html_verdict(FILE *out, const struct diagnosis *d)
+static void html_verdict(FILE *out, const struct diagnosis *d, const html_whatif_t *w)
 {
 	const struct analysis_result *a = d->result;
-	const struct finding *top = top_finding(d->findings);
+	const struct finding *top = top_finding(d->findings, a, w);
+	const char *change = NULL;
+	uint64_t predicted = 0;
+	double gain;
+	char b1[32], b2[32];
 	char *summary = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&summary, &len);
@@ -84,7 +94,14 @@ static void html_verdict(FILE *out, const struct diagnosis *d)
 	if (top) {
 		html_printf(out, "Top finding: %s %s: ", rule_severity_name(top->severity), top->rule->id);
 		html_escape(out, top->message);
-		fputs("<br>Predicted gain of fixing it: not computed (the what-if model gives none for this trace).", out);
+		gain = html_whatif_gain(w, a, top->rule->id, &change, &predicted);
+		fputs("<br>", out);
+		if (gain >= 0)
+			html_printf(out, "Predicted gain of fixing it (%s): %.1f%% of the step, %s instead of %s.", change,
+				    100 * gain, rule_format_ns((double)predicted, b1, sizeof b1),
+				    rule_format_ns((double)a->breakdown.step_ns, b2, sizeof b2));
+		else
+			fputs("Predicted gain of fixing it: not computed (no what-if prediction for its fix).", out);
 	} else {
 		fputs("No finding: every rule passed.", out);
 	}
@@ -101,72 +118,24 @@ static void html_fix(FILE *out, const char *framework, const char *code)
 	fputs("</code></pre>\n", out);
 }
 
-static const char whatif_head[] = "<h3 id=\"whatif\">What-if</h3>\n<table class=\"whatif\"><tr><th>change</th>"
-				  "<th>predicted step</th><th>predicted exposed AllGather</th><th>predicted peak memory</th>"
-				  "<th>basis</th></tr>\n";
-
-#if __has_include("collector/whatif.h")
-#include "collector/whatif.h"
-
-/* The what-if table: the model's rows as report --json's whatif lists them,
- * then the changes it left out and why. */
-static void html_whatif(FILE *out, const struct analysis_result *a)
-{
-	whatif_model_t *m = NULL;
-	char b1[32], b2[32], b3[32];
-
-	fputs(whatif_head, out);
-	if (whatif_new(a, &m) < 0 || !m) {
-		fputs("</table>\n<p>what-if: not computed (out of memory).</p>\n", out);
-		return;
-	}
-	for (uint32_t i = 0; i < whatif_count(m); i++) {
-		const struct whatif_prediction *p = whatif_get(m, i);
-
-		fprintf(out, "<tr class=\"whatif-row\"><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td><td>",
-			whatif_change_name(p->change), rule_format_ns((double)p->step_ns, b1, sizeof b1),
-			rule_format_ns((double)p->exposed_allgather_ns, b2, sizeof b2),
-			p->peak_known ? rule_format_bytes((double)p->peak_bytes, b3, sizeof b3) : "not known");
-		html_escape_n(out, p->basis, strnlen(p->basis, sizeof p->basis));
-		fputs("</td></tr>\n", out);
-	}
-	fputs("</table>\n", out);
-	if (whatif_count(m) == 0)
-		html_printf(out, "what-if: not computed (%s)", whatif_note(m)[0] ? whatif_note(m) : "no change to predict");
-	fputs("<ul class=\"whatif-left-out\">\n", out);
-	for (uint32_t i = 0; i < whatif_left_out_count(m); i++) {
-		const struct whatif_left_out *l = whatif_left_out_get(m, i);
-
-		fprintf(out, "<li><code>%s</code> not predicted: ", whatif_change_name(l->change));
-		html_escape_n(out, l->why, strnlen(l->why, sizeof l->why));
-		fputs("</li>\n", out);
-	}
-	fputs("</ul>\n", out);
-	whatif_free(m);
-}
-#else
-/* Without the what-if model in the analysis, the table's place and why it is empty: no row is made up. */
-static void html_whatif(FILE *out, const struct analysis_result *a)
-{
-	(void)a;
-	fputs(whatif_head, out);
-	fputs("</table>\n<p>what-if: not computed (this build's analysis has no what-if model).</p>\n", out);
-}
-#endif
-
-static void html_findings(FILE *out, const findings_t *list, const struct analysis_result *a)
+static void html_findings(FILE *out, const findings_t *list, const struct analysis_result *a, const html_whatif_t *w)
 {
 	fputs("<section id=\"findings\"><h2>7. Findings and their fixes</h2>\n", out);
 	if (!list || findings_count(list) == 0)
 		fputs("<p>No finding.</p>\n", out);
 	for (size_t i = 0; list && i < findings_count(list); i++) {
 		const struct finding *f = findings_get(list, i);
+		const char *change = NULL;
+		double gain;
 
 		fprintf(out, "<div class=\"finding sev-%s\"><h3>%s <code>%s</code>: ", rule_severity_name(f->severity),
 			rule_severity_name(f->severity), f->rule->id);
 		html_escape(out, f->rule->title);
 		fputs("</h3>\n<p>", out);
 		html_escape(out, f->message);
+		gain = html_whatif_gain(w, a, f->rule->id, &change, NULL);
+		if (gain >= 0)
+			html_printf(out, " (predicted gain of its fix, %s: %.1f%% of the step)", change, 100 * gain);
 		fputs("</p>\n<pre class=\"evidence\">", out);
 		html_escape(out, f->evidence);
 		fputs("</pre>\n", out);
@@ -175,7 +144,7 @@ static void html_findings(FILE *out, const findings_t *list, const struct analys
 		html_fix(out, "DeepSpeed", f->fix_deepspeed);
 		fputs("</div>\n", out);
 	}
-	html_whatif(out, a);
+	html_whatif_table(out, a, w);
 	fputs("</section>\n", out);
 }
 
@@ -231,17 +200,20 @@ static void html_end(FILE *out, const struct diagnosis *d)
 
 void report_html_page(FILE *out, const struct diagnosis *d, const struct html_timeline *t)
 {
+	html_whatif_t *w = html_whatif_new(d->result);
+
 	html_head(out, d);
-	html_verdict(out, d);
+	html_verdict(out, d, w);
 	html_waterfall(out, d->result);
 	html_units(out, d->result);
 	html_gather_bars(out, d->result);
 	html_timeline_draw(out, d->result, t);
 	html_memory(out, d->result);
-	html_findings(out, d->findings, d->result);
+	html_findings(out, d->findings, d->result, w);
 	html_end(out, d);
 	fputs("<p class=\"muted\">Written by fsdpscope report --html: one file, nothing fetched.</p>\n</body></html>\n",
 	      out);
+	html_whatif_free(w);
 }
 
 int report_html_write(const char *path, const struct diagnosis *d, const struct html_timeline *t, char *err,

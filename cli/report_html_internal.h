@@ -30,4 +30,26 @@ void html_memory(FILE *out, const struct analysis_result *a);
  * strip past HTML_LANES_MAX ranks. */
 void html_rank_lanes(FILE *out, const struct analysis_result *a);
 
+/* The what-if model of a result (cli/report_html_whatif.c), opaque: NULL
+ * when the build's analysis has none or it could not be made. */
+typedef struct html_whatif html_whatif_t;
+html_whatif_t *html_whatif_new(const struct analysis_result *a);
+void html_whatif_free(html_whatif_t *w);
+
+/*
+ * html_whatif_gain - what fixing rule_id's finding is predicted to gain: the
+ * largest share of the representative step that a change its fixes make
+ * (wrap-too-fine: wrap=block; exposed-gather: prefetch; reshard-policy:
+ * reshard_after_forward) saves, with that change's name in *change and its
+ * predicted step in *predicted_ns (each may be NULL); -1 when w predicts
+ * none of them (w NULL included).
+ */
+double html_whatif_gain(const html_whatif_t *w, const struct analysis_result *a, const char *rule_id,
+			const char **change, uint64_t *predicted_ns);
+
+/* html_whatif_table - the what-if table: a row per prediction with its
+ * basis and the changes left out with why, or "what-if: not computed" and
+ * why; never a row made up. */
+void html_whatif_table(FILE *out, const struct analysis_result *a, const html_whatif_t *w);
+
 #endif
