@@ -34,7 +34,7 @@ static const char html_style[] =
     "vertical-align:top}th{background:#f0f0f0}.legend span{margin-right:.8em;white-space:nowrap}"
     ".legend i{display:inline-block;width:10px;height:10px;margin-right:3px}"
     ".finding{border-left:4px solid #999;padding-left:.8em;margin:1em 0}q.job{word-break:break-all}"
-    ".muted{color:#666}";
+    "td code{word-break:break-all}.muted{color:#666}";
 
 /* The finding the verdict names: the most severe, then the one whose fix
  * the what-if model predicts to gain most; the registry's order decides
