@@ -76,7 +76,7 @@ static void html_verdict(FILE *out, const struct diagnosis *d, const html_whatif
 	const char *change = NULL;
 	uint64_t predicted = 0;
 	double gain;
-	char b1[32], b2[32];
+	char b1[32], b2[32], mfu[768];
 	char *summary = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&summary, &len);
@@ -105,8 +105,10 @@ static void html_verdict(FILE *out, const struct diagnosis *d, const html_whatif
 	} else {
 		fputs("No finding: every rule passed.", out);
 	}
-	fprintf(out, "</p>\n<p>%s</p></section>\n",
-		a->breakdown.mfu >= 0 ? "" : "MFU unknown: give --peak-flops and --model-flops (or --tokens-per-step).");
+	fputs("</p>\n<p>", out);
+	html_mfu(a, mfu, sizeof mfu);
+	html_escape(out, mfu);
+	fputs("</p></section>\n", out);
 }
 
 static void html_fix(FILE *out, const char *framework, const char *code)

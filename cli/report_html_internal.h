@@ -20,6 +20,11 @@
 /* The fill of a gather's bar by its cause (enum analysis_cause). */
 const char *html_cause_colour(int cause);
 
+/* html_mfu - MFU of the representative step (ANALYSIS_UNKNOWN when not
+ * known) and, in words, either it with where its peak came from or what is
+ * missing: text from the job (a GPU's name) included, for escaping. */
+double html_mfu(const struct analysis_result *a, char *words, size_t len);
+
 /* The sections, each an <h2> and its chart; every figure from a, every
  * name escaped. */
 void html_waterfall(FILE *out, const struct analysis_result *a);

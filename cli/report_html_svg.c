@@ -20,6 +20,51 @@ const char *html_cause_colour(int cause)
 	return cause >= 0 && cause < ANALYSIS_CAUSE_MAX ? colour[cause] : "#888";
 }
 
+#if __has_include("collector/mfu.h")
+/* MFU with its inputs named (collector/mfu.h): the peak's source, or the
+ * input that is missing; the GPU's memory from its device record when
+ * --gpu-mem was not given. */
+static double page_mfu(const struct analysis_result *a, char *words, size_t len)
+{
+	const struct analysis_mfu *m = &a->mfu;
+	char missing[512];
+
+	if (!m->missing && m->mfu >= 0) {
+		snprintf(words, len, "MFU %.1f%% (%.3g FLOP/s achieved; peak %.4g FLOP/s x %u GPUs, %s)", 100 * m->mfu,
+			 m->achieved_flops, m->peak_flops, m->ranks, m->peak_source);
+		return m->mfu;
+	}
+	snprintf(words, len, "MFU unknown: %s", analysis_mfu_missing_text(m, missing, sizeof missing));
+	return -1;
+}
+
+static uint64_t page_gpu_memory(const struct analysis_result *a)
+{
+	return a->ledger.gpu_mem_bytes ? a->ledger.gpu_mem_bytes : a->mfu.device_memory_bytes;
+}
+#else
+static double page_mfu(const struct analysis_result *a, char *words, size_t len)
+{
+	const struct analysis_breakdown *b = &a->breakdown;
+
+	if (b->mfu >= 0)
+		snprintf(words, len, "MFU %.1f%% (%.3g FLOP/s achieved)", 100 * b->mfu, b->achieved_flops);
+	else
+		snprintf(words, len, "MFU unknown (give --peak-flops and --model-flops or --tokens-per-step)");
+	return b->mfu;
+}
+
+static uint64_t page_gpu_memory(const struct analysis_result *a)
+{
+	return a->ledger.gpu_mem_bytes;
+}
+#endif
+
+double html_mfu(const struct analysis_result *a, char *words, size_t len)
+{
+	return page_mfu(a, words, len);
+}
+
 static double scaled(uint64_t v, uint64_t full, double width)
 {
 	return full ? width * (double)v / (double)full : 0;
@@ -54,19 +99,17 @@ void html_waterfall(FILE *out, const struct analysis_result *a)
 	const struct analysis_exposure *e = &a->exposure;
 	uint64_t ideal = 0, at = 0, full, exposed_ag = 0, comm_named, other;
 	int row = 0, rows;
-	char mfu[96];
+	char mfu[768];
+	double known;
 
 	fputs("<section id=\"waterfall\"><h2>2. Where the step goes</h2>\n", out);
 	if (b->step_ns == 0) {
 		fputs("<p>No analysed step: no waterfall.</p></section>\n", out);
 		return;
 	}
-	if (b->mfu >= 0) {
-		ideal = (uint64_t)((double)b->step_ns * b->mfu);
-		snprintf(mfu, sizeof mfu, "MFU %.1f%% (%.3g FLOP/s achieved)", 100 * b->mfu, b->achieved_flops);
-	} else {
-		snprintf(mfu, sizeof mfu, "MFU unknown (give --peak-flops and --model-flops or --tokens-per-step)");
-	}
+	known = page_mfu(a, mfu, sizeof mfu);
+	if (known >= 0)
+		ideal = (uint64_t)((double)b->step_ns * known);
 	fprintf(out, "<p class=\"mfu\">");
 	html_escape(out, mfu);
 	fputs("</p>\n", out);
@@ -80,7 +123,7 @@ void html_waterfall(FILE *out, const struct analysis_result *a)
 	rows = 6 + ANALYSIS_CAUSE_MAX;
 	fprintf(out, "<svg class=\"chart\" id=\"waterfall-svg\" viewBox=\"0 0 %d %d\" role=\"img\">\n", HTML_CHART_W,
 		rows * 22 + 6);
-	waterfall_row(out, row++, "ideal compute (at peak)", 0, ideal, full, b->mfu >= 0 ? "#2e6b2e" : NULL);
+	waterfall_row(out, row++, "ideal compute (at peak)", 0, ideal, full, known >= 0 ? "#2e6b2e" : NULL);
 	waterfall_row(out, row++, "compute", 0, b->compute_ns, full, "#5aa05a");
 	at = b->compute_ns;
 	for (int c = 1; c < ANALYSIS_CAUSE_MAX; c++) {
@@ -274,7 +317,8 @@ static void memory_row(FILE *out, int row, const char *label, uint64_t bytes, ui
 void html_memory(FILE *out, const struct analysis_result *a)
 {
 	const struct analysis_ledger *l = &a->ledger;
-	uint64_t full = l->gpu_mem_bytes > l->peak_state_bytes_per_rank ? l->gpu_mem_bytes : l->peak_state_bytes_per_rank;
+	uint64_t gpu = page_gpu_memory(a);
+	uint64_t full = gpu > l->peak_state_bytes_per_rank ? gpu : l->peak_state_bytes_per_rank;
 	char b1[32], b2[32], b3[32];
 
 	fputs("<section id=\"memory\"><h2>6. Memory ledger, per rank</h2>\n", out);
@@ -286,12 +330,13 @@ void html_memory(FILE *out, const struct analysis_result *a)
 	memory_row(out, 0, "persistent (16 P / N)", l->persistent_bytes_per_rank, full, "#4f7fc0");
 	memory_row(out, 1, "transient (gathered units)", l->transient_bytes_per_rank, full, "#e08a2c");
 	memory_row(out, 2, "peak state", l->peak_state_bytes_per_rank, full, "#333");
-	memory_row(out, 3, "GPU memory", l->gpu_mem_bytes, full, l->gpu_mem_bytes ? "#c8c8c8" : NULL);
+	memory_row(out, 3, "GPU memory", gpu, full, gpu ? "#c8c8c8" : NULL);
 	fputs("</svg>\n<p>", out);
-	if (l->gpu_mem_bytes)
-		html_printf(out, "Headroom %s of the GPU's %s (activations not included).",
-			    rule_format_bytes((double)l->headroom_bytes, b1, sizeof b1),
-			    rule_format_bytes((double)l->gpu_mem_bytes, b2, sizeof b2));
+	if (gpu)
+		html_printf(out, "Headroom %s of the GPU's %s%s (activations not included).",
+			    rule_format_bytes((double)gpu - (double)l->peak_state_bytes_per_rank, b1, sizeof b1),
+			    rule_format_bytes((double)gpu, b2, sizeof b2),
+			    l->gpu_mem_bytes ? "" : ", from its device record");
 	else
 		fputs("The GPU's memory is not known (give --gpu-mem): no headroom.", out);
 	html_printf(out, " P = %s parameters over N = %u ranks, prefetch %u; wire %s per step (DDP: %s).",

@@ -106,6 +106,10 @@ static struct analysis_result *result_new(uint32_t ranks, uint32_t ngathers)
 	a->breakdown.exposed_comm_ns = 3000000;
 	a->breakdown.idle_ns = 1000000;
 	a->breakdown.mfu = ANALYSIS_UNKNOWN;
+#if __has_include("collector/mfu.h") /* MFU with its inputs named */
+	a->mfu.mfu = ANALYSIS_UNKNOWN;
+	a->mfu.missing = ANALYSIS_MFU_NO_FLOPS;
+#endif
 	a->exposure.source = ANALYSIS_EXPOSURE_HOST;
 	a->exposure.cause_ns[ANALYSIS_CAUSE_NO_PREFETCH] = 2000000;
 	a->ngathers = ngathers;
@@ -221,6 +225,12 @@ static void test_page_heat_and_mfu(void **state)
 	(void)state;
 	a->breakdown.mfu = 0.42;
 	a->breakdown.achieved_flops = 1e15;
+#if __has_include("collector/mfu.h")
+	a->mfu.mfu = 0.42;
+	a->mfu.missing = 0;
+	a->mfu.achieved_flops = 1e15;
+	snprintf(a->mfu.peak_source, sizeof a->mfu.peak_source, "device table: <GPU>");
+#endif
 	a->per_rank[200].step_ns = 99000000; /* the slowest, listed first */
 	page = page_of(a);
 	assert_int_equal(occurrences(page, "<g class=\"lane\""), 0);
