@@ -240,6 +240,19 @@ void html_units(FILE *out, const struct analysis_result *a)
 		fputs("</td></tr>\n", out);
 	}
 	fputs("</table>\n", out);
+	if (a->fsdp_comm >= 0 && a->ngathers && a->per_step.allgathers) {
+		double have = a->per_step.allgathers, need = need_f + need_b, top = have > need ? have : need;
+
+		fprintf(out, "<svg class=\"chart\" id=\"need-svg\" viewBox=\"0 0 %d 50\" role=\"img\">\n"
+			     "<text x=\"225\" y=\"15\" text-anchor=\"end\">AllGathers per step, measured</text>"
+			     "<rect x=\"230\" y=\"3\" width=\"%.1f\" height=\"16\" fill=\"#c83e3e\"/>"
+			     "<text x=\"%.1f\" y=\"15\">%u</text>\n"
+			     "<text x=\"225\" y=\"37\" text-anchor=\"end\">needed, one unit per repeat</text>"
+			     "<rect x=\"230\" y=\"25\" width=\"%.1f\" height=\"16\" fill=\"#5aa05a\"/>"
+			     "<text x=\"%.1f\" y=\"37\">%u</text>\n</svg>\n",
+			HTML_CHART_W, 430 * have / top, 234 + 430 * have / top, a->per_step.allgathers, 430 * need / top,
+			234 + 430 * need / top, need_f + need_b);
+	}
 	if (a->units.repeating_units == 0 || a->ngathers == 0) {
 		fputs("<p>No repeating unit in the forward gathers.</p></section>\n", out);
 		return;
