@@ -36,7 +36,11 @@ static const char report_help_head[] =
     "        from GPU kernel intervals (CUPTI) or else host timing;\n"
     "      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
     "        (1 + prefetch), wire bytes per step against DDP);\n"
-    "      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
+    "      - the same step's breakdown (compute, exposed communication, idle) and MFU:\n"
+    "        the model's FLOPs (--model-flops, or 6 P T with --tokens-per-step) over\n"
+    "        the peak (--peak-flops, else the dense BF16 peak of the GPU the trace\n"
+    "        names, with its source); without one of them MFU is unknown and the\n"
+    "        report says which input is missing;\n"
     "      - per-rank figures and the spread across ranks;\n"
     "      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
     "        signal, cut off), its drops and collectives missing from its sequence;\n"
@@ -60,9 +64,8 @@ static const char report_help_head[] =
     "    their fixes and the what-if table, how the trace ended. CSS and SVG are inline,\n"
     "    no script runs and nothing points outside the file; every name from the job\n"
     "    is escaped. It is written to a temporary file beside OUT.html and renamed\n"
-    "    into place: one file, never through a link. MFU needs the model's FLOPs\n"
-    "    (--model-flops, or --tokens-per-step) and the GPU's peak (--peak-flops);\n"
-    "    without them the page says MFU is unknown.\n\n"
+    "    into place: one file, never through a link. Its MFU is the one above: without\n"
+    "    the model's FLOPs or a peak the page says MFU is unknown, and which is missing.\n\n"
     "OPTIONS\n";
 
 static const char report_help_tail[] =
@@ -77,7 +80,9 @@ static const char report_help_tail[] =
     "    fsdpscope report run.fss\n"
     "    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
     "    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
+    "    fsdpscope report --model-flops 3.2e15 run.fss   # MFU, the peak from the GPU the trace names\n"
     "    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
+    "    fsdpscope report --json --model-flops 3.2e15 run.fss | jq .mfu\n"
     "    fsdpscope report --html run.html --peak-flops 989e12 --model-flops 3.2e15 run.fss\n"
     "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n"
     "    fsdpscope report --json profiler/ | jq '.per_rank[] | {rank, comm_comp_overlap}'   # Kineto traces\n";
@@ -89,7 +94,7 @@ struct report_args {
 	struct diagnosis_flags flags;
 };
 
-enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD, OPT_HTML, OPT_MODEL_FLOPS };
+enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD, OPT_HTML };
 
 static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -97,8 +102,6 @@ static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 
 	if (id == OPT_THRESHOLD) /* -t */
 		return options_diagnosis_apply(&a->flags, DIAG_OPT_THRESHOLD, arg, prog);
-	if (id == OPT_MODEL_FLOPS) /* the name for --flops-per-step */
-		return options_diagnosis_apply(&a->flags, DIAG_OPT_FLOPS_PER_STEP, arg, prog);
 	if (id == OPT_HTML) {
 		a->html = arg;
 		return 0;
@@ -112,8 +115,6 @@ static const struct options_entry report_entries[] = {
     {"text", 0, NULL, "text (default)", OPT_TEXT},
     {"json", 0, NULL, "one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)", OPT_JSON},
     {"html", 0, "OUT.html", "also write the report as one self-contained HTML page (see above)", OPT_HTML},
-    {"model-flops", 0, "F", "model FLOPs of one step, all ranks: --flops-per-step by the name\n"
-     "the MFU figures use; with --peak-flops, MFU in the page's waterfall", OPT_MODEL_FLOPS},
     {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
     {NULL, 0, NULL, NULL, 0},
 };
