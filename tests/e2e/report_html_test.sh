@@ -54,7 +54,10 @@ hostile_b='"><img src=x onerror=alert(1)>'
 long=$(printf 'N%.0s' $(seq 1 10240))
 record hostile1 --name-prefix "$hostile_a" --comm-name-prefix "$hostile_b"
 record hostile2 --name-prefix $'javascript:alert(1)\xff\xfe\xc3(' --comm-name-prefix "$long"$'\xc0\xaf'
-"$gen" --out "$work/r256.fss" --ranks 256 --layers 4 --k 1 --steps 4 >/dev/null || fail "lint_gen_trace"
+# the GPU's name is the job's too (a device record): it reaches the page in MFU's words
+hostile_gpu='</p><img src=x onerror=alert(2)>'
+"$gen" --out "$work/r256.fss" --ranks 256 --layers 4 --k 1 --steps 4 --device "$hostile_gpu" >/dev/null ||
+	fail "lint_gen_trace"
 
 page hostile1 "$work/hostile1/trace.fss"
 page hostile2 "$work/hostile2/trace.fss"
@@ -74,8 +77,9 @@ python3 "$check" --page "$work/out-hostile1/report.html" --json "$work/hostile1.
 echo "== hostile2: javascript:, a 10 kB name, invalid UTF-8"
 python3 "$check" --page "$work/out-hostile2/report.html" --json "$work/hostile2.json" $(dom hostile2) \
 	--expect-text $'javascript:alert(1)\uFFFD\uFFFD\uFFFD(layers.0' --expect-text "NNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN" || failed=1
-echo "== r256: 256 ranks, a heat strip"
-python3 "$check" --page "$work/out-r256/report.html" --json "$work/r256.json" $(dom r256) || failed=1
+echo "== r256: 256 ranks, a heat strip; markup in the GPU's name"
+python3 "$check" --page "$work/out-r256/report.html" --json "$work/r256.json" $(dom r256) \
+	--expect-text "$hostile_gpu" || failed=1
 
 # a page that cannot be written: the reason, exit 2, nothing left
 if "$fss" report --html "$work/none/report.html" "$work/r256.fss" >/dev/null 2>"$work/bad.stderr"; then
