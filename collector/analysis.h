@@ -130,12 +130,15 @@ enum analysis_cause {
 	ANALYSIS_CAUSE_FIRST_OF_PHASE = 1,  /* first gather of the forward or of the backward:
 	                                       no compute of the phase before it to hide behind */
 	ANALYSIS_CAUSE_NO_PREFETCH = 2,     /* started only after the compute before it had ended:
-	                                       issued when it was needed, not ahead */
+	                                       issued when it was needed, not ahead, in a step whose
+	                                       gathers are mostly issued so (collector/overlap.h) */
 	ANALYSIS_CAUSE_BANDWIDTH_BOUND = 3, /* started while compute ran, but lasted longer than the
 	                                       compute it could hide behind */
 	ANALYSIS_CAUSE_HOST_LATE = 4,       /* (CUPTI) the device was idle waiting for the host: the
 	                                       call was entered after the compute before it had ended
-	                                       and its kernel started right away */
+	                                       and its kernel started right away; or (either timing) in a
+	                                       step that prefetches, a gather that started on an idle
+	                                       stream with no compute under it: issued late */
 	ANALYSIS_CAUSE_MAX
 };
 
@@ -895,5 +898,37 @@ char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, 
 /* analysis_reshard_name - the policy alone, enum analysis_reshard: "true", "false",
  * "group", "mixed", else "unknown" (where the group size G is not at hand). */
 const char *analysis_reshard_name(int reshard);
+
+/*
+ * The facts the rules' advice is judged by (collector/analyze_advice.c), so
+ * that every rule reads the same one.
+ *
+ * analysis_nodes - the nodes the job ran on: the distinct hosts of the
+ * sources that hold a rank (a merged trace's nodes are its traces' hosts);
+ * 0 when no source names its host.
+ */
+uint32_t analysis_nodes(const struct analysis_result *a);
+
+/* What bounds a collective's time: its fixed latency or its bytes. */
+enum analysis_bound {
+	ANALYSIS_BOUND_UNKNOWN = 0,
+	ANALYSIS_BOUND_LATENCY = 1,   /* the fixed part of its time is at least its bytes' part */
+	ANALYSIS_BOUND_BANDWIDTH = 2, /* its bytes' part is the larger */
+};
+
+/*
+ * analysis_gather_bound - latency- or bandwidth-bound, decided once per
+ * gather of a->gathers. The model is time = latency + bytes / bandwidth of
+ * its communicator, fitted on the representative step's gathers: for each
+ * size, its fastest gather (the one least delayed by late ranks); through
+ * two or more sizes, the least-squares line (a slope at or under zero:
+ * every gather is latency). With one size the fit cannot tell the two
+ * terms apart, and the gathered size decides: under small_gathered_bytes
+ * (bytes x ranks), latency. analysis_bound_name: "latency-bound",
+ * "bandwidth-bound" or "unknown".
+ */
+enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const struct analysis_gather *g,
+					  double small_gathered_bytes);
+const char *analysis_bound_name(int bound);
 
 #endif

@@ -225,6 +225,41 @@ static int gather_cause(const struct interval *compute, size_t ncompute, const s
 	return ANALYSIS_CAUSE_BANDWIDTH_BOUND;
 }
 
+/* A gather with no compute under it is no-prefetch only in a step that
+ * issues its gathers on demand. Where most of the step's gathers (past the
+ * first of each phase) had compute under them, the job prefetches, and
+ * advice to prefetch would change nothing: one that started right behind
+ * the gather before it was queued there, prefetched, and outlasted the
+ * compute (bandwidth-bound); one that started on an idle stream was issued
+ * late by a host that was behind (host-late). */
+static void prefetch_seen(const struct overlap_collective *c, size_t n, struct overlap_figures *out)
+{
+	uint32_t ahead = 0, on_demand = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].kind != OVERLAP_GATHER || c[i].end_ns <= c[i].start_ns || c[i].first_of_phase)
+			continue;
+		if (out[i].cause == ANALYSIS_CAUSE_NO_PREFETCH)
+			on_demand++;
+		else if (out[i].cause == ANALYSIS_CAUSE_HIDDEN || out[i].cause == ANALYSIS_CAUSE_BANDWIDTH_BOUND)
+			ahead++;
+	}
+	if (ahead <= on_demand)
+		return;
+	uint64_t prev_end = 0;
+	int have_prev = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].kind != OVERLAP_GATHER || c[i].end_ns <= c[i].start_ns)
+			continue;
+		if (out[i].cause == ANALYSIS_CAUSE_NO_PREFETCH) {
+			int queued = have_prev && c[i].start_ns >= prev_end &&
+				     c[i].start_ns - prev_end <= OVERLAP_QUEUE_SLACK_NS;
+			out[i].cause = queued ? ANALYSIS_CAUSE_BANDWIDTH_BOUND : ANALYSIS_CAUSE_HOST_LATE;
+		}
+		prev_end = c[i].end_ns;
+		have_prev = 1;
+	}
+}
+
 /* An end or start of a gather's interval, for the sweep over them. */
 struct edge {
 	uint64_t t;
@@ -386,5 +421,6 @@ int overlap_step(const struct interval *compute, size_t ncompute, const struct i
 		f->hidden_ns = f->duration_ns - f->exposed_ns;
 		f->cause = f->exposed_ns ? gather_cause(compute, ncompute, &c[i], device_timing) : ANALYSIS_CAUSE_HIDDEN;
 	}
+	prefetch_seen(c, n, out);
 	return 0;
 }
