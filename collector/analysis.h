@@ -810,6 +810,9 @@ struct analysis_result {
 	                                     as irregular steps */
 	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
 	                                     sizes change from step to step); each is in the step it falls in */
+	uint32_t merged_nodes;            /* traces read as one job's nodes (collector/merge.h) that hold a
+	                                     rank; 0 for one trace (analysis_nodes) */
+	uint32_t reserved9;
 };
 
 /* A process of a world, as the restart section lists it. */
@@ -903,9 +906,9 @@ const char *analysis_reshard_name(int reshard);
  * The facts the rules' advice is judged by (collector/analyze_advice.c), so
  * that every rule reads the same one.
  *
- * analysis_nodes - the nodes the job ran on: the distinct hosts of the
- * sources that hold a rank (a merged trace's nodes are its traces' hosts);
- * 0 when no source names its host.
+ * analysis_nodes - the nodes the job ran on: the traces merged as its
+ * nodes (merged_nodes), or the distinct hosts of the sources that hold a
+ * rank where those are more; 0 when neither is known.
  */
 uint32_t analysis_nodes(const struct analysis_result *a);
 

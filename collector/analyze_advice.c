@@ -21,7 +21,7 @@ uint32_t analysis_nodes(const struct analysis_result *a)
 				break;
 		n += j == i;
 	}
-	return n;
+	return a->merged_nodes > n ? a->merged_nodes : n;
 }
 
 /* The fastest gather of each size of the step: the points of the fit. */
