@@ -418,7 +418,7 @@ int cmd_dump(int argc, char **argv)
 {
 	struct dump d = {.out = stdout};
 	struct trace_read_info info = {0};
-	char why[64];
+	char why[512];
 	int err, first;
 
 	first = options_parse(&cmd_dump_help, "dump", argc, argv, OPTIONS_ANYWHERE, &d);

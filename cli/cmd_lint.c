@@ -42,6 +42,12 @@ static const char lint_help_head[] =
     "    diagnosed as one; 'fsdpscope report' shows each node's offset and residual\n"
     "    (docs/collect.md, \"More than one node\"). A process found in two traces is an\n"
     "    error. A trace that holds only some of its job's ranks is said to be partial.\n\n"
+    "    TRACE may also be a PyTorch profiler (Kineto) trace, .json or .json.gz, told by\n"
+    "    its content; several (or a folder of them) are one job when their distributedInfo\n"
+    "    worlds agree. A list that mixes the two kinds is refused. What such a trace\n"
+    "    cannot tell (calls in flight, drops, how a process ended) is said, and a job\n"
+    "    that is not sharded training is undecided (exit 3) with the reason\n"
+    "    (docs/kineto.md).\n\n"
     "    The analysis reads the FSDP communicator alone (tensor-parallel, pipeline and other\n"
     "    groups are told apart by their traffic and listed by 'fsdpscope report'), per\n"
     "    micro-batch and per step (docs/patterns.md).\n\n"
@@ -120,6 +126,7 @@ static const char lint_help_tail[] =
     "    fsdpscope lint --json run.fss | jq '.findings[] | {rule, severity, message}'\n"
     "    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
     "    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n"
+    "    fsdpscope lint profiler/rank*.json.gz          # a PyTorch profiler trace set\n"
     "    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n";
 
 struct lint_args {

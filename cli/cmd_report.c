@@ -64,7 +64,8 @@ static const char report_help_tail[] =
     "    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
     "    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
     "    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
-    "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n";
+    "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n"
+    "    fsdpscope report --json profiler/ | jq '.per_rank[] | {rank, comm_comp_overlap}'   # Kineto traces\n";
 
 struct report_args {
 	int json;

@@ -42,6 +42,9 @@ extern const struct options_help cmd_dump_help;
 int cmd_version(int argc, char **argv);
 extern const struct options_help cmd_version_help;
 
+int cmd_export(int argc, char **argv);
+extern const struct options_help cmd_export_help;
+
 int cmd_help(int argc, char **argv);
 extern const struct options_help cmd_help_help;
 

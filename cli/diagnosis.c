@@ -7,6 +7,7 @@
 
 #include "collector/analyze.h"
 #include "collector/analyze_traces.h"
+#include "collector/kineto_input.h"
 #include "collector/ledger.h"
 #include "collector/merge.h"
 #include "common/error.h"
@@ -494,7 +495,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 			strcat(strcat(d->label, i ? " " : ""), paths[i]);
 		d->trace_path = d->label;
 	}
-	rc = analyze_traces(paths, n, &f->analysis, &d->result, &d->merge, err, errlen);
+	rc = analyze_traces_tool(paths, n, &f->analysis, f->tool, &d->result, &d->merge, err, errlen);
 	if (rc) {
 		if (errlen && !err[0])
 			snprintf(err, errlen, "%s", fss_strerror(rc));
@@ -511,7 +512,14 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		const char *fallback = errlen && err[0] ? err : "the trace ends inside a chunk";
 		char why[200] = "";
 
-		if (n == 1) {
+		if (kineto_input_sniff(paths[0])) {
+			/* PyTorch profiler traces: their reader's words, with the byte offsets */
+			size_t off = 0;
+
+			for (uint32_t k = 0; k < d->result->trace.ngaps && off < sizeof(d->damage); k++)
+				off += (size_t)snprintf(d->damage + off, sizeof(d->damage) - off, "%s%s", off ? "; " : "",
+							d->result->trace.gaps[k].why);
+		} else if (n == 1) {
 			damage_of(paths[0], fallback, why, sizeof(why));
 			snprintf(d->damage, sizeof(d->damage), "%s", why);
 		} else {
@@ -589,7 +597,9 @@ static int add_path(char ***paths, size_t *n, const char *path)
 	return 0;
 }
 
-/* A folder's traces: its regular files named *.fss, in name order. */
+/* A folder's traces: its regular files named *.fss and those whose content
+ * is a PyTorch profiler trace (*.json, *.json.gz, or any name), in name
+ * order. A folder of both kinds is refused when they are read. */
 static int folder_traces(const char *dir, char ***paths, size_t *n)
 {
 	DIR *dh = opendir(dir);
@@ -604,13 +614,15 @@ static int folder_traces(const char *dir, char ***paths, size_t *n)
 		struct stat st;
 		char *full;
 
-		if (len <= 4 || strcmp(e->d_name + len - 4, ".fss") != 0 || e->d_name[0] == '.')
+		int fss = len > 4 && strcmp(e->d_name + len - 4, ".fss") == 0;
+
+		if (e->d_name[0] == '.')
 			continue;
 		if (asprintf(&full, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name) < 0) {
 			rc = -ENOMEM;
 			break;
 		}
-		if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && (fss || kineto_input_sniff(full)))
 			rc = add_path(paths, n, full);
 		free(full);
 	}
@@ -624,8 +636,9 @@ void diagnosis_print_partial_job(FILE *out, const char *cmd, const char *trace_p
 {
 	if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
 		fprintf(out,
-			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; the other "
-			"ranks' traces (one per node) are read with it as one job: fsdpscope %s TRACE... or DIR...\n",
+			"fsdpscope %s: %s: a partial job: %u of the %d ranks of its largest communicator; read the "
+			"other ranks' traces with it as one job (a trace per node, or a PyTorch profiler trace per rank): "
+			"fsdpscope %s TRACE... or DIR...\n",
 			cmd, trace_path, a->ranks, a->world_size, cmd);
 }
 
@@ -658,7 +671,10 @@ int diagnosis_trace_args(int argc, char **argv, int first, const char *cmd, char
 			goto fail;
 		}
 		if (n == before) {
-			fprintf(stderr, "fsdpscope %s: %s: a folder without a trace (no *.fss file in it)\n", cmd, argv[i]);
+			fprintf(stderr,
+				"fsdpscope %s: %s: a folder without a trace (no *.fss file, no PyTorch profiler trace in "
+				"it)\n",
+				cmd, argv[i]);
 			goto fail;
 		}
 		fprintf(stderr, "fsdpscope %s: %s: reading", cmd, argv[i]);

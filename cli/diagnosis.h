@@ -125,10 +125,13 @@ enum diagnosis_opt {
  * trained have about a thousand. */
 #define DIAG_LAYERS_COARSE_MAX 1024
 
+struct fss_session_tool;
+
 struct diagnosis_flags {
 	struct analysis_options analysis;
 	struct rule_config rules;
 	int rank_given; /* --rank was given (the analysis' default is rank 0, silently replaced) */
+	const struct fss_session_tool *tool; /* a consumer of the records read (export), NULL: none */
 };
 
 /* diagnosis_print_summary - one line, no newline: what was analysed and the

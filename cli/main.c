@@ -12,6 +12,8 @@ static const struct command commands[] = {
     {"collect", "a collector for ranks a launcher starts itself (torchrun, srun, mpirun)", &cmd_collect_help,
      cmd_collect},
     {"dump", "print every record of a trace as JSON lines", &cmd_dump_help, cmd_dump},
+    {"export", "write a trace as a Perfetto timeline or as PyTorch profiler (Kineto) files", &cmd_export_help,
+     cmd_export},
     {"help", "show help for fsdpscope or one command", &cmd_help_help, cmd_help},
     {"ledger", "plan FSDP memory and wire bytes: persistent, transient, peak, headroom", &cmd_ledger_help, cmd_ledger},
     {"lint", "check a trace against the wrap, overlap and memory rules (CI gate)", &cmd_lint_help, cmd_lint},

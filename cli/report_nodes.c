@@ -163,7 +163,7 @@ void report_nodes_text(FILE *out, const struct diagnosis *d)
 	if (!d->merge) {
 		if (a->world_size > 0 && a->ranks < (uint32_t)a->world_size)
 			fprintf(out, "nodes       a partial job: %u of the %d ranks of its largest communicator are in this "
-				     "trace (read the other nodes' traces with it: fsdpscope report TRACE...)\n",
+				     "trace (read the other ranks' traces with it: fsdpscope report TRACE...)\n",
 				a->ranks, a->world_size);
 		return;
 	}

@@ -14,7 +14,7 @@
 int report_source_troubled(const struct source_summary *s)
 {
 	/* a process attach let go while it ran ended nothing: not a trouble */
-	return (s->end != SOURCE_END_CLEAN && s->end != SOURCE_END_DETACHED) || s->collectives_missing > 0;
+	return !source_end_whole(s->end) || s->collectives_missing > 0;
 }
 
 uint32_t report_sources_troubled(const struct analysis_result *a)
@@ -48,6 +48,9 @@ static char *end_words(const struct source_summary *s, char *buf, size_t len)
 		break;
 	case SOURCE_END_DETACHED:
 		snprintf(buf, len, SOURCE_END_DETACHED_WORDS);
+		break;
+	case SOURCE_END_NOT_KNOWN:
+		snprintf(buf, len, SOURCE_END_NOT_KNOWN_WORDS);
 		break;
 	default:
 		snprintf(buf, len, "cut off: no process_end");
@@ -104,7 +107,7 @@ void report_sources_troubles(FILE *out, const struct analysis_result *a, const c
 			continue;
 		who(s, name, sizeof(name));
 		end_words(s, end, sizeof(end));
-		if (s->end != SOURCE_END_CLEAN && s->end != SOURCE_END_DETACHED)
+		if (!source_end_whole(s->end))
 			last_record(s, last, sizeof(last));
 		fprintf(out, "%s  %s: %s%s", indent, name, end, last);
 		if (s->collectives_missing)

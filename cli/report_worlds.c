@@ -194,7 +194,7 @@ void report_worlds_text(FILE *out, const struct diagnosis *d)
 		fputc('\n', out);
 		for (uint32_t k = 0; k < x->nprocesses; k++) {
 			const struct analysis_world_process *p = &x->processes[k];
-			if (p->end == SOURCE_END_CLEAN || p->end == SOURCE_END_DETACHED)
+			if (source_end_whole(p->end))
 				continue;
 			fprintf(out, "    rank %d (pid %u): %s, last record %s UTC%s\n", (int)p->rank, p->pid,
 				source_end_name((enum source_end)p->end), clock_words(p->last_realtime_ns, t1, sizeof(t1)),

@@ -149,7 +149,10 @@ enum analysis_cause {
 #define ANALYSIS_DEFAULT_MASTER_BYTES 4.0    /* fp32 master weights */
 #define ANALYSIS_DEFAULT_OPTIMIZER_BYTES 8.0 /* Adam: fp32 m and v */
 /* Ranges that mark a step: domain:name glob patterns, comma separated. */
-#define ANALYSIS_DEFAULT_STEP_RANGES "fsdp_ref:step *,*:ProfilerStep#*"
+/* The GPU copies of a PyTorch profiler trace's annotations (domain
+ * gpu_user_annotation, collector/kineto_emit.c) would count every
+ * ProfilerStep# twice: left out. */
+#define ANALYSIS_DEFAULT_STEP_RANGES "fsdp_ref:step *,*:ProfilerStep#*,-gpu_user_annotation:*"
 /* Ranges that count as compute in host timing: later patterns win, a
  * leading '-' excludes. fsdp_ref's unit and phase ranges, not its step
  * ranges; PyTorch module ranges (emit_nvtx's "nn.Module: *"). */

@@ -7,6 +7,8 @@
 #include "collector/analyze_traces.h"
 
 #include "collector/analyze.h"
+#include "collector/kineto_input.h"
+#include "collector/kineto_result.h"
 #include "collector/session.h"
 #include "common/error.h"
 #include "common/trace_format.h"
@@ -109,7 +111,10 @@ static int finish_one(fss_session_t *s, int rc, struct analysis_result **out, ch
 	if (rc == 0)
 		result_set_read(*out, info);
 	if (rc < 0 && errlen)
-		snprintf(err, errlen, "%s", info->message[0] ? info->message : fss_strerror(rc));
+		snprintf(err, errlen, "%s%s", info->message[0] ? info->message : fss_strerror(rc),
+			 rc == FSS_E_NOT_TRACE && info->input == TRACE_INPUT_NOT_TRACE
+				 ? "; nor a PyTorch profiler trace (Chrome-trace JSON, or gzip of one)"
+				 : "");
 	return rc;
 }
 
@@ -155,7 +160,14 @@ int analyze_trace(const char *path, const struct analysis_options *opts, struct 
 int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
 		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen)
 {
-	struct fss_session_options o = {.analysis = opts};
+	return analyze_traces_tool(paths, n, opts, NULL, out, merge, err, errlen);
+}
+
+int analyze_traces_tool(const char *const *paths, size_t n, const struct analysis_options *opts,
+			const struct fss_session_tool *tool, struct analysis_result **out, merge_t **merge, char *err,
+			size_t errlen)
+{
+	struct fss_session_options o = {.analysis = opts, .tool = tool};
 	fss_session_t *s;
 	int rc;
 
@@ -169,10 +181,15 @@ int analyze_traces(const char *const *paths, size_t n, const struct analysis_opt
 	}
 	rc = fss_session_open_files(s, paths, n, err, errlen);
 	if (rc == 0) {
+		size_t nkineto;
+
 		rc = fss_session_read(s, 0);
-		rc = n == 1 ? finish_one(s, rc, out, err, errlen) : finish_job(s, rc, out, err, errlen);
+		if (kineto_input_files(s, &nkineto))
+			rc = kineto_result_finish(s, rc, out, err, errlen);
+		else
+			rc = n == 1 ? finish_one(s, rc, out, err, errlen) : finish_job(s, rc, out, err, errlen);
 	}
-	if (rc == 0 && n > 1)
+	if (rc == 0 && n > 1 && fss_session_merge(s))
 		*merge = fss_session_release_merge(s);
 	fss_session_free(s);
 	return rc;

@@ -35,4 +35,17 @@ int analyze_trace(const char *path, const struct analysis_options *opts, struct 
 int analyze_traces(const char *const *paths, size_t n, const struct analysis_options *opts,
 		   struct analysis_result **out, merge_t **merge, char *err, size_t errlen);
 
+struct fss_session_tool;
+
+/*
+ * analyze_traces_tool - analyze_traces with a consumer of the records
+ * (collector/session.h's struct fss_session_tool, copied; NULL: none): it
+ * sees every record of the read as the analysis does, and its on_step
+ * every step. For exporters, which write what the records say as they
+ * come and what the analysis concluded at the end.
+ */
+int analyze_traces_tool(const char *const *paths, size_t n, const struct analysis_options *opts,
+			const struct fss_session_tool *tool, struct analysis_result **out, merge_t **merge, char *err,
+			size_t errlen);
+
 #endif

@@ -214,11 +214,18 @@ int analyze_trust_stopped(const struct rank_trust *t, const struct tl_source *sr
 	 * still running when attach let it go (its records are whole) */
 	if (rank_attached(src))
 		return t->reaped && !t->has_end;
+	/* a PyTorch profiler trace says nothing of how its process ended: its
+	 * records are whole up to the end of the profiler's window */
+	if (src->view && src->view->has_hello && src->view->path == FSS_PATH_KINETO)
+		return 0;
 	return !t->has_end;
 }
 
 int analyze_trust_detached(const struct rank_trust *t, const struct tl_source *src)
 {
+	/* a profiler trace's last step may be in progress where its window ends: as a detached source's */
+	if (src->view && src->view->has_hello && src->view->path == FSS_PATH_KINETO)
+		return 1;
 	return rank_attached(src) && !t->reaped && !t->has_end;
 }
 
@@ -333,7 +340,7 @@ static void note_cut(rank_state_t *const *rs, size_t nrs, struct analysis_result
 	uint32_t detached = 0, detached_steps = 0;
 	for (size_t i = 0; i < nrs; i++) {
 		const struct tl_source *src = rank_state_source(rs[i]);
-		if (src->collectives && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
+		if (src->collectives && rank_attached(src) && analyze_trust_detached(rank_state_trust(rs[i]), src)) {
 			detached++;
 			detached_steps += rank_state_trust(rs[i])->steps_cut;
 		}

@@ -140,7 +140,7 @@ static int world_summary(const sources_t *layer, const struct world *x, uint32_t
 		qsort(out->processes, out->nprocesses, sizeof *out->processes, process_cmp);
 	for (uint32_t i = 0; i < out->nprocesses; i++) {
 		const struct analysis_world_process *p = &out->processes[i];
-		if (p->end == SOURCE_END_CLEAN || p->end == SOURCE_END_DETACHED)
+		if (source_end_whole(p->end))
 			continue;
 		out->died++;
 		if (out->first_stop < 0 || p->last_realtime_ns < out->processes[out->first_stop].last_realtime_ns)

@@ -305,6 +305,8 @@ int fss_session_new(fss_session_t **out, const struct fss_session_options *o)
 	s->view = sources_new(&session_view_ops, s);
 	if (!s->view)
 		goto fail;
+	if (s->tool.on_view)
+		s->tool.on_view(s->tool.ctx, s->view);
 	if (!o->view_only) {
 		err = analyzer_new_on(&s->an, o->analysis, s->view);
 		if (err)

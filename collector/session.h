@@ -89,6 +89,9 @@ struct fss_session_tool {
 	void (*on_step)(void *ctx, const struct analysis_step_info *step);
 	/* every rank with collectives has completed step `job_step` (1, 2, ...): once per step, in order */
 	int (*on_job_step)(void *ctx, uint64_t job_step);
+	/* the session's view, once, before any record: for a tool that resolves
+	 * the string ids of records (sources_string); borrowed for the session's life */
+	void (*on_view)(void *ctx, const sources_t *view);
 };
 
 /*

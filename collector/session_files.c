@@ -7,6 +7,7 @@
  */
 #include "collector/session_internal.h"
 
+#include "collector/kineto_input.h"
 #include "collector/merge.h"
 #include "common/trace_parser.h"
 
@@ -85,6 +86,12 @@ int fss_session_open_files(fss_session_t *s, const char *const *paths, size_t n,
 		return -EINVAL;
 	if (s->input_ops)
 		return -EBUSY;
+	/* the format is told by the content: PyTorch profiler traces have their own input */
+	rc = kineto_input_classify(paths, n, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (rc == KINETO_INPUT_ALL)
+		return kineto_input_open(s, paths, n, err, errlen);
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return -ENOMEM;
@@ -111,14 +118,18 @@ int fss_session_reread(fss_session_t *s)
 	static const struct trace_parser_ops ops = {.on_header = files_tool_header, .on_record = files_tool_record};
 	struct files_input *in = files_of(s);
 
-	return in ? files_read(in, s, &ops) : -EINVAL;
+	if (!in)
+		return kineto_input_reread(s);
+	return files_read(in, s, &ops);
 }
 
 const struct trace_read_info *fss_session_read_info(const fss_session_t *s)
 {
 	const struct files_input *in = files_of(s);
 
-	return in && in->read ? &in->info : NULL;
+	if (!in)
+		return kineto_input_read_info(s);
+	return in->read ? &in->info : NULL;
 }
 
 merge_t *fss_session_merge(fss_session_t *s)

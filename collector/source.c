@@ -526,7 +526,14 @@ enum source_end source_end_of(const struct source *src)
 	}
 	if (src->has_process_end)
 		return src->end_exit_code > 0 ? SOURCE_END_EXITED : SOURCE_END_CLEAN;
+	if (src->has_hello && src->path == FSS_PATH_KINETO)
+		return SOURCE_END_NOT_KNOWN;
 	return source_is_attached(src) ? SOURCE_END_DETACHED : SOURCE_END_CUT_OFF;
+}
+
+int source_end_whole(enum source_end end)
+{
+	return end == SOURCE_END_CLEAN || end == SOURCE_END_DETACHED || end == SOURCE_END_NOT_KNOWN;
 }
 
 int32_t source_exit_code(const struct source *src)
@@ -563,6 +570,8 @@ const char *source_end_name(enum source_end end)
 		return "signaled";
 	case SOURCE_END_DETACHED:
 		return "detached";
+	case SOURCE_END_NOT_KNOWN:
+		return "not-known";
 	}
 	return "unknown";
 }

@@ -63,6 +63,8 @@ enum source_end {
 	SOURCE_END_SIGNALED,    /* killed by a signal (process_exit) */
 	SOURCE_END_DETACHED,    /* an attached source (path uprobe) without process_exit: still running when
 	                           `fsdpscope attach` let it go; its records are whole up to there */
+	SOURCE_END_NOT_KNOWN,   /* read from a format that does not say how a process ended (a PyTorch
+	                           profiler trace, path kineto): its records are whole up to the file's end */
 };
 
 /* A communicator of one source, as its init / split record said. */
@@ -258,5 +260,11 @@ int source_rank_is_guess(enum source_rank_from from);
 /* How a detached source (SOURCE_END_DETACHED) ended, in words: the one
  * place they live (report, dump, lint). */
 #define SOURCE_END_DETACHED_WORDS "detached (still running)"
+/* How a source of SOURCE_END_NOT_KNOWN ended, in words. */
+#define SOURCE_END_NOT_KNOWN_WORDS "not known (a PyTorch profiler trace does not say)"
+
+/* source_end_whole - 1 for an end after which no record is missing that the
+ * source made (clean, detached, not known). */
+int source_end_whole(enum source_end end);
 
 #endif

@@ -120,6 +120,7 @@ const char *record_path_name(uint16_t path)
 	static const char *const names[] = {
 		[FSS_PATH_INTERPOSE] = "interpose", [FSS_PATH_NVTX] = "nvtx",
 		[FSS_PATH_UPROBE] = "uprobe", [FSS_PATH_SYNTHETIC] = "synthetic",
+		[FSS_PATH_KINETO] = "kineto",
 	};
 	return NAME_OF(names, path);
 }

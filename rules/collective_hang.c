@@ -53,7 +53,7 @@ static void missing_lines(const struct analysis_result *a, const struct analysis
 						"; it is itself waiting in a collective of another communicator (%s): "
 						"blocked there, not the cause",
 						flight_evidence_name(r->evidence));
-		if (off < len && s && s->end != SOURCE_END_CUT_OFF && s->end != SOURCE_END_DETACHED)
+		if (off < len && s && s->end != SOURCE_END_CUT_OFF && s->end != SOURCE_END_DETACHED && s->end != SOURCE_END_NOT_KNOWN)
 			off += (size_t)snprintf(buf + off, len - off, " (its process ended: %s)",
 						source_end_name((enum source_end)s->end));
 	}

@@ -2,7 +2,7 @@
 """code_limits.py - the size limits of the project's own code (STYLE.md: a
 file is a concept, a function reads at a glance).
 
-In agent/, collector/, cli/, tui/, rules/ and common/ (tests/, bench/ and
+In agent/, collector/, cli/, tui/, rules/, common/ and export/ (tests/, bench/ and
 fsdp_ref/ are outside the limits):
   * no .c or .h file is over 1,000 lines;
   * no function is over 150 lines, counted from its signature's first line
@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-FOLDERS = ("agent", "collector", "cli", "tui", "rules", "common")
+FOLDERS = ("agent", "collector", "cli", "tui", "rules", "common", "export")
 FILE_MAX = 1000
 FUNCTION_MAX = 150
 NOT_START = re.compile(r"^(#|/\*|\*|//|typedef\b|struct \w+ \{|enum\b|union\b|extern\b|\}|\{|$)")

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/trace_format.h"
+#include "collector/kineto_input.h"
 #include "common/trace_parser.h"
 #include "rules/diagnosis.h"
 
@@ -237,8 +238,11 @@ static int check_trace(const char *path, char *err, size_t errlen)
 	trace_parser_t *p;
 	struct trace_parser_ops ops = {0};
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+	int fd, rc;
 
+	if (kineto_input_sniff(path))
+		return 0; /* a PyTorch profiler trace: its own input reads it (and says what is wrong with it) */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));

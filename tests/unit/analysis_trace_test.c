@@ -560,6 +560,8 @@ static void test_patterns(void **state)
 	const char *s = ANALYSIS_DEFAULT_STEP_RANGES;
 	assert_true(timeline_pattern_match(s, "fsdp_ref", "step 12"));
 	assert_true(timeline_pattern_match(s, "", "ProfilerStep#4"));
+	/* a Kineto trace's GPU copy of the same annotation: not a second step */
+	assert_false(timeline_pattern_match(s, "gpu_user_annotation", "ProfilerStep#4"));
 	assert_false(timeline_pattern_match(s, "other", "step 1"));
 	assert_true(timeline_pattern_match("train_step*", "any", "train_step_7"));
 	assert_false(timeline_pattern_match(NULL, "a", "b"));
