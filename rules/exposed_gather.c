@@ -53,8 +53,8 @@ static const struct remedy remedies[CAUSES] = {
 		"# and keep the last block gathered into backward (torchtitan does):\n"
 		"model.unshard(async_op=True)          # before the batch is loaded / moved\n"
 		"fully_shard(model.layers[-1], mp_policy=mp, reshard_after_forward=False)\n",
-		"# first-of-phase: the root's gather starts each forward; forward_prefetch=True\n"
-		"# overlaps the rest. Keep the root small (wrap embeddings and head separately).\n",
+		"# first-of-phase: the root's gather starts each forward and nothing runs before it to\n"
+		"# hide it. Keep the root small (wrap embeddings and head separately).\n",
 		NULL,
 	},
 	[ANALYSIS_CAUSE_HOST_LATE] = {
