@@ -472,6 +472,10 @@ static void handle_record(const CUpti_Activity *r, int recording, uint64_t now)
 		interval_out(&rec, 1, now);
 		return;
 	}
+	case CUPTI_ACTIVITY_KIND_DEVICE:
+		if (recording) /* the job's GPU, for MFU: once per device */
+			cupti_device_handle(r);
+		return;
 	default:
 		return; /* a kind this agent does not record */
 	}
@@ -822,6 +826,8 @@ static void start_locked(void)
 	}
 	if (cupti.api.activity_flush_period)
 		cupti.api.activity_flush_period(CUPTI_FLUSH_PERIOD_MS);
+	/* Optional: without it the GPU model is unknown, nothing else is lost. */
+	cupti.api.activity_enable(CUPTI_ACTIVITY_KIND_DEVICE);
 	atomic_store(&cupti.status, AGENT_CUPTI_ON);
 	sync_callbacks_enable();
 	pthread_mutex_lock(&cupti.lock);
@@ -942,6 +948,7 @@ void cupti_test_reset(void)
 	cupti.bad_times = 0;
 	pthread_mutex_unlock(&cupti.lock);
 	pool_free_all();
+	cupti_device_reset();
 	cupti.said_busy = 0;
 	tls_pushed = 0;
 	tls_sync_depth = 0;

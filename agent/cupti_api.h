@@ -61,6 +61,17 @@ int cupti_api_load(struct cupti_api *api, void **handle);
  */
 int cupti_kernel_is_nccl(const char *name);
 
+/*
+ * cupti_device_handle - write one device record (format 1.5) for a
+ * CUPTI_ACTIVITY_KIND_DEVICE activity record, the first time its device id
+ * comes; nothing for figures no GPU has (a struct of another CUPTI).
+ * Called with cupti.c's lock held (agent/cupti_device.c).
+ */
+void cupti_device_handle(const void *activity);
+
+/* cupti_device_reset - forget which devices were written (tests, fork). */
+void cupti_device_reset(void);
+
 /* ---- test hooks (tests/unit/agent_cupti_test.c) ----------------------- */
 
 /*

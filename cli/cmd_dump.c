@@ -238,6 +238,25 @@ static void print_text(FILE *out, const char *key, const char *s)
 		fputs("null", out);
 }
 
+/* The GPUs a source uses (device records, format 1.5): [] when the trace
+ * does not say. */
+static void print_devices(const struct dump *d, const struct source *s)
+{
+	fprintf(d->out, ",\"devices\":[");
+	for (size_t i = 0; i < s->ndevices; i++) {
+		const struct fss_rec_device *v = &s->devices[i];
+
+		fprintf(d->out, "%s{\"device\":%" PRIu32, i ? "," : "", v->device);
+		print_text(d->out, "name", sources_string(d->layer, s->id, v->name));
+		fprintf(d->out,
+			",\"sm_count\":%" PRIu32 ",\"memory_bytes\":%" PRIu64 ",\"compute_capability\":\"%u.%u\""
+			",\"origin\":\"%s\"}",
+			v->sm_count, v->memory_bytes, v->compute_major, v->compute_minor,
+			record_device_origin_name(v->origin));
+	}
+	fprintf(d->out, "]");
+}
+
 /* One line per process: what the layer learnt of it over the whole trace. */
 static void print_sources(const struct dump *d)
 {
@@ -259,6 +278,7 @@ static void print_sources(const struct dump *d)
 		fprintf(d->out, ",\"process_end\":%s,\"process_exit\":%s", s->has_process_end ? "true" : "false",
 			s->has_exit ? "true" : "false");
 		fprintf(d->out, ",\"first_ns\":%" PRIu64 ",\"last_ns\":%" PRIu64, s->first_ns, s->last_ns);
+		print_devices(d, s);
 		fprintf(d->out,
 			",\"drops\":{\"ring\":%" PRIu64 ",\"sink\":%" PRIu64 ",\"cupti\":%" PRIu64 ",\"nvtx\":%" PRIu64
 			",\"nvtx_unnamed\":%" PRIu64 "},\"dropped\":%" PRIu64 "}\n",

@@ -33,7 +33,11 @@ static const char report_help_head[] =
     "        from GPU kernel intervals (CUPTI) or else host timing;\n"
     "      - the memory ledger (persistent 16 P / N, transient param bytes x U x\n"
     "        (1 + prefetch), wire bytes per step against DDP);\n"
-    "      - the same step's breakdown (compute, exposed communication, idle) and MFU;\n"
+    "      - the same step's breakdown (compute, exposed communication, idle) and MFU:\n"
+    "        the model's FLOPs (--model-flops, or 6 P T with --tokens-per-step) over\n"
+    "        the peak (--peak-flops, else the dense BF16 peak of the GPU the trace\n"
+    "        names, with its source); without one of them MFU is unknown and the\n"
+    "        report says which input is missing;\n"
     "      - per-rank figures and the spread across ranks;\n"
     "      - every process: its rank, how it ended (cleanly, exit code, killed by a\n"
     "        signal, cut off), its drops and collectives missing from its sequence;\n"
@@ -63,7 +67,9 @@ static const char report_help_tail[] =
     "    fsdpscope report run.fss\n"
     "    fsdpscope report --layers 32 --gpu-mem 80G run.fss\n"
     "    fsdpscope report --json run.fss | jq '.per_step, .units, .exposure.exposed_fraction'\n"
+    "    fsdpscope report --model-flops 3.2e15 run.fss   # MFU, the peak from the GPU the trace names\n"
     "    fsdpscope report --peak-flops 989e12 --tokens-per-step 524288 run.fss   # with MFU\n"
+    "    fsdpscope report --json --model-flops 3.2e15 run.fss | jq .mfu\n"
     "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n"
     "    fsdpscope report --json profiler/ | jq '.per_rank[] | {rank, comm_comp_overlap}'   # Kineto traces\n";
 

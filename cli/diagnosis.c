@@ -120,6 +120,7 @@ static const char *option_expects(int opt)
 	case DIAG_OPT_PEAK_FLOPS:
 		return "FLOP/s from 0 to 1e21 (989e12)";
 	case DIAG_OPT_FLOPS_PER_STEP:
+	case DIAG_OPT_MODEL_FLOPS:
 		return "FLOPs from 0 to 1e30";
 	case DIAG_OPT_TOKENS_PER_STEP:
 		return "tokens from 0 to 1e15";
@@ -242,6 +243,7 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 			goto bad;
 		return 0;
 	case DIAG_OPT_FLOPS_PER_STEP:
+	case DIAG_OPT_MODEL_FLOPS:
 		if (rule_parse_number(arg, &o->flops_per_step) || o->flops_per_step > DIAG_FLOPS_PER_STEP_MAX)
 			goto bad;
 		return 0;

@@ -35,6 +35,7 @@ enum diagnosis_opt {
 	DIAG_OPT_EXPOSED_MIN_NS,
 	DIAG_OPT_FSDP_COMM,
 	DIAG_OPT_HANG_TIMEOUT,
+	DIAG_OPT_MODEL_FLOPS, /* --model-flops: the documented name of --flops-per-step */
 	DIAG_OPT_END
 };
 
@@ -57,6 +58,7 @@ enum diagnosis_opt {
 	{"host-timing", no_argument, NULL, DIAG_OPT_HOST_TIMING},                                             \
 	{"peak-flops", required_argument, NULL, DIAG_OPT_PEAK_FLOPS},                                         \
 	{"flops-per-step", required_argument, NULL, DIAG_OPT_FLOPS_PER_STEP},                                 \
+	{"model-flops", required_argument, NULL, DIAG_OPT_MODEL_FLOPS},                                       \
 	{"tokens-per-step", required_argument, NULL, DIAG_OPT_TOKENS_PER_STEP},                               \
 	{"exposed-min-ns", required_argument, NULL, DIAG_OPT_EXPOSED_MIN_NS},                                 \
 	{"fsdp-comm", required_argument, NULL, DIAG_OPT_FSDP_COMM},                                           \
@@ -104,9 +106,15 @@ enum diagnosis_opt {
 	"    --optimizer O          adam (8 B/param, default), sgd-momentum (4), sgd (0), or bytes\n" \
 	"                           (0 to 64)\n" \
 	"    --gpu-mem SIZE         memory of one GPU, e.g. 80G: the ledger's headroom\n" \
-	"    --peak-flops F         peak FLOP/s of one GPU, e.g. 989e12: MFU\n" \
-	"    --flops-per-step F     model FLOPs of one step, all ranks\n" \
-	"    --tokens-per-step T    tokens of one step, all ranks (FLOPs = 6 P T)\n" \
+	"    --model-flops F        model FLOPs of one step, all ranks together, e.g. 3.2e15: MFU\n" \
+	"                           (--flops-per-step is the same flag)\n" \
+	"    --tokens-per-step T    tokens of one step, all ranks: FLOPs = 6 P T, P the parameters the\n" \
+	"                           trace shows (when --model-flops is not given)\n" \
+	"    --peak-flops F         peak FLOP/s of one GPU, e.g. 989e12; default: the dense BF16 peak\n" \
+	"                           of the GPU the trace names (device record, or a PyTorch profiler\n" \
+	"                           trace's deviceProperties): H100 SXM / PCIe, H200, A100, B200 from\n" \
+	"                           NVIDIA's datasheets; MI300X from a profiler trace only. Without\n" \
+	"                           FLOPs or a peak, MFU is unknown and the report says which is missing\n" \
 	"  Rules\n" \
 	"    --threshold NAME=VALUE set a rule threshold (repeatable; see THRESHOLDS); VALUE takes\n" \
 	"                           %, k/M/G (1000s) and Ki/Mi/Gi (1024s) suffixes\n" \

@@ -7,6 +7,7 @@
  * number: a ratio that could not be computed, a rank that does not exist.
  */
 #include "cli/diagnosis.h"
+#include "cli/report_mfu.h"
 #include "cli/report_nodes.h"
 #include "cli/report_worlds.h"
 #include "common/json.h"
@@ -548,6 +549,7 @@ static void write_sources(struct jw *w, const struct analysis_result *a)
 		jw_u64(w, "nvtx_unnamed", s->drops.nvtx_unnamed);
 		jw_close(w, '}');
 		jw_u64(w, "dropped", s->dropped);
+		report_source_device_json(w, s);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
@@ -881,6 +883,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	}
 	jw_ratio(&w, "mfu", a->breakdown.mfu);
 	jw_close(&w, '}');
+	report_mfu_json(&w, &a->mfu);
 
 	jw_open(&w, "spread", '{');
 	jw_u64(&w, "ranks", a->spread.ranks);

@@ -3,6 +3,7 @@
  * findings' blocks (lint, report, the summary after `fsdpscope run`).
  */
 #include "cli/diagnosis.h"
+#include "cli/report_mfu.h"
 #include "cli/report_nodes.h"
 #include "cli/report_sources.h"
 #include "cli/report_worlds.h"
@@ -211,10 +212,7 @@ static void print_overview(FILE *out, const struct diagnosis *d)
 			rule_format_ns((double)b->compute_ns, b2, sizeof(b2)),
 			rule_format_ns((double)b->exposed_comm_ns, b3, sizeof(b3)),
 			rule_format_ns((double)b->idle_ns, b4, sizeof(b4)));
-	if (b->mfu >= 0)
-		fprintf(out, "; MFU %.1f%% (%.3g FLOP/s achieved)\n", 100 * b->mfu, b->achieved_flops);
-	else
-		fprintf(out, "; MFU: give --peak-flops and --flops-per-step or --tokens-per-step\n");
+	report_mfu_text(out, &a->mfu);
 }
 
 static void print_comms(FILE *out, const struct analysis_result *a)

@@ -19,6 +19,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analyze_trust.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_worlds.c
   ${CMAKE_CURRENT_LIST_DIR}/breakdown.c
+  ${CMAKE_CURRENT_LIST_DIR}/device_peak.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles.c
   ${CMAKE_CURRENT_LIST_DIR}/comm_roles_fsdp.c
   ${CMAKE_CURRENT_LIST_DIR}/flight.c
@@ -28,6 +29,7 @@ add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/flight_mismatch.c
   ${CMAKE_CURRENT_LIST_DIR}/ledger.c
   ${CMAKE_CURRENT_LIST_DIR}/median.c
+  ${CMAKE_CURRENT_LIST_DIR}/mfu.c
   ${CMAKE_CURRENT_LIST_DIR}/overlap.c
   ${CMAKE_CURRENT_LIST_DIR}/phases.c
   ${CMAKE_CURRENT_LIST_DIR}/phases_reductions.c

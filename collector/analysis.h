@@ -331,6 +331,58 @@ struct analysis_breakdown {
 	double mfu;                  /* achieved / (peak x ranks); ANALYSIS_UNKNOWN without peak */
 };
 
+/* Where MFU's peak FLOP/s came from (analysis_mfu.peak_from). */
+enum analysis_peak_from {
+	ANALYSIS_PEAK_NONE = 0,   /* no peak: MFU unknown */
+	ANALYSIS_PEAK_OPTION = 1, /* --peak-flops */
+	ANALYSIS_PEAK_TABLE = 2,  /* the device table (collector/device_peak.h), on the agent's device record's name */
+	ANALYSIS_PEAK_KINETO = 3, /* the device table, on a PyTorch profiler trace's deviceProperties name */
+};
+
+/* Where MFU's model FLOPs per step came from (analysis_mfu.flops_from). */
+enum analysis_flops_from {
+	ANALYSIS_FLOPS_NONE = 0,
+	ANALYSIS_FLOPS_OPTION = 1, /* --model-flops (--flops-per-step) */
+	ANALYSIS_FLOPS_TOKENS = 2, /* 6 P T: --tokens-per-step and the ledger's P */
+};
+
+/* What MFU lacks (analysis_mfu.missing bits): each names the input that
+ * would give it. */
+enum analysis_mfu_missing {
+	ANALYSIS_MFU_NO_FLOPS = 1u << 0,       /* neither --model-flops nor --tokens-per-step */
+	ANALYSIS_MFU_NO_PARAMS = 1u << 1,      /* --tokens-per-step given, the parameter count P unknown */
+	ANALYSIS_MFU_NO_DEVICE = 1u << 2,      /* no --peak-flops and no device record names the GPU */
+	ANALYSIS_MFU_DEVICE_UNKNOWN = 1u << 3, /* no --peak-flops, and the device table lacks the GPU named */
+	ANALYSIS_MFU_NO_STEP = 1u << 4,        /* no step time */
+};
+
+/*
+ * Model FLOPs utilisation of the representative step: achieved FLOP/s
+ * (model FLOPs / step time) over the peak of every GPU that shares them.
+ * Never invented: without FLOPs or a peak, mfu is ANALYSIS_UNKNOWN and
+ * `missing` says which input would give it. The HTML report and report
+ * --json read these fields.
+ */
+struct analysis_mfu {
+	double mfu;                /* achieved / (peak_flops x ranks), ANALYSIS_UNKNOWN when missing != 0 */
+	double peak_flops;         /* peak FLOP/s of one GPU, 0 unknown */
+	double model_flops;        /* model FLOPs of one step, all ranks together, 0 unknown */
+	double achieved_flops;     /* model_flops / step time, 0 unknown */
+	uint64_t step_ns;          /* the step time used (analysis_breakdown.step_ns) */
+	uint32_t ranks;            /* GPUs sharing the step's FLOPs (the world size, else the ranks seen) */
+	uint32_t peak_from;        /* enum analysis_peak_from */
+	uint32_t flops_from;       /* enum analysis_flops_from */
+	uint32_t missing;          /* enum analysis_mfu_missing bits, 0 when mfu is known */
+	char peak_source[128];     /* "--peak-flops", "device table: H100 SXM dense BF16, NVIDIA H100 Tensor Core GPU
+	                              datasheet", "Kineto deviceProperties: ..."; "" without a peak */
+	char device_name[64];      /* the GPU the trace names (the first source with a device record), "" none */
+	uint64_t device_memory_bytes; /* its memory, 0 unknown */
+	uint32_t device_sm_count;  /* its SMs, 0 unknown */
+	uint32_t device_origin;    /* enum fss_device_origin of its record, 0 without one */
+	uint32_t devices_differ;   /* sources whose first device has another name than device_name */
+	uint32_t reserved;
+};
+
 /* One AllGather event of the typical step, in issue order. */
 struct analysis_gather {
 	uint32_t index;        /* position among the step's AllGather events, from 0 */
@@ -813,6 +865,7 @@ struct analysis_result {
 	                                     as irregular steps */
 	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
 	                                     sizes change from step to step); each is in the step it falls in */
+	struct analysis_mfu mfu;          /* MFU with its inputs named (collector/mfu.h) */
 	uint32_t merged_nodes;            /* traces read as one job's nodes (collector/merge.h) that hold a
 	                                     rank; 0 for one trace (analysis_nodes) */
 	uint32_t reserved9;
@@ -906,35 +959,29 @@ char *analysis_reshard_format(const struct analysis_reshard_info *r, char *buf, 
 const char *analysis_reshard_name(int reshard);
 
 /*
- * The facts the rules' advice is judged by (collector/analyze_advice.c), so
- * that every rule reads the same one.
- *
- * analysis_nodes - the nodes the job ran on: the traces merged as its
- * nodes (merged_nodes), or the distinct hosts of the sources that hold a
- * rank where those are more; 0 when neither is known.
+ * analysis_mfu_missing_name - bit i of enum analysis_mfu_missing as the JSON
+ * writes it: "model_flops", "params", "device", "device_unknown", "step";
+ * NULL for another bit.
  */
-uint32_t analysis_nodes(const struct analysis_result *a);
-
-/* What bounds a collective's time: its fixed latency or its bytes. */
-enum analysis_bound {
-	ANALYSIS_BOUND_UNKNOWN = 0,
-	ANALYSIS_BOUND_LATENCY = 1,   /* the fixed part of its time is at least its bytes' part */
-	ANALYSIS_BOUND_BANDWIDTH = 2, /* its bytes' part is the larger */
-};
+const char *analysis_mfu_missing_name(int bit);
 
 /*
- * analysis_gather_bound - latency- or bandwidth-bound, decided once per
- * gather of a->gathers. The model is time = latency + bytes / bandwidth of
- * its communicator, fitted on the representative step's gathers: for each
- * size, its fastest gather (the one least delayed by late ranks); through
- * two or more sizes, the least-squares line (a slope at or under zero:
- * every gather is latency). With one size the fit cannot tell the two
- * terms apart, and the gathered size decides: under small_gathered_bytes
- * (bytes x ranks), latency. analysis_bound_name: "latency-bound",
- * "bandwidth-bound" or "unknown".
+ * analysis_mfu_missing_text - what MFU lacks and the flag that would give
+ * it, in words ("model FLOPs per step: give --model-flops or
+ * --tokens-per-step; ..."), into buf (at most len bytes, NUL included);
+ * "" when nothing is missing. Returns buf. The one place the words live
+ * (text report, JSON, HTML).
  */
-enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const struct analysis_gather *g,
-					  double small_gathered_bytes);
-const char *analysis_bound_name(int bound);
+char *analysis_mfu_missing_text(const struct analysis_mfu *m, char *buf, size_t len);
+
+/* analysis_peak_from_name - "--peak-flops", "device table", "kineto", NULL for none. */
+const char *analysis_peak_from_name(int from);
+
+/* analysis_flops_from_name - "--model-flops", "6PT" (6 x P x tokens), NULL for none. */
+const char *analysis_flops_from_name(int from);
+
+/* The facts the rules' advice is judged by: the job's nodes, what bounds
+ * each gather (collector/analysis_advice.h). */
+#include "collector/analysis_advice.h"
 
 #endif

@@ -19,6 +19,7 @@
 #include "collector/analyze_trust.h"
 #include "collector/breakdown.h"
 #include "collector/median.h"
+#include "collector/mfu.h"
 #include "common/arith.h"
 
 /* ---- the trace ------------------------------------------------------------ */
@@ -573,6 +574,7 @@ int analyze_finish_one(const struct analyze_input *in, struct analysis_result **
 		analysis_result_free(r);
 		return rc;
 	}
+	mfu_fill(in->opt, r);
 	keep_notes(in, r);
 	flight_note(r);
 	*out = r;

@@ -44,7 +44,7 @@ int kmap_items(kineto_map_t *m)
 {
 	const struct kineto_event *ev = kineto_file_events(m->f);
 	size_t nev = kineto_file_nevents(m->f);
-	size_t cap = 3 + m->ncomms + 2 * m->ncolls + nev;
+	size_t cap = 4 + m->ncomms + 2 * m->ncolls + nev;
 	int64_t last = m->base_ts;
 
 	m->items = malloc(cap * sizeof(*m->items));
@@ -52,6 +52,8 @@ int kmap_items(kineto_map_t *m)
 		return -ENOMEM;
 	item_add(m, KMAP_ITEM_HELLO, 0, m->base_ts);
 	item_add(m, KMAP_ITEM_ANCHOR, 0, m->base_ts);
+	if (kineto_file_meta(m->f)->device_name)
+		item_add(m, KMAP_ITEM_DEVICE, 0, m->base_ts);
 	for (size_t i = 0; i < m->ncomms; i++)
 		item_add(m, KMAP_ITEM_COMM, (uint32_t)i, m->base_ts);
 	for (size_t i = 0; i < m->ncolls; i++) {
@@ -238,6 +240,22 @@ static void make_range(kineto_map_t *m, uint32_t i)
 	want(m, e->name);
 }
 
+/* deviceProperties[0] as the source's device: the name MFU's peak is
+ * looked up by (the MI300X only so), its SMs and memory. The file gives no
+ * compute capability the reader keeps, nor the ordinal: device 0. */
+static void make_device(kineto_map_t *m)
+{
+	const struct kineto_meta *meta = kineto_file_meta(m->f);
+	struct fss_rec_device *d = &m->buf.device;
+
+	record_init(d, FSS_REC_DEVICE, sizeof(*d), m->source);
+	d->name = meta->device_name;
+	d->sm_count = meta->device_sms > 0 ? (uint32_t)meta->device_sms : 0;
+	d->memory_bytes = meta->device_memory > 0 ? (uint64_t)meta->device_memory : 0;
+	d->origin = FSS_DEVICE_KINETO;
+	want(m, d->name);
+}
+
 /* Item `it` as a record in m->buf, its strings queued. */
 static void make(kineto_map_t *m, const struct kmap_item *it)
 {
@@ -272,6 +290,9 @@ static void make(kineto_map_t *m, const struct kmap_item *it)
 		break;
 	case KMAP_ITEM_RANGE:
 		make_range(m, it->index);
+		break;
+	case KMAP_ITEM_DEVICE:
+		make_device(m);
 		break;
 	default:
 		m->buf.figures = m->figures;

@@ -52,6 +52,7 @@ enum kmap_item_kind {
 	KMAP_ITEM_GPU,
 	KMAP_ITEM_RANGE,
 	KMAP_ITEM_FIGURES,
+	KMAP_ITEM_DEVICE, /* deviceProperties[0] as a device record */
 };
 
 /* One record to hand out, in (key, order) order. */
@@ -101,6 +102,7 @@ struct kineto_map {
 		struct fss_rec_clock_anchor anchor;
 		struct fss_rec_correlation corr;
 		struct fss_rec_source_figures figures;
+		struct fss_rec_device device;
 	} buf, part;
 };
 

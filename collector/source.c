@@ -396,6 +396,24 @@ static void on_collective(struct source_state *st, const struct fss_rec_collecti
 		src->max_seq = c->seq;
 }
 
+static void on_device(struct source *src, const struct fss_rec_device *d)
+{
+	size_t i = 0;
+
+	while (i < src->ndevices && src->devices[i].device != d->device)
+		i++;
+	if (i == SOURCE_DEVICES_MAX)
+		return;
+	src->devices[i] = *d;
+	if (i == src->ndevices)
+		src->ndevices++;
+}
+
+const struct fss_rec_device *source_device_first(const struct source *src)
+{
+	return src && src->ndevices ? &src->devices[0] : NULL;
+}
+
 int sources_feed(sources_t *s, const struct fss_record_head *rec)
 {
 	struct source_state *st;
@@ -472,6 +490,9 @@ int sources_feed(sources_t *s, const struct fss_record_head *rec)
 		src->exit_at_ns = x->at_ns;
 		break;
 	}
+	case FSS_REC_DEVICE:
+		on_device(src, (const void *)rec);
+		break;
 	case FSS_REC_SOURCE_FIGURES:
 		/* the whole file's figures, sent once at the source's end */
 		src->have_figures = 1;
@@ -609,6 +630,22 @@ static void copy_text(char *dst, const char *s)
 	snprintf(dst, SOURCE_TEXT_MAX, "%s", s ? s : "");
 }
 
+static void summarize_device(const sources_t *s, const struct source *src, struct source_summary *e)
+{
+	const struct fss_rec_device *d = source_device_first(src);
+
+	e->device = -1;
+	if (!d)
+		return;
+	copy_text(e->device_name, sources_string(s, src->id, d->name));
+	e->device_memory_bytes = d->memory_bytes;
+	e->device_sm_count = d->sm_count;
+	e->device = (int32_t)d->device;
+	e->device_origin = d->origin;
+	e->device_compute_major = d->compute_major;
+	e->device_compute_minor = d->compute_minor;
+}
+
 int sources_summarize(const sources_t *s, struct source_summary **out, size_t *n)
 {
 	struct source_summary *v = calloc(s->n ? s->n : 1, sizeof(*v));
@@ -641,6 +678,7 @@ int sources_summarize(const sources_t *s, struct source_summary **out, size_t *n
 		copy_text(e->host, sources_string(s, src->id, src->host));
 		copy_text(e->command, sources_string(s, src->id, src->command));
 		e->path = src->path;
+		summarize_device(s, src, e);
 		for (size_t c = 0; c < src->ncomms; c++) {
 			e->comms++;
 			e->comms_observed += src->comms[c].observed != 0;

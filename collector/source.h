@@ -41,6 +41,10 @@
  * arrived; one more is counted in nvtx_unnamed instead. */
 #define SOURCE_NVTX_PENDING_MAX 4096u
 
+/* GPUs one source keeps device records of (a rank uses one; a process that
+ * drives several is rare): more are left out. */
+#define SOURCE_DEVICES_MAX 8u
+
 /* Where a source's rank came from. */
 enum source_rank_from {
 	SOURCE_RANK_UNKNOWN = 0,
@@ -139,6 +143,11 @@ struct source {
 
 	int have_figures;        /* a source_figures record arrived (a reader of another format made it) */
 	struct fss_rec_source_figures figures; /* the latest one: what that format measured and cannot tell */
+
+	struct fss_rec_device devices[SOURCE_DEVICES_MAX]; /* the GPUs it uses (device records, format 1.5), in the
+	                                                     order they came; a later record of the same ordinal
+	                                                     replaces the earlier; name: a string id of the source */
+	size_t ndevices;          /* 0: the trace does not say (1.4 and older, CUPTI held by another tool) */
 };
 
 /* What sources_feed() tells its consumer. Every callback may be NULL; a
@@ -189,6 +198,12 @@ struct source *sources_find(const sources_t *s, uint32_t id);
  * complete (yet). Valid until the next sources_feed(). */
 const char *sources_string(const sources_t *s, uint32_t source, uint32_t id);
 
+/*
+ * source_device_first - the source's first device record (the GPU it uses),
+ * NULL when the trace has none.
+ */
+const struct fss_rec_device *source_device_first(const struct source *src);
+
 /* source_comm_find - the latest communicator of src with this handle, or NULL. */
 const struct source_comm *source_comm_find(const struct source *src, uint64_t handle);
 
@@ -238,6 +253,14 @@ struct source_summary {
 	uint32_t rank_inferred;     /* fss_comm_inferred bits of the communicator its rank came from, 0 */
 	uint32_t comms;             /* communicators it made or was seen using */
 	uint32_t comms_observed;    /* of them, first seen in use (attach: fields inferred) */
+	/* its first GPU (device records, format 1.5; source_device_first) */
+	char device_name[SOURCE_TEXT_MAX]; /* as CUDA (or the Kineto file) names it; "" unknown */
+	uint64_t device_memory_bytes; /* 0 unknown */
+	uint32_t device_sm_count;     /* 0 unknown */
+	int32_t device;               /* CUDA ordinal, -1 unknown */
+	uint16_t device_origin;       /* enum fss_device_origin, 0 without a device record */
+	uint16_t device_compute_major, device_compute_minor; /* compute capability, 0 unknown */
+	uint16_t reserved_device;
 };
 
 /*

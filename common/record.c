@@ -26,6 +26,7 @@ size_t record_known_size(uint16_t type)
 	case FSS_REC_ENTER: return sizeof(struct fss_rec_enter);
 	case FSS_REC_SYNC_EXIT: return sizeof(struct fss_rec_sync_exit);
 	case FSS_REC_SOURCE_FIGURES: return sizeof(struct fss_rec_source_figures);
+	case FSS_REC_DEVICE: return sizeof(struct fss_rec_device);
 	default: return 0;
 	}
 }
@@ -61,6 +62,7 @@ const char *record_type_name(uint16_t type)
 		[FSS_REC_ENTER] = "enter",
 		[FSS_REC_SYNC_EXIT] = "sync_exit",
 		[FSS_REC_SOURCE_FIGURES] = "source_figures",
+		[FSS_REC_DEVICE] = "device",
 	};
 	return NAME_OF(names, type);
 }
@@ -166,6 +168,14 @@ const char *record_clock_domain_name(uint32_t domain)
 		[FSS_CLOCK_REALTIME] = "realtime", [FSS_CLOCK_CUPTI] = "cupti",
 	};
 	return NAME_OF(names, domain);
+}
+
+const char *record_device_origin_name(uint16_t origin)
+{
+	static const char *const names[] = {
+		[FSS_DEVICE_CUPTI] = "cupti", [FSS_DEVICE_KINETO] = "kineto",
+	};
+	return NAME_OF(names, origin);
 }
 
 void record_init(void *rec, uint16_t type, uint16_t size, uint32_t source)

@@ -48,6 +48,7 @@ enum fss_record_type {
 	FSS_REC_ENTER = 16,        /* a call that may block was entered: a collective, or a synchronize (1.3) */
 	FSS_REC_SYNC_EXIT = 17,    /* a synchronize whose enter record went out returned (1.3) */
 	FSS_REC_SOURCE_FIGURES = 18, /* a foreign trace's figures over its whole file (in memory only) */
+	FSS_REC_DEVICE = 19,       /* one GPU the source uses: name, SMs, memory (1.5) */
 	FSS_REC_TYPE_MAX           /* one past the last known type */
 };
 
@@ -487,6 +488,34 @@ struct fss_rec_source_figures {
 	uint32_t reserved;	      /* 0 */
 };
 
+/* Where a device record's figures came from. */
+enum fss_device_origin {
+	FSS_DEVICE_CUPTI = 1,  /* CUPTI's device activity record (CUpti_ActivityDevice5), written by the agent */
+	FSS_DEVICE_KINETO = 2, /* a PyTorch profiler trace's deviceProperties (in memory only) */
+};
+
+/*
+ * One GPU a source uses (format 1.5), written once per device the agent
+ * learns of. The agent takes the figures from CUPTI's device activity
+ * records: no CUDA call of its own, no context, nothing that can block or
+ * fail the job; where CUPTI says nothing (held by another tool, too old),
+ * no device record is written. Readers match `name` against their table of
+ * peak FLOP/s (docs/report-schema.md, "mfu").
+ */
+struct fss_rec_device {
+	struct fss_record_head head;
+	uint64_t memory_bytes;       /* global memory of the device, 0 unknown */
+	uint64_t memory_bandwidth;   /* global memory bandwidth in KiB/s as CUPTI reports it, 0 unknown */
+	uint32_t device;             /* CUDA device ordinal, as gpu_interval.device */
+	uint32_t name;               /* string id: the device name as CUDA reports it ("NVIDIA H100 80GB HBM3") */
+	uint32_t sm_count;           /* streaming multiprocessors, 0 unknown */
+	uint32_t clock_khz;          /* core clock rate in kHz, 0 unknown */
+	uint16_t compute_major;      /* compute capability, major; 0 unknown */
+	uint16_t compute_minor;      /* compute capability, minor */
+	uint16_t origin;             /* enum fss_device_origin */
+	uint16_t reserved;           /* 0 */
+};
+
 /* fss_rec_step_summary.flags */
 #define FSS_STEP_SUMMARY_OVERFLOW (1u << 0) /* its records outgrew the session's buffer: summarised
                                                whatever it held */
@@ -535,6 +564,7 @@ static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_enter) && sizeof(struct fss_rec_
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_sync_exit) && sizeof(struct fss_rec_sync_exit) == 48, "fss_rec_sync_exit is 48 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_correlation) && sizeof(struct fss_rec_correlation) == 24, "fss_rec_correlation is 24 bytes, no padding");
 static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_source_figures) && sizeof(struct fss_rec_source_figures) == 72, "fss_rec_source_figures is 72 bytes, no padding");
+static_assert(FSS_RECORD_SIZE_OK(struct fss_rec_device) && sizeof(struct fss_rec_device) == 48, "fss_rec_device is 48 bytes, no padding");
 
 /*
  * record_known_size - sizeof the struct this version has for a record type,
@@ -555,6 +585,7 @@ const char *record_enter_kind_name(uint16_t kind); /* "collective", "stream-sync
 const char *record_gpu_kind_name(uint16_t kind);
 const char *record_nvtx_kind_name(uint16_t kind);
 const char *record_clock_domain_name(uint32_t domain);
+const char *record_device_origin_name(uint16_t origin); /* "cupti", "kineto" */
 
 /* record_dtype_bytes - element size of an fss_dtype, 0 when unknown. */
 size_t record_dtype_bytes(uint8_t dtype);

@@ -17,6 +17,7 @@ static const char *gpu_kind_name(unsigned v) { return record_gpu_kind_name((uint
 static const char *nvtx_kind_name(unsigned v) { return record_nvtx_kind_name((uint16_t)v); }
 static const char *clock_domain_name(unsigned v) { return record_clock_domain_name(v); }
 static const char *enter_kind_name(unsigned v) { return record_enter_kind_name((uint16_t)v); }
+static const char *device_origin_name(unsigned v) { return record_device_origin_name((uint16_t)v); }
 
 #define F(T, field, kind) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, NULL, FIELD_CLOCK_NONE}
 #define E(T, field, kind, fn) {#field, offsetof(T, field), sizeof(((T *)0)->field), kind, fn, FIELD_CLOCK_NONE}
@@ -184,6 +185,15 @@ static const struct record_field source_figures_fields[] = {
 };
 #undef T
 
+#define T struct fss_rec_device
+static const struct record_field device_fields[] = {
+	F(T, memory_bytes, FIELD_U64), F(T, memory_bandwidth, FIELD_U64), F(T, device, FIELD_U32),
+	F(T, name, FIELD_STRING_ID), F(T, sm_count, FIELD_U32), F(T, clock_khz, FIELD_U32),
+	F(T, compute_major, FIELD_U16), F(T, compute_minor, FIELD_U16),
+	E(T, origin, FIELD_ENUM16, device_origin_name), F(T, reserved, FIELD_RESERVED),
+};
+#undef T
+
 #define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
 static const struct {
 	const struct record_field *fields;
@@ -207,6 +217,7 @@ static const struct {
 	[FSS_REC_ENTER] = TABLE(enter_fields),
 	[FSS_REC_SYNC_EXIT] = TABLE(sync_exit_fields),
 	[FSS_REC_SOURCE_FIGURES] = TABLE(source_figures_fields),
+	[FSS_REC_DEVICE] = TABLE(device_fields),
 };
 
 const struct record_field *record_fields(uint16_t type, size_t *count)

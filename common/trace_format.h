@@ -24,10 +24,11 @@
 #define FSS_FILE_MAGIC "FSSTRACE"     /* 8 bytes, no NUL */
 #define FSS_BYTE_ORDER_MARK 0x01020304u /* reads 0x04030201 on the other byte order */
 #define FSS_FORMAT_MAJOR 1           /* readers refuse other majors */
-#define FSS_FORMAT_MINOR 4           /* readers accept any minor of their major; 1: trace_end ends a closed file;
+#define FSS_FORMAT_MINOR 5           /* readers accept any minor of their major; 1: trace_end ends a closed file;
                                         2: sinks (record 14), the return channel, the keep policy in the header;
                                         3: calls in flight (records 16 enter, 17 sync_exit);
-                                        4: observed communicators (comm event 5, comm.inferred) */
+                                        4: observed communicators (comm event 5, comm.inferred);
+                                        5: the device record (19) */
 #define FSS_CHUNK_MAGIC 0x4b4e4843u  /* "CHNK" */
 #define FSS_CHUNK_MAX_PAYLOAD (16u << 20) /* larger chunk: damaged */
 #define FSS_CHUNK_DEFAULT_PAYLOAD (64u << 10)

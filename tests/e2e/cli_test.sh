@@ -22,7 +22,7 @@ check "dump help has EXAMPLES" grep -q "^EXAMPLES" "$tmp/h1"
 for c in $("$FSS" help | awk '/^Commands:/{on=1;next} on&&/^  [a-z]/{print $1}'); do
   check "$c --help has EXAMPLES" sh -c "'$FSS' help $c | grep -q '^EXAMPLES'"
 done
-"$FSS" version >"$tmp/v"; check "version" grep -Eq "^fsdpscope [0-9]+\.[0-9]+\.[0-9]+ \(trace format 1\.4\)$" "$tmp/v"
+"$FSS" version >"$tmp/v"; check "version" grep -Eq "^fsdpscope [0-9]+\.[0-9]+\.[0-9]+ \(trace format 1\.5\)$" "$tmp/v"
 "$FSS" frobnicate >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "unknown command exits 2" test $rc -eq 2
 check "unknown command says so" grep -q "'frobnicate' is not a command" "$tmp/e"
@@ -93,7 +93,7 @@ check "dump from a pipe: strict JSON" strict_lines "$tmp/p.jsonl"
 "$FSS" dump --type collective,group "$tmp/t.fss" >"$tmp/f.jsonl"
 check "--type filters" test "$(jq -r .type "$tmp/f.jsonl" | sort -u | tr '\n' ' ')" = "collective group "
 "$FSS" dump --header "$tmp/t.fss" | head -1 >"$tmp/hd"
-check "--header first" jq -e '.type == "file_header" and .version == "1.4"' "$tmp/hd" >/dev/null
+check "--header first" jq -e '.type == "file_header" and .version == "1.5"' "$tmp/hd" >/dev/null
 
 # A truncated trace: every complete chunk dumped, then where and why.
 size=$(stat -c %s "$tmp/t.fss")

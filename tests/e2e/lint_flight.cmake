@@ -5,7 +5,7 @@ if(TARGET fss_rules AND TARGET lint_gen_trace)
   add_executable(flight_report ${CMAKE_CURRENT_SOURCE_DIR}/e2e/flight_report.c
     ${PROJECT_SOURCE_DIR}/cli/diagnosis.c ${PROJECT_SOURCE_DIR}/cli/report_text.c
     ${PROJECT_SOURCE_DIR}/cli/report_json.c ${PROJECT_SOURCE_DIR}/cli/report_sources.c
-    ${PROJECT_SOURCE_DIR}/cli/report_nodes.c ${PROJECT_SOURCE_DIR}/cli/report_worlds.c)
+    ${PROJECT_SOURCE_DIR}/cli/report_nodes.c ${PROJECT_SOURCE_DIR}/cli/report_mfu.c ${PROJECT_SOURCE_DIR}/cli/report_worlds.c)
   target_include_directories(flight_report PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(flight_report PRIVATE fss_session fss_rules fss_collector fss_common)
   add_test(NAME flight_report_test

@@ -10,7 +10,8 @@
  *   lint_gen_trace --out PATH [--ranks N] [--layers L] [--k K] [--steps T]
  *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
  *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
- *                  [--no-nvtx] [--last-rank-steps S] [--hosts H]
+ *                  [--no-nvtx] [--last-rank-steps S] [--device NAME]
+ *                  [--hosts H]
  *
  * --last-rank-steps S: the last rank records only its first S steps (a rank
  * that stopped early), the others all T.
@@ -20,6 +21,9 @@
  *
  * --no-nvtx writes no range at all (a job without markers: steps from the
  * period of the collectives, exposure not measurable).
+ *
+ * --device NAME writes a device record (format 1.5) of a GPU of that name
+ * for every rank, as the agent writes one from CUPTI: MFU's peak.
  *
  * How ranks end, for the per-source reports: --no-rank-hint writes hellos
  * without RANK (the rank is known from the communicator only); --kill R
@@ -111,9 +115,10 @@ static int by_time(const void *a, const void *b)
 
 enum { THREAD_COMPUTE = 100, THREAD_COMM = 101 };
 /* String ids per source: 1 domain, 2 "forward", 3 "backward", 4
- * "optimizer", 5 "root", 10 + step: "step N", 1000 + unit: unit names. */
-enum { STR_DOMAIN = 1, STR_FORWARD = 2, STR_BACKWARD = 3, STR_OPTIM = 4, STR_ROOT = 5, STR_HOST = 6, STR_STEP = 10,
-       STR_UNIT = 1000 };
+ * "optimizer", 5 "root", 6 the device, 7 the host, 10 + step: "step N",
+ * 1000 + unit: unit names. */
+enum { STR_DOMAIN = 1, STR_FORWARD = 2, STR_BACKWARD = 3, STR_OPTIM = 4, STR_ROOT = 5, STR_DEVICE = 6, STR_HOST = 7,
+       STR_STEP = 10, STR_UNIT = 1000 };
 
 static int add_range(struct source *s, uint64_t start, uint64_t end, uint32_t name, uint16_t depth)
 {
@@ -276,6 +281,23 @@ static int write_strings(trace_writer_t *w, const struct gen *g, uint32_t src)
 	return rc;
 }
 
+/* --device NAME: the device record an agent writes from CUPTI (format 1.5):
+ * an H100-like GPU of that name, device r on rank r. */
+static int add_device(trace_writer_t *w, uint32_t src, const char *name)
+{
+	struct fss_rec_device d;
+	int rc = trace_writer_string(w, src, STR_DEVICE, name, strlen(name));
+
+	record_init(&d, FSS_REC_DEVICE, sizeof(d), src);
+	d.memory_bytes = 85029158912ull;
+	d.device = src;
+	d.name = STR_DEVICE;
+	d.sm_count = 132;
+	d.compute_major = 9;
+	d.origin = FSS_DEVICE_CUPTI;
+	return rc ? rc : trace_writer_append(w, &d);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -289,6 +311,7 @@ int main(int argc, char **argv)
 		{"cut", required_argument, NULL, 'C'},          {"lose", required_argument, NULL, 'L'},
 		{"last-rank-steps", required_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
 		{"stall-for", required_argument, NULL, 'F'},    {"mismatch", required_argument, NULL, 'X'},
+		{"device", required_argument, NULL, 'D'},
 		{"hosts", required_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -296,7 +319,7 @@ int main(int argc, char **argv)
 			.rank_hint = 1, .kill_rank = -1, .cut_rank = -1, .lose_rank = -1, .last_rank_steps = -1,
 			.stall_rank = -1, .stall_for_s = 5, .mismatch_rank = -1,
 			.dtype = FSS_DTYPE_BFLOAT16, .block_params = 1 << 20, .root_params = 1 << 18};
-	const char *out = NULL;
+	const char *out = NULL, *device = NULL;
 	struct trace_writer_options wo = {.features = FSS_FEATURE_NCCL | FSS_FEATURE_NVTX};
 	trace_writer_t *w;
 	struct source *src;
@@ -335,6 +358,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'F': g.stall_for_s = atoi(optarg); break;
+		case 'D': device = optarg; break;
 		case 'X':
 			if (sscanf(optarg, "%d:%d", &g.mismatch_rank, &g.mismatch_step) != 2) {
 				fprintf(stderr, "lint_gen_trace: --mismatch RANK:STEP\n");
@@ -397,6 +421,8 @@ int main(int argc, char **argv)
 		c.thread = THREAD_COMM;
 		if (!rc)
 			rc = trace_writer_append(w, &c);
+		if (!rc && device)
+			rc = add_device(w, (uint32_t)r, device);
 	}
 	t += 100000;
 	/* Step by step, every rank's records of that step (ranks interleave in

@@ -6,7 +6,7 @@
 # The fleet alerting rule of docs/collect.md under `promtool test rules`.
 if(TARGET lint_summary)
   # lint_summary builds the cli files it needs itself: the report's nodes section too.
-  target_sources(lint_summary PRIVATE ${PROJECT_SOURCE_DIR}/cli/report_nodes.c ${PROJECT_SOURCE_DIR}/cli/report_worlds.c)
+  target_sources(lint_summary PRIVATE ${PROJECT_SOURCE_DIR}/cli/report_nodes.c ${PROJECT_SOURCE_DIR}/cli/report_mfu.c ${PROJECT_SOURCE_DIR}/cli/report_worlds.c)
 endif()
 
 find_package(Python3 COMPONENTS Interpreter QUIET)

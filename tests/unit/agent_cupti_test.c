@@ -420,6 +420,23 @@ static void add_runtime_api(struct buf *b, uint32_t corr)
 	a->correlationId = corr;
 }
 
+static void add_device(struct buf *b, uint32_t id, const char *name, uint32_t sms, uint64_t memory, uint32_t major,
+		       uint32_t minor)
+{
+	CUpti_ActivityDevice5 *d = buf_add(b, sizeof(*d));
+
+	d->kind = CUPTI_ACTIVITY_KIND_DEVICE;
+	d->id = id;
+	d->name = name;
+	d->numMultiprocessors = sms;
+	d->globalMemorySize = memory;
+	d->globalMemoryBandwidth = 4800000000ull;
+	d->coreClockRate = 1980000;
+	d->computeCapabilityMajor = major;
+	d->computeCapabilityMinor = minor;
+	d->isCudaVisible = 1;
+}
+
 #define NCCL_AG "ncclDevKernel_AllGather_RING_LL"
 #define NCCL_RS_MANGLED "_Z33ncclDevKernel_ReduceScatter_RING_LL24ncclDevKernelArgsStorageILm4096EE"
 #define GEMM "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
@@ -519,6 +536,58 @@ static void test_one_buffer_classified_and_tied(void **state)
 	assert_int_equal(iv->end_ns, 3100);
 	assert_int_equal(cupti_test_held(), 0);
 	assert_int_equal(count_of_type(FSS_REC_GPU_INTERVAL), 4);
+	free(b.data);
+}
+
+/* CUPTI's device records, as CUDA names the GPUs: one device record per
+ * device id (the second record of device 0 adds nothing), none for a record
+ * no GPU could have written (0 SMs: a struct of another CUPTI), none while
+ * the agent is not recording; and the agent asked for the kind. */
+static void test_device_records(void **state)
+{
+	struct buf b;
+	const struct fss_rec_device *d;
+
+	(void)state;
+	NEED_REAL_WALKER();
+	cupti_start();
+	assert_int_equal(cupti_status(), AGENT_CUPTI_ON);
+	assert_int_equal(fake.enabled[CUPTI_ACTIVITY_KIND_DEVICE], 1);
+	n_emitted = 0;
+	buf_new(&b, 8192);
+	add_device(&b, 0, "NVIDIA H100 80GB HBM3", 132, 85029158912ull, 9, 0);
+	add_device(&b, 1, "NVIDIA H100 PCIe", 114, 85029158912ull, 9, 0);
+	add_device(&b, 0, "NVIDIA H100 80GB HBM3", 132, 85029158912ull, 9, 0);
+	add_device(&b, 2, "NVIDIA garbage", 0, 1, 9, 0);
+	cupti_handle_buffer(b.data, b.used);
+	assert_int_equal(count_of_type(FSS_REC_DEVICE), 2);
+	d = nth_of_type(FSS_REC_DEVICE, 0);
+	assert_int_equal(d->device, 0);
+	assert_string_equal(string_text(d->name), "NVIDIA H100 80GB HBM3");
+	assert_int_equal(d->sm_count, 132);
+	assert_true(d->memory_bytes == 85029158912ull);
+	assert_true(d->memory_bandwidth == 4800000000ull);
+	assert_int_equal(d->clock_khz, 1980000);
+	assert_int_equal(d->compute_major, 9);
+	assert_int_equal(d->compute_minor, 0);
+	assert_int_equal(d->origin, FSS_DEVICE_CUPTI);
+	assert_int_equal(d->head.size, sizeof(*d));
+	d = nth_of_type(FSS_REC_DEVICE, 1);
+	assert_int_equal(d->device, 1);
+	assert_string_equal(string_text(d->name), "NVIDIA H100 PCIe");
+	assert_int_equal(d->sm_count, 114);
+
+	/* Not recording: device 3 is not written, and comes out once it is. */
+	b.used = 0;
+	add_device(&b, 3, "NVIDIA H200", 132, 150754820096ull, 9, 0);
+	atomic_store(&agent_state_now, AGENT_DORMANT);
+	cupti_handle_buffer(b.data, b.used);
+	assert_int_equal(count_of_type(FSS_REC_DEVICE), 2);
+	atomic_store(&agent_state_now, AGENT_ON);
+	cupti_handle_buffer(b.data, b.used);
+	assert_int_equal(count_of_type(FSS_REC_DEVICE), 3);
+	d = nth_of_type(FSS_REC_DEVICE, 2);
+	assert_string_equal(string_text(d->name), "NVIDIA H200");
 	free(b.data);
 }
 
@@ -1306,6 +1375,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_nccl_kernel_names, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_one_buffer_classified_and_tied, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_across_buffers_both_orders, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_device_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hold_expires, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_held_is_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_untimed_records_skipped, setup, teardown),

@@ -8,7 +8,7 @@
 # a message where libcupti cannot be loaded).
 if(FSS_CUPTI_INCLUDE)
   fss_unit_test(NAME agent_cupti_test
-    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent_cupti_test.c ${PROJECT_SOURCE_DIR}/agent/cupti.c
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent_cupti_test.c ${PROJECT_SOURCE_DIR}/agent/cupti.c ${PROJECT_SOURCE_DIR}/agent/cupti_device.c
     LIBS fss_common ${CMAKE_DL_LIBS}
     LABELS agent
     TIMEOUT 60)

@@ -11,7 +11,7 @@ endif()
 # by the toolkit's libcupti (skipped with a message where it cannot load).
 if(TARGET fss_analysis AND FSS_CUPTI_INCLUDE)
   fss_unit_test(NAME flight_cupti_test
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/flight_cupti_test.c ${PROJECT_SOURCE_DIR}/agent/cupti.c
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/flight_cupti_test.c ${PROJECT_SOURCE_DIR}/agent/cupti.c ${PROJECT_SOURCE_DIR}/agent/cupti_device.c
     LIBS fss_analysis fss_common ${CMAKE_DL_LIBS}
     TIMEOUT 60)
   if(TARGET flight_cupti_test)

@@ -10,7 +10,7 @@ if(TARGET fss_top_feeds AND TARGET fsdp_ref AND TARGET fsdpscope_agent)
       ${PROJECT_SOURCE_DIR}/cli/run_folder.c
       ${PROJECT_SOURCE_DIR}/cli/diagnosis.c ${PROJECT_SOURCE_DIR}/cli/hang_lines.c ${PROJECT_SOURCE_DIR}/cli/cmd_lint.c ${PROJECT_SOURCE_DIR}/cli/options.c
       ${PROJECT_SOURCE_DIR}/cli/report_text.c ${PROJECT_SOURCE_DIR}/cli/report_json.c ${PROJECT_SOURCE_DIR}/cli/output.c
-      ${PROJECT_SOURCE_DIR}/cli/report_sources.c ${PROJECT_SOURCE_DIR}/cli/report_nodes.c
+      ${PROJECT_SOURCE_DIR}/cli/report_sources.c ${PROJECT_SOURCE_DIR}/cli/report_nodes.c ${PROJECT_SOURCE_DIR}/cli/report_mfu.c
       ${PROJECT_SOURCE_DIR}/cli/report_worlds.c
     LIBS fss_top_feeds fss_rules fss_keep fss_live fss_viewer fss_metrics fss_collector fss_common
       PkgConfig::TOP_TEST_JANSSON
