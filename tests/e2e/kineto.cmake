@@ -9,6 +9,6 @@ if(TARGET fss_kineto)
   target_link_libraries(kineto_counts PRIVATE fss_kineto)
   add_test(NAME kineto_counts_shared
     COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/kineto_counts_test.sh $<TARGET_FILE:kineto_counts>
-            ${CMAKE_CURRENT_LIST_DIR}/kineto_counts.py ${PROJECT_SOURCE_DIR}/../shared/kineto)
+            ${CMAKE_CURRENT_LIST_DIR}/kineto_counts.py ${FSS_SHARED_DIR}/kineto)
   set_tests_properties(kineto_counts_shared PROPERTIES TIMEOUT 120 LABELS "e2e;kineto" SKIP_RETURN_CODE 77)
 endif()

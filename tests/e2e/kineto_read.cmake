@@ -14,7 +14,7 @@ find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND AND TARGET fsdpscope)
   add_test(NAME kineto_read_shared
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/kineto_read.py shared $<TARGET_FILE:fsdpscope>
-            ${PROJECT_SOURCE_DIR}/../shared/kineto ${PROJECT_SOURCE_DIR}/tests/fixtures/kineto/hta_figures.json)
+            ${FSS_SHARED_DIR}/kineto ${PROJECT_SOURCE_DIR}/tests/fixtures/kineto/hta_figures.json)
   set_tests_properties(kineto_read_shared PROPERTIES TIMEOUT 180 LABELS "e2e;kineto" SKIP_RETURN_CODE 77)
   add_test(NAME kineto_read_generated
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/kineto_read.py generated $<TARGET_FILE:fsdpscope>
