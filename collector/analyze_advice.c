@@ -24,14 +24,17 @@ uint32_t analysis_nodes(const struct analysis_result *a)
 	return a->merged_nodes > n ? a->merged_nodes : n;
 }
 
-/* The fastest gather of each size of the step: the points of the fit. */
+/* The fastest gather of each size of the step: the points of the fit. A
+ * size gathered once (the root, say) is left out: one gather's time is one
+ * draw of how late its last rank came. */
 struct point {
 	double bytes, ns;
+	uint32_t count;
 };
 
 static size_t size_points(const struct analysis_result *a, struct point *p, size_t max)
 {
-	size_t n = 0;
+	size_t n = 0, kept = 0;
 
 	for (uint32_t i = 0; i < a->ngathers; i++) {
 		const struct analysis_gather *g = &a->gathers[i];
@@ -43,13 +46,25 @@ static size_t size_points(const struct analysis_result *a, struct point *p, size
 			if (p[j].bytes == (double)g->bytes)
 				break;
 		if (j < n) {
+			p[j].count++;
 			if ((double)g->duration_ns < p[j].ns)
 				p[j].ns = (double)g->duration_ns;
 		} else if (n < max) {
-			p[n++] = (struct point){(double)g->bytes, (double)g->duration_ns};
+			p[n++] = (struct point){(double)g->bytes, (double)g->duration_ns, 1};
 		}
 	}
-	return n;
+	for (size_t j = 0; j < n; j++)
+		if (p[j].count >= 2)
+			p[kept++] = p[j];
+	return kept;
+}
+
+/* Without a fit that decides: the gathered size against the threshold. */
+static enum analysis_bound by_size(const struct analysis_gather *g, double small_gathered_bytes)
+{
+	double ranks = g->nranks > 0 ? (double)g->nranks : 1.0;
+
+	return (double)g->bytes * ranks < small_gathered_bytes ? ANALYSIS_BOUND_LATENCY : ANALYSIS_BOUND_BANDWIDTH;
 }
 
 enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const struct analysis_gather *g,
@@ -62,12 +77,8 @@ enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const
 	if (!g || g->bytes == 0)
 		return ANALYSIS_BOUND_UNKNOWN;
 	n = size_points(a, p, sizeof(p) / sizeof(p[0]));
-	if (n < 2) {
-		double ranks = g->nranks > 0 ? (double)g->nranks : 1.0;
-
-		return (double)g->bytes * ranks < small_gathered_bytes ? ANALYSIS_BOUND_LATENCY
-									: ANALYSIS_BOUND_BANDWIDTH;
-	}
+	if (n < 2)
+		return by_size(g, small_gathered_bytes);
 	for (size_t i = 0; i < n; i++) {
 		mx += p[i].bytes / (double)n;
 		my += p[i].ns / (double)n;
@@ -80,7 +91,13 @@ enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const
 	if (slope <= 0)
 		return ANALYSIS_BOUND_LATENCY;
 	latency = my - slope * mx;
-	return latency >= slope * (double)g->bytes ? ANALYSIS_BOUND_LATENCY : ANALYSIS_BOUND_BANDWIDTH;
+	/* A fit through times that late ranks stretch is rough: it decides
+	 * only where one term is at least twice the other. */
+	if (latency >= 2 * slope * (double)g->bytes)
+		return ANALYSIS_BOUND_LATENCY;
+	if (slope * (double)g->bytes >= 2 * latency)
+		return ANALYSIS_BOUND_BANDWIDTH;
+	return by_size(g, small_gathered_bytes);
 }
 
 const char *analysis_bound_name(int bound)

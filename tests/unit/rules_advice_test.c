@@ -140,7 +140,14 @@ static void test_bound_told_once(void **state)
 	m.block_params = 400000;
 	a = fixture_new(&m);
 	fixture_nodes(a, 1);
-	fixture_link(a, 200000, 50); /* 200 us latency, 2 us of bytes per gather */
+	/* two sizes, each gathered many times, for the fit: the backward's
+	 * pieces four times the forward's */
+	for (uint32_t i = 0; i < a->ngathers; i++)
+		if (a->gathers[i].phase == ANALYSIS_PHASE_BACKWARD) {
+			a->gathers[i].bytes *= 4;
+			a->gathers[i].elements *= 4;
+		}
+	fixture_link(a, 200000, 50); /* 200 us latency, 2 (8) us of bytes per gather */
 	exposed(a, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
 	list = run(&rule_exposed_gather, a, &f);
 	small = run(&rule_small_collectives, a, &s);
@@ -157,7 +164,7 @@ static void test_bound_told_once(void **state)
 	findings_free(list);
 	findings_free(small);
 
-	fixture_link(a, 1000, 0.5); /* 1 us latency, 200 us of bytes per gather */
+	fixture_link(a, 1000, 0.5); /* 1 us latency, 200 (800) us of bytes per gather */
 	exposed(a, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
 	list = run(&rule_exposed_gather, a, &f);
 	small = run(&rule_small_collectives, a, &s);
