@@ -69,7 +69,8 @@ static const char top_help_head[] =
     "    the session in ./" TOP_DEFAULT_DIR " (or --out DIR): its private folder's\n"
     "    viewer.sock, as docs/collect.md names it; with several there, they are\n"
     "    listed. Only the user who runs the session may connect.\n\n"
-    "    TRACE...: the trace read as 'lint' reads it (several: one job, one per node),\n"
+    "    TRACE...: the trace read as 'lint' reads it (several, or a folder of them: one job;\n"
+    "    PyTorch profiler traces too),\n"
     "    fed to the analysis and the live state as a session feeds them; a view at each\n"
     "    completed step, paced by the trace's own time (--speed), and at the end the\n"
     "    finished diagnosis, which is what 'fsdpscope lint' says of the trace.\n\n"
@@ -103,7 +104,8 @@ static const char top_help_tail[] =
     "    fsdpscope top --connect unix:fsdpscope-out/.fsdpscope-run.Ab12Cd/viewer.sock\n"
     "    fsdpscope top --speed 0 fsdpscope-out/trace.fss\n"
     "    fsdpscope top --once --step 5 --cols 120 --rows 40 fsdpscope-out/trace.fss\n"
-    "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n";
+    "    NO_COLOR=1 fsdpscope top node0.fss node1.fss\n"
+    "    fsdpscope top --once profiler/          # a folder of PyTorch profiler traces, one per rank\n";
 
 enum {
 	TOP_OPT_NO_COLOR = 0x200,
@@ -426,6 +428,8 @@ static int run_replay(struct top_args *a)
 	top_replay_feed_t *f;
 	struct top_feed feed;
 	char err[PATH_MAX + 300];
+	char **paths;
+	size_t npaths;
 	int rc;
 
 	diagnosis_flags_init(&flags);
@@ -437,14 +441,19 @@ static int run_replay(struct top_args *a)
 		ro.speed = 0;
 	ro.analysis = &flags.analysis;
 	ro.rules = &flags.rules;
-	rc = top_replay_feed_new(&f, (const char *const *)a->rest, (size_t)a->nrest, &ro, err, sizeof(err));
+	/* folders as lint reads them: their *.fss files, or their PyTorch profiler traces */
+	if (diagnosis_trace_args(a->nrest, a->rest, 0, "top", &paths, &npaths))
+		return EXIT_USAGE;
+	rc = top_replay_feed_new(&f, (const char *const *)paths, npaths, &ro, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, TOP_PROG ": %s\n", err);
+		diagnosis_trace_args_free(paths, npaths);
 		return EXIT_USAGE;
 	}
 	top_replay_feed_bind(f, &feed);
 	rc = show(&feed, &a->opt);
 	top_replay_feed_free(f);
+	diagnosis_trace_args_free(paths, npaths);
 	return rc;
 }
 

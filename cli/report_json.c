@@ -263,9 +263,17 @@ static void write_buckets(struct jw *w, const struct analysis_result *a)
 	jw_close(w, '}');
 }
 
-static void write_exposure(struct jw *w, const struct analysis_result *a)
+static void write_exposure(struct jw *w, const struct analysis_result *a, const struct rule_config *rules)
 {
 	const struct analysis_exposure *e = &a->exposure;
+	struct rule_config defaults;
+	double small;
+
+	if (!rules) {
+		rule_config_init(&defaults);
+		rules = &defaults;
+	}
+	small = rule_threshold(rules, RULE_T_SMALL_GATHER_BYTES);
 
 	jw_open(w, "exposure", '{');
 	jw_str(w, "source", analysis_exposure_source_name(e->source));
@@ -332,6 +340,8 @@ static void write_exposure(struct jw *w, const struct analysis_result *a)
 		else
 			jw_null(w, "slowest_rank");
 		jw_u64(w, "skew_ns", g->skew_ns);
+		/* the rules' own judgement (exposed-gather, small-collectives) */
+		jw_str(w, "bound", analysis_bound_name(analysis_gather_bound(a, g, small)));
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
@@ -864,7 +874,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	write_units(&w, &a->units, a->units_decided);
 	jw_str(&w, "reshard_after_forward", analysis_reshard_format(&a->reshard, policy, sizeof(policy)));
 	write_reshard(&w, &a->reshard);
-	write_exposure(&w, a);
+	write_exposure(&w, a, rules);
 	write_ledger(&w, &a->ledger);
 	write_groups_whatif(&w, a);
 

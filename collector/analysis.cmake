@@ -4,6 +4,7 @@
 add_library(fss_analysis STATIC
   ${CMAKE_CURRENT_LIST_DIR}/analysis_names.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze.c
+  ${CMAKE_CURRENT_LIST_DIR}/analyze_advice.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_callback.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_comms.c
   ${CMAKE_CURRENT_LIST_DIR}/analyze_exposure.c

@@ -130,12 +130,15 @@ enum analysis_cause {
 	ANALYSIS_CAUSE_FIRST_OF_PHASE = 1,  /* first gather of the forward or of the backward:
 	                                       no compute of the phase before it to hide behind */
 	ANALYSIS_CAUSE_NO_PREFETCH = 2,     /* started only after the compute before it had ended:
-	                                       issued when it was needed, not ahead */
+	                                       issued when it was needed, not ahead, in a step whose
+	                                       gathers are mostly issued so (collector/overlap.h) */
 	ANALYSIS_CAUSE_BANDWIDTH_BOUND = 3, /* started while compute ran, but lasted longer than the
 	                                       compute it could hide behind */
 	ANALYSIS_CAUSE_HOST_LATE = 4,       /* (CUPTI) the device was idle waiting for the host: the
 	                                       call was entered after the compute before it had ended
-	                                       and its kernel started right away */
+	                                       and its kernel started right away; or (either timing) in a
+	                                       step that prefetches, a gather that started on an idle
+	                                       stream with no compute under it: issued late */
 	ANALYSIS_CAUSE_MAX
 };
 
@@ -868,6 +871,9 @@ struct analysis_result {
 	uint64_t step_search_left_out;    /* events the step search left out of the period (classes whose
 	                                     sizes change from step to step); each is in the step it falls in */
 	struct analysis_mfu mfu;          /* MFU with its inputs named (collector/mfu.h) */
+	uint32_t merged_nodes;            /* traces read as one job's nodes (collector/merge.h) that hold a
+	                                     rank; 0 for one trace (analysis_nodes) */
+	uint32_t reserved9;
 };
 
 /* A process of a world, as the restart section lists it. */
@@ -978,5 +984,9 @@ const char *analysis_peak_from_name(int from);
 
 /* analysis_flops_from_name - "--model-flops", "6PT" (6 x P x tokens), NULL for none. */
 const char *analysis_flops_from_name(int from);
+
+/* The facts the rules' advice is judged by: the job's nodes, what bounds
+ * each gather (collector/analysis_advice.h). */
+#include "collector/analysis_advice.h"
 
 #endif

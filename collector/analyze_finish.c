@@ -195,27 +195,37 @@ static int rank_figures(rank_state_t *rs, struct analysis_rank *e)
 	return 0;
 }
 
-/* The per-rank table of the ranks with collectives, and the spread over
- * them. Returns 0 or -ENOMEM. */
+/* A source with a per_rank row: one with collectives, or a rank's trace
+ * whose own figures came with it (a PyTorch profiler trace of a rank that
+ * ran no NCCL kernel: its row says so, with a null overlap). A process of
+ * fsdpscope's own traces without collectives (a launcher) has none. */
+static int rank_has_row(const struct tl_source *src)
+{
+	return src->collectives || (src->view && src->view->have_figures && src->rank >= 0);
+}
+
+/* The per-rank table (rank_has_row), and the spread over the ranks with
+ * collectives. Returns 0 or -ENOMEM. */
 static int fill_ranks(const struct analyze_input *in, const struct ranks_totals *tot, struct analysis_result *r)
 {
-	size_t nranked = 0;
+	size_t nranked = 0, nrows = 0;
 	for (size_t i = 0; i < in->nrs; i++) {
 		const struct tl_source *src = rank_state_source(in->rs[i]);
 		r->trace.dropped_records = u64_add_sat(r->trace.dropped_records, src->dropped);
 		if (src->collectives)
 			nranked++;
+		nrows += rank_has_row(src);
 		if (src->world_size > r->world_size)
 			r->world_size = src->world_size;
 	}
 	r->ranks = (uint32_t)nranked;
-	r->per_rank = calloc(nranked ? nranked : 1, sizeof *r->per_rank);
+	r->per_rank = calloc(nrows ? nrows : 1, sizeof *r->per_rank);
 	if (!r->per_rank)
 		return -ENOMEM;
 	size_t k = 0;
 	uint64_t step_min = UINT64_MAX, step_max = 0, exp_min = UINT64_MAX, exp_max = 0, best_last = 0;
 	for (size_t i = 0; i < in->nrs; i++) {
-		if (!rank_state_source(in->rs[i])->collectives)
+		if (!rank_has_row(rank_state_source(in->rs[i])))
 			continue;
 		struct analysis_rank *e = &r->per_rank[k++];
 		uint64_t last = rank_entry(in->ranks, in->rs[i], e);

@@ -126,8 +126,12 @@ static int finish_job(fss_session_t *s, int rc, struct analysis_result **out, ch
 
 	/* a trace cut short or damaged: analysed, and said to be incomplete */
 	rc = fss_session_finish_analysis(s, rc, out);
-	if (rc == 0)
+	if (rc == 0) {
 		result_set_reads(*out, nodes, nnodes);
+		/* each trace is one node's collector, whatever its host calls itself */
+		for (size_t k = 0; k < nnodes; k++)
+			(*out)->merged_nodes += nodes[k].nranks > 0;
+	}
 	if (rc < 0 && errlen) {
 		const char *why = fss_strerror(rc);
 		const char *path = "";

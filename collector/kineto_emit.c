@@ -44,7 +44,7 @@ int kmap_items(kineto_map_t *m)
 {
 	const struct kineto_event *ev = kineto_file_events(m->f);
 	size_t nev = kineto_file_nevents(m->f);
-	size_t cap = 4 + m->ncomms + 2 * m->ncolls + nev;
+	size_t cap = 4 + m->ncomms + 3 * m->ncolls + nev;
 	int64_t last = m->base_ts;
 
 	m->items = malloc(cap * sizeof(*m->items));
@@ -59,6 +59,9 @@ int kmap_items(kineto_map_t *m)
 	for (size_t i = 0; i < m->ncolls; i++) {
 		item_add(m, KMAP_ITEM_COLL, (uint32_t)i, m->colls[i].key);
 		item_add(m, KMAP_ITEM_CORR, (uint32_t)i, m->colls[i].key);
+		/* a group's record after its last call (keys never go down) */
+		if (m->colls[i].group_id && (i + 1 == m->ncolls || m->colls[i + 1].group_id != m->colls[i].group_id))
+			item_add(m, KMAP_ITEM_GROUP, (uint32_t)i, m->colls[i].key);
 	}
 	for (size_t i = 0; i < nev; i++) {
 		const struct kineto_event *e = &ev[i];
@@ -192,6 +195,8 @@ static void make_coll(kineto_map_t *m, uint32_t i)
 	c->enter_ns = (uint64_t)x->enter_ns;
 	c->exit_ns = (uint64_t)x->exit_ns;
 	c->thread = x->thread;
+	c->group_id = x->group_id;
+	c->group_depth = x->group_id ? 1 : 0;
 	c->peer = -1;
 	c->op = x->op;
 	c->dtype = x->dtype;
@@ -199,6 +204,31 @@ static void make_coll(kineto_map_t *m, uint32_t i)
 		       ? FSS_REDOP_SUM
 		       : FSS_REDOP_NONE;
 	c->path = FSS_PATH_KINETO;
+}
+
+/* The group whose last collective is colls[last]: its calls run at their
+ * shared launch (the group's ncclGroupEnd). */
+static void make_group(kineto_map_t *m, uint32_t last)
+{
+	const struct kmap_coll *x = &m->colls[last];
+	const struct kineto_event *ev = kineto_file_events(m->f);
+	struct fss_rec_group *g = &m->buf.group;
+	uint32_t first = last;
+
+	while (first && m->colls[first - 1].group_id == x->group_id)
+		first--;
+	record_init(g, FSS_REC_GROUP, sizeof(*g), m->source);
+	g->group_id = x->group_id;
+	g->calls = last - first + 1;
+	g->start_ns = (uint64_t)m->colls[first].enter_ns;
+	g->end_enter_ns = x->launch != KMAP_NONE ? (uint64_t)ev[x->launch].ts_ns : g->start_ns;
+	g->end_exit_ns = g->end_enter_ns;
+	for (uint32_t i = first; i <= last; i++)
+		if ((uint64_t)m->colls[i].exit_ns > g->end_exit_ns)
+			g->end_exit_ns = (uint64_t)m->colls[i].exit_ns;
+	if (g->end_enter_ns < g->start_ns)
+		g->start_ns = g->end_enter_ns;
+	g->thread = m->colls[first].thread;
 }
 
 static void make_gpu(kineto_map_t *m, uint32_t i)
@@ -290,6 +320,9 @@ static void make(kineto_map_t *m, const struct kmap_item *it)
 		break;
 	case KMAP_ITEM_RANGE:
 		make_range(m, it->index);
+		break;
+	case KMAP_ITEM_GROUP:
+		make_group(m, it->index);
 		break;
 	case KMAP_ITEM_DEVICE:
 		make_device(m);

@@ -240,6 +240,7 @@ static int input_read_one(struct kineto_input *in, size_t i, char *err, size_t e
 		return file->read.status == KINETO_READ_IO && file->read.error ? -file->read.error : FSS_E_NOT_TRACE;
 	}
 	in->partial |= file->read.status != KINETO_READ_OK;
+	file->skipped = kineto_file_counts(f)->skipped;
 	file->source = (uint32_t)i;
 	rc = kineto_map_new(f, file->path, file->source, &in->maps[i]);
 	if (rc)

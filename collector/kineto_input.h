@@ -28,6 +28,8 @@ struct kineto_input_file {
 	const struct kineto_map_info *info; /* what it says of its job */
 	const struct fss_rec_source_figures *figures;
 	uint32_t source; /* its source id */
+	uint64_t skipped; /* events left out as not understood (a value of the wrong type, a time too large):
+			     the first is read.skip_offset / read.skip_message */
 };
 
 /* What a list of paths holds, for fss_session_open_files. */

@@ -410,6 +410,32 @@ static int coll_comm(kineto_map_t *m, struct kmap_coll *c, const struct kineto_c
 	return 0;
 }
 
+/*
+ * NCCL kernels that share one launch are the calls of one ncclGroupStart /
+ * End: a group of calls launches once, and the launch's correlation id is on
+ * each kernel it ran. Such calls, next to each other in issue order, become
+ * one fss group (group_id), so that they count as one event, as the agent's
+ * groups do. A coalesced op of PyTorch (allgather_into_tensor_coalesced)
+ * writes one kernel for the whole group: one call, nothing to group.
+ */
+static void map_groups(kineto_map_t *m)
+{
+	const struct kineto_event *ev = kineto_file_events(m->f);
+	uint32_t groups = 0;
+
+	for (size_t i = 1; i < m->ncolls; i++) {
+		const struct kineto_event *a = &ev[m->colls[i - 1].kernel], *b = &ev[m->colls[i].kernel];
+
+		if (!(a->flags & KINETO_EV_HAS_CORRELATION) || !(b->flags & KINETO_EV_HAS_CORRELATION) ||
+		    a->correlation != b->correlation || m->colls[i - 1].launch == KMAP_NONE)
+			continue;
+		if (!m->colls[i - 1].group_id)
+			m->colls[i - 1].group_id = ++groups;
+		m->colls[i].group_id = m->colls[i - 1].group_id;
+	}
+	m->info.groups = groups;
+}
+
 /* Every NCCL kernel as a collective, in issue order, with its communicator. */
 static int map_collectives(kineto_map_t *m)
 {
@@ -456,6 +482,7 @@ static int map_collectives(kineto_map_t *m)
 		m->info.host_from_launch += c->host_from == KMAP_HOST_LAUNCH;
 		m->info.host_from_kernel += c->host_from == KMAP_HOST_KERNEL;
 	}
+	map_groups(m);
 	m->info.collectives = (uint32_t)m->ncolls;
 	m->info.comms = (uint32_t)m->ncomms;
 	rc = 0;

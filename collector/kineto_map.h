@@ -44,6 +44,7 @@ struct kineto_map_info {
 	uint32_t gpu_events;	   /* gpu_interval records */
 	uint32_t ranges;	   /* NVTX ranges (user_annotation, gpu_user_annotation) */
 	uint32_t pid;		   /* the host pid most host events carry, 0 none */
+	uint32_t groups;	   /* groups of collectives made from kernels that share a launch */
 };
 
 /*

@@ -40,6 +40,7 @@ struct kmap_coll {
 	int64_t key; /* when its record goes out: its exit, never before the previous collective's */
 	uint64_t count, bytes;
 	uint32_t thread;
+	uint32_t group_id; /* kernels of one launch (a coalesced op's): one fss group, from 1; 0 none */
 	uint8_t op, dtype, host_from, reserved;
 };
 
@@ -52,6 +53,7 @@ enum kmap_item_kind {
 	KMAP_ITEM_GPU,
 	KMAP_ITEM_RANGE,
 	KMAP_ITEM_FIGURES,
+	KMAP_ITEM_GROUP,  /* index: the group's last collective */
 	KMAP_ITEM_DEVICE, /* deviceProperties[0] as a device record */
 };
 
@@ -97,6 +99,7 @@ struct kineto_map {
 		struct fss_rec_string string;
 		struct fss_rec_comm comm;
 		struct fss_rec_collective coll;
+		struct fss_rec_group group;
 		struct fss_rec_gpu_interval gpu;
 		struct fss_rec_nvtx_range range;
 		struct fss_rec_clock_anchor anchor;

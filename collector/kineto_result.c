@@ -44,6 +44,10 @@ static void add_notes(struct analysis_result *r, const struct kineto_input_file 
 			analyze_note(
 			    r, "%s: a partial reading: %s at byte %llu of its JSON text; the events before it are read",
 			    k->path, kineto_read_status_words(k->read.status), (unsigned long long)k->read.offset);
+		if (k->skipped)
+			analyze_note(r, "%s: %llu event%s left out as not understood, the first at byte %llu: %s", k->path,
+				     (unsigned long long)k->skipped, k->skipped == 1 ? "" : "s",
+				     (unsigned long long)k->read.skip_offset, k->read.skip_message);
 		from_launch += k->info->host_from_launch;
 		from_kernel += k->info->host_from_kernel;
 		inferred += k->info->comms_inferred > 0;

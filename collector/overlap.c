@@ -225,6 +225,50 @@ static int gather_cause(const struct interval *compute, size_t ncompute, const s
 	return ANALYSIS_CAUSE_BANDWIDTH_BOUND;
 }
 
+/* A gather with no compute under it is no-prefetch only in a step that
+ * issues its gathers on demand. A gather that started within
+ * OVERLAP_QUEUE_SLACK_NS of the previous gather's end, with compute under at
+ * most half of the gap (without prefetch, the gap is the compute that
+ * needed the gather), was queued behind it: issued ahead (queueing behind a
+ * reduce-scatter says nothing of when a gather was issued), whatever compute ran under it (units too small to hide a
+ * gather, a wrap per Linear, still prefetch). Where most of the step's
+ * gathers past the first of each phase were issued ahead (compute under
+ * them, or queued), the job prefetches and advice to prefetch would change
+ * nothing: a queued gather without compute under it outlasted the compute
+ * (bandwidth-bound); one that started on an idle stream was issued late by
+ * a host that was behind (host-late). */
+static void prefetch_seen(const struct interval *compute, size_t ncompute, const struct overlap_collective *c, size_t n,
+			  struct overlap_figures *out)
+{
+	uint32_t ahead = 0, on_demand = 0;
+	uint64_t prev_end = 0;
+	int have_prev = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		have_prev = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (c[i].kind != OVERLAP_GATHER || c[i].end_ns <= c[i].start_ns)
+				continue;
+			int queued = have_prev && c[i].start_ns >= prev_end &&
+				     c[i].start_ns - prev_end <= OVERLAP_QUEUE_SLACK_NS &&
+				     2 * interval_covered(compute, ncompute, prev_end, c[i].start_ns) <=
+					     c[i].start_ns - prev_end;
+			prev_end = c[i].end_ns;
+			have_prev = 1;
+			if (c[i].first_of_phase)
+				continue;
+			if (pass == 0 && out[i].cause == ANALYSIS_CAUSE_NO_PREFETCH)
+				*(queued ? &ahead : &on_demand) += 1;
+			else if (pass == 0)
+				ahead += out[i].cause == ANALYSIS_CAUSE_HIDDEN ||
+					 out[i].cause == ANALYSIS_CAUSE_BANDWIDTH_BOUND;
+			else if (out[i].cause == ANALYSIS_CAUSE_NO_PREFETCH)
+				out[i].cause = queued ? ANALYSIS_CAUSE_BANDWIDTH_BOUND : ANALYSIS_CAUSE_HOST_LATE;
+		}
+		if (ahead <= on_demand)
+			return;
+	}
+}
+
 /* An end or start of a gather's interval, for the sweep over them. */
 struct edge {
 	uint64_t t;
@@ -386,5 +430,6 @@ int overlap_step(const struct interval *compute, size_t ncompute, const struct i
 		f->hidden_ns = f->duration_ns - f->exposed_ns;
 		f->cause = f->exposed_ns ? gather_cause(compute, ncompute, &c[i], device_timing) : ANALYSIS_CAUSE_HIDDEN;
 	}
+	prefetch_seen(compute, ncompute, c, n, out);
 	return 0;
 }

@@ -196,7 +196,14 @@ struct overlap_figures {
  * [queue_start, end): first-of-phase; host-late (device_timing only: entered
  * after the compute before it had ended, its kernel started within
  * OVERLAP_LAUNCH_SLACK_NS); no-prefetch (compute under less than
- * 1/OVERLAP_PREFETCHED_DIVISOR of it); bandwidth-bound.
+ * 1/OVERLAP_PREFETCHED_DIVISOR of it); bandwidth-bound. No-prefetch is for
+ * a step that issues gathers on demand: a gather that started within
+ * OVERLAP_QUEUE_SLACK_NS of the previous gather's end (compute under at
+ * most half of the gap) was queued behind it, issued ahead; where most of
+ * the step's gathers (past the first of each phase) were issued ahead
+ * (compute under them, or queued), the step
+ * prefetches, and a gather without compute under it is bandwidth-bound when
+ * queued and host-late otherwise (issued late by a host that was behind).
  *
  * c[0..n) in issue order; out[0..n) receives the figures. Returns 0 or
  * -ENOMEM.

@@ -45,6 +45,8 @@ struct je_source {
 	int device_data; /* the source records GPU intervals (CUPTI, not busy) */
 	uint64_t calls;
 	uint64_t last_seq;
+	uint32_t group_id;    /* the group of the latest call in one, 0 */
+	uint64_t group_first; /* its first call's number */
 	struct je_thread *threads;
 	size_t nthreads, threads_cap;
 	struct je_pending *pending; /* [head, n): by seq */
@@ -295,6 +297,11 @@ static int on_collective(void *ctx, const struct source *src, const struct fss_r
 	if (!s)
 		return fail(j, -ENOMEM);
 	c.number = ++s->calls;
+	if (rec->group_id && rec->group_id != s->group_id) {
+		s->group_id = rec->group_id;
+		s->group_first = c.number;
+	}
+	c.group_first = rec->group_id ? s->group_first : c.number;
 	if (rec->seq > s->last_seq)
 		s->last_seq = rec->seq;
 	if (j->sink.on_call)

@@ -50,6 +50,8 @@ struct export_call {
 	int32_t comm_rank;     /* -1 unknown */
 	const char *comm_name; /* the job's name for it (commName), "" */
 	uint64_t number;       /* calls of the source before it + 1 (a per-source id for flows) */
+	uint64_t group_first;  /* in a group: the number of the group's first call (the group's one
+				  launch, as ncclGroupEnd launches once); else its own number */
 };
 
 enum export_kernel_kind {
@@ -132,6 +134,12 @@ const char *export_pytorch_dtype(int dtype);
 /* export_pytorch_collective - c10d's "Collective name" for op: "_allgather_base",
  * "_reduce_scatter_base", "allreduce", "broadcast", "send", ... */
 const char *export_pytorch_collective(int op);
+
+/* export_pytorch_coalesced - c10d's "Collective name" for op called in a
+ * group, as ProcessGroupNCCL's coalesced ops record it:
+ * "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced",
+ * "allreduce_coalesced"; other ops as export_pytorch_collective. */
+const char *export_pytorch_coalesced(int op);
 
 /* export_in_out_nelems - PyTorch's "In msg nelems" / "Out msg nelems" of a call
  * of `count` on a communicator of nranks (AllGather: in = count, out = count x

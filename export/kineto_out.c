@@ -21,7 +21,8 @@
 #define KO_STREAM_COMPUTE 7
 #define KO_STREAM_CALLS 20
 
-/* Correlation ids: a call's is twice its number, a compute kernel's odd. */
+/* Correlation ids: a call's is twice its number (a call in a group: its group's first
+ * call's, the one launch of the group), a compute kernel's odd. */
 #define KO_CALL_CORRELATION(number) ((int64_t)(number)*2)
 
 struct ko_comm {
@@ -44,6 +45,7 @@ struct ko_source {
 	int64_t realtime_offset;
 	uint64_t events;
 	uint64_t compute; /* compute kernels so far */
+	int64_t launched; /* the correlation of the latest launch written */
 	struct ko_comm *comms;
 	size_t ncomms, comms_cap;
 	uint64_t *streams; /* cudaStream_t of calls, index + KO_STREAM_CALLS */
@@ -305,7 +307,8 @@ static void c10d_args(kineto_export_t *k, struct jw *w, const struct export_call
 	const char *ranks;
 
 	export_in_out_nelems(c->rec.op, c->rec.count, c->comm_nranks, &in, &out);
-	jw_str(w, "Collective name", export_pytorch_collective(c->rec.op));
+	jw_str(w, "Collective name",
+	       c->rec.group_id ? export_pytorch_coalesced(c->rec.op) : export_pytorch_collective(c->rec.op));
 	jw_u64(w, "In msg nelems", in);
 	jw_u64(w, "Out msg nelems", out);
 	jw_str(w, "dtype", export_pytorch_dtype(c->rec.dtype));
@@ -326,7 +329,7 @@ static int ko_on_call(void *ctx, const struct source *src, const struct export_c
 	kineto_export_t *k = ctx;
 	struct ko_source *s = ko_source(k, c->rec.head.source);
 	uint64_t end = c->rec.exit_ns > c->rec.enter_ns ? c->rec.exit_ns : c->rec.enter_ns;
-	int64_t corr = KO_CALL_CORRELATION(c->number);
+	int64_t corr = KO_CALL_CORRELATION(c->group_first);
 	struct jw *w;
 
 	if (!s)
@@ -401,12 +404,15 @@ static int ko_on_kernel(void *ctx, uint32_t source, const struct export_kernel *
 		return 0; /* no hello: no file */
 	stream = stream_of(s, e);
 	if (e->call) {
-		corr = KO_CALL_CORRELATION(e->call->number);
+		/* a group's kernels share its one launch (the reader makes them one group again) */
+		corr = KO_CALL_CORRELATION(e->call->group_first);
 		export_nccl_kernel_name(e->call->rec.op, e->call->rec.dtype, e->call->rec.redop, name, sizeof(name));
 	} else {
 		corr = (int64_t)++s->compute * 2 + 1;
 	}
-	kernel_launch(s, e, corr);
+	if (corr != s->launched)
+		kernel_launch(s, e, corr);
+	s->launched = corr;
 	w = trace_events_begin_event(s->te, "X", e->call ? name : e->name, cat, e->start_ns, s->pid, stream);
 	trace_events_time(w, "dur", e->end_ns - e->start_ns);
 	jw_open(w, "args", '{');

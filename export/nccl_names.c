@@ -111,6 +111,20 @@ const char *export_pytorch_collective(int op)
 	}
 }
 
+const char *export_pytorch_coalesced(int op)
+{
+	switch (op) {
+	case FSS_OP_ALLGATHER:
+		return "allgather_into_tensor_coalesced";
+	case FSS_OP_REDUCESCATTER:
+		return "reduce_scatter_tensor_coalesced";
+	case FSS_OP_ALLREDUCE:
+		return "allreduce_coalesced";
+	default:
+		return export_pytorch_collective(op);
+	}
+}
+
 void export_in_out_nelems(int op, uint64_t count, int32_t nranks, uint64_t *in, uint64_t *out)
 {
 	uint64_t n = nranks > 0 ? (uint64_t)nranks : 1;

@@ -259,7 +259,7 @@ static int rt_pre_forward(void *ctx, struct model_module m)
 	if (rc < 0)
 		return rc;
 	rc = gather_wait(rt, u); /* in no leaf range: the waiting a profiler sees */
-	markers_push(rt->units->units[u].name);
+	markers_push_unit(rt->units->units[u].name);
 	return rc;
 }
 
@@ -342,7 +342,7 @@ static int rt_pre_backward(void *ctx, struct model_module m)
 	markers_pop();
 	if (rc < 0)
 		return rc;
-	markers_push(fp->info->name);
+	markers_push_unit(fp->info->name);
 	return 0;
 }
 

@@ -3,7 +3,41 @@
  * through NVTX_INJECTION64_PATH. */
 #include "fsdp_ref/markers.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 static int markers_enabled = 1;
+static const char *markers_unit_prefix;
+
+void markers_set_unit_prefix(const char *prefix)
+{
+	markers_unit_prefix = prefix;
+}
+
+void markers_push_unit(const char *name)
+{
+	static char *buf; /* compute thread only; grown, never freed: the names live as long as the job */
+	static size_t cap;
+	size_t need;
+
+	if (!markers_unit_prefix || !markers_enabled) {
+		markers_push(name);
+		return;
+	}
+	need = strlen(markers_unit_prefix) + strlen(name) + 1;
+	if (need > cap) {
+		char *grown = realloc(buf, need);
+		if (!grown) {
+			markers_push(name);
+			return;
+		}
+		buf = grown;
+		cap = need;
+	}
+	snprintf(buf, cap, "%s%s", markers_unit_prefix, name);
+	markers_push(buf);
+}
 
 void markers_set_enabled(int on)
 {

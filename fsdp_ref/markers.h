@@ -16,6 +16,14 @@
  * the first one, so that NVTX is never initialised). */
 void markers_set_enabled(int on);
 
+/* Put `prefix` (kept, not copied; NULL: none) before the name of every
+ * unit's range that markers_push_unit opens (--name-prefix). */
+void markers_set_unit_prefix(const char *prefix);
+
+/* Open the range of a unit's forward or backward compute, named `name`
+ * after the prefix. */
+void markers_push_unit(const char *name);
+
 /* Open a range named `name` (copied by NVTX). */
 void markers_push(const char *name);
 /* Close the innermost open range. */

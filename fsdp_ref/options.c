@@ -45,6 +45,8 @@ enum {
 	OPT_NO_NVTX,
 	OPT_TP,
 	OPT_COMM_NAMES,
+	OPT_NAME_PREFIX,
+	OPT_COMM_NAME_PREFIX,
 	OPT_ZERO3_GATHER, /* OPT_ZERO3_GATHER .. OPT_REDUCE_BUCKET: the zero3-only flags */
 	OPT_BUCKET,
 	OPT_PERSISTENCE_THRESHOLD,
@@ -91,6 +93,8 @@ static const struct option long_options[] = {
     {"activation-checkpoint", no_argument, NULL, OPT_ACTIVATION_CHECKPOINT},
     {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
     {"comm-names", no_argument, NULL, OPT_COMM_NAMES},
+    {"name-prefix", required_argument, NULL, OPT_NAME_PREFIX},
+    {"comm-name-prefix", required_argument, NULL, OPT_COMM_NAME_PREFIX},
     {"tp", required_argument, NULL, OPT_TP},
     {"zero3-gather", required_argument, NULL, OPT_ZERO3_GATHER},
     {"bucket", required_argument, NULL, OPT_BUCKET},
@@ -211,6 +215,11 @@ void options_usage(FILE *out)
 	      "    --no-nvtx       no NVTX ranges (a job that marks nothing)\n"
 	      "    --comm-names    name the communicators in ncclConfig_t.commName: world, dp_shard,\n"
 	      "                    dp_replicate, dp_regather, tp\n"
+	      "    --name-prefix TEXT\n"
+	      "                    put TEXT before every unit's NVTX range name (\"TEXTlayers.3\")\n"
+	      "    --comm-name-prefix TEXT\n"
+	      "                    --comm-names, with TEXT before every name: the hostile names\n"
+	      "                    fsdpscope's report tests record (any bytes, any length)\n"
 	      "\n"
 	      "FAULTS (a real hang or desync at a known collective, for fsdpscope's tests)\n"
 	      "    --stall-at R:S  rank R, at step S, stops just before its first collective of the\n"
@@ -498,6 +507,13 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 			break;
 		case OPT_COMM_NAMES:
 			o->comm_names = 1;
+			break;
+		case OPT_NAME_PREFIX:
+			o->name_prefix = optarg;
+			break;
+		case OPT_COMM_NAME_PREFIX:
+			o->comm_names = 1;
+			o->comm_name_prefix = optarg;
 			break;
 		case OPT_TP:
 			bad = parse_int(optarg, 1, 1024, &o->model.tp);

@@ -53,6 +53,8 @@ struct fsdp_options {
 	int activation_checkpoint;    /* --activation-checkpoint */
 	int nvtx;		      /* 0 with --no-nvtx: no NVTX ranges at all */
 	int comm_names;		      /* --comm-names: name the communicators (ncclConfig_t.commName) */
+	const char *name_prefix;      /* --name-prefix TEXT: before every unit's NVTX range name, NULL */
+	const char *comm_name_prefix; /* --comm-name-prefix TEXT: before every commName (implies --comm-names) */
 	/* --style zero3 (element counts; DeepSpeed's config key in brackets) */
 	int zero3_coalesced;		/* --zero3-gather coalesced (1) or flat (0) */
 	uint64_t bucket;		/* --bucket [stage3_prefetch_bucket_size] 5e7 */

@@ -370,11 +370,18 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	ncclConfig_t cfg_world = NCCL_CONFIG_INITIALIZER, cfg_shard = NCCL_CONFIG_INITIALIZER,
 		     cfg_replica = NCCL_CONFIG_INITIALIZER, cfg_regather = NCCL_CONFIG_INITIALIZER,
 		     cfg_tp = NCCL_CONFIG_INITIALIZER;
-	cfg_world.commName = "world";
-	cfg_shard.commName = "dp_shard";
-	cfg_replica.commName = "dp_replicate";
-	cfg_regather.commName = "dp_regather";
-	cfg_tp.commName = "tp";
+	char *comm_names[5] = {NULL, NULL, NULL, NULL, NULL};
+	ncclConfig_t *cfgs[5] = {&cfg_world, &cfg_shard, &cfg_replica, &cfg_regather, &cfg_tp};
+	static const char *const comm_base[5] = {"world", "dp_shard", "dp_replicate", "dp_regather", "tp"};
+	for (int c = 0; c < 5; c++) {
+		/* --comm-name-prefix: any bytes before the name (fsdpscope's escaping tests); kept
+		 * for the life of the process, as the communicators are */
+		size_t len = (o->comm_name_prefix ? strlen(o->comm_name_prefix) : 0) + strlen(comm_base[c]) + 1;
+		comm_names[c] = o->comm_name_prefix ? malloc(len) : NULL;
+		if (comm_names[c])
+			snprintf(comm_names[c], len, "%s%s", o->comm_name_prefix, comm_base[c]);
+		cfgs[c]->commName = comm_names[c] ? comm_names[c] : comm_base[c];
+	}
 	int named = o->comm_names;
 	if (nccl_check(named ? ncclCommInitRankConfig(&s.world, n, li->id, rank, &cfg_world)
 			     : ncclCommInitRank(&s.world, n, li->id, rank),
@@ -772,8 +779,10 @@ int fsdp_main(int argc, char **argv, const struct fsdp_backend *be)
 	}
 	if (rc == 0)
 		rc = plan_run(&plan, err, sizeof err);
-	if (rc == 0)
+	if (rc == 0) {
 		markers_set_enabled(plan.opt.nvtx);
+		markers_set_unit_prefix(plan.opt.name_prefix);
+	}
 	if (rc < 0) {
 		fprintf(stderr, "fsdp_ref: %s\n", err);
 		return 2;

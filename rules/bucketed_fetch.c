@@ -28,27 +28,14 @@ static double round_up_1sig(double x)
 	return ceil(x / p) * p;
 }
 
-/* Ranks per host when the job's sources name several hosts (every host the
- * same count), 0 otherwise: the node size hpZ's group would have. */
+/* Ranks per node when the job ran on several (analysis_nodes, the count
+ * every rule's node-level advice reads) and they split evenly, 0
+ * otherwise: the node size hpZ's group would have. */
 static uint32_t ranks_per_node(const struct analysis_result *a)
 {
-	uint32_t hosts = 0, first = 0;
-	for (uint32_t i = 0; i < a->nsources; i++) {
-		uint32_t same = 0, seen_before = 0;
-		if (!a->sources[i].host[0])
-			return 0;
-		for (uint32_t j = 0; j < a->nsources; j++) {
-			same += strcmp(a->sources[j].host, a->sources[i].host) == 0;
-			seen_before |= j < i && strcmp(a->sources[j].host, a->sources[i].host) == 0;
-		}
-		if (seen_before)
-			continue;
-		if (hosts++ == 0)
-			first = same;
-		else if (same != first)
-			return 0;
-	}
-	return hosts > 1 ? first : 0;
+	uint32_t nodes = analysis_nodes(a);
+	uint32_t ranks = a->world_size > 0 ? (uint32_t)a->world_size : a->ranks;
+	return nodes > 1 && ranks % nodes == 0 ? ranks / nodes : 0;
 }
 
 /* ZeRO++'s settings as they apply to what was seen (DeepSpeed

@@ -43,7 +43,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed;
 	struct finding *f;
 	double held;
-	uint32_t mb;
+	uint32_t mb, nodes, ranks;
+	char in_node[112] = "";
 
 	if (!rule_diagnosed(a) || r->policy == ANALYSIS_RESHARD_UNKNOWN || r->units == 0)
 		return 0;
@@ -114,13 +115,21 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 					  rule_format_bytes((double)r->regather_bytes_per_step, b1, sizeof(b1)),
 					  cycles, retain, reshard, headroom);
 	}
+	/* an integer (and HYBRID_SHARD) keep gathers inside a node: advice
+	 * only for a job on more than one */
+	nodes = analysis_nodes(a);
+	ranks = a->world_size > 0 ? (uint32_t)a->world_size : a->ranks;
+	if (nodes > 1 && ranks >= nodes)
+		snprintf(in_node, sizeof(in_node),
+			 "fully_shard(block, mp_policy=mp, reshard_after_forward=%u)      # backward gather inside the node\n",
+			 ranks / nodes);
 	fsdp2 = finding_printf(
 		"# The trade, per unit:\n"
 		"fully_shard(block, mp_policy=mp, reshard_after_forward=True)   # less peak memory, +1 AllGather\n"
 		"fully_shard(block, mp_policy=mp, reshard_after_forward=False)  # +1 unit held, -1 AllGather\n"
-		"fully_shard(block, mp_policy=mp, reshard_after_forward=8)      # backward gather inside 8 ranks\n"
+		"%s"
 		"# torchtitan's default: True for %s except the last block (backward needs it at once)%s",
-		container,
+		in_node, container,
 		mb > 1 && a->microbatches.sync < mb
 			? "\n# Accumulating without sync: keep the units gathered between those micro-batches too\n"
 			  "model.set_requires_gradient_sync(False)   # micro-batches 1 .. K-1\n"
@@ -129,8 +138,9 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	fsdp1 = finding_printf(
 		"# FSDP1 chooses it with the sharding strategy:\n"
 		"sharding_strategy=ShardingStrategy.FULL_SHARD     # reshard after forward\n"
-		"sharding_strategy=ShardingStrategy.SHARD_GRAD_OP  # keep parameters from forward to backward\n"
-		"sharding_strategy=ShardingStrategy.HYBRID_SHARD   # shard inside the node, replicate across");
+		"sharding_strategy=ShardingStrategy.SHARD_GRAD_OP  # keep parameters from forward to backward%s",
+		in_node[0] ? "\nsharding_strategy=ShardingStrategy.HYBRID_SHARD   # shard inside the node, replicate across"
+			   : "");
 	deepspeed = finding_printf(
 		"// ZeRO-3 releases parameters after use; keep them longer (fewer re-gathers, more memory):\n"
 		"\"zero_optimization\": { \"stage\": 3,\n"
@@ -163,7 +173,8 @@ const struct rule rule_reshard_policy = {
 		"After a unit's forward, FSDP either frees the gathered parameters (reshard_after_forward=True: "
 		"less peak memory, one more AllGather per unit for backward) or keeps them until backward "
 		"(False: one gather fewer, the unit's full parameters held through the step); an integer "
-		"reshards to a smaller group so the backward gather stays inside the node. FSDP2 never "
+		"reshards to a smaller group so the backward gather stays inside the node, offered (with "
+		"FSDP1's HYBRID_SHARD) only for a job on more than one node. FSDP2 never "
 		"reshards the root. Neither choice is right in general: a large block on a full GPU wants to "
 		"reshard, a small block with headroom to spare wants to retain. This is information, not a "
 		"fault: it states the trade with this job's numbers.",

@@ -8,6 +8,9 @@
  * Severity: a warning when the wrap is what makes them small (k > 1 gathers
  * per repeating unit, or no repeat at all); information when every block is
  * already one gather (the blocks themselves are small for this many ranks).
+ * Latency-bound is analysis_gather_bound's judgement, the one exposed-gather
+ * names its gathers by: where it says the median gather is bandwidth-bound,
+ * the rule is silent. HSDP is offered only for a job on more than one node.
  */
 #include "rules/rules.h"
 
@@ -25,6 +28,8 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], container[96];
 	char *message, *evidence, *fsdp2, *fsdp1, *deepspeed;
 	struct finding *f;
+	struct analysis_gather median_gather;
+	int multi_node;
 
 	/* bucketed fetching has its own sizes rule (bucketed-fetch) */
 	if (!rule_diagnosed(a) || a->per_step.allgathers == 0 || s->allgather_bytes_median == 0)
@@ -33,6 +38,12 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	median_out = (double)s->allgather_bytes_median * ranks;
 	if (median_out >= threshold)
 		return 0;
+	/* The same judgement as exposed-gather's: where the fitted model puts
+	 * the median gather's time in its bytes, merging gathers saves nothing. */
+	median_gather = (struct analysis_gather){.bytes = s->allgather_bytes_median, .nranks = (int32_t)ranks};
+	if (analysis_gather_bound(a, &median_gather, threshold) == ANALYSIS_BOUND_BANDWIDTH)
+		return 0;
+	multi_node = analysis_nodes(a) > 1;
 	min_out = (double)s->allgather_bytes_min * ranks;
 	max_out = (double)s->allgather_bytes_max * ranks;
 	rs_median_in = (double)s->reduce_scatter_bytes_median * ranks;
@@ -64,12 +75,13 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 				       "fully_shard(model, mp_policy=mp)",
 				       container);
 	else
-		fsdp2 = finding_printf("# Blocks this small: put two (or more) blocks in one unit, or use fewer ranks\n"
-				       "# per shard group (HSDP) so each rank's shard is larger.\n"
+		fsdp2 = finding_printf("# Blocks this small: put two (or more) blocks in one unit%s\n"
 				       "blocks = list(%s)\n"
 				       "for i in range(0, len(blocks), 2):\n"
 				       "    fully_shard(blocks[i:i + 2], mp_policy=mp)  # a list: one unit (PyTorch 2.6+)\n"
 				       "fully_shard(model, mp_policy=mp)",
+				       multi_node ? ", or use fewer ranks\n# per shard group (HSDP) so each rank's shard is larger."
+						  : ".",
 				       container);
 	fsdp1 = finding_printf("# Wrap at the block (or by size, so that units are not tiny):\n"
 			       "model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}))\n"
@@ -99,7 +111,10 @@ const struct rule rule_small_collectives = {
 		"same bytes in many small gathers costs several times what one gather would, and each small "
 		"gather has little compute to hide behind. Collectives love large contiguous payloads: that is "
 		"why FSDP flattens a unit's parameters into one buffer, and why the unit should be a whole "
-		"block. The threshold is the gathered (output) size per call.",
+		"block. The threshold is the gathered (output) size per call; where the job's gathers come in "
+		"two or more sizes, the latency and bandwidth fitted on them decide instead (the judgement "
+		"exposed-gather names its gathers by), and gathers whose time is their bytes are not "
+		"reported. Fewer ranks per shard group (HSDP) is offered only for a job on more than one node.",
 	.max_severity = RULE_WARNING,
 	.check = check,
 };

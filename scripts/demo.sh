@@ -38,6 +38,9 @@ print("   ground truth (fsdp_ref's own log, rank 0): %d AllGathers per step, %d 
          rep["per_step"]["forward_allgathers"], rep["units"]["repeating_units"],
          rep["units"]["gathers_per_unit"]))
 PY
+  "$FSS" report --html "$out/$wrap.html" "$out/$wrap/trace.fss" 2>/dev/null ||
+    { echo "demo: report --html $out/$wrap.html failed" >&2; exit 1; }
+  echo "   the HTML report (one self-contained page): $out/$wrap.html"
 done
 echo
 if cmp -s <(grep loss "$out/linear.out") <(grep loss "$out/block.out"); then

@@ -20,6 +20,7 @@ PACKAGES=(
   prometheus curl                              # tests: promtool check metrics, a real HTTP client
   time                                         # bench/collect_bench.sh: /usr/bin/time for the collector's CPU and memory
   zlib1g-dev                                   # the Kineto reader: gzip-compressed PyTorch profiler traces (.json.gz)
+  chromium                                     # tests: report --html opened headless (--dump-dom, --screenshot)
 )
 
 missing=()

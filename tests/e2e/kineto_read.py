@@ -230,10 +230,11 @@ def shared(fsdpscope, folder, hta_path):
 
 # ---- generated traces ----
 
-def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=1700000000000000000):
+def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=1700000000000000000, tp=False):
     """A small FSDP-like rank: per step, an AllGather per layer forward and backward, a
     ReduceScatter per layer backward, each issued by a c10d op around its launch; compute
-    kernels between; ProfilerStep#N spans."""
+    kernels between; ProfilerStep#N spans. tp: tensor-parallel inference instead, two
+    all-reduces per layer in a forward pass, no gather, no backward."""
     pid, tid = 1000 + rank, 2000 + rank
     ev = []
     t = 1000.0
@@ -273,10 +274,15 @@ def job_trace(rank, world, groups=True, nccl=True, steps=3, layers=2, base=17000
 
     for s in range(steps):
         start = t
-        for _ in range(layers):
+        for _ in range(layers if tp else 0):
+            compute(50)
+            coll("allreduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 1000, 1000)
+            compute(50)
+            coll("allreduce", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 1000, 1000)
+        for _ in range(0 if tp else layers):
             coll("_allgather_base", "ncclDevKernel_AllGather_RING_LL(x)", 1000, 1000 * world)
             compute(50)
-        for _ in range(layers):
+        for _ in range(0 if tp else layers):
             coll("_allgather_base", "ncclDevKernel_AllGather_RING_LL(x)", 1000, 1000 * world)
             compute(80)
             coll("_reduce_scatter_base", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", 1000 * world, 1000)
@@ -317,8 +323,15 @@ def generated(fsdpscope, fss_trace, work):
                   f"two ranks {args}: rank {row['rank']} overlap {row.get('comm_comp_overlap')}, HTA's {overlap / comm}")
             check(row.get("nccl_kernels") == nccl_kernels(load(path)), f"two ranks: rank {row['rank']} kernels")
             check(row.get("profiler_steps") == 3, f"two ranks: rank {row['rank']} profiler_steps")
+            # what a profiler trace cannot know is null, not 0; the pid it names is there
+            check(all(k in row and row[k] is None for k in ("dropped_records", "steps_cut", "cut")) and
+                  row.get("pid") == 1000 + row["rank"], f"two ranks: rank {row['rank']} nullable fields {row}")
     rc, out, err = run(fsdpscope, "lint", r0, r1)
     check(rc in (0, 1, 3, 4), f"two ranks: lint reads them (exit {rc}): {err[-300:]}")
+    # top reads the folder as lint does: a row per rank
+    rc, out, err = run(fsdpscope, "top", "--once", job)
+    rows = [m.group(1) for m in (re.match(r"^\S?\s*(\d+)\s+-\s+\d+\s", line) for line in out.splitlines()) if m]
+    check(rc == 0 and rows == ["0", "1"], f"two ranks: top --once of their folder (exit {rc}): {out[:400]}{err[-300:]}")
     rc, out, err = run(fsdpscope, "dump", r0)
     kinds = [json.loads(line)["type"] for line in out.splitlines()]
     check(rc == 0 and kinds.count("collective") == 3 * 6 and kinds[-1] == "source_figures",
@@ -360,12 +373,81 @@ def generated(fsdpscope, fss_trace, work):
     rc, out, err = run(fsdpscope, "lint", mixed)
     check(rc == 2 and "mixes fsdpscope traces" in err, f"mixed folder: refused (exit {rc})")
 
+    # the format is told by the content, never by the name
+    odd = os.path.join(work, "named-odd")
+    os.makedirs(odd, exist_ok=True)
+    as_fss = os.path.join(odd, "rank0.fss")
+    as_json = os.path.join(odd, "trace.json")
+    with open(r0, "rb") as src, open(as_fss, "wb") as dst:
+        dst.write(src.read())
+    with open(fss_trace, "rb") as src, open(as_json, "wb") as dst:
+        dst.write(src.read())
+    rc, out, err = run(fsdpscope, "report", "--json", as_fss)
+    rep = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and [r["profiler_steps"] for r in rep.get("per_rank", [])] == [3] and
+          "PyTorch profiler" in " ".join(rep.get("notes", [])),
+          f"a Kineto file named .fss: read as one (exit {rc}): {err[-300:]}")
+    want = run(fsdpscope, "lint", "--json", fss_trace)
+    rc, out, err = run(fsdpscope, "lint", "--json", as_json)
+    check(rc == want[0] and rc in (0, 1) and json.loads(out).get("verdict") == json.loads(want[1]).get("verdict"),
+          f"a .fss named .json: read as a trace (exit {rc}, not {want[0]}): {err[-300:]}")
+
+    # names that are not UTF-8 (a range's, the trace's): read, and written back as strict UTF-8 JSON
+    doc = job_trace(0, 1)
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "@RANGE@", "pid": 1000, "tid": 2000,
+                               "ts": 1001, "dur": 5})
+    doc["traceName"] = "@TRACE@"
+    raw = json.dumps(doc).encode().replace(b"@RANGE@", b"caf\xff\xfe").replace(b"@TRACE@", b"r\xc3(")
+    bad8 = os.path.join(work, "not-utf8.json")
+    open(bad8, "wb").write(raw)
+    for cmd in (["report", "--json"], ["lint", "--json"], ["dump"]):
+        p = subprocess.run([fsdpscope] + cmd + [bad8], capture_output=True, timeout=300)
+        try:
+            text = p.stdout.decode("utf-8")
+            docs = [json.loads(line) for line in text.splitlines()] if cmd == ["dump"] else [json.loads(text)]
+            ok = p.returncode in (0, 3) and docs
+        except ValueError as e:
+            ok = False
+            print(f"  {cmd}: {e}")
+        check(ok, f"non-UTF-8 names: {' '.join(cmd)} exits {p.returncode} with strict UTF-8 JSON")
+
+    # no host event (GPU events only): the row's pid is null
+    gpu_only = job_trace(0, 1)
+    gpu_only["traceEvents"] = [e for e in gpu_only["traceEvents"] if e.get("cat") == "kernel"]
+    path = write(os.path.join(work, "gpu-only.json"), gpu_only)
+    rc, out, err = run(fsdpscope, "report", "--json", path)
+    rows = json.loads(out).get("per_rank", []) if rc == 0 else []
+    check(rc == 0 and len(rows) == 1 and "pid" in rows[0] and rows[0]["pid"] is None,
+          f"no host event: report exits 0 ({rc}) with a null pid: {rows}")
+
+    # tensor-parallel inference (all-reduces only): described, not diagnosed
+    tp = os.path.join(work, "tp")
+    os.makedirs(tp, exist_ok=True)
+    for r in range(2):
+        write(os.path.join(tp, f"rank{r}.json"), job_trace(r, 2, tp=True))
+    rc, out, err = run(fsdpscope, "report", "--json", tp)
+    rows = json.loads(out).get("per_rank", []) if rc == 0 else []
+    check(rc == 0 and len(rows) == 2 and all(r["nccl_kernels"]["allreduce"] == 12 and
+                                            r["nccl_kernels"]["allgather"] == 0 for r in rows),
+          f"tensor-parallel inference: report exits 0 ({rc}) with both ranks' figures: {rows}")
+    rc, out, err = run(fsdpscope, "lint", "--json", tp)
+    lint = json.loads(out) if out.strip().startswith("{") else {}
+    check(rc == 3 and lint.get("verdict") == "undecided", f"tensor-parallel inference: lint exits 3 ({rc}), "
+          f"verdict {lint.get('verdict')}")
+    rc, out, err = run(fsdpscope, "lint", tp)
+    check(rc == 3 and "not sharded training" in out + err,
+          f"tensor-parallel inference: lint says why: {(out + err)[-300:]}")
+
     # one rank, no NCCL kernel
     lone = write(os.path.join(work, "lone.json"), job_trace(0, 1, nccl=False))
     rc, out, err = run(fsdpscope, "report", "--json", lone)
     check(rc == 0, f"no NCCL kernel: report exits 0, not {rc}")
     rows = json.loads(out).get("per_rank", []) if rc == 0 else []
-    check(all(r.get("comm_comp_overlap") is None for r in rows), f"no NCCL kernel: no overlap figure {rows}")
+    # the rank has its row, with the overlap there and null (no communication time)
+    check(len(rows) == 1 and rows[0].get("rank") == 0 and "comm_comp_overlap" in rows[0] and
+          rows[0]["comm_comp_overlap"] is None and rows[0].get("profiler_steps") == 3 and
+          rows[0].get("nccl_kernels") == {"allgather": 0, "reduce_scatter": 0, "allreduce": 0, "other": 0},
+          f"no NCCL kernel: one row for rank 0 with a null overlap: {rows}")
     rc, out, err = run(fsdpscope, "lint", lone)
     check(rc == 3, f"no NCCL kernel: lint exits 3, not {rc}")
     rc, out, err = run(fsdpscope, "dump", lone)
@@ -394,6 +476,29 @@ def generated(fsdpscope, fss_trace, work):
         rc, out, err = run(fsdpscope, "lint", path)
         check(os.path.basename(path) in err and words in err and re.search(r"at byte \d+", err),
               f"{path}: lint states the partial reading: {err[-300:]}")
+    # duplicate keys, NaN, nesting past the tokenizer's depth: partial readings at the exact byte
+    text = json.dumps(job_trace(0, 2))
+    i = text.index('"ph": "X"', len(text) // 2)
+    for name, insert, at, words in (("dup", '"ph": "X", ', i + 11, 'duplicate key "ph"'),
+                                    ("nan", '"x": NaN, ', i + 5, "NaN is not JSON"),
+                                    ("deep", '"x": ' + "[" * 80 + "]" * 80 + ", ", i + 5 + 64 - 3,
+                                     "nested deeper than 64")):
+        path = os.path.join(work, name + ".json")
+        open(path, "w").write(text[:i] + insert + text[i:])
+        rc, out, err = run(fsdpscope, "report", "--json", path)
+        check(rc == 2 and f"at byte {at}:" in err and words in err,
+              f"{name}: a partial reading at byte {at}, {words!r} (exit {rc}): {err[-300:]}")
+    # a number too large for a time: the event left out, said with its byte
+    doc = job_trace(0, 1)
+    doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "void gemm(x)", "pid": 0, "tid": 7,
+                               "ts": 12345678901234567890123, "dur": 1, "args": {"stream": 7}})
+    text = json.dumps(doc)
+    path = write(os.path.join(work, "huge.json"), doc)
+    rc, out, err = run(fsdpscope, "report", "--json", path)
+    notes = " ".join(json.loads(out).get("notes", [])) if rc == 0 else ""
+    check(rc == 0 and f"1 event left out as not understood, the first at byte {text.index('1234567890123')}: "
+          "ts: a time too large" in notes, f"a huge time: the event left out and said (exit {rc}): {notes[:400]}")
+
     # not a trace at all
     junk = os.path.join(work, "junk.json")
     open(junk, "w").write('{"hello": 1}')
@@ -414,6 +519,11 @@ def seeds(folder):
     for e in frac["traceEvents"]:
         e["ts"] = Decimal(str(e["ts"])) + Decimal("0.375")
     docs["fractional"] = frac
+    # two NCCL kernels per launch, as an export writes a group's calls: one group each
+    shared = job_trace(0, 2, steps=2, layers=1)
+    shared["traceEvents"] += [dict(e, ts=e["ts"] + 1) for e in shared["traceEvents"]
+                              if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    docs["shared_launch"] = shared
     for name, doc in docs.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(b"\0" + json.dumps(doc, default=float).encode())

@@ -11,9 +11,13 @@
  *                  [--reshard 0|1] [--prefetch 0|1] [--dtype bf16|fp32]
  *                  [--block-params P] [--root-params R] [--no-nvtx-steps]
  *                  [--no-nvtx] [--last-rank-steps S] [--device NAME]
+ *                  [--hosts H]
  *
  * --last-rank-steps S: the last rank records only its first S steps (a rank
  * that stopped early), the others all T.
+ *
+ * --hosts H names each rank's host, the ranks spread evenly over H hosts
+ * ("node0", "node1", ...): a job on H nodes (default: no host named).
  *
  * --no-nvtx writes no range at all (a job without markers: steps from the
  * period of the collectives, exposure not measurable).
@@ -58,7 +62,7 @@
 #include <string.h>
 
 struct gen {
-	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx;
+	int ranks, layers, k, steps, reshard, prefetch, nvtx_steps, nvtx, hosts;
 	int rank_hint, kill_rank, cut_rank, lose_rank, lose_calls;
 	int last_rank_steps; /* -1: every rank records every step */
 	int stall_rank, stall_step, stall_for_s; /* --stall R:S, --stall-for SEC; stall_rank -1: none */
@@ -111,9 +115,10 @@ static int by_time(const void *a, const void *b)
 
 enum { THREAD_COMPUTE = 100, THREAD_COMM = 101 };
 /* String ids per source: 1 domain, 2 "forward", 3 "backward", 4
- * "optimizer", 5 "root", 10 + step: "step N", 1000 + unit: unit names. */
-enum { STR_DOMAIN = 1, STR_FORWARD = 2, STR_BACKWARD = 3, STR_OPTIM = 4, STR_ROOT = 5, STR_DEVICE = 6, STR_STEP = 10,
-       STR_UNIT = 1000 };
+ * "optimizer", 5 "root", 6 the device, 7 the host, 10 + step: "step N",
+ * 1000 + unit: unit names. */
+enum { STR_DOMAIN = 1, STR_FORWARD = 2, STR_BACKWARD = 3, STR_OPTIM = 4, STR_ROOT = 5, STR_DEVICE = 6, STR_HOST = 7,
+       STR_STEP = 10, STR_UNIT = 1000 };
 
 static int add_range(struct source *s, uint64_t start, uint64_t end, uint32_t name, uint16_t depth)
 {
@@ -256,6 +261,10 @@ static int write_strings(trace_writer_t *w, const struct gen *g, uint32_t src)
 
 	for (uint32_t i = 0; i < 5 && !rc; i++)
 		rc = trace_writer_string(w, src, i + 1, fixed[i], strlen(fixed[i]));
+	if (g->hosts > 0 && !rc) {
+		snprintf(name, sizeof(name), "node%d", (int)src * g->hosts / g->ranks);
+		rc = trace_writer_string(w, src, STR_HOST, name, strlen(name));
+	}
 	for (int s = 0; s < g->steps && !rc; s++) {
 		snprintf(name, sizeof(name), "step %d", s);
 		rc = trace_writer_string(w, src, STR_STEP + (uint32_t)s, name, strlen(name));
@@ -303,6 +312,7 @@ int main(int argc, char **argv)
 		{"last-rank-steps", required_argument, NULL, 'S'}, {"stall", required_argument, NULL, 'T'},
 		{"stall-for", required_argument, NULL, 'F'},    {"mismatch", required_argument, NULL, 'X'},
 		{"device", required_argument, NULL, 'D'},
+		{"hosts", required_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct gen g = {.ranks = 2, .layers = 4, .k = 1, .steps = 6, .reshard = 1, .prefetch = 1, .nvtx_steps = 1, .nvtx = 1,
@@ -325,6 +335,7 @@ int main(int argc, char **argv)
 		case 's': g.steps = atoi(optarg); break;
 		case 'r': g.reshard = atoi(optarg); break;
 		case 'p': g.prefetch = atoi(optarg); break;
+		case 'h': g.hosts = atoi(optarg); break;
 		case 'd': g.dtype = strcmp(optarg, "fp32") == 0 ? FSS_DTYPE_FLOAT32 : FSS_DTYPE_BFLOAT16; break;
 		case 'b': g.block_params = strtoull(optarg, NULL, 0); break;
 		case 'R': g.root_params = strtoull(optarg, NULL, 0); break;
@@ -388,6 +399,7 @@ int main(int argc, char **argv)
 		h.slurm_procid = -1;
 		h.ompi_rank = -1;
 		h.path = FSS_PATH_SYNTHETIC;
+		h.host = g.hosts > 0 ? STR_HOST : 0;
 		h.mono_ns = t;
 		h.realtime_ns = t + 1700000000000000000ull;
 		h.features = wo.features;

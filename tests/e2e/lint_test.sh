@@ -77,6 +77,31 @@ expect_out "$T/out" "warning fp32-gather" "fp32: fp32-gather warning"
 expect_rc 0 "fp32 with --param-dtype fp32" "$FSS" lint --param-dtype fp32 "$T/fp32.fss"
 expect_no "$T/out" "fp32-gather" "fp32 declared: no fp32-gather"
 
+# --- advice that fits the job: which fixes are listed, never times ------------
+# (docs/patterns.md "Advice that fits the job"): prefetch advice only where
+# gathers are issued on demand, node-level fixes only on more than one node
+"$GEN" --out "$T/nodes2.fss" --ranks 4 --layers 8 --k 1 --steps 6 --hosts 2 || fail "gen two hosts"
+"$GEN" --out "$T/nodes2p0.fss" --ranks 4 --layers 8 --k 1 --steps 6 --hosts 2 --prefetch 0 || fail "gen two hosts p0"
+"$GEN" --out "$T/node1p0.fss" --ranks 4 --layers 8 --k 1 --steps 6 --hosts 1 --prefetch 0 || fail "gen one host p0"
+expect_rc 0 "prefetched per-block job passes --fail-on warning" "$FSS" lint --fail-on warning "$T/block.fss"
+expect_no "$T/out" "set_modules_to_forward_prefetch" "prefetch 1: no prefetch advice"
+expect_rc 0 "lint no-prefetch trace" "$FSS" lint "$T/noprefetch.fss"
+expect_out "$T/out" "set_modules_to_forward_prefetch" "prefetch 0: prefetch advice"
+expect_out "$T/out" "mostly no-prefetch" "prefetch 0: the cause"
+for tr in block noprefetch node1p0; do
+	expect_rc 0 "lint $tr (one node)" "$FSS" lint "$T/$tr.fss"
+	expect_no "$T/out" "init_device_mesh" "$tr: no HSDP mesh on one node"
+	expect_no "$T/out" "ShardingStrategy.HYBRID_SHARD" "$tr: no HYBRID_SHARD on one node"
+	expect_no "$T/out" "reshard_after_forward=8" "$tr: no integer reshard on one node"
+	expect_no "$T/out" "zero_hpz_partition_size" "$tr: no hpz on one node"
+done
+expect_rc 0 "lint two hosts" "$FSS" lint "$T/nodes2.fss"
+expect_out "$T/out" "reshard_after_forward=2)" "two nodes: integer reshard of the ranks per node"
+expect_out "$T/out" "ShardingStrategy.HYBRID_SHARD" "two nodes: HYBRID_SHARD"
+expect_no "$T/out" "set_modules_to_forward_prefetch" "two nodes, prefetch 1: no prefetch advice"
+expect_rc 0 "lint two hosts, prefetch 0" "$FSS" lint "$T/nodes2p0.fss"
+expect_out "$T/out" "set_modules_to_forward_prefetch" "two nodes, prefetch 0: prefetch advice"
+
 # --- JSON against the schema --------------------------------------------------
 n=0
 for tr in block linear model noprefetch fp32; do

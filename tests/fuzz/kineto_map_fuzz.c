@@ -8,7 +8,8 @@
  * What the records say is checked against themselves: each has its known
  * size and its source, the hello comes first and the source_figures
  * record last, collectives are numbered 1, 2, ... in the order they come,
- * every gpu_interval of a collective comes after it, and the figures count
+ * every gpu_interval of a collective comes after it, a group record follows
+ * all its calls (two or more, the latest collectives), and the figures count
  * every collective once. A contradiction traps.
  *
  * Seeds (tests/fuzz/corpus/kineto_map_fuzz/): small traces written by
@@ -54,6 +55,7 @@ static void check_records(kineto_map_t *m)
 	const struct fss_record_head *rec;
 	sources_t *view = sources_new(NULL, NULL);
 	uint64_t seq = 0, colls = 0, n = 0;
+	uint32_t group = 0, group_calls = 0; /* the latest collectives' group and how many of them */
 	int figures = 0;
 
 	if (!view)
@@ -64,9 +66,20 @@ static void check_records(kineto_map_t *m)
 		if (n++ == 0 && rec->type != FSS_REC_PROCESS_HELLO)
 			__builtin_trap();
 		if (rec->type == FSS_REC_COLLECTIVE) {
-			if (((const struct fss_rec_collective *)rec)->seq != ++seq)
+			const struct fss_rec_collective *c = (const void *)rec;
+
+			if (c->seq != ++seq)
 				__builtin_trap();
 			colls++;
+			group_calls = c->group_id && c->group_id == group ? group_calls + 1 : 1;
+			group = c->group_id;
+		} else if (rec->type == FSS_REC_GROUP) {
+			/* right after its calls, all of them */
+			const struct fss_rec_group *g = (const void *)rec;
+
+			if (!g->group_id || g->group_id != group || g->calls != group_calls || g->calls < 2)
+				__builtin_trap();
+			group = 0;
 		} else if (rec->type == FSS_REC_GPU_INTERVAL) {
 			if (((const struct fss_rec_gpu_interval *)rec)->collective_seq > seq)
 				__builtin_trap();

@@ -394,6 +394,58 @@ static void test_host_compute(void **state)
 	assert_null(c);
 }
 
+/* Prefetch is judged on the step: five units computing at [100, 200) us,
+ * [300, 400) us, ... and their five gathers, the first of the phase first. */
+static const struct interval units5[] = {
+	{100000, 200000}, {300000, 400000}, {500000, 600000}, {700000, 800000}, {900000, 1000000},
+};
+
+static void step5(const uint64_t se[5][2], struct overlap_figures f[5])
+{
+	struct overlap_collective c[5];
+	uint64_t other;
+	for (int i = 0; i < 5; i++)
+		c[i] = (struct overlap_collective){.issue_ns = se[i][0], .start_ns = se[i][0], .end_ns = se[i][1],
+						   .queue_start_ns = se[i][0], .kind = OVERLAP_GATHER,
+						   .first_of_phase = (uint8_t)(i == 0)};
+	assert_int_equal(overlap_step(units5, 5, NULL, 0, c, 5, 0, 1000000, 0, 1, f, &other), 0);
+}
+
+static void test_prefetch_seen(void **state)
+{
+	(void)state;
+	struct overlap_figures f[5];
+	/* prefetch 0: each gather issued when its unit needs it, nothing under it */
+	const uint64_t on_demand[5][2] = {
+		{0, 100000}, {200000, 300000}, {400000, 500000}, {600000, 700000}, {800000, 900000},
+	};
+	step5(on_demand, f);
+	assert_int_equal(f[0].cause, ANALYSIS_CAUSE_FIRST_OF_PHASE);
+	for (int i = 1; i < 5; i++)
+		assert_int_equal(f[i].cause, ANALYSIS_CAUSE_NO_PREFETCH);
+	/* prefetch 1: gathers 1-3 issued under the unit before theirs; gather 4
+	 * started on an idle stream after unit 3 had ended: issued late, in a
+	 * job that prefetches, not a job without prefetch */
+	const uint64_t late[5][2] = {
+		{0, 100000}, {100000, 300000}, {300000, 390000}, {500000, 590000}, {800000, 900000},
+	};
+	step5(late, f);
+	assert_int_equal(f[1].cause, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
+	assert_int_equal(f[2].cause, ANALYSIS_CAUSE_HIDDEN);
+	assert_int_equal(f[3].cause, ANALYSIS_CAUSE_HIDDEN);
+	assert_int_equal(f[4].cause, ANALYSIS_CAUSE_HOST_LATE);
+	/* gather 4 queued right behind gather 3, which outlasted unit 2: the
+	 * link, not the issue, kept it off compute */
+	const uint64_t queued[5][2] = {
+		{0, 100000}, {100000, 300000}, {300000, 390000}, {500000, 800000}, {800000, 900000},
+	};
+	step5(queued, f);
+	assert_int_equal(f[3].cause, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
+	assert_int_equal(f[4].cause, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
+	for (int i = 1; i < 5; i++)
+		assert_int_not_equal(f[i].cause, ANALYSIS_CAUSE_NO_PREFETCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +456,7 @@ int main(void)
 		cmocka_unit_test(test_wait_between_units),
 		cmocka_unit_test(test_invariants),
 		cmocka_unit_test(test_host_compute),
+		cmocka_unit_test(test_prefetch_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,6 +109,8 @@ struct recs {
 	struct fss_rec_nvtx_range ranges[16];
 	size_t nranges;
 	size_t ncorr;
+	struct fss_rec_group groups[8];
+	size_t ngroups, group_at[8];
 	struct fss_rec_source_figures figures;
 	int have_figures;
 	char strings[64][128]; /* by id (the tests' ids are small) */
@@ -154,6 +156,11 @@ static void collect(kineto_map_t *m, struct recs *r)
 			break;
 		case FSS_REC_CORRELATION:
 			r->ncorr++;
+			break;
+		case FSS_REC_GROUP:
+			assert_true(r->ngroups < 8);
+			r->group_at[r->ngroups] = r->n;
+			memcpy(&r->groups[r->ngroups++], h, sizeof(r->groups[0]));
 			break;
 		case FSS_REC_SOURCE_FIGURES:
 			memcpy(&r->figures, h, sizeof(r->figures));
@@ -449,13 +456,53 @@ static void test_kernel_classes(void **state)
 	assert_int_equal(kineto_dtype_of_arg("Float8_e4m3fn"), FSS_DTYPE_FLOAT8E4M3);
 }
 
+/* NCCL kernels that share one launch (an ncclGroupStart / End of several
+ * calls, as fsdpscope's export writes it) are one fss group, its record after
+ * its last call; a coalesced op's one kernel (what PyTorch writes for
+ * allgather_into_tensor_coalesced) is one call, in no group. */
+static void test_shared_launch_group(void **state)
+{
+	kineto_file_t *f = new_file(0, 2);
+	uint32_t a1 = args(f, "allgather_into_tensor_coalesced", "BFloat16", 100, 200, "0", "[0, 1]", 2);
+	uint32_t a2 = args(f, "allgather_into_tensor_coalesced", "BFloat16", 300, 600, "0", "[0, 1]", 2);
+	const char *k = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";
+	struct recs r;
+	kineto_map_t *m;
+
+	(void)state;
+	add(f, KINETO_CAT_CPU_OP, "record_param_comms", 1, 1000000, 100000, -1, -1, 10, a1);
+	add(f, KINETO_CAT_CPU_OP, "record_param_comms", 1, 1200000, 100000, -1, -1, 10, a2);
+	add(f, KINETO_CAT_CUDA_RUNTIME, "cudaLaunchKernel", 1, 1050000, 0, -1, 10, 10, 0);
+	add(f, KINETO_CAT_KERNEL, k, 7, 2000000, 5000, 7, 10, 10, a1);
+	add(f, KINETO_CAT_KERNEL, k, 7, 2000000, 5000, 7, 10, 10, a2);
+	/* a coalesced op of PyTorch: one op, one launch, one kernel */
+	add(f, KINETO_CAT_CPU_OP, "record_param_comms", 1, 3000000, 100000, -1, -1, 12, a1);
+	add(f, KINETO_CAT_CUDA_RUNTIME, "cudaLaunchKernel", 1, 3050000, 0, -1, 12, 12, 0);
+	add(f, KINETO_CAT_KERNEL, k, 7, 4000000, 5000, 7, 12, 12, a1);
+	m = map_of(f);
+	collect(m, &r);
+	assert_int_equal(r.ncolls, 3);
+	assert_int_equal(r.colls[0].group_id, 1);
+	assert_int_equal(r.colls[1].group_id, 1);
+	assert_int_equal(r.colls[2].group_id, 0);
+	assert_int_equal(r.colls[0].count + r.colls[1].count, 400);
+	assert_int_equal(r.ngroups, 1);
+	assert_int_equal(r.groups[0].group_id, 1);
+	assert_int_equal(r.groups[0].calls, 2);
+	assert_int_equal(r.groups[0].end_enter_ns, 1050000); /* the shared launch */
+	assert_true(r.group_at[0] > r.coll_at[1] && r.group_at[0] < r.coll_at[2]);
+	assert_int_equal(kineto_map_info(m)->groups, 1);
+	assert_int_equal(r.figures.allgather_kernels, 3); /* kernels are counted as the file has them */
+	kineto_map_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_args_and_groups), cmocka_unit_test(test_kernel_names_and_inferred),
 	    cmocka_unit_test(test_host_view),	    cmocka_unit_test(test_annotation_host_op),
 	    cmocka_unit_test(test_ranges),	    cmocka_unit_test(test_hta_overlap),
-	    cmocka_unit_test(test_kernel_classes),
+	    cmocka_unit_test(test_kernel_classes),    cmocka_unit_test(test_shared_launch_group),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -469,7 +469,7 @@ static void test_render_empty(void **state)
 	assert_true(value(p, "fsdpscope_collective_hang", "") == 0);
 	assert_true(value(p, "fsdpscope_records_total", "") == 0);
 	assert_true(value(p, "fsdpscope_verdict", "verdict=\"diagnosed\"") == 0);
-	assert_true(value(p, "fsdpscope_build_info", "version=\"" FSS_VERSION "\",format=\"1.4\"") == 1);
+	assert_true(value(p, "fsdpscope_build_info", "version=\"" FSS_VERSION "\",format=\"1.5\"") == 1);
 	assert_int_equal(count(p, "fsdpscope_step_seconds"), 0);
 	assert_int_equal(count(p, "fsdpscope_repeating_units"), 0);
 	promtool_check(text);

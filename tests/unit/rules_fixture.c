@@ -194,10 +194,42 @@ struct analysis_result *fixture_new(const struct fixture_model *m)
 	return a;
 }
 
+void fixture_nodes(struct analysis_result *a, uint32_t nodes)
+{
+	uint32_t ranks = a->world_size > 0 ? (uint32_t)a->world_size : 1;
+
+	free(a->sources);
+	a->sources = calloc(ranks, sizeof(*a->sources));
+	assert_non_null(a->sources);
+	a->nsources = ranks;
+	for (uint32_t r = 0; r < ranks; r++) {
+		a->sources[r].source = r;
+		a->sources[r].rank = (int32_t)r;
+		if (nodes)
+			snprintf(a->sources[r].host, sizeof(a->sources[r].host), "node%u", r * nodes / ranks);
+	}
+}
+
+void fixture_link(struct analysis_result *a, double latency_ns, double gathered_bytes_per_ns)
+{
+	a->exposure.allgather_ns_per_step = 0;
+	for (uint32_t i = 0; i < a->ngathers; i++) {
+		struct analysis_gather *g = &a->gathers[i];
+
+		g->duration_ns = (uint64_t)(latency_ns + (double)g->bytes * (double)g->nranks / gathered_bytes_per_ns);
+		g->hide_ns = g->duration_ns - (g->exposed_ns < g->duration_ns ? g->exposed_ns : g->duration_ns);
+		a->exposure.allgather_ns_per_step += g->duration_ns;
+	}
+	if (a->exposure.allgather_ns_per_step)
+		a->exposure.exposed_fraction =
+			(double)a->exposure.exposed_allgather_ns_per_step / (double)a->exposure.allgather_ns_per_step;
+}
+
 void fixture_free(struct analysis_result *a)
 {
 	if (!a)
 		return;
+	free(a->sources);
 	free(a->gathers);
 	free(a->per_rank);
 	free(a);

@@ -29,6 +29,16 @@ struct fixture_model fixture_default(void);
  * of AllGather time exposed, no rank skew. Free with fixture_free(). */
 struct analysis_result *fixture_new(const struct fixture_model *m);
 
+/* fixture_nodes - the result's sources: one per rank, the ranks spread
+ * evenly over `nodes` hosts ("node0", "node1", ...); 0 nodes: hosts
+ * unknown. */
+void fixture_nodes(struct analysis_result *a, uint32_t nodes);
+
+/* fixture_link - every gather's time as latency_ns plus its gathered bytes
+ * (bytes x ranks) over gathered_bytes_per_ns, the step's AllGather total
+ * with it (fixture_new gives every gather 100 us, whatever its size). */
+void fixture_link(struct analysis_result *a, double latency_ns, double gathered_bytes_per_ns);
+
 /* fixture_free - release a fixture_new result. */
 void fixture_free(struct analysis_result *a);
 

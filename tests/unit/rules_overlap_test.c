@@ -118,10 +118,17 @@ static void test_exposed_bandwidth_bound_fix(void **state)
 	const struct finding *f;
 
 	(void)state;
+	/* two nodes of 8 ranks, gathers whose time is mostly their bytes (25 GB/s) */
+	m.ranks = 16;
+	fixture_free(a);
+	a = fixture_new(&m);
+	fixture_nodes(a, 2);
 	expose(a, 1000000, ANALYSIS_CAUSE_BANDWIDTH_BOUND);
-	list = fixture_run(&rule_exposed_gather, a, NULL);
+	fixture_link(a, 20000, 25); /* each gather longer than its exposure */
+	list = fixture_run(&rule_exposed_gather, a, "exposed_fraction=0.01");
 	f = findings_get(list, 0);
 	assert_non_null(f);
+	assert_non_null(strstr(f->evidence, "bandwidth-bound"));
 	assert_non_null(strstr(f->fix_fsdp2, "reshard_after_forward=8"));
 	assert_non_null(strstr(f->fix_fsdp2, "init_device_mesh"));
 	assert_null(strstr(f->fix_fsdp2, "set_modules_to_forward_prefetch"));
