@@ -153,6 +153,8 @@ struct rank_state {
 	struct model *model;
 	struct run_log *log;
 	int32_t *inputs, *targets;
+	/* --comm-name-prefix's names: read by the communicators, freed after them */
+	char *comm_names[5];
 	double *loss_dev; /* one double on the device: the loss all-reduce buffer */
 	struct fsdp_event *loss_ready, *loss_done;
 };
@@ -182,6 +184,8 @@ static void rank_cleanup(struct rank_state *s)
 	log_close(s->log);
 	free(s->inputs);
 	free(s->targets);
+	for (int c = 0; c < 5; c++)
+		free(s->comm_names[c]);
 }
 
 /* All-reduce one scalar (a double sent as `dtype`, ncclFloat64 or
@@ -370,12 +374,11 @@ static int run_rank(const struct run_plan *p, const struct fsdp_backend *be, con
 	ncclConfig_t cfg_world = NCCL_CONFIG_INITIALIZER, cfg_shard = NCCL_CONFIG_INITIALIZER,
 		     cfg_replica = NCCL_CONFIG_INITIALIZER, cfg_regather = NCCL_CONFIG_INITIALIZER,
 		     cfg_tp = NCCL_CONFIG_INITIALIZER;
-	char *comm_names[5] = {NULL, NULL, NULL, NULL, NULL};
+	char **comm_names = s.comm_names;
 	ncclConfig_t *cfgs[5] = {&cfg_world, &cfg_shard, &cfg_replica, &cfg_regather, &cfg_tp};
 	static const char *const comm_base[5] = {"world", "dp_shard", "dp_replicate", "dp_regather", "tp"};
 	for (int c = 0; c < 5; c++) {
-		/* --comm-name-prefix: any bytes before the name (fsdpscope's escaping tests); kept
-		 * for the life of the process, as the communicators are */
+		/* --comm-name-prefix: any bytes before the name (fsdpscope's escaping tests) */
 		size_t len = (o->comm_name_prefix ? strlen(o->comm_name_prefix) : 0) + strlen(comm_base[c]) + 1;
 		comm_names[c] = o->comm_name_prefix ? malloc(len) : NULL;
 		if (comm_names[c])
