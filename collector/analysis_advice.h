@@ -27,16 +27,13 @@ enum analysis_bound {
 
 /*
  * analysis_gather_bound - latency- or bandwidth-bound, decided once per
- * gather of a->gathers. The model is time = latency + bytes / bandwidth of
- * its communicator, fitted on the representative step's gathers: for each
- * size gathered at least twice, its fastest gather (the one least delayed
- * by late ranks); through two or more sizes, the least-squares line (a
- * slope at or under zero: every gather is latency). The fit decides where
- * one term is at least twice the other at the gather's size. Otherwise,
- * and with fewer than two sizes (the fit cannot tell the two terms apart),
- * the gathered size decides: under small_gathered_bytes (bytes x ranks),
- * latency. analysis_bound_name: "latency-bound", "bandwidth-bound" or
- * "unknown".
+ * gather: the what-if model's fit of its communicator (collector/whatif.h,
+ * time = latency + bytes / bandwidth over the representative step's
+ * gathers), the one judgement every rule and the what-if table read. Where
+ * the communicator has no fit (fewer than two sizes: the two terms cannot be
+ * told apart), the gathered size decides: under small_gathered_bytes
+ * (bytes x ranks), latency. analysis_bound_name: "latency-bound",
+ * "bandwidth-bound" or "unknown".
  */
 enum analysis_bound analysis_gather_bound(const struct analysis_result *a, const struct analysis_gather *g,
 					  double small_gathered_bytes);

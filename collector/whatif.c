@@ -93,6 +93,27 @@ static uint32_t distinct_sizes(const struct analysis_result *r, int32_t nranks, 
 	return sizes;
 }
 
+/* Whether the slope b of the line a + b x stands out of its own noise:
+ * more than two standard errors. Late ranks stretch single gathers by more
+ * than a small size step adds, and a slope drawn from them alone would
+ * call latency-bound gathers bandwidth-bound. den is n Sxx - Sx^2. */
+static int slope_beyond_noise(const struct analysis_result *r, int32_t nranks, double n, double den, double a,
+			      double b)
+{
+	if (n < 3 || !(den > 0))
+		return 1;
+	double ss = 0;
+	for (uint32_t i = 0; i < r->ngathers; i++) {
+		const struct analysis_gather *g = &r->gathers[i];
+		if (g->nranks != nranks || !g->duration_ns)
+			continue;
+		double e = (double)g->duration_ns - (a + b * (double)g->bytes);
+		ss += e * e;
+	}
+	double se = sqrt(ss / (n - 2) / (den / n));
+	return b > 2 * se;
+}
+
 /* Least squares of duration against bytes over the timed gathers of one
  * communicator; an intercept below zero is taken as zero (a line through
  * the origin) rather than a negative latency. */
@@ -116,7 +137,9 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f, uint6
 	double den = n * sxx - sx * sx;
 	double b = den > 0 ? (n * sxy - sx * sy) / den : 0;
 	double a = (sy - b * sx) / n;
-	if (a < 0) {
+	if (b > 0 && !slope_beyond_noise(r, f->nranks, n, den, a, b))
+		b = 0;
+	else if (a < 0) {
 		a = 0;
 		b = sxx > 0 ? sxy / sxx : 0;
 	}
@@ -125,7 +148,8 @@ static void fit_one(const struct analysis_result *r, struct whatif_fit *f, uint6
 		 * line is flat at the mean and the bandwidth is not measured */
 		a = sy / n;
 		b = 0;
-		snprintf(f->why, sizeof f->why, "durations do not grow with size over %u sizes: latency only", f->sizes);
+		snprintf(f->why, sizeof f->why, "durations do not grow with size beyond their noise over %u sizes: latency only",
+			 f->sizes);
 	}
 	double ss = 0;
 	for (uint32_t i = 0; i < r->ngathers; i++) {
@@ -706,11 +730,9 @@ int whatif_prefetch_seen(const whatif_model_t *m)
 	return m->prefetch_seen;
 }
 
-enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather)
+/* What bounds a gather of g's size on g's communicator, by m's fits. */
+static enum whatif_bound bound_with(const whatif_model_t *m, const struct analysis_gather *g)
 {
-	if (gather >= r->ngathers)
-		return WHATIF_BOUND_UNKNOWN;
-	const struct analysis_gather *g = &r->gathers[gather];
 	const struct whatif_fit *f = fit_of(m, g->nranks);
 	if (!f)
 		return WHATIF_BOUND_UNKNOWN;
@@ -719,13 +741,23 @@ enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analy
 	return (double)g->bytes / f->bytes_per_ns < f->latency_ns ? WHATIF_BOUND_LATENCY : WHATIF_BOUND_BANDWIDTH;
 }
 
-enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather)
+enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather)
+{
+	return gather < r->ngathers ? bound_with(m, &r->gathers[gather]) : WHATIF_BOUND_UNKNOWN;
+}
+
+enum whatif_bound whatif_bound_of(const struct analysis_result *r, const struct analysis_gather *g)
 {
 	whatif_model_t m;
 	memset(&m, 0, sizeof m);
-	if (gather >= r->ngathers || fit_all(r, &m) < 0)
+	if (!g || fit_all(r, &m) < 0)
 		return WHATIF_BOUND_UNKNOWN;
-	return whatif_model_bound(&m, r, gather);
+	return bound_with(&m, g);
+}
+
+enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather)
+{
+	return gather < r->ngathers ? whatif_bound_of(r, &r->gathers[gather]) : WHATIF_BOUND_UNKNOWN;
 }
 
 int whatif_gain(const struct analysis_result *r, enum whatif_change c, int64_t *gain_ns)

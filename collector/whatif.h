@@ -120,6 +120,11 @@ const char *whatif_change_name(int change);
  */
 enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t gather);
 
+/* whatif_bound_of - as whatif_gather_bound, for any gather g of r's
+ * communicators (a median gather the caller made, say): its size on its
+ * communicator's fit. */
+enum whatif_bound whatif_bound_of(const struct analysis_result *r, const struct analysis_gather *g);
+
 /* whatif_model_bound - as whatif_gather_bound, with m's fits (m made on r). */
 enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather);
 
