@@ -39,15 +39,15 @@ static const char html_style[] =
 /* The finding the verdict names: the most severe, then the one whose fix
  * the what-if model predicts to gain most; the registry's order decides
  * ties, so that the pick is stable. NULL without findings. */
-static const struct finding *top_finding(const findings_t *list, const struct analysis_result *a,
-					 const html_whatif_t *w)
+static const struct finding *top_finding(const findings_t *list)
 {
 	const struct finding *top = NULL;
 	double top_gain = -1;
 
 	for (size_t i = 0; list && i < findings_count(list); i++) {
 		const struct finding *f = findings_get(list, i);
-		double gain = html_whatif_gain(w, a, f->rule->id, NULL, NULL);
+		const struct finding_gain *g = html_best_gain(f);
+		double gain = g ? (double)g->gain_ns : -1;
 
 		if (!top || f->severity > top->severity || (f->severity == top->severity && gain > top_gain)) {
 			top = f;
@@ -69,13 +69,11 @@ static void html_head(FILE *out, const struct diagnosis *d)
 	fputs("</p>\n", out);
 }
 
-static void html_verdict(FILE *out, const struct diagnosis *d, const html_whatif_t *w)
+static void html_verdict(FILE *out, const struct diagnosis *d)
 {
 	const struct analysis_result *a = d->result;
-	const struct finding *top = top_finding(d->findings, a, w);
-	const char *change = NULL;
-	uint64_t predicted = 0;
-	double gain;
+	const struct finding *top = top_finding(d->findings);
+	const struct finding_gain *best;
 	char b1[32], b2[32], mfu[768];
 	char *summary = NULL;
 	size_t len = 0;
@@ -94,14 +92,16 @@ static void html_verdict(FILE *out, const struct diagnosis *d, const html_whatif
 	if (top) {
 		html_printf(out, "Top finding: %s %s: ", rule_severity_name(top->severity), top->rule->id);
 		html_escape(out, top->message);
-		gain = html_whatif_gain(w, a, top->rule->id, &change, &predicted);
+		best = html_best_gain(top);
 		fputs("<br>", out);
-		if (gain >= 0)
-			html_printf(out, "Predicted gain of fixing it (%s): %.1f%% of the step, %s instead of %s.", change,
-				    100 * gain, rule_format_ns((double)predicted, b1, sizeof b1),
-				    rule_format_ns((double)a->breakdown.step_ns, b2, sizeof b2));
+		if (best)
+			html_printf(out, "Predicted gain of fixing it (%s): %s%s a step, %.1f%% of %s.", best->fix,
+				    best->kind == FINDING_GAIN_AT_MOST ? "at most " : "",
+				    rule_format_ns((double)best->gain_ns, b1, sizeof b1),
+				    a->step_ns ? 100.0 * (double)best->gain_ns / (double)a->step_ns : 0.0,
+				    rule_format_ns((double)a->step_ns, b2, sizeof b2));
 		else
-			fputs("Predicted gain of fixing it: not computed (no what-if prediction for its fix).", out);
+			fputs("Predicted gain of fixing it: not predicted (no what-if replay or bound for its fixes).", out);
 	} else {
 		fputs("No finding: every rule passed.", out);
 	}
@@ -127,17 +127,18 @@ static void html_findings(FILE *out, const findings_t *list, const struct analys
 		fputs("<p>No finding.</p>\n", out);
 	for (size_t i = 0; list && i < findings_count(list); i++) {
 		const struct finding *f = findings_get(list, i);
-		const char *change = NULL;
-		double gain;
+		const struct finding_gain *best;
 
 		fprintf(out, "<div class=\"finding sev-%s\"><h3>%s <code>%s</code>: ", rule_severity_name(f->severity),
 			rule_severity_name(f->severity), f->rule->id);
 		html_escape(out, f->rule->title);
 		fputs("</h3>\n<p>", out);
 		html_escape(out, f->message);
-		gain = html_whatif_gain(w, a, f->rule->id, &change, NULL);
-		if (gain >= 0)
-			html_printf(out, " (predicted gain of its fix, %s: %.1f%% of the step)", change, 100 * gain);
+		best = html_best_gain(f);
+		if (best && a->step_ns)
+			html_printf(out, " (predicted gain of its best fix, %s: %s%.1f%% of the step)", best->fix,
+				    best->kind == FINDING_GAIN_AT_MOST ? "at most " : "",
+				    100.0 * (double)best->gain_ns / (double)a->step_ns);
 		fputs("</p>\n<pre class=\"evidence\">", out);
 		html_escape(out, f->evidence);
 		fputs("</pre>\n", out);
@@ -205,7 +206,7 @@ void report_html_page(FILE *out, const struct diagnosis *d, const struct html_ti
 	html_whatif_t *w = html_whatif_new(d->result);
 
 	html_head(out, d);
-	html_verdict(out, d, w);
+	html_verdict(out, d);
 	html_waterfall(out, d->result);
 	html_units(out, d->result);
 	html_gather_bars(out, d->result);

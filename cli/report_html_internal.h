@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "collector/analysis.h"
+#include "rules/findings.h"
 
 /* The width of every chart, in SVG user units (the page scales it). */
 #define HTML_CHART_W 760
@@ -41,16 +42,9 @@ typedef struct html_whatif html_whatif_t;
 html_whatif_t *html_whatif_new(const struct analysis_result *a);
 void html_whatif_free(html_whatif_t *w);
 
-/*
- * html_whatif_gain - what fixing rule_id's finding is predicted to gain: the
- * largest share of the representative step that a change its fixes make
- * (wrap-too-fine: wrap=block; exposed-gather: prefetch; reshard-policy:
- * reshard_after_forward) saves, with that change's name in *change and its
- * predicted step in *predicted_ns (each may be NULL); -1 when w predicts
- * none of them (w NULL included).
- */
-double html_whatif_gain(const html_whatif_t *w, const struct analysis_result *a, const char *rule_id,
-			const char **change, uint64_t *predicted_ns);
+/* html_best_gain - the largest known gain of f's fixes (predicted or
+ * bounded), NULL when none is known. */
+const struct finding_gain *html_best_gain(const struct finding *f);
 
 /* html_whatif_table - the what-if table: a row per prediction with its
  * basis and the changes left out with why, or "what-if: not computed" and

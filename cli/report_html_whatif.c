@@ -1,11 +1,11 @@
 /*
  * report_html_whatif.c - the HTML report's what-if table and the predicted
  * gains of the findings' fixes, from the analysis' what-if model
- * (collector/whatif.h). A build whose analysis has no such model compiles
- * the second half: the table's place, "what-if: not computed", no gain.
+ * (collector/whatif.h); the gains are the findings' own (rules/fix_gains.c).
  */
 #include "cli/report_html_escape.h"
 #include "cli/report_html_internal.h"
+#include "collector/whatif.h"
 #include "rules/rules.h"
 
 #include <stdlib.h>
@@ -14,9 +14,6 @@
 static const char whatif_head[] = "<h3 id=\"whatif\">What-if</h3>\n<table class=\"whatif\"><tr><th>change</th>"
 				  "<th>predicted step</th><th>predicted exposed AllGather</th><th>predicted peak memory</th>"
 				  "<th>basis</th></tr>\n";
-
-#if __has_include("collector/whatif.h")
-#include "collector/whatif.h"
 
 struct html_whatif {
 	whatif_model_t *model;
@@ -41,49 +38,15 @@ void html_whatif_free(html_whatif_t *w)
 	free(w);
 }
 
-/* The changes that a rule's fixes make. */
-static int rule_changes(const char *rule_id, int *changes)
+const struct finding_gain *html_best_gain(const struct finding *f)
 {
-	if (!strcmp(rule_id, "wrap-too-fine")) {
-		changes[0] = WHATIF_WRAP_BLOCK;
-		return 1;
-	}
-	if (!strcmp(rule_id, "exposed-gather")) {
-		changes[0] = WHATIF_PREFETCH_1;
-		changes[1] = WHATIF_PREFETCH_2;
-		return 2;
-	}
-	if (!strcmp(rule_id, "reshard-policy")) {
-		changes[0] = WHATIF_RESHARD_FALSE;
-		changes[1] = WHATIF_RESHARD_TRUE;
-		return 2;
-	}
-	return 0;
-}
+	const struct finding_gain *best = NULL;
 
-double html_whatif_gain(const html_whatif_t *w, const struct analysis_result *a, const char *rule_id,
-			const char **change, uint64_t *predicted_ns)
-{
-	int changes[2], n = rule_changes(rule_id, changes);
-	double best = -1;
-	uint64_t step = a->breakdown.step_ns;
+	for (size_t i = 0; f && i < f->ngains; i++) {
+		const struct finding_gain *g = &f->gains[i];
 
-	if (!w || !w->model || step == 0)
-		return -1;
-	for (uint32_t i = 0; i < whatif_count(w->model); i++) {
-		const struct whatif_prediction *p = whatif_get(w->model, i);
-
-		for (int c = 0; c < n; c++) {
-			double gain = p->step_ns < step ? (double)(step - p->step_ns) / (double)step : 0;
-
-			if ((int)p->change != changes[c] || gain <= best)
-				continue;
-			best = gain;
-			if (change)
-				*change = whatif_change_name(p->change);
-			if (predicted_ns)
-				*predicted_ns = p->step_ns;
-		}
+		if (g->kind != FINDING_GAIN_NOT_PREDICTED && (!best || g->gain_ns > best->gain_ns))
+			best = g;
 	}
 	return best;
 }
@@ -126,35 +89,3 @@ void html_whatif_table(FILE *out, const struct analysis_result *a, const html_wh
 	fputs("</ul>\n", out);
 }
 
-#else
-
-struct html_whatif {
-	int none;
-};
-
-html_whatif_t *html_whatif_new(const struct analysis_result *a)
-{
-	(void)a;
-	return NULL;
-}
-
-void html_whatif_free(html_whatif_t *w)
-{
-	(void)w;
-}
-
-double html_whatif_gain(const html_whatif_t *w, const struct analysis_result *a, const char *rule_id,
-			const char **change, uint64_t *predicted_ns)
-{
-	(void)w, (void)a, (void)rule_id, (void)change, (void)predicted_ns;
-	return -1;
-}
-
-void html_whatif_table(FILE *out, const struct analysis_result *a, const html_whatif_t *w)
-{
-	(void)a, (void)w;
-	fputs(whatif_head, out);
-	fputs("</table>\n<p>what-if: not computed (this build's analysis has no what-if model).</p>\n", out);
-}
-
-#endif

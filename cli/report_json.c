@@ -380,7 +380,32 @@ static void write_ledger(struct jw *w, const struct analysis_ledger *l)
 	jw_close(w, '}');
 }
 
-static void write_findings(struct jw *w, const findings_t *list)
+/* A finding's predicted_gains (docs/report-schema.md "findings"). */
+static void write_gains(struct jw *w, const struct finding *f, uint64_t step_ns)
+{
+	jw_open(w, "predicted_gains", '[');
+	for (size_t i = 0; i < f->ngains; i++) {
+		const struct finding_gain *g = &f->gains[i];
+		int known = g->kind != FINDING_GAIN_NOT_PREDICTED;
+
+		jw_open(w, NULL, '{');
+		jw_str(w, "fix", g->fix);
+		jw_str(w, "kind", finding_gain_kind_name(g->kind));
+		if (known)
+			jw_i64(w, "gain_ns", g->gain_ns);
+		else
+			jw_null(w, "gain_ns");
+		if (known && step_ns)
+			jw_num(w, "step_fraction", (double)g->gain_ns / (double)step_ns);
+		else
+			jw_null(w, "step_fraction");
+		jw_str(w, "why", g->why);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
+static void write_findings(struct jw *w, const findings_t *list, uint64_t step_ns)
 {
 	jw_open(w, "findings", '[');
 	for (size_t i = 0; i < findings_count(list); i++) {
@@ -402,6 +427,7 @@ static void write_findings(struct jw *w, const findings_t *list)
 		for (size_t m = 0; m < f->nmetrics; m++)
 			jw_num(w, f->metrics[m].name, f->metrics[m].value);
 		jw_close(w, '}');
+		write_gains(w, f, step_ns);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
@@ -921,7 +947,7 @@ void diagnosis_print_json(FILE *out, const struct diagnosis *d, const struct rul
 	jw_u64(&w, "reduce_scatter_bytes_max", a->sizes.reduce_scatter_bytes_max);
 	jw_close(&w, '}');
 
-	write_findings(&w, d->findings);
+	write_findings(&w, d->findings, a->step_ns);
 	for (size_t i = 0; i < findings_count(d->findings); i++)
 		sev[findings_get(d->findings, i)->severity]++;
 	jw_open(&w, "findings_count", '{');

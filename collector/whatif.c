@@ -759,19 +759,3 @@ enum whatif_bound whatif_gather_bound(const struct analysis_result *r, uint32_t 
 {
 	return gather < r->ngathers ? whatif_bound_of(r, &r->gathers[gather]) : WHATIF_BOUND_UNKNOWN;
 }
-
-int whatif_gain(const struct analysis_result *r, enum whatif_change c, int64_t *gain_ns)
-{
-	*gain_ns = 0;
-	whatif_model_t *m;
-	if (whatif_new(r, &m) < 0)
-		return -ENOMEM;
-	int found = 0;
-	for (uint32_t i = 0; i < m->npreds; i++)
-		if (m->preds[i].change == c) {
-			*gain_ns = (int64_t)r->step_ns - (int64_t)m->preds[i].step_ns;
-			found = 1;
-		}
-	whatif_free(m);
-	return found;
-}

@@ -128,13 +128,4 @@ enum whatif_bound whatif_bound_of(const struct analysis_result *r, const struct 
 /* whatif_model_bound - as whatif_gather_bound, with m's fits (m made on r). */
 enum whatif_bound whatif_model_bound(const whatif_model_t *m, const struct analysis_result *r, uint32_t gather);
 
-/*
- * whatif_gain - the step time change c is predicted to save on r
- * (measured step - predicted step; negative when slower) into *gain_ns.
- * Returns 1 when c is predicted, 0 when it is not offered (the job has it,
- * or the model leaves it out: *gain_ns 0), -ENOMEM. For a fix's predicted
- * gain in the rules; builds the model each call (linear in the gathers).
- */
-int whatif_gain(const struct analysis_result *r, enum whatif_change c, int64_t *gain_ns);
-
 #endif

@@ -387,7 +387,10 @@ const struct rule rule_exposed_gather = {
 		"latency fitted on the step's gathers outweighs its bytes (fewer, larger gathers) and "
 		"bandwidth-bound otherwise (move fewer bytes or do more compute per gather; on more than one "
 		"node, keep it inside the node); a gather issued late because the host was behind needs less "
-		"host overhead. Severity stays a warning until the what-if model predicts each fix's gain. Exposed is measured as in PyTorch's trace analysis (HTA): each gather's own time minus "
+		"host overhead. Each fix carries its predicted gain (the what-if replay, or at most the exposed "
+		"time of the gathers it is about); when every one is under fix_gain_fraction of the step the "
+		"finding is info, since no fix offered would pay. Exposed is measured as in PyTorch's trace "
+		"analysis (HTA): each gather's own time minus "
 		"the union of compute. Beside it, compute wait is how long compute stood still waiting for a "
 		"gather, the time it queued behind other collectives (reduce-scatters) included: what the step "
 		"loses to it. All figures are of one representative step, so that they add up.",

@@ -70,6 +70,11 @@ const struct finding *findings_get(const findings_t *list, size_t i)
 	return i < list->count ? &list->items[i] : NULL;
 }
 
+struct finding *findings_at(findings_t *list, size_t i)
+{
+	return i < list->count ? &list->items[i] : NULL;
+}
+
 const struct finding *findings_find(const findings_t *list, const char *id)
 {
 	for (size_t i = 0; i < list->count; i++)
@@ -178,6 +183,38 @@ void finding_metric(struct finding *f, const char *name, double value)
 	f->metrics[f->nmetrics].name = name;
 	f->metrics[f->nmetrics].value = value;
 	f->nmetrics++;
+}
+
+void finding_gain(struct finding *f, const char *fix, enum finding_gain_kind kind, int64_t gain_ns, const char *why)
+{
+	if (f->ngains >= FINDING_MAX_GAINS)
+		return;
+	struct finding_gain *g = &f->gains[f->ngains++];
+	snprintf(g->fix, sizeof g->fix, "%s", fix);
+	g->kind = kind;
+	g->gain_ns = gain_ns;
+	snprintf(g->why, sizeof g->why, "%s", why ? why : "");
+}
+
+const char *finding_gain_kind_name(enum finding_gain_kind kind)
+{
+	static const char *const names[] = {"what-if", "at most", "not predicted"};
+
+	return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
+}
+
+int finding_append_evidence(struct finding *f, const char *line)
+{
+	size_t old = f->evidence ? strlen(f->evidence) : 0, add = strlen(line);
+	char *s = realloc(f->evidence, old + add + 2);
+
+	if (!s)
+		return -ENOMEM;
+	if (old)
+		s[old++] = '\n';
+	memcpy(s + old, line, add + 1);
+	f->evidence = s;
+	return 0;
 }
 
 char *finding_printf(const char *fmt, ...)

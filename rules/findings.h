@@ -10,6 +10,7 @@
 #define FSS_RULES_FINDINGS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Severities, ordered: a gate (lint --fail-on) compares with >=. */
 enum rule_severity {
@@ -33,6 +34,23 @@ struct finding_metric {
 
 #define FINDING_MAX_METRICS 16
 
+/* How a fix's gain is known (the JSON "predicted_gains" kinds). */
+enum finding_gain_kind {
+	FINDING_GAIN_WHATIF = 0,        /* the what-if model replayed the change: gain_ns is the step it saves */
+	FINDING_GAIN_AT_MOST = 1,       /* no replay: gain_ns bounds it (the exposed time the fix can hide) */
+	FINDING_GAIN_NOT_PREDICTED = 2, /* neither: why says so */
+};
+
+/* The predicted gain of one of a finding's fixes (rules/fix_gains.c). */
+struct finding_gain {
+	char fix[40];                /* a what-if change ("prefetch=1") or the cause a fix removes ("host-late") */
+	enum finding_gain_kind kind;
+	int64_t gain_ns;             /* per step; negative: the change is predicted slower; 0 when not predicted */
+	char why[160];               /* not predicted: why; otherwise what the figure is */
+};
+
+#define FINDING_MAX_GAINS 6
+
 struct rule;
 
 /* One finding. Strings are owned by the list; fix_fsdp1 / fix_deepspeed are
@@ -47,6 +65,8 @@ struct finding {
 	char *fix_deepspeed;            /* ds_config for DeepSpeed ZeRO-3, or NULL */
 	size_t nmetrics;
 	struct finding_metric metrics[FINDING_MAX_METRICS];
+	size_t ngains;                  /* the fixes' gains, in the order the fixes are listed */
+	struct finding_gain gains[FINDING_MAX_GAINS];
 };
 
 typedef struct findings findings_t;
@@ -64,6 +84,10 @@ size_t findings_count(const findings_t *list);
 /* findings_get - finding i (0 <= i < count), in the order they were added
  * (the registry runs rules in a fixed order, so output is stable). */
 const struct finding *findings_get(const findings_t *list, size_t i);
+
+/* findings_at - finding i to change (the gains pass of rules_run), NULL
+ * out of range. */
+struct finding *findings_at(findings_t *list, size_t i);
 
 /* findings_find - the first finding of rule `id`, NULL when there is none. */
 const struct finding *findings_find(const findings_t *list, const char *id);
@@ -99,6 +123,18 @@ struct finding *findings_take(findings_t *list, const struct rule *rule, enum ru
  * metrics past FINDING_MAX_METRICS are dropped (a programming error that the
  * unit tests catch, never a user-visible failure). */
 void finding_metric(struct finding *f, const char *name, double value);
+
+/* finding_gain - attach one fix's gain (why may be NULL). Past
+ * FINDING_MAX_GAINS it is dropped, as finding_metric's extras. */
+void finding_gain(struct finding *f, const char *fix, enum finding_gain_kind kind, int64_t gain_ns,
+		  const char *why);
+
+/* finding_gain_kind_name - "what-if", "at most", "not predicted". */
+const char *finding_gain_kind_name(enum finding_gain_kind kind);
+
+/* finding_append_evidence - add a line to f's evidence. Returns 0 or
+ * -ENOMEM (the evidence is then unchanged). */
+int finding_append_evidence(struct finding *f, const char *line);
 
 /*
  * finding_printf - a malloc'ed printf result (the caller frees it), NULL when

@@ -54,5 +54,5 @@ int rules_run(const struct analysis_result *a, const struct rule_config *c, find
 		if (err)
 			return err;
 	}
-	return 0;
+	return rules_predict_gains(a, c, out);
 }

@@ -49,7 +49,9 @@
 	X(RULE_T_SKEW_STEP_FRACTION, "skew_step_fraction", 0.05, "fraction",                                    \
 	  "rank-skew: arrival spread across ranks per step / step time at which it reports")                   \
 	X(RULE_T_SKEW_SLOWEST_SHARE, "skew_slowest_share", 0.5, "fraction",                                     \
-	  "rank-skew: share of collectives one rank enters last to be named the straggler (warning)")
+	  "rank-skew: share of collectives one rank enters last to be named the straggler (warning)")          \
+	X(RULE_T_FIX_GAIN_FRACTION, "fix_gain_fraction", 0.02, "fraction",                                      \
+	  "a warning whose every fix is predicted to gain under this share of the step is info")
 
 enum rule_threshold_id {
 #define RULE_X_ENUM(id, name, def, unit, help) id,
@@ -138,9 +140,19 @@ const struct rule *rules_find(const char *id);
 
 /*
  * rules_run - run every enabled rule over `a`, appending to `out` in
- * registry order. Returns 0 or -ENOMEM. `a` is read only.
+ * registry order, then predict the fixes' gains (rules_predict_gains).
+ * Returns 0 or -ENOMEM. `a` is read only.
  */
 int rules_run(const struct analysis_result *a, const struct rule_config *c, findings_t *out);
+
+/*
+ * rules_predict_gains - rules_run's last pass (rules/fix_gains.c): each
+ * finding's fixes get their predicted gains (struct finding_gain) from the
+ * what-if model of `a`, with an evidence line, and a warning whose every
+ * fix gains under fix_gain_fraction of the step becomes info. Returns 0 or
+ * -ENOMEM.
+ */
+int rules_predict_gains(const struct analysis_result *a, const struct rule_config *c, findings_t *out);
 
 /* rule_diagnosed - the unit analysis holds: units, phases and the reshard
  * policy were read from the stream (not bucketed, not undecided). The wrap

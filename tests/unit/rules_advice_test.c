@@ -237,6 +237,106 @@ static void test_prefetch_advice_only_on_demand(void **state)
 	fixture_free(a);
 }
 
+/* run_with_gains - rule r over a, then rules_run's gains pass, with an
+ * optional threshold setting; its one finding in *f. */
+static findings_t *run_with_gains(const struct rule *r, struct analysis_result *a, const char *setting,
+				  const struct finding **f)
+{
+	struct rule_config c;
+	findings_t *list = findings_new();
+
+	assert_non_null(list);
+	rule_config_init(&c);
+	if (setting)
+		assert_int_equal(rule_config_set(&c, setting), 0);
+	assert_int_equal(r->check(r, a, &c, list), 0);
+	assert_int_equal(rules_predict_gains(a, &c, list), 0);
+	*f = findings_count(list) ? findings_get(list, 0) : NULL;
+	return list;
+}
+
+/* The gain of a fix the model cannot replay is bounded by the exposed time
+ * of its cause; the severity follows from it: a warning while the bound is
+ * 2% of the step or more, info once every fix is under it, and a warning
+ * again with the threshold below the bound. */
+static void test_severity_follows_gain(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	const struct finding *f;
+	findings_t *list;
+	uint64_t exposed_ns;
+
+	(void)state;
+	fixture_nodes(a, 1);
+	exposed(a, ANALYSIS_CAUSE_HOST_LATE); /* the step is 10x the exposure */
+	exposed_ns = a->exposure.exposed_allgather_ns_per_step;
+	list = run_with_gains(&rule_exposed_gather, a, NULL, &f);
+	assert_non_null(f);
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_int_equal((int)f->ngains, 1);
+	assert_string_equal(f->gains[0].fix, "host-late");
+	assert_int_equal(f->gains[0].kind, FINDING_GAIN_AT_MOST);
+	assert_int_equal(f->gains[0].gain_ns, (int64_t)exposed_ns);
+	assert_non_null(strstr(f->evidence, "predicted gain of each fix"));
+	assert_non_null(strstr(f->evidence, "host-late at most"));
+	assert_null(strstr(f->evidence, "info, not a warning"));
+	findings_free(list);
+
+	/* the same exposure in a step 100x as long: 1% at most. exposed-gather
+	 * itself still fires (its own thresholds are 2% of the step) */
+	a->step_ns = 40 * exposed_ns;
+	list = run_with_gains(&rule_exposed_gather, a, "fix_gain_fraction=3%", &f);
+	assert_non_null(f);
+	assert_int_equal(f->severity, RULE_INFO);
+	assert_non_null(strstr(f->evidence, "info, not a warning"));
+	assert_int_equal(findings_count_at_least(list, RULE_WARNING), 0); /* what lint --fail-on warning counts */
+	findings_free(list);
+	list = run_with_gains(&rule_exposed_gather, a, "fix_gain_fraction=2%", &f);
+	assert_int_equal(f->severity, RULE_WARNING); /* 2.5% >= 2% */
+	findings_free(list);
+	fixture_free(a);
+}
+
+/* Prefetch fixes of a job whose exposed gathers wait on demand: the
+ * fixture's job is recorded with prefetch 1, so only prefetch=2 is offered,
+ * and the replay finds nothing for it to hide (the gathers already start
+ * one unit ahead): under 2%, info. With one gather's interval gone the
+ * model replays nothing, the fixes are not predicted, and the warning stays
+ * whatever the threshold. */
+static void test_whatif_gain_and_unpredicted(void **state)
+{
+	struct fixture_model m = fixture_default();
+	struct analysis_result *a = fixture_new(&m);
+	const struct finding *f;
+	findings_t *list;
+
+	(void)state;
+	fixture_nodes(a, 1);
+	exposed(a, ANALYSIS_CAUSE_NO_PREFETCH);
+	list = run_with_gains(&rule_exposed_gather, a, NULL, &f);
+	assert_non_null(f);
+	assert_int_equal((int)f->ngains, 1);
+	assert_string_equal(f->gains[0].fix, "prefetch=2"); /* the job has prefetch=1 */
+	assert_int_equal(f->gains[0].kind, FINDING_GAIN_WHATIF);
+	assert_true(f->gains[0].gain_ns < (int64_t)(a->step_ns / 50));
+	assert_int_equal(f->severity, RULE_INFO);
+	findings_free(list);
+
+	a->gathers[3].duration_ns = 0;
+	list = run_with_gains(&rule_exposed_gather, a, "fix_gain_fraction=99%", &f);
+	assert_non_null(f);
+	assert_int_equal((int)f->ngains, 2); /* without a model the recorded depth is not known either */
+	for (size_t i = 0; i < f->ngains; i++) {
+		assert_int_equal(f->gains[i].kind, FINDING_GAIN_NOT_PREDICTED);
+		assert_non_null(strstr(f->gains[i].why, "without an interval"));
+	}
+	assert_int_equal(f->severity, RULE_WARNING);
+	assert_non_null(strstr(f->evidence, "prefetch=2 not predicted"));
+	findings_free(list);
+	fixture_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +345,8 @@ int main(void)
 		cmocka_unit_test(test_bound_told_once),
 		cmocka_unit_test(test_one_size_and_hsdp_hint),
 		cmocka_unit_test(test_prefetch_advice_only_on_demand),
+		cmocka_unit_test(test_severity_follows_gain),
+		cmocka_unit_test(test_whatif_gain_and_unpredicted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
