@@ -237,20 +237,12 @@ static void test_prefetch_advice_only_on_demand(void **state)
 	fixture_free(a);
 }
 
-/* run_with_gains - rule r over a, then rules_run's gains pass, with an
- * optional threshold setting; its one finding in *f. */
+/* run_with_gains - as run, with rules_run's gains pass and a setting. */
 static findings_t *run_with_gains(const struct rule *r, struct analysis_result *a, const char *setting,
 				  const struct finding **f)
 {
-	struct rule_config c;
-	findings_t *list = findings_new();
+	findings_t *list = fixture_run_gains(r, a, setting);
 
-	assert_non_null(list);
-	rule_config_init(&c);
-	if (setting)
-		assert_int_equal(rule_config_set(&c, setting), 0);
-	assert_int_equal(r->check(r, a, &c, list), 0);
-	assert_int_equal(rules_predict_gains(a, &c, list), 0);
 	*f = findings_count(list) ? findings_get(list, 0) : NULL;
 	return list;
 }

@@ -235,7 +235,7 @@ void fixture_free(struct analysis_result *a)
 	free(a);
 }
 
-findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, const char *setting)
+static findings_t *run_rule(const struct rule *r, const struct analysis_result *a, const char *setting, int gains)
 {
 	struct rule_config c;
 	findings_t *list = findings_new();
@@ -245,7 +245,19 @@ findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, c
 	if (setting)
 		assert_int_equal(rule_config_set(&c, setting), 0);
 	assert_int_equal(r->check(r, a, &c, list), 0);
+	if (gains)
+		assert_int_equal(rules_predict_gains(a, &c, list), 0);
 	return list;
+}
+
+findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, const char *setting)
+{
+	return run_rule(r, a, setting, 0);
+}
+
+findings_t *fixture_run_gains(const struct rule *r, const struct analysis_result *a, const char *setting)
+{
+	return run_rule(r, a, setting, 1);
 }
 
 double fixture_metric(const struct finding *f, const char *name)

@@ -51,6 +51,10 @@ typedef struct findings findings_t;
  * The caller frees the list with findings_free. */
 findings_t *fixture_run(const struct rule *r, const struct analysis_result *a, const char *setting);
 
+/* fixture_run_gains - fixture_run, then rules_run's gains pass
+ * (rules_predict_gains) over the rule's findings. */
+findings_t *fixture_run_gains(const struct rule *r, const struct analysis_result *a, const char *setting);
+
 /* fixture_metric - the value of the finding's metric `name`; fails the test
  * when it has none. */
 double fixture_metric(const struct finding *f, const char *name);
