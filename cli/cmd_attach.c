@@ -321,6 +321,8 @@ static void *session_main(void *arg)
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
 		snprintf(st->trace, sizeof(st->trace), "%s", outcome.trace_path);
+	if (!st->finish_rc)
+		st->finish_rc = outcome.write_error;
 	if (st->bf) {
 		pthread_mutex_lock(&st->mu);
 		if (st->trace[0])

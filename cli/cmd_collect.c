@@ -22,6 +22,7 @@
 #include "collector/viewer.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/out_file.h"
 #include "common/wire.h"
 
 #include <arpa/inet.h>
@@ -502,27 +503,32 @@ static int prepare_listeners(struct collect_state *st)
 	return err;
 }
 
+/* DIR/collect.addr, replaced whole (a link planted there is replaced, not
+ * written through). */
 static int write_addr_file(const struct collect_state *st)
 {
-	char *path;
-	FILE *f;
+	char *path, *text = NULL, why[PATH_MAX + 300];
+	size_t len = 0;
+	FILE *mem = NULL;
 	int err = 0;
 
 	if (asprintf(&path, "%s/" COLLECT_ADDR, st->abs_dir) < 0)
 		return -ENOMEM;
-	f = fopen(path, "we");
-	if (!f) {
-		err = -errno;
-	} else {
-		for (size_t i = 0; i < st->nlisten; i++)
-			fprintf(f, "%s\n", st->listen[i]);
-		if (ferror(f))
-			err = -EIO;
-		if (fclose(f) && !err)
-			err = -errno;
+	mem = open_memstream(&text, &len);
+	if (!mem) {
+		free(path);
+		return -ENOMEM;
 	}
+	for (size_t i = 0; i < st->nlisten; i++)
+		fprintf(mem, "%s\n", st->listen[i]);
+	if (fclose(mem) != 0)
+		err = -ENOMEM;
+	else
+		err = out_file_write_all(path, 0644, text, len, why, sizeof why);
 	if (err)
-		fprintf(stderr, "fsdpscope collect: warning: cannot write %s: %s\n", path, fss_strerror(err));
+		fprintf(stderr, "fsdpscope collect: warning: cannot write %s\n",
+			err == -ENOMEM ? "collect.addr: out of memory" : why);
+	free(text);
 	free(path);
 	return err;
 }
@@ -584,15 +590,17 @@ static int setup(struct collect_state *st, char **argv)
 	    .keep = &st->opt.s.keep,
 	};
 	const char *why;
+	char why_dir[PATH_MAX + 300];
 	int err;
 
 	err = session_find_agent("fsdpscope collect", &st->agent);
 	if (err)
 		return err;
-	/* The session makes DIR; the spool and the key live there too. */
-	if (mkdir(st->opt.s.dir, 0777) < 0 && errno != EEXIST) {
-		err = -errno;
-		fprintf(stderr, "fsdpscope collect: cannot create %s: %s\n", st->opt.s.dir, strerror(errno));
+	/* The session makes DIR, its parents too; the spool and the key live
+	 * there, so a folder someone else could plant links in is refused. */
+	err = out_dir_make(st->opt.s.dir, why_dir, sizeof why_dir);
+	if (err) {
+		fprintf(stderr, "fsdpscope collect: cannot use --out: %s\n", why_dir);
 		return err;
 	}
 	st->abs_dir = realpath(st->opt.s.dir, NULL);
@@ -688,5 +696,5 @@ int cmd_collect(int argc, char **argv)
 	collect_loop(&st);
 	err = session_finish(st.session, 0, NULL, NULL, &outcome);
 	collect_state_free(&st);
-	return err ? 1 : EXIT_OK;
+	return err || outcome.write_error ? 1 : EXIT_OK;
 }

@@ -14,6 +14,7 @@
 #include "export/perfetto.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,9 +121,11 @@ static int exporter_open(const struct export_args *a, struct exporter *e, struct
 
 	memset(e, 0, sizeof(*e));
 	if (a->perfetto) {
-		rc = perfetto_export_new(&e->perfetto, a->perfetto);
+		char why[PATH_MAX + 300];
+
+		rc = perfetto_export_new(&e->perfetto, a->perfetto, why, sizeof why);
 		if (rc) {
-			fprintf(stderr, "fsdpscope export: --perfetto %s: %s\n", a->perfetto, fss_strerror(rc));
+			fprintf(stderr, "fsdpscope export: --perfetto %s\n", why);
 			return -1;
 		}
 		perfetto_export_sink(e->perfetto, sink);
@@ -149,9 +152,11 @@ static int exporter_finish(const struct export_args *a, struct exporter *e, cons
 	int rc;
 
 	if (e->perfetto) {
-		rc = perfetto_export_finish(e->perfetto, d->result, d->findings);
+		char why[PATH_MAX + 300];
+
+		rc = perfetto_export_finish(e->perfetto, d->result, d->findings, why, sizeof why);
 		if (rc) {
-			fprintf(stderr, "fsdpscope export: writing %s: %s\n", a->perfetto, fss_strerror(rc));
+			fprintf(stderr, "fsdpscope export: writing %s\n", why);
 			return -1;
 		}
 		fprintf(stderr, "fsdpscope export: %s: %llu events, %u processes\n", a->perfetto,

@@ -111,8 +111,9 @@ static const char run_help_tail[] =
     "    CMD's exit status, or 128 + N when CMD was killed by signal N. 127 when CMD\n"
     "    was not found and 126 when it could not be executed (as a shell does);\n"
     "    2 when fsdpscope could not start it (bad usage, no agent, DIR not usable).\n"
-    "    A trace that could not be written is reported on standard error and does\n"
-    "    not change the exit status: the job's result is what counts.\n\n"
+    "    A trace or --json-summary that could not be written whole (a full disk) is\n"
+    "    reported on standard error, with where the records are; when CMD exited 0\n"
+    "    the status is then 4, so that a lost record never looks like a clean run.\n\n"
     "OVERHEAD\n"
     "    Measured on a 2-core VM (bench/results/agent.txt, bench/agent_bench.c):\n"
     "    57 ns added per wrapped NCCL call while recording (51 ns of it are the two\n"
@@ -263,8 +264,10 @@ static void run_state_free(struct run_state *st)
 	free(st->metrics);
 }
 
-/* The job has ended: the agents' final flushes, then the session ends, its trace with it. */
-static void finish(struct run_state *st)
+/* The job has ended: the agents' final flushes, then the session ends, its
+ * trace with it. Returns 0, or -errno when the trace or the summary could
+ * not be written whole (said). */
+static int finish(struct run_state *st)
 {
 	struct session_outcome outcome;
 	size_t open = job_drain(st->session, st->opt.s.flush_timeout_s * 1000, &run_stop_wait);
@@ -278,6 +281,7 @@ static void finish(struct run_state *st)
 	 * next run to merge. */
 	session_finish(st->session, job_left_running(st->job) != 0, job_say_notes, st->job, &outcome);
 	run_state_free(st);
+	return outcome.write_error;
 }
 
 /*
@@ -373,6 +377,10 @@ int cmd_run(int argc, char **argv)
 	status = job_wait(st.job, pid, &hooks);
 	run_job_done = 1;
 	run_stop_wait = 0;
-	finish(&st);
-	return job_exit_code(status);
+	code = job_exit_code(status);
+	/* The job's own failure is the one to report; a job that succeeded
+	 * with its record lost must not look like a clean run. */
+	if (finish(&st) && code == EXIT_OK)
+		code = EXIT_INCOMPLETE;
+	return code;
 }

@@ -383,6 +383,8 @@ static int show(struct top_feed *feed, const struct top_options *opt)
 		rc = top_print_once(feed, opt, stdout);
 		if (rc == -ETIMEDOUT)
 			fprintf(stderr, TOP_PROG ": --once: no view came in 10 s\n");
+		else if (rc && ferror(stdout))
+			; /* a failed standard output is said once, by main */
 		else if (rc)
 			fprintf(stderr, TOP_PROG ": --once: %s\n", fss_strerror(rc));
 		return rc ? EXIT_USAGE : EXIT_OK;

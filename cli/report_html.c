@@ -10,6 +10,7 @@
 #include "cli/report_html_internal.h"
 #include "cli/report_html_timeline.h"
 #include "collector/source.h"
+#include "common/out_file.h"
 #include "rules/rules.h"
 
 #include <errno.h>
@@ -222,52 +223,11 @@ void report_html_page(FILE *out, const struct diagnosis *d, const struct html_ti
 int report_html_write(const char *path, const struct diagnosis *d, const struct html_timeline *t, char *err,
 		      size_t errlen)
 {
-	size_t n = strlen(path);
-	char *tmp = malloc(n + 16);
-	FILE *out = NULL;
-	int fd = -1, rc = 0;
+	out_file_t *f;
+	int rc = out_file_open(path, 0644, &f, err, errlen);
 
-	if (!tmp) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
-	fd = mkstemp(tmp); /* O_EXCL: never follows a link at the temporary name */
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-		goto out;
-	}
-	if (fchmod(fd, 0644) < 0 || !(out = fdopen(fd, "w"))) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1; /* the stream's now */
-	report_html_page(out, d, t);
-	if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) < 0) {
-		rc = errno ? -errno : -EIO;
-		snprintf(err, errlen, "%s: writing: %s", tmp, strerror(-rc));
-		goto out;
-	}
-	if (fclose(out) != 0) {
-		out = NULL;
-		rc = -errno;
-		snprintf(err, errlen, "%s: writing: %s", tmp, strerror(errno));
-		goto out;
-	}
-	out = NULL;
-	if (rename(tmp, path) < 0) { /* replaces a link at path, never writes through it */
-		rc = -errno;
-		snprintf(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-	}
-out:
-	if (out)
-		fclose(out);
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
-	return rc;
+	if (rc)
+		return rc;
+	report_html_page(out_file_stream(f), d, t);
+	return out_file_commit(f, err, errlen);
 }

@@ -12,6 +12,7 @@
 #include "cli/run_folder.h"
 
 #include "common/error.h"
+#include "common/out_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,39 +55,6 @@ static int ends_with(const char *s, const char *suffix)
 	size_t n = strlen(s), m = strlen(suffix);
 
 	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* mkdir -p, the new folders as the umask says (DIR is the user's). */
-static int mkdir_p(const char *path)
-{
-	char *copy = strdup(path);
-	int err = 0;
-	struct stat st;
-
-	if (!copy)
-		return -ENOMEM;
-	for (char *p = copy + 1;; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-
-			*p = '\0';
-			if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
-				err = -errno;
-				break;
-			}
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	if (!err) {
-		if (stat(path, &st) < 0)
-			err = -errno;
-		else if (!S_ISDIR(st.st_mode))
-			err = -ENOTDIR;
-	}
-	free(copy);
-	return err;
 }
 
 /* mkdtemp, then 0700 explicitly: mkdtemp's mode goes through the umask,
@@ -232,18 +200,25 @@ int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char 
 {
 	run_folder_t *s;
 	char *template = NULL;
+	size_t n;
 	int err;
 
 	*out = NULL;
-	snprintf(what, whatlen, "%s", dir);
+	snprintf(what, whatlen, "cannot create %s", dir);
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		snprintf(what, whatlen, "out of memory");
 		return -ENOMEM;
+	}
 	s->info_fd = -1;
 	s->started = (long long)time(NULL);
-	err = mkdir_p(dir);
-	if (err)
-		goto fail;
+	/* DIR's names are the tool's: a folder others could plant links in is refused. */
+	err = out_dir_make(dir, what, whatlen);
+	if (err) {
+		run_folder_close(s, 1);
+		return err;
+	}
+	snprintf(what, whatlen, "cannot create %s", dir);
 	s->dir = realpath(dir, NULL);
 	if (!s->dir) {
 		err = -errno;
@@ -253,7 +228,7 @@ int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char 
 		err = -ENOMEM;
 		goto fail;
 	}
-	snprintf(what, whatlen, "%s", template);
+	snprintf(what, whatlen, "cannot create %s", template);
 	err = private_mkdtemp(template);
 	if (err) {
 		free(template);
@@ -268,16 +243,19 @@ int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char 
 	}
 	err = choose_socket(s);
 	if (err) {
-		snprintf(what, whatlen, "a private folder for the socket (%s)", s->socket_dir ? s->socket_dir : "/tmp");
+		snprintf(what, whatlen, "cannot create a private folder for the socket (%s)",
+			 s->socket_dir ? s->socket_dir : "/tmp");
 		goto fail;
 	}
-	snprintf(what, whatlen, "%s/" RUN_INFO, s->folder);
+	snprintf(what, whatlen, "cannot create %s/" RUN_INFO, s->folder);
 	err = create_info(s);
 	if (err)
 		goto fail;
 	*out = s;
 	return 0;
 fail:
+	n = strlen(what);
+	snprintf(what + n, whatlen - n, ": %s", strerror(-err));
 	run_folder_close(s, 1);
 	return err;
 }

@@ -28,11 +28,12 @@ typedef struct run_folder run_folder_t;
 #define RUN_VIEWER_SOCKET "viewer.sock"
 
 /*
- * run_folder_new - create DIR (mkdir -p) and the run's private folder in
- * it, write and lock its run.info (argv: the job's command line, for the
- * record), and choose the socket path. Returns 0 with *out owned by the
- * caller (run_folder_close), or a negative errno; then `what` names the
- * path that could not be made.
+ * run_folder_new - create DIR (mkdir -p; refused when another user owns
+ * it or others may write it without the sticky bit, common/out_file.h)
+ * and the run's private folder in it, write and lock its run.info (argv:
+ * the job's command line, for the record), and choose the socket path.
+ * Returns 0 with *out owned by the caller (run_folder_close), or a
+ * negative errno; then `what` is the whole reason, the path named.
  */
 int run_folder_new(run_folder_t **out, const char *dir, char *const *argv, char *what, size_t whatlen);
 

@@ -26,6 +26,7 @@
 #include "collector/session.h"
 #include "collector/viewer.h"
 #include "common/error.h"
+#include "common/out_file.h"
 #include "common/record.h"
 #include "common/wire.h"
 #include "rules/diagnosis.h"
@@ -429,7 +430,7 @@ int session_new(session_t **out, const struct session_options *o)
 	s->flags = o->flags ? o->flags : &s->defaults;
 	err = run_folder_new(&s->rs, o->dir, o->argv, what, sizeof(what));
 	if (err) {
-		fprintf(stderr, "%s: cannot create %s: %s\n", o->prog, what, fss_strerror(err));
+		fprintf(stderr, "%s: %s\n", o->prog, what);
 		goto fail;
 	}
 	/* A run's leftovers are recovered before its trace exists: they are
@@ -564,19 +565,15 @@ static int diagnose(session_t *s)
 	return err ? err : diagnosis_run_worlds(&s->d, &s->flags->rules);
 }
 
-static int write_json_summary(session_t *s)
+static int write_json_summary(session_t *s, char *why, size_t whylen)
 {
-	FILE *out = fopen(s->o.json_summary, "we");
-	int err = 0;
+	out_file_t *f;
+	int err = out_file_open(s->o.json_summary, 0644, &f, why, whylen);
 
-	if (!out)
-		return -errno;
-	diagnosis_print_json(out, &s->d, &s->flags->rules);
-	if (ferror(out))
-		err = -EIO;
-	if (fclose(out) && !err)
-		err = -errno;
-	return err;
+	if (err)
+		return err;
+	diagnosis_print_json(out_file_stream(f), &s->d, &s->flags->rules);
+	return out_file_commit(f, why, whylen);
 }
 
 static void print_summary(session_t *s, const struct ingest_stats *st, session_notes_fn notes_fn, void *ctx)
@@ -697,7 +694,8 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			run_folder_path(s->rs), run_folder_dir(s->rs));
 		s->kept = 1;
 		out->kept = 1;
-		return err ? err : -EIO;
+		out->write_error = err ? err : -EIO;
+		return out->write_error;
 	}
 	/* The files' records are in the trace now: remove them, so that
 	 * nothing reads them twice. */
@@ -734,11 +732,13 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			lint_print_diagnosis(stderr, s->d.trace_path, &s->d);
 		}
 		if (s->o.json_summary) {
-			int e = write_json_summary(s);
+			char why[PATH_MAX + 300];
+			int e = write_json_summary(s, why, sizeof why);
 
-			if (e)
-				fprintf(stderr, "%s: --json-summary %s: %s\n", s->o.prog, s->o.json_summary,
-					fss_strerror(e));
+			if (e) {
+				fprintf(stderr, "%s: --json-summary %s\n", s->o.prog, why);
+				out->write_error = e;
+			}
 		}
 	}
 	/* Processes still running write on into the folder: it stays, for the

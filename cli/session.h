@@ -122,6 +122,7 @@ struct session_outcome {
 	const struct analysis_result *result; /* the streamed analysis, NULL when it could not finish */
 	int lint_max_severity;		      /* as lint_print_summary: -1 no finding, 0 info, ... */
 	int kept;			      /* the private folder stays (something left in it) */
+	int write_error;		      /* -errno: the trace or --json-summary was not written whole (said) */
 };
 
 /* Called by session_finish after the trace's warnings, before its

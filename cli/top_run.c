@@ -124,6 +124,8 @@ static void *session_thread(void *arg)
 	r->finish_rc = session_finish(r->session, job_left_running(r->job) != 0, NULL, NULL, &outcome);
 	if (r->finish_rc == 0 && outcome.trace_path)
 		snprintf(r->info.trace, sizeof(r->info.trace), "%s", outcome.trace_path);
+	if (!r->finish_rc)
+		r->finish_rc = outcome.write_error;
 	r->ended = 1;
 	if (r->info.job_state == TOP_JOB_RUNNING) {
 		r->info.job_state = TOP_JOB_ENDED;

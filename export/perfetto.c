@@ -4,6 +4,7 @@
 #include "export/perfetto.h"
 
 #include "export/trace_events.h"
+#include "common/out_file.h"
 #include "rules/rules.h"
 
 #include <errno.h>
@@ -41,6 +42,7 @@ struct pf_step {
 
 struct perfetto_export {
 	char *path;
+	out_file_t *of; /* f's: renamed into place once whole */
 	FILE *f;
 	trace_events_t *te;
 	struct pf_source *src; /* by source id */
@@ -68,38 +70,33 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-int perfetto_export_new(perfetto_export_t **out, const char *path)
+int perfetto_export_new(perfetto_export_t **out, const char *path, char *why, size_t whylen)
 {
 	perfetto_export_t *p = calloc(1, sizeof(*p));
-	int fd, err = -ENOMEM;
+	int err = -ENOMEM;
 
 	*out = NULL;
-	if (!p || !(p->path = strdup(path)))
-		goto fail;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = -errno;
+	if (!p || !(p->path = strdup(path))) {
+		snprintf(why, whylen, "%s: %s", path, strerror(ENOMEM));
 		goto fail;
 	}
-	p->f = fdopen(fd, "w");
-	if (!p->f) {
-		err = -errno;
-		close(fd);
-		unlink(path);
+	err = out_file_open(path, 0644, &p->of, why, whylen);
+	if (err)
 		goto fail;
-	}
+	p->f = out_file_stream(p->of);
 	p->te = trace_events_new(p->f);
-	if (!p->te)
-		goto fail_file;
+	if (!p->te) {
+		err = -ENOMEM;
+		snprintf(why, whylen, "%s: %s", path, strerror(ENOMEM));
+		goto fail;
+	}
 	*out = p;
 	return 0;
-fail_file:
-	fclose(p->f);
-	unlink(path);
-	p->f = NULL;
 fail:
-	if (p)
+	if (p) {
+		out_file_free(p->of);
 		free(p->path);
+	}
 	free(p);
 	return err;
 }
@@ -410,10 +407,11 @@ static void write_findings(perfetto_export_t *p, const struct analysis_result *r
 	}
 }
 
-int perfetto_export_finish(perfetto_export_t *p, const struct analysis_result *r, const findings_t *findings)
+int perfetto_export_finish(perfetto_export_t *p, const struct analysis_result *r, const findings_t *findings,
+			   char *why, size_t whylen)
 {
 	struct jw *w;
-	int rc, rc2;
+	int rc;
 
 	name_processes(p, r);
 	write_findings(p, r, findings);
@@ -424,10 +422,13 @@ int perfetto_export_finish(perfetto_export_t *p, const struct analysis_result *r
 	jw_str(w, "time", "host CLOCK_MONOTONIC of each rank, microseconds (ns as three decimals)");
 	jw_close(w, '}');
 	rc = trace_events_finish(p->te);
-	rc2 = fclose(p->f);
+	if (rc) {
+		snprintf(why, whylen, "%s: %s", p->path, strerror(-rc));
+		return rc;
+	}
+	rc = out_file_commit(p->of, why, whylen);
+	p->of = NULL;
 	p->f = NULL;
-	if (!rc && rc2)
-		rc = -errno;
 	p->finished = !rc;
 	return rc;
 }
@@ -441,10 +442,7 @@ void perfetto_export_free(perfetto_export_t *p)
 {
 	if (!p)
 		return;
-	if (p->f)
-		fclose(p->f);
-	if (!p->finished && p->path)
-		unlink(p->path);
+	out_file_free(p->of); /* an unfinished file never replaces what was there */
 	trace_events_free(p->te);
 	for (size_t i = 0; i < p->nsrc; i++) {
 		free(p->src[i].threads);

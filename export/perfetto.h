@@ -30,11 +30,12 @@
 typedef struct perfetto_export perfetto_export_t;
 
 /*
- * perfetto_export_new - create (or replace) the file at path (not through
- * a symbolic link) and start the document. Returns 0 with *out
- * (perfetto_export_free), or a negative errno (the file cannot be made).
+ * perfetto_export_new - start the document for path, written as
+ * common/out_file.h says (a temporary file renamed over path when whole; a
+ * device or a pipe as it is). Returns 0 with *out (perfetto_export_free),
+ * or a negative errno with the reason, naming path, in why.
  */
-int perfetto_export_new(perfetto_export_t **out, const char *path);
+int perfetto_export_new(perfetto_export_t **out, const char *path, char *why, size_t whylen);
 
 /* perfetto_export_sink - the callbacks that write into p (ctx: p). */
 void perfetto_export_sink(perfetto_export_t *p, struct job_events_sink *out);
@@ -42,14 +43,16 @@ void perfetto_export_sink(perfetto_export_t *p, struct job_events_sink *out);
 /*
  * perfetto_export_finish - the analysis is done: the processes' names,
  * the findings, the document closed and the file flushed and closed.
- * findings may be NULL. Returns 0 or a negative errno (a write failed).
+ * findings may be NULL. Returns 0 or a negative errno (a write failed),
+ * the reason in why.
  */
-int perfetto_export_finish(perfetto_export_t *p, const struct analysis_result *r, const findings_t *findings);
+int perfetto_export_finish(perfetto_export_t *p, const struct analysis_result *r, const findings_t *findings,
+			   char *why, size_t whylen);
 
 /* perfetto_export_events - events written (for the command's summary). */
 uint64_t perfetto_export_events(const perfetto_export_t *p);
 
-/* perfetto_export_free - release p; a file not finished is removed. NULL allowed. */
+/* perfetto_export_free - release p; a file not finished leaves what was at path as it was. NULL allowed. */
 void perfetto_export_free(perfetto_export_t *p);
 
 #endif

@@ -245,11 +245,14 @@ int canvas_write_text(const struct top_canvas *c, FILE *f)
 
 	if (!buf)
 		return -ENOMEM;
-	for (int row = 0; row < c->rows; row++)
+	/* The first failure's errno is the reason (ENOSPC from a full disk),
+	 * not a generic EIO. */
+	errno = 0;
+	for (int row = 0; row < c->rows && !rc; row++)
 		if (fprintf(f, "%s\n", canvas_row_text(c, row, buf, len)) < 0)
-			rc = -EIO;
+			rc = errno ? -errno : -EIO;
 	free(buf);
-	if (fflush(f) != 0)
-		rc = -EIO;
+	if (!rc && fflush(f) != 0)
+		rc = errno ? -errno : -EIO;
 	return rc;
 }

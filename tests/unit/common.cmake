@@ -12,3 +12,4 @@ fss_unit_test(NAME wire_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/wire_test.
   LIBS fss_test_support fss_common)
 fss_unit_test(NAME json_writer_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/json_writer_test.c LIBS fss_common)
 fss_unit_test(NAME text_buffer_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/text_buffer_test.c LIBS fss_common)
+fss_unit_test(NAME out_file_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/out_file_test.c LIBS fss_common)
