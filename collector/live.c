@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "collector/live.h"
+#include "common/text_buffer.h"
 
 /* Source ids up to this are found through an index; larger ones (a trace
  * never has them in practice) by a scan. */
@@ -38,11 +39,12 @@ static void take_name(char *dst, size_t len, uint32_t want, const struct fss_rec
 
 	if (!want || str->id != want || str->offset != 0)
 		return;
+	char part[FSS_STRING_PART_BYTES + 1];
+
 	n = str->total_len < FSS_STRING_PART_BYTES ? str->total_len : FSS_STRING_PART_BYTES;
-	if (n >= len)
-		n = len - 1;
-	memcpy(dst, str->text, n);
-	dst[n] = '\0';
+	memcpy(part, str->text, n);
+	part[n] = '\0';
+	text_fit(dst, len, part);
 }
 
 struct live {
@@ -289,7 +291,7 @@ void live_step_cb(void *live, const struct analysis_step_info *step)
 
 static void copy_text(char *dst, size_t len, const char *src)
 {
-	snprintf(dst, len, "%s", src);
+	text_fit(dst, len, src);
 }
 
 /* The role of s's communicator i from the diagnosis' communicators (the

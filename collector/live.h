@@ -32,14 +32,17 @@
 #define LIVE_STRIP_MAX 512
 /* Communicators kept per rank for collective sequence numbers. */
 #define LIVE_COMMS_MAX 16
-/* Findings kept, and the bytes of their texts. */
+/* Findings kept, and the bytes of their texts: room for every rule's
+ * message, evidence and three fixes on today's jobs (the longest fix about
+ * 1.3 kB, evidence 1 kB); a longer one is cut with a mark (text_fit). */
 #define LIVE_FINDINGS_MAX 16
-#define LIVE_TEXT_BYTES 256
+#define LIVE_TEXT_BYTES 512
+#define LIVE_EVIDENCE_BYTES 2048
+#define LIVE_FIX_BYTES 4096
 /* Forward gathers kept for the gather sequence. */
 #define LIVE_GATHERS_MAX 512
-/* Bytes of a rank's host and command names, and of a finding's fix. */
+/* Bytes of a rank's host and command names. */
 #define LIVE_NAME_BYTES 64
-#define LIVE_FIX_BYTES 1024
 
 /* One step of one rank, as the window keeps it. */
 struct live_step {
@@ -129,8 +132,9 @@ struct live_finding {
 	int severity;                  /* enum rule_severity */
 	char title[128];               /* the rule's title; "" from a session that did not send one */
 	char message[LIVE_TEXT_BYTES];
-	char evidence[LIVE_TEXT_BYTES];
-	char fix[LIVE_FIX_BYTES];      /* the fix as the rule words it (FSDP2 first), "" none; cut to fit */
+	char evidence[LIVE_EVIDENCE_BYTES];
+	char fix[LIVE_FIX_BYTES];      /* the fix as the rule words it (FSDP2 first), "" none; what does not
+	                                  fit is cut with a mark (text_fit) */
 };
 
 /* One forward gather of the headline rank's representative step. */

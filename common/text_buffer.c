@@ -82,3 +82,46 @@ int text_buffer_take(struct text_buffer *b, char **text, size_t *len)
 	memset(b, 0, sizeof(*b));
 	return rc;
 }
+
+/* Where to cut s[0..room) so a character is not split and, when a line
+ * ends in the last quarter, after that line. */
+static size_t cut_point(const char *s, size_t room)
+{
+	size_t at = room;
+
+	while (at > 0 && ((unsigned char)s[at] & 0xc0) == 0x80)
+		at--;
+	for (size_t i = at; i > at - at / 4 && i > 0; i--)
+		if (s[i - 1] == '\n')
+			return i;
+	return at;
+}
+
+size_t text_fit(char *dst, size_t len, const char *src)
+{
+	static const char long_fmt[] = "\n[cut here: %zu more bytes; fsdpscope lint shows the whole text]";
+	static const char short_mark[] = "[cut]";
+	size_t n = strlen(src), mark_len, keep;
+	int long_mark;
+
+	if (!len)
+		return n;
+	if (n < len) {
+		memcpy(dst, src, n + 1);
+		return 0;
+	}
+	/* room for the mark as it reads with the most bytes cut (all n) */
+	mark_len = (size_t)snprintf(NULL, 0, long_fmt, n);
+	long_mark = mark_len + 1 <= len / 2;
+	if (!long_mark)
+		mark_len = sizeof short_mark - 1 < len / 2 ? sizeof short_mark - 1 : 0;
+	keep = cut_point(src, len - 1 - mark_len);
+	if (long_mark && keep > 0 && src[keep - 1] == '\n')
+		keep--; /* the mark opens its own line */
+	memcpy(dst, src, keep);
+	if (long_mark)
+		snprintf(dst + keep, len - keep, long_fmt, n - keep);
+	else
+		snprintf(dst + keep, len - keep, "%s", mark_len ? short_mark : "");
+	return n - keep;
+}

@@ -30,4 +30,14 @@ __attribute__((format(printf, 2, 3))) void text_buffer_printf(struct text_buffer
  */
 int text_buffer_take(struct text_buffer *b, char **text, size_t *len);
 
+/*
+ * text_fit - src into dst[len], NUL-ended. Text that does not fit is cut
+ * where a character starts (a line's end when one is near) and the cut is
+ * marked, so no reader takes a part for the whole:
+ *     "...\n[cut here: 4711 more bytes; fsdpscope lint shows the whole text]"
+ * ("...[cut]" where that would take more than half the room, a name's).
+ * Returns the bytes cut from src, 0 when it fit.
+ */
+size_t text_fit(char *dst, size_t len, const char *src);
+
 #endif

@@ -5,6 +5,8 @@
 #include "rules/diagnosis.h"
 #include "rules/finding_text.h"
 
+#include "common/text_buffer.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,11 +20,11 @@ size_t diagnosis_live_findings(const findings_t *list, struct live_finding *out,
 		struct live_finding *l = &out[n++];
 
 		memset(l, 0, sizeof(*l));
-		snprintf(l->rule, sizeof(l->rule), "%s", f->rule->id);
+		text_fit(l->rule, sizeof(l->rule), f->rule->id);
 		l->severity = (int)f->severity;
-		snprintf(l->title, sizeof(l->title), "%s", f->rule->title);
-		snprintf(l->message, sizeof(l->message), "%s", f->message ? f->message : "");
-		snprintf(l->evidence, sizeof(l->evidence), "%s", f->evidence ? f->evidence : "");
+		text_fit(l->title, sizeof(l->title), f->rule->title);
+		text_fit(l->message, sizeof(l->message), f->message ? f->message : "");
+		text_fit(l->evidence, sizeof(l->evidence), f->evidence ? f->evidence : "");
 		finding_text_fixes(f, l->fix, sizeof(l->fix));
 	}
 	return n;

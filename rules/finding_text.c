@@ -3,9 +3,12 @@
  */
 #include "rules/finding_text.h"
 
+#include "common/text_buffer.h"
+
 #include "rules/rules.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* each_line - text split at its newlines, each line under indent. */
@@ -168,15 +171,22 @@ void finding_text_lines(const struct finding *f, unsigned flags, finding_text_li
 
 char *finding_text_fixes(const struct finding *f, char *buf, size_t len)
 {
-	size_t off;
+	struct text_buffer whole = {0};
+	char *text;
+	size_t n;
 
 	if (!len)
 		return buf;
-	/* snprintf stops at the buffer's end: what does not fit is cut there */
-	off = (size_t)snprintf(buf, len, "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
-	if (f->fix_fsdp1 && off < len)
-		off += (size_t)snprintf(buf + off, len - off, "%sFSDP1:\n%s", off ? "\n" : "", f->fix_fsdp1);
-	if (f->fix_deepspeed && off < len)
-		snprintf(buf + off, len - off, "%sDeepSpeed:\n%s", off ? "\n" : "", f->fix_deepspeed);
+	text_buffer_printf(&whole, "%s", f->fix_fsdp2 ? f->fix_fsdp2 : "");
+	if (f->fix_fsdp1)
+		text_buffer_printf(&whole, "%sFSDP1:\n%s", whole.len ? "\n" : "", f->fix_fsdp1);
+	if (f->fix_deepspeed)
+		text_buffer_printf(&whole, "%sDeepSpeed:\n%s", whole.len ? "\n" : "", f->fix_deepspeed);
+	if (text_buffer_take(&whole, &text, &n) < 0) {
+		text_fit(buf, len, "[the fix did not fit in memory; fsdpscope lint shows it]");
+		return buf;
+	}
+	text_fit(buf, len, text);
+	free(text);
 	return buf;
 }

@@ -93,8 +93,9 @@ size_t finding_text_heading(const struct finding_text_parts *p, char *buf, size_
  * finding_text_fixes - f's fixes as one text, the form a live state keeps
  * and the dashboard's fix box and the viewer show: the FSDP2 fix, then
  * "FSDP1:" and "DeepSpeed:" each on a line of its own before its code.
- * Cut at len bytes (the FSDP2 fix, the one most jobs need, first); always
- * NUL-terminated when len > 0. Returns buf.
+ * What does not fit in len bytes is cut with a mark (text_fit; the FSDP2
+ * fix, the one most jobs need, first); always NUL-terminated when len > 0.
+ * Returns buf.
  */
 char *finding_text_fixes(const struct finding *f, char *buf, size_t len);
 

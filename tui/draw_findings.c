@@ -5,9 +5,11 @@
  * (rules/finding_text.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rules/finding_text.h"
+#include "common/text_buffer.h"
 #include "tui/draw.h"
 
 static uint8_t severity_color(int severity)
@@ -171,20 +173,11 @@ static int wrap_line(const char *text, size_t *at, int width, char *out, size_t 
 	return (int)(indent + end);
 }
 
-/* A finding's lines, each ended by a newline: room for the longest live
- * finding folded at the narrowest box (a line a word, with its indent). */
-struct fix_text {
-	char buf[8 * LIVE_FIX_BYTES];
-	size_t len;
-};
-
+/* A finding's lines, each ended by a newline, however many the box's
+ * width folds them into. */
 static void fix_text_line(void *ctx, const char *indent, const char *text, size_t len)
 {
-	struct fix_text *t = ctx;
-	int n = snprintf(t->buf + t->len, sizeof t->buf - t->len, "%s%.*s\n", indent, (int)len, text);
-
-	if (n > 0)
-		t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : sizeof t->buf - t->len - 1;
+	text_buffer_printf(ctx, "%s%.*s\n", indent, (int)len, text);
 }
 
 void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
@@ -193,9 +186,9 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	const struct live_finding *f;
 	int inner = c->cols - 4, lines = nrows - 2, total = 0;
 	struct finding_text_parts parts;
-	struct fix_text text;
-	char fixes[LIVE_FIX_BYTES], line[LIVE_FIX_BYTES];
-	size_t at = 0;
+	struct text_buffer lines_of = {0};
+	char fixes[LIVE_FIX_BYTES], line[LIVE_FIX_BYTES], *text;
+	size_t at = 0, len;
 
 	if (nrows < 3 || !v || v->job.nfindings == 0) {
 		st->fix_open = 0;
@@ -210,22 +203,25 @@ void draw_fix(struct top_canvas *c, struct top_state *st, int row, int nrows)
 	canvas_printf(c, row, 0, -1, CANVAS_REVERSE | CANVAS_BOLD, CANVAS_COLOR_NONE,
 		      " fix: %s (%s)   Esc / f closes, arrows scroll", f->rule, severity_name(f->severity));
 	finding_text_parts_of_live(f, &parts, fixes, sizeof fixes);
-	text.len = 0;
-	text.buf[0] = '\0';
-	finding_text_parts_lines(&parts, 0, inner, fix_text_line, &text);
-	while (wrap_line(text.buf, &at, inner, line, sizeof line) >= 0)
+	finding_text_parts_lines(&parts, 0, inner, fix_text_line, &lines_of);
+	if (text_buffer_take(&lines_of, &text, &len) < 0) {
+		canvas_put(c, row + 1, 2, inner, 0, CANVAS_COLOR_NONE, "(out of memory: fsdpscope lint shows the fix)");
+		return;
+	}
+	while (wrap_line(text, &at, inner, line, sizeof line) >= 0)
 		total++;
 	if (st->fix_scroll > total - lines)
 		st->fix_scroll = total - lines;
 	if (st->fix_scroll < 0)
 		st->fix_scroll = 0;
 	at = 0;
-	for (int i = 0, shown = 0; shown < lines && wrap_line(text.buf, &at, inner, line, sizeof line) >= 0; i++) {
+	for (int i = 0, shown = 0; shown < lines && wrap_line(text, &at, inner, line, sizeof line) >= 0; i++) {
 		if (i < st->fix_scroll)
 			continue;
 		canvas_put(c, row + 1 + shown, 2, inner, 0, CANVAS_COLOR_NONE, line);
 		shown++;
 	}
+	free(text);
 	canvas_fill(c, row + nrows - 1, 0, -1, CANVAS_DIM, CANVAS_COLOR_NONE, c->utf8 ? "─" : "-");
 	if (total > lines)
 		canvas_printf(c, row + nrows - 1, 2, -1, CANVAS_DIM, CANVAS_COLOR_NONE, " lines %d-%d of %d ",

@@ -16,6 +16,7 @@
  * (collector/live_fields.h), the one the session's renderer writes from.
  */
 #include "tui/feed_thread.h"
+#include "common/text_buffer.h"
 #include "tui/feeds.h"
 
 #include "collector/live_fields.h"
@@ -140,7 +141,7 @@ static int get_bool(struct dec *d, json_t *o, const char *key)
 	return v && json_is_true(v);
 }
 
-/* A string into dst (cut to fit); null gives "" when allowed. Returns the string, or NULL. */
+/* A string into dst (cut to fit, the cut marked); null gives "" when allowed. Returns the string, or NULL. */
 static const char *get_text(struct dec *d, json_t *o, const char *key, char *dst, size_t len, int nullable)
 {
 	int is_null;
@@ -155,7 +156,7 @@ static const char *get_text(struct dec *d, json_t *o, const char *key, char *dst
 		return NULL;
 	}
 	if (dst && len)
-		snprintf(dst, len, "%s", json_string_value(v));
+		text_fit(dst, len, json_string_value(v)); /* a longer text than this build keeps: marked */
 	return json_string_value(v);
 }
 

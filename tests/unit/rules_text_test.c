@@ -155,6 +155,41 @@ static void test_live_layout(void **state)
 	findings_free(list);
 }
 
+/* A synthetic finding with fixes of several kB (not today's rule texts):
+ * the live state keeps the three parts whole where they fit, and marks
+ * the cut where they do not, the FSDP2 fix first. */
+static void test_live_long_fix(void **state)
+{
+	char fsdp2[2000], fsdp1[900], ds[900];
+	struct live_finding live;
+	findings_t *list;
+
+	(void)state;
+	memset(fsdp2, 'a', sizeof fsdp2 - 1), fsdp2[sizeof fsdp2 - 1] = '\0';
+	memset(fsdp1, 'b', sizeof fsdp1 - 1), fsdp1[sizeof fsdp1 - 1] = '\0';
+	memset(ds, 'c', sizeof ds - 1), ds[sizeof ds - 1] = '\0';
+	ds[sizeof ds - 2] = 'Z'; /* the DeepSpeed part's last byte */
+	list = one_finding(fsdp1, ds);
+	free(findings_at(list, 0)->fix_fsdp2);
+	findings_at(list, 0)->fix_fsdp2 = strdup(fsdp2);
+	assert_int_equal(diagnosis_live_findings(list, &live, 1), 1);
+	assert_int_equal(strlen(live.fix), strlen(fsdp2) + strlen("\nFSDP1:\n") + strlen(fsdp1) +
+						strlen("\nDeepSpeed:\n") + strlen(ds));
+	assert_int_equal(live.fix[strlen(live.fix) - 1], 'Z');
+	findings_free(list);
+
+	char big[6000];
+	memset(big, 'a', sizeof big - 1), big[sizeof big - 1] = '\0';
+	list = one_finding(fsdp1, ds);
+	free(findings_at(list, 0)->fix_fsdp2);
+	findings_at(list, 0)->fix_fsdp2 = strdup(big);
+	assert_int_equal(diagnosis_live_findings(list, &live, 1), 1);
+	assert_true(strlen(live.fix) < sizeof live.fix);
+	assert_int_equal(strncmp(live.fix, big, 3000), 0);
+	assert_non_null(strstr(live.fix, "more bytes; fsdpscope lint shows the whole text]"));
+	findings_free(list);
+}
+
 static void test_fixes_text(void **state)
 {
 	findings_t *list = one_finding("fsdp1()", "{\"zero\": 3}");
@@ -163,8 +198,8 @@ static void test_fixes_text(void **state)
 	(void)state;
 	assert_string_equal(finding_text_fixes(findings_get(list, 0), buf, sizeof(buf)),
 			    "fsdp2()\nfsdp2_more()\nFSDP1:\nfsdp1()\nDeepSpeed:\n{\"zero\": 3}");
-	/* cut to fit, the FSDP2 fix first */
-	assert_string_equal(finding_text_fixes(findings_get(list, 0), small, sizeof(small)), "fsdp2()\nfsd");
+	/* cut to fit, the FSDP2 fix first, and the cut marked */
+	assert_string_equal(finding_text_fixes(findings_get(list, 0), small, sizeof(small)), "fsdp2([cut]");
 	findings_free(list);
 }
 
@@ -211,7 +246,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_block_layout), cmocka_unit_test(test_block_flags),
 	    cmocka_unit_test(test_parts_layout), cmocka_unit_test(test_live_layout),
-	    cmocka_unit_test(test_fixes_text),	 cmocka_unit_test(test_from_result),
+	    cmocka_unit_test(test_fixes_text),	 cmocka_unit_test(test_live_long_fix),	 cmocka_unit_test(test_from_result),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 
 #include "common/text_buffer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,11 +56,40 @@ static void test_grows(void **state)
 	assert_int_equal(b.len, 0);
 }
 
+/* text_fit: whole when it fits; else cut where a character starts, after
+ * a line when one ends near the cut, and marked with the bytes cut. */
+static void test_fit(void **state)
+{
+	char small[8], room[200], text[400], want[160];
+	size_t cut;
+
+	(void)state;
+	assert_int_equal(text_fit(room, sizeof room, "fits"), 0);
+	assert_string_equal(room, "fits");
+	assert_int_equal(text_fit(room, 5, "five!"), 1); /* a NUL needs room too */
+	assert_string_equal(room, "five");	     /* "[cut]" would take more than half */
+	assert_int_equal(text_fit(small, sizeof small, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"), 4);
+	assert_string_equal(small, "\xc3\xa9\xc3\xa9\xc3\xa9"); /* no half character */
+	for (int i = 0; i < 40; i++)
+		snprintf(text + 9 * i, sizeof text - 9 * (size_t)i, "line %03d\n", i);
+	cut = text_fit(room, sizeof room, text);
+	assert_true(cut > 0);
+	/* the kept part is whole lines, the mark on its own line, the count exact */
+	const char *mark = strstr(room, "\n[cut here: ");
+	assert_non_null(mark);
+	assert_int_equal((size_t)(mark - room) + cut, strlen(text));
+	snprintf(want, sizeof want, "\n[cut here: %zu more bytes; fsdpscope lint shows the whole text]", cut);
+	assert_string_equal(mark, want);
+	assert_int_equal(strncmp(room, text, (size_t)(mark - room)), 0);
+	assert_true(strlen(room) < sizeof room);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_empty),
 	    cmocka_unit_test(test_grows),
+	    cmocka_unit_test(test_fit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

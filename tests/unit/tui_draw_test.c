@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "collector/analysis.h"
+#include "common/text_buffer.h"
 #include "tests/unit/tui_views.h"
 #include "tui/canvas.h"
 #include "tui/draw.h"
@@ -509,6 +510,65 @@ static void test_fix_box_narrow(void **state)
 	assert_true(canvas_find(fx.c, row, "      auto_wrap_policy=") > row);
 }
 
+/* A synthetic fix of several kB (not today's rule texts): FSDP2 lines,
+ * then FSDP1 and DeepSpeed parts. */
+static void long_fix(char *buf, size_t len, int fsdp2_lines, int other_lines)
+{
+	size_t at = 0;
+
+	for (int i = 0; i < fsdp2_lines; i++)
+		at += (size_t)snprintf(buf + at, len - at, "fully_shard(model.layers[%d], mp_policy=mp)  # fsdp2 %d\n",
+				       i, i);
+	at += (size_t)snprintf(buf + at, len - at, "FSDP1:\n");
+	for (int i = 0; i < other_lines; i++)
+		at += (size_t)snprintf(buf + at, len - at, "fsdp1 line %d\n", i);
+	at += (size_t)snprintf(buf + at, len - at, "DeepSpeed:\n");
+	for (int i = 0; i < other_lines; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%sdeepspeed line %d", i ? "\n" : "", i);
+}
+
+/* a fix of several kB reaches the box whole: scrolled to its end, the
+ * DeepSpeed part's last line is there; one longer than the live state's
+ * room ends with the cut's mark, never in silence */
+static void test_fix_box_long(void **state)
+{
+	struct live_view *v = tv_view(4);
+	char whole[16384];
+	struct live_finding *f;
+
+	(void)state;
+	tv_units(v, 4, 8);
+	f = &v->job.findings[0];
+	long_fix(whole, sizeof whole, 50, 20); /* about 3.4 kB */
+	assert_true(strlen(whole) > 3000 && strlen(whole) < sizeof f->fix);
+	assert_int_equal(text_fit(f->fix, sizeof f->fix, whole), 0);
+	show(v, TOP_MODE_REPLAY, 80, 24, 1);
+	state_key(&fx.st, 'f');
+	state_key(&fx.st, 'f');
+	state_key(&fx.st, TOP_KEY_END);
+	redraw();
+	assert_true(canvas_find(fx.c, 0, "fix: wrap-too-fine") > 0);
+	assert_true(canvas_find(fx.c, 0, "      deepspeed line 19") > 0);
+	assert_true(canvas_find(fx.c, 0, " of 1") > 0 || canvas_find(fx.c, 0, " lines ") > 0);
+	state_key(&fx.st, TOP_KEY_HOME);
+	redraw();
+	assert_true(canvas_find(fx.c, 0, "fully_shard(model.layers[0], mp_policy=mp)") > 0);
+	teardown(NULL);
+
+	v = tv_view(4);
+	tv_units(v, 4, 8);
+	f = &v->job.findings[0];
+	long_fix(whole, sizeof whole, 200, 40); /* about 12 kB */
+	assert_true(text_fit(f->fix, sizeof f->fix, whole) > 0);
+	show(v, TOP_MODE_REPLAY, 80, 24, 1);
+	state_key(&fx.st, 'f');
+	state_key(&fx.st, 'f');
+	state_key(&fx.st, TOP_KEY_END);
+	redraw();
+	assert_true(canvas_find(fx.c, 0, "[cut here: ") > 0);
+	assert_true(canvas_find(fx.c, 0, "fsdpscope lint shows the whole text]") > 0);
+}
+
 static void test_strip_ascii(void **state)
 {
 	int row;
@@ -588,6 +648,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_40x12, teardown),
 	    cmocka_unit_test_teardown(test_fix_box, teardown),
 	    cmocka_unit_test_teardown(test_fix_box_narrow, teardown),
+	    cmocka_unit_test_teardown(test_fix_box_long, teardown),
 	    cmocka_unit_test_teardown(test_strip_ascii, teardown),
 	    cmocka_unit_test_teardown(test_header, teardown),
 	};

@@ -367,7 +367,7 @@ static void test_render(void **state)
 	char path[256], *json, *both;
 	size_t len, len2;
 	char *json2;
-	char evidence[LIVE_TEXT_BYTES + 1];
+	char evidence[LIVE_EVIDENCE_BYTES + 1];
 
 	(void)state;
 	v = make_view(&diagnosed);
@@ -381,10 +381,10 @@ static void test_render(void **state)
 	/* Escapes: every byte that is not valid UTF-8 as \u00XX, valid UTF-8 kept. */
 	assert_non_null(strstr(json, "\"message\":\"a\\\"b\\\\c\\nd\\u0001e\\u00fff \xc3\xa9 \\u00ed\\u00a0\\u0080\""));
 	/* A text that fills its array, with no NUL, ends with the array. */
-	memset(evidence, 'x', LIVE_TEXT_BYTES);
-	evidence[LIVE_TEXT_BYTES] = '\0';
+	memset(evidence, 'x', LIVE_EVIDENCE_BYTES);
+	evidence[LIVE_EVIDENCE_BYTES] = '\0';
 	{
-		char want[LIVE_TEXT_BYTES + 32];
+		char want[LIVE_EVIDENCE_BYTES + 32];
 
 		snprintf(want, sizeof(want), "\"evidence\":\"%s\"}", evidence);
 		assert_non_null(strstr(json, want));
