@@ -359,7 +359,7 @@ static int dump_nodes_said(const struct dump *d)
 static int dump_merged(struct dump *d, int argc, char **argv, int first)
 {
 	char **paths;
-	char err[512];
+	char err[2048]; /* a refusal of traces of several jobs names their files */
 	size_t n;
 	int rc, err_rc;
 

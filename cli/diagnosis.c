@@ -708,7 +708,7 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 {
 	char **paths;
 	size_t n;
-	char err[512];
+	char err[2048]; /* a refusal of traces of several jobs names their files */
 
 	memset(d, 0, sizeof(*d));
 	if (diagnosis_trace_args(argc, argv, first, cmd, &paths, &n))

@@ -224,7 +224,8 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
  * (collector/merge.h: each trace a node's, sources renumbered, clocks
  * aligned on the first trace's); n == 1 is diagnosis_run. The paths are
  * borrowed. A process found in two traces is refused (-EEXIST, err names
- * it); damage of any trace is in d->damage, prefixed with its path.
+ * it), and so are traces of more than one job (FSS_E_USAGE, err lists each
+ * job's files: collector/trace_jobs.h); damage of any trace is in d->damage, prefixed with its path.
  */
 int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagnosis_flags *f, struct diagnosis *d,
 			 char *err, size_t errlen);
@@ -237,7 +238,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
  * why on stderr as "fsdpscope CMD: ...". A trace that holds only some of
  * its job's ranks is said on stderr to be a partial job. Returns 0, or
  * EXIT_USAGE (bad arguments, unreadable or damaged trace, a process in two
- * traces).
+ * traces, traces of more than one job).
  */
 int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		       struct diagnosis *d);

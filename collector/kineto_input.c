@@ -6,6 +6,7 @@
 #include "collector/kineto_input.h"
 
 #include "collector/session_internal.h"
+#include "collector/trace_jobs.h"
 #include "common/error.h"
 #include "common/trace_format.h"
 #include "common/trace_parser.h"
@@ -108,9 +109,32 @@ int kineto_input_classify(const char *const *paths, size_t n, char *err, size_t 
 
 /* ---- one job ---- */
 
-/* Whether the files' distributedInfo worlds agree; err names the files that do not. */
+/* A file's CLOCK_REALTIME span: its first record's time and its last's
+ * (the records are walked once, then handed out again from the first). */
+static void file_span(kineto_map_t *m, int64_t *first, int64_t *last)
+{
+	const struct fss_record_head *rec;
+	int64_t at = kineto_map_peek_realtime(m);
+
+	*first = *last = 0;
+	if (at == INT64_MAX)
+		return;
+	*first = *last = at;
+	while (kineto_map_next(m, &rec) == 1)
+		if ((at = kineto_map_peek_realtime(m)) != INT64_MAX)
+			*last = at;
+	kineto_map_rewind(m);
+}
+
+/* Whether the files are one job: of one distributedInfo world, no rank
+ * twice, at one time (trace_jobs.h: a profiler trace shows no
+ * communicator id, its world decides); err names the files that are not. */
 static int one_job(const struct kineto_input *in, char *err, size_t errlen)
 {
+	struct trace_jobs_file *files;
+	struct trace_jobs_rank *ranks;
+	int rc;
+
 	if (in->n < 2)
 		return 0;
 	for (size_t i = 0; i < in->n; i++) {
@@ -132,14 +156,26 @@ static int one_job(const struct kineto_input *in, char *err, size_t errlen)
 					 in->files[j].path, in->files[i].path, b->world_size, a->world_size);
 				return FSS_E_USAGE;
 			}
-			if (a->rank == b->rank) {
-				snprintf(err, errlen, "%s and %s are not of one job: both are rank %d of its %d",
-					 in->files[j].path, in->files[i].path, a->rank, a->world_size);
-				return FSS_E_USAGE;
-			}
 		}
 	}
-	return 0;
+	files = calloc(in->n, sizeof(*files));
+	ranks = calloc(in->n, sizeof(*ranks));
+	if (!files || !ranks) {
+		free(files);
+		free(ranks);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < in->n; i++) {
+		const struct kineto_map_info *a = in->files[i].info;
+
+		ranks[i] = (struct trace_jobs_rank){.size = a->world_size, .rank = a->rank};
+		files[i] = (struct trace_jobs_file){.path = in->files[i].path, .ranks = &ranks[i], .nranks = 1};
+		file_span(in->maps[i], &files[i].first_ns, &files[i].last_ns);
+	}
+	rc = trace_jobs_check(files, in->n, err, errlen);
+	free(files);
+	free(ranks);
+	return rc;
 }
 
 /* ---- the input ---- */

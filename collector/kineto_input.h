@@ -4,10 +4,10 @@
  *
  * Each file is read whole into compact state (kineto_file_read), checked
  * to be of one job with the others (their distributedInfo worlds agree:
- * the same world_size, distinct ranks), and becomes one source whose
- * records (kineto_map.h) go to the session in host-time order across the
- * files (CLOCK_REALTIME: baseTimeNanoseconds + ts), after a synthetic file
- * header. fss_session_open_files attaches this input when its files are
+ * the same world_size, distinct ranks, overlapping times: trace_jobs.h),
+ * and becomes one source whose records (kineto_map.h) go to the session in
+ * host-time order across the files (CLOCK_REALTIME: baseTimeNanoseconds +
+ * ts), after a synthetic file header. fss_session_open_files attaches this input when its files are
  * Kineto traces (told by their content, never by their names).
  */
 #ifndef FSS_COLLECTOR_KINETO_INPUT_H

@@ -31,6 +31,8 @@ const char *merge_basis_name(enum merge_basis basis)
 
 /* ---- open ----------------------------------------------------------------- */
 
+static int merge_check_one_job(merge_t *m, char *err, size_t errlen);
+
 int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, size_t errlen)
 {
 	merge_t *m;
@@ -44,7 +46,8 @@ int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, siz
 	if (!n)
 		return -EINVAL;
 	m = calloc(1, sizeof(*m));
-	if (!m || !(m->nodes = calloc(n, sizeof(*m->nodes))) || !(offsets = calloc(n, sizeof(*offsets)))) {
+	if (!m || !(m->nodes = calloc(n, sizeof(*m->nodes))) || !(m->jobs = calloc(n, sizeof(*m->jobs))) ||
+	    !(offsets = calloc(n, sizeof(*offsets)))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -81,6 +84,8 @@ int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, siz
 		}
 	if ((rc = merge_check_duplicates(m, err, errlen)))
 		goto fail;
+	if ((rc = merge_check_one_job(m, err, errlen)))
+		goto fail;
 	if ((rc = merge_align(m->nodes, m->nnodes, m->samples, m->nsamples)))
 		goto fail;
 	free(offsets);
@@ -95,6 +100,27 @@ fail:
 		snprintf(err, errlen, "out of memory");
 	free(offsets);
 	merge_free(m);
+	return rc;
+}
+
+/* The traces are one job's (trace_jobs.h), else FSS_E_USAGE said in err. */
+static int merge_check_one_job(merge_t *m, char *err, size_t errlen)
+{
+	struct trace_jobs_file *files = calloc(m->nnodes, sizeof(*files));
+	int rc;
+
+	if (!files)
+		return -ENOMEM;
+	for (size_t k = 0; k < m->nnodes; k++)
+		files[k] = (struct trace_jobs_file){
+		    .path = m->nodes[k].path,
+		    .ranks = m->jobs[k].ranks,
+		    .nranks = m->jobs[k].nranks,
+		    .first_ns = m->jobs[k].first_ns,
+		    .last_ns = m->jobs[k].last_ns,
+		};
+	rc = trace_jobs_check(files, m->nnodes, err, errlen);
+	free(files);
 	return rc;
 }
 
@@ -113,6 +139,9 @@ void merge_free(merge_t *m)
 {
 	if (!m)
 		return;
+	for (size_t k = 0; m->jobs && k < m->nnodes; k++)
+		free(m->jobs[k].ranks);
+	free(m->jobs);
 	free(m->nodes);
 	free(m->samples);
 	free(m->procs);

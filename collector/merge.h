@@ -33,7 +33,10 @@
  *
  * A process found in two traces (the same sink process_id, or without one
  * the same pid on the same host) is refused: counting it twice would make a
- * job of ranks that never ran. Traces are regular files (read twice).
+ * job of ranks that never ran. So are traces of more than one job (two runs
+ * into one folder): the first pass keeps what trace_jobs_check needs (each
+ * process's ranks in its communicators and world, each trace's
+ * CLOCK_REALTIME span), and merge_open asks it. Traces are regular files (read twice).
  * Memory: per node one chunk being parsed, plus the end times of a bounded
  * sample of each rank's collectives (all of the first 4096 per communicator,
  * then thinner: MERGE_SAMPLE_*).
@@ -92,8 +95,10 @@ struct merge_node {
  * merge_open - read the n traces at paths (n >= 1, regular files; the
  * strings are borrowed and must outlive the merge) and align their clocks.
  * Returns 0 with *out set, or a negative errno / FSS_E_* with the reason in
- * err: a file that cannot be opened or is not a trace (named), or a process
- * present in two traces (-EEXIST, naming both and the process).
+ * err: a file that cannot be opened or is not a trace (named), a process
+ * present in two traces (-EEXIST, naming both and the process), or traces
+ * of more than one job (FSS_E_USAGE, trace_jobs_check's words: each job's
+ * files).
  */
 int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, size_t errlen);
 

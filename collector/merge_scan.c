@@ -388,6 +388,59 @@ out:
 	return rc;
 }
 
+static int push_job_rank(struct merge_job_node *j, uint64_t comm, int32_t size, int32_t rank)
+{
+	if (rank < 0)
+		return 0;
+	if (j->nranks == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 16;
+		struct trace_jobs_rank *grown = realloc(j->ranks, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		j->ranks = grown;
+		j->cap = cap;
+	}
+	j->ranks[j->nranks++] = (struct trace_jobs_rank){.comm = comm, .size = size, .rank = rank};
+	return 0;
+}
+
+/* What trace_jobs_check needs of the node: each process's ranks in its
+ * communicators (those of more than one rank whose id was read, not
+ * inferred by attach) and in its world, and the node's time on
+ * CLOCK_REALTIME (known with a clock anchor). */
+static int scan_job_node(struct scan *s, struct merge_job_node *j, int64_t realtime_offset, int have_anchor)
+{
+	uint64_t first = 0, last = 0;
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < sources_count(s->layer); i++) {
+		const struct source *src = sources_at(s->layer, i);
+
+		if (src->first_ns && (!first || src->first_ns < first))
+			first = src->first_ns;
+		if (src->last_ns > last)
+			last = src->last_ns;
+		if (!src->has_hello)
+			continue;
+		for (size_t c = 0; !rc && c < src->ncomms; c++) {
+			const struct source_comm *comm = &src->comms[c];
+
+			if (comm->id_hash && comm->nranks > 1 && !(comm->inferred & FSS_COMM_INFER_ID))
+				rc = push_job_rank(j, comm->id_hash, comm->nranks, comm->rank);
+		}
+		/* its world: its largest communicator, else WORLD_SIZE */
+		int32_t world = src->world_size ? src->world_size : src->hint_world_size;
+
+		if (!rc)
+			rc = push_job_rank(j, 0, world > 0 ? world : 0, src->rank);
+	}
+	if (have_anchor && first) {
+		j->first_ns = (int64_t)first + realtime_offset;
+		j->last_ns = (int64_t)last + realtime_offset;
+	}
+	return rc;
+}
+
 static void scan_free(struct scan *s)
 {
 	for (size_t i = 0; i < s->nsrc; i++) {
@@ -453,6 +506,8 @@ int merge_scan_trace(merge_t *m, uint32_t k, int64_t *realtime_offset, uint32_t 
 	*realtime_offset = merge_median_i64(s.pairs, s.npairs);
 	*max_source = s.any_source ? s.max_source : 0;
 	rc = scan_summarize(m, &s, node);
+	if (!rc)
+		rc = scan_job_node(&s, &m->jobs[k], *realtime_offset, s.npairs > 0);
 out:
 	scan_free(&s);
 	return rc;

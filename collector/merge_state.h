@@ -12,6 +12,7 @@
 
 #include "collector/merge.h"
 #include "collector/merge_align.h"
+#include "collector/trace_jobs.h"
 
 /* merge_sample.gpu during the scan: a host exit on a communicator with a
  * GPU returns at enqueue and says nothing of when the collective ended
@@ -29,6 +30,14 @@ struct merge_process {
 	char host[MERGE_HOST_MAX];
 };
 
+/* What the first pass learnt of a node for trace_jobs_check: the ranks its
+ * processes hold (trace_jobs.h) and its CLOCK_REALTIME span. */
+struct merge_job_node {
+	struct trace_jobs_rank *ranks;
+	size_t nranks, cap;
+	int64_t first_ns, last_ns; /* both 0: not known (no clock anchor) */
+};
+
 struct stream;
 
 struct merge {
@@ -38,6 +47,7 @@ struct merge {
 	size_t nsamples, samples_cap;
 	struct merge_process *procs;
 	size_t nprocs, procs_cap;
+	struct merge_job_node *jobs; /* [nnodes] */
 	size_t current;
 	/* merge_read's state */
 	struct stream *streams;

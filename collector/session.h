@@ -141,7 +141,11 @@ int fss_session_set_input(fss_session_t *s, const struct fss_session_input *ops,
 /*
  * fss_session_open_files - the input: trace files read from disk, one
  * through the parser, several as one job through the merge (merge.h:
- * clocks aligned). err gets a message for a merge that cannot open.
+ * clocks aligned), or PyTorch profiler traces (kineto_input.h). Every
+ * reader of several traces or of a folder comes through here, so here
+ * (through merge_open and kineto_input_open) they are checked to be one
+ * job's (trace_jobs.h): traces of two runs are FSS_E_USAGE, err listing
+ * each job's files. err gets a message for a merge that cannot open.
  * Returns 0, or a negative errno / FSS_E_* (nothing attached).
  */
 int fss_session_open_files(fss_session_t *s, const char *const *paths, size_t n, char *err, size_t errlen);

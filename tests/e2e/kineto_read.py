@@ -360,6 +360,24 @@ def generated(fsdpscope, fss_trace, work):
     rc, out, err = run(fsdpscope, "report", "--json", w4, again)
     check(rc == 2 and "both are rank 0" in err, f"one rank twice: refused (exit {rc})")
 
+    # two runs of a 2-rank job profiled into one folder, the second an hour later: two jobs,
+    # grouped by run (issue 24); rank 0 of one with rank 1 of the other is no job either
+    runs = os.path.join(work, "runs")
+    os.makedirs(runs, exist_ok=True)
+    later = 1700000000000000000 + 3600 * 10**9
+    paths = [write(os.path.join(runs, f"{name}.json"), job_trace(rank, 2, base=base))
+             for name, rank, base in (("a-r0", 0, later), ("a-r1", 1, later),
+                                      ("b-r0", 0, 1700000000000000000), ("b-r1", 1, 1700000000000000000))]
+    rc, out, err = run(fsdpscope, "lint", runs)
+    check(rc == 2 and "the traces are of 2 jobs, not one" in err and
+          f"): {paths[2]}, {paths[3]}; job 2 (ranks 0-1, " in err and f"): {paths[0]}, {paths[1]}; read one" in err,
+          f"two runs' profiler traces: refused, grouped by run, the earlier first (exit {rc}): {err[-600:]}")
+    rc, out, err = run(fsdpscope, "lint", paths[2], paths[1])
+    check(rc == 2 and "their times do not overlap" in err,
+          f"rank 0 of one run, rank 1 of the next: refused (exit {rc}): {err[-300:]}")
+    rc, out, err = run(fsdpscope, "lint", paths[2], paths[3])
+    check(rc in (0, 1, 3, 4), f"one run's two ranks: read (exit {rc}): {err[-300:]}")
+
     # a .fss and a Kineto file
     rc, out, err = run(fsdpscope, "lint", fss_trace, r0)
     check(rc == 2 and "mixes fsdpscope traces" in err and "give one kind" in err,

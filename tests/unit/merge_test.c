@@ -42,6 +42,8 @@ struct job {
 	int gpu;                     /* a GPU communicator: kernel ends, host exits at enqueue */
 	int untied;                  /* kernels tied to their collective by correlation records, before or after */
 	uint64_t process_id_a, process_id_b;
+	int run;                     /* a later run of the same job into the same folder: 100 s later, its own
+	                                unique id (0: the first) */
 };
 
 static int64_t abs64(int64_t v)
@@ -53,6 +55,8 @@ static int64_t mono_of(int host, int64_t t)
 {
 	return t - T0 + (host ? B_MONO_AT_T0 : A_MONO_AT_T0);
 }
+
+#define RUN_AFTER (100ll * SEC) /* a later run starts this long after the first */
 
 static void append(trace_writer_t *w, const void *rec)
 {
@@ -68,7 +72,7 @@ static void write_node(const char *path, int host, const struct job *job)
 	assert_int_equal(trace_writer_open(&w, path, NULL), 0);
 	for (uint32_t s = 0; s < 2; s++) {
 		int32_t rank = host * 2 + (int32_t)s;
-		int64_t t = T0 + (int64_t)s * 1000;
+		int64_t t = T0 + job->run * RUN_AFTER + (int64_t)s * 1000;
 		int64_t rt_err = host ? job->b_realtime_error_ns : 0;
 		struct fss_rec_process_hello h;
 		struct fss_rec_sink k;
@@ -97,7 +101,7 @@ static void write_node(const char *path, int host, const struct job *job)
 		append(w, &a);
 		record_init(&c, FSS_REC_COMM, sizeof(c), s);
 		c.comm = 0xc0000 + s;
-		c.id_hash = COMM_HASH;
+		c.id_hash = COMM_HASH + (uint64_t)job->run;
 		c.enter_ns = (uint64_t)mono_of(host, t + 20);
 		c.exit_ns = (uint64_t)mono_of(host, t + 30);
 		c.nranks = 4;
@@ -111,9 +115,10 @@ static void write_node(const char *path, int host, const struct job *job)
 		for (uint32_t s = 0; s < 2; s++) {
 			int32_t rank = host * 2 + (int32_t)s;
 			/* arrivals spread over 300 us, a different rank last each time */
-			int64_t arrive = T0 + (int64_t)n * 10000000 + ((rank * 7 + (int64_t)n * 3) % 4) * 100000;
+			int64_t start = T0 + job->run * RUN_AFTER;
+			int64_t arrive = start + (int64_t)n * 10000000 + ((rank * 7 + (int64_t)n * 3) % 4) * 100000;
 			/* everyone leaves 1 ms after the last arrival, give or take 0-4 us */
-			int64_t leave = T0 + (int64_t)n * 10000000 + 400000 + 1000000 + ((rank * 13 + (int64_t)n) % 5) * 1000;
+			int64_t leave = start + (int64_t)n * 10000000 + 400000 + 1000000 + ((rank * 13 + (int64_t)n) % 5) * 1000;
 			struct fss_rec_collective c;
 
 			record_init(&c, FSS_REC_COLLECTIVE, sizeof(c), s);
@@ -152,7 +157,7 @@ static void write_node(const char *path, int host, const struct job *job)
 		struct fss_rec_process_end e;
 
 		record_init(&e, FSS_REC_PROCESS_END, sizeof(e), s);
-		e.at_ns = (uint64_t)mono_of(host, T0 + (COLLECTIVES + 2) * 10000000ll);
+		e.at_ns = (uint64_t)mono_of(host, T0 + job->run * RUN_AFTER + (COLLECTIVES + 2) * 10000000ll);
 		e.collectives = COLLECTIVES;
 		e.exit_code = 0;
 		append(w, &e);
@@ -452,6 +457,48 @@ static void test_process_in_two_traces_is_refused(void **state)
 	remove_job(&p);
 }
 
+/* Two runs of the two-node job into the same folders (issue 24): each run
+ * is one job, the four traces together are refused, grouped by run. */
+static void test_two_runs_are_two_jobs(void **state)
+{
+	struct job first = {.process_id_a = 0xa0, .process_id_b = 0xb0};
+	struct job second = {.process_id_a = 0xc0, .process_id_b = 0xd0, .run = 1};
+	struct paths p, q;
+	const char *paths[4];
+	merge_t *m = NULL;
+	char err[1024];
+
+	(void)state;
+	write_job(&p, &first);
+	snprintf(q.a, sizeof(q.a), "/tmp/fss_merge_test_%d_a2.fss", (int)getpid());
+	snprintf(q.b, sizeof(q.b), "/tmp/fss_merge_test_%d_b2.fss", (int)getpid());
+	write_node(q.a, 0, &second);
+	write_node(q.b, 1, &second);
+	/* the second run's nodes alone: one job, aligned as the first's */
+	paths[0] = q.a;
+	paths[1] = q.b;
+	assert_int_equal(merge_open(&m, paths, 2, err, sizeof(err)), 0);
+	check_stream(m, 10000);
+	merge_free(m);
+	/* all four, the second run's first: refused, the first run is job 1 */
+	paths[0] = q.a;
+	paths[1] = p.a;
+	paths[2] = q.b;
+	paths[3] = p.b;
+	m = NULL;
+	assert_int_equal(merge_open(&m, paths, 4, err, sizeof(err)), FSS_E_USAGE);
+	assert_null(m);
+	assert_non_null(strstr(err, "the traces are of 2 jobs, not one"));
+	assert_non_null(strstr(err, "no communicator in common, their times do not overlap"));
+	char want[512];
+	snprintf(want, sizeof(want), "): %s, %s; job 2 (ranks 0-3, ", p.a, p.b);
+	assert_non_null(strstr(err, want));
+	snprintf(want, sizeof(want), "): %s, %s; read one job at a time", q.a, q.b);
+	assert_non_null(strstr(err, want));
+	remove_job(&p);
+	remove_job(&q);
+}
+
 /* merge_align alone: the median resists collectives whose ends were
  * disturbed (a rank descheduled after the collective). */
 static void test_align_median_resists_outliers(void **state)
@@ -488,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_kernel_ends_tied_by_correlation),
 		cmocka_unit_test(test_no_shared_communicator_is_anchors_only),
 		cmocka_unit_test(test_process_in_two_traces_is_refused),
+		cmocka_unit_test(test_two_runs_are_two_jobs),
 		cmocka_unit_test(test_align_median_resists_outliers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
