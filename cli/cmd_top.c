@@ -376,15 +376,17 @@ static int find_session(const char *dir, char *addr, size_t len)
 /* The screen, or the one snapshot. 0 or EXIT_USAGE (said). */
 static int show(struct top_feed *feed, const struct top_options *opt)
 {
-	char err[256] = "";
+	char err[256] = "", why[256] = "";
 	int rc;
 
 	if (opt->once) {
-		rc = top_print_once(feed, opt, stdout);
+		rc = top_print_once(feed, opt, stdout, why, sizeof why);
 		if (rc == -ETIMEDOUT)
 			fprintf(stderr, TOP_PROG ": --once: no view came in 10 s\n");
 		else if (rc && ferror(stdout))
 			; /* a failed standard output is said once, by main */
+		else if (rc && why[0])
+			fprintf(stderr, TOP_PROG ": %s\n", why);
 		else if (rc)
 			fprintf(stderr, TOP_PROG ": --once: %s\n", fss_strerror(rc));
 		return rc ? EXIT_USAGE : EXIT_OK;

@@ -145,6 +145,23 @@ static const char *threshold_names(void)
 	return names;
 }
 
+/* "NAME is a fraction from 0 to 1 (0% to 100%)" for the threshold that
+ * NAME=VALUE names. */
+static const char *threshold_range_words(const char *assignment)
+{
+	static char words[160];
+	size_t n, len = strcspn(assignment, "=");
+	const struct rule_threshold_def *t = rule_thresholds(&n);
+	double lo, hi;
+
+	for (size_t i = 0; i < n; i++)
+		if (strlen(t[i].name) == len && strncmp(t[i].name, assignment, len) == 0) {
+			snprintf(words, sizeof words, "%s is %s", t[i].name, rule_threshold_range(&t[i], &lo, &hi));
+			return words;
+		}
+	return "see --help";
+}
+
 int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const char *cmd)
 {
 	struct analysis_options *o = &f->analysis;
@@ -174,6 +191,11 @@ int diagnosis_option(struct diagnosis_flags *f, int opt, const char *arg, const 
 		if (err == -ENOENT) {
 			fprintf(stderr, "fsdpscope %s: --threshold %s: no such threshold (known: %s)\n", cmd, arg,
 				threshold_names());
+			return -1;
+		}
+		if (err == -EDOM) {
+			fprintf(stderr, "fsdpscope %s: --threshold %s: out of range: %s\n", cmd, arg,
+				threshold_range_words(arg));
 			return -1;
 		}
 		if (err) {

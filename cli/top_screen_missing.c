@@ -16,10 +16,11 @@ int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *e
 	return -ENOSYS;
 }
 
-int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f)
+int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f, char *why, size_t whylen)
 {
 	(void)feed;
 	(void)opt;
 	(void)f;
+	snprintf(why, whylen, "this fsdpscope was built without the dashboard's screen (tui/)");
 	return -ENOSYS;
 }

@@ -261,9 +261,15 @@ __attribute__((format(printf, 3, 4))) static int options_fail(char *err, size_t 
 }
 
 /* A decimal integer in [lo, hi] that is all of `s`. */
+/* The range of the last parse_int, for the message of a value out of it
+ * (options_parse is the process's one parser, run once). */
+static long int_lo, int_hi;
+static int int_parsed;
+
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
 	char *end = NULL;
+	int_lo = lo, int_hi = hi, int_parsed = 1;
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (errno || end == s || *end || v < lo || v > hi)
@@ -360,6 +366,7 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		snprintf(name, sizeof name, "--%s", li >= 0 ? long_options[li].name : "?");
 		li = -1;
 		int bad = 0, count_min = -1; /* count_min: the flag takes an element count >= it */
+		int_parsed = 0;
 		switch (c) {
 		case OPT_BACKEND:
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
@@ -560,6 +567,20 @@ int options_parse(int argc, char **argv, struct fsdp_options *o, char *err, size
 		if (bad && count_min >= 0)
 			return options_fail(err, errlen, "bad %s '%s': an element count >= %d (such as 5e7)", name,
 					    optarg, count_min);
+		if (bad && int_parsed)
+			return options_fail(err, errlen, "bad value '%s' for %s: a whole number from %ld to %ld", optarg,
+					    name, int_lo, int_hi);
+		if (bad && c == OPT_CLIP_GRAD)
+			return options_fail(err, errlen, "bad value '%s' for %s: a number above 0 (such as 1.0)", optarg,
+					    name);
+		if (bad && c == OPT_LR)
+			return options_fail(err, errlen, "bad value '%s' for %s: a number above 0 and below 10", optarg,
+					    name);
+		if (bad && c == OPT_SEED)
+			return options_fail(err, errlen, "bad value '%s' for %s: a whole number from 0 to %llu", optarg,
+					    name, (unsigned long long)UINT64_MAX);
+		if (bad && (c == OPT_PARAM_DTYPE || c == OPT_REDUCE_DTYPE))
+			return options_fail(err, errlen, "bad value '%s' for %s: bf16 or fp32", optarg, name);
 		if (bad)
 			return options_fail(err, errlen, "bad value '%s' for %s (see --help)", optarg, name);
 		if (c >= OPT_ZERO3_GATHER && c <= OPT_REDUCE_BUCKET && !zero3_flag[0])

@@ -72,6 +72,11 @@ struct rule_threshold_def {
 /* rule_thresholds - the table, *n set to RULE_THRESHOLD_COUNT. */
 const struct rule_threshold_def *rule_thresholds(size_t *n);
 
+/* rule_threshold_range - the values t takes, [*lo, *hi] by its unit (a
+ * fraction 0..1, a ratio >= 1, bytes >= 0, a count a whole number >= 1),
+ * and their words for an error message. */
+const char *rule_threshold_range(const struct rule_threshold_def *t, double *lo, double *hi);
+
 /* The help text lines for the thresholds, built from the table at compile
  * time for the commands' static help strings: "    name  [default unit]\n
  * <tab>help\n" per threshold. */
@@ -92,7 +97,8 @@ void rule_config_init(struct rule_config *c);
  * suffix: '%' (divided by 100), k / M / G / T (powers of 1000) or Ki / Mi /
  * Gi / Ti (powers of 1024), optionally followed by 'B'. Returns 0, -ENOENT
  * for an unknown name, -EINVAL for a malformed assignment or value, -ERANGE
- * for a negative or non-finite value.
+ * for a negative or non-finite value, -EDOM for one outside the threshold's
+ * range (rule_threshold_range).
  */
 int rule_config_set(struct rule_config *c, const char *assignment);
 

@@ -72,6 +72,36 @@ int rule_parse_number(const char *text, double *out)
 	return 0;
 }
 
+const char *rule_threshold_range(const struct rule_threshold_def *t, double *lo, double *hi)
+{
+	if (strcmp(t->unit, "fraction") == 0) {
+		*lo = 0, *hi = 1;
+		return "a fraction from 0 to 1 (0% to 100%)";
+	}
+	if (strcmp(t->unit, "ratio") == 0) {
+		*lo = 1, *hi = INFINITY;
+		return "a ratio of at least 1";
+	}
+	if (strcmp(t->unit, "bytes") == 0) {
+		*lo = 0, *hi = INFINITY;
+		return "a number of bytes (suffixes k, M, G, Ki, Mi, Gi)";
+	}
+	*lo = 1, *hi = INFINITY; /* a count: gathers, units */
+	return "a whole number of at least 1";
+}
+
+static int in_range(const struct rule_threshold_def *t, double v)
+{
+	double lo, hi;
+
+	(void)rule_threshold_range(t, &lo, &hi);
+	if (v < lo || v > hi)
+		return 0;
+	/* a count is whole: 2.5 gathers per unit decides nothing 2 or 3 would not */
+	return strcmp(t->unit, "fraction") == 0 || strcmp(t->unit, "ratio") == 0 || strcmp(t->unit, "bytes") == 0 ||
+	       v == floor(v);
+}
+
 int rule_config_set(struct rule_config *c, const char *assignment)
 {
 	const char *eq = strchr(assignment, '=');
@@ -88,6 +118,8 @@ int rule_config_set(struct rule_config *c, const char *assignment)
 		err = rule_parse_number(eq + 1, &v);
 		if (err)
 			return err;
+		if (!in_range(&thresholds[i], v))
+			return -EDOM;
 		c->threshold[i] = v;
 		return 0;
 	}

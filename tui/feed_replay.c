@@ -208,6 +208,15 @@ static int replay_finish(top_replay_feed_t *f, int read_rc)
 	if (rc)
 		return rc;
 	f->job_step = fss_session_job_step(f->session);
+	if (f->o.first_step > (f->job_step ? f->job_step : 1)) {
+		char how[160];
+
+		/* --step past the end: said, not a view of another step */
+		snprintf(how, sizeof how, "--step %llu: the trace has steps 1 to %llu",
+			 (unsigned long long)f->o.first_step, (unsigned long long)(f->job_step ? f->job_step : 1));
+		top_board_feed_fail(f->bf, -ERANGE, how);
+		return REPLAY_STOP;
+	}
 	return publish(f, TOP_JOB_ENDED, "the trace ends here", f->job_step ? f->job_step : 1);
 }
 

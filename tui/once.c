@@ -41,12 +41,35 @@ static int locale_utf8(void)
 	return 0;
 }
 
-int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f)
+/* -r N of a view without rank N: the ranks it has, in why. */
+static int rank_missing(const struct live_view *v, int rank, char *why, size_t whylen)
+{
+	int32_t lo = INT32_MAX, hi = -1;
+
+	for (size_t i = 0; i < v->nranks; i++) {
+		if (v->ranks[i].rank == rank)
+			return 0;
+		if (v->ranks[i].rank >= 0) {
+			lo = v->ranks[i].rank < lo ? v->ranks[i].rank : lo;
+			hi = v->ranks[i].rank > hi ? v->ranks[i].rank : hi;
+		}
+	}
+	if (hi < 0)
+		snprintf(why, whylen, "-r %d: the view has no rank known yet", rank);
+	else
+		snprintf(why, whylen, "-r %d: the view has ranks %d to %d", rank, (int)lo, (int)hi);
+	return 1;
+}
+
+int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f, char *why, size_t whylen)
 {
 	struct top_state st;
 	struct top_canvas *c;
 	int cols, rows, rc;
 	int64_t until = clock_mono_ms() + FIRST_VIEW_MS;
+
+	if (whylen)
+		why[0] = '\0';
 
 	state_init(&st, feed, opt);
 	if (feed->wait)
@@ -62,10 +85,20 @@ int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f
 		}
 		w = feed->wait(feed->ctx, (int)left);
 		if (w < 0) {
+			struct top_info info;
+
+			if (feed->info) {
+				feed->info(feed->ctx, &info);
+				snprintf(why, whylen, "%s", info.how);
+			}
 			state_done(&st);
 			return w;
 		}
 		state_refresh(&st);
+	}
+	if (opt->first_rank >= 0 && rank_missing(st.view, opt->first_rank, why, whylen)) {
+		state_done(&st);
+		return -ERANGE;
 	}
 	page_size(opt, &cols, &rows);
 	rc = canvas_new(&c, cols, rows, locale_utf8());

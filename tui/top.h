@@ -113,8 +113,10 @@ int top_run_screen(struct top_feed *feed, const struct top_options *opt, char *e
 /*
  * top_print_once - one plain-text snapshot of the feed's newest view (its
  * first one: waits up to 10 s for it) on f, opt->cols x opt->rows, no
- * escape sequences. 0, -ETIMEDOUT (no view came), or a negative errno.
+ * escape sequences. 0, -ETIMEDOUT (no view came), -ERANGE (opt->first_rank
+ * is no rank of the view), or a negative errno; the reason in why when
+ * the feed or the options gave one.
  */
-int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f);
+int top_print_once(struct top_feed *feed, const struct top_options *opt, FILE *f, char *why, size_t whylen);
 
 #endif

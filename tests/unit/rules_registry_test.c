@@ -69,6 +69,13 @@ static void test_thresholds_defaults_and_syntax(void **state)
 	assert_int_equal(rule_config_set(&c, "exposed_fraction=1x"), -EINVAL);
 	assert_int_equal(rule_config_set(&c, "exposed_fraction=-1"), -ERANGE);
 	assert_int_equal(rule_config_set(&c, "exposed_fraction=inf"), -ERANGE);
+	/* each threshold within its range: a fraction to 100%, a count whole, a ratio >= 1 */
+	assert_int_equal(rule_config_set(&c, "exposed_fraction=200%"), -EDOM);
+	assert_int_equal(rule_config_set(&c, "exposed_fraction=100%"), 0);
+	assert_int_equal(rule_config_set(&c, "fine_gathers_per_unit=2.5"), -EDOM);
+	assert_int_equal(rule_config_set(&c, "fine_gathers_per_unit=0"), -EDOM);
+	assert_int_equal(rule_config_set(&c, "min_units=3"), 0);
+	assert_int_equal(rule_config_set(&c, "coarse_unit_ratio=0.5"), -EDOM);
 	assert_int_equal(rule_parse_number("80G", &v), 0);
 	assert_true(v == 80e9);
 	assert_int_equal(rule_parse_number("7e9", &v), 0);

@@ -235,7 +235,7 @@ static void test_once_plain_text(void **state)
 {
 	struct tv_feed f;
 	struct top_options o = opts;
-	char *buf = NULL;
+	char *buf = NULL, why[256];
 	size_t len = 0, lines = 0;
 	FILE *mem;
 
@@ -251,7 +251,11 @@ static void test_once_plain_text(void **state)
 	o.cols = 100;
 	o.rows = 30;
 	mem = open_memstream(&buf, &len);
-	assert_int_equal(top_print_once(&f.feed, &o, mem), 0);
+	o.first_rank = 9; /* no rank 9 of 4: the ranks it has are said, nothing printed */
+	assert_int_equal(top_print_once(&f.feed, &o, mem, why, sizeof why), -ERANGE);
+	assert_string_equal(why, "-r 9: the view has ranks 0 to 3");
+	o.first_rank = 3;
+	assert_int_equal(top_print_once(&f.feed, &o, mem, why, sizeof why), 0);
 	fclose(mem);
 	assert_null(memchr(buf, 0x1b, len));
 	for (size_t i = 0; i < len; i++)
@@ -289,12 +293,12 @@ static void test_once_no_view(void **state)
 {
 	struct top_feed feed = {.acquire = none_acquire, .wait = none_wait};
 	FILE *mem;
-	char *buf = NULL;
+	char *buf = NULL, why[256];
 	size_t len = 0;
 
 	(void)state;
 	mem = open_memstream(&buf, &len);
-	assert_int_equal(top_print_once(&feed, &opts, mem), -ETIMEDOUT);
+	assert_int_equal(top_print_once(&feed, &opts, mem, why, sizeof why), -ETIMEDOUT);
 	fclose(mem);
 	assert_true(no_view_waits > 1);
 	assert_int_equal(len, 0);
