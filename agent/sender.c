@@ -180,7 +180,7 @@ void sender_close(void)
 static void sender_open_first(void)
 {
 	struct fss_rec_process_hello hello;
-	int err;
+	int err = 0;
 
 	if (agent_config.sink[0]) {
 		err = sender_connect(SENDER_CONNECT_TIMEOUT_MS, &hello);
@@ -189,10 +189,17 @@ static void sender_open_first(void)
 			sender_begin(&hello, NULL);
 			return;
 		}
-		agent_debug("no collector at %s (%s): writing a file instead", agent_config.sink, strerror(-err));
 	}
-	if (sender_open_file(&hello) == 0)
+	if (sender_open_file(&hello) == 0) {
+		/* A sink the user named and cannot be reached is said once: a
+		 * job recorded only into a spool nobody merges looks unrecorded. */
+		if (err)
+			agent_warn("cannot reach the collector at FSDPSCOPE_SINK=%s (%s): recording into %s; "
+				   "'fsdpscope lint %s' reads it, a collector started on that sink takes over "
+				   "(docs/collect.md)",
+				   agent_config.sink, strerror(-err), sender.path, sender.path);
 		sender_begin(&hello, NULL);
+	}
 	/* else no sink: the loop drains the ring and counts every record lost */
 }
 

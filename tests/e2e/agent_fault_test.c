@@ -537,6 +537,18 @@ static void test_sequence_files_when_sink_absent(void **state)
 		s[i] = &sums[i];
 	}
 	verify_sequence(s, 4, with.pid);
+	/* each process says once that the sink it was given is not there, and
+	 * which file it records into instead */
+	char err[16384];
+	run_read_stderr(&with, err, sizeof(err));
+	assert_int_equal(count_lines(err), 4);
+	for (int i = 0; i < 4; i++) {
+		char want[3200];
+		snprintf(want, sizeof(want), "cannot reach the collector at %s (", sink);
+		assert_non_null(strstr(err, want));
+		snprintf(want, sizeof(want), "recording into %s;", names[i]);
+		assert_non_null(strstr(err, want));
+	}
 	for (int i = 0; i < 4; i++)
 		summary_free(&sums[i]);
 }
