@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char lint_help_head[] =
@@ -179,18 +180,6 @@ static const struct options_set lint_sets[] = {
 
 const struct options_help cmd_lint_help = OPTIONS_HELP(lint_help_head, lint_sets, 27, lint_help_tail);
 
-/* flight_finding - a collective-hang or collective-mismatch finding at
- * fail_on or above is in the list. */
-static int flight_finding(const findings_t *list, enum rule_severity fail_on)
-{
-	return (findings_find(list, "collective-hang") &&
-		findings_find(list, "collective-hang")->severity >= fail_on) ||
-	       (findings_find(list, "collective-mismatch") &&
-		findings_find(list, "collective-mismatch")->severity >= fail_on);
-}
-
-static void lint_print_attach(FILE *out, const char *trace_path, const struct analysis_result *a);
-
 int lint_read_traces(int argc, char **argv, int first, const char *cmd, const struct diagnosis_flags *f,
 		     struct diagnosis *d)
 {
@@ -237,101 +226,14 @@ int cmd_lint(int argc, char **argv)
 	}
 	output_flush();
 	max = findings_max_severity(d.findings);
-	if (d.damage[0])
-		fprintf(stderr, "fsdpscope lint: %s: damaged or cut short, analysed what could be read: %s\n",
-			d.trace_path, d.damage);
-	if (d.result->trace.dropped_records)
-		fprintf(stderr,
-			"fsdpscope lint: %s: the agents dropped %llu records: the verdict is drawn from an "
-			"incomplete trace\n",
-			d.trace_path, (unsigned long long)d.result->trace.dropped_records);
-	if (report_sources_troubled(d.result))
-		fprintf(stderr,
-			"fsdpscope lint: %s: %u of %u processes did not end cleanly or lost collectives (%s): "
-			"%s\n",
-			d.trace_path, report_sources_troubled(d.result), d.result->nsources,
-			a.json ? "the report's \"sources\"" : "listed above",
-			report_worlds_troubled_headline(d.result)
-			    ? "the verdict is drawn from an incomplete trace"
-			    : "all in the worlds before the restart; the headline world's verdict rests on complete records");
-	lint_print_left_out(stderr, d.trace_path, d.result);
-	if (d.result->trace.sources_attached)
-		lint_print_attach(stderr, d.trace_path, d.result);
-	if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE &&
-	    d.result->trace.sources_attached)
-		fprintf(stderr, "fsdpscope lint: %s: %s: exposed-gather was not checked\n", d.trace_path,
-			analysis_attach_exposure_why());
-	else if (d.result->steps_analyzed && d.result->exposure.source == ANALYSIS_EXPOSURE_NONE)
-		fprintf(stderr,
-			"fsdpscope lint: %s: exposure not measured (no GPU intervals and no compute ranges): "
-			"exposed-gather was not checked; record on a GPU with CUPTI, or mark compute with NVTX "
-			"ranges\n",
-			d.trace_path);
 	rc = lint_exit_status(d.result, d.damage[0] != 0, max, a.fail_on);
 	/* A hang or a desync is a verdict on the job however far the unit
 	 * analysis got: a hung job's trace often holds too few steps. */
-	if (rc == EXIT_UNDIAGNOSED && flight_finding(d.findings, a.fail_on))
+	if (rc == EXIT_UNDIAGNOSED && lint_flight_finding(d.findings, a.fail_on))
 		rc = EXIT_FINDING;
-	if (!flight_shows_waits(d.result) && d.result->trace.collectives)
-		fprintf(stderr,
-			"fsdpscope lint: %s: no source recorded calls in flight (enter records or GPU "
-			"intervals): a hang cannot be seen in this trace, so none is ruled out\n",
-			d.trace_path);
-	if (rc == EXIT_UNDIAGNOSED)
-		fprintf(stderr, "fsdpscope lint: %s: not diagnosed: %s%s\n", d.trace_path, d.result->undecided_why,
-			d.result->trace.collectives ? "" : " (was the job run under 'fsdpscope run'?)");
+	lint_print_notes(stderr, &d, a.json ? "the report's \"sources\"" : "listed above", rc == EXIT_UNDIAGNOSED);
 	diagnosis_free(&d);
 	return rc;
-}
-
-/* What attach inferred, in one line (the report's attach section has the rest). */
-static void lint_print_attach(FILE *out, const char *trace_path, const struct analysis_result *a)
-{
-	const struct analysis_attach *x = &a->attach;
-
-	fprintf(out,
-		"fsdpscope lint: %s: %u of %u processes observed by fsdpscope attach (uprobes), "
-		"%u " SOURCE_END_DETACHED_WORDS
-		" when it let go; %u communicators first seen in use, their fields inferred; %u rank%s inferred, %u "
-		"guessed from pid order (the report's attach section says how)\n",
-		trace_path, x->sources, a->nsources, x->detached, x->comms_observed, x->ranks_inferred,
-		x->ranks_inferred == 1 ? "" : "s", x->ranks_guessed);
-}
-
-void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a)
-{
-	const struct analysis_trust *t = &a->trust;
-
-	if (t->collectives_lost)
-		fprintf(out,
-			"fsdpscope lint: %s: %llu collective%s lost (gaps in the seq numbers) on %u rank%s: %u step%s "
-			"left out of the verdict\n",
-			trace_path, (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s",
-			t->ranks_lost, t->ranks_lost == 1 ? "" : "s", t->steps_lost_all,
-			t->steps_lost_all == 1 ? "" : "s");
-	if (a->trace.sources_cut && a->trace.sources_attached)
-		/* attach writes no process_end: a process_exit said these died */
-		fprintf(out,
-			"fsdpscope lint: %s: %u process%s died while attached (killed, or exited non-zero): %u "
-			"step%s in progress there left out of the verdict\n",
-			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
-			t->steps_cut_all == 1 ? "" : "s");
-	else if (a->trace.sources_cut && t->steps_cut_all)
-		fprintf(out,
-			"fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
-			"cut short, or the process died): %u step%s in progress there left out of the verdict\n",
-			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es", t->steps_cut_all,
-			t->steps_cut_all == 1 ? "" : "s");
-	else if (a->trace.sources_cut)
-		fprintf(out,
-			"fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
-			"cut short, or the process died), before any step was told\n",
-			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es");
-	if (t->records_unplaced)
-		fprintf(out,
-			"fsdpscope lint: %s: %llu dropped records were not collectives (NVTX ranges, GPU intervals): "
-			"where they were is not known; exposure, NVTX steps and unit names may be off\n",
-			trace_path, (unsigned long long)t->records_unplaced);
 }
 
 int lint_exit_status(const struct analysis_result *a, int damaged, int max_severity, enum rule_severity fail_on)
@@ -359,14 +261,26 @@ void lint_print_diagnosis(FILE *out, const char *trace_path, const struct diagno
 		diagnosis_print_findings(out, d->findings, 0, 1);
 	}
 	report_worlds_lint(out, d, 0, 1);
-	if (d->damage[0])
-		fprintf(out, "\nthe trace is damaged: %s; analysed up to there\n", d->damage);
 	if (report_sources_troubled(d->result)) {
 		fprintf(out, "\n");
 		report_sources_troubles(out, d->result, "");
 	}
 	diagnosis_print_partial_job(out, "lint", trace_path, d->result);
-	lint_print_left_out(out, trace_path, d->result);
+	/* what the verdict rests on, as lint says it after its report */
+	{
+		char *notes = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&notes, &len);
+
+		if (mem) {
+			lint_print_notes(mem, d, "listed above",
+					 d->result->verdict == ANALYSIS_UNDECIDED &&
+					     !lint_flight_finding(d->findings, RULE_INFO));
+			if (fclose(mem) == 0 && len)
+				fprintf(out, "\n%s", notes);
+			free(notes);
+		}
+	}
 	fprintf(out, "\nFixes for FSDP1 and DeepSpeed: fsdpscope lint %s; the whole diagnosis: fsdpscope report %s\n",
 		trace_path, trace_path);
 }

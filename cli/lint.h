@@ -30,6 +30,20 @@ int lint_exit_status(const struct analysis_result *a, int damaged, int max_sever
 void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a);
 
 /*
+ * lint_print_notes - what the verdict of d rests on, one line each: damage,
+ * dropped records, processes that did not end cleanly (listed where
+ * sources_where says), what was left out, attach's inferences, exposure or
+ * calls in flight not measured, and, with say_undiagnosed, why no verdict
+ * was reached. lint prints them on stderr after its report; the closing
+ * summary of a session the same, after its brief one.
+ */
+void lint_print_notes(FILE *out, const struct diagnosis *d, const char *sources_where, int say_undiagnosed);
+
+/* lint_flight_finding - a collective-hang or collective-mismatch finding
+ * at fail_on or above is in the list. */
+int lint_flight_finding(const findings_t *list, enum rule_severity fail_on);
+
+/*
  * lint_print_summary - analyse the finished trace at trace_path with the
  * default options and thresholds, and print the findings to out: a tally
  * line, then each finding as `lint --brief` prints it (its evidence and its

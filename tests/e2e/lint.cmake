@@ -8,7 +8,7 @@ if(TARGET fss_rules)
   # lint_print_summary(), the hook `fsdpscope run` calls, in a program of
   # its own (the cli/ files it needs, not the whole executable).
   add_executable(lint_summary ${CMAKE_CURRENT_SOURCE_DIR}/e2e/lint_summary.c
-    ${PROJECT_SOURCE_DIR}/cli/cmd_lint.c ${PROJECT_SOURCE_DIR}/cli/options.c ${PROJECT_SOURCE_DIR}/cli/diagnosis.c
+    ${PROJECT_SOURCE_DIR}/cli/cmd_lint.c ${PROJECT_SOURCE_DIR}/cli/lint_notes.c ${PROJECT_SOURCE_DIR}/cli/options.c ${PROJECT_SOURCE_DIR}/cli/diagnosis.c
     ${PROJECT_SOURCE_DIR}/cli/report_text.c ${PROJECT_SOURCE_DIR}/cli/report_json.c
     ${PROJECT_SOURCE_DIR}/cli/output.c ${PROJECT_SOURCE_DIR}/cli/run_folder.c ${PROJECT_SOURCE_DIR}/cli/report_sources.c)
   target_include_directories(lint_summary PRIVATE ${PROJECT_SOURCE_DIR})

@@ -445,17 +445,26 @@ expect_out "$T/out" "fsdpscope lint: 0 errors" "summary per-block: no error"
 expect_out "$T/out" "summary: 0" "summary per-block: info at most"
 expect_out "$T/out" "info reshard-policy: reshard_after_forward: the policy in use" "summary: an info finding's block"
 # Each finding reads as lint --brief writes it: the blocks between the tally
-# line and the closing hint are lint --brief's, line for line.
+# line and the notes are lint --brief's, line for line; the notes after them
+# (what the verdict rests on) are the lines lint prints on stderr.
 for t in linear block noprefetch; do
-	"$FSS" lint --brief "$T/$t.fss" >"$T/brief.txt" 2>/dev/null
+	"$FSS" lint --brief "$T/$t.fss" >"$T/brief.txt" 2>"$T/brief.err"
 	"$SUMMARY" "$T/$t.fss" >"$T/summary.txt" 2>/dev/null
 	sed -n '1,/^fsdpscope lint: /p' "$T/brief.txt" | head -n -2 >"$T/brief.blocks"
-	sed -n '3,/^Fixes for FSDP1/p' "$T/summary.txt" | head -n -2 >"$T/summary.blocks"
+	sed -n '3,/^Fixes for FSDP1/p' "$T/summary.txt" | grep -v '^fsdpscope lint: ' | head -n -3 >"$T/summary.blocks"
 	if [ -s "$T/brief.blocks" ] && cmp -s "$T/brief.blocks" "$T/summary.blocks"; then
 		pass "summary of $t: the findings as lint --brief lays them out"
 	else
 		fail "summary of $t: the findings differ from lint --brief's"
 		diff "$T/brief.blocks" "$T/summary.blocks" | head -20
+	fi
+	sort "$T/brief.err" >"$T/brief.notes"
+	sed -n '2,$p' "$T/summary.txt" | grep '^fsdpscope lint: ' | sort >"$T/summary.notes"
+	if [ -s "$T/brief.notes" ] && cmp -s "$T/brief.notes" "$T/summary.notes"; then
+		pass "summary of $t: the notes lint says on stderr"
+	else
+		fail "summary of $t: the notes differ from lint's"
+		diff "$T/brief.notes" "$T/summary.notes" | head -20
 	fi
 done
 # A trace of some of the job's ranks is said to be one, as lint says it.
