@@ -63,7 +63,8 @@ void lint_print_left_out(FILE *out, const char *trace_path, const struct analysi
 	else if (a->trace.sources_cut)
 		fprintf(out,
 			"fsdpscope lint: %s: the records of %u process%s stop without a process_end (the trace was "
-			"cut short, or the process died), before any step was told\n",
+			"cut short, or the process died) before their first step ended: no step of theirs was "
+			"analysed, so none is left out\n",
 			trace_path, a->trace.sources_cut, a->trace.sources_cut == 1 ? "" : "es");
 	if (t->records_unplaced)
 		fprintf(out,

@@ -356,7 +356,8 @@ static void report_left_out(const struct analysis_rank *r, char *buf, size_t len
 		n += snprintf(buf + n, len - (size_t)n, "%u step%s lost collectives (%" PRIu64 " missing)",
 			      r->steps_lost, r->steps_lost == 1 ? "" : "s", r->collectives_lost);
 	else if (r->collectives_lost)
-		n += snprintf(buf + n, len - (size_t)n, "%" PRIu64 " collectives missing", r->collectives_lost);
+		n += snprintf(buf + n, len - (size_t)n, "%" PRIu64 " collective%s missing", r->collectives_lost,
+			      r->collectives_lost == 1 ? "" : "s");
 	if (r->cut && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "%s%s", n ? "; " : "",
 			 r->steps_cut ? "1 cut off (no process_end)" : "no process_end");

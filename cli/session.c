@@ -286,10 +286,11 @@ static void leftovers_recover(session_t *s, struct run_leftover *l, size_t n)
 			continue;
 		}
 		fprintf(stderr,
-			"%s: merged what run %s left into %s: %" PRIu32 " source%s, %" PRIu64 " collectives, %" PRIu64
-			" records%s\n",
+			"%s: merged what run %s left into %s: %" PRIu32 " source%s, %" PRIu64 " collective%s, %" PRIu64
+			" record%s%s\n",
 			s->o.prog, l[i].id, path, rs.sources, rs.sources == 1 ? "" : "s",
-			rs.by_type[FSS_REC_COLLECTIVE], rs.records,
+			rs.by_type[FSS_REC_COLLECTIVE], rs.by_type[FSS_REC_COLLECTIVE] == 1 ? "" : "s", rs.records,
+			rs.records == 1 ? "" : "s",
 			rs.ndamaged ? " (its unfinished parts were cut where they ended)" : "");
 		free(path);
 	}
@@ -610,10 +611,12 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 		fprintf(stderr, "%s: merged %zu per-process file(s) (removed)\n", prog, s->nmerged);
 	fprintf(stderr, "%s: trace written to %s\n", prog, s->trace_path);
 	fprintf(stderr,
-		"%s: %" PRIu32 " process%s, %" PRIu64 " collectives, %" PRIu64 " NVTX ranges, %" PRIu64
-		" GPU intervals, %" PRIu64 " records dropped",
+		"%s: %" PRIu32 " process%s, %" PRIu64 " collective%s, %" PRIu64 " NVTX range%s, %" PRIu64
+		" GPU interval%s, %" PRIu64 " record%s dropped",
 		prog, processes, processes == 1 ? "" : "es", st->by_type[FSS_REC_COLLECTIVE],
-		st->by_type[FSS_REC_NVTX_RANGE], st->by_type[FSS_REC_GPU_INTERVAL], st->dropped);
+		st->by_type[FSS_REC_COLLECTIVE] == 1 ? "" : "s", st->by_type[FSS_REC_NVTX_RANGE],
+		st->by_type[FSS_REC_NVTX_RANGE] == 1 ? "" : "s", st->by_type[FSS_REC_GPU_INTERVAL],
+		st->by_type[FSS_REC_GPU_INTERVAL] == 1 ? "" : "s", st->dropped, st->dropped == 1 ? "" : "s");
 	/* Calls a process made but that never reached the trace (a crash or a
 	 * kill lost its ring) show only as gaps in its sequence numbers. */
 	if (st->collectives_missing)

@@ -493,7 +493,8 @@ static void headline_notes(const struct rank_steady *st, const struct ranks_tota
 			     "the trace is incomplete (cut short, not closed by its writer, or with damaged stretches "
 			     "skipped): analysed what could be read");
 	if (tot->unmatched && r->ranks > 1)
-		analyze_note(r, "%llu collectives were not matched across ranks", (unsigned long long)tot->unmatched);
+		analyze_note(r, "%llu collective%s not matched across ranks", (unsigned long long)tot->unmatched,
+			     tot->unmatched == 1 ? " was" : "s were");
 }
 
 /* What a --keep trace left out: the note, and what a source's seq numbers

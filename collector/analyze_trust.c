@@ -305,8 +305,8 @@ static void note_lost(rank_state_t *const *rs, size_t nrs, struct analysis_resul
 		    seqs, t->steps_lost_all, t->steps_lost_all == 1 ? "" : "s", t->ranks_lost,
 		    t->ranks_lost == 1 ? "" : "s");
 	} else if (t->collectives_lost) {
-		analyze_note(r, "%llu collectives lost outside the steps (gaps in the seq numbers): no step left out",
-			     (unsigned long long)t->collectives_lost);
+		analyze_note(r, "%llu collective%s lost outside the steps (gaps in the seq numbers): no step left out",
+			     (unsigned long long)t->collectives_lost, t->collectives_lost == 1 ? "" : "s");
 	}
 }
 

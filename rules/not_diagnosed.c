@@ -5,7 +5,8 @@
  * without an FSDP group, or with a pattern the analysis does not cover gets
  * this finding, at error severity, and `lint` exits with its own status
  * (3) whatever --fail-on says, so that a CI gate cannot pass on a verdict
- * that was never reached.
+ * that was never reached. Beside a hang or a mismatch (the job's own error,
+ * which lint's exit status carries) it is information.
  */
 #include "rules/rules.h"
 
@@ -41,14 +42,20 @@ static int check(const struct rule *self, const struct analysis_result *a, const
 	(void)c;
 	if (a->verdict != ANALYSIS_UNDECIDED)
 		return 0;
-	char *message = finding_printf("could not diagnose this trace: %s", a->undecided_why);
+	/* A job that hangs or desyncs has its error already (collective-hang,
+	 * collective-mismatch): the wrap not judged is then information, not
+	 * a second error beside the one that stopped the job. */
+	int stopped = a->flight.hangs_total > 0 || a->flight.mismatches_total > 0;
+	char *message = stopped ? finding_printf("the wrap was not judged: %s; the job's error is its %s", a->undecided_why,
+						 a->flight.hangs_total ? "collective-hang" : "collective-mismatch")
+				: finding_printf("could not diagnose this trace: %s", a->undecided_why);
 	char *evidence = finding_printf("%llu collectives from %u ranks; %u steps analysed (%s); %u communicators "
 					"on rank %d; reason: %s",
 					(unsigned long long)a->trace.collectives, a->ranks, a->steps_analyzed,
 					analysis_step_detection_name(a->step_detection), a->ncomms, a->headline_rank,
 					analysis_undecided_name(a->undecided_reason));
 	char *fsdp2 = finding_printf("# %s", what_to_do(a->undecided_reason));
-	struct finding *f = findings_take(out, self, RULE_ERROR, message, evidence, fsdp2, NULL, NULL);
+	struct finding *f = findings_take(out, self, stopped ? RULE_INFO : RULE_ERROR, message, evidence, fsdp2, NULL, NULL);
 	if (!f)
 		return -ENOMEM;
 	finding_metric(f, "reason", a->undecided_reason);

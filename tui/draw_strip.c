@@ -78,8 +78,8 @@ void draw_strip(struct top_canvas *c, struct top_state *st, int row, int nrows)
 		return;
 	}
 	canvas_printf(c, row, 0, -1, CANVAS_BOLD | (focused ? CANVAS_REVERSE : 0), CANVAS_COLOR_NONE,
-		      "time strip of rank %d, step %" PRIu32 " (%s, %zu collectives)", r->rank, r->last.ordinal,
-		      fmt_ns(a, sizeof a, step), r->nstrip);
+		      "time strip of rank %d, step %" PRIu32 " (%s, %zu collective%s)", r->rank, r->last.ordinal,
+		      fmt_ns(a, sizeof a, step), r->nstrip, r->nstrip == 1 ? "" : "s");
 	canvas_put(c, row, c->cols - 14, 14, CANVAS_DIM, CANVAS_COLOR_NONE, "  r: next rank");
 	if (nrows < 3)
 		return;

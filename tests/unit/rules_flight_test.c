@@ -356,6 +356,34 @@ static void test_live_lines(void **state)
 	release(a);
 }
 
+/* A hung job's trace often has too few steps for a verdict: the hang is
+ * its error, and the wrap not judged is information beside it (one error
+ * in the live view, not two); without the hang it is the error. */
+static void test_undecided_beside_a_hang_is_info(void **state)
+{
+	struct analysis_result *a = hung(75 * S);
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	a->verdict = ANALYSIS_UNDECIDED;
+	a->undecided_reason = ANALYSIS_UNDECIDED_NO_STEP;
+	snprintf(a->undecided_why, sizeof(a->undecided_why), "no repeating training step");
+	list = fixture_run(&rule_not_diagnosed, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_INFO);
+	contains(f->message, "the wrap was not judged: no repeating training step; the job's error is its "
+			     "collective-hang");
+	findings_free(list);
+	a->flight.hangs_total = 0;
+	a->flight.nhangs = 0;
+	list = fixture_run(&rule_not_diagnosed, a, NULL);
+	assert_int_equal(findings_get(list, 0)->severity, RULE_ERROR);
+	findings_free(list);
+	release(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +397,7 @@ int main(void)
 	    cmocka_unit_test(test_mismatch_of_root_and_op),
 	    cmocka_unit_test(test_registry_reports_flight_first),
 	    cmocka_unit_test(test_live_lines),
+	    cmocka_unit_test(test_undecided_beside_a_hang_is_info),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
