@@ -135,6 +135,7 @@ static volatile sig_atomic_t run_leader_gone;	       /* CMD has exited (its desc
 static volatile sig_atomic_t run_job_done;	       /* CMD and every descendant reaped, or given up on */
 static volatile sig_atomic_t run_signals_after_leader; /* signals received once CMD was gone */
 static volatile sig_atomic_t run_stop_wait;	       /* stop waiting for descendants / final flushes */
+static volatile sig_atomic_t run_stop_sent;	       /* a signal of the user's was forwarded to the job */
 
 /*
  * Forward to the job's process group while any of it may live. Once CMD is
@@ -145,8 +146,10 @@ static void run_on_signal(int sig)
 {
 	int saved = errno;
 
-	if (run_child_pgid > 0 && !run_job_done)
+	if (run_child_pgid > 0 && !run_job_done) {
 		kill(-(pid_t)run_child_pgid, sig);
+		run_stop_sent = 1;
+	}
 	if (run_job_done)
 		run_stop_wait = 1;
 	else if (run_leader_gone && ++run_signals_after_leader >= 2)
@@ -277,6 +280,8 @@ static int finish(struct run_state *st)
 			"fsdpscope run: %zu process(es) still connected %d s after the job ended; closing the "
 			"trace without them (see --flush-timeout)\n",
 			open, st->opt.s.flush_timeout_s);
+	if (run_stop_sent)
+		session_stop_asked(st->session);
 	/* Processes still running write on into the folder: it stays, for the
 	 * next run to merge. */
 	session_finish(st->session, job_left_running(st->job) != 0, job_say_notes, st->job, &outcome);

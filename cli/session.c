@@ -52,6 +52,7 @@ struct session {
 	ingest_t *ing;		 /* the session's input (fs's) */
 	char options_error[512]; /* an analysis option that does not fit the job (diagnosis_check) */
 	int failed;		 /* the ingest failed: nothing more is written */
+	int stop_asked;		 /* the user stopped the job (session_stop_asked) */
 	char *private_sink;
 	char **merged; /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
@@ -579,11 +580,24 @@ static int write_json_summary(session_t *s, char *why, size_t whylen)
 
 static void print_summary(session_t *s, const struct ingest_stats *st, session_notes_fn notes_fn, void *ctx)
 {
-	uint32_t processes = 0, unclean = 0;
+	uint32_t processes = 0, unclean = 0, stopped = 0;
 	const char *prog = s->o.prog;
 
-	for (size_t i = 0; i < st->ndamaged; i++)
+	/* Processes a stop the user asked for ended between chunks lost nothing:
+	 * one line for them, not a warning each. */
+	for (size_t i = 0; i < st->ndamaged; i++) {
+		if (s->stop_asked && st->damage_unclosed && st->damage_unclosed[i]) {
+			stopped++;
+			continue;
+		}
 		fprintf(stderr, "%s: warning: %s\n", prog, st->damage[i]);
+	}
+	if (stopped)
+		fprintf(stderr,
+			"%s: the stop asked for ended %u process%s before %s closed %s: every complete "
+			"chunk %s sent is in the trace\n",
+			prog, stopped, stopped == 1 ? "" : "es", stopped == 1 ? "it" : "they",
+			stopped == 1 ? "its stream" : "their streams", stopped == 1 ? "it" : "they");
 	for (uint32_t i = 0; i < st->sources; i++) {
 		if (!st->per_source[i].has_hello)
 			continue;
@@ -749,6 +763,11 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 	s->kept = keep_folder;
 	out->kept = keep_folder;
 	return 0;
+}
+
+void session_stop_asked(session_t *s)
+{
+	s->stop_asked = 1;
 }
 
 void session_abandon(session_t *s)

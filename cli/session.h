@@ -142,6 +142,11 @@ typedef void (*session_notes_fn)(void *ctx, const struct ingest_stats *stats);
  */
 int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out);
 
+/* session_stop_asked - the user stopped the job (a signal run forwarded,
+ * top's stop): its processes ending before they close their streams is
+ * then said in one line, not as a warning each. */
+void session_stop_asked(session_t *s);
+
 /* session_abandon - end without a trace (nothing ran): the unfinished
  * trace is removed, the folder with it. */
 void session_abandon(session_t *s);

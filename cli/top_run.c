@@ -120,6 +120,8 @@ static void *session_thread(void *arg)
 	job_drain(r->session, r->o.flush_timeout_s * 1000, NULL);
 	pthread_mutex_lock(&r->mu);
 	r->finish_off = r->saved_err >= 0 ? lseek(r->log_fd, 0, SEEK_END) : -1;
+	if (r->stop)
+		session_stop_asked(r->session);
 	/* What CMD left running goes on in per-process files, as with run: the folder stays. */
 	r->finish_rc = session_finish(r->session, job_left_running(r->job) != 0, NULL, NULL, &outcome);
 	if (r->finish_rc == 0 && outcome.trace_path)

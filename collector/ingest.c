@@ -58,20 +58,35 @@ __attribute__((format(printf, 2, 3))) char *ingest_text_new(char **dst, const ch
 	return s;
 }
 
-int ingest_add_damage(ingest_t *ing, char *message)
+static int add_damage(ingest_t *ing, char *message, unsigned char unclosed)
 {
 	char **d;
+	unsigned char *u;
 
 	if (!message)
 		return -ENOMEM;
 	d = realloc(ing->damage, (ing->stats.ndamaged + 1) * sizeof(*d));
-	if (!d) {
+	if (d)
+		ing->damage = d;
+	u = d ? realloc(ing->damage_unclosed, ing->stats.ndamaged + 1) : NULL;
+	if (!u) {
 		free(message);
 		return -ENOMEM;
 	}
+	ing->damage_unclosed = u;
+	u[ing->stats.ndamaged] = unclosed;
 	d[ing->stats.ndamaged++] = message;
-	ing->damage = d;
 	return 0;
+}
+
+int ingest_add_damage(ingest_t *ing, char *message)
+{
+	return add_damage(ing, message, 0);
+}
+
+int ingest_add_unclosed(ingest_t *ing, char *message)
+{
+	return add_damage(ing, message, 1);
 }
 
 int ingest_grow(void **v, size_t *cap, size_t need, size_t size, size_t first)
@@ -216,6 +231,7 @@ int ingest_finish(ingest_t *ing, const struct ingest_stats **stats)
 	}
 	ing->stats.per_source = ing->sources;
 	ing->stats.damage = (const char *const *)ing->damage;
+	ing->stats.damage_unclosed = ing->damage_unclosed;
 	ing->stats.refused_peers = ing->refused;
 	ing->stats.nrefused_named =
 	    ing->stats.refused < INGEST_REFUSED_NAMED ? ing->stats.refused : INGEST_REFUSED_NAMED;
@@ -246,6 +262,7 @@ void ingest_free(ingest_t *ing)
 	for (size_t i = 0; i < ing->stats.ndamaged; i++)
 		free(ing->damage[i]);
 	free(ing->damage);
+	free(ing->damage_unclosed);
 	free(ing->exits);
 	for (uint32_t i = 0; i < ing->stats.sources; i++)
 		ingest_restate_free(&ing->outs[i].restate);

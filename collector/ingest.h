@@ -123,6 +123,8 @@ struct ingest_stats {
 	const struct ingest_source_stats *per_source; /* [sources], by output source number */
 	size_t ndamaged;        /* inputs that were cut short or damaged */
 	const char *const *damage; /* [ndamaged] one message each: who, where, why, what was kept */
+	const unsigned char *damage_unclosed; /* [ndamaged] 1: only the writer's close is missing (killed
+						 at a chunk boundary): every record it sent is kept */
 	uint32_t refused;       /* unix connections refused: the peer was not the collector's user */
 	size_t nrefused_named;  /* refused_peers[] entries: the first INGEST_REFUSED_NAMED refused */
 	const struct ingest_refused_peer *refused_peers;

@@ -179,6 +179,9 @@ int ingest_input_end(ingest_t *ing, struct input *in, int cut)
 		    "%s (%s): still connected when the trace was closed (the process may still run); kept %" PRIu64
 		    " records, anything it sends later is lost",
 		    in->origin, who, records);
+	/* a writer killed between chunks lost nothing it sent: only its close */
+	if (rc == FSS_E_TRUNCATED && in->bytes_in == good && trace_parser_end(in->parser) == TRACE_END_MISSING)
+		return ingest_add_unclosed(ing, msg);
 	return ingest_add_damage(ing, msg);
 }
 

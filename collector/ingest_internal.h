@@ -193,6 +193,7 @@ struct ingest {
 	struct process **procs; /* every process, in arrival order */
 	size_t nprocs, capprocs;
 	char **damage;
+	unsigned char *damage_unclosed; /* [ndamaged], see ingest_stats */
 	struct pending_exit *exits;
 	size_t nexits, capexits;
 	struct ingest_refused_peer refused[INGEST_REFUSED_NAMED];
@@ -230,6 +231,10 @@ __attribute__((format(printf, 2, 3))) char *ingest_text_new(char **dst, const ch
  * stats' damage messages. 0 or -ENOMEM.
  */
 int ingest_add_damage(ingest_t *ing, char *message);
+
+/* ingest_add_unclosed - as ingest_add_damage, for an input whose writer
+ * only did not close it: every complete chunk kept, nothing dropped. */
+int ingest_add_unclosed(ingest_t *ing, char *message);
 
 /*
  * ingest_grow - make room in *v (*cap items of `size` bytes, first `first`)

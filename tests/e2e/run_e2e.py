@@ -59,6 +59,15 @@ def run(cmd, env=None, timeout=60, **kw):
     return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True, **kw)
 
 
+def log_lines(path):
+    """Lines in the file at path so far, 0 before it is there."""
+    try:
+        with open(path) as f:
+            return f.read().count("\n")
+    except FileNotFoundError:
+        return 0
+
+
 def fresh(path):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
@@ -276,6 +285,31 @@ def scenario_signal(args):
         check("still connected" not in err, f"{sig.name}: the job's child did not get the signal: {err}")
         check("trace written to" in err, f"{sig.name}: no trace line: {err}")
         dump(args, os.path.join(out, "trace.fss"))
+    # A stop the user asked for ends ranks between chunks: one line says so,
+    # not a warning per rank, and their records are in the trace.
+    if not args.fsdp_ref:
+        print("note: fsdp_ref not built: the stop of a recording job is not checked")
+        return
+    out = os.path.join(work, "stopped")
+    log = os.path.join(work, "stopped.log")
+    p = subprocess.Popen([args.fsdpscope, "run", "--out", out, "--", args.fsdp_ref, "--nranks", "4",
+                          "--steps", "100000", "--quiet", "--log", log],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and log_lines(log) < 8:  # two steps of each rank logged
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    except Exception:
+        p.kill()
+        raise
+    check(p.returncode == 128 + signal.SIGTERM, f"stopped job: exit {p.returncode}: {err}")
+    check("without its trace_end" not in err, f"a stop asked for warned per process: {err}")
+    check("the stop asked for ended 4 processes before they closed their streams" in err,
+          f"the stop's line is missing: {err}")
+    doc = json.loads(run([args.fsdpscope, "lint", "--json", os.path.join(out, "trace.fss")]).stdout)
+    check(doc["ranks"] == 4, f"stopped job: {doc['ranks']} ranks in the trace, want 4")
 
 
 # ------------------------------------------------------------------ fallback
