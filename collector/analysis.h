@@ -655,6 +655,17 @@ enum analysis_wait_evidence {
 	                           stream / event / device synchronize after it and has not returned */
 };
 
+/* How a waiting rank's wait stands (docs/hangs.md, "How a hang ends"). A
+ * wait that ended after the timeout stays a hang: the job's own timeout, or
+ * its death, ended it, not the missing rank's arrival. */
+enum analysis_wait_end {
+	ANALYSIS_WAIT_ON = 0,      /* still waiting (as of now) */
+	ANALYSIS_WAIT_GAVE_UP = 1, /* the call returned an NCCL error (result): NCCL's, the stand-in's or the
+	                              watchdog's timeout ended the wait */
+	ANALYSIS_WAIT_DIED = 2,    /* its process ended inside the call (process_end, process_exit, or stopped
+	                              when a later world started) */
+};
+
 /* A rank in a hang: one that waits, or one that has not entered. */
 struct analysis_flight_rank {
 	int32_t rank;        /* its rank in the communicator */
@@ -668,7 +679,9 @@ struct analysis_flight_rank {
 	uint8_t last_op;     /* enum fss_coll_op of that collective, 0 */
 	uint8_t evidence;    /* waiting: enum analysis_wait_evidence; missing: how it is itself waiting in a
 	                        collective of another communicator (it is blocked there, not the cause), 0 */
-	uint8_t reserved[6];
+	uint8_t end;         /* waiting: enum analysis_wait_end (since_ns is then the wait to that end); 0 */
+	uint8_t reserved;
+	int32_t result;      /* waiting, end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t; 0 */
 };
 
 /* collective-hang: ranks waiting in collective comm_seq of a communicator
@@ -683,7 +696,9 @@ struct analysis_hang {
 	uint8_t op, dtype;    /* the waiting ranks' collective */
 	uint8_t cascade;      /* 1: every missing rank is itself waiting in another communicator's collective:
 	                         this hang follows from another (hangs[] lists the others first) */
-	uint8_t reserved;
+	uint8_t ended;        /* enum analysis_wait_end: ANALYSIS_WAIT_ON while a listed rank still waits; once
+	                         every one's wait ended, GAVE_UP when one of them gave up, else DIED. An ended
+	                         hang is still a hang: the job's timeout or death ended it, no rank arrived */
 	uint32_t nwaiting, nmissing; /* ranks in each list; the arrays hold the first ANALYSIS_FLIGHT_RANKS_MAX */
 	struct analysis_flight_rank waiting[ANALYSIS_FLIGHT_RANKS_MAX];
 	struct analysis_flight_rank missing[ANALYSIS_FLIGHT_RANKS_MAX];

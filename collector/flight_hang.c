@@ -14,7 +14,9 @@ struct fl_wait {
 	uint64_t waited;  /* ns, to now, or to its end */
 	uint8_t evidence; /* enum analysis_wait_evidence */
 	uint8_t ended;	  /* its process ended */
-	uint8_t reserved[6];
+	uint8_t end;	  /* enum analysis_wait_end of the wait in n */
+	uint8_t reserved;
+	int32_t result;	  /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
 	const struct fl_source *fs;
 	const struct fl_rank_comm *rc;
 };
@@ -48,7 +50,13 @@ static uint64_t waited_since(const struct fl_source *fs, uint64_t start_mono, ui
 	return start && until > start ? until - start : 0;
 }
 
-static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc, uint64_t now, struct fl_wait *w)
+/* How fs waits on rc as of now: the lowest comm_seq it waits in. A call
+ * that returned an NCCL error after waiting longer than the timeout is a
+ * wait too, ended there (end ANALYSIS_WAIT_GAVE_UP): NCCL's or the job's
+ * own timeout gave up on it, which is how a hung job usually ends, so the
+ * trace still shows the hang. */
+static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc, uint64_t timeout, uint64_t now,
+		      struct fl_wait *w)
 {
 	const struct fl_call *c;
 	uint64_t start = 0;
@@ -89,8 +97,27 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 		w->evidence = ANALYSIS_WAIT_SYNC;
 		start = oldest;
 	}
-	if (w->n)
+	if (w->n) {
 		w->waited = waited_since(fs, start, now);
+		w->end = w->ended ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_ON;
+	}
+	/* a failed call is at or below `left`, so below any wait above: it is
+	 * the lowest (a communicator that failed stays failed) */
+	if (rc->failed && (!w->n || rc->failed < w->n) && rc->failed_exit_ns - rc->failed_enter_ns > timeout) {
+		w->n = rc->failed;
+		w->evidence = ANALYSIS_WAIT_HOST; /* it blocked in the call until the error */
+		w->waited = rc->failed_exit_ns - rc->failed_enter_ns;
+		w->end = ANALYSIS_WAIT_GAVE_UP;
+		w->result = rc->failed_result;
+	}
+}
+
+/* w is a wait of the hang: still waiting, or one that ended (an error, its
+ * process's end) after waiting past the timeout; a rank that ended sooner
+ * (a crash inside the call) is not waiting for anyone. */
+static int wait_counts(const struct fl_wait *w, uint64_t timeout)
+{
+	return w->n && (w->end == ANALYSIS_WAIT_ON || w->waited > timeout);
 }
 
 static void flight_rank_fill(struct analysis_flight_rank *r, const struct fl_wait *w)
@@ -138,15 +165,15 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 				longest = w[j].waited;
 			j++;
 		}
-		size_t nwait = 0, nmiss = 0, nended = 0;
+		size_t nwait = 0, nmiss = 0, nended = 0, nover = 0;
 
 		for (size_t k = i; k < j; k++) {
-			/* a rank that ended inside it waited until its end: still
-			 * waiting as far as the trace tells when that was long */
-			if (w[k].ended && w[k].waited <= timeout)
+			if (!wait_counts(&w[k], timeout)) {
 				nended++;
-			else
-				nwait++;
+				continue;
+			}
+			nwait++;
+			nover += w[k].end != ANALYSIS_WAIT_ON;
 		}
 		for (size_t k = 0; k < n; k++)
 			if (w[k].n != N && w[k].rc->entered < N)
@@ -157,11 +184,15 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 			h->comm_seq = N;
 			h->nranks = c->nranks;
 			h->waited_ns = longest;
+			/* every waiting rank's wait ended: how (an error on one of them says the job gave up) */
+			h->ended = nover < nwait ? ANALYSIS_WAIT_ON : ANALYSIS_WAIT_DIED;
 			for (size_t k = i; k < j; k++) {
 				const struct fl_call *call;
 
-				if (w[k].ended && w[k].waited <= timeout)
+				if (!wait_counts(&w[k], timeout))
 					continue;
+				if (h->ended && w[k].end == ANALYSIS_WAIT_GAVE_UP)
+					h->ended = ANALYSIS_WAIT_GAVE_UP;
 				if (!h->op && (call = fl_call_at(w[k].rc, N))) {
 					h->op = call->op;
 					h->dtype = call->dtype;
@@ -175,6 +206,8 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 					r->last_seq = N;
 					r->last_op = (call = fl_call_at(w[k].rc, N)) ? call->op : 0;
 					r->evidence = w[k].evidence;
+					r->end = w[k].end;
+					r->result = w[k].result;
 				}
 				h->nwaiting++;
 			}
@@ -234,10 +267,10 @@ static uint8_t waits_elsewhere(const struct fl_source *fs, uint64_t comm_id, uin
 
 		if (fs->rcs[i].id_hash == comm_id)
 			continue;
-		rank_wait(fs, &fs->rcs[i], now, &w);
-		/* as comm_hang counts waits: a rank that ended inside a call after
-		 * waiting past the timeout was still waiting as far as the trace tells */
-		if (w.n && (!w.ended || w.waited > timeout))
+		rank_wait(fs, &fs->rcs[i], timeout, now, &w);
+		/* as comm_hang counts waits: a rank whose wait there ended past the
+		 * timeout (an error, its end) was blocked there as far as the trace tells */
+		if (wait_counts(&w, timeout))
 			return w.evidence;
 	}
 	return 0;
@@ -301,12 +334,12 @@ int flight_comm_hangs(const flight_t *f, const struct fl_comm *c, struct flight_
 	for (size_t k = 0; k < c->nmembers; k++) {
 		const struct fl_source *fs = f->srcs[c->members[k].source];
 
-		rank_wait(fs, &fs->rcs[c->members[k].rc], out->now_realtime_ns, &w[k]);
+		rank_wait(fs, &fs->rcs[c->members[k].rc], out->timeout_ns, out->now_realtime_ns, &w[k]);
 	}
 	/* collectives some rank is inside: distinct numbers waited in */
 	qsort(w, c->nmembers, sizeof(*w), wait_n_cmp);
 	for (size_t k = 0; k < c->nmembers; k++)
-		if (w[k].n && !w[k].ended && w[k].n != counted) {
+		if (w[k].n && w[k].end == ANALYSIS_WAIT_ON && w[k].n != counted) {
 			counted = w[k].n;
 			out->in_flight++;
 		}
