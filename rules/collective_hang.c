@@ -70,15 +70,23 @@ static void waiting_lines(const struct analysis_result *a, const struct analysis
 	buf[0] = 0;
 	for (uint32_t i = 0; i < n && off < len; i++) {
 		const struct analysis_flight_rank *r = &h->waiting[i];
-		char who[160], since[32];
+		char who[160], since[32], name[32];
 
 		off += (size_t)snprintf(
-		    buf + off, len - off, "\n  %s: waiting for %s (%s)", flight_rank_text(a, r, who, sizeof(who)),
+		    buf + off, len - off, "\n  %s: %s %s (%s)", flight_rank_text(a, r, who, sizeof(who)),
+		    r->end == ANALYSIS_WAIT_ON ? "waiting for" : "waited",
 		    rule_format_ns((double)r->since_ns, since, sizeof(since)),
-		    r->evidence == ANALYSIS_WAIT_HOST	? "host: entered, not returned"
+		    r->end == ANALYSIS_WAIT_GAVE_UP	? "host: blocked in the call until it failed"
+		    : r->evidence == ANALYSIS_WAIT_HOST	? "host: entered, not returned"
 		    : r->evidence == ANALYSIS_WAIT_GPU	? "gpu: its NCCL kernel has not completed"
 		    : r->evidence == ANALYSIS_WAIT_SYNC ? "sync: the host waits in a synchronize after it"
 							: "how: not known");
+		if (off < len && r->end == ANALYSIS_WAIT_GAVE_UP)
+			off += (size_t)snprintf(buf + off, len - off,
+						", then gave up: the call returned %s (the job's own timeout)",
+						flight_nccl_result_name(r->result, name, sizeof(name)));
+		else if (off < len && r->end == ANALYSIS_WAIT_DIED)
+			off += (size_t)snprintf(buf + off, len - off, ", then died inside it (its process ended)");
 	}
 	if (off < len && h->nwaiting > n)
 		snprintf(buf + off, len - off, "\n  and %" PRIu32 " more ranks waiting", h->nwaiting - n);
@@ -88,8 +96,8 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 		    uint32_t more, findings_t *out)
 {
 	const struct analysis_flight *fl = &a->flight;
-	char comm[200], coll[96], waited[32], timeout[32], missing[2048], waiting[2048], who[200], more_text[96] = "";
-	char *message, *evidence, *fsdp2;
+	char comm[200], coll[96], waited[32], timeout[32], missing[2048], waiting[4096], who[200], more_text[96] = "";
+	char ended[320], *message, *evidence, *fsdp2;
 	struct finding *f;
 
 	flight_comm_text(a, h->comm_id, h->nranks, comm, sizeof(comm));
@@ -98,6 +106,7 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 	rule_format_ns((double)fl->timeout_ns, timeout, sizeof(timeout));
 	missing_lines(a, h, missing, sizeof(missing));
 	waiting_lines(a, h, waiting, sizeof(waiting));
+	flight_hang_end_text(h, ended, sizeof(ended));
 	if (more)
 		snprintf(more_text, sizeof(more_text),
 			 "\n%" PRIu32 " more hang%s beyond the %u listed (the report's flight)", more,
@@ -111,12 +120,14 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 		else
 			snprintf(who, sizeof(who), "ranks %s",
 				 flight_rank_list(h->missing, nm, h->nmissing, list, sizeof(list)));
-		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: %s never entered it, and "
-					 "%" PRIu32 " rank%s %s waited %s in it%s",
-					 coll, h->comm_id, who, h->nwaiting, h->nwaiting == 1 ? "" : "s",
-					 h->nwaiting == 1 ? "has" : "have", waited,
+		message = finding_printf("collective %s on communicator %016" PRIx64 " %s: %s never entered it, and "
+					 "%" PRIu32 " rank%s %s %s in it%s%s%s",
+					 coll, h->comm_id, h->ended ? "hung" : "hangs", who, h->nwaiting,
+					 h->nwaiting == 1 ? "" : "s",
+					 h->ended ? "waited" : h->nwaiting == 1 ? "has waited" : "have waited", waited,
 					 h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)"
-						    : "");
+						    : "",
+					 h->ended ? "; then " : "", ended);
 	} else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks) {
 		/* a node's trace alone: the others of the communicator are another collector's */
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: the %" PRIu32 " of its %" PRId32
@@ -127,15 +138,15 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 					 (uint32_t)h->nranks - h->nwaiting);
 	} else {
 		message = finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
-					 "entered it and none has come out for %s",
-					 coll, h->comm_id, h->nwaiting, waited);
+					 "entered it and none has come out for %s%s%s",
+					 coll, h->comm_id, h->nwaiting, waited, h->ended ? "; then " : "", ended);
 	}
 	evidence =
 	    finding_printf("communicator %s, collective %s\n"
-			   "the longest wait: %s, over --hang-timeout %s\n"
+			   "the longest wait: %s, over --hang-timeout %s%s%s\n"
 			   "missing (%" PRIu32 "):%s\n"
 			   "waiting (%" PRIu32 "):%s%s",
-			   comm, coll, waited, timeout, h->nmissing,
+			   comm, coll, waited, timeout, h->ended ? "; how it ended: " : "", ended, h->nmissing,
 			   h->nmissing ? missing
 			   : h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks
 			       ? " none in this trace: the ranks it lacks are another node's"
@@ -176,6 +187,7 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 	}
 	finding_metric(f, "hangs_total", fl->hangs_total);
 	finding_metric(f, "cascade", h->cascade);
+	finding_metric(f, "ended", h->ended);
 	return 0;
 }
 

@@ -137,6 +137,38 @@ static void test_hang_names_missing_and_waiting(void **state)
 	release(a);
 }
 
+/* The job's own timeout ended the waits (issue 24): the finding is the
+ * hang's still, in the past tense, saying how each wait ended. */
+static void test_hang_the_job_gave_up_on(void **state)
+{
+	struct analysis_result *a = hung(75 * S);
+	struct analysis_hang *h = &a->flight.hangs[0];
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	h->ended = ANALYSIS_WAIT_GAVE_UP;
+	for (uint32_t i = 0; i < h->nwaiting; i++) {
+		h->waiting[i].end = i == 2 ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_GAVE_UP;
+		h->waiting[i].result = i == 2 ? 0 : 6; /* ncclRemoteError */
+	}
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	contains(f->message, "hung: rank 2 (host node-b, pid 1002) never entered it, and 3 ranks waited 75.0 s in it; "
+			     "then the waiting ranks gave up (NCCL error ncclRemoteError on ranks 0, 1; the others "
+			     "died): the job's own timeout ended the hang, no rank arrived");
+	contains(f->evidence, "rank 0 (host node-a, pid 1000): waited 75.0 s (host: blocked in the call until it "
+			      "failed), then gave up: the call returned ncclRemoteError");
+	contains(f->evidence, "rank 3 (host node-b, pid 1003): waited 73.0 s (host: entered, not returned), then died "
+			      "inside it (its process ended)");
+	assert_true(fixture_metric(f, "ended") == ANALYSIS_WAIT_GAVE_UP);
+	assert_true(fixture_metric(f, "first_missing_rank") == 2);
+	findings_free(list);
+	release(a);
+}
+
 static void test_hang_below_timeout_is_silent(void **state)
 {
 	/* the analysis reports only waits past the timeout; a result that
@@ -360,6 +392,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_hang_names_missing_and_waiting),
+	    cmocka_unit_test(test_hang_the_job_gave_up_on),
 	    cmocka_unit_test(test_hang_below_timeout_is_silent),
 	    cmocka_unit_test(test_no_flight_no_finding),
 	    cmocka_unit_test(test_hang_with_every_rank_inside),
