@@ -763,6 +763,11 @@ static void write_flight(struct jw *w, const struct analysis_result *a)
 		for (uint32_t k = 0; k < h->nmissing && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
 			write_flight_rank(w, a, &h->missing[k], 0);
 		jw_close(w, ']');
+		jw_u64(w, "died_total", h->ndied);
+		jw_open(w, "died", '[');
+		for (uint32_t k = 0; k < h->ndied && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
+			write_flight_rank(w, a, &h->died[k], 1);
+		jw_close(w, ']');
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');

@@ -686,7 +686,8 @@ struct analysis_flight_rank {
 
 /* collective-hang: ranks waiting in collective comm_seq of a communicator
  * for longer than the timeout while others have not entered it (or, with
- * nmissing 0, every rank entered and none has come out). */
+ * nmissing 0, every rank entered and none has come out: ndied of them
+ * because their process ended inside it). */
 struct analysis_hang {
 	uint64_t comm_id;     /* the communicator's id hash */
 	uint64_t comm_seq;    /* N */
@@ -700,8 +701,13 @@ struct analysis_hang {
 	                         every one's wait ended, GAVE_UP when one of them gave up, else DIED. An ended
 	                         hang is still a hang: the job's timeout or death ended it, no rank arrived */
 	uint32_t nwaiting, nmissing; /* ranks in each list; the arrays hold the first ANALYSIS_FLIGHT_RANKS_MAX */
+	uint32_t ndied;              /* ranks that entered it and whose process ended inside it sooner than the
+	                                timeout (a crash in the call): the waiting ranks wait for them */
+	uint32_t reserved2;
 	struct analysis_flight_rank waiting[ANALYSIS_FLIGHT_RANKS_MAX];
 	struct analysis_flight_rank missing[ANALYSIS_FLIGHT_RANKS_MAX];
+	struct analysis_flight_rank died[ANALYSIS_FLIGHT_RANKS_MAX]; /* since_ns: how long it was inside until its
+	                                                                end; last_seq N; end ANALYSIS_WAIT_DIED */
 };
 
 /* What a rank issued as one collective: what must agree across ranks. */

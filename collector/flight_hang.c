@@ -145,15 +145,89 @@ static int flight_rank_cmp(const void *a, const void *b)
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* r: rank w inside collective N (a waiting rank, or one that died in it). */
+static void inside_rank_fill(struct analysis_flight_rank *r, const struct fl_wait *w, uint64_t N)
+{
+	const struct fl_call *call = fl_call_at(w->rc, N);
+
+	flight_rank_fill(r, w);
+	r->since_ns = w->waited;
+	r->last_seq = N;
+	r->last_op = call ? call->op : 0;
+	r->evidence = w->evidence;
+	r->end = w->end;
+	r->result = w->result;
+}
+
+/* Hang h of communicator c at collective N: w[i..j) wait in N (sorted by
+ * N), w[0..n) are every member's waits. */
+static void hang_fill(const struct fl_comm *c, const struct fl_wait *w, size_t i, size_t j, size_t n, uint64_t N,
+		      uint64_t longest, uint64_t timeout, uint64_t now, struct analysis_hang *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->comm_id = c->id_hash;
+	h->comm_seq = N;
+	h->nranks = c->nranks;
+	h->waited_ns = longest;
+	/* ended once every waiting rank's wait did: gave up when one of them did */
+	h->ended = ANALYSIS_WAIT_DIED;
+	for (size_t k = i; k < j; k++) {
+		const struct fl_call *call;
+
+		if (!wait_counts(&w[k], timeout)) {
+			/* its process ended inside it soon (a crash: end DIED, a gave-up
+			 * wait is past the timeout): what the others wait for */
+			if (h->ndied < ANALYSIS_FLIGHT_RANKS_MAX)
+				inside_rank_fill(&h->died[h->ndied], &w[k], N);
+			h->ndied++;
+			continue;
+		}
+		if (w[k].end == ANALYSIS_WAIT_ON)
+			h->ended = ANALYSIS_WAIT_ON;
+		else if (h->ended && w[k].end == ANALYSIS_WAIT_GAVE_UP)
+			h->ended = ANALYSIS_WAIT_GAVE_UP;
+		if (!h->op && (call = fl_call_at(w[k].rc, N))) {
+			h->op = call->op;
+			h->dtype = call->dtype;
+			h->count = call->count;
+		}
+		if (h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX)
+			inside_rank_fill(&h->waiting[h->nwaiting], &w[k], N);
+		h->nwaiting++;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct fl_rank_comm *rc = w[k].rc;
+
+		if (w[k].n == N || rc->entered >= N)
+			continue;
+		if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
+			struct analysis_flight_rank *r = &h->missing[h->nmissing];
+			uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
+
+			flight_rank_fill(r, &w[k]);
+			r->last_seq = rc->left;
+			r->last_op = rc->left ? rc->done_op : 0;
+			r->since_ns = rc->left && done && now > done ? now - done : 0;
+		}
+		h->nmissing++;
+	}
+	qsort(h->waiting, h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
+	      sizeof(h->waiting[0]), flight_rank_cmp);
+	qsort(h->missing, h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
+	      sizeof(h->missing[0]), flight_rank_cmp);
+	qsort(h->died, h->ndied < ANALYSIS_FLIGHT_RANKS_MAX ? h->ndied : ANALYSIS_FLIGHT_RANKS_MAX, sizeof(h->died[0]),
+	      flight_rank_cmp);
+}
+
 /* The hang of communicator c, if one: the lowest comm_seq some rank waits
  * in for longer than the timeout while others have not entered it (or every
- * rank waits in it). w[0..n) are its members' waits. */
+ * rank waits in it, or ended inside it). w[0..n) are its members' waits. */
 static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint64_t timeout, uint64_t now,
 		     struct analysis_hang *h)
 {
 	qsort(w, n, sizeof(*w), wait_n_cmp);
 	for (size_t i = 0; i < n;) {
-		size_t j = i;
+		size_t j = i, nwait = 0, nmiss = 0, nended = 0;
 		uint64_t longest = 0, N = w[i].n;
 
 		if (!N) {
@@ -165,74 +239,17 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 				longest = w[j].waited;
 			j++;
 		}
-		size_t nwait = 0, nmiss = 0, nended = 0, nover = 0;
-
 		for (size_t k = i; k < j; k++) {
-			if (!wait_counts(&w[k], timeout)) {
+			if (wait_counts(&w[k], timeout))
+				nwait++;
+			else
 				nended++;
-				continue;
-			}
-			nwait++;
-			nover += w[k].end != ANALYSIS_WAIT_ON;
 		}
 		for (size_t k = 0; k < n; k++)
 			if (w[k].n != N && w[k].rc->entered < N)
 				nmiss++;
 		if (longest > timeout && nwait && (nmiss || nwait + nended == n)) {
-			memset(h, 0, sizeof(*h));
-			h->comm_id = c->id_hash;
-			h->comm_seq = N;
-			h->nranks = c->nranks;
-			h->waited_ns = longest;
-			/* every waiting rank's wait ended: how (an error on one of them says the job gave up) */
-			h->ended = nover < nwait ? ANALYSIS_WAIT_ON : ANALYSIS_WAIT_DIED;
-			for (size_t k = i; k < j; k++) {
-				const struct fl_call *call;
-
-				if (!wait_counts(&w[k], timeout))
-					continue;
-				if (h->ended && w[k].end == ANALYSIS_WAIT_GAVE_UP)
-					h->ended = ANALYSIS_WAIT_GAVE_UP;
-				if (!h->op && (call = fl_call_at(w[k].rc, N))) {
-					h->op = call->op;
-					h->dtype = call->dtype;
-					h->count = call->count;
-				}
-				if (h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX) {
-					struct analysis_flight_rank *r = &h->waiting[h->nwaiting];
-
-					flight_rank_fill(r, &w[k]);
-					r->since_ns = w[k].waited;
-					r->last_seq = N;
-					r->last_op = (call = fl_call_at(w[k].rc, N)) ? call->op : 0;
-					r->evidence = w[k].evidence;
-					r->end = w[k].end;
-					r->result = w[k].result;
-				}
-				h->nwaiting++;
-			}
-			for (size_t k = 0; k < n; k++) {
-				const struct fl_rank_comm *rc = w[k].rc;
-
-				if (w[k].n == N || rc->entered >= N)
-					continue;
-				if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
-					struct analysis_flight_rank *r = &h->missing[h->nmissing];
-					uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
-
-					flight_rank_fill(r, &w[k]);
-					r->last_seq = rc->left;
-					r->last_op = rc->left ? rc->done_op : 0;
-					r->since_ns = rc->left && done && now > done ? now - done : 0;
-				}
-				h->nmissing++;
-			}
-			qsort(h->waiting,
-			      h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
-			      sizeof(h->waiting[0]), flight_rank_cmp);
-			qsort(h->missing,
-			      h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
-			      sizeof(h->missing[0]), flight_rank_cmp);
+			hang_fill(c, w, i, j, n, N, longest, timeout, now, h);
 			return 1;
 		}
 		i = j;

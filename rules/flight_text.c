@@ -198,7 +198,7 @@ char *flight_signature_text(const struct analysis_signature *s, char *buf, size_
 
 char *flight_hang_line(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
 {
-	char comm[160], who[320] = "", waiting[200], waited[32], ended[320] = "";
+	char comm[160], who[320] = "", died[320] = "", waiting[200], waited[32], ended[320] = "";
 	uint32_t nm = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
 	size_t off = 0;
 
@@ -213,6 +213,13 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 	}
 	if (off < sizeof(who) && h->nmissing > nm)
 		snprintf(who + off, sizeof(who) - off, " and %" PRIu32 " more", h->nmissing - nm);
+	off = 0;
+	for (uint32_t i = 0; i < h->ndied && i < ANALYSIS_FLIGHT_RANKS_MAX && off < sizeof(died); i++) {
+		char one[128];
+
+		off += (size_t)snprintf(died + off, sizeof(died) - off, "%s%s", i ? ", " : "",
+					flight_rank_text(a, &h->died[i], one, sizeof(one)));
+	}
 	flight_comm_text(a, h->comm_id, h->nranks, comm, sizeof(comm));
 	flight_rank_list(h->waiting, h->nwaiting, h->nwaiting, waiting, sizeof(waiting));
 	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
@@ -228,6 +235,14 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 			 h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
+	else if (h->ndied)
+		snprintf(buf, len,
+			 "no rank missing: %s died inside collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s "
+			 "waited %s (%s) for %s%s",
+			 died, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
+			 h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), h->ndied == 1 ? "it" : "them",
+			 ended);
 	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
 		snprintf(buf, len,
 			 "no rank of this trace missing: the %" PRIu32 " of %" PRId32 " ranks here entered collective #%" PRIu64

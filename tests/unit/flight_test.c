@@ -223,6 +223,11 @@ static void test_ended_rank(void **state)
 	assert_int_equal(h->waiting[0].rank, 0);
 	assert_int_equal(h->waiting[1].rank, 2);
 	assert_int_equal(h->nmissing, 0);
+	/* the rank that crashed in it is named: the others wait for it */
+	assert_int_equal(h->ndied, 1);
+	assert_int_equal(h->died[0].rank, 1);
+	assert_int_equal(h->died[0].since_ns, S);
+	assert_int_equal(h->died[0].end, ANALYSIS_WAIT_DIED);
 	analysis_result_free(r);
 	job_end(&j);
 
@@ -409,6 +414,44 @@ static void test_missing_arrives_late(void **state)
 	analysis_result_free(r);
 	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
 	assert_int_equal(r->flight.nhangs, 0);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* Every rank entered #N and rank 1 crashed in it; the others waited past
+ * the hang timeout for it, then NCCL's timeout failed their call: the hang
+ * stays, with nobody missing and rank 1 named as the one that died in it. */
+static void test_rank_died_inside_others_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_options opt;
+	struct analysis_result *r = NULL;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	job_start_opts(&j, 3, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 3; i++)
+		enter(&j.o, &j.r[i], &AG, T_HUNG);
+	process_exit(&j.o, &j.r[1], T_HUNG + S, 11);
+	for (int i = 0; i < 3; i += 2) {
+		returned(&j.o, &j.r[i], &AG, T_HUNG, T_HUNG + T_GAVE_UP, NCCL_REMOTE_ERROR);
+		process_end(&j.o, &j.r[i], T_HUNG + T_GAVE_UP + MS);
+	}
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nhangs, 1);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG);
+	assert_int_equal(h->ended, ANALYSIS_WAIT_GAVE_UP);
+	assert_int_equal(h->nmissing, 0);
+	assert_int_equal(h->nwaiting, 2);
+	assert_int_equal(h->waiting[0].rank, 0);
+	assert_int_equal(h->waiting[1].rank, 2);
+	assert_int_equal(h->ndied, 1);
+	assert_int_equal(h->died[0].rank, 1);
+	assert_int_equal(h->died[0].pid, 1001);
+	assert_int_equal(h->died[0].last_seq, N_HUNG);
 	analysis_result_free(r);
 	job_end(&j);
 }
@@ -943,6 +986,7 @@ int main(void)
 	    cmocka_unit_test(test_quick_failure_no_hang),
 	    cmocka_unit_test(test_waiting_ranks_died),
 	    cmocka_unit_test(test_missing_arrives_late),
+	    cmocka_unit_test(test_rank_died_inside_others_gave_up),
 	    cmocka_unit_test(test_group_gave_up),
 	    cmocka_unit_test(test_group_hang),
 	    cmocka_unit_test(test_gpu_hang),

@@ -169,6 +169,45 @@ static void test_hang_the_job_gave_up_on(void **state)
 	release(a);
 }
 
+/* Every rank entered it and rank 2 crashed in it: nobody is missing, and the
+ * finding names the rank that died rather than calling the others ranks of
+ * another node's trace. */
+static void test_hang_of_a_rank_that_died_inside(void **state)
+{
+	struct analysis_result *a = hung(75 * S);
+	struct analysis_hang *h = &a->flight.hangs[0];
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	h->died[0] = h->missing[0];
+	h->died[0].since_ns = 1 * S;
+	h->died[0].last_seq = 17;
+	h->died[0].end = ANALYSIS_WAIT_DIED;
+	memset(&h->missing[0], 0, sizeof(h->missing[0]));
+	h->nmissing = 0;
+	h->ndied = 1;
+	h->ended = ANALYSIS_WAIT_GAVE_UP;
+	for (uint32_t i = 0; i < h->nwaiting; i++) {
+		h->waiting[i].end = ANALYSIS_WAIT_GAVE_UP;
+		h->waiting[i].result = 6;
+	}
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	contains(f->message, "hung: rank 2 (host node-b, pid 1002) died inside it (its process ended), and 3 ranks "
+			     "waited 75.0 s in it for it; then the waiting ranks gave up (NCCL error ncclRemoteError on "
+			     "ranks 0, 1, 3)");
+	assert_null(strstr(f->message, "not in this trace"));
+	contains(f->evidence, "missing (0): none: every rank entered it\ndied inside it:\n  rank 2 (host node-b, pid "
+			      "1002): entered #17; its process ended 1.00 s later");
+	contains(f->fix_fsdp2, "A rank died inside it");
+	assert_true(fixture_metric(f, "died_ranks") == 1);
+	assert_true(fixture_metric(f, "missing_ranks") == 0);
+	findings_free(list);
+	release(a);
+}
+
 static void test_hang_below_timeout_is_silent(void **state)
 {
 	/* the analysis reports only waits past the timeout; a result that
@@ -393,6 +432,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_hang_names_missing_and_waiting),
 	    cmocka_unit_test(test_hang_the_job_gave_up_on),
+	    cmocka_unit_test(test_hang_of_a_rank_that_died_inside),
 	    cmocka_unit_test(test_hang_below_timeout_is_silent),
 	    cmocka_unit_test(test_no_flight_no_finding),
 	    cmocka_unit_test(test_hang_with_every_rank_inside),
