@@ -73,7 +73,8 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 			 * hang, not its clearing; the verdict keeps it */
 			was->ended = g->ended;
 			fprintf(out,
-				"fsdpscope: collective-hang ended: collective #%" PRIu64 " (%s) of communicator %s: %s; "
+				"fsdpscope: collective-hang ended: collective #%" PRIu64
+				" (%s) of communicator %s: %s; "
 				"the hang stays in the verdict\n",
 				g->comm_seq, record_op_name(g->op),
 				flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)),
@@ -102,7 +103,8 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 		fprintf(out,
 			"fsdpscope: collective-hang cleared: collective #%" PRIu64 " (%s) of communicator %s: %s, no "
 			"rank waits in it past --hang-timeout any more\n",
-			g->comm_seq, record_op_name(g->op), flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)),
+			g->comm_seq, record_op_name(g->op),
+			flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)),
 			g->nmissing > 1	   ? "the missing ranks arrived"
 			: g->nmissing == 1 ? "the missing rank arrived"
 					   : "the ranks came out of it");

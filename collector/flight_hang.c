@@ -16,7 +16,7 @@ struct fl_wait {
 	uint8_t ended;	  /* its process ended */
 	uint8_t end;	  /* enum analysis_wait_end of the wait in n */
 	uint8_t reserved;
-	int32_t result;	  /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
+	int32_t result; /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
 	const struct fl_source *fs;
 	const struct fl_rank_comm *rc;
 };

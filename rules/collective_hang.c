@@ -77,7 +77,7 @@ static void waiting_lines(const struct analysis_result *a, const struct analysis
 		    r->end == ANALYSIS_WAIT_ON ? "waiting for" : "waited",
 		    rule_format_ns((double)r->since_ns, since, sizeof(since)),
 		    r->end == ANALYSIS_WAIT_GAVE_UP	? "host: blocked in the call until it failed"
-		    : r->evidence == ANALYSIS_WAIT_HOST	? "host: entered, not returned"
+		    : r->evidence == ANALYSIS_WAIT_HOST ? "host: entered, not returned"
 		    : r->evidence == ANALYSIS_WAIT_GPU	? "gpu: its NCCL kernel has not completed"
 		    : r->evidence == ANALYSIS_WAIT_SYNC ? "sync: the host waits in a synchronize after it"
 							: "how: not known");
@@ -115,14 +115,16 @@ static char *hang_message(const struct analysis_result *a, const struct analysis
 	const char *then = h->ended ? "; then " : "";
 
 	if (h->nmissing)
-		return finding_printf("collective %s on communicator %016" PRIx64 " %s: %s never entered it, and "
-				      "%" PRIu32 " rank%s %s %s in it%s%s%s",
-				      coll, h->comm_id, h->ended ? "hung" : "hangs",
-				      who_text(a, h->missing, h->nmissing, who, sizeof(who)), h->nwaiting,
-				      h->nwaiting == 1 ? "" : "s",
-				      h->ended ? "waited" : h->nwaiting == 1 ? "has waited" : "have waited", waited,
-				      h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)" : "",
-				      then, ended);
+		return finding_printf(
+		    "collective %s on communicator %016" PRIx64 " %s: %s never entered it, and "
+		    "%" PRIu32 " rank%s %s %s in it%s%s%s",
+		    coll, h->comm_id, h->ended ? "hung" : "hangs",
+		    who_text(a, h->missing, h->nmissing, who, sizeof(who)), h->nwaiting, h->nwaiting == 1 ? "" : "s",
+		    h->ended	       ? "waited"
+		    : h->nwaiting == 1 ? "has waited"
+				       : "have waited",
+		    waited, h->cascade ? " (a cascade: the missing are stuck in another hang, listed first)" : "", then,
+		    ended);
 	if (h->ndied)
 		/* every rank entered it; the ones that crashed in it are what the others waited for */
 		return finding_printf("collective %s on communicator %016" PRIx64 " %s: %s died inside it (%s), "
@@ -131,16 +133,18 @@ static char *hang_message(const struct analysis_result *a, const struct analysis
 				      who_text(a, h->died, h->ndied, who, sizeof(who)),
 				      h->ndied == 1 ? "its process ended" : "their processes ended", h->nwaiting,
 				      h->nwaiting == 1 ? "" : "s",
-				      h->ended ? "waited" : h->nwaiting == 1 ? "has waited" : "have waited", waited,
-				      h->ndied == 1 ? "it" : "them", then, ended);
+				      h->ended		 ? "waited"
+				      : h->nwaiting == 1 ? "has waited"
+							 : "have waited",
+				      waited, h->ndied == 1 ? "it" : "them", then, ended);
 	if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
 		/* a node's trace alone: the others of the communicator are another collector's */
-		return finding_printf("collective %s on communicator %016" PRIx64 " hangs: the %" PRIu32 " of its %" PRId32
-				      " ranks in this trace entered it and none has come out for %s; the other %" PRIu32
-				      " are not in this trace (another node's collector has them: lint every node's "
-				      "trace together to see which of them never entered it)%s%s",
-				      coll, h->comm_id, h->nwaiting, h->nranks, waited, (uint32_t)h->nranks - h->nwaiting,
-				      then, ended);
+		return finding_printf(
+		    "collective %s on communicator %016" PRIx64 " hangs: the %" PRIu32 " of its %" PRId32
+		    " ranks in this trace entered it and none has come out for %s; the other %" PRIu32
+		    " are not in this trace (another node's collector has them: lint every node's "
+		    "trace together to see which of them never entered it)%s%s",
+		    coll, h->comm_id, h->nwaiting, h->nranks, waited, (uint32_t)h->nranks - h->nwaiting, then, ended);
 	return finding_printf("collective %s on communicator %016" PRIx64 " hangs: all %" PRIu32 " ranks "
 			      "entered it and none has come out for %s%s%s",
 			      coll, h->comm_id, h->nwaiting, waited, then, ended);
@@ -159,7 +163,8 @@ static void died_lines(const struct analysis_result *a, const struct analysis_ha
 		const struct source_summary *s = flight_source(a, r->source);
 		char who[160], since[32];
 
-		off += (size_t)snprintf(buf + off, len - off, "\n  %s: entered #%" PRIu64 "; its process ended %s later%s%s%s",
+		off += (size_t)snprintf(buf + off, len - off,
+					"\n  %s: entered #%" PRIu64 "; its process ended %s later%s%s%s",
 					flight_rank_text(a, r, who, sizeof(who)), h->comm_seq,
 					rule_format_ns((double)r->since_ns, since, sizeof(since)), s ? " (" : "",
 					s ? source_end_name((enum source_end)s->end) : "", s ? ")" : "");
@@ -189,19 +194,19 @@ static int one_hang(const struct rule *self, const struct analysis_result *a, co
 			 more == 1 ? "" : "s", ANALYSIS_HANGS_MAX);
 	message = hang_message(a, h, coll, waited, ended);
 	died_lines(a, h, died, sizeof(died));
-	evidence =
-	    finding_printf("communicator %s, collective %s\n"
-			   "the longest wait: %s, over --hang-timeout %s%s%s\n"
-			   "missing (%" PRIu32 "):%s\n"
-			   "%s%s%s"
-			   "waiting (%" PRIu32 "):%s%s",
-			   comm, coll, waited, timeout, h->ended ? "; how it ended: " : "", ended, h->nmissing,
-			   h->nmissing ? missing
-			   : h->ndied ? " none: every rank entered it"
-			   : h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks
-			       ? " none in this trace: the ranks it lacks are another node's"
-			       : " none: every rank is inside it",
-			   h->ndied ? "died inside it:" : "", died, h->ndied ? "\n" : "", h->nwaiting, waiting, more_text);
+	evidence = finding_printf("communicator %s, collective %s\n"
+				  "the longest wait: %s, over --hang-timeout %s%s%s\n"
+				  "missing (%" PRIu32 "):%s\n"
+				  "%s%s%s"
+				  "waiting (%" PRIu32 "):%s%s",
+				  comm, coll, waited, timeout, h->ended ? "; how it ended: " : "", ended, h->nmissing,
+				  h->nmissing ? missing
+				  : h->ndied  ? " none: every rank entered it"
+				  : h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks
+				      ? " none in this trace: the ranks it lacks are another node's"
+				      : " none: every rank is inside it",
+				  h->ndied ? "died inside it:" : "", died, h->ndied ? "\n" : "", h->nwaiting, waiting,
+				  more_text);
 	/* Not an FSDP setting: the same advice for every framework. */
 	fsdp2 = finding_printf(
 	    "# First find where the missing rank is (the waiting ones only wait for it):\n"

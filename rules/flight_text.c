@@ -60,9 +60,9 @@ const char *flight_wait_end_name(int end)
 const char *flight_nccl_result_name(int32_t result, char *buf, size_t len)
 {
 	/* nccl.h's ncclResult_t, in its order */
-	static const char *const names[] = {"ncclSuccess",	   "ncclUnhandledCudaError", "ncclSystemError",
-					    "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-					    "ncclRemoteError",	   "ncclInProgress"};
+	static const char *const names[] = {"ncclSuccess",	 "ncclUnhandledCudaError", "ncclSystemError",
+					    "ncclInternalError", "ncclInvalidArgument",	   "ncclInvalidUsage",
+					    "ncclRemoteError",	 "ncclInProgress"};
 
 	if (result >= 0 && (size_t)result < sizeof(names) / sizeof(names[0]))
 		return names[result];
@@ -83,8 +83,9 @@ char *flight_hang_end_text(const struct analysis_hang *h, char *buf, size_t len)
 	if (h->ended == ANALYSIS_WAIT_ON)
 		return buf;
 	if (h->ended == ANALYSIS_WAIT_DIED) {
-		snprintf(buf, len, "the waiting ranks died inside it (their processes ended): the hang ended with them, "
-				   "no rank arrived");
+		snprintf(buf, len,
+			 "the waiting ranks died inside it (their processes ended): the hang ended with them, "
+			 "no rank arrived");
 		return buf;
 	}
 	for (uint32_t i = 0; i < n; i++)
@@ -232,25 +233,27 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 		snprintf(buf, len,
 			 "%smissing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)%s",
 			 h->cascade ? "follows from another hang: " : "", who, h->comm_seq, record_op_name(h->op), comm,
-			 h->nwaiting == 1 ? "" : "s", waiting,
-			 h->nwaiting == 1 ? "has" : "have", waited,
+			 h->nwaiting == 1 ? "" : "s", waiting, h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
 	else if (h->ndied)
 		snprintf(buf, len,
-			 "no rank missing: %s died inside collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s "
+			 "no rank missing: %s died inside collective #%" PRIu64
+			 " (%s) of communicator %s; rank%s %s %s "
 			 "waited %s (%s) for %s%s",
 			 died, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
 			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), h->ndied == 1 ? "it" : "them",
 			 ended);
 	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
-		snprintf(buf, len,
-			 "no rank of this trace missing: the %" PRIu32 " of %" PRId32 " ranks here entered collective #%" PRIu64
-			 " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
-			 "%s (%s)%s",
-			 h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
-			 waiting, h->nwaiting == 1 ? "has" : "have", waited,
-			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
+		snprintf(
+		    buf, len,
+		    "no rank of this trace missing: the %" PRIu32 " of %" PRId32
+		    " ranks here entered collective #%" PRIu64
+		    " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
+		    "%s (%s)%s",
+		    h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
+		    waiting, h->nwaiting == 1 ? "has" : "have", waited,
+		    flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
 	else
 		snprintf(buf, len,
 			 "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "

@@ -278,10 +278,8 @@ static void test_mismatches_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_hang_once_then_cleared),
-	    cmocka_unit_test(test_hang_ended_not_cleared),
-	    cmocka_unit_test(test_unlisted_hang_not_cleared),
-	    cmocka_unit_test(test_mismatch_once_and_disabled_rules),
+	    cmocka_unit_test(test_hang_once_then_cleared),    cmocka_unit_test(test_hang_ended_not_cleared),
+	    cmocka_unit_test(test_unlisted_hang_not_cleared), cmocka_unit_test(test_mismatch_once_and_disabled_rules),
 	    cmocka_unit_test(test_mismatches_bounded),
 	};
 

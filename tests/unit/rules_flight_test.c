@@ -195,9 +195,10 @@ static void test_hang_of_a_rank_that_died_inside(void **state)
 	list = fixture_run(&rule_collective_hang, a, NULL);
 	assert_int_equal(findings_count(list), 1);
 	f = findings_get(list, 0);
-	contains(f->message, "hung: rank 2 (host node-b, pid 1002) died inside it (its process ended), and 3 ranks "
-			     "waited 75.0 s in it for it; then the waiting ranks gave up (NCCL error ncclRemoteError on "
-			     "ranks 0, 1, 3)");
+	contains(f->message,
+		 "hung: rank 2 (host node-b, pid 1002) died inside it (its process ended), and 3 ranks "
+		 "waited 75.0 s in it for it; then the waiting ranks gave up (NCCL error ncclRemoteError on "
+		 "ranks 0, 1, 3)");
 	assert_null(strstr(f->message, "not in this trace"));
 	contains(f->evidence, "missing (0): none: every rank entered it\ndied inside it:\n  rank 2 (host node-b, pid "
 			      "1002): entered #17; its process ended 1.00 s later");
