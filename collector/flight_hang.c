@@ -101,8 +101,9 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 		w->waited = waited_since(fs, start, now);
 		w->end = w->ended ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_ON;
 	}
-	/* a failed call is at or below `left`, so below any wait above: it is
-	 * the lowest (a communicator that failed stays failed) */
+	/* the call that failed after the longest wait, as the others: the
+	 * lowest N wins (after it the communicator stays failed, and the calls
+	 * that fail at once wait for nothing) */
 	if (rc->failed && (!w->n || rc->failed < w->n) && rc->failed_exit_ns - rc->failed_enter_ns > timeout) {
 		w->n = rc->failed;
 		w->evidence = ANALYSIS_WAIT_HOST; /* it blocked in the call until the error */
