@@ -687,10 +687,12 @@ static void write_flight_rank(struct jw *w, const struct analysis_result *a, con
 		jw_null(w, "end");
 	/* how the wait stands: an ended one is still the hang's (docs/hangs.md) */
 	jw_str(w, "wait_end", waiting ? flight_wait_end_name(r->end) : NULL);
-	if (waiting && r->end == ANALYSIS_WAIT_GAVE_UP)
-		jw_str(w, "nccl_result", flight_nccl_result_name(r->result, name, sizeof(name)));
+	if (waiting)
+		jw_null(w, "arrived_late");
 	else
-		jw_null(w, "nccl_result");
+		jw_bool(w, "arrived_late", r->late);
+	jw_str(w, "nccl_result",
+	       waiting && r->end == ANALYSIS_WAIT_GAVE_UP ? flight_nccl_result_name(r->result, name, sizeof(name)) : NULL);
 	jw_close(w, '}');
 }
 

@@ -56,7 +56,9 @@ struct analysis_flight_rank {
 	uint8_t evidence;    /* waiting: enum analysis_wait_evidence; missing: how it is itself waiting in a
 	                        collective of another communicator (it is blocked there, not the cause), 0 */
 	uint8_t end;         /* waiting: enum analysis_wait_end (since_ns is then the wait to that end); 0 */
-	uint8_t reserved;
+	uint8_t late;	     /* missing: 1 when it entered the collective only after the waiting ranks' waits
+				had ended (they gave up or died): too late, the collective never ran; its
+				last_seq is then N - 1 and since_ns 0 */
 	int32_t result;      /* waiting, end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t; 0 */
 };
 

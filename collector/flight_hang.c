@@ -16,7 +16,8 @@ struct fl_wait {
 	uint8_t ended;	  /* its process ended */
 	uint8_t end;	  /* enum analysis_wait_end of the wait in n */
 	uint8_t reserved;
-	int32_t result; /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
+	int32_t result;	 /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
+	uint64_t end_rt; /* end not ANALYSIS_WAIT_ON: when the wait ended (CLOCK_REALTIME) */
 	const struct fl_source *fs;
 	const struct fl_rank_comm *rc;
 };
@@ -100,6 +101,7 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 	if (w->n) {
 		w->waited = waited_since(fs, start, now);
 		w->end = w->ended ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_ON;
+		w->end_rt = w->ended ? fl_to_rt(fs, start) + w->waited : 0;
 	}
 	/* the call that failed after the longest wait, as the others: the
 	 * lowest N wins (after it the communicator stays failed, and the calls
@@ -110,6 +112,7 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 		w->waited = rc->failed_exit_ns - rc->failed_enter_ns;
 		w->end = ANALYSIS_WAIT_GAVE_UP;
 		w->result = rc->failed_result;
+		w->end_rt = fl_to_rt(fs, rc->failed_exit_ns);
 	}
 }
 
@@ -160,11 +163,38 @@ static void inside_rank_fill(struct analysis_flight_rank *r, const struct fl_wai
 	r->result = w->result;
 }
 
-/* Hang h of communicator c at collective N: w[i..j) wait in N (sorted by
- * N), w[0..n) are every member's waits. */
-static void hang_fill(const struct fl_comm *c, const struct fl_wait *w, size_t i, size_t j, size_t n, uint64_t N,
-		      uint64_t longest, uint64_t timeout, uint64_t now, struct analysis_hang *h)
+/* The members' waits in one collective N: w[i..j) of the sorted waits. */
+struct fl_group {
+	size_t i, j;
+	uint64_t n;	  /* N */
+	uint64_t longest; /* the longest wait in it */
+	uint64_t over_rt; /* the earliest end of a wait in it that ended past the timeout (an error, a death),
+			     0 none: from then on it cannot complete */
+};
+
+/* 0: w is in N or entered it in time; 1: it has not entered N; 2: it
+ * entered N only once a wait in it had ended (g->over_rt): too late, the
+ * collective could not run any more. */
+static int misses(const struct fl_wait *w, const struct fl_group *g)
 {
+	const struct fl_call *call;
+
+	if (w->n == g->n)
+		return 0;
+	if (w->rc->entered < g->n)
+		return 1;
+	call = g->over_rt ? fl_call_at(w->rc, g->n) : NULL;
+	return call && fl_to_rt(w->fs, call->enter_ns) >= g->over_rt ? 2 : 0;
+}
+
+/* Hang h of communicator c at collective g->n; w[0..n) are every member's
+ * waits. */
+static void hang_fill(const struct fl_comm *c, const struct fl_wait *w, size_t n, const struct fl_group *g,
+		      uint64_t timeout, uint64_t now, struct analysis_hang *h)
+{
+	size_t i = g->i, j = g->j;
+	uint64_t N = g->n, longest = g->longest;
+
 	memset(h, 0, sizeof(*h));
 	h->comm_id = c->id_hash;
 	h->comm_seq = N;
@@ -198,17 +228,26 @@ static void hang_fill(const struct fl_comm *c, const struct fl_wait *w, size_t i
 	}
 	for (size_t k = 0; k < n; k++) {
 		const struct fl_rank_comm *rc = w[k].rc;
+		int miss = misses(&w[k], g);
 
-		if (w[k].n == N || rc->entered >= N)
+		if (!miss)
 			continue;
 		if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
 			struct analysis_flight_rank *r = &h->missing[h->nmissing];
 			uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
+			const struct fl_call *before = fl_call_at(rc, N - 1);
 
 			flight_rank_fill(r, &w[k]);
-			r->last_seq = rc->left;
-			r->last_op = rc->left ? rc->done_op : 0;
-			r->since_ns = rc->left && done && now > done ? now - done : 0;
+			if (miss == 2) {
+				/* late: what it had done before it came */
+				r->late = 1;
+				r->last_seq = N - 1;
+				r->last_op = before ? before->op : 0;
+			} else {
+				r->last_seq = rc->left;
+				r->last_op = rc->left ? rc->done_op : 0;
+				r->since_ns = rc->left && done && now > done ? now - done : 0;
+			}
 		}
 		h->nmissing++;
 	}
@@ -228,32 +267,32 @@ static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint6
 {
 	qsort(w, n, sizeof(*w), wait_n_cmp);
 	for (size_t i = 0; i < n;) {
-		size_t j = i, nwait = 0, nmiss = 0, nended = 0;
-		uint64_t longest = 0, N = w[i].n;
+		struct fl_group g = {.i = i, .j = i, .n = w[i].n};
+		size_t nwait = 0, nmiss = 0, nended = 0;
 
-		if (!N) {
+		if (!g.n) {
 			i++;
 			continue;
 		}
-		while (j < n && w[j].n == N) {
-			if (w[j].waited > longest)
-				longest = w[j].waited;
-			j++;
-		}
-		for (size_t k = i; k < j; k++) {
-			if (wait_counts(&w[k], timeout))
-				nwait++;
-			else
+		for (; g.j < n && w[g.j].n == g.n; g.j++)
+			if (w[g.j].waited > g.longest)
+				g.longest = w[g.j].waited;
+		for (size_t k = i; k < g.j; k++) {
+			if (!wait_counts(&w[k], timeout)) {
 				nended++;
+				continue;
+			}
+			nwait++;
+			if (w[k].end != ANALYSIS_WAIT_ON && (!g.over_rt || w[k].end_rt < g.over_rt))
+				g.over_rt = w[k].end_rt;
 		}
 		for (size_t k = 0; k < n; k++)
-			if (w[k].n != N && w[k].rc->entered < N)
-				nmiss++;
-		if (longest > timeout && nwait && (nmiss || nwait + nended == n)) {
-			hang_fill(c, w, i, j, n, N, longest, timeout, now, h);
+			nmiss += misses(&w[k], &g) != 0;
+		if (g.longest > timeout && nwait && (nmiss || nwait + nended == n)) {
+			hang_fill(c, w, n, &g, timeout, now, h);
 			return 1;
 		}
-		i = j;
+		i = g.j;
 	}
 	return 0;
 }

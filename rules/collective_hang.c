@@ -35,7 +35,13 @@ static void missing_lines(const struct analysis_result *a, const struct analysis
 		char who[160], ago[32];
 
 		flight_rank_text(a, r, who, sizeof(who));
-		if (r->last_seq)
+		if (r->late)
+			off += (size_t)snprintf(buf + off, len - off,
+						"\n  %s: entered #%" PRIu64
+						" only after the waiting ranks had given up on it "
+						"(too late: it could not run any more)",
+						who, h->comm_seq);
+		else if (r->last_seq)
 			off +=
 			    (size_t)snprintf(buf + off, len - off,
 					     "\n  %s: has not entered #%" PRIu64 "; its last completed collective here "

@@ -206,8 +206,9 @@ char *flight_hang_line(const struct analysis_result *a, const struct analysis_ha
 	for (uint32_t i = 0; i < nm && off < sizeof(who); i++) {
 		char one[128];
 
-		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s%s%s%s", i ? ", " : "",
+		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s%s%s%s%s", i ? ", " : "",
 					flight_rank_text(a, &h->missing[i], one, sizeof(one)),
+					h->missing[i].late ? " (came only after the others gave up)" : "",
 					h->missing[i].evidence ? " (itself waiting elsewhere: " : "",
 					h->missing[i].evidence ? flight_evidence_name(h->missing[i].evidence) : "",
 					h->missing[i].evidence ? ")" : "");

@@ -331,6 +331,27 @@ static void test_waiting_ranks_gave_up(void **state)
 	job_end(&j);
 }
 
+/* Rank 2 enters #N only after the others gave up on it: its call fails at
+ * once on the failed communicator. It did not arrive in time: the hang
+ * stays, with rank 2 missing (arrived late), not cleared. */
+static void test_missing_arrives_after_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_result *r = NULL;
+
+	ended_job(&j, NCCL_REMOTE_ERROR, 0);
+	collective_result(&j.o, &j.r[2], &AG, T_HUNG + T_GAVE_UP + S, T_HUNG + T_GAVE_UP + S + MS, 1,
+			  NCCL_REMOTE_ERROR);
+	process_end(&j.o, &j.r[2], T_HUNG + 20 * S);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_gave_up(&r->flight);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->missing[0].late, 1);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
 /* A call that fails sooner than the hang timeout (a bad argument, a peer that
  * died at once) is no wait of a hang. */
 static void test_quick_failure_no_hang(void **state)
@@ -986,6 +1007,7 @@ int main(void)
 	    cmocka_unit_test(test_quick_failure_no_hang),
 	    cmocka_unit_test(test_waiting_ranks_died),
 	    cmocka_unit_test(test_missing_arrives_late),
+	    cmocka_unit_test(test_missing_arrives_after_gave_up),
 	    cmocka_unit_test(test_rank_died_inside_others_gave_up),
 	    cmocka_unit_test(test_group_gave_up),
 	    cmocka_unit_test(test_group_hang),

@@ -166,6 +166,16 @@ static void test_hang_the_job_gave_up_on(void **state)
 	assert_true(fixture_metric(f, "ended") == ANALYSIS_WAIT_GAVE_UP);
 	assert_true(fixture_metric(f, "first_missing_rank") == 2);
 	findings_free(list);
+
+	/* rank 2 came once they had given up: missing still, and said to be late */
+	h->missing[0].late = 1;
+	h->missing[0].last_seq = 16;
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	f = findings_get(list, 0);
+	contains(f->evidence,
+		 "rank 2 (host node-b, pid 1002): entered #17 only after the waiting ranks had given up on "
+		 "it (too late: it could not run any more)");
+	findings_free(list);
 	release(a);
 }
 
