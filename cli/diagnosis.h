@@ -72,8 +72,10 @@ enum diagnosis_opt {
 	"    --hang-timeout SEC     ranks waiting in a collective longer than SEC seconds while others\n" \
 	"                           have not entered it are a hang (collective-hang, error); also\n" \
 	"                           every rank inside one and none out for SEC (default 60; > 0,\n" \
-	"                           fractions allowed). Set it below the job's own NCCL / PyTorch\n" \
-	"                           timeout, or the job dies before a hang is named\n"
+	"                           fractions allowed). A wait longer than SEC stays a hang when\n" \
+	"                           the job's own timeout ends it (the waiting ranks give up on an\n" \
+	"                           NCCL error, or die); set SEC below that NCCL / PyTorch timeout,\n" \
+	"                           or the job ends the waits before they are a hang\n"
 
 /* The help text of the shared flags (OPTIONS section lines), a string
  * literal so that each command's static help text can include it. */

@@ -14,7 +14,9 @@
 struct said {
 	uint64_t comm_id, comm_seq;
 	int32_t nranks;
+	uint32_t nmissing; /* hangs: ranks missing when said */
 	uint8_t op;
+	uint8_t ended; /* hangs: enum analysis_wait_end said (its end is said once) */
 };
 
 struct hang_lines {
@@ -36,12 +38,13 @@ void hang_lines_free(hang_lines_t *h)
 	free(h);
 }
 
-static int said(const struct said *list, size_t n, uint64_t comm_id, uint64_t comm_seq)
+/* The entry of (comm_id, comm_seq) in list[0..n), NULL when not said. */
+static struct said *said(struct said *list, size_t n, uint64_t comm_id, uint64_t comm_seq)
 {
 	for (size_t i = 0; i < n; i++)
 		if (list[i].comm_id == comm_id && list[i].comm_seq == comm_seq)
-			return 1;
-	return 0;
+			return &list[i];
+	return NULL;
 }
 
 /* Hang k of r is one the rule reports: a wait past the timeout. */
@@ -61,11 +64,26 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 
 	for (uint32_t i = 0; hang_rule && i < nh; i++) {
 		const struct analysis_hang *g = &f->hangs[i];
+		struct said *was = said(h->hangs, h->nhangs, g->comm_id, g->comm_seq);
 
-		if (!reported(f, i) || said(h->hangs, h->nhangs, g->comm_id, g->comm_seq) ||
-		    h->nhangs == HANG_LINES_HANGS_MAX)
+		if (!reported(f, i))
 			continue;
-		h->hangs[h->nhangs++] = (struct said){g->comm_id, g->comm_seq, g->nranks, g->op};
+		if (was && g->ended && !was->ended) {
+			/* the job's timeout or death ended the waits: the end of the
+			 * hang, not its clearing; the verdict keeps it */
+			was->ended = g->ended;
+			fprintf(out,
+				"fsdpscope: collective-hang ended: collective #%" PRIu64
+				" (%s) of communicator %s: %s; "
+				"the hang stays in the verdict\n",
+				g->comm_seq, record_op_name(g->op),
+				flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)),
+				flight_hang_end_text(g, line, sizeof(line)));
+			lines++;
+		}
+		if (was || h->nhangs == HANG_LINES_HANGS_MAX)
+			continue;
+		h->hangs[h->nhangs++] = (struct said){g->comm_id, g->comm_seq, g->nranks, g->nmissing, g->op, g->ended};
 		fprintf(out, "fsdpscope: collective-hang: %s\n", flight_hang_line(r, g, line, sizeof(line)));
 		lines++;
 	}
@@ -80,12 +98,16 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 			i++;
 			continue;
 		}
+		/* a wait that ended past the timeout stays a hang: one that goes
+		 * is one the missing ranks joined */
 		fprintf(out,
-			"fsdpscope: collective-hang cleared: collective #%" PRIu64 " (%s) of communicator %s: no rank "
-			"waits in it past --hang-timeout any more (the missing ranks entered it, or the waiting ones "
-			"ended)\n",
+			"fsdpscope: collective-hang cleared: collective #%" PRIu64 " (%s) of communicator %s: %s, no "
+			"rank waits in it past --hang-timeout any more\n",
 			g->comm_seq, record_op_name(g->op),
-			flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)));
+			flight_comm_text(r, g->comm_id, g->nranks, comm, sizeof(comm)),
+			g->nmissing > 1	   ? "the missing ranks arrived"
+			: g->nmissing == 1 ? "the missing rank arrived"
+					   : "the ranks came out of it");
 		lines++;
 		h->hangs[i] = h->hangs[--h->nhangs];
 	}
@@ -107,7 +129,7 @@ unsigned hang_lines_update(hang_lines_t *h, const struct analysis_result *r, con
 			h->mismatches_full = 1;
 			break;
 		}
-		h->mismatches[h->nmismatches++] = (struct said){m->comm_id, m->comm_seq, m->nranks, m->a.op};
+		h->mismatches[h->nmismatches++] = (struct said){m->comm_id, m->comm_seq, m->nranks, 0, m->a.op, 0};
 		fprintf(out, "fsdpscope: collective-mismatch: %s\n", flight_mismatch_line(r, m, line, sizeof(line)));
 		lines++;
 	}

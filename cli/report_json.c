@@ -661,6 +661,7 @@ static void write_flight_rank(struct jw *w, const struct analysis_result *a, con
 			      int waiting)
 {
 	const struct source_summary *s = flight_source(a, r->source);
+	char name[32];
 
 	jw_open(w, NULL, '{');
 	jw_i64(w, "rank", r->rank);
@@ -684,6 +685,14 @@ static void write_flight_rank(struct jw *w, const struct analysis_result *a, con
 		jw_str(w, "end", source_end_name((enum source_end)s->end));
 	else
 		jw_null(w, "end");
+	/* how the wait stands: an ended one is still the hang's (docs/hangs.md) */
+	jw_str(w, "wait_end", waiting ? flight_wait_end_name(r->end) : NULL);
+	if (waiting)
+		jw_null(w, "arrived_late");
+	else
+		jw_bool(w, "arrived_late", r->late);
+	jw_str(w, "nccl_result",
+	       waiting && r->end == ANALYSIS_WAIT_GAVE_UP ? flight_nccl_result_name(r->result, name, sizeof(name)) : NULL);
 	jw_close(w, '}');
 }
 
@@ -745,6 +754,7 @@ static void write_flight(struct jw *w, const struct analysis_result *a)
 		jw_str(w, "dtype", h->dtype == FSS_DTYPE_UNKNOWN ? NULL : record_dtype_name(h->dtype));
 		jw_u64(w, "waited_ns", h->waited_ns);
 		jw_bool(w, "cascade", h->cascade);
+		jw_str(w, "ended", h->ended ? flight_wait_end_name(h->ended) : NULL);
 		jw_u64(w, "waiting_total", h->nwaiting);
 		jw_open(w, "waiting", '[');
 		for (uint32_t k = 0; k < h->nwaiting && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
@@ -754,6 +764,11 @@ static void write_flight(struct jw *w, const struct analysis_result *a)
 		jw_open(w, "missing", '[');
 		for (uint32_t k = 0; k < h->nmissing && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
 			write_flight_rank(w, a, &h->missing[k], 0);
+		jw_close(w, ']');
+		jw_u64(w, "died_total", h->ndied);
+		jw_open(w, "died", '[');
+		for (uint32_t k = 0; k < h->ndied && k < ANALYSIS_FLIGHT_RANKS_MAX; k++)
+			write_flight_rank(w, a, &h->died[k], 1);
 		jw_close(w, ']');
 		jw_close(w, '}');
 	}

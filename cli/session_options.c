@@ -240,8 +240,11 @@ const struct options_entry session_run_entries[] = {
      "others have not entered it are a hang (collective-hang;\n"
      "default 60; > 0, fractions allowed): said on standard error\n"
      "while the job runs ('fsdpscope: collective-hang: ...'), once\n"
-     "more when it clears, and on /metrics (fsdpscope_collective_hang);\n"
-     "keep it below the job's own NCCL / PyTorch timeout",
+     "when its waits end ('... ended': the waiting ranks gave up on\n"
+     "an NCCL error or died; the verdict keeps it), once when it\n"
+     "clears (the missing ranks arrived), and on /metrics\n"
+     "(fsdpscope_collective_hang); keep it below the job's own NCCL /\n"
+     "PyTorch timeout",
      DIAG_OPT_HANG_TIMEOUT},
     {NULL, 0, NULL, NULL, 0},
 };

@@ -158,6 +158,26 @@ oom:
 
 /* ---- records ---------------------------------------------------------------- */
 
+/* ncclResult_t values read here (nccl.h): a non-blocking communicator's
+ * ncclInProgress is not a failure. */
+#define FL_NCCL_SUCCESS 0
+#define FL_NCCL_IN_PROGRESS 7
+
+/* Call n of rc returned result after waiting from enter_ns to exit_ns: kept
+ * as rc's failed call when it is an error that waited longer than the one
+ * kept (the first of equal waits stays). */
+static void call_failed(struct fl_rank_comm *rc, uint64_t n, int32_t result, uint64_t enter_ns, uint64_t exit_ns)
+{
+	if (result == FL_NCCL_SUCCESS || result == FL_NCCL_IN_PROGRESS || !n || exit_ns < enter_ns)
+		return;
+	if (rc->failed && exit_ns - enter_ns <= rc->failed_exit_ns - rc->failed_enter_ns)
+		return;
+	rc->failed = n;
+	rc->failed_result = result;
+	rc->failed_enter_ns = enter_ns;
+	rc->failed_exit_ns = exit_ns;
+}
+
 /* What a call's first record says of it. */
 struct fl_args {
 	uint64_t seq, comm, count, enter_ns;
@@ -331,6 +351,7 @@ int flight_calls_collective(flight_t *f, struct fl_source *fs, const struct fss_
 		return 0; /* the ring moved past it: too old to change what is in flight */
 	c->returned = 1;
 	c->no_kernel = r->count == 0 || r->result != 0;
+	call_failed(rc, c->comm_seq, r->result, c->enter_ns ? c->enter_ns : r->enter_ns, r->exit_ns);
 	if (r->group_id == 0) {
 		if (c->comm_seq > rc->left) {
 			rc->left = c->comm_seq;
@@ -347,7 +368,16 @@ int flight_calls_collective(flight_t *f, struct fl_source *fs, const struct fss_
 
 void flight_calls_group(struct fl_source *fs, const struct fss_rec_group *g)
 {
-	for (size_t i = 0; i < fs->nrcs; i++)
-		if (fs->rcs[i].open_group == g->group_id)
-			group_close(&fs->rcs[i], g->end_exit_ns);
+	for (size_t i = 0; i < fs->nrcs; i++) {
+		struct fl_rank_comm *rc = &fs->rcs[i];
+		const struct fl_call *c;
+
+		if (rc->open_group != g->group_id)
+			continue;
+		/* the group waits in ncclGroupEnd: a failure there is its first
+		 * call's, waited from that call's enter */
+		if (rc->group_hi > rc->left && (c = fl_call_at(rc, rc->left + 1)))
+			call_failed(rc, rc->left + 1, g->result, c->enter_ns, g->end_exit_ns);
+		group_close(rc, g->end_exit_ns);
+	}
 }

@@ -14,7 +14,10 @@ struct fl_wait {
 	uint64_t waited;  /* ns, to now, or to its end */
 	uint8_t evidence; /* enum analysis_wait_evidence */
 	uint8_t ended;	  /* its process ended */
-	uint8_t reserved[6];
+	uint8_t end;	  /* enum analysis_wait_end of the wait in n */
+	uint8_t reserved;
+	int32_t result;	 /* end ANALYSIS_WAIT_GAVE_UP: the call's ncclResult_t */
+	uint64_t end_rt; /* end not ANALYSIS_WAIT_ON: when the wait ended (CLOCK_REALTIME) */
 	const struct fl_source *fs;
 	const struct fl_rank_comm *rc;
 };
@@ -48,7 +51,13 @@ static uint64_t waited_since(const struct fl_source *fs, uint64_t start_mono, ui
 	return start && until > start ? until - start : 0;
 }
 
-static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc, uint64_t now, struct fl_wait *w)
+/* How fs waits on rc as of now: the lowest comm_seq it waits in. A call
+ * that returned an NCCL error after waiting longer than the timeout is a
+ * wait too, ended there (end ANALYSIS_WAIT_GAVE_UP): NCCL's or the job's
+ * own timeout gave up on it, which is how a hung job usually ends, so the
+ * trace still shows the hang. */
+static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc, uint64_t timeout, uint64_t now,
+		      struct fl_wait *w)
 {
 	const struct fl_call *c;
 	uint64_t start = 0;
@@ -89,8 +98,30 @@ static void rank_wait(const struct fl_source *fs, const struct fl_rank_comm *rc,
 		w->evidence = ANALYSIS_WAIT_SYNC;
 		start = oldest;
 	}
-	if (w->n)
+	if (w->n) {
 		w->waited = waited_since(fs, start, now);
+		w->end = w->ended ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_ON;
+		w->end_rt = w->ended ? fl_to_rt(fs, start) + w->waited : 0;
+	}
+	/* the call that failed after the longest wait, as the others: the
+	 * lowest N wins (after it the communicator stays failed, and the calls
+	 * that fail at once wait for nothing) */
+	if (rc->failed && (!w->n || rc->failed < w->n) && rc->failed_exit_ns - rc->failed_enter_ns > timeout) {
+		w->n = rc->failed;
+		w->evidence = ANALYSIS_WAIT_HOST; /* it blocked in the call until the error */
+		w->waited = rc->failed_exit_ns - rc->failed_enter_ns;
+		w->end = ANALYSIS_WAIT_GAVE_UP;
+		w->result = rc->failed_result;
+		w->end_rt = fl_to_rt(fs, rc->failed_exit_ns);
+	}
+}
+
+/* w is a wait of the hang: still waiting, or one that ended (an error, its
+ * process's end) after waiting past the timeout; a rank that ended sooner
+ * (a crash inside the call) is not waiting for anyone. */
+static int wait_counts(const struct fl_wait *w, uint64_t timeout)
+{
+	return w->n && (w->end == ANALYSIS_WAIT_ON || w->waited > timeout);
 }
 
 static void flight_rank_fill(struct analysis_flight_rank *r, const struct fl_wait *w)
@@ -118,91 +149,150 @@ static int flight_rank_cmp(const void *a, const void *b)
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* r: rank w inside collective N (a waiting rank, or one that died in it). */
+static void inside_rank_fill(struct analysis_flight_rank *r, const struct fl_wait *w, uint64_t N)
+{
+	const struct fl_call *call = fl_call_at(w->rc, N);
+
+	flight_rank_fill(r, w);
+	r->since_ns = w->waited;
+	r->last_seq = N;
+	r->last_op = call ? call->op : 0;
+	r->evidence = w->evidence;
+	r->end = w->end;
+	r->result = w->result;
+}
+
+/* The members' waits in one collective N: w[i..j) of the sorted waits. */
+struct fl_group {
+	size_t i, j;
+	uint64_t n;	  /* N */
+	uint64_t longest; /* the longest wait in it */
+	uint64_t over_rt; /* the earliest end of a wait in it that ended past the timeout (an error, a death),
+			     0 none: from then on it cannot complete */
+};
+
+/* 0: w is in N or entered it in time; 1: it has not entered N; 2: it
+ * entered N only once a wait in it had ended (g->over_rt): too late, the
+ * collective could not run any more. */
+static int misses(const struct fl_wait *w, const struct fl_group *g)
+{
+	const struct fl_call *call;
+
+	if (w->n == g->n)
+		return 0;
+	if (w->rc->entered < g->n)
+		return 1;
+	call = g->over_rt ? fl_call_at(w->rc, g->n) : NULL;
+	return call && fl_to_rt(w->fs, call->enter_ns) >= g->over_rt ? 2 : 0;
+}
+
+/* Hang h of communicator c at collective g->n; w[0..n) are every member's
+ * waits. */
+static void hang_fill(const struct fl_comm *c, const struct fl_wait *w, size_t n, const struct fl_group *g,
+		      uint64_t timeout, uint64_t now, struct analysis_hang *h)
+{
+	size_t i = g->i, j = g->j;
+	uint64_t N = g->n, longest = g->longest;
+
+	memset(h, 0, sizeof(*h));
+	h->comm_id = c->id_hash;
+	h->comm_seq = N;
+	h->nranks = c->nranks;
+	h->waited_ns = longest;
+	/* ended once every waiting rank's wait did: gave up when one of them did */
+	h->ended = ANALYSIS_WAIT_DIED;
+	for (size_t k = i; k < j; k++) {
+		const struct fl_call *call;
+
+		if (!wait_counts(&w[k], timeout)) {
+			/* its process ended inside it soon (a crash: end DIED, a gave-up
+			 * wait is past the timeout): what the others wait for */
+			if (h->ndied < ANALYSIS_FLIGHT_RANKS_MAX)
+				inside_rank_fill(&h->died[h->ndied], &w[k], N);
+			h->ndied++;
+			continue;
+		}
+		if (w[k].end == ANALYSIS_WAIT_ON)
+			h->ended = ANALYSIS_WAIT_ON;
+		else if (h->ended && w[k].end == ANALYSIS_WAIT_GAVE_UP)
+			h->ended = ANALYSIS_WAIT_GAVE_UP;
+		if (!h->op && (call = fl_call_at(w[k].rc, N))) {
+			h->op = call->op;
+			h->dtype = call->dtype;
+			h->count = call->count;
+		}
+		if (h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX)
+			inside_rank_fill(&h->waiting[h->nwaiting], &w[k], N);
+		h->nwaiting++;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct fl_rank_comm *rc = w[k].rc;
+		int miss = misses(&w[k], g);
+
+		if (!miss)
+			continue;
+		if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
+			struct analysis_flight_rank *r = &h->missing[h->nmissing];
+			uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
+			const struct fl_call *before = fl_call_at(rc, N - 1);
+
+			flight_rank_fill(r, &w[k]);
+			if (miss == 2) {
+				/* late: what it had done before it came */
+				r->late = 1;
+				r->last_seq = N - 1;
+				r->last_op = before ? before->op : 0;
+			} else {
+				r->last_seq = rc->left;
+				r->last_op = rc->left ? rc->done_op : 0;
+				r->since_ns = rc->left && done && now > done ? now - done : 0;
+			}
+		}
+		h->nmissing++;
+	}
+	qsort(h->waiting, h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
+	      sizeof(h->waiting[0]), flight_rank_cmp);
+	qsort(h->missing, h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
+	      sizeof(h->missing[0]), flight_rank_cmp);
+	qsort(h->died, h->ndied < ANALYSIS_FLIGHT_RANKS_MAX ? h->ndied : ANALYSIS_FLIGHT_RANKS_MAX, sizeof(h->died[0]),
+	      flight_rank_cmp);
+}
+
 /* The hang of communicator c, if one: the lowest comm_seq some rank waits
  * in for longer than the timeout while others have not entered it (or every
- * rank waits in it). w[0..n) are its members' waits. */
+ * rank waits in it, or ended inside it). w[0..n) are its members' waits. */
 static int comm_hang(const struct fl_comm *c, struct fl_wait *w, size_t n, uint64_t timeout, uint64_t now,
 		     struct analysis_hang *h)
 {
 	qsort(w, n, sizeof(*w), wait_n_cmp);
 	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		uint64_t longest = 0, N = w[i].n;
+		struct fl_group g = {.i = i, .j = i, .n = w[i].n};
+		size_t nwait = 0, nmiss = 0, nended = 0;
 
-		if (!N) {
+		if (!g.n) {
 			i++;
 			continue;
 		}
-		while (j < n && w[j].n == N) {
-			if (w[j].waited > longest)
-				longest = w[j].waited;
-			j++;
-		}
-		size_t nwait = 0, nmiss = 0, nended = 0;
-
-		for (size_t k = i; k < j; k++) {
-			/* a rank that ended inside it waited until its end: still
-			 * waiting as far as the trace tells when that was long */
-			if (w[k].ended && w[k].waited <= timeout)
+		for (; g.j < n && w[g.j].n == g.n; g.j++)
+			if (w[g.j].waited > g.longest)
+				g.longest = w[g.j].waited;
+		for (size_t k = i; k < g.j; k++) {
+			if (!wait_counts(&w[k], timeout)) {
 				nended++;
-			else
-				nwait++;
+				continue;
+			}
+			nwait++;
+			if (w[k].end != ANALYSIS_WAIT_ON && (!g.over_rt || w[k].end_rt < g.over_rt))
+				g.over_rt = w[k].end_rt;
 		}
 		for (size_t k = 0; k < n; k++)
-			if (w[k].n != N && w[k].rc->entered < N)
-				nmiss++;
-		if (longest > timeout && nwait && (nmiss || nwait + nended == n)) {
-			memset(h, 0, sizeof(*h));
-			h->comm_id = c->id_hash;
-			h->comm_seq = N;
-			h->nranks = c->nranks;
-			h->waited_ns = longest;
-			for (size_t k = i; k < j; k++) {
-				const struct fl_call *call;
-
-				if (w[k].ended && w[k].waited <= timeout)
-					continue;
-				if (!h->op && (call = fl_call_at(w[k].rc, N))) {
-					h->op = call->op;
-					h->dtype = call->dtype;
-					h->count = call->count;
-				}
-				if (h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX) {
-					struct analysis_flight_rank *r = &h->waiting[h->nwaiting];
-
-					flight_rank_fill(r, &w[k]);
-					r->since_ns = w[k].waited;
-					r->last_seq = N;
-					r->last_op = (call = fl_call_at(w[k].rc, N)) ? call->op : 0;
-					r->evidence = w[k].evidence;
-				}
-				h->nwaiting++;
-			}
-			for (size_t k = 0; k < n; k++) {
-				const struct fl_rank_comm *rc = w[k].rc;
-
-				if (w[k].n == N || rc->entered >= N)
-					continue;
-				if (h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX) {
-					struct analysis_flight_rank *r = &h->missing[h->nmissing];
-					uint64_t done = fl_to_rt(w[k].fs, rc->done_exit_ns);
-
-					flight_rank_fill(r, &w[k]);
-					r->last_seq = rc->left;
-					r->last_op = rc->left ? rc->done_op : 0;
-					r->since_ns = rc->left && done && now > done ? now - done : 0;
-				}
-				h->nmissing++;
-			}
-			qsort(h->waiting,
-			      h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX,
-			      sizeof(h->waiting[0]), flight_rank_cmp);
-			qsort(h->missing,
-			      h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX,
-			      sizeof(h->missing[0]), flight_rank_cmp);
+			nmiss += misses(&w[k], &g) != 0;
+		if (g.longest > timeout && nwait && (nmiss || nwait + nended == n)) {
+			hang_fill(c, w, n, &g, timeout, now, h);
 			return 1;
 		}
-		i = j;
+		i = g.j;
 	}
 	return 0;
 }
@@ -234,10 +324,10 @@ static uint8_t waits_elsewhere(const struct fl_source *fs, uint64_t comm_id, uin
 
 		if (fs->rcs[i].id_hash == comm_id)
 			continue;
-		rank_wait(fs, &fs->rcs[i], now, &w);
-		/* as comm_hang counts waits: a rank that ended inside a call after
-		 * waiting past the timeout was still waiting as far as the trace tells */
-		if (w.n && (!w.ended || w.waited > timeout))
+		rank_wait(fs, &fs->rcs[i], timeout, now, &w);
+		/* as comm_hang counts waits: a rank whose wait there ended past the
+		 * timeout (an error, its end) was blocked there as far as the trace tells */
+		if (wait_counts(&w, timeout))
 			return w.evidence;
 	}
 	return 0;
@@ -301,12 +391,12 @@ int flight_comm_hangs(const flight_t *f, const struct fl_comm *c, struct flight_
 	for (size_t k = 0; k < c->nmembers; k++) {
 		const struct fl_source *fs = f->srcs[c->members[k].source];
 
-		rank_wait(fs, &fs->rcs[c->members[k].rc], out->now_realtime_ns, &w[k]);
+		rank_wait(fs, &fs->rcs[c->members[k].rc], out->timeout_ns, out->now_realtime_ns, &w[k]);
 	}
 	/* collectives some rank is inside: distinct numbers waited in */
 	qsort(w, c->nmembers, sizeof(*w), wait_n_cmp);
 	for (size_t k = 0; k < c->nmembers; k++)
-		if (w[k].n && !w[k].ended && w[k].n != counted) {
+		if (w[k].n && w[k].end == ANALYSIS_WAIT_ON && w[k].n != counted) {
 			counted = w[k].n;
 			out->in_flight++;
 		}

@@ -80,7 +80,13 @@ struct fl_rank_comm {
 	uint64_t left;	       /* highest comm_seq returned (a group's calls: at its group record) */
 	uint64_t done_exit_ns; /* host time `left` returned */
 	uint8_t done_op;       /* its op */
-	uint8_t reserved[7];
+	uint8_t reserved[3];
+	int32_t failed_result; /* ncclResult_t of call `failed` */
+	uint64_t failed;       /* the call that returned an NCCL error after the longest wait (its enter to its
+				  return), 0 none: a wait that the job's own timeout (the stand-in's, NCCL's, the
+				  watchdog's abort) ended; a communicator that failed stays failed, so later calls
+				  fail at once and do not replace it */
+	uint64_t failed_enter_ns, failed_exit_ns; /* its host times */
 	uint64_t group_hi;		    /* highest comm_seq of the open group */
 	uint64_t gpu_done;		    /* highest comm_seq whose NCCL kernel CUPTI reported */
 	uint64_t sync_n;		    /* `left` when the oldest open synchronize was entered */

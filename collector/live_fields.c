@@ -48,6 +48,20 @@ static const char *evidence_name(int v)
 	return v >= 0 && v < 4 ? names[v] : "none";
 }
 
+/* enum analysis_wait_end (rules/flight_text.c) */
+static const char *wait_end_name(int v)
+{
+	static const char *const names[] = {"waiting", "gave-up", "died"};
+
+	return v >= 0 && v < 3 ? names[v] : "waiting";
+}
+
+/* A hang's end: none (null) while a rank still waits. */
+static const char *hang_ended_name(int v)
+{
+	return v == ANALYSIS_WAIT_GAVE_UP ? "gave-up" : v == ANALYSIS_WAIT_DIED ? "died" : NULL;
+}
+
 /* Only the two phases have a name: any other is not known (null). */
 static const char *phase_name(int v)
 {
@@ -324,6 +338,8 @@ static const struct live_field flight_rank_fields[] = {
     {ENUM("last_op", last_op, op_name, 256), GUARD(last_seq)},
     /* a waiting rank's evidence; a missing rank's is not written */
     {ENUM("evidence", evidence, evidence_name, 4), .null = LIVE_NULL_UNKNOWN},
+    /* how a waiting rank's wait stands: an ended one is still the hang's */
+    {ENUM("wait_end", end, wait_end_name, 3), .null = LIVE_NULL_UNKNOWN, .optional = 1},
 };
 TABLE(live_table_flight_rank, "flight_rank", flight_rank_fields, -1, NULL, flight_rank_init);
 #undef T
@@ -337,10 +353,14 @@ static const struct live_field hang_fields[] = {
     {UINT("count", count)},
     {ENUM("dtype", dtype, dtype_name, 256), .null = LIVE_NULL_AT, .null_value = FSS_DTYPE_UNKNOWN},
     {UINT("waited_ns", waited_ns)},
+    {ENUM("ended", ended, hang_ended_name, 3), .null = LIVE_NULL_UNNAMED, .null_value = ANALYSIS_WAIT_ON,
+     .optional = 1},
     {UINT("waiting_total", nwaiting)},
     {ARRAY("waiting", waiting, live_table_flight_rank, nwaiting), .element_known = 1},
     {UINT("missing_total", nmissing)},
     {ARRAY("missing", missing, live_table_flight_rank, nmissing)},
+    {UINT("died_total", ndied), .optional = 1},
+    {ARRAY("died", died, live_table_flight_rank, ndied), .element_known = 1, .optional = 1},
 };
 TABLE(live_table_hang, "", hang_fields, -1, NULL, NULL);
 #undef T

@@ -45,6 +45,64 @@ const char *flight_evidence_name(int evidence)
 	}
 }
 
+const char *flight_wait_end_name(int end)
+{
+	switch (end) {
+	case ANALYSIS_WAIT_GAVE_UP:
+		return "gave-up";
+	case ANALYSIS_WAIT_DIED:
+		return "died";
+	default:
+		return "waiting";
+	}
+}
+
+const char *flight_nccl_result_name(int32_t result, char *buf, size_t len)
+{
+	/* nccl.h's ncclResult_t, in its order */
+	static const char *const names[] = {"ncclSuccess",	 "ncclUnhandledCudaError", "ncclSystemError",
+					    "ncclInternalError", "ncclInvalidArgument",	   "ncclInvalidUsage",
+					    "ncclRemoteError",	 "ncclInProgress"};
+
+	if (result >= 0 && (size_t)result < sizeof(names) / sizeof(names[0]))
+		return names[result];
+	snprintf(buf, len, "ncclResult %" PRId32, result);
+	return buf;
+}
+
+char *flight_hang_end_text(const struct analysis_hang *h, char *buf, size_t len)
+{
+	uint32_t n = h->nwaiting < ANALYSIS_FLIGHT_RANKS_MAX ? h->nwaiting : ANALYSIS_FLIGHT_RANKS_MAX;
+	int32_t gave_up[ANALYSIS_FLIGHT_RANKS_MAX] = {0};
+	uint32_t ngave = 0;
+	int32_t result = 0;
+	char list[200], name[32];
+
+	if (len)
+		buf[0] = 0;
+	if (h->ended == ANALYSIS_WAIT_ON)
+		return buf;
+	if (h->ended == ANALYSIS_WAIT_DIED) {
+		snprintf(buf, len,
+			 "the waiting ranks died inside it (their processes ended): the hang ended with them, "
+			 "no rank arrived");
+		return buf;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (h->waiting[i].end == ANALYSIS_WAIT_GAVE_UP) {
+			if (!ngave)
+				result = h->waiting[i].result;
+			gave_up[ngave++] = h->waiting[i].rank;
+		}
+	snprintf(buf, len,
+		 "the waiting ranks gave up (NCCL error %s on rank%s %s%s): the job's own timeout ended the hang, no "
+		 "rank arrived",
+		 flight_nccl_result_name(result, name, sizeof(name)), ngave == 1 ? "" : "s",
+		 flight_int_list(gave_up, ngave, ngave, list, sizeof(list)),
+		 ngave < h->nwaiting ? "; the others died" : "");
+	return buf;
+}
+
 char *flight_comm_text(const struct analysis_result *a, uint64_t id, int32_t nranks, char *buf, size_t len)
 {
 	const struct analysis_comm *c = flight_comm(a, id);
@@ -141,46 +199,69 @@ char *flight_signature_text(const struct analysis_signature *s, char *buf, size_
 
 char *flight_hang_line(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len)
 {
-	char comm[160], who[320] = "", waiting[200], waited[32];
+	char comm[160], who[320] = "", died[320] = "", waiting[200], waited[32], ended[320] = "";
 	uint32_t nm = h->nmissing < ANALYSIS_FLIGHT_RANKS_MAX ? h->nmissing : ANALYSIS_FLIGHT_RANKS_MAX;
 	size_t off = 0;
 
 	for (uint32_t i = 0; i < nm && off < sizeof(who); i++) {
 		char one[128];
 
-		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s%s%s%s", i ? ", " : "",
+		off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s%s%s%s%s", i ? ", " : "",
 					flight_rank_text(a, &h->missing[i], one, sizeof(one)),
+					h->missing[i].late ? " (came only after the others gave up)" : "",
 					h->missing[i].evidence ? " (itself waiting elsewhere: " : "",
 					h->missing[i].evidence ? flight_evidence_name(h->missing[i].evidence) : "",
 					h->missing[i].evidence ? ")" : "");
 	}
 	if (off < sizeof(who) && h->nmissing > nm)
 		snprintf(who + off, sizeof(who) - off, " and %" PRIu32 " more", h->nmissing - nm);
+	off = 0;
+	for (uint32_t i = 0; i < h->ndied && i < ANALYSIS_FLIGHT_RANKS_MAX && off < sizeof(died); i++) {
+		char one[128];
+
+		off += (size_t)snprintf(died + off, sizeof(died) - off, "%s%s", i ? ", " : "",
+					flight_rank_text(a, &h->died[i], one, sizeof(one)));
+	}
 	flight_comm_text(a, h->comm_id, h->nranks, comm, sizeof(comm));
 	flight_rank_list(h->waiting, h->nwaiting, h->nwaiting, waiting, sizeof(waiting));
 	rule_format_ns((double)h->waited_ns, waited, sizeof(waited));
+	if (h->ended) {
+		size_t at = (size_t)snprintf(ended, sizeof(ended), "; ");
+
+		flight_hang_end_text(h, ended + at, sizeof(ended) - at);
+	}
 	if (h->nmissing)
 		snprintf(buf, len,
-			 "%smissing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)",
+			 "%smissing %s; collective #%" PRIu64 " (%s) of communicator %s; rank%s %s %s waited %s (%s)%s",
 			 h->cascade ? "follows from another hang: " : "", who, h->comm_seq, record_op_name(h->op), comm,
-			 h->nwaiting == 1 ? "" : "s", waiting,
-			 h->nwaiting == 1 ? "has" : "have", waited,
-			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
-	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
+			 h->nwaiting == 1 ? "" : "s", waiting, h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
+	else if (h->ndied)
 		snprintf(buf, len,
-			 "no rank of this trace missing: the %" PRIu32 " of %" PRId32 " ranks here entered collective #%" PRIu64
-			 " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
-			 "%s (%s)",
-			 h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
-			 waiting, h->nwaiting == 1 ? "has" : "have", waited,
-			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+			 "no rank missing: %s died inside collective #%" PRIu64
+			 " (%s) of communicator %s; rank%s %s %s "
+			 "waited %s (%s) for %s%s",
+			 died, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
+			 h->nwaiting == 1 ? "has" : "have", waited,
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), h->ndied == 1 ? "it" : "them",
+			 ended);
+	else if (h->nranks > 0 && h->nwaiting < (uint32_t)h->nranks)
+		snprintf(
+		    buf, len,
+		    "no rank of this trace missing: the %" PRIu32 " of %" PRId32
+		    " ranks here entered collective #%" PRIu64
+		    " (%s) of communicator %s and none came out, the others are another node's; rank%s %s %s waited "
+		    "%s (%s)%s",
+		    h->nwaiting, h->nranks, h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s",
+		    waiting, h->nwaiting == 1 ? "has" : "have", waited,
+		    flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
 	else
 		snprintf(buf, len,
 			 "no rank missing: every rank entered collective #%" PRIu64 " (%s) of communicator %s and "
-			 "none came out; rank%s %s %s waited %s (%s)",
+			 "none came out; rank%s %s %s waited %s (%s)%s",
 			 h->comm_seq, record_op_name(h->op), comm, h->nwaiting == 1 ? "" : "s", waiting,
 			 h->nwaiting == 1 ? "has" : "have", waited,
-			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0));
+			 flight_evidence_name(h->nwaiting ? h->waiting[0].evidence : 0), ended);
 	return buf;
 }
 

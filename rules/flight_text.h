@@ -33,6 +33,22 @@ const struct analysis_comm *flight_comm(const struct analysis_result *a, uint64_
  * analysis_wait_evidence; "none" otherwise. */
 const char *flight_evidence_name(int evidence);
 
+/* flight_wait_end_name - "waiting", "gave-up", "died" for enum
+ * analysis_wait_end. */
+const char *flight_wait_end_name(int end);
+
+/* flight_nccl_result_name - "ncclRemoteError" for an ncclResult_t, or
+ * "ncclResult 42" (in buf) for one nccl.h does not name. */
+const char *flight_nccl_result_name(int32_t result, char *buf, size_t len);
+
+/*
+ * flight_hang_end_text - how hang h ended, "" while a listed rank still
+ * waits: "the waiting ranks gave up (NCCL error ncclRemoteError on ranks 0,
+ * 1, 3): the job's own timeout ended the hang, no rank arrived", or "the
+ * waiting ranks died inside it (their processes ended): no rank arrived".
+ */
+char *flight_hang_end_text(const struct analysis_hang *h, char *buf, size_t len);
+
 /* flight_comm_text - "0123456789abcdef (fsdp, \"dp\", 4 ranks)": the id
  * hash, with its role and name when the analysis knows them. */
 char *flight_comm_text(const struct analysis_result *a, uint64_t id, int32_t nranks, char *buf, size_t len);
@@ -59,7 +75,8 @@ char *flight_signature_text(const struct analysis_signature *s, char *buf, size_
 /*
  * flight_hang_line - one line (no newline) of a hang for a live session's
  * stderr: "missing rank 2 (host h, pid 4242); collective #17 (AllGather) of
- * communicator 0123... ; ranks 0, 1, 3 have waited 75.0 s (host)".
+ * communicator 0123... ; ranks 0, 1, 3 have waited 75.0 s (host)", and
+ * when the waits ended, "; " and flight_hang_end_text.
  */
 char *flight_hang_line(const struct analysis_result *a, const struct analysis_hang *h, char *buf, size_t len);
 

@@ -88,12 +88,20 @@ int hang_banner(const struct live_view *v, char *buf, size_t len)
 		at += (size_t)snprintf(waiters + at, sizeof waiters - at, "%s%d", i ? ", " : "",
 				       w->global_rank >= 0 ? w->global_rank : w->rank);
 	}
-	if (h->nmissing > 0)
+	if (h->nmissing > 0 && h->ended)
+		/* the job's own timeout (or its death) ended the waits: a hang still, in the past */
+		snprintf(buf, len, "HANG: %s never entered %s; rank%s %s waited %.0f s, then %s", who, comm,
+			 h->nwaiting == 1 ? "" : "s", waiters, (double)h->waited_ns / 1e9,
+			 h->ended == ANALYSIS_WAIT_GAVE_UP ? "gave up (NCCL error)" : "died");
+	else if (h->nmissing > 0)
 		snprintf(buf, len, "HANG: %s has not entered %s; rank%s %s wait%s %.0f s", who, comm,
 			 h->nwaiting == 1 ? "" : "s", waiters, h->nwaiting == 1 ? "s" : "", (double)h->waited_ns / 1e9);
 	else
-		snprintf(buf, len, "HANG: every rank is inside %s and none came out for %.0f s", comm,
-			 (double)h->waited_ns / 1e9);
+		snprintf(buf, len, "HANG: every rank is inside %s and none came out for %.0f s%s", comm,
+			 (double)h->waited_ns / 1e9,
+			 h->ended == ANALYSIS_WAIT_GAVE_UP ? ", then they gave up (NCCL error)"
+			 : h->ended			   ? ", then they died"
+							   : "");
 	if (v->job.flight.hangs_total > 1)
 		snprintf(buf + strlen(buf), len - strlen(buf), " (+%u more hangs)", v->job.flight.hangs_total - 1);
 	return 1;

@@ -39,6 +39,17 @@ Scenarios:
                 communicator (the id hash of rank 1's handle in the trace), its
                 own collective number (the fault line's), rank 1 (its pid)
                 missing and rank 0 waiting
+  hang_gave_up  the job's own timeout ends the hang: 'collect --hang-timeout 1
+                --json-summary', 4 ranks started as torchrun starts them,
+                --stall-at 2:3 and the stand-in's timeout at 3 s
+                (FSDP_REF_NCCL_TIMEOUT_S=3): ranks 0, 1, 3 leave the collective
+                with ncclRemoteError and exit with an error while rank 2 lives
+                on. A live line names the hang and says the waiting ranks gave
+                up, none says it cleared; after rank 2 is killed and the
+                collector stopped, the closing summary and 'lint --hang-timeout
+                1 --json' of the trace both hold the collective-hang (missing
+                rank 2, the fault line's N, 3 waiting ranks that gave up with
+                ncclRemoteError)
   mismatch      a 3-rank job with --mismatch-at 0:2 under 'fsdpscope run': lint
                 --json has a collective-mismatch finding naming rank 0, the
                 collective number and both counts of the fault line
@@ -602,6 +613,88 @@ def scenario_hang_hsdp(args):
           f"no replicate-group hang is marked as the shard group's cascade: {doc['flight']['hangs']}")
 
 
+GAVE_UP_RANK, GAVE_UP_STEP = 2, 3
+
+
+def check_gave_up(doc, fault, nranks, where):
+    """The hang of a job whose waiting ranks gave up (the stand-in's timeout):
+    the finding as any hang's, and the flight section says how it ended."""
+    check_hang_finding(doc, fault, nranks, where)
+    hangs = [h for h in doc["flight"]["hangs"] if h["comm_seq"] == fault["comm_seq"]]
+    check(len(hangs) == 1, f"{where}: no hang at #{fault['comm_seq']} in the flight section: {doc['flight']}")
+    h = hangs[0]
+    ends = sorted((w["rank"], w["wait_end"], w["nccl_result"]) for w in h["waiting"])
+    want = [(r, "gave-up", "ncclRemoteError") for r in range(nranks) if r != fault["rank"]]
+    check(h["ended"] == "gave-up" and ends == want,
+          f"{where}: the hang's end is {h['ended']}, its waiting ranks' {ends}; want gave-up, {want}")
+    text = finding_text(findings(doc, "collective-hang")[0])
+    check("gave up" in text and "ncclRemoteError" in text,
+          f"{where}: collective-hang does not say the waiting ranks gave up (ncclRemoteError): {text}")
+
+
+def scenario_hang_gave_up(args):
+    """Issue 24: the hang stays in the verdict when the job's own timeout ends it."""
+    work = fresh(os.path.join(args.work, "hang_gave_up"))
+    env = dict(private_env(work), FSDP_REF_NCCL_TIMEOUT_S="3")
+    out = os.path.join(work, "collect")
+    summary = os.path.join(work, "summary.json")
+    nranks = 4
+    c = Collector(args, out, ["--hang-timeout", "1", "--json-summary", summary], env=env)
+    ranks = []
+    try:
+        lines = c.wait_ready()
+        ranks = start_ranks(args, work, dict(env, **lines), nranks,
+                            [*MODEL, "--batch", "4", "--steps", "6", "--stall-at", f"{GAVE_UP_RANK}:{GAVE_UP_STEP}"])
+        # The waiting ranks' calls fail (ncclRemoteError) and they exit with that error; the
+        # stalled rank waits for a signal.
+        for r, (p, _) in enumerate(ranks):
+            if r == GAVE_UP_RANK:
+                continue
+            try:
+                rc = p.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                raise Fail(f"rank {r} did not end on the stand-in's timeout: {c.stderr()}")
+            err = read_text(os.path.join(work, f"rank-{r}.err"))
+            check(rc == 1 and f"step {GAVE_UP_STEP} failed" in err,
+                  f"rank {r} exited {rc}, not failing step {GAVE_UP_STEP} on the stand-in's timeout: {err}")
+        check(ranks[GAVE_UP_RANK][0].poll() is None, f"the stalled rank {GAVE_UP_RANK} ended by itself")
+        fault = fault_line(os.path.join(work, f"log-{GAVE_UP_RANK}.jsonl"), "stall")
+        check(fault, f"rank {GAVE_UP_RANK} wrote no stall line")
+        check_fault(fault, "stall", GAVE_UP_RANK, GAVE_UP_STEP, nranks)
+
+        # Live: the hang is named (while they waited, or once they gave up), then said
+        # to have ended by their giving up; never cleared.
+        def said_end():
+            check(c.p.poll() is None, f"collect exited {c.p.returncode}: {c.stderr()}")
+            return [line for line in c.stderr().splitlines() if line.startswith("fsdpscope: collective-hang")
+                    and ("gave up" in line or "cleared" in line)]
+        ended = wait_for(said_end, "a live line saying the waiting ranks gave up")
+        check("cleared" not in ended[0], f"collect said the hang cleared when the waiting ranks gave up: {ended[0]}")
+        check("ncclRemoteError" in ended[0] and names_collective(ended[0], fault["comm_seq"]),
+              f"the line of the hang's end does not name the error and #{fault['comm_seq']}: {ended[0]}")
+        named = hang_lines(c.stderr())
+        check(named, f"no live line '{HANG_LINE}': {c.stderr()}")
+        check_hang_line(named[0], fault, "collect")
+        ranks[GAVE_UP_RANK][0].send_signal(signal.SIGKILL)
+        ranks[GAVE_UP_RANK][0].wait(timeout=WAIT_S)
+        c.p.send_signal(signal.SIGTERM)
+        rc = c.wait()
+    finally:
+        c.kill()
+        stop_ranks(ranks)
+    check(rc == 0, f"collect exited {rc}: {c.stderr()}")
+    check("collective-hang cleared" not in c.stderr(), f"collect said the hang cleared: {c.stderr()}")
+    check("error collective-hang:" in c.stderr(), f"collect's closing lint summary has no collective-hang: "
+          f"{c.stderr()}")
+    with open(summary) as f:
+        check_gave_up(json.load(f), fault, nranks, "collect's closing summary")
+    trace = os.path.join(out, "collect.fss")
+    check_gave_up(lint_json(args, trace, "--hang-timeout", "1", want_rc=1), fault, nranks, "lint of the trace")
+    r = run([args.fsdpscope, "lint", "--hang-timeout", "1", trace])
+    check(r.returncode == 1 and "collective-hang" in r.stdout + r.stderr,
+          f"lint's text of the trace has no collective-hang (exit {r.returncode}): {r.stdout}{r.stderr}")
+
+
 def scenario_mismatch(args):
     work = fresh(os.path.join(args.work, "mismatch"))
     env = private_env(work)
@@ -670,6 +763,7 @@ SCENARIOS = {
     "hang_collect": (scenario_hang_collect, True),
     "hang_run": (scenario_hang_run, True),
     "hang_hsdp": (scenario_hang_hsdp, True),
+    "hang_gave_up": (scenario_hang_gave_up, True),
     "mismatch": (scenario_mismatch, True),
     "no_hang": (scenario_no_hang, True),
 }

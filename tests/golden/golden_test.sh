@@ -41,7 +41,11 @@ check() {
 
 while read -r name rest; do
 	case "$name" in '' | '#'*) continue ;; esac
-	flags=${rest%%--*}
+	# the flags before " -- " (themselves options: "--hang-timeout 1"), none when it comes first
+	case "$rest" in
+	'-- '*) flags= ;;
+	*) flags=${rest%% -- *} ;;
+	esac
 	traces=${rest#*-- }
 	# shellcheck disable=SC2086 # flags and traces are word lists
 	{

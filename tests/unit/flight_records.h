@@ -130,9 +130,9 @@ static inline void enter(struct out *o, struct rank *r, const struct call *c, ui
 }
 
 /* The collective record of the latest call entered (with_enter), or of a
- * new one. */
-static inline void collective(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1,
-			      int with_enter)
+ * new one, returning ncclResult_t result. */
+static inline void collective_result(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1,
+				     int with_enter, int32_t result)
 {
 	struct fss_rec_collective k;
 
@@ -152,8 +152,24 @@ static inline void collective(struct out *o, struct rank *r, const struct call *
 	k.op = c->op;
 	k.dtype = c->dtype;
 	k.redop = c->redop;
+	k.result = result;
 	k.path = FSS_PATH_SYNTHETIC;
 	put(o, &k);
+}
+
+static inline void collective(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1,
+			      int with_enter)
+{
+	collective_result(o, r, c, t0, t1, with_enter, 0);
+}
+
+/* The return of the call r entered last (its enter record came), with
+ * ncclResult_t result. */
+static inline void returned(struct out *o, struct rank *r, const struct call *c, uint64_t t0, uint64_t t1,
+			    int32_t result)
+{
+	r->seq--;
+	collective_result(o, r, c, t0, t1, 0, result);
 }
 
 /* A record at host time t: the source is alive then (the agent writes drops

@@ -223,6 +223,11 @@ static void test_ended_rank(void **state)
 	assert_int_equal(h->waiting[0].rank, 0);
 	assert_int_equal(h->waiting[1].rank, 2);
 	assert_int_equal(h->nmissing, 0);
+	/* the rank that crashed in it is named: the others wait for it */
+	assert_int_equal(h->ndied, 1);
+	assert_int_equal(h->died[0].rank, 1);
+	assert_int_equal(h->died[0].since_ns, S);
+	assert_int_equal(h->died[0].end, ANALYSIS_WAIT_DIED);
 	analysis_result_free(r);
 	job_end(&j);
 
@@ -239,6 +244,278 @@ static void test_ended_rank(void **state)
 	assert_int_equal(r->flight.hangs[0].nmissing, 1);
 	assert_int_equal(r->flight.hangs[0].missing[0].rank, 1);
 	assert_int_equal(r->flight.hangs[0].missing[0].last_seq, N_HUNG - 1);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* ---- how a hang ends (issue 24) ---------------------------------------------- */
+
+#define NCCL_REMOTE_ERROR 6 /* ncclRemoteError: what a timed-out call returns */
+#define T_GAVE_UP (8 * S)   /* the job's own timeout, after the hang timeout (2 s) */
+
+/* The hung job of hung_job under a 2 s hang timeout, whose waiting ranks
+ * then leave #N: with ncclRemoteError at T_HUNG + T_GAVE_UP (the job's
+ * timeout) or, with result 0, once rank 2 arrives then (the hang cleared);
+ * they exit 100 ms later, rank 2 lives on to T_HUNG + 20 s. */
+static void ended_job(struct job *j, int32_t result, int missing_arrives)
+{
+	struct analysis_options opt;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	job_start_opts(j, 4, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(j, N_HUNG - 1, 1);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			enter(&j->o, &j->r[i], &AG, T_HUNG);
+	if (missing_arrives)
+		collective(&j->o, &j->r[2], &AG, T_HUNG + T_GAVE_UP - MS, T_HUNG + T_GAVE_UP, 1);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			returned(&j->o, &j->r[i], &AG, T_HUNG, T_HUNG + T_GAVE_UP, result);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			process_end(&j->o, &j->r[i], T_HUNG + T_GAVE_UP + 100 * MS);
+	alive(&j->o, &j->r[2], T_HUNG + 20 * S);
+}
+
+static void assert_gave_up(const struct analysis_flight *fl)
+{
+	const int32_t want[] = {0, 1, 3};
+
+	assert_int_equal(fl->nhangs, 1);
+	assert_int_equal(fl->in_flight, 0); /* nobody is inside it any more */
+	const struct analysis_hang *h = &fl->hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG);
+	assert_int_equal(h->ended, ANALYSIS_WAIT_GAVE_UP);
+	assert_int_equal(h->waited_ns, T_GAVE_UP); /* to the error, not to now */
+	assert_int_equal(h->nmissing, 1);
+	assert_int_equal(h->missing[0].rank, 2);
+	assert_int_equal(h->missing[0].last_seq, N_HUNG - 1);
+	assert_int_equal(h->nwaiting, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(h->waiting[i].rank, want[i]);
+		assert_int_equal(h->waiting[i].end, ANALYSIS_WAIT_GAVE_UP);
+		assert_int_equal(h->waiting[i].result, NCCL_REMOTE_ERROR);
+		assert_int_equal(h->waiting[i].evidence, ANALYSIS_WAIT_HOST);
+		assert_int_equal(h->waiting[i].since_ns, T_GAVE_UP);
+	}
+}
+
+/* The waiting ranks left #N with an NCCL error after waiting past the hang
+ * timeout (the job's own timeout gave up on it) and exited: the hang stays,
+ * live and post mortem, and says how it ended. */
+static void test_waiting_ranks_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	ended_job(&j, NCCL_REMOTE_ERROR, 0);
+	struct analysis_result *r = snap(&j);
+	assert_gave_up(&r->flight);
+	analysis_result_free(r);
+
+	/* a live session a minute later: still the hang, the wait still the error's */
+	analyzer_set_now(j.o.a, RT0 + (T_HUNG + 80 * S - BASE));
+	r = snap(&j);
+	assert_gave_up(&r->flight);
+	analysis_result_free(r);
+
+	/* the failed communicator fails every later call at once: the hang stays #N */
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			collective_result(&j.o, &j.r[i], &AG, T_HUNG + T_GAVE_UP + MS, T_HUNG + T_GAVE_UP + 2 * MS, 1,
+					  NCCL_REMOTE_ERROR);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_gave_up(&r->flight);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* Rank 2 enters #N only after the others gave up on it: its call fails at
+ * once on the failed communicator. It did not arrive in time: the hang
+ * stays, with rank 2 missing (arrived late), not cleared. */
+static void test_missing_arrives_after_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_result *r = NULL;
+
+	ended_job(&j, NCCL_REMOTE_ERROR, 0);
+	collective_result(&j.o, &j.r[2], &AG, T_HUNG + T_GAVE_UP + S, T_HUNG + T_GAVE_UP + S + MS, 1,
+			  NCCL_REMOTE_ERROR);
+	process_end(&j.o, &j.r[2], T_HUNG + 20 * S);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_gave_up(&r->flight);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->missing[0].late, 1);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* A call that fails sooner than the hang timeout (a bad argument, a peer that
+ * died at once) is no wait of a hang. */
+static void test_quick_failure_no_hang(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_options opt;
+	struct analysis_result *r = NULL;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	job_start_opts(&j, 4, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			collective_result(&j.o, &j.r[i], &AG, T_HUNG, T_HUNG + S, 1, NCCL_REMOTE_ERROR);
+	for (int i = 0; i < 4; i++)
+		alive(&j.o, &j.r[i], T_HUNG + 20 * S);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nhangs, 0);
+	assert_int_equal(r->flight.in_flight, 0);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* The waiting ranks died inside #N after the hang timeout (the watchdog's
+ * abort; a session reaped them): the hang stays and says they died. */
+static void test_waiting_ranks_died(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_options opt;
+	struct analysis_result *r = NULL;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	job_start_opts(&j, 4, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			enter(&j.o, &j.r[i], &AG, T_HUNG);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			process_exit(&j.o, &j.r[i], T_HUNG + T_GAVE_UP, 6); /* SIGABRT */
+	alive(&j.o, &j.r[2], T_HUNG + 20 * S);
+	for (int live = 1; live >= 0; live--) {
+		if (live)
+			r = snap(&j);
+		else
+			assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+		assert_int_equal(r->flight.nhangs, 1);
+		assert_int_equal(r->flight.in_flight, 0);
+		const struct analysis_hang *h = &r->flight.hangs[0];
+		assert_int_equal(h->comm_seq, N_HUNG);
+		assert_int_equal(h->ended, ANALYSIS_WAIT_DIED);
+		assert_int_equal(h->waited_ns, T_GAVE_UP);
+		assert_int_equal(h->nmissing, 1);
+		assert_int_equal(h->missing[0].rank, 2);
+		assert_int_equal(h->nwaiting, 3);
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(h->waiting[i].end, ANALYSIS_WAIT_DIED);
+			assert_int_equal(h->waiting[i].result, 0);
+		}
+		analysis_result_free(r);
+	}
+	job_end(&j);
+}
+
+/* The missing rank arrives after the hang timeout and #N completes: the
+ * hang cleared, it is in no verdict. */
+static void test_missing_arrives_late(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_result *r = NULL;
+
+	ended_job(&j, 0, 1);
+	r = snap(&j);
+	assert_int_equal(r->flight.nhangs, 0);
+	assert_int_equal(r->flight.in_flight, 0);
+	analysis_result_free(r);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nhangs, 0);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* Every rank entered #N and rank 1 crashed in it; the others waited past
+ * the hang timeout for it, then NCCL's timeout failed their call: the hang
+ * stays, with nobody missing and rank 1 named as the one that died in it. */
+static void test_rank_died_inside_others_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_options opt;
+	struct analysis_result *r = NULL;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	job_start_opts(&j, 3, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 3; i++)
+		enter(&j.o, &j.r[i], &AG, T_HUNG);
+	process_exit(&j.o, &j.r[1], T_HUNG + S, 11);
+	for (int i = 0; i < 3; i += 2) {
+		returned(&j.o, &j.r[i], &AG, T_HUNG, T_HUNG + T_GAVE_UP, NCCL_REMOTE_ERROR);
+		process_end(&j.o, &j.r[i], T_HUNG + T_GAVE_UP + MS);
+	}
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nhangs, 1);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG);
+	assert_int_equal(h->ended, ANALYSIS_WAIT_GAVE_UP);
+	assert_int_equal(h->nmissing, 0);
+	assert_int_equal(h->nwaiting, 2);
+	assert_int_equal(h->waiting[0].rank, 0);
+	assert_int_equal(h->waiting[1].rank, 2);
+	assert_int_equal(h->ndied, 1);
+	assert_int_equal(h->died[0].rank, 1);
+	assert_int_equal(h->died[0].pid, 1001);
+	assert_int_equal(h->died[0].last_seq, N_HUNG);
+	analysis_result_free(r);
+	job_end(&j);
+}
+
+/* A group's calls wait in ncclGroupEnd: its error ends their wait there. */
+static void test_group_gave_up(void **state)
+{
+	(void)state;
+	struct job j;
+	struct analysis_options opt;
+	struct analysis_result *r = NULL;
+	struct call g = AG;
+
+	analysis_options_init(&opt);
+	opt.hang_timeout_ns = 2 * S;
+	g.group_id = 1;
+	job_start_opts(&j, 3, FSS_FEATURE_NCCL | FSS_FEATURE_ENTER, &opt);
+	job_run(&j, N_HUNG - 1, 1);
+	for (int i = 0; i < 2; i++) {
+		collective(&j.o, &j.r[i], &g, T_HUNG, T_HUNG + 1000, 1);
+		collective(&j.o, &j.r[i], &g, T_HUNG + 2000, T_HUNG + 3000, 1);
+		struct fss_rec_group e;
+
+		record_init(&e, FSS_REC_GROUP, sizeof(e), j.r[i].source);
+		e.group_id = 1;
+		e.calls = 2;
+		e.start_ns = T_HUNG;
+		e.end_enter_ns = T_HUNG + 4000;
+		e.end_exit_ns = T_HUNG + T_GAVE_UP;
+		e.result = NCCL_REMOTE_ERROR;
+		put(&j.o, &e);
+		process_end(&j.o, &j.r[i], T_HUNG + T_GAVE_UP + MS);
+	}
+	alive(&j.o, &j.r[2], T_HUNG + 20 * S);
+	assert_int_equal(analyzer_finish(j.o.a, &r), 0);
+	assert_int_equal(r->flight.nhangs, 1);
+	const struct analysis_hang *h = &r->flight.hangs[0];
+	assert_int_equal(h->comm_seq, N_HUNG);
+	assert_int_equal(h->ended, ANALYSIS_WAIT_GAVE_UP);
+	assert_int_equal(h->waited_ns, T_GAVE_UP);
+	assert_int_equal(h->nwaiting, 2);
+	assert_int_equal(h->nmissing, 1);
+	assert_int_equal(h->missing[0].rank, 2);
 	analysis_result_free(r);
 	job_end(&j);
 }
@@ -726,6 +1003,13 @@ int main(void)
 	    cmocka_unit_test(test_complete_trace),
 	    cmocka_unit_test(test_all_entered_none_left),
 	    cmocka_unit_test(test_ended_rank),
+	    cmocka_unit_test(test_waiting_ranks_gave_up),
+	    cmocka_unit_test(test_quick_failure_no_hang),
+	    cmocka_unit_test(test_waiting_ranks_died),
+	    cmocka_unit_test(test_missing_arrives_late),
+	    cmocka_unit_test(test_missing_arrives_after_gave_up),
+	    cmocka_unit_test(test_rank_died_inside_others_gave_up),
+	    cmocka_unit_test(test_group_gave_up),
 	    cmocka_unit_test(test_group_hang),
 	    cmocka_unit_test(test_gpu_hang),
 	    cmocka_unit_test(test_gpu_untied),

@@ -143,7 +143,7 @@ static void test_hang_once_then_cleared(void **state)
 	assert_int_equal(update(h, r, NULL, &text), 1);
 	contains(text,
 		 "fsdpscope: collective-hang cleared: collective #57 (AllGather) of communicator 0000000000005eed "
-		 "(3 ranks)");
+		 "(3 ranks): the missing rank arrived, no rank waits in it past --hang-timeout any more\n");
 	free(text);
 	assert_int_equal(update(h, r, NULL, &text), 0);
 	free(text);
@@ -151,6 +151,55 @@ static void test_hang_once_then_cleared(void **state)
 	add_hang(r, 90, 2 * S);
 	assert_int_equal(update(h, r, NULL, &text), 1);
 	contains(text, "collective #90");
+	free(text);
+	hang_lines_free(h);
+	release(r);
+}
+
+/* The waits of hang h ended past the timeout: every waiting rank gave up
+ * with ncclRemoteError (6), or (died) their processes ended in it. */
+static void end_hang(struct analysis_hang *h, int died)
+{
+	h->ended = died ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_GAVE_UP;
+	for (uint32_t i = 0; i < h->nwaiting; i++) {
+		h->waiting[i].end = h->ended;
+		h->waiting[i].result = died ? 0 : 6;
+	}
+}
+
+/* The job's own timeout ends a hang said live: its end is said once, as an
+ * end and not a clearing, and it is never said to clear while the
+ * diagnosis keeps it. */
+static void test_hang_ended_not_cleared(void **state)
+{
+	hang_lines_t *h;
+	struct analysis_result *r = result();
+	char *text;
+
+	(void)state;
+	assert_int_equal(hang_lines_new(&h), 0);
+	add_hang(r, 57, 2 * S);
+	assert_int_equal(update(h, r, NULL, &text), 1);
+	free(text);
+	end_hang(&r->flight.hangs[0], 0);
+	assert_int_equal(update(h, r, NULL, &text), 1);
+	contains(text, "fsdpscope: collective-hang ended: collective #57 (AllGather) of communicator 0000000000005eed "
+		       "(3 ranks): the waiting ranks gave up (NCCL error ncclRemoteError on ranks 0, 2): the job's own "
+		       "timeout ended the hang, no rank arrived; the hang stays in the verdict\n");
+	assert_null(strstr(text, "cleared"));
+	free(text);
+	assert_int_equal(update(h, r, NULL, &text), 0);
+	free(text);
+
+	/* first seen once its waiting ranks had died in it: one line that says so */
+	add_hang(r, 80, 5 * S);
+	end_hang(&r->flight.hangs[1], 1);
+	assert_int_equal(update(h, r, NULL, &text), 1);
+	contains(text, "fsdpscope: collective-hang: missing rank 1 (host host1, pid 501); collective #80 (AllGather)");
+	contains(text, "ranks 0, 2 have waited 5.00 s (host); the waiting ranks died inside it (their processes "
+		       "ended): the hang ended with them, no rank arrived\n");
+	free(text);
+	assert_int_equal(update(h, r, NULL, &text), 0);
 	free(text);
 	hang_lines_free(h);
 	release(r);
@@ -229,9 +278,8 @@ static void test_mismatches_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_hang_once_then_cleared),
-	    cmocka_unit_test(test_unlisted_hang_not_cleared),
-	    cmocka_unit_test(test_mismatch_once_and_disabled_rules),
+	    cmocka_unit_test(test_hang_once_then_cleared),    cmocka_unit_test(test_hang_ended_not_cleared),
+	    cmocka_unit_test(test_unlisted_hang_not_cleared), cmocka_unit_test(test_mismatch_once_and_disabled_rules),
 	    cmocka_unit_test(test_mismatches_bounded),
 	};
 

@@ -137,6 +137,88 @@ static void test_hang_names_missing_and_waiting(void **state)
 	release(a);
 }
 
+/* The job's own timeout ended the waits (issue 24): the finding is the
+ * hang's still, in the past tense, saying how each wait ended. */
+static void test_hang_the_job_gave_up_on(void **state)
+{
+	struct analysis_result *a = hung(75 * S);
+	struct analysis_hang *h = &a->flight.hangs[0];
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	h->ended = ANALYSIS_WAIT_GAVE_UP;
+	for (uint32_t i = 0; i < h->nwaiting; i++) {
+		h->waiting[i].end = i == 2 ? ANALYSIS_WAIT_DIED : ANALYSIS_WAIT_GAVE_UP;
+		h->waiting[i].result = i == 2 ? 0 : 6; /* ncclRemoteError */
+	}
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	assert_int_equal(f->severity, RULE_ERROR);
+	contains(f->message, "hung: rank 2 (host node-b, pid 1002) never entered it, and 3 ranks waited 75.0 s in it; "
+			     "then the waiting ranks gave up (NCCL error ncclRemoteError on ranks 0, 1; the others "
+			     "died): the job's own timeout ended the hang, no rank arrived");
+	contains(f->evidence, "rank 0 (host node-a, pid 1000): waited 75.0 s (host: blocked in the call until it "
+			      "failed), then gave up: the call returned ncclRemoteError");
+	contains(f->evidence, "rank 3 (host node-b, pid 1003): waited 73.0 s (host: entered, not returned), then died "
+			      "inside it (its process ended)");
+	assert_true(fixture_metric(f, "ended") == ANALYSIS_WAIT_GAVE_UP);
+	assert_true(fixture_metric(f, "first_missing_rank") == 2);
+	findings_free(list);
+
+	/* rank 2 came once they had given up: missing still, and said to be late */
+	h->missing[0].late = 1;
+	h->missing[0].last_seq = 16;
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	f = findings_get(list, 0);
+	contains(f->evidence,
+		 "rank 2 (host node-b, pid 1002): entered #17 only after the waiting ranks had given up on "
+		 "it (too late: it could not run any more)");
+	findings_free(list);
+	release(a);
+}
+
+/* Every rank entered it and rank 2 crashed in it: nobody is missing, and the
+ * finding names the rank that died rather than calling the others ranks of
+ * another node's trace. */
+static void test_hang_of_a_rank_that_died_inside(void **state)
+{
+	struct analysis_result *a = hung(75 * S);
+	struct analysis_hang *h = &a->flight.hangs[0];
+	findings_t *list;
+	const struct finding *f;
+
+	(void)state;
+	h->died[0] = h->missing[0];
+	h->died[0].since_ns = 1 * S;
+	h->died[0].last_seq = 17;
+	h->died[0].end = ANALYSIS_WAIT_DIED;
+	memset(&h->missing[0], 0, sizeof(h->missing[0]));
+	h->nmissing = 0;
+	h->ndied = 1;
+	h->ended = ANALYSIS_WAIT_GAVE_UP;
+	for (uint32_t i = 0; i < h->nwaiting; i++) {
+		h->waiting[i].end = ANALYSIS_WAIT_GAVE_UP;
+		h->waiting[i].result = 6;
+	}
+	list = fixture_run(&rule_collective_hang, a, NULL);
+	assert_int_equal(findings_count(list), 1);
+	f = findings_get(list, 0);
+	contains(f->message,
+		 "hung: rank 2 (host node-b, pid 1002) died inside it (its process ended), and 3 ranks "
+		 "waited 75.0 s in it for it; then the waiting ranks gave up (NCCL error ncclRemoteError on "
+		 "ranks 0, 1, 3)");
+	assert_null(strstr(f->message, "not in this trace"));
+	contains(f->evidence, "missing (0): none: every rank entered it\ndied inside it:\n  rank 2 (host node-b, pid "
+			      "1002): entered #17; its process ended 1.00 s later");
+	contains(f->fix_fsdp2, "A rank died inside it");
+	assert_true(fixture_metric(f, "died_ranks") == 1);
+	assert_true(fixture_metric(f, "missing_ranks") == 0);
+	findings_free(list);
+	release(a);
+}
+
 static void test_hang_below_timeout_is_silent(void **state)
 {
 	/* the analysis reports only waits past the timeout; a result that
@@ -388,6 +470,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_hang_names_missing_and_waiting),
+	    cmocka_unit_test(test_hang_the_job_gave_up_on),
+	    cmocka_unit_test(test_hang_of_a_rank_that_died_inside),
 	    cmocka_unit_test(test_hang_below_timeout_is_silent),
 	    cmocka_unit_test(test_no_flight_no_finding),
 	    cmocka_unit_test(test_hang_with_every_rank_inside),

@@ -364,6 +364,19 @@ static void test_hang_banner(void **state)
 		fail_msg("no hang banner");
 	}
 	assert_true(canvas_cell(fx.c, row, 0)->attr & CANVAS_REVERSE);
+	/* the job's own timeout ended the waits: still the hang, in the past */
+	teardown(NULL);
+	v = tv_view(3);
+	tv_hang(v);
+	v->job.flight.hangs[0].ended = ANALYSIS_WAIT_GAVE_UP;
+	show(v, TOP_MODE_RUN, 140, 24, 1);
+	if (canvas_find(fx.c, 0,
+			"HANG: rank 1 (node0, pid 1001) never entered collective #57 (AllGather) of "
+			"communicator 00c0ffee00000001; ranks 0, 2 waited 63 s, then gave") < 0 ||
+	    canvas_find(fx.c, 0, "up (NCCL error)") < 0) {
+		dump(fx.c);
+		fail_msg("no banner of the ended hang");
+	}
 	/* no hang, no banner */
 	teardown(NULL);
 	show(tv_view(3), TOP_MODE_RUN, 140, 24, 1);

@@ -509,8 +509,13 @@ static void test_flight(void **state)
 	assert_non_null(strstr(json, "\"flight\":{\"hang\":true,\"shows_waits\":true,\"timeout_ns\":1000000000,"));
 	assert_non_null(strstr(json, "\"comm\":\"fedcba9876543210\",\"nranks\":4,\"comm_seq\":41,\"op\":\"AllGather\""));
 	assert_non_null(strstr(json, "\"waiting_total\":3,\"waiting\":[{\"rank\":0,"));
-	assert_non_null(strstr(json, "\"missing_total\":1,\"missing\":[{\"rank\":2,\"source\":2,\"pid\":102,"
-				     "\"since_ns\":6000000000,\"last_seq\":40,\"last_op\":\"ReduceScatter\",\"evidence\":null}]"));
+	assert_non_null(
+	    strstr(json, "\"missing_total\":1,\"missing\":[{\"rank\":2,\"source\":2,\"pid\":102,"
+			 "\"since_ns\":6000000000,\"last_seq\":40,\"last_op\":\"ReduceScatter\",\"evidence\":null,"
+			 "\"wait_end\":null}],\"died_total\":0,\"died\":[]"));
+	/* a hang still waited in: no end; each waiting rank still waiting */
+	assert_non_null(strstr(json, "\"waited_ns\":5000000000,\"ended\":null,\"waiting_total\":3"));
+	assert_non_null(strstr(json, "\"evidence\":\"host\",\"wait_end\":\"waiting\"}"));
 	assert_non_null(strstr(json, "\"b\":{\"op\":\"AllGather\",\"count\":999,\"dtype\":\"bfloat16\",\"root\":null,"
 				     "\"redop\":null,\"ranks_total\":1,\"ranks\":[2]}"));
 	snprintf(path, sizeof(path), "%s/flight.jsonl", tmpdir);
