@@ -349,6 +349,7 @@ void live_set_diagnosis(live_t *l, const struct analysis_result *res, const stru
 		memset(o, 0, sizeof *o);
 		o->unit = g->repeat < 0 ? UINT32_MAX : (uint32_t)g->repeat;
 		o->bytes = g->bytes;
+		o->nranks = g->nranks > 0 ? (uint32_t)g->nranks : 1;
 		o->exposed_ns = g->exposed_ns;
 		copy_text(o->name, sizeof o->name, g->name);
 	}

@@ -140,8 +140,8 @@ struct live_finding {
 /* One forward gather of the headline rank's representative step. */
 struct live_gather {
 	uint32_t unit;                 /* repeating-unit copy it belongs to, UINT32_MAX for a root gather */
-	uint32_t reserved;
-	uint64_t bytes;
+	uint32_t nranks;               /* ranks of its communicator: bytes x nranks are gathered */
+	uint64_t bytes;                /* per rank (the send size) */
 	uint64_t exposed_ns;
 	char name[ANALYSIS_NAME_MAX];  /* NVTX module name, "" when unknown */
 };

@@ -324,6 +324,8 @@ static const struct live_field gather_fields[] = {
     {UINT("bytes", bytes)},
     {UINT("exposed_ns", exposed_ns)},
     {TEXT("name", name)},
+    /* added within fsdpscope.live/2 */
+    {UINT("nranks", nranks), .null = LIVE_NULL_AT, .null_value = 0, .optional = 1},
 };
 TABLE(live_table_gather, "gather", gather_fields, -1, NULL, NULL);
 #undef T

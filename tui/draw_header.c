@@ -31,7 +31,8 @@ static const char *job_words(const struct top_info *in, char *buf, size_t len, u
 	*color = CANVAS_COLOR_GREEN;
 	switch (in->job_state) {
 	case TOP_JOB_RUNNING:
-		snprintf(buf, len, "running");
+		/* a replay reads a trace: its job is not running now */
+		snprintf(buf, len, in->mode == TOP_MODE_REPLAY ? "replaying" : "running");
 		break;
 	case TOP_JOB_ENDED:
 		*color = CANVAS_COLOR_YELLOW;
@@ -219,12 +220,16 @@ int draw_header(struct top_canvas *c, const struct top_state *st, int row)
 	/* Figures line. */
 	{
 		size_t at = 0;
-		uint64_t steps = 0, step_ns = 0;
+		uint64_t steps = UINT64_MAX, step_ns = 0;
 		char spark[3 * 24 + 1] = "";
 
+		/* the steps every rank has completed: the job's step, the one a
+		 * replay's position counts (a rank ahead is not the job) */
 		for (size_t i = 0; v && i < v->nranks; i++)
-			if (v->ranks[i].last.step_ns && v->ranks[i].last.ordinal + 1u > steps)
+			if (v->ranks[i].last.step_ns && v->ranks[i].last.ordinal + 1u < steps)
 				steps = v->ranks[i].last.ordinal + 1u;
+		if (steps == UINT64_MAX)
+			steps = 0;
 		if (head >= 0) {
 			step_ns = v->ranks[head].last.step_ns;
 			sparkline(&v->ranks[head], c->cols >= 100 ? 24 : 12, c->utf8, spark, sizeof spark);

@@ -9,14 +9,22 @@
 #include <string.h>
 
 #include "collector/analysis.h"
+#include "rules/rules.h"
 #include "tui/draw.h"
 
 /* A run of consecutive gathers of one unit copy (or of the root). */
 struct group {
 	uint32_t unit;
 	uint32_t first, count;
-	uint64_t bytes;
+	uint64_t bytes; /* gathered (output, all ranks), as lint counts them */
 };
+
+/* A gather's output bytes: per rank x its communicator's ranks (a session
+ * of an older build sends no nranks: per rank then, as it was). */
+static uint64_t gathered(const struct live_gather *g)
+{
+	return g->bytes * (g->nranks ? g->nranks : 1);
+}
 
 static size_t groups_of(const struct live_job *j, struct group *g, size_t max)
 {
@@ -25,7 +33,7 @@ static size_t groups_of(const struct live_job *j, struct group *g, size_t max)
 	for (size_t i = 0; i < j->ngathers && i < LIVE_GATHERS_MAX; i++) {
 		if (n > 0 && g[n - 1].unit == j->gathers[i].unit) {
 			g[n - 1].count++;
-			g[n - 1].bytes += j->gathers[i].bytes;
+			g[n - 1].bytes += gathered(&j->gathers[i]);
 			continue;
 		}
 		if (n == max)
@@ -33,7 +41,7 @@ static size_t groups_of(const struct live_job *j, struct group *g, size_t max)
 		g[n].unit = j->gathers[i].unit;
 		g[n].first = (uint32_t)i;
 		g[n].count = 1;
-		g[n].bytes = j->gathers[i].bytes;
+		g[n].bytes = gathered(&j->gathers[i]);
 		n++;
 	}
 	return n;
@@ -172,8 +180,9 @@ void draw_units(struct top_canvas *c, struct top_state *st, int row, int nrows)
 		x = canvas_printf(c, row + 1 + i, 0, list_w, 0, CANVAS_COLOR_NONE, " %-9s ", label);
 		canvas_put(c, row + 1 + i, x, list_w - x, 0, c->color ? CANVAS_COLOR_CYAN : 0, marks);
 		x += 17; /* the marks' column: 16 gathers and a "+" */
-		canvas_printf(c, row + 1 + i, x, list_w - x, 0, CANVAS_COLOR_NONE, " %3u gather%s %7s  %s", g->count,
-			      g->count == 1 ? " " : "s", fmt_bytes(a, sizeof a, g->bytes), name[0] ? name : "");
+		canvas_printf(c, row + 1 + i, x, list_w - x, 0, CANVAS_COLOR_NONE, " %3u gather%s %7s gathered  %s",
+			      g->count, g->count == 1 ? " " : "s", rule_format_bytes((double)g->bytes, a, sizeof a),
+			      name[0] ? name : ""); /* lint's figure, in lint's words */
 	}
 	if ((int)ngroups > list_rows && list_rows > 0)
 		canvas_printf(c, row + list_rows, list_w - 22, 22, CANVAS_DIM, CANVAS_COLOR_NONE, " rows %d-%d of %zu ",

@@ -297,6 +297,8 @@ static void test_units_per_linear(void **state)
 	assert_non_null(strstr(line, "▮▮▮▮▮▮▮▮ "));
 	assert_null(strstr(line, "▮▮▮▮▮▮▮▮▮"));
 	assert_non_null(strstr(line, "8 gathers"));
+	/* gathered bytes, as lint counts them: 8 x 64 KiB per rank x 4 ranks */
+	assert_non_null(strstr(line, "2.10 MB gathered"));
 	assert_true(canvas_find(fx.c, 0, "unit 3 ") > row);
 	assert_true(canvas_find(fx.c, 0, "root") > 0);
 	/* the communicator roles beside it */
@@ -643,6 +645,27 @@ static void test_header(void **state)
 	state_refresh(&fx.st);
 	redraw();
 	assert_int_equal(canvas_find(fx.c, 0, "MFU"), -1);
+	/* a replay in progress reads a trace: "replaying", never "running" */
+	fx.feed.info.job_state = TOP_JOB_RUNNING;
+	state_refresh(&fx.st);
+	redraw();
+	canvas_row_text(fx.c, 0, line, sizeof line);
+	assert_non_null(strstr(line, "replaying"));
+	assert_null(strstr(line, "running"));
+}
+
+/* the figures line counts the steps every rank completed, the job's step
+ * the replay's position counts, not the fastest rank's */
+static void test_header_steps_of_the_job(void **state)
+{
+	struct live_view *v = tv_view(4);
+	char line[2048];
+
+	(void)state;
+	v->ranks[2].last.ordinal -= 1; /* one rank a step behind */
+	show(v, TOP_MODE_REPLAY, 100, 24, 1);
+	canvas_row_text(fx.c, 1, line, sizeof line);
+	assert_non_null(strstr(line, "ranks 4  steps 7  "));
 }
 
 int main(void)
@@ -664,6 +687,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_fix_box_long, teardown),
 	    cmocka_unit_test_teardown(test_strip_ascii, teardown),
 	    cmocka_unit_test_teardown(test_header, teardown),
+	    cmocka_unit_test_teardown(test_header_steps_of_the_job, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

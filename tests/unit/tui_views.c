@@ -105,6 +105,7 @@ void tv_units(struct live_view *v, unsigned units, unsigned k)
 
 			x->unit = u;
 			x->bytes = k > 1 ? 64 << 10 : 1 << 20;
+			x->nranks = 4;
 			snprintf(x->name, sizeof x->name, "layers.%u%s", u, k > 1 ? ".attn.q" : "");
 		}
 	j->nfindings = 0;
