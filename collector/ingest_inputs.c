@@ -129,10 +129,11 @@ int ingest_input_end(ingest_t *ing, struct input *in, int cut)
 	char *msg;
 	int rc, err;
 
-	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
-		return 0; /* connected and left without a byte: nothing lost */
+	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !(in->key_wanted && in->key_have) && !cut)
+		return 0; /* connected and left without a byte of its stream (a port probe too): nothing lost */
 	if (in->key_wanted) {
-		/* ended before its key was complete: refused, not damaged */
+		/* ended before its key was complete (the key's bytes are not in
+		 * bytes_in): refused, not damaged */
 		ing->stats.refused_keys++;
 		return ingest_add_damage(
 		    ing,
