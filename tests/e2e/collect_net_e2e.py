@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of what peers without the key can do to `fsdpscope collect
---listen tcp:...` (tests/e2e/collect.cmake): nothing that lasts.
+--listen tcp:...` (tests/e2e/collect.cmake): nothing that lasts; and of the
+viewer endpoint's cap.
 
 usage: collect_net_e2e.py SCENARIO --fsdpscope F --agent A --fsdp-ref R --schema S --schema-check C --work DIR
 
@@ -18,6 +19,9 @@ Scenarios:
                9th and 10th closed at once; 64 in all are kept (8 hosts of the
                127/8 loopback), the next two closed at once; the end counts the
                4 closed
+  viewer_cap   the viewer endpoint keeps 64 viewers open; the 65th and 66th are
+               closed as they come (a client opening viewers in a loop cannot
+               take the descriptors the agents need)
 
 No timing is asserted: every wait is for a condition, with a generous limit.
 Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
@@ -37,6 +41,7 @@ SKIP = 77
 WAIT_S = 300
 KEY_HELLO_BYTES = 40  # common/wire.h WIRE_KEY_HELLO_BYTES: "FSSKEY01" and the 32 key bytes
 PER_HOST, IN_ALL = 8, 64  # collector/ingest.h INGEST_PENDING_PER_HOST, INGEST_PENDING_MAX
+VIEWERS_MAX = 64  # collector/viewer_server.c VIEWER_CONNECTIONS_MAX
 
 Fail, check, fresh, wait_for = support.Fail, support.check, support.fresh, collect.wait_for
 
@@ -213,6 +218,35 @@ def scenario_caps(args):
     check(want in err, f"collect's stderr does not count the 4 closed ({want}): {err}")
 
 
+def scenario_viewer_cap(args):
+    work = fresh(os.path.join(args.work, "viewer_cap"))
+    env = dict(os.environ, XDG_RUNTIME_DIR=collect.private_runtime_dir(work))
+    c = collect.Collector(args, os.path.join(work, "collect"), env=env)
+    kept, extra = [], []
+
+    def viewer(path):
+        v = socket.socket(socket.AF_UNIX)
+        v.connect(path)
+        return v
+    try:
+        c.wait_ready()
+        addr = [w for w in c.stderr().split() if w.startswith("unix:") and w.endswith("/viewer.sock")]
+        check(addr, f"collect printed no viewer endpoint: {c.stderr()}")
+        path = addr[0][len("unix:"):]
+        kept += [viewer(path) for _ in range(VIEWERS_MAX)]
+        extra += [viewer(path) for _ in range(2)]
+        wait_closed(c, extra, f"the viewer endpoint to close the viewers past {VIEWERS_MAX}")
+        closed = [i for i, v in enumerate(kept) if peer_closed(v)]
+        check(not closed, f"viewers within the {VIEWERS_MAX} were closed: {closed}")
+        c.p.send_signal(signal.SIGTERM)
+        rc = c.wait()
+    finally:
+        c.kill()
+        for v in kept + extra:
+            v.close()
+    check(rc == 0, f"collect exited {rc} on SIGTERM: {c.stderr()}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -226,7 +260,8 @@ def main():
     args.fsdpscope = os.path.abspath(args.fsdpscope)
     os.environ["FSDPSCOPE_AGENT"] = os.path.abspath(args.agent)
     os.makedirs(args.work, exist_ok=True)
-    scenarios = {"key_timeout": scenario_key_timeout, "probe": scenario_probe, "caps": scenario_caps}
+    scenarios = {"key_timeout": scenario_key_timeout, "probe": scenario_probe, "caps": scenario_caps,
+                 "viewer_cap": scenario_viewer_cap}
     if args.scenario not in scenarios:
         print(f"unknown scenario {args.scenario}", file=sys.stderr)
         return 2
