@@ -619,6 +619,9 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 			fprintf(stderr, "; and %zu more", (size_t)st->refused - st->nrefused_named);
 		fprintf(stderr, "): only this user's processes may send records; none of theirs is in the trace\n");
 	}
+	if (st->keyless_unnamed)
+		fprintf(stderr, "%s: warning: and %" PRIu32 " more tcp connection%s refused without the key (not named)\n",
+			prog, st->keyless_unnamed, st->keyless_unnamed == 1 ? "" : "s");
 	if (st->pending_over_cap)
 		fprintf(stderr,
 			"%s: warning: closed %" PRIu32 " tcp connection%s unread: %d of %s host, or %d in all, were "

@@ -74,6 +74,17 @@ int ingest_add_damage(ingest_t *ing, char *message)
 	return 0;
 }
 
+int ingest_keyless(ingest_t *ing, char *message)
+{
+	if (ing->keyless_named < INGEST_REFUSED_NAMED) {
+		ing->keyless_named++;
+		return ingest_add_damage(ing, message);
+	}
+	free(message);
+	ing->stats.keyless_unnamed++;
+	return 0;
+}
+
 int ingest_grow(void **v, size_t *cap, size_t need, size_t size, size_t first)
 {
 	size_t n = *cap ? *cap : first;

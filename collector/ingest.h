@@ -147,6 +147,8 @@ struct ingest_stats {
 	uint64_t repeats_skipped;  /* sum of the sources' repeats_skipped */
 	uint32_t refused_keys;     /* tcp connections cut: their first bytes were not the key */
 	uint32_t key_timeouts;     /* tcp connections cut: no whole key hello within the key timeout */
+	uint32_t keyless_unnamed;  /* of refused_keys and key_timeouts, those past the first
+	                              INGEST_REFUSED_NAMED: counted, without a damage message each */
 	uint32_t pending_over_cap; /* tcp connections closed unread: too many from their host, or in all,
 	                              were waiting for their key (INGEST_PENDING_PER_HOST, _MAX) */
 	uint32_t agents;           /* connections known to be agents: a unix peer of this user, a tcp
@@ -179,7 +181,8 @@ void ingest_free(ingest_t *ing);
  * refused (closed unread) and counted in the stats. TCP carries no peer
  * identity: a tcp listener needs the options' key, and a connection whose
  * first WIRE_KEY_HELLO_BYTES are not wire_key_hello(key) is cut and counted
- * (refused_keys, with its peer's address in the damage messages); so is one
+ * (refused_keys, with its peer's address in the damage messages of the first
+ * INGEST_REFUSED_NAMED such peers, keyless_unnamed counts the rest); so is one
  * that has not sent all of them within the options' key timeout
  * (key_timeouts), and one accepted while INGEST_PENDING_PER_HOST connections
  * of its host, or INGEST_PENDING_MAX in all, wait for their key is closed

@@ -135,12 +135,12 @@ int ingest_input_end(ingest_t *ing, struct input *in, int cut)
 		/* ended before its key was complete (the key's bytes are not in
 		 * bytes_in): refused, not damaged */
 		ing->stats.refused_keys++;
-		return ingest_add_damage(
-		    ing,
-		    ingest_text_new(&msg,
-				    "%s (tcp peer %s): refused: ended after %zu of the %d bytes of "
-				    "the connection key",
-				    in->origin, in->peer ? in->peer : "unknown", in->key_have, WIRE_KEY_HELLO_BYTES));
+		return ingest_keyless(ing,
+				      ingest_text_new(&msg,
+						      "%s (tcp peer %s): refused: ended after %zu of the %d bytes of "
+						      "the connection key",
+						      in->origin, in->peer ? in->peer : "unknown", in->key_have,
+						      WIRE_KEY_HELLO_BYTES));
 	}
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
 	err = input_release_hellos(ing, in);

@@ -198,6 +198,7 @@ struct ingest {
 						      in arrival order */
 	size_t npending;
 	uint64_t key_timeout_ns;
+	uint32_t keyless_named; /* tcp peers refused without the key that have a damage message */
 	sources_t *layer; /* the output's sources, as every reader sees them */
 	int owns_layer;	  /* made by ingest_new; else ingest_options.view, borrowed */
 	struct ingest_source_stats *sources;
@@ -243,6 +244,14 @@ __attribute__((format(printf, 2, 3))) char *ingest_text_new(char **dst, const ch
  * stats' damage messages. 0 or -ENOMEM.
  */
 int ingest_add_damage(ingest_t *ing, char *message);
+
+/*
+ * ingest_keyless - a tcp peer refused without the key, said by `message`
+ * (taken; NULL: out of memory): a damage message for the first
+ * INGEST_REFUSED_NAMED, only counted after that, so that a port scanner
+ * costs no memory per connection in messages. 0 or -ENOMEM.
+ */
+int ingest_keyless(ingest_t *ing, char *message);
 
 /*
  * ingest_grow - make room in *v (*cap items of `size` bytes, first `first`)

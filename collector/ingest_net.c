@@ -128,9 +128,9 @@ static ssize_t input_key(ingest_t *ing, struct input *in, const unsigned char *d
 		return (ssize_t)take;
 	}
 	ing->stats.refused_keys++;
-	ingest_add_damage(ing,
-			  ingest_text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
-					  in->origin, in->peer ? in->peer : "unknown"));
+	ingest_keyless(ing,
+		       ingest_text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
+				       in->origin, in->peer ? in->peer : "unknown"));
 	return -1;
 }
 
@@ -167,11 +167,11 @@ static int keys_overdue(ingest_t *ing, uint64_t now)
 			continue; /* its key came whole, or it ended */
 		ing->stats.key_timeouts++;
 		duration_text(ing->key_timeout_ns, allowed, sizeof(allowed));
-		ingest_add_damage(ing, ingest_text_new(&msg,
-						       "%s (tcp peer %s): cut: it sent %zu of the %d bytes of the "
-						       "connection key in the %s allowed (the key timeout)",
-						       in->origin, in->peer ? in->peer : "unknown", in->key_have,
-						       WIRE_KEY_HELLO_BYTES, allowed));
+		ingest_keyless(ing, ingest_text_new(&msg,
+						    "%s (tcp peer %s): cut: it sent %zu of the %d bytes of the "
+						    "connection key in the %s allowed (the key timeout)",
+						    in->origin, in->peer ? in->peer : "unknown", in->key_have,
+						    WIRE_KEY_HELLO_BYTES, allowed));
 		input_close_fd(ing, in);
 		ingest_input_release_parser(in);
 	}

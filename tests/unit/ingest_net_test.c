@@ -200,6 +200,35 @@ static void test_pending_capped_per_host(void **state)
 	close(agent);
 }
 
+/* The first INGEST_REFUSED_NAMED peers refused without the key are said one
+ * by one; the rest are only counted (a port scanner costs no message each). */
+static void test_keyless_named_then_counted(void **state)
+{
+	unsigned char bad[WIRE_KEY_HELLO_BYTES];
+	const struct ingest_stats *st;
+	int port, fd;
+	ingest_t *ing;
+
+	(void)state;
+	memset(bad, 'x', sizeof(bad));
+	ing = tcp_ingest("keyless.fss", 600000, &port);
+	for (int i = 0; i < INGEST_REFUSED_NAMED + 2; i++) {
+		int64_t deadline = now_ms() + WAIT_MS;
+
+		fd = peer(port, bad, sizeof(bad));
+		while (!closed(fd)) {
+			assert_true(ingest_poll(ing, 10) >= 0);
+			assert_true(now_ms() < deadline);
+		}
+		close(fd);
+	}
+	assert_int_equal(ingest_finish(ing, &st), 0);
+	assert_int_equal(st->refused_keys, INGEST_REFUSED_NAMED + 2);
+	assert_int_equal(st->ndamaged, INGEST_REFUSED_NAMED);
+	assert_int_equal(st->keyless_unnamed, 2);
+	ingest_free(ing);
+}
+
 static int setup_dir(void **state)
 {
 	(void)state;
@@ -227,6 +256,7 @@ int main(void)
 		cmocka_unit_test(test_key_timeout),
 		cmocka_unit_test(test_pending_is_no_agent),
 		cmocka_unit_test(test_pending_capped_per_host),
+		cmocka_unit_test(test_keyless_named_then_counted),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
