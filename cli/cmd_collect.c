@@ -50,6 +50,11 @@
 #define COLLECT_SPOOL "spool"
 #define COLLECT_LISTEN_MAX 8
 #define COLLECT_MAX_IDLE_S (30 * 86400)
+/* --key-timeout's range: an agent sends its key as it connects, so even
+ * the smallest is ample, and the largest still frees what a peer without
+ * the key holds within the hour. */
+#define COLLECT_MIN_KEY_TIMEOUT_S 1
+#define COLLECT_MAX_KEY_TIMEOUT_S 3600
 /* The loop's wait: how late a stop condition is noticed at worst. */
 #define COLLECT_POLL_MS 200
 
@@ -58,8 +63,9 @@ static const char collect_help_head[] =
     "    fsdpscope collect - a collector for ranks a launcher starts itself\n\n"
     "SYNOPSIS\n"
     "    fsdpscope collect [--listen ADDR]... [--out DIR] [--name NAME] [--until-idle SEC]\n"
-    "                      [--metrics [HOST:]PORT] [--keep full|summary|last:N]\n"
-    "                      [--json-summary FILE] [ANALYSIS OPTIONS]\n\n"
+    "                      [--key-timeout SEC] [--metrics [HOST:]PORT]\n"
+    "                      [--keep full|summary|last:N] [--json-summary FILE]\n"
+    "                      [ANALYSIS OPTIONS]\n\n"
     "DESCRIPTION\n"
     "    For jobs that torchrun, srun, mpirun or a Kubernetes job start: fsdpscope\n"
     "    collect listens for the agents of the job's ranks, writes what they send into\n"
@@ -77,7 +83,10 @@ static const char collect_help_head[] =
     "    --listen tcp:HOST:PORT needs a key, since TCP carries no peer identity:\n"
     "    collect keeps one in DIR/" COLLECT_KEY " (0600, made on first use) and prints\n"
     "    the FSDPSCOPE_SINK with ,key=PATH; an address that is not loopback is\n"
-    "    served with a warning (the key is then the only guard).\n\n"
+    "    served with a warning (the key is then the only guard). A tcp peer that has\n"
+    "    not sent the whole key within --key-timeout (5 s) is cut; one that connects\n"
+    "    while 8 others of its host, or 64 in all, wait for their key is closed at\n"
+    "    once; both are counted and said at the end, like the peers with a wrong key.\n\n"
     "    Agents that cannot reach the collector write per-process files into the\n"
     "    spool, DIR/" COLLECT_SPOOL "/ (their FSDPSCOPE_OUT; 0700), and go back to the\n"
     "    socket when it answers again. A collector restarted in the same DIR merges\n"
@@ -89,8 +98,10 @@ static const char collect_help_head[] =
     "    the agents' (protocol " VIEWER_PROTOCOL ", docs/live.md; printed at start),\n"
     "    and with --metrics as Prometheus text; both read the state the end's lint\n"
     "    summary comes from.\n\n"
-    "    It stops on SIGINT, SIGTERM or SIGHUP, or with --until-idle SEC once a\n"
-    "    connection has come and no connection has been open for SEC seconds. The\n"
+    "    It stops on SIGINT, SIGTERM or SIGHUP, or with --until-idle SEC once an\n"
+    "    agent has connected and no agent's connection has been open for SEC seconds\n"
+    "    (an agent: a unix peer of this user, a tcp peer whose key checked out; a\n"
+    "    port scanner or a health probe neither starts nor holds the countdown). The\n"
     "    trace is written as it goes (every 100 ms): a collector killed\n"
     "    with SIGKILL leaves a trace whose complete chunks all read back, merged by\n"
     "    the next collector in DIR.\n\n"
@@ -143,6 +154,7 @@ struct collect_options {
 	const char *listen[COLLECT_LISTEN_MAX];
 	size_t nlisten;
 	int until_idle_s;	      /* -1: not given */
+	int key_timeout_s;	      /* 0: the ingest's default */
 	struct session_run_options s; /* --out, --name, --json-summary, --metrics, --keep, the analysis */
 };
 
@@ -162,7 +174,7 @@ struct collect_state {
 	session_t *session;
 };
 
-enum { OPT_LISTEN = DIAG_OPT_END, OPT_UNTIL_IDLE };
+enum { OPT_LISTEN = DIAG_OPT_END, OPT_UNTIL_IDLE, OPT_KEY_TIMEOUT };
 
 static int collect_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -187,6 +199,15 @@ static int collect_apply(void *ctx, int id, const char *arg, const char *prog)
 		}
 		o->until_idle_s = (int)v;
 		return 0;
+	case OPT_KEY_TIMEOUT:
+		v = strtol(arg, &end, 10);
+		if (*end || end == arg || v < COLLECT_MIN_KEY_TIMEOUT_S || v > COLLECT_MAX_KEY_TIMEOUT_S) {
+			fprintf(stderr, "%s: --key-timeout: '%s' is not a number of seconds (%d..%d)\n", prog, arg,
+				COLLECT_MIN_KEY_TIMEOUT_S, COLLECT_MAX_KEY_TIMEOUT_S);
+			return -1;
+		}
+		o->key_timeout_s = (int)v;
+		return 0;
 	default: /* --out, --name, --json-summary, --metrics, --keep: as run's */
 		return session_run_apply(&o->s, id, arg, prog);
 	}
@@ -206,9 +227,14 @@ static const struct options_entry collect_entries[] = {
      "replaces a file (NAME-2.fss, ... instead, said)",
      SESSION_OPT_NAME},
     {"until-idle", 0, "SEC",
-     "stop SEC seconds after the last connection closed, once\n"
-     "one has connected",
+     "stop SEC seconds after the last agent's connection closed,\n"
+     "once one has connected (a tcp peer without the key does\n"
+     "not count)",
      OPT_UNTIL_IDLE},
+    {"key-timeout", 0, "SEC",
+     "cut a tcp peer that has not sent the whole key SEC seconds\n"
+     "after it connected (1..3600, default 5)",
+     OPT_KEY_TIMEOUT},
     {"json-summary", 0, "FILE",
      "write the final diagnosis to FILE as 'fsdpscope lint --json'\n"
      "prints it (schema fsdpscope.report/2)",
@@ -630,6 +656,7 @@ static int setup(struct collect_state *st, char **argv)
 	so.metrics = st->metrics;
 	so.metrics_remote = st->metrics_remote;
 	so.key = st->key_path ? st->key : NULL;
+	so.key_timeout_ms = (uint32_t)st->opt.key_timeout_s * 1000u;
 	so.listen = (const char *const *)st->listen;
 	so.nlisten = st->nlisten;
 	so.spool = st->spool;
@@ -641,7 +668,9 @@ static int setup(struct collect_state *st, char **argv)
 	return 0;
 }
 
-/* Until a signal, or --until-idle once a connection has come and gone. */
+/* Until a signal, or --until-idle once an agent has come and gone: only
+ * agents count, so that a peer without the key (cut at once, or at the key
+ * timeout) neither starts the countdown nor holds it. */
 static void collect_loop(struct collect_state *st)
 {
 	int64_t idle_since = 0;
@@ -651,9 +680,9 @@ static void collect_loop(struct collect_state *st)
 		size_t open;
 
 		session_poll(st->session, COLLECT_POLL_MS);
-		open = session_open_connections(st->session);
-		/* A connection that came and went inside one poll left records. */
-		if (open || session_records_from_agents(st->session))
+		open = session_open_agents(st->session);
+		/* An agent that came and went inside one poll was counted. */
+		if (open || session_agents_seen(st->session) || session_records_from_agents(st->session))
 			connected = 1;
 		if (st->opt.until_idle_s < 0 || !connected)
 			continue;
@@ -664,7 +693,7 @@ static void collect_loop(struct collect_state *st)
 		if (!idle_since)
 			idle_since = clock_mono_ms();
 		if (clock_mono_ms() - idle_since >= (int64_t)st->opt.until_idle_s * 1000) {
-			fprintf(stderr, "fsdpscope collect: no connection for %d s (--until-idle): finishing\n",
+			fprintf(stderr, "fsdpscope collect: no agent connected for %d s (--until-idle): finishing\n",
 				st->opt.until_idle_s);
 			break;
 		}

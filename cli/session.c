@@ -400,7 +400,7 @@ static int engine_new(session_t *s)
 	    .analysis = &s->flags->analysis, .live = 1, .diagnose = diagnose_live, .diagnose_ctx = s};
 	struct fss_session_ingest_options io = {.output_path = run_folder_output(s->rs),
 						.folder = run_folder_path(s->rs),
-						.ingest = {.key = s->o.key},
+						.ingest = {.key = s->o.key, .key_timeout_ms = s->o.key_timeout_ms},
 						.keep = s->o.keep};
 	const char *what;
 	int err = fss_session_new(&s->fs, &so);
@@ -509,6 +509,16 @@ int session_failed(const session_t *s)
 size_t session_open_connections(const session_t *s)
 {
 	return s->failed ? 0 : ingest_open_connections(s->ing);
+}
+
+size_t session_open_agents(const session_t *s)
+{
+	return s->failed ? 0 : ingest_open_agents(s->ing);
+}
+
+uint32_t session_agents_seen(const session_t *s)
+{
+	return ingest_agents_seen(s->ing);
 }
 
 const char *session_viewer_address(const session_t *s)
@@ -621,6 +631,15 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 			fprintf(stderr, "; and %zu more", (size_t)st->refused - st->nrefused_named);
 		fprintf(stderr, "): only this user's processes may send records; none of theirs is in the trace\n");
 	}
+	if (st->keyless_unnamed)
+		fprintf(stderr, "%s: warning: and %" PRIu32 " more tcp connection%s refused without the key (not named)\n",
+			prog, st->keyless_unnamed, st->keyless_unnamed == 1 ? "" : "s");
+	if (st->pending_over_cap)
+		fprintf(stderr,
+			"%s: warning: closed %" PRIu32 " tcp connection%s unread: %d of %s host, or %d in all, were "
+			"already waiting for the connection key\n",
+			prog, st->pending_over_cap, st->pending_over_cap == 1 ? "" : "s", INGEST_PENDING_PER_HOST,
+			st->pending_over_cap == 1 ? "its" : "their", INGEST_PENDING_MAX);
 	if (s->nmerged)
 		fprintf(stderr, "%s: merged %zu per-process file(s) (removed)\n", prog, s->nmerged);
 	fprintf(stderr, "%s: trace written to %s\n", prog, s->trace_path);

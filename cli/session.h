@@ -65,6 +65,8 @@ struct session_options {
 						or NULL */
 	const unsigned char *key;	     /* WIRE_KEY_BYTES the tcp listeners require (common/wire.h), or
 						NULL: no tcp listener */
+	uint32_t key_timeout_ms;	     /* how long a tcp peer has for the key (ingest_options), 0: the
+						ingest's default */
 	const struct keep_policy *keep;	     /* what the trace keeps of a long job (collector/keep.h);
 					      NULL: keep_policy_default */
 	const char *metrics;		     /* serve Prometheus /metrics on HOST:PORT, or NULL */
@@ -102,8 +104,14 @@ int session_poll(session_t *s, int timeout_ms);
 /* session_failed - the ingest failed (the trace is not being written). */
 int session_failed(const session_t *s);
 
-/* session_open_connections - agents connected now. */
+/* session_open_connections - connections open now (tcp ones still waiting for their key included). */
 size_t session_open_connections(const session_t *s);
+
+/* session_open_agents - of those, the agents' (ingest_open_agents). */
+size_t session_open_agents(const session_t *s);
+
+/* session_agents_seen - agent connections so far, closed ones included. */
+uint32_t session_agents_seen(const session_t *s);
 
 /* session_viewer_address - "unix:<viewer socket>", NULL when there is none. */
 const char *session_viewer_address(const session_t *s);

@@ -89,6 +89,17 @@ int ingest_add_unclosed(ingest_t *ing, char *message)
 	return add_damage(ing, message, 1);
 }
 
+int ingest_keyless(ingest_t *ing, char *message)
+{
+	if (ing->keyless_named < INGEST_REFUSED_NAMED) {
+		ing->keyless_named++;
+		return ingest_add_damage(ing, message);
+	}
+	free(message);
+	ing->stats.keyless_unnamed++;
+	return 0;
+}
+
 int ingest_grow(void **v, size_t *cap, size_t need, size_t size, size_t first)
 {
 	size_t n = *cap ? *cap : first;
@@ -142,6 +153,8 @@ int ingest_new(ingest_t **out, const char *output_path, const struct ingest_opti
 	ing->wopts.keep_flags = opts ? opts->keep_flags : 0;
 	ing->wopts.keep_steps = opts ? opts->keep_steps : 0;
 	ing->flush_ns = (uint64_t)(opts && opts->flush_ms ? opts->flush_ms : INGEST_FLUSH_MS_DEFAULT) * 1000000u;
+	ing->key_timeout_ns =
+	    (uint64_t)(opts && opts->key_timeout_ms ? opts->key_timeout_ms : INGEST_KEY_TIMEOUT_MS_DEFAULT) * 1000000u;
 	/* as trace_writer clamps it */
 	ing->chunk_cap = ing->wopts.chunk_payload ? ing->wopts.chunk_payload : FSS_CHUNK_DEFAULT_PAYLOAD;
 	if (ing->chunk_cap > FSS_CHUNK_MAX_PAYLOAD)

@@ -71,7 +71,19 @@ struct ingest_options {
 	sources_t *view;          /* the per-source view the output's records are fed to, borrowed (a
 	                             session's, collector/session.h: one decode for every reader of the
 	                             session); NULL: the ingest's own */
+	uint32_t key_timeout_ms;  /* a tcp connection without its whole key hello this long after it was
+	                             accepted is cut (key_timeouts); 0: INGEST_KEY_TIMEOUT_MS_DEFAULT */
 };
+
+/* The default of ingest_options.key_timeout_ms: an agent sends its key
+ * hello as soon as it has connected, so anything slower is not an agent. */
+#define INGEST_KEY_TIMEOUT_MS_DEFAULT 5000u
+/* TCP connections still waiting for their key hello, at most per peer host
+ * and in all: a connection over either is closed as it is accepted, unread,
+ * and counted (pending_over_cap). With the key timeout this bounds what
+ * peers without the key can hold: 64 descriptors, each for the timeout. */
+#define INGEST_PENDING_PER_HOST 8
+#define INGEST_PENDING_MAX 64
 
 /*
  * Called for every record the output gets, in output order, after its
@@ -136,6 +148,13 @@ struct ingest_stats {
 	uint32_t sinks_merged;     /* sinks that continued a source the output held (not a source of their own) */
 	uint64_t repeats_skipped;  /* sum of the sources' repeats_skipped */
 	uint32_t refused_keys;     /* tcp connections cut: their first bytes were not the key */
+	uint32_t key_timeouts;     /* tcp connections cut: no whole key hello within the key timeout */
+	uint32_t keyless_unnamed;  /* of refused_keys and key_timeouts, those past the first
+	                              INGEST_REFUSED_NAMED: counted, without a damage message each */
+	uint32_t pending_over_cap; /* tcp connections closed unread: too many from their host, or in all,
+	                              were waiting for their key (INGEST_PENDING_PER_HOST, _MAX) */
+	uint32_t agents;           /* connections known to be agents: a unix peer of this user, a tcp
+	                              peer whose key checked out (ingest_add_fd's too) */
 	uint64_t acks_sent;        /* wire_ack messages sent back on connections */
 	uint32_t files_written;    /* output files closed: 1 + the rotations */
 };
@@ -164,7 +183,12 @@ void ingest_free(ingest_t *ing);
  * refused (closed unread) and counted in the stats. TCP carries no peer
  * identity: a tcp listener needs the options' key, and a connection whose
  * first WIRE_KEY_HELLO_BYTES are not wire_key_hello(key) is cut and counted
- * (refused_keys, with its peer's address in the damage messages). Returns 0,
+ * (refused_keys, with its peer's address in the damage messages of the first
+ * INGEST_REFUSED_NAMED such peers, keyless_unnamed counts the rest); so is one
+ * that has not sent all of them within the options' key timeout
+ * (key_timeouts), and one accepted while INGEST_PENDING_PER_HOST connections
+ * of its host, or INGEST_PENDING_MAX in all, wait for their key is closed
+ * at once (pending_over_cap, no message each). Returns 0,
  * -EINVAL for a bad address, -EACCES for a tcp address without a key, or the
  * negative errno of socket / bind / listen.
  */
@@ -188,6 +212,17 @@ int ingest_flush(ingest_t *ing);
 
 /* ingest_open_connections - connections accepted and not yet closed. */
 size_t ingest_open_connections(const ingest_t *ing);
+
+/*
+ * ingest_open_agents - of those, the ones known to be agents (a unix peer
+ * of this user, a tcp peer whose key checked out): what a caller waiting
+ * for a job to leave counts, so that a peer without the key (a port
+ * scanner, a health probe) neither holds it nor starts its countdown.
+ */
+size_t ingest_open_agents(const ingest_t *ing);
+
+/* ingest_agents_seen - agent connections so far, closed ones included (the stats' agents). */
+uint32_t ingest_agents_seen(const ingest_t *ing);
 
 /*
  * ingest_add_file - merge the trace file at `path` (a per-rank fallback

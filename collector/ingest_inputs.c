@@ -129,17 +129,18 @@ int ingest_input_end(ingest_t *ing, struct input *in, int cut)
 	char *msg;
 	int rc, err;
 
-	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !cut)
-		return 0; /* connected and left without a byte: nothing lost */
+	if (in->kind == INPUT_CONNECTION && in->bytes_in == 0 && !(in->key_wanted && in->key_have) && !cut)
+		return 0; /* connected and left without a byte of its stream (a port probe too): nothing lost */
 	if (in->key_wanted) {
-		/* ended before its key was complete: refused, not damaged */
+		/* ended before its key was complete (the key's bytes are not in
+		 * bytes_in): refused, not damaged */
 		ing->stats.refused_keys++;
-		return ingest_add_damage(
-		    ing,
-		    ingest_text_new(&msg,
-				    "%s (tcp peer %s): refused: ended after %zu of the %d bytes of "
-				    "the connection key",
-				    in->origin, in->peer ? in->peer : "unknown", in->key_have, WIRE_KEY_HELLO_BYTES));
+		return ingest_keyless(ing,
+				      ingest_text_new(&msg,
+						      "%s (tcp peer %s): refused: ended after %zu of the %d bytes of "
+						      "the connection key",
+						      in->origin, in->peer ? in->peer : "unknown", in->key_have,
+						      WIRE_KEY_HELLO_BYTES));
 	}
 	rc = in->failed ? in->fail_rc : trace_parser_finish(in->parser);
 	err = input_release_hellos(ing, in);

@@ -131,6 +131,13 @@ struct ack_point {
 	uint64_t offset;   /* stream bytes up to it */
 };
 
+/* A tcp peer's host address, as compared for INGEST_PENDING_PER_HOST (an
+ * IPv4-mapped IPv6 address is its IPv4 one). */
+struct peer_host {
+	int family; /* AF_INET, AF_INET6, 0 unknown */
+	unsigned char addr[16];
+};
+
 struct input {
 	enum input_kind kind;
 	ingest_t *ing; /* for the parser callbacks */
@@ -144,11 +151,13 @@ struct input {
 	uint64_t bytes_in;     /* bytes received or read */
 	int failed;	       /* the parser stopped: the rest is discarded */
 	int fail_rc;
-	/* tcp: the key hello still expected first */
+	/* tcp: the key hello still expected first (the input is on the ingest's pending list) */
 	int key_wanted;
 	size_t key_have;
 	unsigned char key_got[WIRE_KEY_HELLO_BYTES];
-	char *peer; /* tcp peer address, for messages */
+	uint64_t key_deadline_ns; /* clock_mono_ns() by which the key hello must be whole */
+	struct peer_host host;	  /* the tcp peer's host, for the per-host cap */
+	char *peer;		  /* tcp peer address, for messages */
 	/* the return channel */
 	int acks_off; /* no more acks: a gap in the stream, or the peer is gone */
 	struct ack_point points[INGEST_ACK_POINTS];
@@ -185,6 +194,11 @@ struct ingest {
 	struct input **inputs; /* every input ever seen, in arrival order */
 	size_t ninputs, capinputs;
 	size_t open_connections;
+	struct input *pending[INGEST_PENDING_MAX]; /* open tcp connections still waiting for their key,
+						      in arrival order */
+	size_t npending;
+	uint64_t key_timeout_ns;
+	uint32_t keyless_named; /* tcp peers refused without the key that have a damage message */
 	sources_t *layer; /* the output's sources, as every reader sees them */
 	int owns_layer;	  /* made by ingest_new; else ingest_options.view, borrowed */
 	struct ingest_source_stats *sources;
@@ -235,6 +249,14 @@ int ingest_add_damage(ingest_t *ing, char *message);
 /* ingest_add_unclosed - as ingest_add_damage, for an input whose writer
  * only did not close it: every complete chunk kept, nothing dropped. */
 int ingest_add_unclosed(ingest_t *ing, char *message);
+
+/*
+ * ingest_keyless - a tcp peer refused without the key, said by `message`
+ * (taken; NULL: out of memory): a damage message for the first
+ * INGEST_REFUSED_NAMED, only counted after that, so that a port scanner
+ * costs no memory per connection in messages. 0 or -ENOMEM.
+ */
+int ingest_keyless(ingest_t *ing, char *message);
 
 /*
  * ingest_grow - make room in *v (*cap items of `size` bytes, first `first`)

@@ -2,7 +2,8 @@
  * ingest_net.c - the epoll loop: listeners, connections accepted and read, peer checks.
  *
  * One epoll set on the caller's thread; a unix peer must be the collector's
- * user, a tcp peer must send the key first.
+ * user, a tcp peer must send the key first, and soon (the key timeout);
+ * the tcp peers still waiting for theirs are capped per host and in all.
  */
 #include "collector/ingest_net.h"
 
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -38,10 +40,66 @@ static uint64_t tag_input(size_t i)
 	return (uint64_t)i << 1;
 }
 
+/* ---- connections waiting for their key ------------------------------------ */
+
+/* The host of a tcp peer; an IPv4-mapped IPv6 address is its IPv4 one, so
+ * that a dual-stack listener counts a host once. */
+static struct peer_host peer_host_of(const struct sockaddr_storage *ss)
+{
+	struct peer_host h;
+
+	memset(&h, 0, sizeof(h));
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+
+		h.family = AF_INET;
+		memcpy(h.addr, &a->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+			h.family = AF_INET;
+			memcpy(h.addr, a->sin6_addr.s6_addr + 12, 4);
+		} else {
+			h.family = AF_INET6;
+			memcpy(h.addr, &a->sin6_addr, 16);
+		}
+	}
+	return h;
+}
+
+/* Whether one more connection of `host` may wait for its key. */
+static int pending_room(const ingest_t *ing, const struct peer_host *host)
+{
+	size_t same = 0;
+
+	if (ing->npending >= INGEST_PENDING_MAX)
+		return 0;
+	for (size_t i = 0; i < ing->npending; i++) {
+		const struct peer_host *h = &ing->pending[i]->host;
+
+		same += h->family == host->family && !memcmp(h->addr, host->addr, sizeof(h->addr));
+	}
+	return same < INGEST_PENDING_PER_HOST;
+}
+
+static void pending_remove(ingest_t *ing, const struct input *in)
+{
+	for (size_t i = 0; i < ing->npending; i++) {
+		if (ing->pending[i] != in)
+			continue;
+		memmove(&ing->pending[i], &ing->pending[i + 1], (ing->npending - i - 1) * sizeof(ing->pending[0]));
+		ing->npending--;
+		return;
+	}
+}
+
 static void input_close_fd(ingest_t *ing, struct input *in)
 {
 	if (in->fd < 0)
 		return;
+	if (in->key_wanted)
+		pending_remove(ing, in);
 	ingest_ack_blocked_set(ing, in, 0);
 	epoll_ctl(ing->epfd, EPOLL_CTL_DEL, in->fd, NULL);
 	close(in->fd);
@@ -62,16 +120,62 @@ static ssize_t input_key(ingest_t *ing, struct input *in, const unsigned char *d
 	in->key_have += take;
 	if (in->key_have < WIRE_KEY_HELLO_BYTES)
 		return (ssize_t)take;
+	pending_remove(ing, in);
 	in->key_wanted = 0;
 	if (wire_key_check(ing->key, in->key_got)) {
+		ing->stats.agents++;
 		ingest_ack_send(ing, in); /* the ack of nothing, as connection_add sends a unix peer */
 		return (ssize_t)take;
 	}
 	ing->stats.refused_keys++;
-	ingest_add_damage(ing,
-			  ingest_text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
-					  in->origin, in->peer ? in->peer : "unknown"));
+	ingest_keyless(ing,
+		       ingest_text_new(&msg, "%s (tcp peer %s): refused: its first bytes are not the connection key",
+				       in->origin, in->peer ? in->peer : "unknown"));
 	return -1;
+}
+
+/* "5 s", or "1500 ms" when not whole seconds. */
+static void duration_text(uint64_t ns, char *buf, size_t len)
+{
+	uint64_t ms = ns / 1000000u;
+
+	if (ms % 1000u)
+		snprintf(buf, len, "%" PRIu64 " ms", ms);
+	else
+		snprintf(buf, len, "%" PRIu64 " s", ms / 1000u);
+}
+
+/*
+ * Cut the connections whose key hello is overdue at `now`, each read once
+ * first: what counts is whether the peer has sent its key, not whether this
+ * loop got round to reading it. Every one waits the same time from its
+ * accept, so the list's arrival order is also the order of the deadlines.
+ * 0, or the output's write error (a read took records).
+ */
+static int keys_overdue(ingest_t *ing, uint64_t now)
+{
+	char allowed[32];
+	char *msg;
+
+	while (ing->npending && ing->pending[0]->key_deadline_ns <= now) {
+		struct input *in = ing->pending[0];
+		int rc = ingest_connection_read(ing, in);
+
+		if (rc < 0)
+			return rc;
+		if (!ing->npending || ing->pending[0] != in)
+			continue; /* its key came whole, or it ended */
+		ing->stats.key_timeouts++;
+		duration_text(ing->key_timeout_ns, allowed, sizeof(allowed));
+		ingest_keyless(ing, ingest_text_new(&msg,
+						    "%s (tcp peer %s): cut: it sent %zu of the %d bytes of the "
+						    "connection key in the %s allowed (the key timeout)",
+						    in->origin, in->peer ? in->peer : "unknown", in->key_have,
+						    WIRE_KEY_HELLO_BYTES, allowed));
+		input_close_fd(ing, in);
+		ingest_input_release_parser(in);
+	}
+	return 0;
 }
 
 int ingest_connection_end(ingest_t *ing, struct input *in, int cut)
@@ -169,10 +273,13 @@ static int peer_allowed(ingest_t *ing, int fd)
 	return 0;
 }
 
-/* A connection taken in: registered with epoll and counted. On failure the
- * fd is closed and the input (if made) left without a parser. */
-static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, int key_wanted, char *peer)
+/* A connection taken in: registered with epoll and counted; a tcp one
+ * (host not NULL, room checked by the caller) waits for its key on the
+ * pending list. On failure the fd is closed and the input (if made) left
+ * without a parser. */
+static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, const struct peer_host *host, char *peer)
 {
+	int key_wanted = host != NULL;
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct input *in = NULL;
 	int err = ingest_input_new(ing, INPUT_CONNECTION, fd, &in);
@@ -180,6 +287,8 @@ static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, in
 	if (!err) {
 		ing->stats.connections++;
 		in->key_wanted = key_wanted;
+		if (host)
+			in->host = *host;
 		in->peer = peer;
 		peer = NULL;
 		if (origin_fmt_peer)
@@ -205,11 +314,16 @@ static int connection_add(ingest_t *ing, int fd, const char *origin_fmt_peer, in
 		return err;
 	}
 	ing->open_connections++;
+	if (key_wanted) {
+		in->key_deadline_ns = clock_mono_ns() + ing->key_timeout_ns;
+		ing->pending[ing->npending++] = in;
+		return 0;
+	}
+	ing->stats.agents++;
 	/* The ack of nothing: tells the agent at once that this is a collector
 	 * that acks (it then repeats what a failure leaves unacked, and sends a
 	 * failover file without waiting). A tcp peer gets it once its key checks out. */
-	if (!key_wanted)
-		ingest_ack_send(ing, in);
+	ingest_ack_send(ing, in);
 	return 0;
 }
 
@@ -243,6 +357,7 @@ int ingest_accept_all(ingest_t *ing, struct listener *l)
 		struct ucred cred;
 		socklen_t clen = sizeof(cred);
 		char *origin = NULL, *peer = NULL;
+		struct peer_host host;
 		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -258,6 +373,14 @@ int ingest_accept_all(ingest_t *ing, struct listener *l)
 		}
 		memset(&cred, 0, sizeof(cred));
 		if (l->check_key) {
+			host = peer_host_of(&ss);
+			if (!pending_room(ing, &host)) {
+				/* Unread, before it costs an input: peers without
+				 * the key cannot pile up connections. */
+				close(fd);
+				ing->stats.pending_over_cap++;
+				continue;
+			}
 			peer = peer_text(&ss);
 			ingest_text_new(&origin, "connection %" PRIu32 " (tcp %s)", ing->stats.connections + 1,
 					peer ? peer : "peer");
@@ -265,7 +388,7 @@ int ingest_accept_all(ingest_t *ing, struct listener *l)
 			ingest_text_new(&origin, "connection %" PRIu32 " (peer pid %d)", ing->stats.connections + 1,
 					(int)cred.pid);
 		}
-		if (connection_add(ing, fd, origin, l->check_key, peer) == 0)
+		if (connection_add(ing, fd, origin, l->check_key ? &host : NULL, peer) == 0)
 			accepted++;
 		free(origin);
 	}
@@ -326,23 +449,28 @@ int ingest_listen(ingest_t *ing, const char *address)
 	return 0;
 }
 
+/* timeout_ms shortened to wake up at `due` (clock_mono_ns). */
+static int wake_by(int timeout_ms, uint64_t now, uint64_t due)
+{
+	int until = now >= due ? 0 : (int)((due - now + 999999u) / 1000000u);
+
+	return timeout_ms < 0 || until < timeout_ms ? until : timeout_ms;
+}
+
 int ingest_poll(ingest_t *ing, int timeout_ms)
 {
 	struct epoll_event events[64];
+	uint64_t now = clock_mono_ns();
 	int n, progress = 0, err;
 
 	if (ing->finished)
 		return -EALREADY;
 	if (ing->write_error)
 		return ing->write_error;
-	if (ing->arrived) {
-		/* wake up for the flush that is due */
-		uint64_t now = clock_mono_ns(), due = ing->last_flush_ns + ing->flush_ns;
-		int until = now >= due ? 0 : (int)((due - now + 999999u) / 1000000u);
-
-		if (timeout_ms < 0 || until < timeout_ms)
-			timeout_ms = until;
-	}
+	if (ing->arrived) /* the flush that is due */
+		timeout_ms = wake_by(timeout_ms, now, ing->last_flush_ns + ing->flush_ns);
+	if (ing->npending) /* the first key due */
+		timeout_ms = wake_by(timeout_ms, now, ing->pending[0]->key_deadline_ns);
 	n = epoll_wait(ing->epfd, events, (int)(sizeof(events) / sizeof(events[0])), timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
@@ -364,6 +492,9 @@ int ingest_poll(ingest_t *ing, int timeout_ms)
 			return rc;
 		progress += rc > 0;
 	}
+	err = keys_overdue(ing, clock_mono_ns());
+	if (err)
+		return err;
 	err = ingest_flush_if_due(ing);
 	if (err)
 		return err;
@@ -377,6 +508,16 @@ int ingest_poll(ingest_t *ing, int timeout_ms)
 size_t ingest_open_connections(const ingest_t *ing)
 {
 	return ing->open_connections;
+}
+
+size_t ingest_open_agents(const ingest_t *ing)
+{
+	return ing->open_connections - ing->npending;
+}
+
+uint32_t ingest_agents_seen(const ingest_t *ing)
+{
+	return ing->stats.agents;
 }
 
 int ingest_add_fd(ingest_t *ing, int fd, const char *origin)
@@ -396,7 +537,7 @@ int ingest_add_fd(ingest_t *ing, int fd, const char *origin)
 		close(fd);
 		return err;
 	}
-	return connection_add(ing, fd, origin, 0, NULL);
+	return connection_add(ing, fd, origin, NULL, NULL);
 }
 
 void ingest_listeners_close(ingest_t *ing)

@@ -539,8 +539,13 @@ int metrics_render(const struct live_view *v, char **text, size_t *len)
 /* ---- the server ------------------------------------------------------------- */
 
 /* A scraper that stops reading holds a connection at most this long, and no
- * more than this many are open at once: stuck clients cannot pile up. */
+ * more than this many are open at once: stuck clients cannot pile up. One
+ * host has at most METRICS_CONNECTIONS_PER_HOST of them (libmicrohttpd
+ * closes the next at once), so that idle connections of one client cannot
+ * take every slot from the Prometheus that scrapes (one per scrape, and one
+ * kept alive between scrapes, are all it uses). */
 #define METRICS_CONNECTIONS_MAX 16
+#define METRICS_CONNECTIONS_PER_HOST 4
 #define METRICS_TIMEOUT_S 5
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -725,6 +730,7 @@ int metrics_server_start(metrics_server_t **out, const char *hostport, int allow
 	errno = 0;
 	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, metrics_handle, s, MHD_OPTION_SOCK_ADDR,
 				     ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS_MAX,
+				     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS_PER_HOST,
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S, MHD_OPTION_END);
 	if (!s->daemon) {
 		/* MHD says nothing with its log off; the failed bind() or

@@ -34,6 +34,7 @@ typedef struct viewer_server viewer_server_t;
 struct viewer_stats {
 	uint64_t accepted;   /* viewers that connected */
 	uint64_t refused;    /* peers of another user, refused */
+	uint64_t over_cap;   /* viewers closed as they came: VIEWER_CONNECTIONS_MAX were open */
 	uint64_t open;       /* connected now */
 	uint64_t sent;       /* snapshots written whole */
 	uint64_t skipped;    /* snapshots a slow viewer missed */

@@ -43,6 +43,10 @@
  * snapshot while every other viewer is up to date, and how late stop() is
  * noticed then. */
 #define VIEWER_TICK_MS 50
+/* Viewers open at once; the next is closed as it comes, unread, and
+ * counted. The descriptors are the session's, which its agents' connections
+ * need too: a client that opens viewers in a loop must not take them all. */
+#define VIEWER_CONNECTIONS_MAX 64
 
 /* One rendered generation, shared by the viewers it is being written to. */
 struct snap {
@@ -70,6 +74,7 @@ struct viewer_server {
 	pthread_t thread;
 	int thread_started;
 	struct viewer *viewers;
+	size_t nviewers;     /* on the list (the server thread's own count) */
 	struct snap *latest; /* the newest rendered generation, NULL before the first */
 	uint64_t seen;	     /* the board's generation as the thread last read it */
 	int board_closed;
@@ -110,6 +115,7 @@ static void viewer_close(viewer_server_t *s, struct viewer *v)
 		pp = &(*pp)->next;
 	if (*pp)
 		*pp = v->next;
+	s->nviewers--;
 	epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, v->fd, NULL);
 	close(v->fd);
 	snap_unref(v->cur);
@@ -255,6 +261,11 @@ static void server_accept(viewer_server_t *s)
 			stats_add(s, &s->stats.refused, 1);
 			continue;
 		}
+		if (s->nviewers >= VIEWER_CONNECTIONS_MAX) {
+			close(fd);
+			stats_add(s, &s->stats.over_cap, 1);
+			continue;
+		}
 		v = calloc(1, sizeof(*v));
 		ev.data.ptr = v;
 		if (!v || epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -265,6 +276,7 @@ static void server_accept(viewer_server_t *s)
 		v->fd = fd;
 		v->next = s->viewers;
 		s->viewers = v;
+		s->nviewers++;
 		pthread_mutex_lock(&s->mu);
 		s->stats.accepted++;
 		s->stats.open++;

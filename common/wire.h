@@ -16,8 +16,9 @@
  * TCP carries no peer identity (unix sockets have SO_PEERCRED), so a
  * collector's TCP listener requires a key: 32 random bytes in a file only
  * its user can read (mode 0600, hex). A connecting agent sends
- * WIRE_KEY_MAGIC and the key before its stream; the collector cuts a
- * connection whose first 40 bytes are not exactly those.
+ * WIRE_KEY_MAGIC and the key before its stream, as soon as it has
+ * connected; the collector cuts a connection whose first 40 bytes are not
+ * exactly those, or that has not sent them within its key timeout.
  */
 #ifndef FSS_COMMON_WIRE_H
 #define FSS_COMMON_WIRE_H

@@ -2,8 +2,9 @@
 # the way torchrun starts them against a collect give run's diagnosis, and
 # the streamed analysis equals lint on the trace written; a collector killed
 # and restarted mid-job loses no collective; the default socket's access
-# rules and the tcp key. A missing piece makes a test that says so and is
-# reported as skipped, never one that passes.
+# rules and the tcp key; and (collect_net_e2e.py) that a tcp peer without
+# the key can neither hold the collector nor end it. A missing piece makes
+# a test that says so and is reported as skipped, never one that passes.
 find_package(Python3 COMPONENTS Interpreter QUIET)
 
 set(FSS_COLLECT_E2E_MISSING "")
@@ -19,9 +20,14 @@ if(FSS_COLLECT_E2E_MISSING)
   return()
 endif()
 
+# script: collect_e2e.py, or collect_net_e2e.py (what peers without the key can do).
 function(fss_collect_e2e name scenario timeout)
+  set(script collect_e2e.py)
+  if(ARGC GREATER 3)
+    set(script ${ARGV3})
+  endif()
   add_test(NAME collect_e2e_${name}
-    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/collect_e2e.py ${scenario}
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script} ${scenario}
             --fsdpscope $<TARGET_FILE:fsdpscope>
             --agent $<TARGET_FILE:fsdpscope_agent>
             $<$<TARGET_EXISTS:fsdp_ref>:--fsdp-ref=$<TARGET_FILE:fsdp_ref>>
@@ -38,3 +44,7 @@ fss_collect_e2e(equal_block equal:block 900)
 fss_collect_e2e(keep keep 600)
 fss_collect_e2e(restart restart 900)
 fss_collect_e2e(options options 300)
+fss_collect_e2e(net_key_timeout key_timeout 300 collect_net_e2e.py)
+fss_collect_e2e(net_probe probe 600 collect_net_e2e.py)
+fss_collect_e2e(net_caps caps 300 collect_net_e2e.py)
+fss_collect_e2e(net_viewer_cap viewer_cap 300 collect_net_e2e.py)

@@ -8,3 +8,5 @@ if(TARGET fss_analysis)
   fss_unit_test(NAME ingest_live_test SOURCES unit/ingest_live_test.c LIBS fss_session fss_analysis fss_collector fss_common
     TIMEOUT 60)
 endif()
+# collector/ingest_net: a tcp peer without the key (the key timeout, the caps on those waiting).
+fss_unit_test(NAME ingest_net_test SOURCES unit/ingest_net_test.c LIBS fss_collector fss_common TIMEOUT 60)

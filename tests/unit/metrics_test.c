@@ -19,11 +19,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collector/metrics.h"
@@ -829,6 +832,63 @@ static void test_server_stuck_client(void **state)
 	live_board_free(b);
 }
 
+/* What a slow client does to every one of fds, in a child process: a byte
+ * of its request line now and then, well inside the server's 5 s timeout,
+ * so that each connection stays busy (a slowloris). It ends when killed,
+ * when the test ends (a failed assertion too), or after two minutes. */
+static void trickle(const int *fds, int n)
+{
+	struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000000L};
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (int round = 0; round < 600; round++) {
+		for (int i = 0; i < n; i++)
+			(void)send(fds[i], "x", 1, MSG_NOSIGNAL);
+		nanosleep(&pause, NULL);
+	}
+	_exit(0);
+}
+
+/* One host's slow connections take at most 4 of the 16 slots: with 16 of
+ * 127.0.0.1 kept busy, a scrape from 127.0.0.2 is served (before the cap it
+ * waited in the backlog for as long as the slow client went on). */
+static void test_server_per_host(void **state)
+{
+	live_board_t *b;
+	metrics_server_t *s = NULL;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	char err[256], *text, *got;
+	int fds[16], status;
+	pid_t slow;
+
+	(void)state;
+	assert_int_equal(live_board_new(&b), 0);
+	assert_int_equal(metrics_server_start(&s, "127.0.0.1:0", 0, b, err, sizeof err), 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)atoi(strchr(metrics_server_address(s), ':') + 1));
+	for (int i = 0; i < 16; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+		assert_int_equal(write(fds[i], "GET /metr", 9), 9);
+	}
+	slow = fork();
+	assert_true(slow >= 0);
+	if (slow == 0)
+		trickle(fds, 16);
+	render_ok(NULL, &text);
+	assert_int_equal(curl(s, "-f --interface 127.0.0.2", "/metrics", &got), 0);
+	assert_string_equal(got, text);
+	free(got);
+	free(text);
+	kill(slow, SIGKILL);
+	assert_int_equal(waitpid(slow, &status, 0), slow);
+	for (int i = 0; i < 16; i++)
+		close(fds[i]);
+	metrics_server_stop(s);
+	live_board_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -836,6 +896,7 @@ int main(void)
 	    cmocka_unit_test(test_render_undecided),	cmocka_unit_test(test_server_scrape),
 	    cmocka_unit_test(test_server_ipv6),		cmocka_unit_test(test_server_addresses),
 	    cmocka_unit_test(test_server_stuck_client), cmocka_unit_test(test_documented),
+	    cmocka_unit_test(test_server_per_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
