@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -117,13 +118,35 @@ void report_sources_troubles(FILE *out, const struct analysis_result *a, const c
 	}
 }
 
+/* By rank, a process without one (a launcher) last; then by host and pid. */
+static int by_rank(const void *x, const void *y)
+{
+	const struct source_summary *a = *(const struct source_summary *const *)x;
+	const struct source_summary *b = *(const struct source_summary *const *)y;
+	int c = strcmp(a->host, b->host);
+
+	if ((a->rank < 0) != (b->rank < 0))
+		return a->rank < 0 ? 1 : -1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	if (c)
+		return c;
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
 void report_sources_table(FILE *out, const struct analysis_result *a)
 {
+	const struct source_summary **order = malloc((a->nsources ? a->nsources : 1) * sizeof *order);
+
 	fprintf(out, "\nProcesses (%u)\n", a->nsources);
 	fprintf(out, "  %4s %7s %-16s %-9s %9s %11s %7s %7s\n", "rank", "pid", "host", "end", "records", "collectives",
 		"missing", "dropped");
+	for (uint32_t i = 0; order && i < a->nsources; i++)
+		order[i] = &a->sources[i];
+	if (order)
+		qsort(order, a->nsources, sizeof *order, by_rank);
 	for (uint32_t i = 0; i < a->nsources; i++) {
-		const struct source_summary *s = &a->sources[i];
+		const struct source_summary *s = order ? order[i] : &a->sources[i]; /* unsorted without memory */
 		char end[32], rank[16];
 
 		/* a rank nothing measured says reads as a guess */
@@ -139,6 +162,7 @@ void report_sources_table(FILE *out, const struct analysis_result *a)
 			s->pid, s->host[0] ? s->host : "-", end, s->records, s->collectives, s->collectives_missing,
 			s->dropped);
 	}
+	free(order);
 	report_sources_troubles(out, a, "  ");
 	if (a->attach.ranks_guessed)
 		fprintf(out, "  a rank marked ? was guessed from pid order: nothing measured says it\n");

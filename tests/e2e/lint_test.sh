@@ -467,6 +467,12 @@ for t in linear block noprefetch; do
 		diff "$T/brief.notes" "$T/summary.notes" | head -20
 	fi
 done
+# The report's Processes table reads by rank, whatever order the ranks'
+# streams arrived in (the golden linear trace's rank 3 is its source 0).
+LINEAR="$(dirname "$0")/../fixtures/golden/linear.fss"
+"$FSS" report "$LINEAR" 2>/dev/null | sed -n '/^Processes/,/^$/p' | awk 'NR > 2 && NF { print $1 }' >"$T/ranks.txt"
+if [ "$(tr '\n' ' ' <"$T/ranks.txt")" = "0 1 2 3 " ]; then pass "report: the Processes table by rank"; else
+	fail "report: the Processes table's ranks: $(tr '\n' ' ' <"$T/ranks.txt")"; fi
 # A trace of some of the job's ranks is said to be one, as lint says it.
 NODE_A="$(dirname "$0")/../fixtures/golden/node-a.fss"
 expect_rc 0 "summary of one node's trace" "$SUMMARY" "$NODE_A"
