@@ -13,6 +13,7 @@
  * diagnosis (the rules) and says what happened.
  */
 #include "cli/session.h"
+#include "cli/agent_fallback.h"
 
 #include "cli/lint.h"
 #include "cli/report_sources.h"
@@ -53,6 +54,7 @@ struct session {
 	char options_error[512]; /* an analysis option that does not fit the job (diagnosis_check) */
 	int failed;		 /* the ingest failed: nothing more is written */
 	int stop_asked;		 /* the user stopped the job (session_stop_asked) */
+	long long started;	 /* Unix time of session_new: agents' files since then are its */
 	char *private_sink;
 	char **merged; /* files whose records are in the trace: removed once it is in place */
 	size_t nmerged;
@@ -428,6 +430,7 @@ int session_new(session_t **out, const struct session_options *o)
 	if (!s)
 		return -ENOMEM;
 	s->o = *o;
+	s->started = (long long)time(NULL);
 	diagnosis_flags_init(&s->defaults);
 	s->flags = o->flags ? o->flags : &s->defaults;
 	err = run_folder_new(&s->rs, o->dir, o->argv, what, sizeof(what));
@@ -588,6 +591,35 @@ static int write_json_summary(session_t *s, char *why, size_t whylen)
 	return out_file_commit(f, why, whylen);
 }
 
+/* The files this session's agents wrote into their own folder (they could
+ * reach neither the session nor FSDPSCOPE_OUT): the processes from the
+ * ingest's stats when it finished, else from the live view. */
+static void say_agent_files(session_t *s, const struct ingest_stats *st)
+{
+	uint32_t *pids = NULL;
+	size_t n = 0;
+
+	if (st && st->sources) {
+		pids = calloc(st->sources, sizeof *pids);
+		for (uint32_t i = 0; pids && i < st->sources; i++)
+			if (st->per_source[i].has_hello)
+				pids[n++] = st->per_source[i].pid;
+	} else if (s->fs && fss_session_board(s->fs)) {
+		live_board_t *b = fss_session_board(s->fs);
+		const struct live_view *v = live_board_acquire(b);
+
+		if (v && v->nranks)
+			pids = calloc(v->nranks, sizeof *pids);
+		for (size_t i = 0; pids && i < v->nranks; i++)
+			pids[n++] = v->ranks[i].pid;
+		if (v)
+			live_board_release(b, v);
+	}
+	if (n)
+		agent_fallback_say(stderr, s->o.prog, pids, n, s->started);
+	free(pids);
+}
+
 static void print_summary(session_t *s, const struct ingest_stats *st, session_notes_fn notes_fn, void *ctx)
 {
 	uint32_t processes = 0, unclean = 0, stopped = 0;
@@ -728,6 +760,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			fprintf(stderr, "%s: writing the trace failed: %s\n", s->o.prog, fss_strerror(err));
 		fprintf(stderr, "%s: what was recorded is left in %s; the next session in %s merges it\n", s->o.prog,
 			run_folder_path(s->rs), run_folder_dir(s->rs));
+		say_agent_files(s, stats);
 		s->kept = 1;
 		out->kept = 1;
 		out->write_error = err ? err : -EIO;
@@ -744,6 +777,7 @@ int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, voi
 			s->o.prog, run_folder_dir(s->rs), s->o.name,
 			strlen(s->o.name) > 4 && !strcmp(s->o.name + strlen(s->o.name) - 4, ".fss") ? "" : ".fss");
 	print_summary(s, stats, notes_fn, ctx);
+	say_agent_files(s, stats);
 	out->trace_path = s->trace_path;
 	out->stats = stats;
 	err = diagnose(s);

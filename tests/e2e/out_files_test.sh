@@ -24,7 +24,7 @@ if [ "$(id -u)" -ne 0 ] || ! id nobody >/dev/null 2>&1; then
 fi
 T=$(mktemp -d /tmp/fsdpscope-outfiles.XXXXXX)
 chmod 0755 "$T"
-trap 'rm -rf "$T"' EXIT
+trap 'umount "$T/small" 2>/dev/null; rm -rf "$T"' EXIT
 CHECK="$here/lint_schema_check.py"
 . "$here/expect.sh"
 
@@ -96,6 +96,23 @@ if mknod "$T/full" c 1 7 2>/dev/null; then
 	[ -c "$T/full" ] && pass "the device is still a device" || fail "the device was replaced: $(ls -l "$T/full")"
 else
 	echo "note: no device node could be made in $T (nodev): the full-device checks did not run"
+fi
+
+# -- a full disk under --out: the run exits 4, and every byte is accounted for:
+# what the session kept, and the files the agents wrote into their own folder
+mkdir -p "$T/small" "$T/tmp"
+if mount -t tmpfs -o size=2m tmpfs "$T/small" 2>/dev/null; then
+	expect_rc 4 "run --out a full 2 MB file system" env -u XDG_RUNTIME_DIR TMPDIR="$T/tmp" \
+		"$fss" run --out "$T/small/o" -- "$ref" --nranks 4 --steps 200 --quiet
+	expect_out "$T/err" "No space left on device" "the full disk said"
+	expect_out "$T/err" "what was recorded is left in $T/small/o/" "where the session's records are"
+	expect_out "$T/err" "recorded into their own folder instead" "the agents' files said"
+	n=$(ls "$T/tmp/fsdpscope-0"/fsdpscope-*.fss 2>/dev/null | wc -l)
+	named=$(grep -c "^fsdpscope run:     $T/tmp/fsdpscope-0/fsdpscope-" "$T/err")
+	[ "$n" -gt 0 ] && [ "$named" -eq "$n" ] && pass "each of the agents' $n files named" ||
+		fail "agents' files: $n there, $named named"
+else
+	echo "note: no tmpfs could be mounted: the full-disk run did not run"
 fi
 
 [ "$fails" -eq 0 ]

@@ -6,7 +6,7 @@ if(TARGET fss_top_feeds AND TARGET fsdp_ref AND TARGET fsdpscope_agent)
   pkg_check_modules(TOP_TEST_JANSSON IMPORTED_TARGET jansson)
   fss_unit_test(NAME top_feed_test
     SOURCES unit/top_feed_test.c
-      ${PROJECT_SOURCE_DIR}/cli/top_run.c ${PROJECT_SOURCE_DIR}/cli/session.c ${PROJECT_SOURCE_DIR}/cli/session_options.c ${PROJECT_SOURCE_DIR}/cli/job.c
+      ${PROJECT_SOURCE_DIR}/cli/top_run.c ${PROJECT_SOURCE_DIR}/cli/session.c ${PROJECT_SOURCE_DIR}/cli/agent_fallback.c ${PROJECT_SOURCE_DIR}/cli/session_options.c ${PROJECT_SOURCE_DIR}/cli/job.c
       ${PROJECT_SOURCE_DIR}/cli/run_folder.c
       ${PROJECT_SOURCE_DIR}/cli/diagnosis.c ${PROJECT_SOURCE_DIR}/cli/hang_lines.c ${PROJECT_SOURCE_DIR}/cli/cmd_lint.c ${PROJECT_SOURCE_DIR}/cli/lint_notes.c ${PROJECT_SOURCE_DIR}/cli/options.c
       ${PROJECT_SOURCE_DIR}/cli/report_text.c ${PROJECT_SOURCE_DIR}/cli/report_json.c ${PROJECT_SOURCE_DIR}/cli/output.c
