@@ -50,6 +50,29 @@ kineto_seeds() {
 	printf '\000\357\273\277 {"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 10, "dur": 1, "args": {"Collective name": "allreduce", "grid": [1, [2, {"a": null}]], "x": "\\u00e9\\ud83d\\ude00\\n"}}, {"ph": "i", "s": "g", "pid": "", "tid": "", "ts": 3}, 7, {"ph": "X", "ts": "bad"}], "traceName": "t"}' >"$dir/escapes"
 }
 
+# Seeds of viewer_fuzz: the golden snapshots, one line each, as a session sends them.
+viewer_seeds() {
+	local dir=$1 f
+	for f in "$here/../fixtures/golden/expected"/*.live.txt; do
+		head -1 "$f" | tr -d '\n' >"$dir/$(basename "$f" .live.txt)"
+	done
+}
+
+# Seeds of options_fuzz: argv words split at NUL behind the parser byte (below
+# 0xf0: a command's table, by index in options_fuzz.c; 0xf0-0xf7: thresholds;
+# 0xf8 and up: fsdp_ref), as the help's EXAMPLES give them.
+options_seeds() {
+	local dir=$1
+	printf '\005--threshold\000exposed_fraction=20%%\000--brief\000--fail-on\000warning\000t.fss' >"$dir/lint"
+	printf '\006--json\000--flops-per-step\0001e15\000--peak-flops\000989e12\000--html\000r.html\000t.fss' >"$dir/report"
+	printf '\007--out\000runs/a\000--json-summary\000s.json\000--\000job\000--x' >"$dir/run"
+	printf '\010--once\000-r\0003\000--step\0002\000--cols\000120\000t.fss' >"$dir/top"
+	printf '\001--listen\000tcp:127.0.0.1:0\000--until-idle\00030\000--key-timeout\0005\000--out\000d' >"$dir/collect"
+	printf '\000--duration\0005\000--out\000d\0001234' >"$dir/attach"
+	printf '\360exposed_fraction=200%%\000fine_gathers_per_unit=2.5\00080GB\000small_gather_bytes=1Mi' >"$dir/thresholds"
+	printf '\370--nranks\0004\000--wrap\000linear\000--steps\00010\000--lr\0000.01\000--stall-at\0002:3' >"$dir/fsdp_ref"
+}
+
 # sources_fuzz reads records straight from its bytes: it starts from nothing.
 sources_seeds() { :; }
 
@@ -83,3 +106,5 @@ update trace_fuzz 65536 0
 update ingest_fuzz 65536 0
 update kineto_fuzz 65536 0
 update sources_fuzz 256 "$seconds"
+update viewer_fuzz 262144 0
+update options_fuzz 4096 0
