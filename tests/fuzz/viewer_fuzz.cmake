@@ -8,5 +8,5 @@ if(FSS_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND TARGET fss_top_feeds AND
   target_compile_options(viewer_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_options(viewer_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_libraries(viewer_fuzz PRIVATE fss_top_feeds fss_viewer)
-  fss_fuzz_smoke(TARGET viewer_fuzz RUNS 20000 FLAGS -max_len=262144)
+  fss_fuzz_smoke(TARGET viewer_fuzz RUNS 4000 FLAGS -max_len=262144)
 endif()
