@@ -51,6 +51,11 @@ fss_suite_regular_only(
 # which run in the sanitizer build.
 fss_suite_regular_only(kineto_counts_shared)
 
+# What fsdpscope writes against another user's links and full devices: the
+# writer's paths are out_file_test's, which runs in the sanitizer build; the
+# jobs of the e2e scenario (a full disk among them) take minutes under ASan.
+fss_suite_regular_only(out_files_e2e)
+
 # The per_rank HTA figures of fsdp_ref jobs: the analysis' paths are
 # analysis_figures_test's, the jobs the accuracy matrix's.
 fss_suite_regular_only(figures_e2e)
