@@ -583,7 +583,7 @@ static void print_env_lines(const struct collect_state *st)
 			    ? " (the default: it switches to last:1000 before the disk runs short)"
 			    : "");
 	}
-	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
+	fprintf(stderr, "fsdpscope collect: stop with SIGINT, SIGTERM or SIGHUP%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
 }
 
