@@ -80,10 +80,10 @@ FACTS = [
     # -- how often the trace is written
     Fact("the trace-write interval (a chunk at most this long after its records arrived)", "ms",
          define("collector/ingest_internal.h", "INGEST_FLUSH_MS_DEFAULT", unit="ms"),
-         [Doc("help:collect", r"The trace is written as it goes \((every [^):]*)"),
-          Doc("docs/collect.md", r"The trace is written as it goes \((every [^):]*)"),
-          Doc("docs/run.md", r"The trace being written[^.]*?\((every [^):]*)"),
-          Doc("docs/run.md", r"run-output\.fss\.partial \(everything written up to the last ([^)]*)\)")]),
+         [Doc("help:collect", r"The trace is written as it goes\W+(?:and flushed )?((?:every|once) [^):,]*)"),
+          Doc("docs/collect.md", r"The trace is written as it goes\W+(?:and flushed )?((?:every|once) [^):,]*)"),
+          Doc("docs/run.md", r"The trace being written[^.]*?((?:every|once) [^):,]*)"),
+          Doc("docs/run.md", r"run-output\.fss\.partial \(everything (?:written|flushed) up to the last ([^)]*)\)")]),
     # -- signals
     Fact("collect stops on", "signals",
          Code("cli/cmd_collect.c", r"(job_catch_signals)\(collect_on_signal"),
@@ -355,7 +355,7 @@ def doc_ms(text, unit):
     """A documented duration in ms: '100 ms', 'every 100 ms', '1 s', 'once a second',
     'ten times a second', '10 a second', or a bare number in `unit`."""
     t = text.strip().lower()
-    if t in ("once a second", "every second"):
+    if t in ("once a second", "every second", "second"):
         return 1000
     m = re.fullmatch(r"(\w+) (?:times )?a second", t)
     if m:
@@ -491,7 +491,9 @@ def documented_value(fact, doc, raw):
     return doc_number(raw)
 
 
-def show(v):
+def show(v, kind=None):
+    if kind == "ms" and isinstance(v, (int, float)):
+        return show(v) + " ms"
     if isinstance(v, set):
         return ", ".join(sorted(v)) or "(none)"
     if v is None:
@@ -522,7 +524,7 @@ def check(src):
                     got, said = None, "(no default given)"
                 else:
                     failures.append("%s: %s no longer says it (no match for %r); the code, %s, says %s (%s)"
-                                    % (fact.what, name, doc.regex, where, show(want), raw))
+                                    % (fact.what, name, doc.regex, where, show(want, fact.kind), raw))
                     continue
             else:
                 said = m.group(1).strip()
@@ -537,7 +539,7 @@ def check(src):
                 same = got == want
             if not same:
                 failures.append("%s: %s says %s ('%s'); the code, %s, says %s (%s)"
-                                % (fact.what, name, show(got), said, where, show(want), raw))
+                                % (fact.what, name, show(got, fact.kind), said, where, show(want, fact.kind), raw))
     return failures, checked
 
 
