@@ -29,8 +29,9 @@ import sys
 
 
 class Code:
-    def __init__(self, path, regex, group=1, unit=None, none_if=None):
+    def __init__(self, path, regex, group=1, unit=None, none_if=None, nul=False):
         self.path, self.regex, self.group = path, regex, group
+        self.nul = nul            # a char buffer's size: the text it holds is one byte less
         self.unit = unit          # 'ns', 'ms', 's' for durations (the test compares ms)
         self.none_if = none_if    # a code value that means "no default" (-1: off)
 
@@ -291,6 +292,30 @@ FACTS = [
     Fact("viewers open at once", "int",
          define("collector/viewer_server.c", "VIEWER_CONNECTIONS_MAX"),
          [Doc("docs/live.md", r"at most (\d+) viewers are open at once")]),
+    Fact("live view: findings at most", "int", define("collector/live.h", "LIVE_FINDINGS_MAX"),
+         [Doc("docs/live.md", r"findings\[\] \| the findings so far \((\d+) at most\)")]),
+    Fact("live view: a finding's message bytes at most", "int",
+         Code("collector/live.h", r"^#define LIVE_TEXT_BYTES (\d+)", nul=True),
+         [Doc("docs/live.md", r"message \(at most ([\d,]+) bytes\)")]),
+    Fact("live view: a finding's evidence bytes at most", "int",
+         Code("collector/live.h", r"^#define LIVE_EVIDENCE_BYTES (\d+)", nul=True),
+         [Doc("docs/live.md", r"evidence \(at most ([\d,]+) bytes\)")]),
+    Fact("live view: a finding's fix bytes at most", "int",
+         Code("collector/live.h", r"^#define LIVE_FIX_BYTES (\d+)", nul=True),
+         [Doc("docs/live.md", r"\(at most ([\d,]+) bytes\); null when the rule gives no fix")]),
+    Fact("live view: gathers of the representative step at most", "int", define("collector/live.h", "LIVE_GATHERS_MAX"),
+         [Doc("docs/live.md", r"so grouped by unit \((\d+) at most\)")]),
+    Fact("live view: a rank's window of recent steps", "int", define("collector/live.h", "LIVE_WINDOW"),
+         [Doc("docs/live.md", r"its recent steps, oldest first, (\d+) at most"),
+          Doc("docs/metrics.md", r"window of recent steps \((\d+) steps\)")]),
+    Fact("live view: a rank's communicators at most", "int", define("collector/live.h", "LIVE_COMMS_MAX"),
+         [Doc("docs/live.md", r"its communicators \((\d+) at most\)"),
+          Doc("docs/metrics.md", r"A rank has at most (\d+) communicators")]),
+    Fact("live view: a rank's time strip events at most", "int", define("collector/live.h", "LIVE_STRIP_MAX"),
+         [Doc("docs/live.md", r"the events of its last completed step in issue order, (\d+) at most")]),
+    Fact("collect names the first peers refused without the key", "int",
+         define("collector/ingest.h", "INGEST_REFUSED_NAMED"),
+         [Doc("docs/collect.md", r"the first (\d+) peers refused without the key")]),
     Fact("/metrics connections at once", "int",
          define("collector/metrics.c", "METRICS_CONNECTIONS_MAX"),
          [Doc("docs/metrics.md", r"At most (\d+) connections at once")]),
@@ -464,7 +489,7 @@ def code_value(src, fact):
         return where, exports(raw[0]), "print_env_lines"
     if fact.kind == "range":
         return where, tuple(int(c_value(r, src.defines)) for r in raw), " .. ".join(raw)
-    v = c_value(raw[0], src.defines)
+    v = c_value(raw[0], src.defines) - (1 if c.nul else 0)
     if c.none_if is not None and v == c.none_if:
         return where, None, raw[0]
     if fact.kind == "ms":
