@@ -423,7 +423,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	}
 	fprintf(stderr,
 		ATTACH_PROG ": recording into %s/%s.fss; exposure is not measured in attach mode; detach with "
-			    "SIGINT or SIGTERM%s\n",
+			    "SIGINT, SIGTERM or SIGHUP%s\n",
 		a->s.dir, a->s.name, a->duration_s ? " (or at --duration)" : "");
 	if (session_viewer_address(st.session))
 		fprintf(stderr, ATTACH_PROG ": live view (" VIEWER_PROTOCOL "): %s\n",

@@ -134,13 +134,17 @@ static const char collect_help_tail[] =
     "    the ranks, not the job's length (8 ranks: 4.3 MB after 1 M and after 10 M\n"
     "    records).\n\n"
     "EXAMPLES\n"
-    "    fsdpscope collect --out runs/exp1 &       # then paste the printed lines, e.g.:\n"
-    "    LD_PRELOAD=$PWD/build/agent/libfsdpscope-agent.so \\\n"
-    "        FSDPSCOPE_SINK=unix:$XDG_RUNTIME_DIR/fsdpscope/collect.sock \\\n"
-    "        torchrun --nproc-per-node 8 train.py\n"
+    "    fsdpscope collect --out runs/exp1 &   # then paste the four export lines it printed:\n"
+    "    until [ -s runs/exp1/collect.addr ]; do sleep 0.1; done   # (a script: it listens)\n"
+    "    export LD_PRELOAD=$PWD/build/agent/libfsdpscope-agent.so\n"
+    "    export NVTX_INJECTION64_PATH=$PWD/build/agent/libfsdpscope-agent.so\n"
+    "    export FSDPSCOPE_SINK=$(head -1 runs/exp1/collect.addr)\n"
+    "    export FSDPSCOPE_OUT=$PWD/runs/exp1/spool\n"
+    "    torchrun --nproc-per-node 8 train.py\n"
+    "    kill -TERM %1                          # the trace, then the lint summary\n"
+    "    fsdpscope lint runs/exp1/collect.fss\n"
     "    fsdpscope collect --until-idle 30 --out /scratch/$SLURM_JOB_ID/node-$(hostname)\n"
-    "    fsdpscope collect --listen tcp:127.0.0.1:7070 --out runs/pod\n"
-    "    fsdpscope lint runs/exp1/collect.fss\n";
+    "    fsdpscope collect --listen tcp:127.0.0.1:7070 --out runs/pod\n";
 
 static volatile sig_atomic_t collect_stop;
 
@@ -583,7 +587,7 @@ static void print_env_lines(const struct collect_state *st)
 			    ? " (the default: it switches to last:1000 before the disk runs short)"
 			    : "");
 	}
-	fprintf(stderr, "fsdpscope collect: stop with SIGINT or SIGTERM%s\n",
+	fprintf(stderr, "fsdpscope collect: stop with SIGINT, SIGTERM or SIGHUP%s\n",
 		st->opt.until_idle_s >= 0 ? ", or after --until-idle once the ranks are gone" : "");
 }
 

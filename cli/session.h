@@ -1,5 +1,5 @@
 /*
- * session.h - a live session (DESIGN.md, "Live sessions"): what `fsdpscope
+ * session.h - a live session (docs/collect.md, docs/architecture.md): what `fsdpscope
  * run` and `fsdpscope collect` share, so that both are one code path.
  *
  * A session is a private folder in DIR (cli/run_folder.h: lock, socket,

@@ -1,5 +1,6 @@
 /*
- * live.h - the one live state of a session (DESIGN.md, "Live sessions").
+ * live.h - the one live state of a session (docs/architecture.md, "The data
+ * flow"; docs/collect.md, "While it runs").
  *
  * A session (cli/session.c) feeds its live state with every record it
  * writes to its trace (live_on_record), with every step the streaming

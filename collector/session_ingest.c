@@ -13,6 +13,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* The session's own flush of the ingest, once a second whether records
+ * arrived or not. The trace-write interval users read about is the ingest's:
+ * a chunk at most INGEST_FLUSH_MS_DEFAULT (100 ms) after its records arrived
+ * (docs/collect.md, `fsdpscope help collect`). */
 #define SESSION_FLUSH_EVERY_MS 1000
 
 struct ingest_input {
