@@ -26,6 +26,7 @@ struct fss_session {
 	int live_error;	    /* the live state failed: views stop */
 	int job_error;	    /* the job steps could not be tracked */
 	int in_files;	    /* records now come from a merged file, not a connection */
+	unsigned read_flags; /* fss_session_options.read_flags, for a file input */
 	uint64_t agent_records;
 	/* a trace file's keep policy, as the headers say (the narrowest) */
 	uint32_t keep_flags, keep_steps;
