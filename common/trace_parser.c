@@ -184,18 +184,41 @@ __attribute__((format(printf, 3, 4))) static int salvage_start(trace_parser_t *p
 	return 0;
 }
 
+/* Bytes of magic that differ from FSSTRACE. */
+static int magic_off_by(const char magic[8])
+{
+	int n = 0;
+
+	for (int i = 0; i < 8; i++)
+		n += magic[i] != FSS_FILE_MAGIC[i];
+	return n;
+}
+
+/* A magic off by this many bytes at most is a trace's, damaged (a flipped
+ * bit or two), not another kind of file. */
+#define MAGIC_DAMAGED_MAX 2
+
 /* All 64 bytes are in: the CRC first, so that no field of a damaged header
  * is believed (a flipped version byte is damage, not a newer format). */
 static int read_header(trace_parser_t *p)
 {
 	struct fss_file_header h;
 	uint32_t crc;
+	int off_by;
 
 	memcpy(&h, p->buf + p->start, sizeof(h));
-	if (memcmp(h.magic, FSS_FILE_MAGIC, sizeof(h.magic)) != 0) {
+	off_by = magic_off_by(h.magic);
+	if (off_by) {
+		enum trace_input input = off_by <= MAGIC_DAMAGED_MAX ? TRACE_INPUT_HEADER_DAMAGED : TRACE_INPUT_NOT_TRACE;
+
 		if (p->salvage)
-			return salvage_start(p, TRACE_INPUT_NOT_TRACE, "bad magic: it does not start with FSSTRACE");
-		p->input = TRACE_INPUT_NOT_TRACE;
+			return salvage_start(p, input, "bad magic: %d of its 8 bytes are not FSSTRACE's", off_by);
+		p->input = input;
+		if (input == TRACE_INPUT_HEADER_DAMAGED)
+			return fail(p, FSS_E_CORRUPT,
+				    "the file header is damaged (bad magic: %d of its 8 bytes are not FSSTRACE's): none "
+				    "of its fields can be trusted",
+				    off_by);
 		return fail(p, FSS_E_NOT_TRACE, "not an fsdpscope trace: it does not start with the FSSTRACE magic");
 	}
 	crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));

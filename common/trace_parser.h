@@ -30,7 +30,8 @@ enum trace_input {
 	TRACE_INPUT_EMPTY,	      /* no byte at all */
 	TRACE_INPUT_NOT_TRACE,	      /* does not start with the FSSTRACE magic */
 	TRACE_INPUT_HEADER_SHORT,     /* ends inside the 64-byte file header */
-	TRACE_INPUT_HEADER_DAMAGED,   /* the file header fails its CRC (or holds a size no writer writes) */
+	TRACE_INPUT_HEADER_DAMAGED,   /* the file header fails its CRC, holds a size no writer writes, or
+				       * its magic is FSSTRACE but for a byte or two */
 	TRACE_INPUT_OTHER_BYTE_ORDER, /* a valid header written on a big-endian host */
 	TRACE_INPUT_NEWER_VERSION,    /* a valid header of a format major this reader does not know */
 	TRACE_INPUT_NO_RECORDS,	      /* a valid header and not one record after it */

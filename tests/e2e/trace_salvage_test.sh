@@ -77,6 +77,19 @@ for k in 8 1; do
   fi
 done
 
+# a bit of the magic: a damaged trace, not another kind of file
+m=$tmp/m.fss
+cp "$tmp/t8.fss" "$m"
+flip "$m" 3
+"$FSS" lint "$m" >/dev/null 2>"$tmp/e"; rc=$?
+check "magic: plain lint exits 2, names --salvage" test $rc -eq 2 -a -n "$(grep "the file header is damaged (bad magic: 1 of its 8 bytes.*'fsdpscope lint --salvage $m' recovers the intact chunks$" "$tmp/e")"
+"$FSS" lint --json "$tmp/t8.fss" >"$tmp/whole.json" 2>/dev/null
+"$FSS" lint --salvage --json "$m" >"$tmp/salvaged.json" 2>/dev/null
+check "magic: lint --salvage: the whole trace's findings" test "$(findings "$tmp/salvaged.json")" = "$(findings "$tmp/whole.json")"
+printf 'not a trace at all, but long enough to hold a header of sixty-four bytes\n' >"$tmp/text.fss"
+"$FSS" dump --salvage "$tmp/text.fss" >/dev/null 2>"$tmp/e"; rc=$?
+check "another kind of file: dump --salvage says it is not a trace" test $rc -eq 2 -a -n "$(grep "not an fsdpscope trace.*no intact chunk" "$tmp/e")"
+
 # help
 for c in dump lint report; do
   check "$c --help names --salvage" sh -c "'$FSS' help $c | grep -q -- '--salvage'"

@@ -443,8 +443,9 @@ static void test_missing_chunk_and_two_gaps(void **state)
 
 /* The file header: a flip anywhere past the magic is damage found by the CRC
  * before any field is believed (offset 12 is not "version 65.0", offset 9 is
- * not "the other byte order"); in the magic it is not a trace. A header
- * that holds, of another major or byte order, says so. */
+ * not "the other byte order"); in the magic too, a byte off is damage, not
+ * another kind of file. A header that holds, of another major or byte
+ * order, says so. */
 static void test_damaged_header(void **state)
 {
 	struct layout l;
@@ -459,8 +460,9 @@ static void test_damaged_header(void **state)
 		f.data[at] ^= 0x40;
 		assert_int_equal(o.records, 0);
 		if (at < 8) {
-			assert_int_equal(o.rc, FSS_E_NOT_TRACE);
-			assert_int_equal(o.input, TRACE_INPUT_NOT_TRACE);
+			assert_int_equal(o.rc, FSS_E_CORRUPT);
+			assert_int_equal(o.input, TRACE_INPUT_HEADER_DAMAGED);
+			assert_non_null(strstr(o.message, "header is damaged (bad magic: 1 of its 8 bytes"));
 		} else {
 			assert_int_equal(o.rc, FSS_E_CORRUPT);
 			assert_int_equal(o.input, TRACE_INPUT_HEADER_DAMAGED);
@@ -515,7 +517,7 @@ static void test_salvage_every_header_bit(void **state)
 		assert_int_equal(o.end, TRACE_END_CLEAN);
 		assert_int_equal(o.damage.gaps, 0);
 		assert_true(o.salvaged);
-		assert_int_equal(o.salvage.header, bit < 64 ? TRACE_INPUT_NOT_TRACE : TRACE_INPUT_HEADER_DAMAGED);
+		assert_int_equal(o.salvage.header, TRACE_INPUT_HEADER_DAMAGED);
 		assert_int_equal(o.headers, 1);
 		assert_int_equal(o.header.version_major, FSS_FORMAT_MAJOR);
 		assert_int_equal(o.header.version_minor, FSS_FORMAT_MINOR);
@@ -585,7 +587,7 @@ static void test_salvage_header_and_garbage(void **state)
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (unsigned char)(i * 97 + 3);
 	memcpy(junk + 100, &fake, sizeof(fake));
-	f.data[3] ^= 0x20; /* the magic: "FSStRACE" */
+	memcpy(f.data, "FSSxxxCE", 8); /* a magic too far off to be a trace's: salvaged all the same */
 	for (size_t c = 0; c < l.chunks; c++) {
 		struct file g = spliced(&f, chunk_start(&l, c), junk, sizeof(junk));
 		struct outcome o = parse_bytes_mode(g.data, g.len, c % 2 ? 3 : g.len, 1);
@@ -597,7 +599,7 @@ static void test_salvage_header_and_garbage(void **state)
 		assert_int_equal(o.gaps[0].bytes, sizeof(junk));
 		assert_int_equal(o.gaps[0].chunks_missing, 0);
 		assert_int_equal(o.salvage.header, TRACE_INPUT_NOT_TRACE);
-		assert_non_null(strstr(o.message, "bad magic"));
+		assert_non_null(strstr(o.message, "bad magic: 3 of its 8 bytes"));
 		free(g.data);
 	}
 	free(f.data);
