@@ -91,7 +91,15 @@ printf 'not a trace at all, but long enough to hold a header of sixty-four bytes
 check "another kind of file: dump --salvage says it is not a trace" test $rc -eq 2 -a -n "$(grep "not an fsdpscope trace.*no intact chunk" "$tmp/e")"
 
 # help
-for c in dump lint report; do
+# export reads as lint does
+"$FSS" export "$tmp/d1.fss" --perfetto "$tmp/p.json" >/dev/null 2>"$tmp/e"; rc=$?
+check "plain export names --salvage" test $rc -eq 2 -a -n "$(grep "'fsdpscope export --salvage $tmp/d1.fss' recovers" "$tmp/e")"
+cp "$tmp/t8.fss" "$tmp/x.fss"; flip "$tmp/x.fss" 40
+"$FSS" export --salvage "$tmp/x.fss" --perfetto "$tmp/p.json" >/dev/null 2>"$tmp/e"; rc=$?
+check "export --salvage writes the timeline" test $rc -eq 0 -a -s "$tmp/p.json"
+check "export --salvage says what it assumed" grep -q "read with --salvage, assuming format" "$tmp/e"
+
+for c in dump lint report export; do
   check "$c --help names --salvage" sh -c "'$FSS' help $c | grep -q -- '--salvage'"
 done
 "$FSS" help dump | grep -q "^    fsdpscope dump --salvage"; check "dump --help: an EXAMPLES line" test $? -eq 0
