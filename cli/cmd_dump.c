@@ -70,7 +70,8 @@ static const char dump_help_tail[] = "\n"
 				     "EXIT STATUS\n"
 				     "    0 the whole trace was read and its writer closed it (also when it holds no\n"
 				     "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
-				     "    a damaged trace, or one cut short or never closed.\n\n"
+				     "    a damaged trace (one read with --salvage too), or one cut short or never\n"
+				     "    closed.\n\n"
 				     "EXAMPLES\n"
 				     "    fsdpscope dump run.fss | head\n"
 				     "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
@@ -446,7 +447,7 @@ static const struct options_entry dump_entries[] = {
      "running when fsdpscope attach let go), drops, collectives\n"
      "seen and missing",
      OPT_SOURCES},
-    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; --header prints\nthe assumed header with \"assumed\":true", OPT_SALVAGE},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; --header prints the\nassumed header, with \"assumed\":true", OPT_SALVAGE},
     {NULL, 0, NULL, NULL, 0},
 };
 
