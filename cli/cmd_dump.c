@@ -66,19 +66,20 @@ static const char dump_help_head[] =
     "    assumed in its place and how many chunks it recovered.\n\n"
     "OPTIONS\n";
 
-static const char dump_help_tail[] = "\n"
-				     "EXIT STATUS\n"
-				     "    0 the whole trace was read and its writer closed it (also when it holds no\n"
-				     "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
-				     "    a damaged trace (one read with --salvage too), or one cut short or never\n"
-				     "    closed.\n\n"
-				     "EXAMPLES\n"
-				     "    fsdpscope dump run.fss | head\n"
-				     "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
-				     "    fsdpscope dump --header rank3.fss.partial\n"
-				     "    fsdpscope dump --sources --type process_hello run.fss\n"
-				     "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n"
-				     "    fsdpscope dump --salvage damaged-header.fss | wc -l   # the intact chunks' records\n";
+static const char dump_help_tail[] =
+    "\n"
+    "EXIT STATUS\n"
+    "    0 the whole trace was read and its writer closed it (also when it holds no\n"
+    "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+    "    a damaged trace (one read with --salvage too), or one cut short or never\n"
+    "    closed.\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope dump run.fss | head\n"
+    "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
+    "    fsdpscope dump --header rank3.fss.partial\n"
+    "    fsdpscope dump --sources --type process_hello run.fss\n"
+    "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n"
+    "    fsdpscope dump --salvage damaged-header.fss | wc -l   # the intact chunks' records\n";
 
 struct dump {
 	fss_session_t *session; /* the reading: its view is what each process is (ranks, strings, ends) */
@@ -89,8 +90,8 @@ struct dump {
 	unsigned type_mask;	/* bit per record type; 0 = all */
 	int want_header;
 	int want_sources;
-	int salvage;	     /* --salvage: TRACE_READ_SALVAGE */
-	int header_assumed;  /* the first read salvaged the trace: its header is the assumed one */
+	int salvage;	    /* --salvage: TRACE_READ_SALVAGE */
+	int header_assumed; /* the first read salvaged the trace: its header is the assumed one */
 	FILE *out;
 };
 
@@ -447,7 +448,8 @@ static const struct options_entry dump_entries[] = {
      "running when fsdpscope attach let go), drops, collectives\n"
      "seen and missing",
      OPT_SOURCES},
-    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; --header prints the\nassumed header, with \"assumed\":true", OPT_SALVAGE},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; --header prints the\nassumed header, with \"assumed\":true",
+     OPT_SALVAGE},
     {NULL, 0, NULL, NULL, 0},
 };
 

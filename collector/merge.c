@@ -38,8 +38,7 @@ int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, siz
 	return merge_open_flags(out, paths, n, 0, err, errlen);
 }
 
-int merge_open_flags(merge_t **out, const char *const *paths, size_t n, unsigned read_flags, char *err,
-		     size_t errlen)
+int merge_open_flags(merge_t **out, const char *const *paths, size_t n, unsigned read_flags, char *err, size_t errlen)
 {
 	merge_t *m;
 	int64_t *offsets = NULL;

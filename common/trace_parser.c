@@ -52,8 +52,8 @@ struct trace_parser {
 	uint64_t skip;		  /* header bytes still to skip */
 	uint32_t payload_limit;	  /* largest payload a chunk of this writer can have */
 	int have_header;
-	int end_marker; /* the last record delivered was a trace_end */
-	int salvage;	/* trace_parser_salvage: read past a header that does not hold */
+	int end_marker;		       /* the last record delivered was a trace_end */
+	int salvage;		       /* trace_parser_salvage: read past a header that does not hold */
 	struct trace_salvage salvaged; /* used: it did, header is the assumed one */
 	struct fss_file_header header;
 	unsigned char *buf;
@@ -157,7 +157,7 @@ static int reserve(trace_parser_t *p, size_t need)
  * still what its header made of it (trace_parser_finish).
  */
 __attribute__((format(printf, 3, 4))) static int salvage_start(trace_parser_t *p, enum trace_input input,
-								const char *fmt, ...)
+							       const char *fmt, ...)
 {
 	struct fss_file_header *h = &p->salvaged.assumed;
 	va_list ap;
@@ -209,23 +209,25 @@ static int read_header(trace_parser_t *p)
 	memcpy(&h, p->buf + p->start, sizeof(h));
 	off_by = magic_off_by(h.magic);
 	if (off_by) {
-		enum trace_input input = off_by <= MAGIC_DAMAGED_MAX ? TRACE_INPUT_HEADER_DAMAGED : TRACE_INPUT_NOT_TRACE;
+		enum trace_input input =
+		    off_by <= MAGIC_DAMAGED_MAX ? TRACE_INPUT_HEADER_DAMAGED : TRACE_INPUT_NOT_TRACE;
 
 		if (p->salvage)
 			return salvage_start(p, input, "bad magic: %d of its 8 bytes are not FSSTRACE's", off_by);
 		p->input = input;
 		if (input == TRACE_INPUT_HEADER_DAMAGED)
-			return fail(p, FSS_E_CORRUPT,
-				    "the file header is damaged (bad magic: %d of its 8 bytes are not FSSTRACE's): none "
-				    "of its fields can be trusted",
-				    off_by);
+			return fail(
+			    p, FSS_E_CORRUPT,
+			    "the file header is damaged (bad magic: %d of its 8 bytes are not FSSTRACE's): none "
+			    "of its fields can be trusted",
+			    off_by);
 		return fail(p, FSS_E_NOT_TRACE, "not an fsdpscope trace: it does not start with the FSSTRACE magic");
 	}
 	crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
 	if (crc != h.crc) {
 		if (p->salvage)
-			return salvage_start(p, TRACE_INPUT_HEADER_DAMAGED, "CRC mismatch: stored 0x%08x, computed 0x%08x",
-					     h.crc, crc);
+			return salvage_start(p, TRACE_INPUT_HEADER_DAMAGED,
+					     "CRC mismatch: stored 0x%08x, computed 0x%08x", h.crc, crc);
 		p->input = TRACE_INPUT_HEADER_DAMAGED;
 		return fail(p, FSS_E_CORRUPT,
 			    "the file header is damaged (CRC mismatch: stored 0x%08x, computed 0x%08x): none of its "
@@ -691,7 +693,8 @@ static int salvage_found_nothing(trace_parser_t *p)
 		return fail(p, FSS_E_NOT_TRACE,
 			    "not an fsdpscope trace: it does not start with the FSSTRACE magic, and no intact "
 			    "chunk of one follows");
-	return fail(p, FSS_E_CORRUPT, "the file header is damaged (%s), and no intact chunk follows it: nothing to read",
+	return fail(p, FSS_E_CORRUPT,
+		    "the file header is damaged (%s), and no intact chunk follows it: nothing to read",
 		    p->salvaged.why);
 }
 

@@ -105,12 +105,12 @@ void trace_parser_salvage(trace_parser_t *p);
 
 /* What a salvaged read assumed in place of a file header that did not hold. */
 struct trace_salvage {
-	int used;                       /* 1: the header did not hold and the chunks were read without it */
-	enum trace_input header;        /* what the header alone made of the input: NOT_TRACE, HEADER_DAMAGED */
+	int used;			/* 1: the header did not hold and the chunks were read without it */
+	enum trace_input header;	/* what the header alone made of the input: NOT_TRACE, HEADER_DAMAGED */
 	struct fss_file_header assumed; /* this version's: FSS_FORMAT_MAJOR.MINOR, a file, no keep policy,
 					   features and clocks 0 (each hello carries its process's), chunks
 					   of up to FSS_CHUNK_MAX_PAYLOAD */
-	char why[128];                  /* what was wrong with the header: "CRC mismatch: stored ..., ..." */
+	char why[128];			/* what was wrong with the header: "CRC mismatch: stored ..., ..." */
 };
 
 /* trace_parser_salvaged - 1 when a salvage read took the place of the header
@@ -176,7 +176,7 @@ struct trace_read_info {
 	uint16_t version_major, version_minor; /* 0.0 without a valid header (or the assumed one, salvaged) */
 	uint32_t reserved;
 	struct trace_salvage salvage; /* salvage.used: read without its header (TRACE_READ_SALVAGE) */
-	char message[768]; /* trace_parser_error's text, or the system error; "" if none */
+	char message[768];	      /* trace_parser_error's text, or the system error; "" if none */
 };
 
 /* trace_read_flags' flags. */
