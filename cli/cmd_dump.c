@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static const char dump_help_head[] =
     "NAME\n"
     "    fsdpscope dump - print every record of a trace as JSON lines\n\n"
     "SYNOPSIS\n"
-    "    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] TRACE...\n\n"
+    "    fsdpscope dump [--type NAME[,NAME...]] [--header] [--sources] [--salvage] TRACE...\n\n"
     "DESCRIPTION\n"
     "    Reads TRACE (a file written by 'fsdpscope run' or by an agent's file sink,\n"
     "    including a '.partial' file left by a writer that died) and prints each\n"
@@ -60,20 +61,25 @@ static const char dump_help_head[] =
     "    short or never closed by its writer (no trace_end record at its end):\n"
     "    what it holds is printed first. A file that is empty, not a trace, or\n"
     "    whose header is cut short or damaged is named as such, and nothing is\n"
-    "    printed.\n\n"
+    "    printed. A damaged file header (a flipped bit) does not lose the chunks\n"
+    "    after it: --salvage reads them without it and says on stderr what it\n"
+    "    assumed in its place and how many chunks it recovered.\n\n"
     "OPTIONS\n";
 
-static const char dump_help_tail[] = "\n"
-				     "EXIT STATUS\n"
-				     "    0 the whole trace was read and its writer closed it (also when it holds no\n"
-				     "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
-				     "    a damaged trace, or one cut short or never closed.\n\n"
-				     "EXAMPLES\n"
-				     "    fsdpscope dump run.fss | head\n"
-				     "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
-				     "    fsdpscope dump --header rank3.fss.partial\n"
-				     "    fsdpscope dump --sources --type process_hello run.fss\n"
-				     "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n";
+static const char dump_help_tail[] =
+    "\n"
+    "EXIT STATUS\n"
+    "    0 the whole trace was read and its writer closed it (also when it holds no\n"
+    "    records: said on stderr); 2 bad usage, a file that is not a readable trace,\n"
+    "    a damaged trace (one read with --salvage too), or one cut short or never\n"
+    "    closed.\n\n"
+    "EXAMPLES\n"
+    "    fsdpscope dump run.fss | head\n"
+    "    fsdpscope dump --type collective run.fss | grep AllGather | wc -l\n"
+    "    fsdpscope dump --header rank3.fss.partial\n"
+    "    fsdpscope dump --sources --type process_hello run.fss\n"
+    "    fsdpscope dump --type collective nodeA/collect.fss nodeB/collect.fss\n"
+    "    fsdpscope dump --salvage damaged-header.fss | wc -l   # the intact chunks' records\n";
 
 struct dump {
 	fss_session_t *session; /* the reading: its view is what each process is (ranks, strings, ends) */
@@ -84,6 +90,8 @@ struct dump {
 	unsigned type_mask;	/* bit per record type; 0 = all */
 	int want_header;
 	int want_sources;
+	int salvage;	    /* --salvage: TRACE_READ_SALVAGE */
+	int header_assumed; /* the first read salvaged the trace: its header is the assumed one */
 	FILE *out;
 };
 
@@ -195,6 +203,8 @@ static int on_header(void *ctx, const struct fss_file_header *h)
 	} else {
 		fputs("{\"type\":\"file_header\",", d->out);
 	}
+	if (d->header_assumed) /* not the file's: what --salvage assumed in its place */
+		fputs("\"assumed\":true,", d->out);
 	fprintf(d->out,
 		"\"version\":\"%u.%u\",\"header_size\":%u,\"flags\":%u,"
 		"\"features\":%" PRIu64 ",\"created_mono_ns\":%" PRIu64 ",\"created_realtime_ns\":%" PRIu64
@@ -293,7 +303,8 @@ static void print_sources(const struct dump *d)
 static int dump_open(struct dump *d, const char *const *paths, size_t n, char *why, size_t whylen)
 {
 	const struct fss_session_tool tool = {.ctx = d, .on_header = on_header, .on_record = on_record};
-	const struct fss_session_options o = {.tool = &tool, .view_only = 1};
+	const struct fss_session_options o = {
+	    .tool = &tool, .view_only = 1, .read_flags = d->salvage ? TRACE_READ_SALVAGE : 0};
 	int rc = fss_session_new(&d->session, &o);
 
 	if (!rc) {
@@ -316,6 +327,8 @@ static int dump_learn(struct dump *d)
 	rc = fss_session_read(d->session, 0);
 	d->learning = 0;
 	fss_session_end_view(d->session);
+	if (!d->merge && fss_session_read_info(d->session))
+		d->header_assumed = fss_session_read_info(d->session)->salvage.used;
 	return rc == -ENOMEM ? rc : 0;
 }
 
@@ -365,8 +378,14 @@ static int dump_merged(struct dump *d, int argc, char **argv, int first)
 
 	if (diagnosis_trace_args(argc, argv, first, "dump", &paths, &n))
 		return EXIT_USAGE;
-	if (dump_open(d, (const char *const *)paths, n, err, sizeof(err))) {
-		fprintf(stderr, "fsdpscope dump: %s\n", err);
+	rc = dump_open(d, (const char *const *)paths, n, err, sizeof(err));
+	if (rc) {
+		char hint[160] = "";
+
+		/* the merge refuses a trace only for its header: is it damaged? */
+		if (rc == FSS_E_CORRUPT && !d->salvage)
+			diagnosis_salvage_hint("dump", "TRACE...", hint, sizeof(hint));
+		fprintf(stderr, "fsdpscope dump: %s%s\n", err, hint);
 		dump_close(d);
 		diagnosis_trace_args_free(paths, n);
 		return EXIT_USAGE;
@@ -389,7 +408,7 @@ static int dump_merged(struct dump *d, int argc, char **argv, int first)
 	return rc;
 }
 
-enum { OPT_TYPE, OPT_HEADER, OPT_SOURCES };
+enum { OPT_TYPE, OPT_HEADER, OPT_SOURCES, OPT_SALVAGE };
 
 static int dump_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -400,6 +419,8 @@ static int dump_apply(void *ctx, int id, const char *arg, const char *prog)
 		return parse_types(arg, &d->type_mask) ? -1 : 0;
 	if (id == OPT_HEADER)
 		d->want_header = 1;
+	else if (id == OPT_SALVAGE)
+		d->salvage = 1;
 	else
 		d->want_sources = 1;
 	return 0;
@@ -427,6 +448,8 @@ static const struct options_entry dump_entries[] = {
      "running when fsdpscope attach let go), drops, collectives\n"
      "seen and missing",
      OPT_SOURCES},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; --header prints the\nassumed header, with \"assumed\":true",
+     OPT_SALVAGE},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -491,7 +514,11 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (info.input != TRACE_INPUT_TRACE) {
 		/* Say what the file is; there was nothing (or no record) to dump. */
-		fprintf(stderr, "fsdpscope dump: %s: %s\n", argv[first], info.message);
+		char hint[PATH_MAX + 80] = "";
+
+		if (info.input == TRACE_INPUT_HEADER_DAMAGED && !d.salvage)
+			diagnosis_salvage_hint("dump", argv[first], hint, sizeof(hint));
+		fprintf(stderr, "fsdpscope dump: %s: %s%s\n", argv[first], info.message, hint);
 		return EXIT_USAGE;
 	}
 	if (err) {

@@ -72,6 +72,7 @@ static const char export_help_tail[] =
     "    fsdpscope export nodeA/ nodeB/ --perfetto job.json  # one job, one collector per node\n"
     "    fsdpscope export run.fss --kineto run-kineto/\n"
     "    fsdpscope lint run-kineto/                          # the same verdict, read back\n"
+    "    fsdpscope export --salvage damaged-header.fss --perfetto run.json   # its intact chunks\n"
     "    python3 -c 'from hta.trace_analysis import TraceAnalysis; "
     "print(TraceAnalysis(trace_dir=\"run-kineto\").get_comm_comp_overlap())'\n";
 
@@ -80,12 +81,17 @@ struct export_args {
 	struct diagnosis_flags flags;
 };
 
-enum { OPT_PERFETTO, OPT_KINETO };
+enum { OPT_PERFETTO, OPT_KINETO, OPT_SALVAGE };
 
 static int export_apply(void *ctx, int id, const char *arg, const char *prog)
 {
 	struct export_args *a = ctx;
 	const char **slot = id == OPT_PERFETTO ? &a->perfetto : &a->kineto;
+
+	if (id == OPT_SALVAGE) {
+		a->flags.analysis.read_flags |= TRACE_READ_SALVAGE;
+		return 0;
+	}
 
 	if (*slot) {
 		fprintf(stderr, "%s: --%s given twice\n", prog, id == OPT_PERFETTO ? "perfetto" : "kineto");
@@ -99,6 +105,7 @@ static const struct options_entry export_entries[] = {
     {"perfetto", 0, "OUT.json", "write the job's timeline to OUT.json (Chrome-trace JSON; replaced if it exists)",
      OPT_PERFETTO},
     {"kineto", 0, "DIR", "write one PyTorch profiler trace per rank into DIR/rank-R.json (DIR is created)", OPT_KINETO},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP, OPT_SALVAGE},
     {NULL, 0, NULL, NULL, 0},
 };
 

@@ -14,6 +14,7 @@
 #include "rules/flight_text.h"
 
 #include "common/error.h"
+#include "common/trace_parser.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -109,13 +110,13 @@ static const char lint_help_tail[] =
     "    1  a finding reached --fail-on (in the steps the trace vouches for); a\n"
     "       collective-hang or collective-mismatch finding gives 1 even without a\n"
     "       verdict on the wrap (a hung job's trace may hold too few steps for one)\n"
-    "    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged or\n"
-    "       cut short (analysed up to there: where and why is printed), records the\n"
-    "       agents dropped, or a process that did not end cleanly (killed by a signal,\n"
-    "       exited non-zero, cut off without its process_end) or whose collectives are\n"
-    "       missing: lint prints one line for each such process; the step in progress\n"
-    "       where a process's records stop, and the steps that lost collectives, are\n"
-    "       left out of the verdict\n"
+    "    4  diagnosed, no finding at --fail-on, but from an incomplete trace: damaged (a\n"
+    "       file header read past with --salvage included) or cut short (analysed up to\n"
+    "       there: where and why is printed), records the agents dropped, or a process\n"
+    "       that did not end cleanly (killed by a signal, exited non-zero, cut off\n"
+    "       without its process_end) or whose collectives are missing: lint prints one\n"
+    "       line for each such process; the step in progress where a process's records\n"
+    "       stop, and the steps that lost collectives, are left out of the verdict\n"
     "    0  diagnosed from a complete trace, no finding at --fail-on\n"
     "    A restarted job is judged on its headline world (the last with an analysed\n"
     "    step); the other worlds' findings are printed, not gated on; their processes\n"
@@ -134,7 +135,8 @@ static const char lint_help_tail[] =
     "    fsdpscope lint --param-dtype fp32 --disable rank-skew run.fss\n"
     "    fsdpscope lint nodeA/ nodeB/                   # one job, one collector per node\n"
     "    fsdpscope lint profiler/rank*.json.gz          # a PyTorch profiler trace set\n"
-    "    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n";
+    "    fsdpscope lint --hang-timeout 300 killed-job.fss    # name the collective a killed job hung in\n"
+    "    fsdpscope lint --salvage damaged-header.fss     # read its intact chunks without the file header\n";
 
 struct lint_args {
 	int json, brief;
@@ -142,7 +144,7 @@ struct lint_args {
 	struct diagnosis_flags flags;
 };
 
-enum { OPT_JSON, OPT_FAIL_ON, OPT_BRIEF, OPT_THRESHOLD };
+enum { OPT_JSON, OPT_FAIL_ON, OPT_BRIEF, OPT_THRESHOLD, OPT_SALVAGE };
 
 static int lint_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -154,6 +156,9 @@ static int lint_apply(void *ctx, int id, const char *arg, const char *prog)
 		return 0;
 	case OPT_BRIEF:
 		a->brief = 1;
+		return 0;
+	case OPT_SALVAGE:
+		a->flags.analysis.read_flags |= TRACE_READ_SALVAGE;
 		return 0;
 	case OPT_FAIL_ON:
 		if (rule_severity_parse(arg, &a->fail_on)) {
@@ -171,6 +176,7 @@ static const struct options_entry lint_entries[] = {
      "print the whole report as JSON (schema fsdpscope.report/2,\ndocs/report-schema.md), findings included", OPT_JSON},
     {"fail-on", 0, "SEVERITY", "exit 1 when a finding is at least SEVERITY (default error)", OPT_FAIL_ON},
     {"brief", 0, NULL, "no explanations, FSDP2 fixes only", OPT_BRIEF},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP "; lint exits 4 at best", OPT_SALVAGE},
     {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
     {NULL, 0, NULL, NULL, 0},
 };

@@ -86,7 +86,8 @@ static const char report_help_tail[] =
     "    fsdpscope report --json --model-flops 3.2e15 run.fss | jq .mfu\n"
     "    fsdpscope report --html run.html --peak-flops 989e12 --model-flops 3.2e15 run.fss\n"
     "    fsdpscope report --json nodeA/collect.fss nodeB/collect.fss | jq .nodes\n"
-    "    fsdpscope report --json profiler/ | jq '.per_rank[] | {rank, comm_comp_overlap}'   # Kineto traces\n";
+    "    fsdpscope report --json profiler/ | jq '.per_rank[] | {rank, comm_comp_overlap}'   # Kineto traces\n"
+    "    fsdpscope report --salvage damaged-header.fss   # its intact chunks, without the file header\n";
 
 struct report_args {
 	int json;
@@ -95,7 +96,7 @@ struct report_args {
 	struct diagnosis_flags flags;
 };
 
-enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD, OPT_HTML };
+enum { OPT_JSON, OPT_TEXT, OPT_THRESHOLD, OPT_HTML, OPT_SALVAGE };
 
 static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 {
@@ -107,6 +108,10 @@ static int report_apply(void *ctx, int id, const char *arg, const char *prog)
 		a->html = arg;
 		return 0;
 	}
+	if (id == OPT_SALVAGE) {
+		a->flags.analysis.read_flags |= TRACE_READ_SALVAGE;
+		return 0;
+	}
 	a->json = id == OPT_JSON;
 	a->format_given = 1;
 	return 0;
@@ -116,6 +121,7 @@ static const struct options_entry report_entries[] = {
     {"text", 0, NULL, "text (default)", OPT_TEXT},
     {"json", 0, NULL, "one JSON document, schema fsdpscope.report/2 (docs/report-schema.md)", OPT_JSON},
     {"html", 0, "OUT.html", "also write the report as one self-contained HTML page (see above)", OPT_HTML},
+    {"salvage", 0, NULL, DIAGNOSIS_SALVAGE_HELP, OPT_SALVAGE},
     {NULL, 't', "NAME=VALUE", NULL, OPT_THRESHOLD},
     {NULL, 0, NULL, NULL, 0},
 };

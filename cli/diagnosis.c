@@ -462,13 +462,23 @@ int diagnosis_run(const char *path, const struct diagnosis_flags *f, struct diag
 	return diagnosis_run_traces(&path, 1, f, d, err, errlen);
 }
 
-/* damage_of - where and why trace `path` stops being readable, into buf. */
-static void damage_of(const char *path, const char *fallback, char *buf, size_t len)
+/* damage_of - where and why trace `path` stops being readable, into buf;
+ * read as the analysis read it (flags: TRACE_READ_*). */
+static void damage_of(const char *path, unsigned flags, const char *fallback, char *buf, size_t len)
 {
 	struct trace_parser_ops ops = {.on_record = on_record_skip};
+	struct trace_read_info info;
 
-	if (trace_read_file(path, &ops, NULL, buf, len) == 0 || !buf[0])
+	if (trace_read_flags(path, flags, &ops, NULL, &info) == 0 || !info.message[0])
 		snprintf(buf, len, "%s", fallback);
+	else
+		snprintf(buf, len, "%s", info.message);
+}
+
+const char *diagnosis_salvage_hint(const char *cmd, const char *path, char *buf, size_t len)
+{
+	snprintf(buf, len, ": 'fsdpscope %s --salvage %s' recovers the intact chunks", cmd, path);
+	return buf;
 }
 
 int diagnosis_run_worlds(struct diagnosis *d, const struct rule_config *rules)
@@ -534,7 +544,8 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 		/* Where and why: the analysis read up to the last good chunk; the
 		 * parser's own message says the offset. */
 		const char *fallback = errlen && err[0] ? err : "the trace ends inside a chunk";
-		char why[200] = "";
+		unsigned flags = f->analysis.read_flags;
+		char why[sizeof(d->damage)] = "";
 
 		if (kineto_input_sniff(paths[0])) {
 			/* PyTorch profiler traces: their reader's words, with the byte offsets */
@@ -544,7 +555,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 				off += (size_t)snprintf(d->damage + off, sizeof(d->damage) - off, "%s%s", off ? "; " : "",
 							d->result->trace.gaps[k].why);
 		} else if (n == 1) {
-			damage_of(paths[0], fallback, why, sizeof(why));
+			damage_of(paths[0], flags, fallback, why, sizeof(why));
 			snprintf(d->damage, sizeof(d->damage), "%s", why);
 		} else {
 			size_t off = 0;
@@ -555,7 +566,7 @@ int diagnosis_run_traces(const char *const *paths, size_t n, const struct diagno
 			for (size_t k = 0; k < nnodes && off < sizeof(d->damage); k++) {
 				if (!nodes[k].read_rc)
 					continue;
-				damage_of(paths[k], "the trace ends inside a chunk", why, sizeof(why));
+				damage_of(paths[k], flags, "the trace ends inside a chunk", why, sizeof(why));
 				off += (size_t)snprintf(d->damage + off, sizeof(d->damage) - off, "%s%s: %s", off ? "; " : "",
 							paths[k], why);
 			}
@@ -731,16 +742,23 @@ int diagnosis_run_args(int argc, char **argv, int first, const char *cmd, const 
 	char **paths;
 	size_t n;
 	char err[2048]; /* a refusal of traces of several jobs names their files */
+	char hint[PATH_MAX + 80] = "";
+	int rc;
 
 	memset(d, 0, sizeof(*d));
 	if (diagnosis_trace_args(argc, argv, first, cmd, &paths, &n))
 		return EXIT_USAGE;
-	if (diagnosis_run_traces((const char *const *)paths, n, f, d, err, sizeof(err))) {
+	rc = diagnosis_run_traces((const char *const *)paths, n, f, d, err, sizeof(err));
+	if (rc) {
+		/* Refused for a file header that does not hold: the analysis reads
+		 * a trace damaged anywhere else, so that is what FSS_E_CORRUPT means. */
+		if (rc == FSS_E_CORRUPT && !(f->analysis.read_flags & TRACE_READ_SALVAGE))
+			diagnosis_salvage_hint(cmd, n == 1 ? paths[0] : "TRACE...", hint, sizeof(hint));
 		/* several traces: the reason names the trace it is about */
 		if (n == 1)
-			fprintf(stderr, "fsdpscope %s: %s: %s\n", cmd, paths[0], err);
+			fprintf(stderr, "fsdpscope %s: %s: %s%s\n", cmd, paths[0], err, hint);
 		else
-			fprintf(stderr, "fsdpscope %s: %s\n", cmd, err);
+			fprintf(stderr, "fsdpscope %s: %s%s\n", cmd, err, hint);
 		goto fail;
 	}
 	d->paths = paths;

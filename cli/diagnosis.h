@@ -135,6 +135,19 @@ enum diagnosis_opt {
  * trained have about a thousand. */
 #define DIAG_LAYERS_COARSE_MAX 1024
 
+/* --salvage's help, for the commands that read trace files (dump, lint, report). */
+#define DIAGNOSIS_SALVAGE_HELP                                                                      \
+	"a trace whose 64-byte file header is damaged (its magic or\n"                              \
+	"CRC wrong) is read by its chunks, each on its own CRC: every\n"                            \
+	"intact chunk is recovered, what was assumed in place of the\n"                             \
+	"header is said on stderr, and the trace counts as damaged\n"                               \
+	"(docs/format.md, \"Salvage\")"
+
+/* diagnosis_salvage_hint - what to add to the refusal of a trace whose file
+ * header is damaged, read without --salvage: ": 'fsdpscope CMD --salvage
+ * PATH' recovers the intact chunks", into buf (returned). */
+const char *diagnosis_salvage_hint(const char *cmd, const char *path, char *buf, size_t len);
+
 struct fss_session_tool;
 
 struct diagnosis_flags {
@@ -189,7 +202,8 @@ struct diagnosis {
 	findings_t *findings;           /* owned */
 	const char *trace_path;         /* the trace, or with several all of them ("a.fss b.fss"); borrowed or
 	                                   label's */
-	char damage[256];               /* "" or where and why the trace stopped being readable */
+	char damage[768];               /* "" or where and why the trace stopped being readable (salvaged: what
+	                                   was assumed in place of its file header) */
 	struct merge *merge;            /* owned: the nodes of a job read from several traces, NULL for one */
 	char **paths;                   /* owned: the traces read, a folder's files in its place */
 	size_t npaths;

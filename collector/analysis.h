@@ -185,6 +185,8 @@ struct analysis_options {
 	                               (analysis_comm); NULL: told from the traffic */
 	uint64_t hang_timeout_ns;   /* --hang-timeout: a wait longer than this in a collective others have not
 	                               entered is a hang (default ANALYSIS_DEFAULT_HANG_TIMEOUT_NS) */
+	unsigned read_flags;        /* how trace files are read: TRACE_READ_* (common/trace_parser.h;
+	                               TRACE_READ_SALVAGE: --salvage, past a damaged file header); 0 */
 };
 
 /* Collective counts of one step. */

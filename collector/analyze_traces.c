@@ -167,7 +167,7 @@ int analyze_traces_tool(const char *const *paths, size_t n, const struct analysi
 			const struct fss_session_tool *tool, struct analysis_result **out, merge_t **merge, char *err,
 			size_t errlen)
 {
-	struct fss_session_options o = {.analysis = opts, .tool = tool};
+	struct fss_session_options o = {.analysis = opts, .tool = tool, .read_flags = opts ? opts->read_flags : 0};
 	fss_session_t *s;
 	int rc;
 

@@ -35,6 +35,11 @@ static int merge_check_one_job(merge_t *m, char *err, size_t errlen);
 
 int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, size_t errlen)
 {
+	return merge_open_flags(out, paths, n, 0, err, errlen);
+}
+
+int merge_open_flags(merge_t **out, const char *const *paths, size_t n, unsigned read_flags, char *err, size_t errlen)
+{
 	merge_t *m;
 	int64_t *offsets = NULL;
 	uint64_t base = 0;
@@ -52,6 +57,7 @@ int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, siz
 		goto fail;
 	}
 	m->nnodes = n;
+	m->read_flags = read_flags;
 	for (size_t k = 0; k < n; k++) {
 		uint32_t max_source = 0;
 

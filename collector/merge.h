@@ -102,6 +102,11 @@ struct merge_node {
  */
 int merge_open(merge_t **out, const char *const *paths, size_t n, char *err, size_t errlen);
 
+/* merge_open_flags - merge_open with TRACE_READ_* flags for both passes
+ * (TRACE_READ_SALVAGE: each trace's chunks read past a damaged header). */
+int merge_open_flags(merge_t **out, const char *const *paths, size_t n, unsigned read_flags, char *err,
+		     size_t errlen);
+
 /* merge_nodes - the nodes, in the order of paths; *n gets their number. */
 const struct merge_node *merge_nodes(const merge_t *m, size_t *n);
 

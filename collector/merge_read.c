@@ -133,6 +133,7 @@ static void stream_info(merge_t *m, size_t k)
 	trace_parser_damage(p, &info->damage);
 	info->ngaps = trace_parser_gaps(p, &gaps);
 	memcpy(info->gaps, gaps, info->ngaps * sizeof(gaps[0]));
+	trace_parser_salvaged(p, &info->salvage);
 	if (trace_parser_header(p)) {
 		info->version_major = trace_parser_header(p)->version_major;
 		info->version_minor = trace_parser_header(p)->version_minor;
@@ -186,6 +187,8 @@ int merge_read(merge_t *m, const struct trace_parser_ops *ops, void *ctx)
 			rc = -ENOMEM;
 			goto out;
 		}
+		if (m->read_flags & TRACE_READ_SALVAGE)
+			trace_parser_salvage(m->streams[k].parser);
 	}
 	if (rc)
 		goto out;

@@ -478,7 +478,7 @@ int merge_scan_trace(merge_t *m, uint32_t k, int64_t *realtime_offset, uint32_t 
 	s.layer = sources_new(&sops, &s);
 	if (!s.layer)
 		return -ENOMEM;
-	rc = trace_read(node->path, &ops, &s, &info);
+	rc = trace_read_flags(node->path, m->read_flags, &ops, &s, &info);
 	if (info.input != TRACE_INPUT_TRACE) {
 		if (rc >= 0)
 			rc = FSS_E_NOT_TRACE;

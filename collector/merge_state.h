@@ -49,6 +49,7 @@ struct merge {
 	size_t nprocs, procs_cap;
 	struct merge_job_node *jobs; /* [nnodes] */
 	size_t current;
+	unsigned read_flags; /* TRACE_READ_* for every read of the traces */
 	/* merge_read's state */
 	struct stream *streams;
 	const struct trace_parser_ops *ops;

@@ -300,6 +300,7 @@ int fss_session_new(fss_session_t **out, const struct fss_session_options *o)
 		return -ENOMEM;
 	s->diagnose = o->diagnose;
 	s->diagnose_ctx = o->diagnose_ctx;
+	s->read_flags = o->read_flags;
 	if (o->tool)
 		s->tool = *o->tool;
 	s->view = sources_new(&session_view_ops, s);

@@ -110,6 +110,7 @@ struct fss_session_options {
 	void *diagnose_ctx;
 	const struct fss_session_tool *tool; /* copied; NULL: none */
 	int view_only;			     /* the view alone, no analyzer: a reader that prints records (dump) */
+	unsigned read_flags;		     /* TRACE_READ_* for trace files (TRACE_READ_SALVAGE: --salvage) */
 };
 
 /* A session's input: a reader of records. */

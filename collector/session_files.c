@@ -50,7 +50,7 @@ static int files_read(struct files_input *in, fss_session_t *s, const struct tra
 	if (in->npaths > 1)
 		return -EINVAL; /* the merge was handed to the caller */
 	in->read = 1;
-	return trace_read(in->paths[0], ops, s, &in->info);
+	return trace_read_flags(in->paths[0], s->read_flags, ops, s, &in->info);
 }
 
 static int files_pump(void *impl, fss_session_t *s, int timeout_ms)
@@ -98,7 +98,7 @@ int fss_session_open_files(fss_session_t *s, const char *const *paths, size_t n,
 	in->paths = paths;
 	in->npaths = n;
 	if (n > 1) {
-		rc = merge_open(&in->merge, paths, n, err, errlen);
+		rc = merge_open_flags(&in->merge, paths, n, s->read_flags, err, errlen);
 		if (rc) {
 			free(in);
 			return rc;

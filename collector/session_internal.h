@@ -21,11 +21,12 @@ struct fss_session {
 	void *diagnose_ctx;
 	const struct fss_session_input *input_ops;
 	void *input;
-	int tolerant;	    /* an ingest input: a failing consumer stops, the trace goes on */
-	int analysis_error; /* the streamed analysis failed (out of memory) */
-	int live_error;	    /* the live state failed: views stop */
-	int job_error;	    /* the job steps could not be tracked */
-	int in_files;	    /* records now come from a merged file, not a connection */
+	int tolerant;	     /* an ingest input: a failing consumer stops, the trace goes on */
+	int analysis_error;  /* the streamed analysis failed (out of memory) */
+	int live_error;	     /* the live state failed: views stop */
+	int job_error;	     /* the job steps could not be tracked */
+	int in_files;	     /* records now come from a merged file, not a connection */
+	unsigned read_flags; /* fss_session_options.read_flags, for a file input */
 	uint64_t agent_records;
 	/* a trace file's keep policy, as the headers say (the narrowest) */
 	uint32_t keep_flags, keep_steps;

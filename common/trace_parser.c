@@ -52,7 +52,9 @@ struct trace_parser {
 	uint64_t skip;		  /* header bytes still to skip */
 	uint32_t payload_limit;	  /* largest payload a chunk of this writer can have */
 	int have_header;
-	int end_marker; /* the last record delivered was a trace_end */
+	int end_marker;		       /* the last record delivered was a trace_end */
+	int salvage;		       /* trace_parser_salvage: read past a header that does not hold */
+	struct trace_salvage salvaged; /* used: it did, header is the assumed one */
 	struct fss_file_header header;
 	unsigned char *buf;
 	size_t start, have, cap;
@@ -87,6 +89,11 @@ trace_parser_t *trace_parser_new(const struct trace_parser_ops *ops, void *ctx)
 	p->end = TRACE_END_NONE;
 	p->payload_limit = FSS_CHUNK_MAX_PAYLOAD;
 	return p;
+}
+
+void trace_parser_salvage(trace_parser_t *p)
+{
+	p->salvage = 1;
 }
 
 void trace_parser_free(trace_parser_t *p)
@@ -141,24 +148,90 @@ static int reserve(trace_parser_t *p, size_t need)
 
 /* ---- the file header ----------------------------------------------------- */
 
+/*
+ * Salvage: the header at buf[start] does not hold (input says how the
+ * header alone classes the file, why in what way). This version's header is
+ * assumed in its place and the chunks are read from byte 64 as after any
+ * damage, each on its own CRC; the assumed header reaches on_header before
+ * the first chunk that holds (deliver_chunk), so that a file with none is
+ * still what its header made of it (trace_parser_finish).
+ */
+__attribute__((format(printf, 3, 4))) static int salvage_start(trace_parser_t *p, enum trace_input input,
+							       const char *fmt, ...)
+{
+	struct fss_file_header *h = &p->salvaged.assumed;
+	va_list ap;
+
+	p->salvaged.used = 1;
+	p->salvaged.header = input;
+	va_start(ap, fmt);
+	vsnprintf(p->salvaged.why, sizeof(p->salvaged.why), fmt, ap);
+	va_end(ap);
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, FSS_FILE_MAGIC, sizeof(h->magic));
+	h->byte_order = FSS_BYTE_ORDER_MARK;
+	h->version_major = FSS_FORMAT_MAJOR;
+	h->version_minor = FSS_FORMAT_MINOR;
+	h->header_size = sizeof(*h);
+	/* the writer's limit is unknown: any chunk the format allows */
+	h->chunk_payload_max = FSS_CHUNK_MAX_PAYLOAD;
+	h->crc = crc32c(0, h, offsetof(struct fss_file_header, crc));
+	p->header = *h;
+	p->payload_limit = FSS_CHUNK_MAX_PAYLOAD;
+	consume(p, sizeof(*h));
+	p->good_offset = p->pos;
+	p->state = WANT_CHUNK;
+	return 0;
+}
+
+/* Bytes of magic that differ from FSSTRACE. */
+static int magic_off_by(const char magic[8])
+{
+	int n = 0;
+
+	for (int i = 0; i < 8; i++)
+		n += magic[i] != FSS_FILE_MAGIC[i];
+	return n;
+}
+
+/* A magic off by this many bytes at most is a trace's, damaged (a flipped
+ * bit or two), not another kind of file. */
+#define MAGIC_DAMAGED_MAX 2
+
 /* All 64 bytes are in: the CRC first, so that no field of a damaged header
  * is believed (a flipped version byte is damage, not a newer format). */
 static int read_header(trace_parser_t *p)
 {
 	struct fss_file_header h;
 	uint32_t crc;
+	int off_by;
 
 	memcpy(&h, p->buf + p->start, sizeof(h));
-	if (memcmp(h.magic, FSS_FILE_MAGIC, sizeof(h.magic)) != 0) {
-		p->input = TRACE_INPUT_NOT_TRACE;
+	off_by = magic_off_by(h.magic);
+	if (off_by) {
+		enum trace_input input =
+		    off_by <= MAGIC_DAMAGED_MAX ? TRACE_INPUT_HEADER_DAMAGED : TRACE_INPUT_NOT_TRACE;
+
+		if (p->salvage)
+			return salvage_start(p, input, "bad magic: %d of its 8 bytes are not FSSTRACE's", off_by);
+		p->input = input;
+		if (input == TRACE_INPUT_HEADER_DAMAGED)
+			return fail(
+			    p, FSS_E_CORRUPT,
+			    "the file header is damaged (bad magic: %d of its 8 bytes are not FSSTRACE's): none "
+			    "of its fields can be trusted",
+			    off_by);
 		return fail(p, FSS_E_NOT_TRACE, "not an fsdpscope trace: it does not start with the FSSTRACE magic");
 	}
 	crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
 	if (crc != h.crc) {
+		if (p->salvage)
+			return salvage_start(p, TRACE_INPUT_HEADER_DAMAGED,
+					     "CRC mismatch: stored 0x%08x, computed 0x%08x", h.crc, crc);
 		p->input = TRACE_INPUT_HEADER_DAMAGED;
 		return fail(p, FSS_E_CORRUPT,
 			    "the file header is damaged (CRC mismatch: stored 0x%08x, computed 0x%08x): none of its "
-			    "fields can be trusted, so no record can be read",
+			    "fields can be trusted",
 			    h.crc, crc);
 	}
 	if (h.byte_order != FSS_BYTE_ORDER_MARK) {
@@ -175,6 +248,9 @@ static int read_header(trace_parser_t *p)
 			    h.version_major, h.version_minor, FSS_FORMAT_MAJOR);
 	}
 	if (h.header_size < sizeof(h) || h.header_size > HEADER_MAX_BYTES || h.header_size % 8) {
+		if (p->salvage)
+			return salvage_start(p, TRACE_INPUT_HEADER_DAMAGED,
+					     "it gives its size as %u bytes, which no writer writes", h.header_size);
 		p->input = TRACE_INPUT_HEADER_DAMAGED;
 		return fail(p, FSS_E_CORRUPT,
 			    "the file header gives its size as %u bytes, which no writer writes: it "
@@ -190,11 +266,10 @@ static int read_header(trace_parser_t *p)
 	return 0;
 }
 
-static int header_done(trace_parser_t *p)
+/* The header is decided on: the reader hears of it. */
+static int header_announce(trace_parser_t *p)
 {
 	p->have_header = 1;
-	p->good_offset = p->pos;
-	p->state = WANT_CHUNK;
 	if (p->ops.on_header) {
 		int rc = p->ops.on_header(p->ctx, &p->header);
 
@@ -202,6 +277,13 @@ static int header_done(trace_parser_t *p)
 			return fail(p, rc, "stopped by the reader after the header");
 	}
 	return 0;
+}
+
+static int header_done(trace_parser_t *p)
+{
+	p->good_offset = p->pos;
+	p->state = WANT_CHUNK;
+	return header_announce(p);
 }
 
 /* ---- gaps ------------------------------------------------------------------ */
@@ -327,6 +409,11 @@ static int deliver_chunk(trace_parser_t *p, const struct fss_chunk_header *ch)
 	/* Scratch for zero-extending records shorter than this version's struct. */
 	_Alignas(8) unsigned char scratch[FSS_RECORD_MAX_BYTES];
 
+	if (!p->have_header) { /* salvaged: the assumed header, now that a chunk holds */
+		rc = header_announce(p);
+		if (rc)
+			return rc;
+	}
 	if (p->gap_open) {
 		rc = gap_close(p, ch->seq, 0);
 		if (rc)
@@ -595,6 +682,40 @@ static int classify_short(trace_parser_t *p)
 		    sizeof(struct fss_file_header));
 }
 
+/* A salvage read found no chunk that holds: the file is what its header
+ * made of it, nothing was read, and no stretch counts as skipped. */
+static int salvage_found_nothing(trace_parser_t *p)
+{
+	p->gap_open = 0;
+	p->salvaged.used = 0;
+	p->input = p->salvaged.header;
+	if (p->input == TRACE_INPUT_NOT_TRACE)
+		return fail(p, FSS_E_NOT_TRACE,
+			    "not an fsdpscope trace: it does not start with the FSSTRACE magic, and no intact "
+			    "chunk of one follows");
+	return fail(p, FSS_E_CORRUPT,
+		    "the file header is damaged (%s), and no intact chunk follows it: nothing to read",
+		    p->salvaged.why);
+}
+
+/* The start of the message of a salvaged read: what was wrong, what was
+ * assumed, what was recovered. Returns the bytes used. */
+static size_t salvage_words(const trace_parser_t *p, char *buf, size_t size)
+{
+	const struct fss_file_header *h = &p->salvaged.assumed;
+	int to_end = 0;
+
+	for (size_t i = 0; i < p->ngaps; i++)
+		to_end |= p->gaps[i].to_end;
+	return append(buf, size, 0,
+		      "the file header is damaged (%s): read with --salvage, assuming format %u.%u, a file written "
+		      "with no keep policy, chunks of up to %u MiB, each process's clocks from its own hello; "
+		      "recovered %llu of %s%llu chunks (%llu bytes skipped)",
+		      p->salvaged.why, h->version_major, h->version_minor, h->chunk_payload_max >> 20,
+		      (unsigned long long)p->chunks, to_end ? "at least " : "",
+		      (unsigned long long)(p->chunks + p->damage.chunks_missing), (unsigned long long)p->damage.bytes);
+}
+
 int trace_parser_finish(trace_parser_t *p)
 {
 	size_t need, used = 0;
@@ -608,6 +729,8 @@ int trace_parser_finish(trace_parser_t *p)
 		return rc;
 	if (p->state == WANT_FILE_HEADER || p->state == SKIP_HEADER_REST)
 		return classify_short(p);
+	if (p->salvaged.used && !p->have_header)
+		return salvage_found_nothing(p);
 	p->message[0] = '\0';
 	if (p->gap_open && p->gap_is_cut) {
 		p->gap_open = 0;
@@ -674,11 +797,27 @@ int trace_parser_finish(trace_parser_t *p)
 				      : "nothing after it",
 		       end[0] ? "; " : "", end);
 	}
+	if (p->salvaged.used) {
+		char rest[sizeof(p->message)];
+
+		snprintf(rest, sizeof(rest), "%s", p->message);
+		used = salvage_words(p, p->message, sizeof(p->message));
+		if (rest[0])
+			append(p->message, sizeof(p->message), used, "; %s", rest);
+		return FSS_E_CORRUPT; /* the header was: however whole the chunks */
+	}
 	if (p->damage.gaps)
 		return FSS_E_CORRUPT;
 	if (p->end == TRACE_END_CUT || p->end == TRACE_END_MISSING)
 		return FSS_E_TRUNCATED;
 	return 0;
+}
+
+int trace_parser_salvaged(const trace_parser_t *p, struct trace_salvage *out)
+{
+	if (out)
+		*out = p->salvaged;
+	return p->salvaged.used;
 }
 
 const char *trace_parser_error(const trace_parser_t *p)
@@ -730,6 +869,12 @@ const struct fss_file_header *trace_parser_header(const trace_parser_t *p)
 
 int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, struct trace_read_info *info)
 {
+	return trace_read_flags(path, 0, ops, ctx, info);
+}
+
+int trace_read_flags(const char *path, unsigned flags, const struct trace_parser_ops *ops, void *ctx,
+		     struct trace_read_info *info)
+{
 	unsigned char block[64 << 10];
 	struct trace_read_info scratch;
 	trace_parser_t *p;
@@ -751,6 +896,8 @@ int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, 
 		snprintf(info->message, sizeof(info->message), "out of memory");
 		return -ENOMEM;
 	}
+	if (flags & TRACE_READ_SALVAGE)
+		trace_parser_salvage(p);
 	for (;;) {
 		ssize_t n = read(fd, block, sizeof(block));
 
@@ -775,6 +922,7 @@ int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, 
 	trace_parser_damage(p, &info->damage);
 	info->ngaps = p->ngaps;
 	memcpy(info->gaps, p->gaps, p->ngaps * sizeof(p->gaps[0]));
+	trace_parser_salvaged(p, &info->salvage);
 	if (trace_parser_header(p)) {
 		info->version_major = trace_parser_header(p)->version_major;
 		info->version_minor = trace_parser_header(p)->version_minor;

@@ -30,7 +30,8 @@ enum trace_input {
 	TRACE_INPUT_EMPTY,	      /* no byte at all */
 	TRACE_INPUT_NOT_TRACE,	      /* does not start with the FSSTRACE magic */
 	TRACE_INPUT_HEADER_SHORT,     /* ends inside the 64-byte file header */
-	TRACE_INPUT_HEADER_DAMAGED,   /* the file header fails its CRC (or holds a size no writer writes) */
+	TRACE_INPUT_HEADER_DAMAGED,   /* the file header fails its CRC, holds a size no writer writes, or
+				       * its magic is FSSTRACE but for a byte or two */
 	TRACE_INPUT_OTHER_BYTE_ORDER, /* a valid header written on a big-endian host */
 	TRACE_INPUT_NEWER_VERSION,    /* a valid header of a format major this reader does not know */
 	TRACE_INPUT_NO_RECORDS,	      /* a valid header and not one record after it */
@@ -88,6 +89,35 @@ trace_parser_t *trace_parser_new(const struct trace_parser_ops *ops, void *ctx);
 void trace_parser_free(trace_parser_t *p);
 
 /*
+ * trace_parser_salvage - before the first feed: a file header that does not
+ * hold (its magic or CRC wrong, a size no writer writes) no longer stops the
+ * reading. The parser assumes this version's header (struct trace_salvage
+ * says what), reads on from byte 64 chunk by chunk as after any damage
+ * (each chunk's own CRC vouches for it), and calls on_header with the
+ * assumed header before the first chunk it delivers. The read is then
+ * damaged (trace_parser_finish returns FSS_E_CORRUPT) however whole its
+ * chunks are. When no valid chunk follows, the input is what the header
+ * said (not a trace, header damaged), as without salvage. A header that
+ * holds is read as ever: one of the other byte order or a newer major is
+ * not damage, and is refused.
+ */
+void trace_parser_salvage(trace_parser_t *p);
+
+/* What a salvaged read assumed in place of a file header that did not hold. */
+struct trace_salvage {
+	int used;			/* 1: the header did not hold and the chunks were read without it */
+	enum trace_input header;	/* what the header alone made of the input: NOT_TRACE, HEADER_DAMAGED */
+	struct fss_file_header assumed; /* this version's: FSS_FORMAT_MAJOR.MINOR, a file, no keep policy,
+					   features and clocks 0 (each hello carries its process's), chunks
+					   of up to FSS_CHUNK_MAX_PAYLOAD */
+	char why[128];			/* what was wrong with the header: "CRC mismatch: stored ..., ..." */
+};
+
+/* trace_parser_salvaged - 1 when a salvage read took the place of the header
+ * (*out says what was assumed), else 0. Final after trace_parser_finish. */
+int trace_parser_salvaged(const trace_parser_t *p, struct trace_salvage *out);
+
+/*
  * trace_parser_feed - consume len bytes. Returns 0, a callback's non-zero
  * value, -ENOMEM, or an FSS_E_* error for a file header that cannot be read
  * (not a trace, damaged, other byte order, newer major). Those stop the
@@ -143,10 +173,14 @@ struct trace_read_info {
 	struct trace_damage damage;
 	struct trace_gap gaps[TRACE_PARSER_GAPS_KEPT]; /* the first ngaps of damage.gaps */
 	size_t ngaps;
-	uint16_t version_major, version_minor; /* 0.0 without a valid header */
+	uint16_t version_major, version_minor; /* 0.0 without a valid header (or the assumed one, salvaged) */
 	uint32_t reserved;
-	char message[512]; /* trace_parser_error's text, or the system error; "" if none */
+	struct trace_salvage salvage; /* salvage.used: read without its header (TRACE_READ_SALVAGE) */
+	char message[768];	      /* trace_parser_error's text, or the system error; "" if none */
 };
+
+/* trace_read_flags' flags. */
+#define TRACE_READ_SALVAGE 1u /* trace_parser_salvage: read past a header that does not hold */
 
 /*
  * trace_read - open path, feed all of it through a parser calling ops,
@@ -155,6 +189,10 @@ struct trace_read_info {
  * or read (info->message says so).
  */
 int trace_read(const char *path, const struct trace_parser_ops *ops, void *ctx, struct trace_read_info *info);
+
+/* trace_read_flags - trace_read with TRACE_READ_* flags (0: trace_read). */
+int trace_read_flags(const char *path, unsigned flags, const struct trace_parser_ops *ops, void *ctx,
+		     struct trace_read_info *info);
 
 /*
  * trace_read_file - trace_read with only the message: on a non-zero return,

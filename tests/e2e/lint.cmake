@@ -18,6 +18,10 @@ if(TARGET fss_rules)
       ${PROJECT_SOURCE_DIR}/docs/report-schema.json ${CMAKE_CURRENT_SOURCE_DIR}/e2e/lint_schema_check.py
       $<TARGET_FILE:lint_summary>)
   set_tests_properties(lint_test PROPERTIES TIMEOUT 120 LABELS "e2e")
+  # A flipped bit in a trace's file header: lint, report and dump --salvage.
+  add_test(NAME trace_salvage_test
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/trace_salvage_test.sh $<TARGET_FILE:fsdpscope> $<TARGET_FILE:lint_gen_trace>)
+  set_tests_properties(trace_salvage_test PROPERTIES TIMEOUT 120 LABELS "e2e")
   # The new user's 4-rank job of issue 23, live: the advice's decisions only.
   if(TARGET fsdp_ref AND TARGET fsdpscope_agent)
     add_test(NAME advice_job_test

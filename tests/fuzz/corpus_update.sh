@@ -22,7 +22,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # Seeds of trace_fuzz: sample traces behind the target's control byte (bit 0:
-# fix checksums; the rest: feed piece size).
+# fix checksums; bit 1: salvage; the rest: feed piece size), and each with a
+# bit of its file header flipped (byte 20, the flags) for the salvage read.
 trace_seeds() {
 	local dir=$1 f
 	"$build/tests/fss_gen_sample_trace" "$tmp/a.raw" 1 1 256 >/dev/null
@@ -30,6 +31,7 @@ trace_seeds() {
 	for f in a b; do
 		{ printf '\000'; cat "$tmp/$f.raw"; } >"$dir/$f"
 		{ printf '\377'; cat "$tmp/$f.raw"; } >"$dir/$f.x"
+		{ printf '\006'; head -c 20 "$tmp/$f.raw"; printf '\377'; tail -c +22 "$tmp/$f.raw"; } >"$dir/$f.s"
 	done
 }
 

@@ -24,8 +24,9 @@ endfunction()
 if(FSS_FUZZ AND NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(STATUS "fsdpscope: FSS_FUZZ needs clang (CC=clang): fuzz targets are skipped")
 elseif(FSS_FUZZ)
-  # The trace decoder: a control byte (bit 0: fix checksums; the rest: feed
-  # piece size), then a trace (the corpus: sample traces, fss_gen_sample_trace).
+  # The trace decoder: a control byte (bit 0: fix checksums; bit 1: salvage,
+  # read past a damaged file header; the rest: feed piece size), then a trace
+  # (the corpus: sample traces, fss_gen_sample_trace, some with a damaged header).
   add_executable(trace_fuzz ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/trace_fuzz.c)
   target_compile_options(trace_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_options(trace_fuzz PRIVATE -fsanitize=fuzzer)

@@ -2,9 +2,11 @@
  * trace_fuzz.c - libFuzzer target for the trace decoder.
  *
  * The input is fed to a trace parser in pieces whose sizes come from the
- * input's first byte, and every record delivered goes through what `dump`
- * does with it (field table walk, string assembly), so the fuzzer reaches
- * the header checks, chunk assembly, the scan past damage, record
+ * input's first byte (bit 0: fix the checksums first; bit 1: a salvaging
+ * parser, `--salvage`; bits 2-7: the piece size), and every record
+ * delivered goes through what `dump` does with it (field table walk, string
+ * assembly), so the fuzzer reaches the header checks, the salvage read past
+ * a header that does not hold, chunk assembly, the scan past damage, record
  * validation and the string table. What the parser says about the input at
  * the end is checked against itself (gaps within the input, counts that add
  * up): a contradiction traps.
@@ -85,7 +87,12 @@ static void check_outcome(const trace_parser_t *p, const struct fuzz_ctx *c, int
 		__builtin_trap();
 	if (rc == 0 && (damaged || trace_parser_end(p) == TRACE_END_CUT || trace_parser_end(p) == TRACE_END_MISSING))
 		__builtin_trap();
-	if (rc == FSS_E_CORRUPT && trace_parser_input(p) == TRACE_INPUT_TRACE && !damaged)
+	/* a salvaged read is damaged by its header alone, and always a trace */
+	if (rc == FSS_E_CORRUPT && trace_parser_input(p) == TRACE_INPUT_TRACE && !damaged &&
+	    !trace_parser_salvaged(p, NULL))
+		__builtin_trap();
+	if (trace_parser_salvaged(p, NULL) &&
+	    (rc == 0 || trace_parser_input(p) == TRACE_INPUT_NOT_TRACE || !trace_parser_header(p)))
 		__builtin_trap();
 	if (trace_parser_input(p) != TRACE_INPUT_TRACE && trace_parser_input(p) != TRACE_INPUT_NO_RECORDS &&
 	    trace_parser_records(p) != 0)
@@ -108,7 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 	memcpy(data, input, size);
 	if (data[0] & 1)
 		fix_checksums(data + 1, size - 1);
-	piece = (size_t)(data[0] >> 1) * 13 + 1;
+	if (data[0] & 2)
+		trace_parser_salvage(p);
+	piece = (size_t)(data[0] >> 2) * 13 + 1;
 	while (off < size && !err) {
 		size_t n = size - off < piece ? size - off : piece;
 

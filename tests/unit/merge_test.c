@@ -526,6 +526,61 @@ static void test_align_median_resists_outliers(void **state)
 	assert_true(nodes[1].residual_max_ns == 400000);
 }
 
+static int count_merged(void *ctx, const struct fss_record_head *rec)
+{
+	(void)rec;
+	(*(uint64_t *)ctx)++;
+	return 0;
+}
+
+/* One node's file header lost a bit: the merge refuses the job, unless told
+ * to salvage; then both passes read that node's chunks, every record comes
+ * through, the clocks align as before, and the node says it was salvaged. */
+static void test_damaged_header_salvaged(void **state)
+{
+	struct job job = {.process_id_a = 0xa0, .process_id_b = 0xb0};
+	struct trace_parser_ops ops = {.on_record = count_merged};
+	struct paths p;
+	const char *paths[2];
+	const struct merge_node *nodes;
+	uint64_t whole = 0, salvaged = 0;
+	int64_t offset;
+	merge_t *m;
+	char err[512];
+	size_t n;
+	FILE *f;
+	int c;
+
+	(void)state;
+	write_job(&p, &job);
+	paths[0] = p.a;
+	paths[1] = p.b;
+	assert_int_equal(merge_open(&m, paths, 2, err, sizeof(err)), 0);
+	assert_int_equal(merge_read(m, &ops, &whole), 0);
+	offset = merge_nodes(m, &n)[1].offset_ns;
+	merge_free(m);
+	f = fopen(p.b, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 20, SEEK_SET), 0);
+	c = fgetc(f);
+	assert_int_equal(fseek(f, 20, SEEK_SET), 0);
+	fputc(c ^ 1, f);
+	fclose(f);
+	assert_int_equal(merge_open(&m, paths, 2, err, sizeof(err)), FSS_E_CORRUPT);
+	assert_non_null(strstr(err, "the file header is damaged"));
+	assert_int_equal(merge_open_flags(&m, paths, 2, TRACE_READ_SALVAGE, err, sizeof(err)), 0);
+	assert_int_equal(merge_read(m, &ops, &salvaged), FSS_E_CORRUPT);
+	assert_int_equal(salvaged, whole);
+	nodes = merge_nodes(m, &n);
+	assert_true(nodes[1].offset_ns == offset);
+	assert_false(nodes[0].info.salvage.used);
+	assert_true(nodes[1].info.salvage.used);
+	assert_int_equal(nodes[1].read_rc, FSS_E_CORRUPT);
+	assert_non_null(strstr(nodes[1].info.message, "read with --salvage"));
+	merge_free(m);
+	remove_job(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -537,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_process_in_two_traces_is_refused),
 		cmocka_unit_test(test_two_runs_are_two_jobs),
 		cmocka_unit_test(test_align_median_resists_outliers),
+		cmocka_unit_test(test_damaged_header_salvaged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,7 +98,19 @@ static struct file small_trace(struct layout *l)
 struct counter {
 	uint64_t records;
 	uint64_t gaps_seen; /* on_gap calls */
+	uint64_t headers;   /* on_header calls */
+	struct fss_file_header header;
 };
+
+static int count_header(void *ctx, const struct fss_file_header *h)
+{
+	struct counter *c = ctx;
+
+	assert_int_equal(c->records, 0); /* before any record, once */
+	c->headers++;
+	c->header = *h;
+	return 0;
+}
 
 static int count_record(void *ctx, const struct fss_record_head *rec)
 {
@@ -128,19 +140,26 @@ struct outcome {
 	struct trace_gap gaps[TRACE_PARSER_GAPS_KEPT];
 	size_t ngaps;
 	char message[768];
+	uint64_t headers; /* on_header calls */
+	struct fss_file_header header; /* as on_header had it */
+	int salvaged;
+	struct trace_salvage salvage;
 };
 
-/* Feed bytes[0..len) in pieces of `piece`, finish, and tell what came out. */
-static struct outcome parse_bytes(const unsigned char *bytes, size_t len, size_t piece)
+/* Feed bytes[0..len) in pieces of `piece` to a parser (salvage: one that
+ * salvages), finish, and tell what came out. */
+static struct outcome parse_bytes_mode(const unsigned char *bytes, size_t len, size_t piece, int salvage)
 {
 	struct counter c = {0};
-	struct trace_parser_ops ops = {.on_record = count_record, .on_gap = count_gap};
+	struct trace_parser_ops ops = {.on_header = count_header, .on_record = count_record, .on_gap = count_gap};
 	trace_parser_t *p = trace_parser_new(&ops, &c);
 	const struct trace_gap *gaps;
 	struct outcome o;
 	int err = 0, damaged;
 
 	assert_non_null(p);
+	if (salvage)
+		trace_parser_salvage(p);
 	memset(&o, 0, sizeof(o));
 	for (size_t off = 0; off < len && !err; off += piece)
 		err = trace_parser_feed(p, bytes + off, off + piece > len ? len - off : piece);
@@ -159,8 +178,16 @@ static struct outcome parse_bytes(const unsigned char *bytes, size_t len, size_t
 	snprintf(o.message, sizeof(o.message), "%s", trace_parser_error(p));
 	assert_int_equal(trace_parser_records(p), c.records);
 	assert_int_equal(c.gaps_seen, o.damage.gaps);
+	o.headers = c.headers;
+	o.header = c.header;
+	o.salvaged = trace_parser_salvaged(p, &o.salvage);
 	trace_parser_free(p);
 	return o;
+}
+
+static struct outcome parse_bytes(const unsigned char *bytes, size_t len, size_t piece)
+{
+	return parse_bytes_mode(bytes, len, piece, 0);
 }
 
 /* Feed a prefix of the trace; return finish()'s value and the count. */
@@ -416,8 +443,9 @@ static void test_missing_chunk_and_two_gaps(void **state)
 
 /* The file header: a flip anywhere past the magic is damage found by the CRC
  * before any field is believed (offset 12 is not "version 65.0", offset 9 is
- * not "the other byte order"); in the magic it is not a trace. A header
- * that holds, of another major or byte order, says so. */
+ * not "the other byte order"); in the magic too, a byte off is damage, not
+ * another kind of file. A header that holds, of another major or byte
+ * order, says so. */
 static void test_damaged_header(void **state)
 {
 	struct layout l;
@@ -432,8 +460,9 @@ static void test_damaged_header(void **state)
 		f.data[at] ^= 0x40;
 		assert_int_equal(o.records, 0);
 		if (at < 8) {
-			assert_int_equal(o.rc, FSS_E_NOT_TRACE);
-			assert_int_equal(o.input, TRACE_INPUT_NOT_TRACE);
+			assert_int_equal(o.rc, FSS_E_CORRUPT);
+			assert_int_equal(o.input, TRACE_INPUT_HEADER_DAMAGED);
+			assert_non_null(strstr(o.message, "header is damaged (bad magic: 1 of its 8 bytes"));
 		} else {
 			assert_int_equal(o.rc, FSS_E_CORRUPT);
 			assert_int_equal(o.input, TRACE_INPUT_HEADER_DAMAGED);
@@ -457,6 +486,156 @@ static void test_damaged_header(void **state)
 	o = parse_bytes(f.data, f.len, f.len);
 	assert_int_equal(o.rc, FSS_E_ENDIAN);
 	assert_int_equal(o.input, TRACE_INPUT_OTHER_BYTE_ORDER);
+	free(f.data);
+}
+
+/* Salvage: each bit of the file header flipped in turn. Read plainly the
+ * file gives nothing; salvaged, every record of every chunk comes back, the
+ * assumed header (this version's) reaches on_header once before them, no
+ * stretch is skipped, and the read still counts as damaged. */
+static void test_salvage_every_header_bit(void **state)
+{
+	struct layout l;
+	struct file f = small_trace(&l);
+	uint64_t total = l.records_upto[l.chunks - 1];
+	char recovered[64];
+
+	(void)state;
+	snprintf(recovered, sizeof(recovered), "recovered %zu of %zu chunks (0 bytes skipped)", l.chunks, l.chunks);
+	for (size_t bit = 0; bit < 8 * sizeof(struct fss_file_header); bit++) {
+		struct outcome o;
+
+		f.data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		o = parse_bytes(f.data, f.len, f.len);
+		assert_int_equal(o.records, 0);
+		assert_int_not_equal(o.input, TRACE_INPUT_TRACE);
+		o = parse_bytes_mode(f.data, f.len, bit % 3 ? 7 : f.len, 1);
+		f.data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		assert_int_equal(o.rc, FSS_E_CORRUPT);
+		assert_int_equal(o.input, TRACE_INPUT_TRACE);
+		assert_int_equal(o.records, total);
+		assert_int_equal(o.end, TRACE_END_CLEAN);
+		assert_int_equal(o.damage.gaps, 0);
+		assert_true(o.salvaged);
+		assert_int_equal(o.salvage.header, TRACE_INPUT_HEADER_DAMAGED);
+		assert_int_equal(o.headers, 1);
+		assert_int_equal(o.header.version_major, FSS_FORMAT_MAJOR);
+		assert_int_equal(o.header.version_minor, FSS_FORMAT_MINOR);
+		assert_int_equal(o.header.flags, 0);
+		assert_non_null(strstr(o.message, "the file header is damaged ("));
+		assert_non_null(strstr(o.message, "assuming format"));
+		assert_non_null(strstr(o.message, recovered));
+	}
+	/* A header that holds is read as ever, salvage or not. */
+	{
+		struct outcome o = parse_bytes_mode(f.data, f.len, f.len, 1);
+
+		assert_int_equal(o.rc, 0);
+		assert_false(o.salvaged);
+		assert_int_equal(o.records, total);
+		assert_int_equal(o.header.chunk_payload_max, 512);
+	}
+	free(f.data);
+}
+
+/* A damaged header and a damaged chunk: the chunk is skipped and counted,
+ * every other chunk recovered; chunk 0 lost right after the header is a gap
+ * at byte 64. */
+static void test_salvage_header_and_chunk(void **state)
+{
+	struct layout l;
+	struct file f = small_trace(&l);
+	uint64_t total = l.records_upto[l.chunks - 1];
+	char recovered[64];
+
+	(void)state;
+	f.data[30] ^= 4; /* created_mono_ns */
+	for (size_t c = 0; c + 1 < l.chunks; c++) {
+		size_t start = chunk_start(&l, c);
+		struct outcome o;
+
+		f.data[start + 40] ^= 1;
+		o = parse_bytes_mode(f.data, f.len, c % 2 ? 1 : f.len, 1);
+		f.data[start + 40] ^= 1;
+		assert_int_equal(o.rc, FSS_E_CORRUPT);
+		assert_int_equal(o.records, total - chunk_records(&l, c));
+		assert_int_equal(o.ngaps, 1);
+		assert_int_equal(o.gaps[0].offset, start);
+		assert_int_equal(o.gaps[0].bytes, l.chunk_end[c] - start);
+		assert_int_equal(o.gaps[0].first_missing, c);
+		assert_int_equal(o.gaps[0].chunks_missing, 1);
+		assert_int_equal(o.end, TRACE_END_CLEAN);
+		snprintf(recovered, sizeof(recovered), "recovered %zu of %zu chunks (%zu bytes skipped)", l.chunks - 1,
+			 l.chunks, l.chunk_end[c] - start);
+		assert_non_null(strstr(o.message, recovered));
+		assert_non_null(strstr(o.message, "1 damaged stretch"));
+	}
+	free(f.data);
+}
+
+/* A damaged header and garbage (with fake chunk headers) between chunks:
+ * every record recovered, the garbage one gap of its length. */
+static void test_salvage_header_and_garbage(void **state)
+{
+	struct layout l;
+	struct file f = small_trace(&l);
+	uint64_t total = l.records_upto[l.chunks - 1];
+	unsigned char junk[300];
+	struct fss_chunk_header fake = {.magic = FSS_CHUNK_MAGIC, .payload_bytes = 64, .records = 1, .crc = 1};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 97 + 3);
+	memcpy(junk + 100, &fake, sizeof(fake));
+	memcpy(f.data, "FSSxxxCE", 8); /* a magic too far off to be a trace's: salvaged all the same */
+	for (size_t c = 0; c < l.chunks; c++) {
+		struct file g = spliced(&f, chunk_start(&l, c), junk, sizeof(junk));
+		struct outcome o = parse_bytes_mode(g.data, g.len, c % 2 ? 3 : g.len, 1);
+
+		assert_int_equal(o.rc, FSS_E_CORRUPT);
+		assert_int_equal(o.records, total);
+		assert_int_equal(o.ngaps, 1);
+		assert_int_equal(o.gaps[0].offset, chunk_start(&l, c));
+		assert_int_equal(o.gaps[0].bytes, sizeof(junk));
+		assert_int_equal(o.gaps[0].chunks_missing, 0);
+		assert_int_equal(o.salvage.header, TRACE_INPUT_NOT_TRACE);
+		assert_non_null(strstr(o.message, "bad magic: 3 of its 8 bytes"));
+		free(g.data);
+	}
+	free(f.data);
+}
+
+/* Salvage finds nothing to read: the file is what its header made of it. A
+ * valid header of the other byte order is no damage: refused as ever. */
+static void test_salvage_finds_nothing(void **state)
+{
+	static const char text[] = "not a trace, just some text that runs on past sixty-four bytes of it....";
+	struct layout l;
+	struct file f = small_trace(&l);
+	struct fss_file_header h;
+	struct outcome o;
+
+	(void)state;
+	o = parse_bytes_mode((const unsigned char *)text, sizeof(text), 5, 1);
+	assert_int_equal(o.rc, FSS_E_NOT_TRACE);
+	assert_int_equal(o.input, TRACE_INPUT_NOT_TRACE);
+	assert_int_equal(o.headers, 0);
+	assert_false(o.salvaged);
+	assert_int_equal(o.damage.gaps, 0);
+	f.data[20] ^= 1;
+	o = parse_bytes_mode(f.data, l.header_end + 10, 1, 1); /* the header and 10 bytes of chunk 0 */
+	assert_int_equal(o.rc, FSS_E_CORRUPT);
+	assert_int_equal(o.input, TRACE_INPUT_HEADER_DAMAGED);
+	assert_int_equal(o.records, 0);
+	assert_non_null(strstr(o.message, "no intact chunk"));
+	f.data[20] ^= 1;
+	memcpy(&h, f.data, sizeof(h));
+	h.byte_order = 0x04030201u;
+	h.crc = crc32c(0, &h, offsetof(struct fss_file_header, crc));
+	memcpy(f.data, &h, sizeof(h));
+	o = parse_bytes_mode(f.data, f.len, f.len, 1);
+	assert_int_equal(o.rc, FSS_E_ENDIAN);
+	assert_int_equal(o.records, 0);
 	free(f.data);
 }
 
@@ -718,6 +897,10 @@ int main(void)
 		cmocka_unit_test(test_garbage_between_chunks),
 		cmocka_unit_test(test_missing_chunk_and_two_gaps),
 		cmocka_unit_test(test_damaged_header),
+		cmocka_unit_test(test_salvage_every_header_bit),
+		cmocka_unit_test(test_salvage_header_and_chunk),
+		cmocka_unit_test(test_salvage_header_and_garbage),
+		cmocka_unit_test(test_salvage_finds_nothing),
 		cmocka_unit_test(test_tiny_inputs),
 		cmocka_unit_test(test_version_1_0_cannot_say),
 		cmocka_unit_test(test_writer_ends_with_trace_end),
