@@ -271,7 +271,10 @@ ROUND_TRIP_KEYS = ("verdict", "steps_analyzed", "steps_seen", "warmup_steps", "s
                    "microbatches", "reshard_after_forward", "ranks", "world_size", "tp_degree")
 
 
-TOP_ROW_RE = re.compile(r"^\S?\s*(\d+)\s+\S+\s+\S+\s+\S+\s+(\S+)\s")
+# a rank's row: the selection mark or a blank, the rank right-aligned (never the
+# findings' tally line, "3 findings: ...", whose counts move with exposed-gather's
+# severity, a matter of times the export rounds)
+TOP_ROW_RE = re.compile(r"^(?:\u25b6| ) {0,3}(\d+)\s+\S+\s+\d+\s+\S+\s+(\S+)\s")
 TOP_FINDING_RE = re.compile(r"^ (error|warning|info) ([a-z-]+):")
 
 
