@@ -522,8 +522,10 @@ static void test_sequence_files_when_sink_absent(void **state)
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", agent_path);
 	snprintf(outenv, sizeof(outenv), "FSDPSCOPE_OUT=%s", out);
 	const char *extra[] = {preload, sink, outenv, NULL};
+	int release;
 	run_plain(&plain, argv);
-	run_start(&with, argv, extra);
+	run_start_held(&with, argv, extra, NULL, &release); /* its stderr kept in with.err_path */
+	run_release(release);
 	run_wait(&with);
 	assert_same_run(&plain, &with);
 	assert_int_equal(list_traces(out, names, 8), 4);
