@@ -6,6 +6,7 @@
 
 #include "agent/bpf/attach.h"
 #include "agent/bpf/attach_records.h"
+#include "cli/attach_cut.h"
 #include "cli/attach_procs.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -61,6 +62,8 @@ struct attach_capture {
 	int all;
 	attach_t *probes;
 	attach_records_t *rec;
+	attach_cut_t *cut; /* holds each process's calls until the others made them too (cli/attach_cut.h) */
+	struct attach_cut_result cut_result; /* what the cut at detach left out */
 	struct proc *procs;
 	size_t nprocs, capprocs;
 	int64_t last_scan_ms;
@@ -182,6 +185,22 @@ static void stream_close(struct proc *p)
 	p->npending = 0;
 }
 
+/* The cut lets a record go: into its process's stream. */
+static void on_cut_record(void *ctx, size_t slot, const void *record)
+{
+	attach_capture_t *c = ctx;
+	struct proc *p = &c->procs[slot];
+	int err;
+
+	if (!p->w || p->stream_failed)
+		return;
+	err = trace_writer_append(p->w, record);
+	if (err)
+		stream_fail(c, p, err);
+	else
+		p->records++;
+}
+
 static int on_record(void *ctx, uint32_t pid, const void *record)
 {
 	attach_capture_t *c = ctx;
@@ -215,11 +234,8 @@ static int on_record(void *ctx, uint32_t pid, const void *record)
 			return 0;
 		}
 	}
-	err = trace_writer_append(p->w, record);
-	if (err)
-		stream_fail(c, p, err);
-	else
-		p->records++;
+	/* -ENOMEM: the record went uncut */
+	(void)attach_cut_record(c->cut, (size_t)(p - c->procs), record);
 	return 0;
 }
 
@@ -433,6 +449,8 @@ int attach_capture_new(attach_capture_t **out, const struct attach_capture_optio
 	if (gethostname(c->host, sizeof(c->host) - 1) < 0)
 		snprintf(c->host, sizeof(c->host), "unknown");
 	rc = attach_records_new(&c->rec, on_record, c);
+	if (!rc)
+		rc = attach_cut_new(&c->cut, on_cut_record, c);
 	if (rc) {
 		attach_capture_free(c);
 		return rc;
@@ -457,6 +475,7 @@ int attach_capture_new(attach_capture_t **out, const struct attach_capture_optio
 static void proc_end(attach_capture_t *c, struct proc *p)
 {
 	(void)attach_drop_pid(c->probes, p->pid);
+	attach_cut_end(c->cut, (size_t)(p - c->procs));
 	p->state = PROC_ENDED;
 	stream_close(p);
 }
@@ -479,6 +498,8 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 			if (rc < 0)
 				return rc;
 		}
+		/* a job that stopped calling: what one rank did past the others is the evidence, not to be cut */
+		attach_cut_release(c->cut, 1);
 		c->idle_decided = 1;
 	}
 	for (size_t i = 0; i < c->nprocs; i++) {
@@ -517,6 +538,40 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 	return watching;
 }
 
+/* The cut at detach (cli/attach_cut.h), one line per communicator the processes still attached share. */
+static void say_cut(const attach_capture_t *c)
+{
+	const struct attach_cut_result *r = &c->cut_result;
+
+	for (size_t j = 0; j < r->ncomms; j++) {
+		const struct attach_cut_comm *cc = &r->comms[j];
+		int first = 1;
+
+		fprintf(stderr,
+			"%s: detached at collective #%" PRIu64 " of communicator %016" PRIx64
+			" (%u processes), the last every rank completed: ",
+			c->prog, cc->number, cc->id_hash, cc->nslots);
+		if (!cc->cut_slots) {
+			fprintf(stderr, "no rank had records past it\n");
+			continue;
+		}
+		for (size_t k = 0; k < r->nslots; k++) {
+			const struct attach_cut_slot *s = &r->slots[k];
+
+			if (s->comm != cc->id_hash)
+				continue;
+			fprintf(stderr,
+				first ? "cut %" PRIu64 " records of rank %d (pid %d)"
+				      : ", %" PRIu64 " of rank %d (pid %d)",
+				s->collectives, (int)s->rank, (int)c->procs[s->slot].pid);
+			first = 0;
+		}
+		fprintf(stderr, " (the probes go one process after another: calls some ranks were seen to "
+				"make after it and others not are left out, so every rank's counts end at the same "
+				"call)\n");
+	}
+}
+
 void attach_capture_detach(attach_capture_t *c)
 {
 	struct attach_records_stats rs;
@@ -531,6 +586,7 @@ void attach_capture_detach(attach_capture_t *c)
 	while (attach_poll(c->probes, 0) > 0)
 		;
 	(void)attach_records_decide(c->rec, 1);
+	(void)attach_cut_detach(c->cut, &c->cut_result); /* -ENOMEM: nothing cut, every record sent */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct proc *p = &c->procs[i];
 
@@ -545,7 +601,8 @@ void attach_capture_detach(attach_capture_t *c)
 	fprintf(stderr,
 		"%s: detached: every probe removed; %u processes attached, %" PRIu64 " probe events, %" PRIu64
 		" collectives recorded\n",
-		c->prog, rs.processes, c->events, rs.collectives);
+		c->prog, rs.processes, c->events, rs.collectives - c->cut_result.collectives);
+	say_cut(c);
 	if (rs.comms_observed)
 		fprintf(
 		    stderr,
@@ -603,6 +660,8 @@ void attach_capture_free(attach_capture_t *c)
 	for (size_t i = 0; i < c->nprocs; i++)
 		stream_close(&c->procs[i]);
 	attach_records_free(c->rec);
+	attach_cut_free(c->cut);
+	attach_cut_result_free(&c->cut_result);
 	free(c->procs);
 	free(c->roots);
 	free(c->sink);

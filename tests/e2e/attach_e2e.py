@@ -29,6 +29,13 @@ Scenarios:
                 outlive the detach): its exit code and every loss of its log
                 equal those of the same job never attached; the trace holds
                 the steps in between, its sources read "detached"
+  detach_cut    4 ranks, per-Linear, attached while stopped and detached (SIGINT) while
+                they run: the probes go one process after another, so without a cut
+                the ranks let go last record calls the others were not seen to make;
+                attach names the cut ("detached at collective #N of communicator X
+                ..., the last every rank completed"), and in the trace every rank's
+                last collective on it is call N (its first_call + its count - 1), so
+                the ranks' counts end at the same call
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
@@ -88,9 +95,10 @@ read_text, wait_for = support.read_text, support.wait_for
 # width, and the sanitized build's ranks are slow.
 MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16"]
 # The steps of a job attached while it runs: --sanitized (a build with ASan) runs fewer.
-STEPS = {"fsdp": (220, 20), "detach": (400, 10, 60), "launcher": 20, "all": 40}
+STEPS = {"fsdp": (220, 20), "detach": (400, 10, 60), "detach_cut": (100000, 3, 40), "launcher": 20, "all": 40}
 # launcher and all count per rank against the log, which holds as well over a few steps
-STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20), "launcher": 6, "all": 16}
+STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20), "detach_cut": (100000, 2, 10), "launcher": 6,
+                   "all": 16}
 
 # The wrap rules' and the structure's figures: what attach must agree on with run.
 # Their decisions rest on counts, sizes and order. small-collectives is not
@@ -367,6 +375,64 @@ def scenario_detach(args, work):
     for s in doc["sources"]:
         check(s["end"] == "detached", f"rank {s['rank']} ends '{s['end']}', want 'detached'")
     print(f"detach: losses equal over {len(b[0])} steps, exit code {rc}")
+
+
+def comm_calls(args, trace):
+    """pid -> {id_hash: (first call number, [collective, ...])} of the trace."""
+    r = run([args.fsdpscope, "dump", "--type", "collective,comm,process_hello", trace])
+    check(r.returncode == 0, f"dump {trace} exited {r.returncode}: {r.stderr}")
+    pid_of, ids, out = {}, {}, {}
+    for line in r.stdout.splitlines():
+        d = json.loads(line)
+        pid = pid_of.get(d["source"])
+        if d.get("type") == "process_hello":
+            pid_of[d["source"]] = d["pid"]
+        elif d.get("type") == "comm" and (pid, d["comm"]) not in ids:
+            ids[(pid, d["comm"])] = d["id_hash"]
+            out.setdefault(pid, {})[d["id_hash"]] = (int(d.get("first_call") or 1), [])
+        elif d.get("type") == "collective" and (pid, d["comm"]) in ids:
+            out[pid][ids[(pid, d["comm"])]][1].append(d)
+    return out
+
+
+def scenario_detach_cut(args, work):
+    steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach_cut"]
+    job = Job(args, work, 4, "linear", steps)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(at)
+        pids = job.stop()
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        job.wait_step(until)
+        att.p.send_signal(signal.SIGINT)
+        arc = att.wait()
+        check(arc == 0, f"attach exited {arc}: {att.text()}")
+        check(job.p.poll() is None, "the job ended before the detach: the test detached nothing mid-run")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    said = re.findall(r"detached at collective #(\d+) of communicator ([0-9a-f]+) \((\d+) processes\), "
+                      r"the last every rank completed: (.*)", att.text())
+    check(said, f"attach did not name the cut: {att.text()}")
+    cuts = {"0x" + h.lstrip("0"): int(n) for n, h, _, _ in said}
+    calls = comm_calls(args, att.trace())
+    ranks = [p for p in pids if p in calls]
+    check(len(ranks) == 4, f"{len(ranks)} of the 4 ranks in the trace: {sorted(calls)}")
+    for h, n in cuts.items():
+        last = {}
+        for pid in ranks:
+            check(h in calls[pid], f"pid {pid} has no communicator {h}: {sorted(calls[pid])}")
+            first, cs = calls[pid][h]
+            last[pid] = first + len(cs) - 1
+        check(set(last.values()) == {n}, f"communicator {h}: the ranks' last calls {last}, attach said #{n}")
+    doc = lint_json(args, att.trace())
+    counts = sorted({p["collectives"] for p in doc["sources"] if p["pid"] in ranks} if "collectives" in
+                    doc["sources"][0] else [])
+    print(f"detach_cut: {said}; lint's collectives per source {counts}")
 
 
 def scenario_launcher(args, work):
@@ -720,7 +786,7 @@ def main():
             _, n, wrap = s.split("_")
             scenario_fsdp(args, work, int(n), wrap)
         else:
-            {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
+            {"detach": scenario_detach, "detach_cut": scenario_detach_cut, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
              "env_rank": scenario_env_rank, "duration": scenario_duration, "killed": scenario_killed,
              "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
