@@ -52,6 +52,7 @@ struct proc {
 	size_t npending;
 	uint64_t records;
 	char command[256];
+	char root_command[64]; /* a root's argv[0] when first looked at: said if nothing was attached */
 };
 
 struct attach_capture {
@@ -278,6 +279,9 @@ static int try_attach(attach_capture_t *c, pid_t pid, int said_missing)
 		p->state = PROC_ENDED;
 		return 0;
 	}
+	if (!p->root_command[0])
+		snprintf(p->root_command, sizeof(p->root_command), "%.*s", (int)sizeof(p->root_command) - 1,
+			 info.command);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -414,13 +418,15 @@ int attach_capture_check(const struct attach_capture_options *o)
 				    o->prog, (int)pid, info.command, n);
 			continue;
 		}
-		fprintf(stderr,
-			"%s: pid %d (%s) has no libnccl mapped (mapped: %s)\n"
-			"  attach places its probes on libnccl.so's symbols: a process that has not loaded NCCL yet\n"
-			"  cannot be attached (give its launcher's pid, or try again once it has), and one whose NCCL\n"
-			"  is linked statically into another library or the executable has no libnccl to probe: run\n"
-			"  the job under 'fsdpscope run' instead (the agent sees NCCL's own NVTX ranges there)\n",
-			o->prog, (int)pid, info.command, what[0] ? what : "nothing readable");
+		fprintf(
+		    stderr,
+		    "%s: pid %d (%s) maps no libnccl (checked /proc/%d/maps): it makes no NCCL calls to watch, or "
+		    "loads NCCL later (attach once it has)\n"
+		    "  mapped: %s\n"
+		    "  attach places its probes on libnccl.so's symbols: a job whose NCCL is linked statically into\n"
+		    "  another library or the executable has no libnccl to probe: run it under 'fsdpscope run'\n"
+		    "  instead (the agent sees NCCL's own NVTX ranges there)\n",
+		    o->prog, (int)pid, info.command, (int)pid, what[0] ? what : "nothing readable");
 		return -ENOENT;
 	}
 	return 0;
@@ -630,6 +636,27 @@ void attach_capture_detach(attach_capture_t *c)
 		fprintf(stderr,
 			"%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
 			c->prog, rs.events_unknown);
+}
+
+void attach_capture_say_unattached(const attach_capture_t *c)
+{
+	if (c->all) {
+		fprintf(stderr,
+			"%s: no process of this machine mapped libnccl while attach watched: nothing to watch, "
+			"no trace written\n",
+			c->prog);
+		return;
+	}
+	for (size_t r = 0; r < c->nroots; r++) {
+		const struct proc *p = proc_find((attach_capture_t *)c, c->roots[r]);
+
+		fprintf(stderr,
+			"%s: pid %d (%s) maps no libnccl (checked /proc/%d/maps), nor did any of its descendants "
+			"while attach watched: it makes no NCCL calls to watch, or loads NCCL later (attach once it "
+			"has); no trace written\n",
+			c->prog, (int)c->roots[r], p && p->root_command[0] ? p->root_command : "ended",
+			(int)c->roots[r]);
+	}
 }
 
 void attach_capture_status(const attach_capture_t *c, struct attach_capture_status *out)

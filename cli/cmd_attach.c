@@ -242,6 +242,7 @@ struct attach_state {
 	atomic_int stop;	 /* detach now: a signal, --duration, the dashboard's q */
 	atomic_int capture_done; /* the capture detached and closed its connections */
 	int capture_rc;		 /* < 0: the probes failed */
+	int unattached;		 /* no process was ever attached: no trace, exit 2 */
 	int finish_rc;
 	char trace[4096];
 	/* --top */
@@ -315,8 +316,18 @@ static void *session_main(void *arg)
 	struct attach_state *st = arg;
 	struct session_outcome outcome;
 
+	struct attach_capture_status cs;
+
 	while (!atomic_load(&st->capture_done))
 		session_poll(st->session, ATTACH_POLL_MS);
+	attach_capture_status(st->capture, &cs);
+	if (cs.attached == 0) {
+		/* nothing mapped libnccl while attach watched: a trace would be empty */
+		attach_capture_say_unattached(st->capture);
+		session_abandon(st->session);
+		st->unattached = 1;
+		return NULL;
+	}
 	job_drain(st->session, ATTACH_FLUSH_MS, NULL);
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
@@ -388,6 +399,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	    .flags = &a->s.flags,
 	    .json_summary = a->s.json_summary,
 	    .keep = &a->s.keep,
+	    .no_source_words = "no attached process made an NCCL call while attach watched",
 	};
 	struct attach_state st;
 	pthread_t capture_thread, session_thread;
@@ -487,7 +499,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	session_free(st.session);
 	free(st.metrics);
 	pthread_mutex_destroy(&st.mu);
-	code = st.finish_rc ? 1 : EXIT_OK;
+	code = st.unattached ? EXIT_USAGE : st.finish_rc ? 1 : EXIT_OK;
 	return code;
 }
 

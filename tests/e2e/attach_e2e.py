@@ -57,6 +57,10 @@ Scenarios:
                 end "exited"
   duration      --duration 2 on a running job: attach detaches by itself, the
                 job goes on, its sources read "detached"
+  no_nccl       a process that maps no libnccl (sleep), and one whose only descendant
+                never loads it (sh -c 'sleep; true', attached with --duration 2, attach
+                waits for its ranks): exit 2, "pid N (CMD) maps no libnccl (checked
+                /proc/N/maps)", no trace written, no word of LD_PRELOAD
   errors        exit 2 and the message for: no such pid, a thread id, a
                 process without libnccl (names what is mapped and
                 'fsdpscope run'), no PID, --all with a PID, a bad --duration,
@@ -655,7 +659,7 @@ def scenario_errors(args, work):
     expect(["99999999"], ["99999999", "no such process"], "no such pid")
     sleeper = subprocess.Popen(["sleep", "600"])
     try:
-        expect([str(sleeper.pid)], ["has no libnccl mapped", "libc.so.6", "fsdpscope run"], "no libnccl")
+        expect([str(sleeper.pid)], ["maps no libnccl", "libc.so.6", "fsdpscope run"], "no libnccl")
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -676,6 +680,29 @@ def scenario_errors(args, work):
     expect(["1"], ["no BTF", "fsdpscope run"], "a kernel without BTF", hide="/sys/kernel/btf")
     expect(["1"], ["no uprobes", "fsdpscope run"], "a kernel without uprobes", hide="/sys/bus/event_source/devices")
     print("errors: each exits 2 with its message")
+
+
+def scenario_no_nccl(args, work):
+    out = os.path.join(work, "out")
+    cases = [(["sleep", "30"], [], "sleep"), (["sh", "-c", "sleep 30; true"], ["--duration", "2"], "sh")]
+    for cmd, extra, name in cases:
+        p = subprocess.Popen(cmd)
+        try:
+            if name == "sh":
+                wait_for(lambda: children(p.pid), "the shell's child", WAIT_S)
+            else:
+                # exec'd: its maps are sleep's
+                wait_for(lambda: "sleep" in read_text(f"/proc/{p.pid}/maps"), "sleep to be exec'd", WAIT_S)
+            r = run([args.fsdpscope, "attach", "--out", out, *extra, str(p.pid)])
+        finally:
+            p.kill()
+            p.wait()
+        want = f"pid {p.pid} ({name}) maps no libnccl (checked /proc/{p.pid}/maps)"
+        check(r.returncode == 2, f"{name}: exit {r.returncode}, want 2: {r.stderr}")
+        check(want in r.stderr, f"{name}: '{want}' not in: {r.stderr}")
+        check("LD_PRELOAD" not in r.stderr, f"{name}: LD_PRELOAD blamed: {r.stderr}")
+        check(not os.path.exists(os.path.join(out, "attach.fss")), f"{name}: a trace was written: {r.stderr}")
+    print("no_nccl: exit 2, said, no trace")
 
 
 def scenario_real_nccl(args, work):
@@ -788,7 +815,7 @@ def main():
         else:
             {"detach": scenario_detach, "detach_cut": scenario_detach_cut, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
              "env_rank": scenario_env_rank, "duration": scenario_duration, "killed": scenario_killed,
-             "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
+             "errors": scenario_errors, "no_nccl": scenario_no_nccl, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
         print(f"SKIP: {e}")
         return SKIP
