@@ -572,9 +572,9 @@ static void say_cut(const attach_capture_t *c)
 				s->collectives, (int)s->rank, (int)c->procs[s->slot].pid);
 			first = 0;
 		}
-		fprintf(stderr, " (the probes go one process after another: calls some ranks were seen to "
-				"make after it and others not are left out, so every rank's counts end at the same "
-				"call)\n");
+		fprintf(stderr, " (made after the probes began to go, one process after another, when "
+				"some ranks' calls are seen and others' not: left out, so that every rank's records "
+				"end at the same call)\n");
 	}
 }
 
@@ -585,6 +585,7 @@ void attach_capture_detach(attach_capture_t *c)
 
 	if (!c || !c->probes)
 		return;
+	attach_cut_freeze(c->cut, clock_ns(CLOCK_MONOTONIC));
 	for (size_t i = 0; i < c->nprocs; i++)
 		if (c->procs[i].state == PROC_ATTACHED)
 			(void)attach_drop_pid(c->probes, c->procs[i].pid);

@@ -20,6 +20,7 @@ struct handle {
 	uint64_t id_hash; /* the same communicator on every rank */
 	int32_t rank;
 	uint64_t last; /* the number of its last collective recorded (held or sent) */
+	uint64_t sent; /* the number of its last collective sent */
 	uint64_t cut;  /* collectives left out at detach */
 };
 
@@ -27,6 +28,7 @@ struct held {
 	unsigned char rec[FSS_RECORD_MAX_BYTES];
 	uint64_t id_hash; /* 0: holds no one, goes when it reaches the head */
 	uint64_t number;  /* its call's number on the communicator */
+	uint64_t exit_ns; /* a collective's return (fss_rec_collective.exit_ns), else 0 */
 };
 
 struct slot {
@@ -42,6 +44,8 @@ struct attach_cut {
 	void *ctx;
 	struct slot *slots;
 	size_t nslots;
+	int frozen; /* the probes began to go: nothing is sent until the cut */
+	uint64_t frozen_ns;
 };
 
 int attach_cut_new(attach_cut_t **out, attach_cut_emit_fn emit, void *ctx)
@@ -104,6 +108,7 @@ static int handle_named(struct slot *s, const struct fss_rec_comm *r)
 	h->rank = r->rank;
 	/* first_call: the number of the next call, aligned across ranks (0: from 1) */
 	h->last = r->first_call ? r->first_call - 1 : 0;
+	h->sent = h->last;
 	return 0;
 }
 
@@ -124,23 +129,36 @@ static uint64_t others_last(const attach_cut_t *c, size_t self, uint64_t id_hash
 	return min;
 }
 
+/* A held record goes: a collective's number is its handle's last sent. */
+static void slot_sent(struct slot *s, const struct held *h)
+{
+	const struct fss_record_head *rh = (const void *)h->rec;
+
+	if (rh->type != FSS_REC_COLLECTIVE || !h->id_hash)
+		return;
+	for (size_t k = 0; k < s->nhandles; k++)
+		if (s->handles[k].id_hash == h->id_hash && s->handles[k].sent < h->number)
+			s->handles[k].sent = h->number;
+}
+
 /* Send the held records of slot i from the head while they may go (all: every one). */
 static void slot_release(attach_cut_t *c, size_t i, int all)
 {
 	struct slot *s = &c->slots[i];
 
-	while (s->len) {
+	while (s->len && !c->frozen) {
 		struct held *h = &s->q[s->head];
 
 		if (!all && h->id_hash && others_last(c, i, h->id_hash) < h->number)
 			break;
+		slot_sent(s, h);
 		c->emit(c->ctx, i, h->rec);
 		s->head = (s->head + 1) % s->cap;
 		s->len--;
 	}
 }
 
-static int slot_push(struct slot *s, const void *record, uint64_t id_hash, uint64_t number)
+static int slot_push(struct slot *s, const void *record, uint64_t id_hash, uint64_t number, uint64_t exit_ns)
 {
 	const struct fss_record_head *rh = record;
 	struct held *h;
@@ -162,6 +180,7 @@ static int slot_push(struct slot *s, const void *record, uint64_t id_hash, uint6
 	memcpy(h->rec, record, rh->size <= FSS_RECORD_MAX_BYTES ? rh->size : FSS_RECORD_MAX_BYTES);
 	h->id_hash = id_hash;
 	h->number = number;
+	h->exit_ns = exit_ns;
 	return 0;
 }
 
@@ -170,7 +189,7 @@ int attach_cut_record(attach_cut_t *c, size_t slot, const void *record)
 	const struct fss_record_head *rh = record;
 	struct slot *s = slot_get(c, slot);
 	struct handle *h = NULL;
-	uint64_t number = 0;
+	uint64_t number = 0, exit_ns = 0;
 	int err = 0;
 
 	if (!s || rh->size > FSS_RECORD_MAX_BYTES) {
@@ -180,15 +199,17 @@ int attach_cut_record(attach_cut_t *c, size_t slot, const void *record)
 	if (rh->type == FSS_REC_COMM && rh->size >= sizeof(struct fss_rec_comm))
 		err = handle_named(s, record);
 	else if (rh->type == FSS_REC_COLLECTIVE &&
-		 (h = handle_find(s, ((const struct fss_rec_collective *)record)->comm)))
+		 (h = handle_find(s, ((const struct fss_rec_collective *)record)->comm))) {
 		number = ++h->last;
-	else if (rh->type == FSS_REC_ENTER && (h = handle_find(s, ((const struct fss_rec_enter *)record)->comm)))
+		exit_ns = ((const struct fss_rec_collective *)record)->exit_ns;
+	} else if (rh->type == FSS_REC_ENTER && (h = handle_find(s, ((const struct fss_rec_enter *)record)->comm)))
 		number = h->last + 1; /* the call its collective record will be */
-	if (!err && s->len == CUT_HOLD_MAX)
+	if (!err && s->len == CUT_HOLD_MAX && !c->frozen)
 		slot_release(c, slot, 1);
 	if (!err)
-		err = slot_push(s, record, h ? h->id_hash : 0, number);
+		err = slot_push(s, record, h ? h->id_hash : 0, number, exit_ns);
 	if (err) {
+		c->frozen = 0; /* what is held goes uncut, the record after it */
 		slot_release(c, slot, 1);
 		c->emit(c->ctx, slot, record);
 		return err;
@@ -216,7 +237,25 @@ void attach_cut_end(attach_cut_t *c, size_t slot)
 	attach_cut_release(c, 0);
 }
 
-/* The cut of id_hash: the last call every process still attached that uses it recorded. */
+/* The last call on the handle h of slot s completed before the probes began
+ * to go: what it sent (recorded before then), or a held one that returned before. */
+static uint64_t slot_last_before(const attach_cut_t *c, const struct slot *s, const struct handle *h)
+{
+	uint64_t last = h->sent;
+
+	for (size_t k = 0; k < s->len; k++) {
+		const struct held *e = &s->q[(s->head + k) % s->cap];
+		const struct fss_record_head *rh = (const void *)e->rec;
+
+		if (rh->type == FSS_REC_COLLECTIVE && e->id_hash == h->id_hash && e->exit_ns < c->frozen_ns &&
+		    e->number > last)
+			last = e->number;
+	}
+	return last;
+}
+
+/* The cut of id_hash: the last call every process still attached that uses it completed before the
+ * probes began to go (attach_cut_freeze says why not later). */
 static uint64_t comm_cut(const attach_cut_t *c, uint64_t id_hash, uint32_t *members)
 {
 	uint64_t min = UINT64_MAX;
@@ -229,9 +268,11 @@ static uint64_t comm_cut(const attach_cut_t *c, uint64_t id_hash, uint32_t *memb
 			continue;
 		for (size_t k = 0; k < s->nhandles; k++)
 			if (s->handles[k].id_hash == id_hash) {
+				uint64_t last = slot_last_before(c, s, &s->handles[k]);
+
 				(*members)++;
-				if (s->handles[k].last < min)
-					min = s->handles[k].last;
+				if (last < min)
+					min = last;
 			}
 	}
 	return min;
@@ -314,12 +355,21 @@ static int slot_cut(attach_cut_t *c, size_t i, struct attach_cut_result *r)
 	return 0;
 }
 
+void attach_cut_freeze(attach_cut_t *c, uint64_t mono_ns)
+{
+	c->frozen = 1;
+	c->frozen_ns = mono_ns;
+}
+
 int attach_cut_detach(attach_cut_t *c, struct attach_cut_result *r)
 {
 	int err;
 
 	memset(r, 0, sizeof(*r));
+	if (!c->frozen)
+		attach_cut_freeze(c, UINT64_MAX);
 	err = collect_comms(c, r);
+	c->frozen = 0; /* slot_cut sends; what fails below goes uncut */
 	for (size_t i = 0; !err && i < c->nslots; i++)
 		if (c->slots[i].used && !c->slots[i].ended)
 			err = slot_cut(c, i, r);

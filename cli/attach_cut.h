@@ -11,9 +11,9 @@
  * process has recorded that call too (the same call has the same number on
  * the communicator on every rank: fss_rec_comm.first_call); the records
  * behind a held one wait with it, so a stream keeps its order. At detach
- * the number of the last call every process still attached completed is
- * the cut of that communicator: held records past it are left out and
- * counted. In a synchronous job a few calls are held at a time; a job that
+ * the number of the last call every process still attached completed
+ * before the probes began to go is the cut of that communicator: held
+ * records past it are left out and counted. In a synchronous job a few calls are held at a time; a job that
  * stops calling (a hang) has its held records let go by the caller
  * (attach_cut_release with all), so a hang's evidence is never cut.
  *
@@ -52,7 +52,7 @@ void attach_cut_end(attach_cut_t *c, size_t slot);
 /* One communicator's cut at detach, for the attach's closing lines. */
 struct attach_cut_comm {
 	uint64_t id_hash;   /* fss_rec_comm.id_hash */
-	uint64_t number;    /* the last call on it every process still attached completed */
+	uint64_t number;    /* the last call on it every process still attached completed before the probes went */
 	uint32_t nslots;    /* processes still attached that use it */
 	uint32_t cut_slots; /* of them, with records past it */
 };
@@ -74,9 +74,22 @@ struct attach_cut_result {
 };
 
 /*
+ * attach_cut_freeze - the probes begin to go (mono_ns: CLOCK_MONOTONIC,
+ * the probes' clock, read just before): from here on nothing is sent
+ * until attach_cut_detach. While probes are removed the kernel updates the
+ * breakpoints that every process mapping the library shares, and the
+ * probes of the processes still attached can miss calls meanwhile (seen:
+ * a rank's AllGathers missed for a whole step while its ReduceScatters
+ * were seen), so the cut is the last call completed before this moment.
+ */
+void attach_cut_freeze(attach_cut_t *c, uint64_t mono_ns);
+
+/*
  * attach_cut_detach - at detach, once the probes are gone and their last
- * events taken: cut every shared communicator at its last common call,
- * send what is left before the cut, leave out what is past it. *out says
+ * events taken: cut every shared communicator at the last call every
+ * process still attached completed before attach_cut_freeze (without a
+ * freeze: the last each recorded), send what is left before the cut,
+ * leave out what is past it. *out says
  * what was done (free with attach_cut_result_free). 0, or -ENOMEM (then
  * nothing is left out: everything held is sent).
  */
