@@ -91,8 +91,12 @@ static const char attach_help_head[] =
     "    the job under 'fsdpscope run' for it). docs/attach.md has the whole list.\n\n"
     "    It detaches on SIGINT, SIGTERM or SIGHUP, after --duration, or when every\n"
     "    process it watches has ended: every probe is removed, and the job goes on\n"
-    "    exactly as before (same outputs, same exit code). Two attaches on one\n"
-    "    process work: each places its own probes and writes its own trace.\n\n"
+    "    exactly as before (same outputs, same exit code). The probes go one process\n"
+    "    after another, so every rank's records are cut at the last call all of them\n"
+    "    completed before the probes began to go (said, with what was left out).\n"
+    "    A PID that maps no libnccl, nor any descendant of it while attach watched,\n"
+    "    is an error: no trace is written. Two attaches on one process work: each\n"
+    "    places its own probes and writes its own trace.\n\n"
     "    Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with uprobes and BTF.\n\n"
     "OPTIONS\n";
 
