@@ -578,6 +578,25 @@ static void say_cut(const attach_capture_t *c)
 	}
 }
 
+/* Calls in flight at attach (cli/attach_cut.h, attach_cut_unseen), in one line. */
+static void say_unseen(const attach_capture_t *c)
+{
+	const struct attach_cut_result *r = &c->cut_result;
+
+	if (!r->unseen_calls)
+		return;
+	fprintf(stderr,
+		"%s: %" PRIu64 " call%s %s in flight at attach (entered before the probes, so neither %s entry nor "
+		"%s return was seen; the other ranks were seen to make %s): not in the trace: ",
+		c->prog, r->unseen_calls, r->unseen_calls == 1 ? "" : "s", r->unseen_calls == 1 ? "was" : "were",
+		r->unseen_calls == 1 ? "its" : "their", r->unseen_calls == 1 ? "its" : "their",
+		r->unseen_calls == 1 ? "it" : "them");
+	for (size_t k = 0; k < r->nunseen; k++)
+		fprintf(stderr, "%s%" PRIu64 " of rank %d (pid %d)", k ? ", " : "", r->unseen[k].calls,
+			(int)r->unseen[k].rank, (int)c->procs[r->unseen[k].slot].pid);
+	fputc('\n', stderr);
+}
+
 void attach_capture_detach(attach_capture_t *c)
 {
 	struct attach_records_stats rs;
@@ -610,6 +629,7 @@ void attach_capture_detach(attach_capture_t *c)
 		" collectives recorded\n",
 		c->prog, rs.processes, c->events, rs.collectives - c->cut_result.collectives);
 	say_cut(c);
+	say_unseen(c);
 	if (rs.comms_observed)
 		fprintf(
 		    stderr,
@@ -635,7 +655,10 @@ void attach_capture_detach(attach_capture_t *c)
 	}
 	if (rs.events_unknown)
 		fprintf(stderr,
-			"%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
+			"%s: %" PRIu64
+			" probe events could not be paired (an exit without its entry, or an entry whose exit "
+			"never came: while the probes of one process are removed, the others' can miss calls): not "
+			"recorded\n",
 			c->prog, rs.events_unknown);
 }
 

@@ -19,9 +19,10 @@ struct handle {
 	uint64_t handle;  /* fss_rec_comm.comm */
 	uint64_t id_hash; /* the same communicator on every rank */
 	int32_t rank;
-	uint64_t last; /* the number of its last collective recorded (held or sent) */
-	uint64_t sent; /* the number of its last collective sent */
-	uint64_t cut;  /* collectives left out at detach */
+	uint64_t last;	/* the number of its last collective recorded (held or sent) */
+	uint64_t sent;	/* the number of its last collective sent */
+	uint64_t first; /* the number of its first call seen */
+	uint64_t cut;	/* collectives left out at detach */
 };
 
 struct held {
@@ -109,6 +110,7 @@ static int handle_named(struct slot *s, const struct fss_rec_comm *r)
 	/* first_call: the number of the next call, aligned across ranks (0: from 1) */
 	h->last = r->first_call ? r->first_call - 1 : 0;
 	h->sent = h->last;
+	h->first = h->last + 1;
 	return 0;
 }
 
@@ -361,6 +363,51 @@ void attach_cut_freeze(attach_cut_t *c, uint64_t mono_ns)
 	c->frozen_ns = mono_ns;
 }
 
+/* The first call on id_hash any process was seen to make (ended ones too: they were there). */
+static uint64_t comm_first(const attach_cut_t *c, uint64_t id_hash, uint32_t *members)
+{
+	uint64_t min = UINT64_MAX;
+
+	*members = 0;
+	for (size_t i = 0; i < c->nslots; i++)
+		for (size_t k = 0; c->slots[i].used && k < c->slots[i].nhandles; k++)
+			if (c->slots[i].handles[k].id_hash == id_hash) {
+				(*members)++;
+				if (c->slots[i].handles[k].first < min)
+					min = c->slots[i].handles[k].first;
+			}
+	return min;
+}
+
+/* Per process, the calls in flight at attach on the communicators it shares (attach_cut_unseen). */
+static int collect_unseen(const attach_cut_t *c, struct attach_cut_result *r)
+{
+	for (size_t i = 0; i < c->nslots; i++) {
+		struct attach_cut_unseen u = {.slot = i, .rank = -1};
+
+		for (size_t k = 0; c->slots[i].used && k < c->slots[i].nhandles; k++) {
+			const struct handle *h = &c->slots[i].handles[k];
+			uint32_t members;
+			uint64_t first = comm_first(c, h->id_hash, &members);
+
+			if (members > 1 && h->first > first) {
+				u.calls += h->first - first;
+				u.rank = h->rank;
+			}
+		}
+		if (!u.calls)
+			continue;
+		struct attach_cut_unseen *nu = realloc(r->unseen, (r->nunseen + 1) * sizeof(*nu));
+
+		if (!nu)
+			return -ENOMEM;
+		r->unseen = nu;
+		r->unseen[r->nunseen++] = u;
+		r->unseen_calls += u.calls;
+	}
+	return 0;
+}
+
 int attach_cut_detach(attach_cut_t *c, struct attach_cut_result *r)
 {
 	int err;
@@ -369,6 +416,8 @@ int attach_cut_detach(attach_cut_t *c, struct attach_cut_result *r)
 	if (!c->frozen)
 		attach_cut_freeze(c, UINT64_MAX);
 	err = collect_comms(c, r);
+	if (!err)
+		err = collect_unseen(c, r);
 	c->frozen = 0; /* slot_cut sends; what fails below goes uncut */
 	for (size_t i = 0; !err && i < c->nslots; i++)
 		if (c->slots[i].used && !c->slots[i].ended)
@@ -387,6 +436,7 @@ void attach_cut_result_free(struct attach_cut_result *r)
 		return;
 	free(r->comms);
 	free(r->slots);
+	free(r->unseen);
 }
 
 void attach_cut_free(attach_cut_t *c)

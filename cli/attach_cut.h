@@ -65,12 +65,26 @@ struct attach_cut_slot {
 	int32_t rank;	      /* its rank in that communicator (the comm record's), -1 unknown */
 };
 
+/* One process's calls in flight at attach: on a communicator it shares, the calls
+ * before its first one seen that another process was seen to make (numbered
+ * alike on every rank: fss_rec_comm.first_call). A call entered before the
+ * probes were placed is seen neither at its entry nor at its return (the
+ * kernel arms a return probe at the entry), so these are in no trace. */
+struct attach_cut_unseen {
+	size_t slot;
+	uint64_t calls;
+	int32_t rank; /* its rank in that communicator, -1 unknown */
+};
+
 struct attach_cut_result {
 	struct attach_cut_comm *comms; /* the communicators shared by more than one process, malloc'd */
 	size_t ncomms;
 	struct attach_cut_slot *slots; /* the processes with records left out, by slot, malloc'd */
 	size_t nslots;
-	uint64_t collectives; /* collective records left out in all */
+	uint64_t collectives;		  /* collective records left out in all */
+	struct attach_cut_unseen *unseen; /* the processes that missed calls in flight at attach, malloc'd */
+	size_t nunseen;
+	uint64_t unseen_calls; /* calls in flight at attach in all */
 };
 
 /*

@@ -36,6 +36,12 @@ Scenarios:
                 ..., the last every rank completed"), and in the trace every rank's
                 last collective on it is call N (its first_call + its count - 1), so
                 the ranks' counts end at the same call, and lint finds no desync
+  in_flight     3 ranks, rank 0 held before step 3 (--hold-at: blocked opening a FIFO),
+                the others blocked inside their first collective of step 3 (futex):
+                attached there, then let go: attach says "2 calls were in flight at
+                attach", 1 of rank 1 and 1 of rank 2 (entered before the probes: seen
+                neither at entry nor at return), none of rank 0; the trace's first
+                calls on the communicator agree (ranks 1 and 2 begin one call later)
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
@@ -440,6 +446,51 @@ def scenario_detach_cut(args, work):
     print(f"detach_cut: {said}")
 
 
+def blocked_in(pid, syscall):
+    """The main thread of pid is blocked in that system call (/proc/PID/syscall)."""
+    try:
+        return read_text(f"/proc/{pid}/syscall").split()[0] == str(syscall)
+    except (OSError, IndexError):
+        return False
+
+
+def scenario_in_flight(args, work):
+    hold = os.path.join(work, "hold")
+    if os.path.exists(hold):
+        os.unlink(hold)
+    os.mkfifo(hold)
+    job = Job(args, work, 3, "block", 6, extra=["--hold-at", f"3:{hold}"])
+    att = None
+    try:
+        job.wait_ranks()
+        ranks = job.pids()[1:]
+        # rank 0 (the first child) opens the FIFO (openat: 257); the others wait in their collective (futex: 202)
+        wait_for(lambda: blocked_in(ranks[0], 257) and all(blocked_in(p, 202) for p in ranks[1:]),
+                 "rank 0 held, the others blocked in their collective", WAIT_S)
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(job.pids())
+        with open(hold, "w") as f:
+            f.write("x")
+        check(job.wait() == 0, "the job failed")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    m = re.search(r"(\d+) calls? (?:was|were) in flight at attach \(entered before the probes.*not in the trace: (.*)",
+                  att.text())
+    check(m, f"attach did not say the calls in flight: {att.text()}")
+    per = dict((int(r), int(n)) for n, r in re.findall(r"(\d+) of rank (\d+)", m.group(2)))
+    check(int(m.group(1)) == 2 and per == {1: 1, 2: 1}, f"in flight: {m.group(0)}, want 1 of rank 1 and 1 of rank 2")
+    # the trace: ranks 1 and 2 begin one call later on the communicator than rank 0
+    doc = lint_json(args, att.trace())
+    rank_of = {s["pid"]: s["rank"] for s in doc["sources"]}
+    firsts = {rank_of[pid]: min(f for f, _ in comms.values()) for pid, comms in comm_calls(args, att.trace()).items()
+              if pid in rank_of}
+    check(firsts[1] == firsts[2] == firsts[0] + 1, f"first calls seen per rank: {firsts}")
+    print(f"in_flight: {m.group(0)}")
+
+
 def scenario_launcher(args, work):
     steps = (STEPS_SANITIZED if args.sanitized else STEPS)["launcher"]
     go, hold = os.path.join(work, "go"), os.path.join(work, "hold")
@@ -816,7 +867,7 @@ def main():
             _, n, wrap = s.split("_")
             scenario_fsdp(args, work, int(n), wrap)
         else:
-            {"detach": scenario_detach, "detach_cut": scenario_detach_cut, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
+            {"detach": scenario_detach, "detach_cut": scenario_detach_cut, "in_flight": scenario_in_flight, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
              "env_rank": scenario_env_rank, "duration": scenario_duration, "killed": scenario_killed,
              "errors": scenario_errors, "no_nccl": scenario_no_nccl, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
