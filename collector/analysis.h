@@ -630,6 +630,10 @@ struct analysis_attach {
 	uint32_t comms_observed;  /* comms[] entries first seen in use */
 	uint32_t ncomms;          /* comms[] entries: every communicator of every attached source */
 	uint32_t inferred[ANALYSIS_INFER_KINDS]; /* observed comms[] entries with bit i (each <= comms_observed) */
+	uint64_t calls_in_flight; /* calls some attached ranks were inside when the probes came (seen neither at
+	                             entry nor at return): the calls before a rank's first seen on a shared
+	                             observed communicator that another rank was seen to make */
+	uint32_t ranks_in_flight; /* ranks with such calls */
 	struct analysis_attach_comm *comms; /* [ncomms] by source (arrival order), then as made or seen */
 };
 

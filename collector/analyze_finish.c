@@ -33,6 +33,45 @@ static int result_sources(const timeline_t *tl, struct analysis_result *r)
 	return rc;
 }
 
+/* Calls in flight at attach: on a communicator several attached sources
+ * share, the calls before a source's first one seen that another source was
+ * seen to make (numbered alike on every rank: first_call). Entered before
+ * the probes, such a call is seen neither at its entry nor at its return. */
+static void note_in_flight(const sources_t *layer, struct analysis_result *r)
+{
+	uint64_t calls = 0;
+	uint32_t ranks = 0;
+
+	for (size_t i = 0; i < sources_count(layer); i++) {
+		const struct source *src = sources_at(layer, i);
+		uint64_t mine = 0;
+
+		for (size_t c = 0; source_is_attached(src) && c < src->ncomms; c++) {
+			const struct source_comm *m = &src->comms[c];
+			uint64_t first = m->first_call ? m->first_call : 1, least = first;
+
+			if (!m->observed)
+				continue;
+			for (size_t j = 0; j < sources_count(layer); j++) {
+				const struct source *o = sources_at(layer, j);
+
+				for (size_t k = 0; j != i && source_is_attached(o) && k < o->ncomms; k++)
+					if (o->comms[k].observed && o->comms[k].id_hash == m->id_hash &&
+					    (o->comms[k].first_call ? o->comms[k].first_call : 1) < least)
+						least = o->comms[k].first_call ? o->comms[k].first_call : 1;
+			}
+			mine += first - least;
+		}
+		calls += mine;
+		ranks += mine > 0;
+	}
+	r->attach.calls_in_flight = calls;
+	r->attach.ranks_in_flight = ranks;
+	if (calls)
+		analyze_note(r, "%llu call%s in flight at attach on %u rank%s (seen on the others): not in the trace",
+			     (unsigned long long)calls, calls == 1 ? " was" : "s were", ranks, ranks == 1 ? "" : "s");
+}
+
 /* What attach inferred of its sources' communicators; nothing without
  * attached sources. */
 static int result_attach(const timeline_t *tl, struct analysis_result *r)
@@ -75,6 +114,7 @@ static int result_attach(const timeline_t *tl, struct analysis_result *r)
 		}
 	}
 	r->trace.sources_attached = x->sources;
+	note_in_flight(layer, r);
 	return 0;
 }
 

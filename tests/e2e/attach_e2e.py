@@ -41,7 +41,8 @@ Scenarios:
                 attached there, then let go: attach says "2 calls were in flight at
                 attach", 1 of rank 1 and 1 of rank 2 (entered before the probes: seen
                 neither at entry nor at return), none of rank 0; the trace's first
-                calls on the communicator agree (ranks 1 and 2 begin one call later)
+                calls on the communicator agree (ranks 1 and 2 begin one call later),
+                and lint says the same from the trace (a line and a note)
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
@@ -488,6 +489,10 @@ def scenario_in_flight(args, work):
     firsts = {rank_of[pid]: min(f for f, _ in comms.values()) for pid, comms in comm_calls(args, att.trace()).items()
               if pid in rank_of}
     check(firsts[1] == firsts[2] == firsts[0] + 1, f"first calls seen per rank: {firsts}")
+    # lint reads it from the trace (the comm records' first calls), and says it too
+    r = run([args.fsdpscope, "lint", att.trace()])
+    check("2 calls were in flight at attach on 2 ranks" in r.stderr, f"lint did not say the calls in flight: {r.stderr}")
+    check(any("in flight at attach" in n for n in doc["notes"]), f"no note of the calls in flight: {doc['notes']}")
     print(f"in_flight: {m.group(0)}")
 
 
