@@ -618,7 +618,7 @@ struct analysis_attach_comm {
 	int32_t nranks;       /* its ranks (a lower bound with FSS_COMM_INFER_NRANKS_ATTACHED) */
 	uint32_t inferred;    /* enum fss_comm_inferred bits; 0 for one seen made */
 	int32_t observed;     /* 1: first seen in use (comm event observed); 0: seen made (init, split) */
-	uint32_t reserved;
+	uint32_t in_flight;   /* calls on it the source was inside when the probes came (calls_in_flight) */
 };
 
 struct analysis_attach {

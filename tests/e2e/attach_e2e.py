@@ -42,7 +42,8 @@ Scenarios:
                 attach", 1 of rank 1 and 1 of rank 2 (entered before the probes: seen
                 neither at entry nor at return), none of rank 0; the trace's first
                 calls on the communicator agree (ranks 1 and 2 begin one call later),
-                and lint says the same from the trace (a line and a note)
+                and lint says the same from the trace (a line and a note), and the
+                report's Processes table counts them missing ("1*", with a footnote)
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
@@ -493,6 +494,10 @@ def scenario_in_flight(args, work):
     r = run([args.fsdpscope, "lint", att.trace()])
     check("2 calls were in flight at attach on 2 ranks" in r.stderr, f"lint did not say the calls in flight: {r.stderr}")
     check(any("in flight at attach" in n for n in doc["notes"]), f"no note of the calls in flight: {doc['notes']}")
+    # the report's Processes table counts them missing (marked), not "missing 0" beside a lower count
+    r = run([args.fsdpscope, "report", att.trace()])
+    rows = {int(w[0]): w[6] for w in (ln.split() for ln in r.stdout.split("\nProcesses")[1].splitlines()[2:5])}
+    check(rows == {0: "0", 1: "1*", 2: "1*"}, f"the Processes table's missing column: {rows}: {r.stdout}")
     print(f"in_flight: {m.group(0)}")
 
 
