@@ -5,6 +5,7 @@
 target_sources(fsdpscope PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cmd_attach.c
   ${CMAKE_CURRENT_LIST_DIR}/attach_capture.c
+  ${CMAKE_CURRENT_LIST_DIR}/attach_cut.c
   ${CMAKE_CURRENT_LIST_DIR}/attach_procs.c)
 target_link_libraries(fsdpscope PRIVATE fss_attach_core)
 if(TARGET fss_attach_bpf)

@@ -6,6 +6,7 @@
 
 #include "agent/bpf/attach.h"
 #include "agent/bpf/attach_records.h"
+#include "cli/attach_cut.h"
 #include "cli/attach_procs.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -51,6 +52,7 @@ struct proc {
 	size_t npending;
 	uint64_t records;
 	char command[256];
+	char root_command[64]; /* a root's argv[0] when first looked at: said if nothing was attached */
 };
 
 struct attach_capture {
@@ -61,6 +63,8 @@ struct attach_capture {
 	int all;
 	attach_t *probes;
 	attach_records_t *rec;
+	attach_cut_t *cut; /* holds each process's calls until the others made them too (cli/attach_cut.h) */
+	struct attach_cut_result cut_result; /* what the cut at detach left out */
 	struct proc *procs;
 	size_t nprocs, capprocs;
 	int64_t last_scan_ms;
@@ -182,6 +186,22 @@ static void stream_close(struct proc *p)
 	p->npending = 0;
 }
 
+/* The cut lets a record go: into its process's stream. */
+static void on_cut_record(void *ctx, size_t slot, const void *record)
+{
+	attach_capture_t *c = ctx;
+	struct proc *p = &c->procs[slot];
+	int err;
+
+	if (!p->w || p->stream_failed)
+		return;
+	err = trace_writer_append(p->w, record);
+	if (err)
+		stream_fail(c, p, err);
+	else
+		p->records++;
+}
+
 static int on_record(void *ctx, uint32_t pid, const void *record)
 {
 	attach_capture_t *c = ctx;
@@ -215,11 +235,8 @@ static int on_record(void *ctx, uint32_t pid, const void *record)
 			return 0;
 		}
 	}
-	err = trace_writer_append(p->w, record);
-	if (err)
-		stream_fail(c, p, err);
-	else
-		p->records++;
+	/* -ENOMEM: the record went uncut */
+	(void)attach_cut_record(c->cut, (size_t)(p - c->procs), record);
 	return 0;
 }
 
@@ -262,6 +279,9 @@ static int try_attach(attach_capture_t *c, pid_t pid, int said_missing)
 		p->state = PROC_ENDED;
 		return 0;
 	}
+	if (!p->root_command[0])
+		snprintf(p->root_command, sizeof(p->root_command), "%.*s", (int)sizeof(p->root_command) - 1,
+			 info.command);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -398,13 +418,15 @@ int attach_capture_check(const struct attach_capture_options *o)
 				    o->prog, (int)pid, info.command, n);
 			continue;
 		}
-		fprintf(stderr,
-			"%s: pid %d (%s) has no libnccl mapped (mapped: %s)\n"
-			"  attach places its probes on libnccl.so's symbols: a process that has not loaded NCCL yet\n"
-			"  cannot be attached (give its launcher's pid, or try again once it has), and one whose NCCL\n"
-			"  is linked statically into another library or the executable has no libnccl to probe: run\n"
-			"  the job under 'fsdpscope run' instead (the agent sees NCCL's own NVTX ranges there)\n",
-			o->prog, (int)pid, info.command, what[0] ? what : "nothing readable");
+		fprintf(
+		    stderr,
+		    "%s: pid %d (%s) maps no libnccl (checked /proc/%d/maps): it makes no NCCL calls to watch, or "
+		    "loads NCCL later (attach once it has)\n"
+		    "  mapped: %s\n"
+		    "  attach places its probes on libnccl.so's symbols: a job whose NCCL is linked statically into\n"
+		    "  another library or the executable has no libnccl to probe: run it under 'fsdpscope run'\n"
+		    "  instead (the agent sees NCCL's own NVTX ranges there)\n",
+		    o->prog, (int)pid, info.command, (int)pid, what[0] ? what : "nothing readable");
 		return -ENOENT;
 	}
 	return 0;
@@ -433,6 +455,8 @@ int attach_capture_new(attach_capture_t **out, const struct attach_capture_optio
 	if (gethostname(c->host, sizeof(c->host) - 1) < 0)
 		snprintf(c->host, sizeof(c->host), "unknown");
 	rc = attach_records_new(&c->rec, on_record, c);
+	if (!rc)
+		rc = attach_cut_new(&c->cut, on_cut_record, c);
 	if (rc) {
 		attach_capture_free(c);
 		return rc;
@@ -457,6 +481,7 @@ int attach_capture_new(attach_capture_t **out, const struct attach_capture_optio
 static void proc_end(attach_capture_t *c, struct proc *p)
 {
 	(void)attach_drop_pid(c->probes, p->pid);
+	attach_cut_end(c->cut, (size_t)(p - c->procs));
 	p->state = PROC_ENDED;
 	stream_close(p);
 }
@@ -479,6 +504,8 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 			if (rc < 0)
 				return rc;
 		}
+		/* a job that stopped calling: what one rank did past the others is the evidence, not to be cut */
+		attach_cut_release(c->cut, 1);
 		c->idle_decided = 1;
 	}
 	for (size_t i = 0; i < c->nprocs; i++) {
@@ -517,6 +544,59 @@ int attach_capture_round(attach_capture_t *c, int timeout_ms)
 	return watching;
 }
 
+/* The cut at detach (cli/attach_cut.h), one line per communicator the processes still attached share. */
+static void say_cut(const attach_capture_t *c)
+{
+	const struct attach_cut_result *r = &c->cut_result;
+
+	for (size_t j = 0; j < r->ncomms; j++) {
+		const struct attach_cut_comm *cc = &r->comms[j];
+		int first = 1;
+
+		fprintf(stderr,
+			"%s: detached at collective #%" PRIu64 " of communicator %016" PRIx64
+			" (%u processes), the last every rank completed: ",
+			c->prog, cc->number, cc->id_hash, cc->nslots);
+		if (!cc->cut_slots) {
+			fprintf(stderr, "no rank had records past it\n");
+			continue;
+		}
+		for (size_t k = 0; k < r->nslots; k++) {
+			const struct attach_cut_slot *s = &r->slots[k];
+
+			if (s->comm != cc->id_hash)
+				continue;
+			fprintf(stderr,
+				first ? "cut %" PRIu64 " records of rank %d (pid %d)"
+				      : ", %" PRIu64 " of rank %d (pid %d)",
+				s->collectives, (int)s->rank, (int)c->procs[s->slot].pid);
+			first = 0;
+		}
+		fprintf(stderr, " (made after the probes began to go, one process after another, when "
+				"some ranks' calls are seen and others' not: left out, so that every rank's records "
+				"end at the same call)\n");
+	}
+}
+
+/* Calls in flight at attach (cli/attach_cut.h, attach_cut_unseen), in one line. */
+static void say_unseen(const attach_capture_t *c)
+{
+	const struct attach_cut_result *r = &c->cut_result;
+
+	if (!r->unseen_calls)
+		return;
+	fprintf(stderr,
+		"%s: %" PRIu64 " call%s %s in flight at attach (entered before the probes, so neither %s entry nor "
+		"%s return was seen; the other ranks were seen to make %s): not in the trace: ",
+		c->prog, r->unseen_calls, r->unseen_calls == 1 ? "" : "s", r->unseen_calls == 1 ? "was" : "were",
+		r->unseen_calls == 1 ? "its" : "their", r->unseen_calls == 1 ? "its" : "their",
+		r->unseen_calls == 1 ? "it" : "them");
+	for (size_t k = 0; k < r->nunseen; k++)
+		fprintf(stderr, "%s%" PRIu64 " of rank %d (pid %d)", k ? ", " : "", r->unseen[k].calls,
+			(int)r->unseen[k].rank, (int)c->procs[r->unseen[k].slot].pid);
+	fputc('\n', stderr);
+}
+
 void attach_capture_detach(attach_capture_t *c)
 {
 	struct attach_records_stats rs;
@@ -524,6 +604,7 @@ void attach_capture_detach(attach_capture_t *c)
 
 	if (!c || !c->probes)
 		return;
+	attach_cut_freeze(c->cut, clock_ns(CLOCK_MONOTONIC));
 	for (size_t i = 0; i < c->nprocs; i++)
 		if (c->procs[i].state == PROC_ATTACHED)
 			(void)attach_drop_pid(c->probes, c->procs[i].pid);
@@ -531,6 +612,7 @@ void attach_capture_detach(attach_capture_t *c)
 	while (attach_poll(c->probes, 0) > 0)
 		;
 	(void)attach_records_decide(c->rec, 1);
+	(void)attach_cut_detach(c->cut, &c->cut_result); /* -ENOMEM: nothing cut, every record sent */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct proc *p = &c->procs[i];
 
@@ -545,7 +627,9 @@ void attach_capture_detach(attach_capture_t *c)
 	fprintf(stderr,
 		"%s: detached: every probe removed; %u processes attached, %" PRIu64 " probe events, %" PRIu64
 		" collectives recorded\n",
-		c->prog, rs.processes, c->events, rs.collectives);
+		c->prog, rs.processes, c->events, rs.collectives - c->cut_result.collectives);
+	say_cut(c);
+	say_unseen(c);
 	if (rs.comms_observed)
 		fprintf(
 		    stderr,
@@ -571,8 +655,32 @@ void attach_capture_detach(attach_capture_t *c)
 	}
 	if (rs.events_unknown)
 		fprintf(stderr,
-			"%s: %" PRIu64 " events could not be paired (a call entered before the attach): not recorded\n",
+			"%s: %" PRIu64
+			" probe events could not be paired (an exit without its entry, or an entry whose exit "
+			"never came: while the probes of one process are removed, the others' can miss calls): not "
+			"recorded\n",
 			c->prog, rs.events_unknown);
+}
+
+void attach_capture_say_unattached(const attach_capture_t *c)
+{
+	if (c->all) {
+		fprintf(stderr,
+			"%s: no process of this machine mapped libnccl while attach watched: nothing to watch, "
+			"no trace written\n",
+			c->prog);
+		return;
+	}
+	for (size_t r = 0; r < c->nroots; r++) {
+		const struct proc *p = proc_find((attach_capture_t *)c, c->roots[r]);
+
+		fprintf(stderr,
+			"%s: pid %d (%s) maps no libnccl (checked /proc/%d/maps), nor did any of its descendants "
+			"while attach watched: it makes no NCCL calls to watch, or loads NCCL later (attach once it "
+			"has); no trace written\n",
+			c->prog, (int)c->roots[r], p && p->root_command[0] ? p->root_command : "ended",
+			(int)c->roots[r]);
+	}
 }
 
 void attach_capture_status(const attach_capture_t *c, struct attach_capture_status *out)
@@ -603,6 +711,8 @@ void attach_capture_free(attach_capture_t *c)
 	for (size_t i = 0; i < c->nprocs; i++)
 		stream_close(&c->procs[i]);
 	attach_records_free(c->rec);
+	attach_cut_free(c->cut);
+	attach_cut_result_free(&c->cut_result);
 	free(c->procs);
 	free(c->roots);
 	free(c->sink);

@@ -83,6 +83,13 @@ struct attach_capture_status {
 };
 void attach_capture_status(const attach_capture_t *c, struct attach_capture_status *out);
 
+/*
+ * attach_capture_say_unattached - when no process was ever attached (the
+ * roots and their descendants never mapped libnccl): say so, per root, on
+ * stderr. The CLI then writes no trace and exits 2.
+ */
+void attach_capture_say_unattached(const attach_capture_t *c);
+
 void attach_capture_free(attach_capture_t *c);
 
 #endif

@@ -91,8 +91,12 @@ static const char attach_help_head[] =
     "    the job under 'fsdpscope run' for it). docs/attach.md has the whole list.\n\n"
     "    It detaches on SIGINT, SIGTERM or SIGHUP, after --duration, or when every\n"
     "    process it watches has ended: every probe is removed, and the job goes on\n"
-    "    exactly as before (same outputs, same exit code). Two attaches on one\n"
-    "    process work: each places its own probes and writes its own trace.\n\n"
+    "    exactly as before (same outputs, same exit code). The probes go one process\n"
+    "    after another, so every rank's records are cut at the last call all of them\n"
+    "    completed before the probes began to go (said, with what was left out).\n"
+    "    A PID that maps no libnccl, nor any descendant of it while attach watched,\n"
+    "    is an error: no trace is written. Two attaches on one process work: each\n"
+    "    places its own probes and writes its own trace.\n\n"
     "    Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with uprobes and BTF.\n\n"
     "OPTIONS\n";
 
@@ -242,6 +246,7 @@ struct attach_state {
 	atomic_int stop;	 /* detach now: a signal, --duration, the dashboard's q */
 	atomic_int capture_done; /* the capture detached and closed its connections */
 	int capture_rc;		 /* < 0: the probes failed */
+	int unattached;		 /* no process was ever attached: no trace, exit 2 */
 	int finish_rc;
 	char trace[4096];
 	/* --top */
@@ -315,8 +320,18 @@ static void *session_main(void *arg)
 	struct attach_state *st = arg;
 	struct session_outcome outcome;
 
+	struct attach_capture_status cs;
+
 	while (!atomic_load(&st->capture_done))
 		session_poll(st->session, ATTACH_POLL_MS);
+	attach_capture_status(st->capture, &cs);
+	if (cs.attached == 0) {
+		/* nothing mapped libnccl while attach watched: a trace would be empty */
+		attach_capture_say_unattached(st->capture);
+		session_abandon(st->session);
+		st->unattached = 1;
+		return NULL;
+	}
 	job_drain(st->session, ATTACH_FLUSH_MS, NULL);
 	st->finish_rc = session_finish(st->session, 0, NULL, NULL, &outcome);
 	if (st->finish_rc == 0 && outcome.trace_path)
@@ -388,6 +403,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	    .flags = &a->s.flags,
 	    .json_summary = a->s.json_summary,
 	    .keep = &a->s.keep,
+	    .no_source_words = "no attached process made an NCCL call while attach watched",
 	};
 	struct attach_state st;
 	pthread_t capture_thread, session_thread;
@@ -487,7 +503,7 @@ static int attach_main(struct attach_args *a, char **argv)
 	session_free(st.session);
 	free(st.metrics);
 	pthread_mutex_destroy(&st.mu);
-	code = st.finish_rc ? 1 : EXIT_OK;
+	code = st.unattached ? EXIT_USAGE : st.finish_rc ? 1 : EXIT_OK;
 	return code;
 }
 

@@ -34,6 +34,13 @@ static void lint_print_attach(FILE *out, const char *trace_path, const struct an
 		"guessed from pid order (the report's attach section says how)\n",
 		trace_path, x->sources, a->nsources, x->detached, x->comms_observed, x->ranks_inferred,
 		x->ranks_inferred == 1 ? "" : "s", x->ranks_guessed);
+	if (x->calls_in_flight)
+		fprintf(
+		    out,
+		    "fsdpscope lint: %s: %llu call%s in flight at attach on %u rank%s (entered before the probes, "
+		    "seen neither at entry nor at return; the other ranks were seen to make %s): not in the trace\n",
+		    trace_path, (unsigned long long)x->calls_in_flight, x->calls_in_flight == 1 ? " was" : "s were",
+		    x->ranks_in_flight, x->ranks_in_flight == 1 ? "" : "s", x->calls_in_flight == 1 ? "it" : "them");
 }
 
 void lint_print_left_out(FILE *out, const char *trace_path, const struct analysis_result *a)

@@ -158,11 +158,25 @@ void report_sources_table(FILE *out, const struct analysis_result *a)
 			snprintf(end, sizeof(end), "exit %d", (int)s->exit_code);
 		else
 			snprintf(end, sizeof(end), "%s", source_end_name((enum source_end)s->end));
-		fprintf(out, "  %4s %7u %-16.16s %-9s %9" PRIu64 " %11" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n", rank,
-			s->pid, s->host[0] ? s->host : "-", end, s->records, s->collectives, s->collectives_missing,
-			s->dropped);
+		char missing[32];
+		uint64_t in_flight = 0;
+
+		for (uint32_t c = 0; c < a->attach.ncomms; c++)
+			if (a->attach.comms[c].source == s->source)
+				in_flight += a->attach.comms[c].in_flight;
+		/* a call in flight at attach is missing too, though no sequence number says so */
+		snprintf(missing, sizeof(missing), "%" PRIu64 "%s", s->collectives_missing + in_flight,
+			 in_flight ? "*" : "");
+		fprintf(out, "  %4s %7u %-16.16s %-9s %9" PRIu64 " %11" PRIu64 " %7s %7" PRIu64 "\n", rank, s->pid,
+			s->host[0] ? s->host : "-", end, s->records, s->collectives, missing, s->dropped);
 	}
 	free(order);
+	if (a->attach.calls_in_flight)
+		fprintf(out,
+			"  * with %llu call%s in flight at attach: entered before the probes, seen neither at entry "
+			"nor at return, not in the trace (the other ranks were seen to make %s)\n",
+			(unsigned long long)a->attach.calls_in_flight, a->attach.calls_in_flight == 1 ? "" : "s",
+			a->attach.calls_in_flight == 1 ? "it" : "them");
 	report_sources_troubles(out, a, "  ");
 	if (a->attach.ranks_guessed)
 		fprintf(out, "  a rank marked ? was guessed from pid order: nothing measured says it\n");

@@ -692,11 +692,10 @@ static void print_summary(session_t *s, const struct ingest_stats *st, session_n
 	fputc('\n', stderr);
 	/* The agent reports a process from its first NCCL call on. */
 	if (processes == 0)
-		fprintf(
-		    stderr,
-		    "%s: no process reported: the job made no NCCL call, or the agent could not load in it (a static "
-		    "or setuid program, or one that clears LD_PRELOAD)\n",
-		    prog);
+		fprintf(stderr, "%s: no process reported: %s\n", prog,
+			s->o.no_source_words ? s->o.no_source_words
+					     : "the job made no NCCL call, or the agent could not load in it (a static "
+					       "or setuid program, or one that clears LD_PRELOAD)");
 }
 
 int session_finish(session_t *s, int keep_folder, session_notes_fn notes_fn, void *ctx, struct session_outcome *out)

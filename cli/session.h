@@ -71,6 +71,8 @@ struct session_options {
 					      NULL: keep_policy_default */
 	const char *metrics;		     /* serve Prometheus /metrics on HOST:PORT, or NULL */
 	int metrics_remote;		     /* a non-loopback metrics address is allowed (the user was warned) */
+	const char *no_source_words;	     /* why no process reported, when none did (after "no process
+						reported: "); NULL: the agent's reasons (LD_PRELOAD) */
 };
 
 /*

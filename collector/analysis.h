@@ -620,7 +620,7 @@ struct analysis_attach_comm {
 	int32_t nranks;       /* its ranks (a lower bound with FSS_COMM_INFER_NRANKS_ATTACHED) */
 	uint32_t inferred;    /* enum fss_comm_inferred bits; 0 for one seen made */
 	int32_t observed;     /* 1: first seen in use (comm event observed); 0: seen made (init, split) */
-	uint32_t reserved;
+	uint32_t in_flight;   /* calls on it the source was inside when the probes came (calls_in_flight) */
 };
 
 struct analysis_attach {
@@ -632,6 +632,10 @@ struct analysis_attach {
 	uint32_t comms_observed;  /* comms[] entries first seen in use */
 	uint32_t ncomms;          /* comms[] entries: every communicator of every attached source */
 	uint32_t inferred[ANALYSIS_INFER_KINDS]; /* observed comms[] entries with bit i (each <= comms_observed) */
+	uint64_t calls_in_flight; /* calls some attached ranks were inside when the probes came (seen neither at
+	                             entry nor at return): the calls before a rank's first seen on a shared
+	                             observed communicator that another rank was seen to make */
+	uint32_t ranks_in_flight; /* ranks with such calls */
 	struct analysis_attach_comm *comms; /* [ncomms] by source (arrival order), then as made or seen */
 };
 

@@ -33,6 +33,46 @@ static int result_sources(const timeline_t *tl, struct analysis_result *r)
 	return rc;
 }
 
+/* Calls in flight at attach: on a communicator several attached sources
+ * share, the calls before a source's first one seen that another source was
+ * seen to make (numbered alike on every rank: first_call). Entered before
+ * the probes, such a call is seen neither at its entry nor at its return. */
+static uint64_t comm_in_flight(const sources_t *layer, size_t i, const struct source_comm *m)
+{
+	uint64_t first = m->first_call ? m->first_call : 1, least = first;
+
+	if (!m->observed)
+		return 0;
+	for (size_t j = 0; j < sources_count(layer); j++) {
+		const struct source *o = sources_at(layer, j);
+
+		for (size_t k = 0; j != i && source_is_attached(o) && k < o->ncomms; k++)
+			if (o->comms[k].observed && o->comms[k].id_hash == m->id_hash &&
+			    (o->comms[k].first_call ? o->comms[k].first_call : 1) < least)
+				least = o->comms[k].first_call ? o->comms[k].first_call : 1;
+	}
+	return first - least;
+}
+
+static void note_in_flight(struct analysis_result *r)
+{
+	struct analysis_attach *x = &r->attach;
+
+	for (uint32_t c = 0; c < x->ncomms; c++) {
+		int first_of_source = 1;
+
+		x->calls_in_flight += x->comms[c].in_flight;
+		for (uint32_t d = 0; d < c; d++)
+			if (x->comms[d].source == x->comms[c].source && x->comms[d].in_flight)
+				first_of_source = 0;
+		x->ranks_in_flight += x->comms[c].in_flight && first_of_source;
+	}
+	if (x->calls_in_flight)
+		analyze_note(r, "%llu call%s in flight at attach on %u rank%s (seen on the others): not in the trace",
+			     (unsigned long long)x->calls_in_flight, x->calls_in_flight == 1 ? " was" : "s were",
+			     x->ranks_in_flight, x->ranks_in_flight == 1 ? "" : "s");
+}
+
 /* What attach inferred of its sources' communicators; nothing without
  * attached sources. */
 static int result_attach(const timeline_t *tl, struct analysis_result *r)
@@ -66,6 +106,7 @@ static int result_attach(const timeline_t *tl, struct analysis_result *r)
 			    .nranks = m->nranks,
 			    .inferred = m->inferred,
 			    .observed = m->observed,
+			    .in_flight = (uint32_t)comm_in_flight(layer, i, m),
 			};
 			if (!m->observed)
 				continue;
@@ -75,6 +116,7 @@ static int result_attach(const timeline_t *tl, struct analysis_result *r)
 		}
 	}
 	r->trace.sources_attached = x->sources;
+	note_in_flight(r);
 	return 0;
 }
 

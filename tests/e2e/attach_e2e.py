@@ -29,6 +29,21 @@ Scenarios:
                 outlive the detach): its exit code and every loss of its log
                 equal those of the same job never attached; the trace holds
                 the steps in between, its sources read "detached"
+  detach_cut    4 ranks, per-Linear, attached while stopped and detached (SIGINT) while
+                they run: the probes go one process after another, so without a cut
+                the ranks let go last record calls the others were not seen to make;
+                attach names the cut ("detached at collective #N of communicator X
+                ..., the last every rank completed"), and in the trace every rank's
+                last collective on it is call N (its first_call + its count - 1), so
+                the ranks' counts end at the same call, and lint finds no desync
+  in_flight     3 ranks, rank 0 held before step 3 (--hold-at: blocked opening a FIFO),
+                the others blocked inside their first collective of step 3 (futex):
+                attached there, then let go: attach says "2 calls were in flight at
+                attach", 1 of rank 1 and 1 of rank 2 (entered before the probes: seen
+                neither at entry nor at return), none of rank 0; the trace's first
+                calls on the communicator agree (ranks 1 and 2 begin one call later),
+                and lint says the same from the trace (a line and a note), and the
+                report's Processes table counts them missing ("1*", with a footnote)
   launcher      attach to a launcher (a shell whose child waits on a FIFO)
                 before fsdp_ref starts (20 steps; --sanitized: 6): attach waits for its ranks; fsdp_ref
                 --hold-at 0:FIFO starts, attach picks up its processes at its
@@ -50,6 +65,10 @@ Scenarios:
                 end "exited"
   duration      --duration 2 on a running job: attach detaches by itself, the
                 job goes on, its sources read "detached"
+  no_nccl       a process that maps no libnccl (sleep), and one whose only descendant
+                never loads it (sh -c 'sleep; true', attached with --duration 2, attach
+                waits for its ranks): exit 2, "pid N (CMD) maps no libnccl (checked
+                /proc/N/maps)", no trace written, no word of LD_PRELOAD
   errors        exit 2 and the message for: no such pid, a thread id, a
                 process without libnccl (names what is mapped and
                 'fsdpscope run'), no PID, --all with a PID, a bad --duration,
@@ -88,9 +107,10 @@ read_text, wait_for = support.read_text, support.wait_for
 # width, and the sanitized build's ranks are slow.
 MODEL = ["--d-model", "32", "--ffn", "64", "--seq", "16"]
 # The steps of a job attached while it runs: --sanitized (a build with ASan) runs fewer.
-STEPS = {"fsdp": (220, 20), "detach": (400, 10, 60), "launcher": 20, "all": 40}
+STEPS = {"fsdp": (220, 20), "detach": (400, 10, 60), "detach_cut": (100000, 3, 40), "launcher": 20, "all": 40}
 # launcher and all count per rank against the log, which holds as well over a few steps
-STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20), "launcher": 6, "all": 16}
+STEPS_SANITIZED = {"fsdp": (40, 8), "detach": (40, 5, 20), "detach_cut": (100000, 2, 10), "launcher": 6,
+                   "all": 16}
 
 # The wrap rules' and the structure's figures: what attach must agree on with run.
 # Their decisions rest on counts, sizes and order. small-collectives is not
@@ -369,6 +389,118 @@ def scenario_detach(args, work):
     print(f"detach: losses equal over {len(b[0])} steps, exit code {rc}")
 
 
+def comm_calls(args, trace):
+    """pid -> {id_hash: (first call number, [collective, ...])} of the trace."""
+    r = run([args.fsdpscope, "dump", "--type", "collective,comm,process_hello", trace])
+    check(r.returncode == 0, f"dump {trace} exited {r.returncode}: {r.stderr}")
+    pid_of, ids, out = {}, {}, {}
+    for line in r.stdout.splitlines():
+        d = json.loads(line)
+        pid = pid_of.get(d["source"])
+        if d.get("type") == "process_hello":
+            pid_of[d["source"]] = d["pid"]
+        elif d.get("type") == "comm" and (pid, d["comm"]) not in ids:
+            ids[(pid, d["comm"])] = d["id_hash"]
+            out.setdefault(pid, {})[d["id_hash"]] = (int(d.get("first_call") or 1), [])
+        elif d.get("type") == "collective" and (pid, d["comm"]) in ids:
+            out[pid][ids[(pid, d["comm"])]][1].append(d)
+    return out
+
+
+def scenario_detach_cut(args, work):
+    steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach_cut"]
+    job = Job(args, work, 4, "linear", steps)
+    att = None
+    try:
+        job.wait_ranks()
+        job.wait_step(at)
+        pids = job.stop()
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(pids)
+        job.signal_all(signal.SIGCONT)
+        job.wait_step(until)
+        att.p.send_signal(signal.SIGINT)
+        arc = att.wait()
+        check(arc == 0, f"attach exited {arc}: {att.text()}")
+        check(job.p.poll() is None, "the job ended before the detach: the test detached nothing mid-run")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    said = re.findall(r"detached at collective #(\d+) of communicator ([0-9a-f]+) \((\d+) processes\), "
+                      r"the last every rank completed: (.*)", att.text())
+    check(said, f"attach did not name the cut: {att.text()}")
+    cuts = {"0x" + h.lstrip("0"): int(n) for n, h, _, _ in said}
+    calls = comm_calls(args, att.trace())
+    ranks = [p for p in pids if p in calls]
+    check(len(ranks) == 4, f"{len(ranks)} of the 4 ranks in the trace: {sorted(calls)}")
+    for h, n in cuts.items():
+        last = {}
+        for pid in ranks:
+            check(h in calls[pid], f"pid {pid} has no communicator {h}: {sorted(calls[pid])}")
+            first, cs = calls[pid][h]
+            last[pid] = first + len(cs) - 1
+        check(set(last.values()) == {n}, f"communicator {h}: the ranks' last calls {last}, attach said #{n}")
+    # the job has no desync: the ranks' calls up to the cut are the same calls
+    doc = lint_json(args, att.trace())
+    wrong = [f["rule"] for f in doc["findings"] if f["rule"] in ("collective-mismatch", "collective-hang")]
+    check(not wrong, f"the cut trace reads {wrong}: {att.text()}")
+    print(f"detach_cut: {said}")
+
+
+def blocked_in(pid, syscall):
+    """The main thread of pid is blocked in that system call (/proc/PID/syscall)."""
+    try:
+        return read_text(f"/proc/{pid}/syscall").split()[0] == str(syscall)
+    except (OSError, IndexError):
+        return False
+
+
+def scenario_in_flight(args, work):
+    hold = os.path.join(work, "hold")
+    if os.path.exists(hold):
+        os.unlink(hold)
+    os.mkfifo(hold)
+    job = Job(args, work, 3, "block", 6, extra=["--hold-at", f"3:{hold}"])
+    att = None
+    try:
+        job.wait_ranks()
+        ranks = job.pids()[1:]
+        # rank 0 (the first child) opens the FIFO (openat: 257); the others wait in their collective (futex: 202)
+        wait_for(lambda: blocked_in(ranks[0], 257) and all(blocked_in(p, 202) for p in ranks[1:]),
+                 "rank 0 held, the others blocked in their collective", WAIT_S)
+        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
+        att.wait_attached(job.pids())
+        with open(hold, "w") as f:
+            f.write("x")
+        check(job.wait() == 0, "the job failed")
+        check(att.wait() == 0, f"attach failed: {att.text()}")
+    finally:
+        job.kill()
+        if att:
+            att.kill()
+    m = re.search(r"(\d+) calls? (?:was|were) in flight at attach \(entered before the probes.*not in the trace: (.*)",
+                  att.text())
+    check(m, f"attach did not say the calls in flight: {att.text()}")
+    per = dict((int(r), int(n)) for n, r in re.findall(r"(\d+) of rank (\d+)", m.group(2)))
+    check(int(m.group(1)) == 2 and per == {1: 1, 2: 1}, f"in flight: {m.group(0)}, want 1 of rank 1 and 1 of rank 2")
+    # the trace: ranks 1 and 2 begin one call later on the communicator than rank 0
+    doc = lint_json(args, att.trace())
+    rank_of = {s["pid"]: s["rank"] for s in doc["sources"]}
+    firsts = {rank_of[pid]: min(f for f, _ in comms.values()) for pid, comms in comm_calls(args, att.trace()).items()
+              if pid in rank_of}
+    check(firsts[1] == firsts[2] == firsts[0] + 1, f"first calls seen per rank: {firsts}")
+    # lint reads it from the trace (the comm records' first calls), and says it too
+    r = run([args.fsdpscope, "lint", att.trace()])
+    check("2 calls were in flight at attach on 2 ranks" in r.stderr, f"lint did not say the calls in flight: {r.stderr}")
+    check(any("in flight at attach" in n for n in doc["notes"]), f"no note of the calls in flight: {doc['notes']}")
+    # the report's Processes table counts them missing (marked), not "missing 0" beside a lower count
+    r = run([args.fsdpscope, "report", att.trace()])
+    rows = {int(w[0]): w[6] for w in (ln.split() for ln in r.stdout.split("\nProcesses")[1].splitlines()[2:5])}
+    check(rows == {0: "0", 1: "1*", 2: "1*"}, f"the Processes table's missing column: {rows}: {r.stdout}")
+    print(f"in_flight: {m.group(0)}")
+
+
 def scenario_launcher(args, work):
     steps = (STEPS_SANITIZED if args.sanitized else STEPS)["launcher"]
     go, hold = os.path.join(work, "go"), os.path.join(work, "hold")
@@ -589,7 +721,7 @@ def scenario_errors(args, work):
     expect(["99999999"], ["99999999", "no such process"], "no such pid")
     sleeper = subprocess.Popen(["sleep", "600"])
     try:
-        expect([str(sleeper.pid)], ["has no libnccl mapped", "libc.so.6", "fsdpscope run"], "no libnccl")
+        expect([str(sleeper.pid)], ["maps no libnccl", "libc.so.6", "fsdpscope run"], "no libnccl")
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -610,6 +742,31 @@ def scenario_errors(args, work):
     expect(["1"], ["no BTF", "fsdpscope run"], "a kernel without BTF", hide="/sys/kernel/btf")
     expect(["1"], ["no uprobes", "fsdpscope run"], "a kernel without uprobes", hide="/sys/bus/event_source/devices")
     print("errors: each exits 2 with its message")
+
+
+def scenario_no_nccl(args, work):
+    out = os.path.join(work, "out")
+    cases = [(["sleep", "30"], [], "sleep"), (["sh", "-c", "sleep 30; true"], ["--duration", "2"], "sh")]
+    for cmd, extra, name in cases:
+        p = subprocess.Popen(cmd)
+        try:
+            if name == "sh":
+                wait_for(lambda: children(p.pid), "the shell's child", WAIT_S)
+            else:
+                # exec'd: its maps are sleep's
+                wait_for(lambda: "sleep" in read_text(f"/proc/{p.pid}/maps"), "sleep to be exec'd", WAIT_S)
+            r = run([args.fsdpscope, "attach", "--out", out, *extra, str(p.pid)])
+        finally:
+            for c in children(p.pid):  # the shell's sleep holds the test's output open
+                os.kill(c, signal.SIGKILL)
+            p.kill()
+            p.wait()
+        want = f"pid {p.pid} ({name}) maps no libnccl (checked /proc/{p.pid}/maps)"
+        check(r.returncode == 2, f"{name}: exit {r.returncode}, want 2: {r.stderr}")
+        check(want in r.stderr, f"{name}: '{want}' not in: {r.stderr}")
+        check("LD_PRELOAD" not in r.stderr, f"{name}: LD_PRELOAD blamed: {r.stderr}")
+        check(not os.path.exists(os.path.join(out, "attach.fss")), f"{name}: a trace was written: {r.stderr}")
+    print("no_nccl: exit 2, said, no trace")
 
 
 def scenario_real_nccl(args, work):
@@ -720,9 +877,9 @@ def main():
             _, n, wrap = s.split("_")
             scenario_fsdp(args, work, int(n), wrap)
         else:
-            {"detach": scenario_detach, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
+            {"detach": scenario_detach, "detach_cut": scenario_detach_cut, "in_flight": scenario_in_flight, "launcher": scenario_launcher, "twice": scenario_twice, "all": scenario_all,
              "env_rank": scenario_env_rank, "duration": scenario_duration, "killed": scenario_killed,
-             "errors": scenario_errors, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
+             "errors": scenario_errors, "no_nccl": scenario_no_nccl, "real_nccl": scenario_real_nccl, "top": scenario_top}[s](args, work)
     except Skip as e:
         print(f"SKIP: {e}")
         return SKIP
