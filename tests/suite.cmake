@@ -56,6 +56,12 @@ fss_suite_regular_only(kineto_counts_shared)
 # jobs of the e2e scenario (a full disk among them) take minutes under ASan.
 fss_suite_regular_only(out_files_e2e)
 
+# Options refused with their range named: the parsers' paths are
+# rules_registry_test's and tui_state_test's; the advice on fsdp_ref jobs
+# (advice_job_test): the rules' paths are rules_advice_test's. Both run whole
+# fsdp_ref jobs, which take a minute under ASan.
+fss_suite_regular_only(option_ranges_e2e advice_job_test)
+
 # The per_rank HTA figures of fsdp_ref jobs: the analysis' paths are
 # analysis_figures_test's, the jobs the accuracy matrix's.
 fss_suite_regular_only(figures_e2e)
