@@ -119,10 +119,14 @@ static int open_in_place(out_file_t *f, const char *path, int nofollow, char *wh
 
 	if (fd < 0)
 		return fail(-errno, why, whylen, path, NULL);
-	if (fstat(fd, &st) < 0 || S_ISREG(st.st_mode)) {
-		int err = S_ISREG(st.st_mode) ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		int err = -errno;
 		close(fd);
-		return err ? fail(err, why, whylen, path, NULL) : 0;
+		return fail(err, why, whylen, path, NULL);
+	}
+	if (S_ISREG(st.st_mode)) { /* became a regular file since the stat: written beside it */
+		close(fd);
+		return 0;
 	}
 	f->stream = fdopen(fd, "w");
 	if (!f->stream) {

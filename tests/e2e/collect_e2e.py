@@ -575,7 +575,8 @@ def scenario_options(args):
           f"lint --rank 5 on the session's trace: {r.returncode} {r.stderr}")
 
 
-def main():
+def parse_args():
+    """The options of collect's e2e scripts (this one, collect_net_e2e.py), the agent exported."""
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
     ap.add_argument("--fsdpscope", required=True)
@@ -588,6 +589,11 @@ def main():
     args.fsdpscope = os.path.abspath(args.fsdpscope)
     os.environ["FSDPSCOPE_AGENT"] = os.path.abspath(args.agent)
     os.makedirs(args.work, exist_ok=True)
+    return args
+
+
+def main():
+    args = parse_args()
     try:
         if args.scenario.startswith("equal:"):
             if not args.fsdp_ref:

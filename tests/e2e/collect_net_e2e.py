@@ -26,7 +26,6 @@ Scenarios:
 No timing is asserted: every wait is for a condition, with a generous limit.
 Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
 """
-import argparse
 import json
 import os
 import signal
@@ -248,18 +247,7 @@ def scenario_viewer_cap(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenario")
-    ap.add_argument("--fsdpscope", required=True)
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--fsdp-ref")
-    ap.add_argument("--schema", required=True)
-    ap.add_argument("--schema-check", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
-    args.fsdpscope = os.path.abspath(args.fsdpscope)
-    os.environ["FSDPSCOPE_AGENT"] = os.path.abspath(args.agent)
-    os.makedirs(args.work, exist_ok=True)
+    args = collect.parse_args()
     scenarios = {"key_timeout": scenario_key_timeout, "probe": scenario_probe, "caps": scenario_caps,
                  "viewer_cap": scenario_viewer_cap}
     if args.scenario not in scenarios:
