@@ -86,6 +86,7 @@ No timing is asserted: every wait is for a condition, with a generous limit.
 Exit status: 0 pass, 1 fail (with the reason), 77 skip (with the reason).
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -352,11 +353,11 @@ def scenario_fsdp(args, work, nranks, wrap):
     print(f"fsdp {nranks} {wrap}: {got}")
 
 
-def scenario_detach(args, work):
-    steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach"]
-    ref = Job(args, work, 3, "block", steps, name="ref")
-    rc_ref = ref.wait()
-    job = Job(args, work, 3, "block", steps)
+@contextlib.contextmanager
+def detached_mid_run(args, work, job, at, until):
+    """job attached while its ranks are stopped at step `at`, detached with
+    SIGINT at step `until` while it runs on: (the attach, the ranks' pids).
+    The job and attach are killed when the block ends."""
     att = None
     try:
         job.wait_ranks()
@@ -369,13 +370,22 @@ def scenario_detach(args, work):
         att.p.send_signal(signal.SIGINT)
         arc = att.wait()
         check(arc == 0, f"attach exited {arc}: {att.text()}")
-        check("every probe removed" in att.text(), f"attach did not say it detached: {att.text()}")
         check(job.p.poll() is None, "the job ended before the detach: the test detached nothing mid-run")
-        rc = job.wait()
+        yield att, pids
     finally:
         job.kill()
         if att:
             att.kill()
+
+
+def scenario_detach(args, work):
+    steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach"]
+    ref = Job(args, work, 3, "block", steps, name="ref")
+    rc_ref = ref.wait()
+    job = Job(args, work, 3, "block", steps)
+    with detached_mid_run(args, work, job, at, until) as (att, _):
+        check("every probe removed" in att.text(), f"attach did not say it detached: {att.text()}")
+        rc = job.wait()
     check(rc == rc_ref == 0, f"exit codes: attached job {rc}, never attached {rc_ref}")
     a, b = log_steps(job.log), log_steps(ref.log)
     for r in b:
@@ -410,23 +420,8 @@ def comm_calls(args, trace):
 def scenario_detach_cut(args, work):
     steps, at, until = (STEPS_SANITIZED if args.sanitized else STEPS)["detach_cut"]
     job = Job(args, work, 4, "linear", steps)
-    att = None
-    try:
-        job.wait_ranks()
-        job.wait_step(at)
-        pids = job.stop()
-        att = Attach(args, os.path.join(work, "out"), [job.p.pid])
-        att.wait_attached(pids)
-        job.signal_all(signal.SIGCONT)
-        job.wait_step(until)
-        att.p.send_signal(signal.SIGINT)
-        arc = att.wait()
-        check(arc == 0, f"attach exited {arc}: {att.text()}")
-        check(job.p.poll() is None, "the job ended before the detach: the test detached nothing mid-run")
-    finally:
-        job.kill()
-        if att:
-            att.kill()
+    with detached_mid_run(args, work, job, at, until) as (att, pids):
+        pass
     said = re.findall(r"detached at collective #(\d+) of communicator ([0-9a-f]+) \((\d+) processes\), "
                       r"the last every rank completed: (.*)", att.text())
     check(said, f"attach did not name the cut: {att.text()}")
